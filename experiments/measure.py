@@ -1,0 +1,199 @@
+"""Measurement job: sweep one kernel on one device and write results/raw/{gpu}/{kernel}.parquet.
+
+Run by the DAG (rule ``measure``), or by hand:
+    python experiments/measure.py --kernel gelu --gpu cpu --out /tmp/gelu.parquet --sizes 256 512
+
+Guarantees: the device present must be the gpu asked for (else an error and no file); every cell is checked against
+float64 before it is timed; each finished cell is appended to a checkpoint, so a killed sweep resumes where it
+stopped and a failed cell costs only itself; the parquet appears in one atomic rename once the sweep is complete.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # also when run by hand, outside the DAG
+
+log = logging.getLogger("rooflab.measure")
+
+
+class DeviceMismatch(RuntimeError):
+    pass
+
+
+def prepare_environment(gpu: str, params: dict) -> None:
+    """Environment that must be set before triton/torch are imported."""
+    if gpu == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    caches = params.get("cache_dirs") or {}
+    if caches.get("triton"):
+        os.environ["TRITON_CACHE_DIR"] = str(Path(caches["triton"]).resolve())
+    if caches.get("inductor"):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(caches["inductor"]).resolve())
+
+
+def check_device(gpu: str) -> tuple[str, float]:
+    """Return (torch device, L2 bytes) for the gpu asked for, or raise if it is not the device present."""
+    import torch
+
+    from rooflab.gpus import SPECS, key_for_name, unknown_gpu_message
+
+    if gpu == "cpu":
+        return "cpu", 0.0
+    if not torch.cuda.is_available():
+        raise DeviceMismatch(f"asked to measure gpu '{gpu}', but this machine has no CUDA device. Run this job on a "
+                             f"node with that GPU (profiles/slurm maps gpus to partitions), or use gpus: [cpu].")
+    name = torch.cuda.get_device_name()
+    present = key_for_name(name)
+    if present != gpu:
+        raise DeviceMismatch(f"asked to measure gpu '{gpu}', but the device present is '{name}' (key '{present}'). "
+                             f"Refusing to write {gpu} data measured on another device.")
+    if present not in SPECS:
+        log.warning(unknown_gpu_message(present, name))
+    return "cuda", float(torch.cuda.get_device_properties(0).L2_cache_size)
+
+
+def cells_for(kernel, params: dict):
+    from rooflab.sweep import Cell
+
+    sizes = sorted(set(int(s) for s in params["sizes"]) | set(int(s) for s in params.get("extra_sizes", [])))
+    dtypes = [d for d in params["dtypes"] if d in kernel.dtypes] + \
+             [d for d in params["dtypes"] if d not in kernel.dtypes]
+    return [Cell(kernel.name, impl, dtype, n, p)
+            for p in kernel.passes for dtype in dtypes for n in sizes for impl in params["impls"]]
+
+
+def checkpoint_identity(kernel, params: dict) -> str:
+    """Rows in a checkpoint are reused only if the kernel source and the timing config are unchanged."""
+    h = hashlib.sha256(Path(kernel.source).read_bytes())
+    h.update(json.dumps({k: params.get(k) for k in ("timing", "seed", "interpret_max_size")},
+                        sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
+def load_checkpoint(path: Path, identity: str) -> dict:
+    done = {}
+    if not path.exists():
+        return done
+    for line in path.read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:  # a line cut by a kill: measure that cell again
+            continue
+        if row.get("_identity") == identity and row.get("status") != "failed":
+            done[(row["impl"], row["dtype"], int(row["size"]), row["pass"])] = row
+    return done
+
+
+def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = True) -> int:
+    prepare_environment(gpu, params)
+    import pandas as pd
+    from tqdm import tqdm
+
+    from rooflab.io import RAW_COLUMNS, write_parquet
+    from rooflab.kernel import load_kernel
+    from rooflab.provenance import provenance
+    from rooflab.sweep import run_cell
+    from rooflab.timing import TimingConfig
+
+    device, l2_bytes = check_device(gpu)
+    kernel = load_kernel(kernel_name)
+    timing = TimingConfig.from_config(params.get("timing"))
+    cells = cells_for(kernel, params)
+    identity = checkpoint_identity(kernel, params)
+    ckpt = Path(out).with_suffix(".partial.jsonl")
+    done = load_checkpoint(ckpt, identity)
+    if done:
+        log.info("resuming %s: %d of %d cells already measured in %s", kernel_name, len(done), len(cells), ckpt)
+    prov = provenance(params)
+    rows = []
+    ckpt.parent.mkdir(parents=True, exist_ok=True)
+    bar = tqdm(cells, desc=f"{gpu}/{kernel_name}", unit="cell", disable=not progress, file=sys.__stderr__,
+               dynamic_ncols=True)
+    with open(ckpt, "a") as fh:
+        for cell in bar:
+            bar.set_postfix_str(f"{cell.impl} {cell.dtype} {cell.size} {cell.pass_}")
+            if cell.key in done:
+                rows.append(done[cell.key])
+                continue
+            row = run_cell(kernel, cell, device, timing, interpret_max_size=int(params.get("interpret_max_size", 0)),
+                           seed=int(params.get("seed", 0)), l2_bytes=l2_bytes)
+            row.update(gpu=gpu, **prov)
+            tb = row.pop("traceback", None)
+            if tb:
+                log.error("cell %s failed:\n%s", cell, tb)
+            log.info("%-8s %-9s %5d %-7s %-9s %s", cell.impl, cell.dtype, cell.size, cell.pass_, row["status"],
+                     f"{row.get('median_ms', float('nan')):.4f} ms" if row["status"] == "ok" else row["error"])
+            rows.append(row)
+            fh.write(json.dumps({**row, "_identity": identity}, default=str) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    df = pd.DataFrame(rows).drop(columns=["_identity"], errors="ignore")
+    df = df.reindex(columns=RAW_COLUMNS + [c for c in df.columns if c not in RAW_COLUMNS])
+    counts = df["status"].value_counts().to_dict()
+    failed = df[df["status"] == "failed"]
+    summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    log.info("%s on %s: %d cells (%s)", kernel_name, gpu, len(df), summary)
+    if len(failed) and not params.get("allow_failures", False):
+        lines = "\n".join(f"  {r.impl} {r.dtype} {r.size} {r['pass']}: {r.error}" for _, r in failed.iterrows())
+        log.error("%d cell(s) failed; the %d good cells are kept in %s and a rerun measures only what is missing. "
+                  "Set allow_failures: true to write the parquet with the failures recorded.\n%s",
+                  len(failed), len(df) - len(failed), ckpt, lines)
+        return 1
+    write_parquet(df, out)
+    ckpt.unlink(missing_ok=True)
+    return 0
+
+
+def _setup_logging(logfile: str | None) -> None:
+    handlers = [logging.StreamHandler(sys.stderr)]
+    if logfile:
+        Path(logfile).parent.mkdir(parents=True, exist_ok=True)
+        handlers = [logging.FileHandler(logfile, mode="w")]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers,
+                        force=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--gpu", required=True, help="config key of the device: cpu, h200, ...")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512])
+    ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    ap.add_argument("--impls", nargs="+", default=["naive", "builtin", "compile", "triton", "cuda"])
+    ap.add_argument("--interpret-max-size", type=int, default=512)
+    ap.add_argument("--allow-failures", action="store_true")
+    args = ap.parse_args(argv)
+    _setup_logging(None)
+    params = {"sizes": args.sizes, "dtypes": args.dtypes, "impls": args.impls, "timing": {},
+              "interpret_max_size": args.interpret_max_size, "allow_failures": args.allow_failures}
+    try:
+        return run(args.kernel, args.gpu, args.out, params)
+    except DeviceMismatch as exc:
+        log.error("%s", exc)
+        return 2
+
+
+if __name__ == "__main__" and "snakemake" not in globals():
+    sys.exit(main())
+
+if "snakemake" in globals():
+    sm = globals()["snakemake"]
+    _setup_logging(sm.log[0])
+    try:
+        rc = run(sm.wildcards.kernel, sm.wildcards.gpu, sm.output[0], dict(sm.params.sweep))
+    except DeviceMismatch as exc:
+        log.error("%s", exc)
+        print(f"ERROR: {exc}", file=sys.stderr)
+        rc = 2
+    if rc:
+        print(f"measurement of {sm.wildcards.kernel} on {sm.wildcards.gpu} failed: see {sm.log[0]}", file=sys.stderr)
+    sys.exit(rc)

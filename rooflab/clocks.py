@@ -1,0 +1,60 @@
+"""SM and memory clocks from NVML, read before and after each cell (empty on the CPU).
+
+A cell measured while the SM clock sat well below the card's maximum (power or thermal throttling, or an idle
+clock that never ramped) is flagged, so its number is not taken as the card's capability.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+THROTTLE_FRACTION = 0.75  # NVBench discards samples under 75 % of the default SM clock
+
+
+@lru_cache(maxsize=1)
+def _handle():
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        import torch
+
+        index = torch.cuda.current_device() if torch.cuda.is_available() else 0
+        return pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:
+        return None
+
+
+def read() -> dict[str, float]:
+    """Current SM and memory clocks in MHz, and the SM clock's maximum; NaN where NVML is absent."""
+    h = _handle()
+    nan = float("nan")
+    if h is None:
+        return {"sm": nan, "mem": nan, "sm_max": nan}
+    import pynvml
+
+    def get(fn, *a):
+        try:
+            return float(fn(h, *a))
+        except Exception:
+            return nan
+
+    return {"sm": get(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM),
+            "mem": get(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_MEM),
+            "sm_max": get(pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM)}
+
+
+def prefixed(when: str) -> dict[str, float]:
+    c = read()
+    out = {f"sm_clock_{when}_mhz": c["sm"], f"mem_clock_{when}_mhz": c["mem"]}
+    if when == "after":
+        out["sm_clock_max_mhz"] = c["sm_max"]
+    return out
+
+
+def throttled(row: dict, fraction: float = THROTTLE_FRACTION) -> bool:
+    """True when the SM clock after the cell sat under ``fraction`` of its maximum (False when unknown)."""
+    sm, sm_max = row.get("sm_clock_after_mhz", math.nan), row.get("sm_clock_max_mhz", math.nan)
+    if any(map(math.isnan, (sm, sm_max))) or sm_max <= 0:
+        return False
+    return sm < fraction * sm_max

@@ -1,0 +1,75 @@
+"""Reading and writing results: atomic writes, and reads that name the file when it is not ours.
+
+Every file the DAG writes goes through ``atomic_write``: a temporary file in the same folder, then ``os.replace``,
+so no reader (or a rerun after a kill) ever sees half a file.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+# The tidy raw schema: one row per (gpu, kernel, impl, dtype, size, pass). Columns a reader relies on.
+RAW_COLUMNS = [
+    "gpu", "device_name", "kernel", "impl", "dtype", "size", "problem", "pass", "status", "error",
+    "rel_err", "max_abs_err", "tolerance", "timer", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms",
+    "mean_ms", "std_ms", "n_samples", "rse_median", "stop_reason", "graph_median_ms", "cold_ms",
+    "flops", "bytes", "working_set_bytes", "l2_bytes", "l2_ratio", "l2_resident",
+    "sm_clock_before_mhz", "sm_clock_after_mhz", "mem_clock_before_mhz", "mem_clock_after_mhz",
+    "clock_throttled", "compile_fallback", "compute_unit",
+    "git_sha", "git_dirty", "config_hash", "host", "driver", "cuda", "torch", "triton", "python", "timestamp",
+]
+CEILING_COLUMNS = ["gpu", "device_name", "ceiling", "unit", "value", "median_ms", "bytes", "flops",
+                   "git_sha", "timestamp"]
+STATUSES = ("ok", "not_timed", "mismatch", "failed", "skipped")
+
+
+class ResultsError(RuntimeError):
+    """A results file that is missing columns, corrupt, or not ours."""
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike):
+    """Yield a temporary path beside ``path``; on success it replaces ``path`` in one rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
+
+
+def write_text(text: str, path: str | os.PathLike) -> None:
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(text)
+
+
+def read_results(path: str | os.PathLike, columns=RAW_COLUMNS) -> pd.DataFrame:
+    """Read a raw/ceilings parquet, failing with the file's name if it is corrupt or lacks our columns."""
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for a corrupt file
+        raise ResultsError(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc}). "
+                           f"Delete it and rerun the job that writes it.") from exc
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ResultsError(f"{path}: not a rooflab results file (missing columns: {', '.join(missing[:8])}"
+                           f"{' ...' if len(missing) > 8 else ''}). Delete it and rerun the job that writes it.")
+    return df
+
+
+def read_raw_many(paths) -> pd.DataFrame:
+    frames = [read_results(p) for p in paths]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=RAW_COLUMNS)

@@ -1,0 +1,76 @@
+"""What a kernel file declares, and the registry that finds them.
+
+Each ``kernels/<name>.py`` holds one kernel's whole story (Triton kernel, launch wrapper, PyTorch references, FLOP and
+byte model) and ends with ``KERNEL = Kernel(...)``. The registry discovers those files by name, so adding a kernel
+needs no edit elsewhere: the Snakefile globs the same files (``kernel_names``) without importing torch.
+
+Implementations follow TritonBench: each is a factory ``make(inputs) -> closure``; the closure takes no argument,
+so allocation and input set-up stay outside the timed region.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
+IMPLS = ("naive", "builtin", "compile", "triton", "cuda")
+DTYPES = ("float32", "bfloat16", "float16")
+ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
+
+# Relative-norm tolerance ||out - ref|| / ||ref|| against a float64 reference, by dtype: travels with the dtype.
+DEFAULT_TOLERANCE = {"float32": 1e-5, "bfloat16": 1.6e-2, "float16": 2e-3}
+
+Inputs = Any  # a tuple of tensors (and scalars) made by Kernel.make_inputs
+Factory = Callable[[Inputs], Callable[[], Any]]
+
+
+@dataclass
+class Kernel:
+    name: str
+    description: str
+    make_inputs: Callable[..., Inputs]  # (n, dtype, device, seed) -> inputs
+    reference: Callable[[Inputs], Any]  # float64 reference output(s), same structure as an impl's output
+    flops: Callable[[int], float]  # FLOPs of one call at size n (the problem is n x n, or n^3 for matmul)
+    bytes: Callable[[int, str], float]  # fewest bytes one call must move through DRAM at size n and dtype
+    impls: dict[str, Factory]  # naive / builtin / triton / cuda factories
+    compile_target: str | None = "naive"  # the impl whose function torch.compile compiles
+    naive_fn: Callable[..., Any] | None = None  # the plain function for torch.compile (takes *inputs)
+    compute_unit: Callable[[str], str] = lambda dtype: "fp32"  # which peak applies: fp32 / tf32 / bf16 / fp16
+    dtypes: tuple[str, ...] = ("float32", "bfloat16")
+    tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
+    problem: Callable[[int], str] = lambda n: f"{n}x{n}"
+    passes: tuple[str, ...] = ("fwd",)
+    skip_reason: Callable[[str, str], str | None] = lambda impl, device: None  # impl unavailable here -> why
+    source: str = ""
+
+    def working_set_bytes(self, n: int, dtype: str) -> float:
+        return self.bytes(n, dtype)
+
+
+def kernel_names(kernels_dir: Path = KERNELS_DIR) -> list[str]:
+    """Names of the kernel files, without importing them (cheap: used by the Snakefile)."""
+    return sorted(p.stem for p in kernels_dir.glob("*.py") if not p.stem.startswith("_"))
+
+
+def load_kernel(name: str) -> Kernel:
+    if name not in kernel_names():
+        raise KeyError(f"unknown kernel '{name}': known kernels are {', '.join(kernel_names())} "
+                       f"(one file per kernel under kernels/)")
+    module = importlib.import_module(f"kernels.{name}")
+    kernel = getattr(module, "KERNEL", None)
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kernels/{name}.py must define KERNEL = Kernel(...)")
+    kernel.source = str(Path(module.__file__).resolve())
+    return kernel
+
+
+def torch_dtype(name: str):
+    import torch
+
+    try:
+        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+                "float64": torch.float64}[name]
+    except KeyError:
+        raise ValueError(f"unsupported dtype '{name}': use one of {', '.join(DTYPES)}") from None

@@ -1,0 +1,182 @@
+"""One measurement cell: build inputs, run one implementation, check it against float64, time it, make a row.
+
+A cell never raises: whatever goes wrong (compile error, shape assertion, out of memory) becomes a row with status
+"failed" and the message, so one bad cell cannot cost the rest of a sweep.
+
+Statuses: ok (checked and timed), not_timed (checked only: Triton under the CPU interpreter), mismatch (ran, wrong
+answer: kept out of speedups and claims), failed (raised), skipped (not available here, with the reason).
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from rooflab import clocks
+from rooflab.kernel import Kernel, torch_dtype
+from rooflab.timing import CudaEventTimer, HostTimer, TimingConfig, cudagraph_median_ms, measure
+
+
+@dataclass(frozen=True)
+class Cell:
+    kernel: str
+    impl: str
+    dtype: str
+    size: int
+    pass_: str = "fwd"
+
+    @property
+    def key(self) -> tuple:
+        return (self.impl, self.dtype, int(self.size), self.pass_)
+
+
+def _kw(kernel: Kernel, pass_: str) -> dict:
+    """Multi-pass kernels (e.g. softmax fwd and fwd+bwd) take pass_=...; single-pass kernels take nothing."""
+    return {"pass_": pass_} if len(kernel.passes) > 1 else {}
+
+
+def relative_error(out, ref) -> tuple[float, float]:
+    """(||out - ref|| / ||ref||, max |out - ref|) over all output tensors, computed in float64."""
+    import torch
+
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    if len(outs) != len(refs):
+        raise ValueError(f"implementation returned {len(outs)} outputs, the reference {len(refs)}")
+    num = den = 0.0
+    max_abs = 0.0
+    for o, r in zip(outs, refs):
+        if tuple(o.shape) != tuple(r.shape):
+            raise ValueError(f"output shape {tuple(o.shape)} differs from the reference's {tuple(r.shape)}")
+        d = o.detach().to(device=r.device, dtype=torch.float64) - r
+        num += float((d * d).sum())
+        den += float((r * r).sum())
+        max_abs = max(max_abs, float(d.abs().max()) if d.numel() else 0.0)
+    rel = (num ** 0.5) / (den ** 0.5) if den > 0 else num ** 0.5
+    return rel, max_abs
+
+
+def compiled_factory(kernel: Kernel):
+    """torch.compile of the naive expression, one fresh compiled callable per cell.
+
+    The dynamo cache is reset for each cell so the recompile limit (8 by default) can never be reached across the
+    sweep's shapes and dtypes; ``fullgraph=True`` turns a graph break into an error instead of a silent eager run.
+    Returns (factory, fallback_probe): the probe says whether dynamo produced no graph (ran eager).
+    """
+    import torch
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    def make(inputs, **kw):
+        torch._dynamo.reset()
+        counters.clear()
+        fn = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False)
+        if kw:
+            return lambda: fn(*inputs, **kw)
+        return lambda: fn(*inputs)
+
+    def fell_back() -> bool:
+        return int(counters["stats"].get("unique_graphs", 0)) == 0
+
+    return make, fell_back
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, interpret_max_size: int = 0,
+             seed: int = 0, timer=None, l2_bytes: float = 0.0) -> dict[str, Any]:
+    """Measure one cell and return its row (without provenance)."""
+    import torch
+
+    kw = _kw(kernel, cell.pass_)
+    row: dict[str, Any] = {
+        "kernel": kernel.name, "impl": cell.impl, "dtype": cell.dtype, "size": int(cell.size),
+        "problem": kernel.problem(cell.size), "pass": cell.pass_, "status": "failed", "error": "",
+        "tolerance": kernel.tolerance.get(cell.dtype, float("nan")),
+        "compute_unit": kernel.compute_unit(cell.dtype), "compile_fallback": False,
+    }
+    try:
+        row["flops"] = float(kernel.flops(cell.size, **kw))
+        row["bytes"] = float(kernel.bytes(cell.size, cell.dtype, **kw))
+        row["working_set_bytes"] = row["bytes"]
+        row["l2_bytes"] = float(l2_bytes)
+        row["l2_ratio"] = row["working_set_bytes"] / l2_bytes if l2_bytes else float("nan")
+        # A working set under the L2 size may be served from cache even with our flush: say so.
+        row["l2_resident"] = bool(l2_bytes) and row["working_set_bytes"] < l2_bytes
+
+        reason = _skip_reason(kernel, cell, device, interpret_max_size)
+        if reason:
+            row.update(status="skipped", error=reason)
+            return row
+
+        inputs = kernel.make_inputs(cell.size, torch_dtype(cell.dtype), device, seed)
+        fell_back = None
+        if cell.impl == "compile":
+            factory, fell_back = compiled_factory(kernel)
+        else:
+            factory = kernel.impls[cell.impl]
+        fn = factory(inputs, **kw)
+
+        sync(device)
+        t0 = time.perf_counter()
+        out = fn()  # the cold call: JIT compile / autotune / dynamo trace happen here
+        sync(device)
+        row["cold_ms"] = (time.perf_counter() - t0) * 1e3
+        if fell_back is not None:
+            row["compile_fallback"] = bool(fell_back())
+
+        ref = kernel.reference(inputs, **kw)
+        rel, max_abs = relative_error(out, ref)
+        row["rel_err"], row["max_abs_err"] = rel, max_abs
+        del out, ref
+        if not (rel <= row["tolerance"]):  # NaN fails too
+            row.update(status="mismatch",
+                       error=f"relative error {rel:.3g} exceeds tolerance {row['tolerance']:.3g} for {cell.dtype}")
+            return row
+
+        if device == "cpu" and cell.impl == "triton":
+            row.update(status="not_timed", error="Triton ran under TRITON_INTERPRET=1 (correctness only)")
+            return row
+
+        timer = timer or (CudaEventTimer(timing.flush_l2) if device == "cuda" else HostTimer())
+        row.update(clocks.prefixed("before"))
+        row.update(measure(fn, timer, timing))
+        row.update(clocks.prefixed("after"))
+        if device == "cuda" and timing.cudagraph:
+            try:
+                row["graph_median_ms"] = cudagraph_median_ms(fn)
+            except Exception as exc:  # graph capture is not possible for every implementation
+                row["graph_median_ms"] = float("nan")
+                row["error"] = f"cudagraph: {type(exc).__name__}: {exc}"[:500]
+        row["clock_throttled"] = clocks.throttled(row)
+        row["status"] = "ok"
+    except Exception as exc:  # one bad cell must not lose the sweep
+        if device == "cuda" and isinstance(exc, torch.cuda.OutOfMemoryError):
+            torch.cuda.empty_cache()
+        row.update(status="failed", error=f"{type(exc).__name__}: {exc}"[:2000])
+        row["traceback"] = traceback.format_exc()[-4000:]
+    return row
+
+
+def _skip_reason(kernel: Kernel, cell: Cell, device: str, interpret_max_size: int) -> str | None:
+    if cell.dtype not in kernel.dtypes:
+        return f"{kernel.name} is not defined for {cell.dtype}"
+    if cell.impl == "compile":
+        if kernel.naive_fn is None:
+            return f"{kernel.name} has no naive expression to compile"
+    elif cell.impl not in kernel.impls:
+        return f"{kernel.name} has no '{cell.impl}' implementation"
+    reason = kernel.skip_reason(cell.impl, device)
+    if reason:
+        return reason
+    if device == "cpu" and cell.impl == "triton" and cell.size > interpret_max_size:
+        return f"Triton interpreter limited to sizes <= {interpret_max_size} on the CPU (interpret_max_size)"
+    if device == "cpu" and cell.impl == "cuda":
+        return "CUDA implementation needs an NVIDIA GPU and nvcc"
+    return None
