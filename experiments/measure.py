@@ -7,7 +7,6 @@ Guarantees: the device present must be the gpu asked for (else an error and no f
 float64 before it is timed; each finished cell is appended to a checkpoint, so a killed sweep resumes where it
 stopped and a failed cell costs only itself; the parquet appears in one atomic rename once the sweep is complete.
 """
-from __future__ import annotations
 
 import argparse
 import hashlib
@@ -69,12 +68,24 @@ def cells_for(kernel, params: dict):
             for p in kernel.passes for dtype in dtypes for n in sizes for impl in params["impls"]]
 
 
+# Code whose change invalidates every measured cell (besides the kernel's own file).
+MEASUREMENT_CODE = ["rooflab/sweep.py", "rooflab/timing.py", "rooflab/kernel.py", "rooflab/clocks.py"]
+
+
 def checkpoint_identity(kernel, params: dict) -> str:
-    """Rows in a checkpoint are reused only if the kernel source and the timing config are unchanged."""
+    """Stored cells are reused only if the kernel source, measurement code and timing config are unchanged."""
     h = hashlib.sha256(Path(kernel.source).read_bytes())
+    for rel in MEASUREMENT_CODE:
+        h.update((REPO / rel).read_bytes())
     h.update(json.dumps({k: params.get(k) for k in ("timing", "seed", "interpret_max_size")},
                         sort_keys=True).encode())
     return h.hexdigest()[:16]
+
+
+def cell_store(out: str | Path) -> Path:
+    """results/raw/{gpu}/{kernel}.parquet -> results/raw/{gpu}/.cells/{kernel}.jsonl"""
+    out = Path(out)
+    return out.parent / ".cells" / f"{out.stem}.jsonl"
 
 
 def load_checkpoint(path: Path, identity: str) -> dict:
@@ -107,7 +118,11 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     timing = TimingConfig.from_config(params.get("timing"))
     cells = cells_for(kernel, params)
     identity = checkpoint_identity(kernel, params)
-    ckpt = Path(out).with_suffix(".partial.jsonl")
+    # The cell store: every finished cell is appended here at once, so a kill loses at most the cell in flight,
+    # and a rerun (after a kill, a failure, or a config change) measures only the cells it does not hold.
+    ckpt = cell_store(out)
+    if not params.get("reuse_cells", True):
+        ckpt.unlink(missing_ok=True)
     done = load_checkpoint(ckpt, identity)
     if done:
         log.info("resuming %s: %d of %d cells already measured in %s", kernel_name, len(done), len(cells), ckpt)
@@ -148,7 +163,6 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                   len(failed), len(df) - len(failed), ckpt, lines)
         return 1
     write_parquet(df, out)
-    ckpt.unlink(missing_ok=True)
     return 0
 
 

@@ -10,6 +10,8 @@ Triton interpreter) with no loss of accuracy.
 from __future__ import annotations
 
 import math
+import os
+import shutil
 
 import torch
 import torch.nn.functional as F
@@ -49,6 +51,113 @@ def gelu_triton(x: torch.Tensor, block_size: int = 2048, num_warps: int = 8) -> 
     grid = lambda META: (triton.cdiv(n, META["BLOCK_SIZE"]),)  # noqa: E731
     _gelu_kernel[grid](x, y, n, BLOCK_SIZE=block_size, num_warps=num_warps)
     return y
+
+
+# Hand-written CUDA: a grid-stride loop over 16-byte packs (4 fp32 or 8 bf16) when both pointers are 16-byte
+# aligned, then a scalar grid-stride loop over the tail (or over everything when unaligned). Math in float.
+CUDA_SOURCE = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+template <typename scalar_t, int VEC>
+struct alignas(sizeof(scalar_t) * VEC) Pack {
+  scalar_t v[VEC];
+};
+
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);  // sqrt(2/pi) (x + 0.044715 x^3)
+  return 0.5f * x * (1.0f + tanhf(u));
+}
+
+// Packs [0, n_packs) as VEC-wide vectors, then elements [n_packs * VEC, n) one at a time.
+template <typename scalar_t, int VEC>
+__global__ void gelu_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int64_t n, int64_t n_packs) {
+  using P = Pack<scalar_t, VEC>;
+  const int64_t stride = (int64_t)blockDim.x * gridDim.x;
+  const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const P* xp = reinterpret_cast<const P*>(x);
+  P* yp = reinterpret_cast<P*>(y);
+  for (int64_t i = tid; i < n_packs; i += stride) {
+    const P p = xp[i];
+    P out;
+    for (int k = 0; k < VEC; ++k) out.v[k] = static_cast<scalar_t>(gelu_tanh(static_cast<float>(p.v[k])));
+    yp[i] = out;
+  }
+  for (int64_t i = n_packs * VEC + tid; i < n; i += stride) {
+    y[i] = static_cast<scalar_t>(gelu_tanh(static_cast<float>(x[i])));
+  }
+}
+
+template <typename scalar_t>
+static void launch(const torch::Tensor& x, torch::Tensor& y) {
+  constexpr int VEC = 16 / sizeof(scalar_t);
+  constexpr int THREADS = 256;
+  const int64_t n = x.numel();
+  const scalar_t* xp = x.data_ptr<scalar_t>();
+  scalar_t* yp = y.data_ptr<scalar_t>();
+  const bool aligned = reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(yp) % 16 == 0;
+  const int64_t n_packs = aligned ? n / VEC : 0;
+  const int64_t work = n_packs > 0 ? n_packs : n;
+  const int64_t max_blocks = (int64_t)at::cuda::getCurrentDeviceProperties()->multiProcessorCount * 32;
+  const int64_t blocks = std::min<int64_t>((work + THREADS - 1) / THREADS, max_blocks);
+  gelu_kernel<scalar_t, VEC><<<blocks, THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(xp, yp, n, n_packs);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+torch::Tensor gelu_cuda(torch::Tensor x) {
+  TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
+  TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
+  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16, "x must be float32 or bfloat16");
+  const at::cuda::OptionalCUDAGuard guard(x.device());
+  auto y = torch::empty_like(x);
+  if (x.numel() == 0) return y;
+  if (x.scalar_type() == at::kFloat) launch<float>(x, y);
+  else launch<at::BFloat16>(x, y);
+  return y;
+}
+"""
+CPP_SOURCE = "torch::Tensor gelu_cuda(torch::Tensor x);"
+CUDA_DTYPES = (torch.float32, torch.bfloat16)
+_cuda_module = None  # compiled on first use
+
+
+def cuda_skip_reason(device: str) -> str | None:
+    """Why the CUDA extension cannot be built or run here, or None."""
+    if device != "cuda":
+        return f"hand-written CUDA needs an NVIDIA GPU (device is {device})"
+    from torch.utils.cpp_extension import CUDA_HOME, is_ninja_available
+
+    nvcc = shutil.which("nvcc") or (CUDA_HOME and os.path.join(CUDA_HOME, "bin", "nvcc"))
+    if not nvcc or not os.path.exists(nvcc):
+        return "no nvcc found (not on PATH, CUDA_HOME unset): cannot compile the CUDA extension"
+    if not is_ninja_available():
+        return "ninja not installed: torch.utils.cpp_extension.load_inline needs it to compile the CUDA extension"
+    return None
+
+
+def _cuda():
+    global _cuda_module
+    if _cuda_module is None:
+        from torch.utils.cpp_extension import load_inline
+
+        _cuda_module = load_inline(name="rooflab_gelu_cuda", cpp_sources=CPP_SOURCE, cuda_sources=CUDA_SOURCE,
+                                   functions=["gelu_cuda"], extra_cuda_cflags=["-O3"], verbose=False)
+    return _cuda_module
+
+
+def gelu_cuda(x: torch.Tensor) -> torch.Tensor:
+    """Check the input; the extension (compiled on first call) allocates and launches."""
+    if x.device.type != "cuda":
+        raise ValueError(f"gelu_cuda needs a CUDA tensor, got a tensor on {x.device}")
+    if x.dtype not in CUDA_DTYPES:
+        raise TypeError(f"gelu_cuda supports float32 and bfloat16, not {x.dtype}")
+    if not x.is_contiguous():
+        raise ValueError(f"gelu_cuda needs a contiguous tensor (got shape {tuple(x.shape)}, strides {x.stride()}); "
+                         f"call .contiguous() explicitly if a copy is acceptable")
+    return _cuda().gelu_cuda(x)
 
 
 def gelu_naive(x: torch.Tensor) -> torch.Tensor:
@@ -92,6 +201,8 @@ KERNEL = Kernel(
         "naive": lambda inputs: (lambda: gelu_naive(*inputs)),
         "builtin": lambda inputs: (lambda: gelu_builtin(*inputs)),
         "triton": lambda inputs: (lambda: gelu_triton(*inputs)),
+        "cuda": lambda inputs: (lambda: gelu_cuda(*inputs)),
     },
     naive_fn=gelu_naive,
+    skip_reason=lambda impl, device: cuda_skip_reason(device) if impl == "cuda" else None,
 )

@@ -1,0 +1,130 @@
+"""Raw timings -> results/metrics.parquet: achieved rates, arithmetic intensity, roofline position, speedups,
+roofline-model times on every datasheet GPU, and the model's error against the GPU actually measured.
+
+Formulas (per row, t = median time in seconds; FLOPs and bytes from the kernel's own model in kernels/<k>.py):
+    achieved_gbps        = bytes / t / 1e9
+    achieved_tflops      = flops / t / 1e12
+    arithmetic_intensity = flops / bytes                                   [FLOP/byte]
+    attainable           = min(peak_flops[unit], arithmetic_intensity * peak_bandwidth)     (the roofline)
+    roofline_fraction    = (flops / t) / attainable
+    model_time_ms_<gpu>  = max(flops / peak_flops[unit], bytes / peak_bandwidth) * 1e3
+    model_error_<src>    = measured / model_time - 1   (on the GPU measured; src = datasheet | measured)
+    wave_efficiency_<g>  = tiles / (ceil(tiles / SMs) * SMs), tiles = ceil(M/128) ceil(N/128)   (matmul)
+Peaks come from rooflab/gpus.py (datasheet) and results/raw/<gpu>/ceilings.parquet (measured). Rows that are not
+"ok" (mismatch, failed, skipped, not_timed) keep their status and get no rates, speedups or claims.
+"""
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rooflab.gpus import SPECS  # noqa: E402
+
+MATMUL_TILE = 128  # the output tile the wave model assumes (BLOCK_M = BLOCK_N = 128)
+CEILING_FOR_UNIT = {"fp32": "gemm_fp32", "tf32": "gemm_tf32", "bf16": "gemm_bf16", "fp16": "gemm_fp16"}
+CELL = ["gpu", "kernel", "dtype", "size", "pass"]
+
+
+def attainable(ai, peak_flops, peak_bw):
+    """The roofline: min(peak FLOP/s, AI x peak bandwidth), in FLOP/s."""
+    return np.minimum(peak_flops, np.asarray(ai, dtype=float) * peak_bw)
+
+
+def model_time_s(flops, nbytes, peak_flops, peak_bw):
+    """Roofline-model time: the larger of the compute time and the memory time."""
+    return np.maximum(np.asarray(flops, dtype=float) / peak_flops, np.asarray(nbytes, dtype=float) / peak_bw)
+
+
+def wave_efficiency(m: int, n: int, sms: int, tile: int = MATMUL_TILE) -> float:
+    """Fraction of the last wave's SM slots doing work, averaged over waves (1.0 = no quantisation loss)."""
+    tiles = math.ceil(m / tile) * math.ceil(n / tile)
+    return tiles / (math.ceil(tiles / sms) * sms)
+
+
+def measured_peaks(ceilings: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """{gpu: {'copy': B/s, 'gemm_bf16': FLOP/s, ...}} from the ceilings table."""
+    out: dict[str, dict[str, float]] = {}
+    for _, r in ceilings.iterrows():
+        out.setdefault(r["gpu"], {})[r["ceiling"]] = float(r["value"])
+    return out
+
+
+def _peak_flops_measured(peaks: dict, unit: str) -> float:
+    return peaks.get(CEILING_FOR_UNIT[unit], peaks.get("gemm_fp32", np.nan))
+
+
+def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
+    df = raw.copy()
+    ok = df["status"] == "ok"
+    t = df["median_ms"].where(ok) * 1e-3
+    df["achieved_gbps"] = df["bytes"] / t / 1e9
+    df["achieved_tflops"] = df["flops"] / t / 1e12
+    df["arithmetic_intensity"] = df["flops"] / df["bytes"]
+    df["graph_achieved_gbps"] = df["bytes"] / (df.get("graph_median_ms", np.nan) * 1e-3) / 1e9
+
+    # Against the datasheet of every spec GPU: attainable rate, fraction reached, model time.
+    for key, spec in SPECS.items():
+        pf = df["compute_unit"].map(lambda u, s=spec: s.peak_flops(u) if isinstance(u, str) else np.nan)
+        att = attainable(df["arithmetic_intensity"], pf, spec.mem_bandwidth)
+        df[f"attainable_tflops_{key}"] = att / 1e12
+        df[f"roofline_fraction_{key}"] = df["achieved_tflops"] * 1e12 / att
+        df[f"model_time_ms_{key}"] = model_time_s(df["flops"], df["bytes"], pf, spec.mem_bandwidth) * 1e3
+        if "matmul" in set(df["kernel"]):
+            df[f"wave_efficiency_{key}"] = [
+                wave_efficiency(n, n, spec.sms) if k == "matmul" else np.nan for k, n in zip(df["kernel"], df["size"])
+            ]
+
+    # Against the GPU measured on: its datasheet (if known) and its measured ceilings.
+    peaks = measured_peaks(ceilings)
+    own_bw = df["gpu"].map(lambda g: peaks.get(g, {}).get("copy", np.nan))
+    own_pf = [_peak_flops_measured(peaks.get(g, {}), u) for g, u in zip(df["gpu"], df["compute_unit"])]
+    own_pf = np.asarray(own_pf, dtype=float)
+    df["peak_bandwidth_measured_gbps"] = own_bw / 1e9
+    df["peak_tflops_measured"] = own_pf / 1e12
+    att = attainable(df["arithmetic_intensity"], own_pf, own_bw)
+    df["attainable_tflops_measured"] = att / 1e12
+    df["roofline_fraction_measured"] = df["achieved_tflops"] * 1e12 / att
+    df["bandwidth_fraction_measured"] = df["achieved_gbps"] * 1e9 / own_bw
+    df["model_time_ms_measured"] = model_time_s(df["flops"], df["bytes"], own_pf, own_bw) * 1e3
+    df["model_error_measured"] = df["median_ms"] / df["model_time_ms_measured"] - 1
+
+    ds = [SPECS.get(g) for g in df["gpu"]]
+    df["model_time_ms_datasheet"] = [row[f"model_time_ms_{s.key}"] if s else np.nan
+                                     for s, (_, row) in zip(ds, df.iterrows())]
+    df["roofline_fraction_datasheet"] = [row[f"roofline_fraction_{s.key}"] if s else np.nan
+                                         for s, (_, row) in zip(ds, df.iterrows())]
+    df["model_error_datasheet"] = df["median_ms"] / df["model_time_ms_datasheet"] - 1
+    ridge = [(s.peak_flops(u) / s.mem_bandwidth) if s and isinstance(u, str) else pf_ / bw_
+             for s, u, pf_, bw_ in zip(ds, df["compute_unit"], own_pf, own_bw)]
+    df["ridge_point"] = ridge
+    df["bound"] = np.where(df["arithmetic_intensity"] < df["ridge_point"], "memory", "compute")
+
+    # Speedups within one run: baseline time / this time, among correct ("ok") cells only.
+    for base in ("builtin", "naive"):
+        b = df[ok & (df["impl"] == base)].set_index(CELL)["median_ms"]
+        b = b[~b.index.duplicated()]
+        key = pd.MultiIndex.from_frame(df[CELL])
+        df[f"speedup_vs_{base}"] = b.reindex(key).to_numpy() / df["median_ms"].where(ok).to_numpy()
+    return df
+
+
+def build(raw_paths, ceiling_paths, out: str) -> pd.DataFrame:
+    from rooflab.io import CEILING_COLUMNS, read_raw_many, read_results, write_parquet
+
+    raw = read_raw_many(raw_paths)
+    ceilings = pd.concat([read_results(p, CEILING_COLUMNS) for p in ceiling_paths], ignore_index=True)
+    metrics = compute_metrics(raw, ceilings)
+    write_parquet(metrics, out)
+    return metrics
+
+
+if "snakemake" in globals():
+    sm = globals()["snakemake"]
+    with open(sm.log[0], "w") as fh:
+        m = build(sm.input.raw, sm.input.ceilings, sm.output[0])
+        print(f"{len(m)} rows, {int((m.status == 'ok').sum())} ok", file=fh)

@@ -1,0 +1,65 @@
+"""Roofline of one GPU: measured points (coloured by implementation, shaped by kernel) under the datasheet and the
+measured ceilings, ridge points marked. Message: how far each implementation sits from what the hardware allows.
+
+Log-log axes: x = arithmetic intensity (FLOP/byte, from the kernel's own model), y = achieved TFLOP/s.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from figures._common import IMPL_LABEL, PALETTE, claimable, impls_present, no_data, parse_args, save, setup
+from rooflab.gpus import spec_for
+
+SCOPE = "gpu"
+
+
+def roof(ax, ai, peak_flops, peak_bw, label, style, color):
+    y = np.minimum(peak_flops, ai * peak_bw) / 1e12
+    ax.plot(ai, y, style, color=color, lw=1.4, label=label)
+    ridge = peak_flops / peak_bw
+    ax.plot([ridge], [peak_flops / 1e12], "o", color=color, ms=4)
+    ax.annotate(f"ridge {ridge:.0f}", (ridge, peak_flops / 1e12), textcoords="offset points", xytext=(4, 4),
+                fontsize=7, color=color)
+
+
+def main(argv=None):
+    args = parse_args(SCOPE, argv)
+    setup()
+    metrics = pd.read_parquet(args.metrics)
+    df = claimable(metrics, args.gpu)
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    if df.empty:
+        no_data(ax, f"no correct, timed measurements on {args.gpu}")
+        save(fig, args)
+        return
+    ai = np.logspace(np.log10(max(df["arithmetic_intensity"].min() / 4, 1e-2)),
+                     np.log10(max(df["arithmetic_intensity"].max() * 4, 1e3)), 200)
+    spec = spec_for(args.gpu)
+    units = sorted(set(df["compute_unit"]))
+    if spec:
+        for unit in units:
+            roof(ax, ai, spec.peak_flops(unit), spec.mem_bandwidth, f"datasheet {unit}", "-", "0.25")
+    for unit in units:
+        peak = df.loc[df["compute_unit"] == unit, "peak_tflops_measured"].dropna()
+        bw = df["peak_bandwidth_measured_gbps"].dropna()
+        if len(peak) and len(bw):
+            roof(ax, ai, peak.iloc[0] * 1e12, bw.iloc[0] * 1e9, f"measured {unit}", "--", "tab:red")
+    sns.scatterplot(data=df, x="arithmetic_intensity", y="achieved_tflops", hue="impl", style="kernel",
+                    hue_order=impls_present(df), palette=PALETTE, ax=ax, s=30, alpha=0.85)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity [FLOP/byte]")
+    ax.set_ylabel("achieved [TFLOP/s]")
+    name = spec.name if spec else args.gpu
+    ax.set_title(f"Roofline on {name}: measured points vs datasheet and measured ceilings")
+    handles, labels = ax.get_legend_handles_labels()
+    labels = [IMPL_LABEL.get(lab, lab) for lab in labels]
+    ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    save(fig, args)
+
+
+if __name__ == "__main__":
+    main()

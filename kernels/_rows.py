@@ -1,0 +1,30 @@
+"""Launch heuristic shared by the row-wise kernels (layernorm, rmsnorm): one place, not repeated per file.
+
+One program normalises one row. When the row fits in one block it stays in registers (one read of x); a longer row
+is walked in BLOCK_SIZE tiles. The leading underscore keeps this file out of the kernel registry.
+"""
+from __future__ import annotations
+
+import triton
+
+# Widest tile one program holds in registers: 16384 fp32 values across 16 warps is 32 values a thread, which leaves
+# room for the weight (and bias) tile without spilling. Longer rows take the tiled loop.
+MAX_BLOCK_SIZE = 16384
+# Bytes of the row each thread should load: 64 B is four 16-byte vector loads, enough to keep the memory pipe busy.
+BYTES_PER_THREAD = 64
+MIN_WARPS, MAX_WARPS = 4, 16
+
+
+def row_launch_params(n_cols: int, element_size: int) -> tuple[int, int]:
+    """(BLOCK_SIZE, num_warps) for a one-program-per-row kernel over rows of n_cols elements of element_size bytes.
+
+    BLOCK_SIZE is the next power of two of the row (tl.arange needs a power of two), capped at MAX_BLOCK_SIZE;
+    num_warps grows with the bytes of one tile so each thread loads about BYTES_PER_THREAD, within [4, 16].
+    """
+    if n_cols < 1:
+        raise ValueError(f"row length must be positive, got {n_cols}")
+    if element_size not in (1, 2, 4, 8):
+        raise ValueError(f"element_size must be 1, 2, 4 or 8 bytes, got {element_size}")
+    block_size = min(triton.next_power_of_2(n_cols), MAX_BLOCK_SIZE)
+    warps = triton.next_power_of_2(max(1, block_size * element_size // (32 * BYTES_PER_THREAD)))
+    return block_size, max(MIN_WARPS, min(MAX_WARPS, warps))

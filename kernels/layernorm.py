@@ -1,0 +1,163 @@
+"""LayerNorm forward over the last dimension of an N x N input: y = (x - mean) / sqrt(var + eps) * weight + bias.
+
+The whole story of the kernel: the fused Triton kernel (one program per row, statistics in fp32), its launch wrapper,
+the naive PyTorch expression (mean, centre, variance, scale: each its own pass over memory), the builtin
+(F.layer_norm), the float64 reference, and the FLOP/byte model that the analysis uses.
+
+A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is read once and kept in registers; a
+longer row is walked in tiles, twice for the statistics (mean, then the centred variance: two passes, not
+E[x^2] - E[x]^2, which cancels badly when |mean| >> std) and once more to normalise and store.
+
+References: Ba, Kiros & Hinton, "Layer Normalization" (2016); Triton tutorial 05-layer-norm; Liger-Kernel's
+ops/layer_norm.py.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from kernels._rows import row_launch_params
+from rooflab.kernel import ELEMENT_BYTES, Kernel
+from rooflab.triton_utils import check_device
+
+EPS = 1e-5
+SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
+# Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
+# divisions and rsqrt (O(N) in all) are left out.
+FLOPS_PER_ELEMENT = 7
+
+
+@triton.jit
+def _layernorm_fwd_kernel(
+    x_ptr, w_ptr, b_ptr, y_ptr,
+    n_cols,
+    stride_xm, stride_xn, stride_w, stride_b, stride_ym, stride_yn,
+    eps,
+    BLOCK_SIZE: tl.constexpr,
+    ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
+):
+    row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
+    x_row = x_ptr + row * stride_xm
+    y_row = y_ptr + row * stride_ym
+    cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
+    if ONE_TILE:
+        mask = cols < n_cols
+        x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.sum(x, axis=0) / n_cols
+        diff = tl.where(mask, x - mean, 0.0)
+        rstd = tl.math.rsqrt(tl.sum(diff * diff, axis=0) / n_cols + eps)
+        w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + cols * stride_b, mask=mask, other=0.0).to(tl.float32)
+        y = diff * rstd * w + b
+        tl.store(y_row + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK_SIZE):  # pass 1: the mean
+            c = start + cols
+            acc += tl.load(x_row + c * stride_xn, mask=c < n_cols, other=0.0).to(tl.float32)
+        mean = tl.sum(acc, axis=0) / n_cols
+        acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK_SIZE):  # pass 2: the centred variance
+            c = start + cols
+            mask = c < n_cols
+            x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0).to(tl.float32)
+            diff = tl.where(mask, x - mean, 0.0)
+            acc += diff * diff
+        rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
+        for start in range(0, n_cols, BLOCK_SIZE):  # pass 3: normalise, scale, shift, store
+            c = start + cols
+            mask = c < n_cols
+            x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + c * stride_w, mask=mask, other=0.0).to(tl.float32)
+            b = tl.load(b_ptr + c * stride_b, mask=mask, other=0.0).to(tl.float32)
+            y = (x - mean) * rstd * w + b
+            tl.store(y_row + c * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
+                     block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+    """Check the inputs; allocate y; launch one program per row.
+
+    Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
+    ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows.
+    """
+    check_device(x, weight, bias)
+    if x.dim() != 2:
+        raise ValueError(f"layernorm_triton needs a 2-D input (rows, cols), got shape {tuple(x.shape)}")
+    if x.dtype not in SUPPORTED:
+        raise TypeError(f"layernorm_triton supports float32, bfloat16 and float16, not {x.dtype}")
+    if weight.dtype != x.dtype or bias.dtype != x.dtype:
+        raise TypeError(f"weight ({weight.dtype}) and bias ({bias.dtype}) must have x's dtype ({x.dtype})")
+    n_rows, n_cols = x.shape
+    for name, t in (("weight", weight), ("bias", bias)):
+        if tuple(t.shape) != (n_cols,):
+            raise ValueError(f"{name} must have shape ({n_cols},) to match x's last dimension, got {tuple(t.shape)}")
+    y = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)  # (rows, cols), contiguous
+    if y.numel() == 0:
+        return y
+    auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
+    block_size = block_size or auto_block
+    if block_size & (block_size - 1):
+        raise ValueError(f"block_size must be a power of two, got {block_size}")
+    grid = lambda META: (n_rows,)  # noqa: E731  one program per row
+    _layernorm_fwd_kernel[grid](
+        x, weight, bias, y, n_cols,
+        x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0), y.stride(1),
+        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps or auto_warps,
+    )
+    return y
+
+
+def layernorm_naive(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS) -> torch.Tensor:
+    """The unfused expression: every line is its own kernel (or several) and its own pass over memory."""
+    mean = x.mean(dim=-1, keepdim=True)  # read N^2, write N
+    xc = x - mean  # read N^2 + N, write N^2
+    var = (xc * xc).mean(dim=-1, keepdim=True)  # 2 kernels: read N^2 write N^2; read N^2 write N
+    rstd = torch.rsqrt(var + eps)  # 2 kernels: read N write N each
+    return xc * rstd * weight + bias  # 3 kernels: read N^2 + N, write N^2 each
+
+
+def layernorm_builtin(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS) -> torch.Tensor:
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+def reference(inputs) -> torch.Tensor:
+    x, weight, bias = (t.to(torch.float64) for t in inputs)
+    mean = x.mean(dim=-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased variance, as LayerNorm uses
+    return (x - mean) / torch.sqrt(var + EPS) * weight + bias
+
+
+def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn((n, n), generator=g, device=device, dtype=torch.float32)
+    weight = 1.0 + 0.1 * torch.randn((n,), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
+    bias = 0.1 * torch.randn((n,), generator=g, device=device, dtype=torch.float32)
+    return x.to(dtype), weight.to(dtype), bias.to(dtype)
+
+
+def flops(n: int) -> float:
+    return FLOPS_PER_ELEMENT * n * n
+
+
+def bytes_moved(n: int, dtype: str) -> float:
+    return (2 * n * n + 2 * n) * ELEMENT_BYTES[dtype]  # the fewest: read x, write y, read weight and bias once
+
+
+KERNEL = Kernel(
+    name="layernorm",
+    description="LayerNorm forward over the last dim of N x N, with weight and bias, fp32 statistics",
+    make_inputs=make_inputs,
+    reference=reference,
+    flops=flops,
+    bytes=bytes_moved,
+    impls={
+        "naive": lambda inputs: (lambda: layernorm_naive(*inputs)),
+        "builtin": lambda inputs: (lambda: layernorm_builtin(*inputs)),
+        "triton": lambda inputs: (lambda: layernorm_triton(*inputs)),
+    },
+    naive_fn=layernorm_naive,
+    dtypes=("float32", "bfloat16", "float16"),
+)

@@ -1,0 +1,213 @@
+"""Matrix multiply with a fused ReLU epilogue: C = relu(A @ B), A (M, K), B (K, N), C (M, N); swept with M = N = K = n.
+
+The whole story of the kernel: the tiled Triton kernel, its launch wrapper, the naive PyTorch expression, the builtin
+(cuBLAS for the product, then a separate ReLU kernel: the baseline a fused epilogue should beat), the float64
+reference, and the FLOP/byte model that the analysis uses.
+
+Precision. The Triton kernel accumulates in fp32 whatever the storage dtype. For float32 inputs ``tl.dot`` uses its
+default ``input_precision="tf32"`` on the GPU (10-bit mantissa inputs, fp32 accumulate: relative error about 1e-4 to
+1e-3), hence ``compute_unit("float32") == "tf32"`` and the float32 tolerance of 2e-3. The builtin ``torch.mm`` runs
+full fp32 unless ``torch.backends.cuda.matmul.allow_tf32`` is set (off by default), so at float32 the builtin does
+more work per FLOP than the Triton kernel: compare float32 speedups with that in mind. bfloat16/float16 use the
+tensor cores in their own dtype on both sides.
+
+Interpreter. Under TRITON_INTERPRET=1 a bfloat16 ``tl.dot`` returns garbage (numpy has no bfloat16), so the loaded
+tiles are upcast to fp32 before the dot only when interpreting (the DOT_IN_FP32 constexpr); on the GPU the dots stay
+bf16/fp16 tensor-core dots. The interpreter also computes fp32 dots exactly, not in tf32.
+
+References: Triton tutorial 03-matrix-multiplication (grouped ordering for L2 reuse, autotuned tiles, fused
+activation as a constexpr epilogue).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from rooflab.kernel import ELEMENT_BYTES, Kernel
+from rooflab.triton_utils import autotune_configs, check_device, interpreting
+
+ACTIVATIONS = ("relu", "none")
+SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
+# H200: 228 KiB of shared memory per SM, 227 KiB usable by one block; configs whose pipelined tiles need more are
+# dropped before compiling (they would fail with OutOfResources anyway, after costing a compile).
+SMEM_LIMIT_BYTES = 227 * 1024
+
+
+def get_matmul_configs() -> list[triton.Config]:
+    """The one list of tile configs. Hopper-friendly first (wgmma wants BLOCK_M a multiple of 64, 8 warps for the
+    widest tiles); smaller tiles keep small or skinny problems from idling most SMs. Under the interpreter only the
+    first is used (rooflab.triton_utils.autotune_configs)."""
+    def cfg(bm, bn, bk, group_m, stages, warps):
+        return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
+                             num_stages=stages, num_warps=warps)
+
+    return [
+        cfg(128, 256, 64, 8, 3, 8),
+        cfg(128, 128, 64, 8, 4, 4),
+        cfg(128, 128, 64, 8, 4, 8),
+        cfg(128, 128, 32, 8, 4, 4),
+        cfg(64, 128, 64, 8, 4, 4),
+        cfg(128, 64, 64, 8, 4, 4),
+        cfg(64, 256, 32, 8, 4, 4),
+        cfg(256, 128, 64, 8, 3, 8),
+        cfg(64, 64, 64, 8, 4, 4),
+        cfg(64, 32, 32, 8, 5, 2),
+    ]
+
+
+def _smem_bytes(config: triton.Config, element_size: int) -> int:
+    """Shared memory the software pipeline keeps: one A and one B tile per stage."""
+    kw = config.kwargs
+    return config.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_size
+
+
+def _prune_configs(configs, named_args, **kwargs):
+    """Drop configs whose pipelined tiles cannot fit in shared memory at this dtype (float32 tiles are twice as big)."""
+    element_size = named_args["a_ptr"].element_size()
+    kept = [c for c in configs if _smem_bytes(c, element_size) <= SMEM_LIMIT_BYTES]
+    return kept or configs[-1:]
+
+
+@triton.jit
+def _matmul_kernel(
+    a_ptr, b_ptr, c_ptr,
+    M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    ACTIVATION: tl.constexpr,  # "relu" or "none": the epilogue is compiled in only when asked for
+    DOT_IN_FP32: tl.constexpr,  # True under the interpreter only (its bf16 dot is wrong)
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    # Grouped ordering: consecutive programs walk GROUP_M row-tiles down one column of tiles, so the B tiles they
+    # share are still in L2 when the next program needs them.
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    # int64: row * stride reaches M * K, past 2^31 for large or transposed operands.
+    offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=mask_m[:, None] & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_k[:, None] < k_left) & mask_n[None, :], other=0.0)
+        if DOT_IN_FP32:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc)  # fp32 accumulator; fp32 inputs use tf32 on the GPU (the default)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    if ACTIVATION == "relu":
+        acc = tl.maximum(acc, 0.0)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+
+
+_matmul_kernel_autotuned = triton.autotune(
+    configs=autotune_configs(get_matmul_configs()),
+    key=["M", "N", "K"],  # the autotuner adds the tensors' dtypes to the key itself
+    prune_configs_by={"early_config_prune": _prune_configs},
+)(_matmul_kernel)
+
+
+def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
+                  config: dict | None = None) -> torch.Tensor:
+    """C = activation(A @ B). Check the operands; allocate C; launch one program per BLOCK_M x BLOCK_N tile.
+
+    Any 2-D strides are honoured (``a.t()``, ``b.t()``, slices) without a copy. ``config`` (BLOCK_M, BLOCK_N,
+    BLOCK_K, GROUP_M and optionally num_warps, num_stages) bypasses the autotuner, e.g. to test several tiles.
+    """
+    check_device(a, b)
+    if a.dim() != 2 or b.dim() != 2:
+        raise ValueError(f"matmul_triton needs 2-D operands, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"inner dimensions differ: A is {tuple(a.shape)}, B is {tuple(b.shape)} "
+                         f"(A's columns must equal B's rows)")
+    if a.dtype not in SUPPORTED or b.dtype != a.dtype:
+        raise TypeError(f"matmul_triton needs A and B of one dtype among float32, bfloat16, float16; "
+                        f"got {a.dtype} and {b.dtype}")
+    if a.device != b.device:
+        raise ValueError(f"A is on {a.device}, B on {b.device}")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=a.dtype)  # (M, N)
+    if M == 0 or N == 0:
+        return c
+    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)  # noqa: E731
+    if config is None:
+        _matmul_kernel_autotuned[grid](*args, ACTIVATION=activation, DOT_IN_FP32=interpreting())
+    else:
+        meta = dict(config)
+        launch = {k: meta.pop(k) for k in ("num_warps", "num_stages") if k in meta}
+        _matmul_kernel[grid](*args, ACTIVATION=activation, DOT_IN_FP32=interpreting(), **meta, **launch)
+    return c
+
+
+def matmul_naive(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The unfused expression: the product, then ReLU as its own pass over C."""
+    c = a @ b  # read 2n^2 (A and B), write n^2
+    return torch.relu(c)  # read n^2, write n^2
+
+
+def matmul_builtin(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The baseline: cuBLAS (torch.mm) and a separate ReLU kernel."""
+    return F.relu(torch.mm(a, b))
+
+
+def reference(inputs) -> torch.Tensor:
+    a, b = inputs
+    return torch.relu(a.to(torch.float64) @ b.to(torch.float64))
+
+
+def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
+    g = torch.Generator(device=device).manual_seed(seed)
+    a = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
+    b = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
+    return a, b
+
+
+def flops(n: int) -> float:
+    return 2.0 * n ** 3 + n * n  # a multiply and an add per (i, j, k); plus one max per output for ReLU
+
+
+def bytes_moved(n: int, dtype: str) -> float:
+    return (2 * n * n + n * n) * ELEMENT_BYTES[dtype]  # the fewest: read A and B once, write C once
+
+
+KERNEL = Kernel(
+    name="matmul",
+    description="C = relu(A @ B), M = N = K = n, fused ReLU epilogue",
+    make_inputs=make_inputs,
+    reference=reference,
+    flops=flops,
+    bytes=bytes_moved,
+    impls={
+        "naive": lambda inputs: (lambda: matmul_naive(*inputs)),
+        "builtin": lambda inputs: (lambda: matmul_builtin(*inputs)),
+        "triton": lambda inputs: (lambda: matmul_triton(*inputs)),
+    },
+    naive_fn=matmul_naive,
+    compute_unit=lambda dtype: {"float32": "tf32", "bfloat16": "bf16", "float16": "fp16"}[dtype],
+    dtypes=("float32", "bfloat16", "float16"),
+    # relative-norm against float64: tf32 inputs give ~5e-4 on the GPU; bf16/fp16 are limited by C's rounding
+    tolerance={"float32": 2e-3, "bfloat16": 1.6e-2, "float16": 5e-3},
+    problem=lambda n: f"{n}x{n}x{n}",
+)

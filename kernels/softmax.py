@@ -1,0 +1,515 @@
+"""Softmax over the rows of an N x N matrix, forward and backward: y = exp(x - max) / sum(exp(x - max)).
+
+The whole story of the kernel: the Triton kernels (forward, two ways, and backward), their launch wrappers and the
+autograd Function that joins them, a hand-written CUDA forward and backward, the naive PyTorch expression, the
+builtin, the float64 reference, and the FLOP/byte model that the analysis uses. Two passes are measured: "fwd" and
+"fwd+bwd" (forward, then backward with a fixed seeded upstream gradient, returning the input gradient).
+
+Forward, chosen by row length:
+- rows of at most MAX_FUSED_BLOCK elements: one program per row holds the whole row in registers (padded to a power
+  of two with -inf, which exp sends to 0): read x once, write y once.
+- longer rows: online softmax over tiles of MAX_FUSED_BLOCK (Milakov & Gimelshein, 2018): pass 1 keeps a running max
+  m and a running sum s, rescaling s by exp(m_old - m_new) when the max grows; pass 2 writes exp(x - m) / s.
+Backward: dx = y * (dy - sum_j(dy_j y_j)), one program per row, or two passes over tiles for long rows.
+Row statistics (max, sum, dot) are always fp32, whatever the storage dtype.
+
+References: Triton tutorial 02-fused-softmax; Liger-Kernel ops/softmax.py (autograd Function, num_warps from the block
+size); Milakov & Gimelshein, "Online normalizer calculation for softmax" (2018).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+
+import torch
+import triton
+import triton.language as tl
+
+from rooflab.kernel import ELEMENT_BYTES, Kernel
+from rooflab.triton_utils import check_device
+
+# Longest row held in registers by one program (fp32: 32 KB over 16 warps = 16 values per thread); longer rows go
+# through the tiled online kernel with tiles of this size.
+MAX_FUSED_BLOCK = 8192
+FWD_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, add (sum), multiply by 1/sum
+BWD_FLOPS_PER_ELEMENT = 4  # dy*y, add (dot), subtract, multiply
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from x's
+
+
+def num_warps_for(block: int) -> int:
+    """num_warps from the block size (Liger-Kernel's heuristic): about 16-32 fp32 values per thread."""
+    if block >= 8192:
+        return 16
+    if block >= 2048:
+        return 8
+    return 4
+
+
+@triton.jit
+def _softmax_fwd_row_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_ym, stride_yn,
+                            BLOCK_N: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride passes 2^31 at 8192^2
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=-float("inf")).to(tl.float32)
+    z = x - tl.max(x, axis=0)
+    e = tl.exp(z)  # padding: exp(-inf) = 0
+    y = e * (1.0 / tl.sum(e, axis=0))
+    tl.store(y_ptr + row * stride_ym + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_fwd_online_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_ym, stride_yn,
+                               BLOCK_N: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)
+    x_row = x_ptr + row * stride_xm
+    y_row = y_ptr + row * stride_ym
+    # Pass 1: running max m and running sum s = sum exp(x - m). Every tile holds at least one real column, so the
+    # tile max is finite and exp(m - m_new) is never exp(-inf + inf).
+    m = -float("inf")
+    s = 0.0
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        x = tl.load(x_row + cols * stride_xn, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    # Pass 2: normalise.
+    inv_s = 1.0 / s
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        mask = cols < n_cols
+        x = tl.load(x_row + cols * stride_xn, mask=mask, other=-float("inf")).to(tl.float32)
+        y = tl.exp(x - m) * inv_s
+        tl.store(y_row + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd_row_kernel(y_ptr, dy_ptr, dx_ptr, n_rows, n_cols, stride_ym, stride_yn, stride_dym, stride_dyn,
+                            stride_dxm, stride_dxn, BLOCK_N: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)
+    cols = tl.arange(0, BLOCK_N)
+    mask = cols < n_cols
+    y = tl.load(y_ptr + row * stride_ym + cols * stride_yn, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + row * stride_dym + cols * stride_dyn, mask=mask, other=0.0).to(tl.float32)
+    dot = tl.sum(y * dy, axis=0)
+    dx = y * (dy - dot)
+    tl.store(dx_ptr + row * stride_dxm + cols * stride_dxn, dx.to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _softmax_bwd_tiled_kernel(y_ptr, dy_ptr, dx_ptr, n_rows, n_cols, stride_ym, stride_yn, stride_dym, stride_dyn,
+                              stride_dxm, stride_dxn, BLOCK_N: tl.constexpr):
+    row = tl.program_id(axis=0).to(tl.int64)
+    y_row = y_ptr + row * stride_ym
+    dy_row = dy_ptr + row * stride_dym
+    dx_row = dx_ptr + row * stride_dxm
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)  # pass 1: dot = sum(y * dy)
+    for start in range(0, n_cols, BLOCK_N):
+        cols = start + tl.arange(0, BLOCK_N)
+        mask = cols < n_cols
+        y = tl.load(y_row + cols * stride_yn, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_row + cols * stride_dyn, mask=mask, other=0.0).to(tl.float32)
+        acc += y * dy
+    dot = tl.sum(acc, axis=0)
+    for start in range(0, n_cols, BLOCK_N):  # pass 2: dx = y * (dy - dot)
+        cols = start + tl.arange(0, BLOCK_N)
+        mask = cols < n_cols
+        y = tl.load(y_row + cols * stride_yn, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_row + cols * stride_dyn, mask=mask, other=0.0).to(tl.float32)
+        tl.store(dx_row + cols * stride_dxn, (y * (dy - dot)).to(dx_ptr.dtype.element_ty), mask=mask)
+
+
+def _check(name: str, *tensors: torch.Tensor) -> None:
+    check_device(*tensors)
+    for t in tensors:
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise TypeError(f"{name} supports float32, bfloat16 and float16, not {t.dtype}")
+        if t.dim() != 2:
+            raise ValueError(f"{name} needs 2-D tensors (rows x columns), got shape {tuple(t.shape)}")
+        if t.shape != tensors[0].shape or t.dtype != tensors[0].dtype:
+            raise ValueError(f"{name} needs tensors of one shape and dtype, got {tuple(tensors[0].shape)} "
+                             f"{tensors[0].dtype} and {tuple(t.shape)} {t.dtype}")
+
+
+def _block(n_cols: int, max_block: int) -> tuple[int, bool]:
+    """(BLOCK_N, whole row in one block?) for a row of n_cols elements."""
+    if not (max_block >= 16 and max_block & (max_block - 1) == 0):
+        raise ValueError(f"max_block must be a power of two >= 16, got {max_block}")
+    block = triton.next_power_of_2(n_cols)
+    return (block, True) if block <= max_block else (max_block, False)
+
+
+def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.Tensor:
+    """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length."""
+    _check("softmax_forward", x)
+    n_rows, n_cols = x.shape
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    if y.numel() == 0:
+        return y
+    block, one_block = _block(n_cols, max_block)
+    kernel = _softmax_fwd_row_kernel if one_block else _softmax_fwd_online_kernel
+    grid = lambda META: (n_rows,)  # noqa: E731
+    kernel[grid](x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
+                 BLOCK_N=block, num_warps=num_warps_for(block))
+    return y
+
+
+def softmax_backward(y: torch.Tensor, dy: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.Tensor:
+    """dx = y * (dy - rowsum(dy * y)). Check; allocate; one program per row."""
+    _check("softmax_backward", y, dy)
+    n_rows, n_cols = y.shape
+    dx = torch.empty((n_rows, n_cols), dtype=y.dtype, device=y.device)
+    if dx.numel() == 0:
+        return dx
+    block, one_block = _block(n_cols, max_block)
+    kernel = _softmax_bwd_row_kernel if one_block else _softmax_bwd_tiled_kernel
+    grid = lambda META: (n_rows,)  # noqa: E731
+    kernel[grid](y, dy, dx, n_rows, n_cols, y.stride(0), y.stride(1), dy.stride(0), dy.stride(1),
+                 dx.stride(0), dx.stride(1), BLOCK_N=block, num_warps=num_warps_for(block))
+    return dx
+
+
+class TritonSoftmax(torch.autograd.Function):
+    """Stores y for the backward; the kernels do the work."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.Tensor:
+        y = softmax_forward(x, max_block)
+        ctx.save_for_backward(y)
+        ctx.max_block = max_block
+        return y
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor):
+        (y,) = ctx.saved_tensors
+        return softmax_backward(y, dy, ctx.max_block), None
+
+
+def softmax_triton(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.Tensor:
+    return TritonSoftmax.apply(x, max_block)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Hand-written CUDA: one block per row, three sweeps over the row (max, sum of exp, write; the row is re-read from
+# L1/L2), block reductions by warp shuffles then shared memory. 16-byte vector loads when every row is aligned.
+CUDA_SOURCE = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+template <typename scalar_t, int VEC>
+struct alignas(sizeof(scalar_t) * VEC) Pack {
+  scalar_t v[VEC];
+};
+
+// Reduce v over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
+template <bool IS_MAX>
+__device__ float block_reduce(float v, float* shared) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float w = __shfl_xor_sync(0xffffffff, v, o);
+    v = IS_MAX ? fmaxf(v, w) : v + w;
+  }
+  __syncthreads();  // earlier readers of shared[0] are done before it is overwritten
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < n_warps ? shared[lane] : (IS_MAX ? -INFINITY : 0.0f);
+    for (int o = 16; o > 0; o >>= 1) {
+      const float w = __shfl_xor_sync(0xffffffff, v, o);
+      v = IS_MAX ? fmaxf(v, w) : v + w;
+    }
+    if (lane == 0) shared[0] = v;
+  }
+  __syncthreads();
+  return shared[0];
+}
+
+template <typename scalar_t, int VEC>
+__global__ void softmax_fwd_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int64_t n_cols) {
+  __shared__ float shared[32];
+  using P = Pack<scalar_t, VEC>;
+  const int64_t row = blockIdx.x;
+  const P* xr = reinterpret_cast<const P*>(x + row * n_cols);
+  P* yr = reinterpret_cast<P*>(y + row * n_cols);
+  const int64_t n_packs = n_cols / VEC;
+
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n_packs; i += blockDim.x) {
+    const P p = xr[i];
+    for (int k = 0; k < VEC; ++k) m = fmaxf(m, static_cast<float>(p.v[k]));
+  }
+  m = block_reduce<true>(m, shared);
+
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n_packs; i += blockDim.x) {
+    const P p = xr[i];
+    for (int k = 0; k < VEC; ++k) s += expf(static_cast<float>(p.v[k]) - m);
+  }
+  const float inv_s = 1.0f / block_reduce<false>(s, shared);
+
+  for (int64_t i = threadIdx.x; i < n_packs; i += blockDim.x) {
+    const P p = xr[i];
+    P out;
+    for (int k = 0; k < VEC; ++k) out.v[k] = static_cast<scalar_t>(expf(static_cast<float>(p.v[k]) - m) * inv_s);
+    yr[i] = out;
+  }
+}
+
+template <typename scalar_t, int VEC>
+__global__ void softmax_bwd_kernel(const scalar_t* __restrict__ y, const scalar_t* __restrict__ dy,
+                                   scalar_t* __restrict__ dx, int64_t n_cols) {
+  __shared__ float shared[32];
+  using P = Pack<scalar_t, VEC>;
+  const int64_t row = blockIdx.x;
+  const P* yr = reinterpret_cast<const P*>(y + row * n_cols);
+  const P* dyr = reinterpret_cast<const P*>(dy + row * n_cols);
+  P* dxr = reinterpret_cast<P*>(dx + row * n_cols);
+  const int64_t n_packs = n_cols / VEC;
+
+  float dot = 0.0f;
+  for (int64_t i = threadIdx.x; i < n_packs; i += blockDim.x) {
+    const P a = yr[i], b = dyr[i];
+    for (int k = 0; k < VEC; ++k) dot += static_cast<float>(a.v[k]) * static_cast<float>(b.v[k]);
+  }
+  dot = block_reduce<false>(dot, shared);
+
+  for (int64_t i = threadIdx.x; i < n_packs; i += blockDim.x) {
+    const P a = yr[i], b = dyr[i];
+    P out;
+    for (int k = 0; k < VEC; ++k) {
+      const float yk = static_cast<float>(a.v[k]);
+      out.v[k] = static_cast<scalar_t>(yk * (static_cast<float>(b.v[k]) - dot));
+    }
+    dxr[i] = out;
+  }
+}
+
+static int threads_for(int64_t n_packs) {
+  return n_packs >= 4096 ? 1024 : (n_packs >= 1024 ? 512 : 256);
+}
+
+// 16-byte packs when every row starts 16-byte aligned, else one element at a time.
+static bool rows_aligned(int64_t n_cols, int64_t elem_bytes, std::initializer_list<const void*> ptrs) {
+  if ((n_cols * elem_bytes) % 16 != 0) return false;
+  for (const void* p : ptrs) if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
+template <typename scalar_t>
+static void launch_fwd(const torch::Tensor& x, torch::Tensor& y) {
+  const int64_t n_rows = x.size(0), n_cols = x.size(1);
+  constexpr int VEC = 16 / sizeof(scalar_t);
+  auto stream = at::cuda::getCurrentCUDAStream();
+  const scalar_t* xp = x.data_ptr<scalar_t>();
+  scalar_t* yp = y.data_ptr<scalar_t>();
+  if (rows_aligned(n_cols, sizeof(scalar_t), {xp, yp})) {
+    softmax_fwd_kernel<scalar_t, VEC><<<n_rows, threads_for(n_cols / VEC), 0, stream>>>(xp, yp, n_cols);
+  } else {
+    softmax_fwd_kernel<scalar_t, 1><<<n_rows, threads_for(n_cols), 0, stream>>>(xp, yp, n_cols);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename scalar_t>
+static void launch_bwd(const torch::Tensor& y, const torch::Tensor& dy, torch::Tensor& dx) {
+  const int64_t n_rows = y.size(0), n_cols = y.size(1);
+  constexpr int VEC = 16 / sizeof(scalar_t);
+  auto stream = at::cuda::getCurrentCUDAStream();
+  const scalar_t* yp = y.data_ptr<scalar_t>();
+  const scalar_t* dyp = dy.data_ptr<scalar_t>();
+  scalar_t* dxp = dx.data_ptr<scalar_t>();
+  if (rows_aligned(n_cols, sizeof(scalar_t), {yp, dyp, dxp})) {
+    softmax_bwd_kernel<scalar_t, VEC><<<n_rows, threads_for(n_cols / VEC), 0, stream>>>(yp, dyp, dxp, n_cols);
+  } else {
+    softmax_bwd_kernel<scalar_t, 1><<<n_rows, threads_for(n_cols), 0, stream>>>(yp, dyp, dxp, n_cols);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+static void check_input(const torch::Tensor& t, const char* name) {
+  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
+  TORCH_CHECK(t.dim() == 2, name, " must be 2-D");
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+  TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16, name,
+              " must be float32 or bfloat16");
+}
+
+torch::Tensor softmax_fwd(torch::Tensor x) {
+  check_input(x, "x");
+  const at::cuda::OptionalCUDAGuard guard(x.device());
+  auto y = torch::empty_like(x);
+  if (x.numel() == 0) return y;
+  if (x.scalar_type() == at::kFloat) launch_fwd<float>(x, y);
+  else launch_fwd<at::BFloat16>(x, y);
+  return y;
+}
+
+torch::Tensor softmax_bwd(torch::Tensor y, torch::Tensor dy) {
+  check_input(y, "y");
+  check_input(dy, "dy");
+  TORCH_CHECK(y.sizes() == dy.sizes() && y.scalar_type() == dy.scalar_type(), "y and dy must match");
+  const at::cuda::OptionalCUDAGuard guard(y.device());
+  auto dx = torch::empty_like(y);
+  if (y.numel() == 0) return dx;
+  if (y.scalar_type() == at::kFloat) launch_bwd<float>(y, dy, dx);
+  else launch_bwd<at::BFloat16>(y, dy, dx);
+  return dx;
+}
+"""
+CPP_SOURCE = "torch::Tensor softmax_fwd(torch::Tensor x);\ntorch::Tensor softmax_bwd(torch::Tensor y, torch::Tensor dy);"
+CUDA_DTYPES = (torch.float32, torch.bfloat16)
+_cuda_module = None  # compiled on first use
+
+
+def cuda_skip_reason(device: str) -> str | None:
+    """Why the CUDA extension cannot be built or run here, or None."""
+    if device != "cuda":
+        return f"hand-written CUDA needs an NVIDIA GPU (device is {device})"
+    from torch.utils.cpp_extension import CUDA_HOME, is_ninja_available
+
+    nvcc = shutil.which("nvcc") or (CUDA_HOME and os.path.join(CUDA_HOME, "bin", "nvcc"))
+    if not nvcc or not os.path.exists(nvcc):
+        return "no nvcc found (not on PATH, CUDA_HOME unset): cannot compile the CUDA extension"
+    if not is_ninja_available():
+        return "ninja not installed: torch.utils.cpp_extension.load_inline needs it to compile the CUDA extension"
+    return None
+
+
+def _cuda():
+    global _cuda_module
+    if _cuda_module is None:
+        from torch.utils.cpp_extension import load_inline
+
+        _cuda_module = load_inline(name="rooflab_softmax_cuda", cpp_sources=CPP_SOURCE, cuda_sources=CUDA_SOURCE,
+                                   functions=["softmax_fwd", "softmax_bwd"], extra_cuda_cflags=["-O3"],
+                                   verbose=False)
+    return _cuda_module
+
+
+def _check_cuda(name: str, *tensors: torch.Tensor) -> None:
+    for t in tensors:
+        if t.device.type != "cuda":
+            raise ValueError(f"{name} needs CUDA tensors, got a tensor on {t.device}")
+        if t.dtype not in CUDA_DTYPES:
+            raise TypeError(f"{name} supports float32 and bfloat16, not {t.dtype}")
+        if t.dim() != 2 or not t.is_contiguous():
+            raise ValueError(f"{name} needs contiguous 2-D tensors (got shape {tuple(t.shape)}, strides "
+                             f"{t.stride()}); call .contiguous() explicitly if a copy is acceptable")
+
+
+class CudaSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        _check_cuda("softmax_cuda", x)
+        y = _cuda().softmax_fwd(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor):
+        (y,) = ctx.saved_tensors
+        _check_cuda("softmax_cuda backward", dy)
+        return _cuda().softmax_bwd(y, dy)
+
+
+def softmax_cuda(x: torch.Tensor) -> torch.Tensor:
+    return CudaSoftmax.apply(x)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+def softmax_naive_fwd(x: torch.Tensor) -> torch.Tensor:
+    """The unfused expression: every line is its own kernel and its own pass over memory."""
+    m = x.max(dim=1, keepdim=True).values  # 1 kernel: read N^2, write N
+    e = torch.exp(x - m)  # 2 kernels: read N^2 + N, write N^2; read N^2, write N^2
+    return e / e.sum(dim=1, keepdim=True)  # 2 kernels: read N^2, write N; read N^2 + N, write N^2
+
+
+def softmax_naive(x: torch.Tensor, grad_y: torch.Tensor, pass_: str = "fwd") -> torch.Tensor:
+    """What torch.compile compiles (and, for fwd, the naive impl). fwd+bwd: the vector-Jacobian product of the naive
+    forward with grad_y through torch.func.vjp, because a fullgraph compiled function cannot call .backward()."""
+    if pass_ == "fwd":
+        return softmax_naive_fwd(x)
+    _, vjp = torch.func.vjp(softmax_naive_fwd, x)
+    return vjp(grad_y)[0]
+
+
+def softmax_builtin(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, dim=1)
+
+
+def reference(inputs, pass_: str = "fwd") -> torch.Tensor:
+    x, grad_y = inputs
+    x64 = x.detach().to(torch.float64, copy=True).requires_grad_(pass_ != "fwd")
+    y = torch.softmax(x64, dim=1)
+    if pass_ == "fwd":
+        return y
+    y.backward(grad_y.to(torch.float64))
+    return x64.grad
+
+
+def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
+    """x (requires_grad=False; fwd+bwd factories make their own leaf) and the fixed upstream gradient grad_y."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
+    g.manual_seed(seed + GRAD_SEED_OFFSET)
+    grad_y = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
+    return x, grad_y
+
+
+def _factory(softmax_fn):
+    """make(inputs, pass_) -> closure. fwd: y = softmax(x). fwd+bwd: forward then backward with grad_y, returning
+    dx; the leaf copy of x is made once here, outside the timed closure."""
+    def make(inputs, pass_: str = "fwd"):
+        x, grad_y = inputs
+        if pass_ == "fwd":
+            return lambda: softmax_fn(x)
+        if pass_ != "fwd+bwd":
+            raise ValueError(f"unknown pass '{pass_}': softmax has passes fwd and fwd+bwd")
+        x_leaf = x.detach().clone().requires_grad_(True)
+
+        def fwd_bwd():
+            x_leaf.grad = None
+            softmax_fn(x_leaf).backward(grad_y)
+            return x_leaf.grad
+
+        return fwd_bwd
+
+    return make
+
+
+def flops(n: int, pass_: str = "fwd") -> float:
+    per_element = FWD_FLOPS_PER_ELEMENT + (BWD_FLOPS_PER_ELEMENT if pass_ == "fwd+bwd" else 0)
+    return per_element * n * n
+
+
+def bytes_moved(n: int, dtype: str, pass_: str = "fwd") -> float:
+    # The fewest: fwd reads x, writes y (2 N^2); bwd reads y and dy, writes dx (3 N^2).
+    return (2 if pass_ == "fwd" else 5) * n * n * ELEMENT_BYTES[dtype]
+
+
+def skip_reason(impl: str, device: str) -> str | None:
+    return cuda_skip_reason(device) if impl == "cuda" else None
+
+
+KERNEL = Kernel(
+    name="softmax",
+    description="softmax over the rows of an N x N matrix, forward and forward+backward",
+    make_inputs=make_inputs,
+    reference=reference,
+    flops=flops,
+    bytes=bytes_moved,
+    impls={
+        "naive": _factory(softmax_naive_fwd),
+        "builtin": _factory(softmax_builtin),
+        "triton": _factory(softmax_triton),
+        "cuda": _factory(softmax_cuda),
+    },
+    naive_fn=softmax_naive,
+    passes=("fwd", "fwd+bwd"),
+    skip_reason=skip_reason,
+)

@@ -1,0 +1,114 @@
+"""Vector add: z = x + y, elementwise over two N x N tensors.
+
+The whole story of the kernel: the Triton kernel, its launch wrapper, the naive PyTorch expression, the builtin, the
+float64 reference, and the FLOP/byte model that the analysis uses. Vector add is the purest bandwidth test: one FLOP
+per 3 elements moved, so it sits far left on the roofline and its GB/s should match a device-to-device copy.
+
+References: Triton tutorial 01-vector-add. The kernel honours strides (x.t() and x[:, ::2] give the right answer);
+when every tensor is contiguous the wrapper views them as one long row so loads vectorise and no lane is wasted at
+the end of short rows.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from rooflab.kernel import ELEMENT_BYTES, Kernel
+from rooflab.triton_utils import check_device
+
+FLOPS_PER_ELEMENT = 1  # one add
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+ELEMENTS_PER_PROGRAM = 4096  # elementwise tile: 4096 elements, 8 warps -> 16 elements (64 B fp32) per thread
+
+
+@triton.jit
+def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols,
+                   stride_xm, stride_xn, stride_ym, stride_yn, stride_zm, stride_zn,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    n_col_blocks = tl.cdiv(n_cols, BLOCK_N)
+    pid_m = pid // n_col_blocks
+    pid_n = pid % n_col_blocks
+    rows = (pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]  # int64: 8192^2 * 4 B > 2^31
+    cols = (pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
+    mask = (rows < n_rows) & (cols < n_cols)
+    x = tl.load(x_ptr + rows * stride_xm + cols * stride_xn, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + rows * stride_ym + cols * stride_yn, mask=mask).to(tl.float32)
+    z = x + y
+    tl.store(z_ptr + rows * stride_zm + cols * stride_zn, z.to(z_ptr.dtype.element_ty), mask=mask)
+
+
+def elementwise_tile(n_cols: int, elements: int = ELEMENTS_PER_PROGRAM) -> tuple[int, int]:
+    """(BLOCK_M, BLOCK_N) covering about `elements` per program: wide along the row, more rows when rows are short."""
+    block_n = min(triton.next_power_of_2(max(n_cols, 1)), elements)
+    return max(1, elements // block_n), block_n
+
+
+def vecadd_triton(x: torch.Tensor, y: torch.Tensor, num_warps: int = 8) -> torch.Tensor:
+    """Check the inputs; allocate the output; launch one program per BLOCK_M x BLOCK_N tile."""
+    check_device(x, y)
+    if x.dtype not in SUPPORTED_DTYPES or y.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"vecadd_triton supports float32, bfloat16 and float16, not {x.dtype} + {y.dtype}")
+    if x.dtype != y.dtype:
+        raise TypeError(f"vecadd_triton needs x and y of one dtype, got {x.dtype} and {y.dtype}")
+    if x.dim() != 2 or x.shape != y.shape:
+        raise ValueError(f"vecadd_triton needs two 2-D tensors of one shape, got {tuple(x.shape)} and "
+                         f"{tuple(y.shape)}")
+    z = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if z.numel() == 0:
+        return z
+    if x.is_contiguous() and y.is_contiguous():
+        xs, ys, zs = (t.view(1, -1) for t in (x, y, z))  # one long row: aligned, vectorised, no ragged row ends
+    else:
+        xs, ys, zs = x, y, z  # honour the strides (x.t(), x[:, ::2])
+    n_rows, n_cols = xs.shape
+    block_m, block_n = elementwise_tile(n_cols)
+    grid = lambda META: (triton.cdiv(n_rows, META["BLOCK_M"]) * triton.cdiv(n_cols, META["BLOCK_N"]),)  # noqa: E731
+    _vecadd_kernel[grid](xs, ys, zs, n_rows, n_cols, xs.stride(0), xs.stride(1), ys.stride(0), ys.stride(1),
+                         zs.stride(0), zs.stride(1), BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+    return z
+
+
+def vecadd_naive(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x + y  # 1 kernel: read 2N^2, write N^2
+
+
+def vecadd_builtin(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return torch.add(x, y)
+
+
+def reference(inputs) -> torch.Tensor:
+    x, y = inputs
+    return x.to(torch.float64) + y.to(torch.float64)
+
+
+def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
+    g = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
+    y = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
+    return x, y
+
+
+def flops(n: int) -> float:
+    return FLOPS_PER_ELEMENT * n * n
+
+
+def bytes_moved(n: int, dtype: str) -> float:
+    return 3 * n * n * ELEMENT_BYTES[dtype]  # the fewest: read x and y once, write z once
+
+
+KERNEL = Kernel(
+    name="vecadd",
+    description="vector add x + y, elementwise over N x N",
+    make_inputs=make_inputs,
+    reference=reference,
+    flops=flops,
+    bytes=bytes_moved,
+    impls={
+        "naive": lambda inputs: (lambda: vecadd_naive(*inputs)),
+        "builtin": lambda inputs: (lambda: vecadd_builtin(*inputs)),
+        "triton": lambda inputs: (lambda: vecadd_triton(*inputs)),
+    },
+    naive_fn=vecadd_naive,
+)

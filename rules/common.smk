@@ -1,0 +1,119 @@
+# Shared helpers of the rule files: what exists, what `all` builds, and the closing summary.
+import glob
+import shutil
+from pathlib import Path
+
+ENV = "../envs/rooflab.yaml"
+
+# Committed reference datasets (data/reference/<gpu>/*.parquet) for GPUs not measured in this run: the paper's
+# headline numbers come from there when no GPU is present.
+REFERENCE_GPUS = sorted(
+    p.name
+    for p in Path(workflow.basedir, config["reference_dir"]).glob("*")
+    if p.is_dir() and (p / "ceilings.parquet").exists() and p.name not in GPUS
+)
+ANALYSIS_GPUS = GPUS + REFERENCE_GPUS
+
+# Figures: one script each under figures/; 'gpu' figures are drawn once per GPU, 'kernel' ones per GPU and kernel.
+GPU_FIGURES = sorted(
+    p.stem for p in Path(workflow.basedir, "figures").glob("*.py")
+    if not p.stem.startswith("_") and "SCOPE = \"gpu\"" in p.read_text()
+)
+KERNEL_FIGURES = sorted(
+    p.stem for p in Path(workflow.basedir, "figures").glob("*.py")
+    if not p.stem.startswith("_") and "SCOPE = \"kernel\"" in p.read_text()
+)
+
+HAVE_TEX = bool(shutil.which("latexmk") and shutil.which("pdflatex"))
+PAPER = "results/paper/rooflab.pdf" if HAVE_TEX else "results/paper/BUILD_THE_PDF_ELSEWHERE.txt"
+
+
+wildcard_constraints:
+    gpu="[a-z0-9-]+",
+    kernel="[a-z0-9_]+",
+
+
+def raw_path(gpu, kernel):
+    """Measured in this run, or taken from the committed reference dataset."""
+    if gpu in REFERENCE_GPUS:
+        return f"{config['reference_dir']}/{gpu}/{kernel}.parquet"
+    return f"results/raw/{gpu}/{kernel}.parquet"
+
+
+def get_raw(wildcards=None):
+    out = []
+    for gpu in ANALYSIS_GPUS:
+        for kernel in KERNELS:
+            p = raw_path(gpu, kernel)
+            if gpu in GPUS or Path(workflow.basedir, p).exists():
+                out.append(p)
+    return out
+
+
+def get_ceilings(wildcards=None):
+    return [raw_path(gpu, "ceilings") for gpu in ANALYSIS_GPUS]
+
+
+def get_profiles(wildcards=None):
+    return [p for p in (raw_path(gpu, "profiles") for gpu in ANALYSIS_GPUS)
+            if p.startswith("results/") or Path(workflow.basedir, p).exists()]
+
+
+def get_figures(wildcards=None):
+    out = []
+    for gpu in ANALYSIS_GPUS:
+        for fig in GPU_FIGURES:
+            out += [f"results/figures/{gpu}/{fig}.pdf", f"results/figures/{gpu}/{fig}.png"]
+        for fig in KERNEL_FIGURES:
+            for kernel in KERNELS:
+                out += [f"results/figures/{gpu}/{fig}/{kernel}.pdf", f"results/figures/{gpu}/{fig}/{kernel}.png"]
+    return out
+
+
+def get_final_outputs(wildcards=None):
+    return (
+        get_raw()
+        + get_ceilings()
+        + ["results/metrics.parquet"]
+        + get_figures()
+        + expand("results/notebooks/{gpu}/{kernel}.html", gpu=GPUS, kernel=KERNELS)
+        + [PAPER]
+    )
+
+
+def print_summary(ok):
+    """One screen at the end of `all`: what ran, what was skipped and why, where the artefacts are."""
+    import pandas as pd
+
+    print("\n" + "=" * 78)
+    print(f"rooflab: {'finished' if ok else 'stopped with errors'} (gpus: {', '.join(GPUS)}; kernels: {len(KERNELS)})")
+    rows = []
+    for gpu in GPUS:
+        for kernel in KERNELS:
+            p = Path(f"results/raw/{gpu}/{kernel}.parquet")
+            if p.exists():
+                try:
+                    rows.append(pd.read_parquet(p, columns=["gpu", "kernel", "status", "error"]))
+                except Exception as exc:
+                    print(f"  cannot read {p}: {exc}")
+    if rows:
+        df = pd.concat(rows)
+        counts = df.groupby(["gpu", "kernel", "status"]).size().unstack(fill_value=0)
+        print(counts.to_string())
+        skipped = df[df.status.isin(["skipped", "failed", "mismatch"])].groupby(["status", "error"]).size()
+        if len(skipped):
+            print("\nnot measured, and why:")
+            for (status, err), n in skipped.items():
+                print(f"  {status:8s} x{n:<4d} {err[:110]}")
+    for gpu in REFERENCE_GPUS:
+        print(f"reference data merged: {config['reference_dir']}/{gpu}")
+    print(f"\nmetrics:   results/metrics.parquet")
+    print(f"figures:   results/figures/")
+    print(f"notebooks: results/notebooks/")
+    if HAVE_TEX:
+        print(f"paper:     {PAPER}")
+    else:
+        print(f"paper:     no TeX engine here; sources packed in results/paper/rooflab-paper-src.tar.gz.")
+        print(f"           Build elsewhere: see {PAPER}")
+    print("report:    snakemake --report results/report.html")
+    print("=" * 78)

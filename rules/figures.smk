@@ -1,0 +1,50 @@
+# Figures: one script per figure (figures/<name>.py), PDF for the paper and PNG for the report.
+# The script is an input, so editing it redraws that figure (and rebuilds the paper) only.
+
+
+rule figure_gpu:
+    input:
+        metrics="results/metrics.parquet",
+        script="figures/{fig}.py",
+        common="figures/_common.py",
+    output:
+        pdf="results/figures/{gpu}/{fig}.pdf",
+        png=report(
+            "results/figures/{gpu}/{fig}.png",
+            category="Figures",
+            subcategory="{fig}",
+            labels={"figure": "{fig}", "gpu": "{gpu}", "kernel": "all"},
+        ),
+    log:
+        "logs/figures/{gpu}/{fig}.log",
+    wildcard_constraints:
+        fig="|".join(GPU_FIGURES) or "NONE",
+    conda:
+        ENV
+    shell:
+        "python -m figures.{wildcards.fig} --metrics {input.metrics} --gpu {wildcards.gpu} "
+        "--pdf {output.pdf} --png {output.png} > {log} 2>&1"
+
+
+rule figure_kernel:
+    input:
+        metrics="results/metrics.parquet",
+        script="figures/{fig}.py",
+        common="figures/_common.py",
+    output:
+        pdf="results/figures/{gpu}/{fig}/{kernel}.pdf",
+        png=report(
+            "results/figures/{gpu}/{fig}/{kernel}.png",
+            category="Figures",
+            subcategory="{fig}",
+            labels={"figure": "{fig}", "gpu": "{gpu}", "kernel": "{kernel}"},
+        ),
+    log:
+        "logs/figures/{gpu}/{fig}/{kernel}.log",
+    wildcard_constraints:
+        fig="|".join(KERNEL_FIGURES) or "NONE",
+    conda:
+        ENV
+    shell:
+        "python -m figures.{wildcards.fig} --metrics {input.metrics} --gpu {wildcards.gpu} --kernel {wildcards.kernel} "
+        "--pdf {output.pdf} --png {output.png} > {log} 2>&1"

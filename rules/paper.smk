@@ -1,0 +1,61 @@
+# Paper: generated LaTeX inputs from the metrics, then latexmk. Without a TeX engine, `all` packs the sources and
+# says how to build the PDF elsewhere.
+
+
+rule paper_inputs:
+    input:
+        metrics="results/metrics.parquet",
+        ceilings=get_ceilings,
+        figures=get_figures,
+        script="analysis/paper_inputs.py",
+    output:
+        macros="results/paper/generated/macros.tex",
+        summary="results/paper/generated/table_summary.tex",
+        problems="results/paper/generated/table_problems.tex",
+        figures="results/paper/generated/figures.tex",
+        kernels="results/paper/generated/kernels.tex",
+    log:
+        "logs/paper/inputs.log",
+    conda:
+        ENV
+    shell:
+        "python -m analysis.paper_inputs --metrics {input.metrics} --ceilings {input.ceilings} "
+        "--figdir results/figures --outdir results/paper/generated > {log} 2>&1"
+
+
+rule paper_pdf:
+    input:
+        tex="paper/main.tex",
+        generated=rules.paper_inputs.output,
+        figures=get_figures,
+    output:
+        report("results/paper/rooflab.pdf", category="Paper"),
+    log:
+        "logs/paper/latexmk.log",
+    conda:
+        ENV
+    shell:
+        "latexmk -pdf -interaction=nonstopmode -halt-on-error -outdir=results/paper/build {input.tex} "
+        "> {log} 2>&1 && cp results/paper/build/main.pdf {output}"
+
+
+rule paper_sources:
+    input:
+        tex="paper/main.tex",
+        generated=rules.paper_inputs.output,
+        figures=get_figures,
+    output:
+        tarball="results/paper/rooflab-paper-src.tar.gz",
+        howto="results/paper/BUILD_THE_PDF_ELSEWHERE.txt",
+    log:
+        "logs/paper/sources.log",
+    conda:
+        ENV
+    shell:
+        "(tar czf {output.tarball} {input.tex} {input.generated} $(echo {input.figures} | tr ' ' '\\n' | grep '\\.pdf$') && "
+        "printf '%s\\n' 'No TeX engine (latexmk + pdflatex) was found on this machine, so the PDF was not built.' "
+        "'Everything it needs is in results/paper/rooflab-paper-src.tar.gz. On a machine with TeX Live:' "
+        "'  mkdir paper-build && tar xzf rooflab-paper-src.tar.gz -C paper-build && cd paper-build' "
+        "'  latexmk -pdf -outdir=results/paper/build paper/main.tex' "
+        "'Debian/Ubuntu: apt-get install latexmk texlive-latex-recommended texlive-science lmodern' "
+        "> {output.howto} && cat {output.howto}) > {log} 2>&1"
