@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# rooflab's one entry point. Sets up what is missing, then:
+#   ./run.sh            run the whole DAG (snakemake --cores 1 all) and write the HTML report
+#   ./run.sh test       run the test suite (what .ci/run calls) and snakemake --lint
+#   ./run.sh wheelhouse [PYVER]   build wheelhouse/py<PYVER> for an offline GPU node (default 3.12)
+# Extra arguments after `all` go to snakemake, e.g. ./run.sh all --config 'kernels=["gelu"]'.
+#
+# Environment: PYTHON (interpreter to set up from, default python3), TORCH_SPEC (torch to install when none is
+# importable, default the CPU build torch==2.13.0), WHEELHOUSE (folder of wheels for offline installs, default
+# wheelhouse/py<ver> when present), ROOFLAB_NO_TEX=1 (do not try to install TeX).
+set -euo pipefail
+cd "$(dirname "$0")"
+ROOT=$PWD
+cmd=${1:-all}
+[ $# -gt 0 ] && shift
+
+log() { printf '\033[1m[rooflab]\033[0m %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+PYTHON=${PYTHON:-python3}
+
+wheelhouse_for() {  # the wheelhouse matching an interpreter, if any
+  local ver
+  ver=$("$1" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')
+  local wh=${WHEELHOUSE:-$ROOT/wheelhouse/py$ver}
+  [ -d "$wh" ] && echo "$wh"
+  return 0
+}
+
+pip_install() {  # pip install, offline from the wheelhouse when there is one
+  local py=$1; shift
+  local wh
+  wh=$(wheelhouse_for "$py")
+  if [ -n "$wh" ]; then
+    log "installing offline from $wh"
+    "$py" -m pip install -q --no-index --find-links "$wh" "$@"
+  else
+    "$py" -m pip install -q "$@"
+  fi
+}
+
+setup_python() {
+  # 1. an existing project venv; 2. an interpreter that already has torch (a GPU node's image, a user's env);
+  # 3. a new .venv with the CPU build of torch.
+  if [ -x .venv/bin/python ]; then
+    PY=$ROOT/.venv/bin/python
+  elif "$PYTHON" -c 'import torch' 2>/dev/null; then
+    PY=$(command -v "$PYTHON")
+    log "using the existing environment of $PY (torch $("$PY" -c 'import torch; print(torch.__version__)'))"
+  else
+    log "creating .venv (torch: ${TORCH_SPEC:-torch==2.13.0})"
+    "$PYTHON" -m venv .venv
+    PY=$ROOT/.venv/bin/python
+    "$PY" -m pip install -q --upgrade pip || true
+    pip_install "$PY" "${TORCH_SPEC:-torch==2.13.0}"
+  fi
+  local stamp
+  stamp="$(dirname "$PY")/.rooflab-requirements.sha"
+  local want
+  want=$(sha256sum requirements.txt | cut -c1-16)
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    log "installing requirements.txt"
+    pip_install "$PY" -r requirements.txt
+    echo "$want" > "$stamp" 2>/dev/null || true
+  fi
+  export PATH="$(dirname "$PY"):$PATH"
+}
+
+setup_tex() {  # best effort: the DAG builds everything but the PDF without TeX, and says so
+  command -v latexmk >/dev/null && command -v pdflatex >/dev/null && return 0
+  [ "${ROOFLAB_NO_TEX:-0}" = 1 ] && return 0
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    log "installing TeX (latexmk, texlive-latex-recommended, texlive-science, lmodern; ~145 MB)"
+    if ! (timeout 300 apt-get update -q && DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -q \
+          --no-install-recommends latexmk texlive-latex-recommended texlive-science lmodern) >/tmp/rooflab-tex.log 2>&1
+    then
+      log "could not install TeX (offline?): the PDF will not be built here; see /tmp/rooflab-tex.log"
+    fi
+  else
+    log "no TeX engine found and cannot apt-get install one: the PDF will not be built here"
+  fi
+}
+
+case "$cmd" in
+  all)
+    setup_python
+    setup_tex
+    snakemake --cores 1 all "$@"
+    snakemake --report results/report.html >/dev/null 2>results/report.log \
+      && log "report: results/report.html" || log "report failed: see results/report.log"
+    ;;
+  test)
+    setup_python
+    setup_tex
+    export TRITON_INTERPRET=1
+    snakemake --lint
+    python -m pytest -q -p no:cacheprovider tests "$@"
+    ;;
+  wheelhouse)
+    ver=${1:-3.12}
+    out=$ROOT/wheelhouse/py${ver/./}
+    mkdir -p "$out"
+    # The node already has torch, triton, numpy, pandas, pyarrow, matplotlib and seaborn; bring the rest.
+    grep -vE '^(#|torch|triton|numpy|pandas|pyarrow|matplotlib|seaborn)' requirements.txt | grep -v '^$' \
+      > "$out/requirements-offline.txt"
+    # A real interpreter of that version (pyenv shims of other versions only pretend to be one).
+    py=$(ls -d "$HOME"/.pyenv/versions/$ver*/bin/python 2>/dev/null | tail -1 || true)
+    [ -z "$py" ] && "python$ver" -c pass 2>/dev/null && py=$(command -v "python$ver")
+    [ -n "$py" ] || die "no python$ver here to resolve wheels with; install it (e.g. with pyenv) first"
+    # connection_pool (a snakemake dependency) ships no wheel: build it first.
+    "$py" -m pip wheel -q --no-deps -w "$out" connection_pool
+    "$py" -m pip download -q --only-binary=:all: --find-links "$out" -d "$out" -r "$out/requirements-offline.txt"
+    # Dependencies pulled in transitively that the node's image already has (they are large).
+    rm -f "$out"/numpy-*.whl "$out"/pandas-*.whl
+    log "wheelhouse: $out ($(du -sh "$out" | cut -f1)). Copy the repository with it to the node and run ./run.sh there."
+    ;;
+  *)
+    die "unknown command '$cmd': use ./run.sh [all|test|wheelhouse]"
+    ;;
+esac

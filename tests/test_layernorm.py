@@ -1,0 +1,144 @@
+"""kernels/layernorm.py (and the shared row heuristic in kernels/_rows.py) under the Triton interpreter."""
+import pytest
+import torch
+
+from kernels import layernorm as ln
+from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
+from rooflab.sweep import relative_error
+
+DTYPES = [  # (dtype, atol, rtol): the tolerance travels with the dtype
+    (torch.float32, 1e-5, 1e-5),
+    (torch.bfloat16, 2e-2, 1.6e-2),  # y rounded to bf16 (8-bit mantissa)
+    (torch.float16, 2e-3, 2e-3),
+]
+SHAPES = [(1, 1), (1, 37), (3, 5), (17, 300), (64, 64), (4, 8192)]  # (rows, cols): one row, tiny, odd, 8192 cols
+DTYPE_IDS = lambda v: str(v).replace("torch.", "")  # noqa: E731
+
+
+def _inputs(rows, cols, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn((rows, cols), generator=g)
+    w = 1.0 + 0.5 * torch.randn((cols,), generator=g)
+    b = torch.randn((cols,), generator=g)
+    return x.to(dtype), w.to(dtype), b.to(dtype)
+
+
+def _ref(x, w, b, eps=ln.EPS):
+    return torch.nn.functional.layer_norm(x.double(), (x.shape[-1],), w.double(), b.double(), eps)
+
+
+@pytest.mark.parametrize("block_size", [None, 64], ids=["one-tile", "tiled-64"])
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("rows,cols", SHAPES)
+def test_matches_float64(rows, cols, dtype, atol, rtol, block_size):
+    x, w, b = _inputs(rows, cols, dtype)
+    y = ln.layernorm_triton(x, w, b, block_size=block_size)
+    assert y.shape == (rows, cols) and y.dtype == dtype
+    torch.testing.assert_close(y.to(torch.float64), _ref(x, w, b), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("block_size", [None, 128], ids=["one-tile", "tiled-128"])
+def test_long_rows_through_tiled_loop(block_size):
+    x, w, b = _inputs(3, 8192 + 37, torch.float32)  # past one block of 8192 on either path's tile count
+    torch.testing.assert_close(ln.layernorm_triton(x, w, b, block_size=block_size).double(), _ref(x, w, b),
+                               atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("view", ["x.t()", "x[:, ::2]", "x[::3]", "w[::2], b[::2]"])
+def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
+    x, w, b = _inputs(40, 66, dtype, seed=2)
+    if view == "x.t()":
+        x, w, b = x.t(), w[:40], b[:40]
+    elif view == "x[:, ::2]":
+        x, w, b = x[:, ::2], w[:33], b[:33]
+    elif view == "x[::3]":
+        x = x[::3]
+    else:
+        x = x[:, :33]
+        w, b = w[::2], b[::2]
+    assert not (x.is_contiguous() and w.is_contiguous())
+    for block_size in (None, 16):
+        y = ln.layernorm_triton(x, w, b, block_size=block_size)
+        torch.testing.assert_close(y.to(torch.float64), _ref(x, w, b), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("block_size", [None, 32], ids=["one-tile", "tiled-32"])
+def test_large_mean_keeps_variance_accurate(block_size):
+    x, w, b = _inputs(8, 200, torch.float32)
+    x = x + 1000.0  # |mean| >> std: E[x^2] - E[x]^2 in fp32 would lose most digits
+    y = ln.layernorm_triton(x, w, b, block_size=block_size)
+    torch.testing.assert_close(y.double(), _ref(x, w, b), atol=1e-3, rtol=1e-3)
+
+
+def test_eps_is_honoured():
+    x, w, b = _inputs(4, 10, torch.float32)
+    x = x * 1e-3  # variance ~1e-6, comparable to eps
+    torch.testing.assert_close(ln.layernorm_triton(x, w, b, eps=1e-2).double(), _ref(x, w, b, eps=1e-2),
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_rejects_bad_inputs():
+    x, w, b = _inputs(4, 6, torch.float32)
+    with pytest.raises(ValueError, match="2-D"):
+        ln.layernorm_triton(x[0], w, b)
+    with pytest.raises(ValueError, match=r"weight must have shape \(6,\)"):
+        ln.layernorm_triton(x, w[:5], b)
+    with pytest.raises(ValueError, match=r"bias must have shape \(6,\)"):
+        ln.layernorm_triton(x, w, torch.zeros(6, 1))
+    with pytest.raises(TypeError, match="float64"):
+        ln.layernorm_triton(x.double(), w.double(), b.double())
+    with pytest.raises(TypeError, match="x's dtype"):
+        ln.layernorm_triton(x, w.half(), b)
+    with pytest.raises(ValueError, match="power of two"):
+        ln.layernorm_triton(x, w, b, block_size=48)
+
+
+def test_empty_input():
+    assert ln.layernorm_triton(torch.empty(0, 5), torch.ones(5), torch.zeros(5)).shape == (0, 5)
+
+
+@pytest.mark.parametrize("n_cols,element_size,expected", [
+    (1, 4, (1, 4)),
+    (300, 2, (512, 4)),
+    (1000, 4, (1024, 4)),
+    (4096, 4, (4096, 8)),  # 16 KiB / (32 threads x 64 B) = 8 warps
+    (8192, 2, (8192, 8)),
+    (8192, 4, (8192, 16)),
+    (100_000, 4, (MAX_BLOCK_SIZE, 16)),  # longer than one block: the tiled loop, at most 16 warps
+])
+def test_row_launch_params(n_cols, element_size, expected):
+    assert row_launch_params(n_cols, element_size) == expected
+
+
+def test_row_launch_params_rejects_nonsense():
+    with pytest.raises(ValueError, match="positive"):
+        row_launch_params(0, 4)
+    with pytest.raises(ValueError, match="element_size"):
+        row_launch_params(16, 3)
+
+
+def test_flop_and_byte_model():
+    assert ln.flops(10) == 7 * 100 == 700
+    assert ln.bytes_moved(10, "float32") == (2 * 100 + 2 * 10) * 4 == 880  # x, y, weight, bias
+    assert ln.bytes_moved(4096, "bfloat16") == (2 * 4096 ** 2 + 2 * 4096) * 2
+    assert ln.KERNEL.flops is ln.flops and ln.KERNEL.bytes is ln.bytes_moved
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("impl", ["naive", "builtin", "triton"])
+def test_every_impl_within_kernel_tolerance(impl, dtype):
+    k = ln.KERNEL
+    inputs = k.make_inputs(96, getattr(torch, dtype), "cpu", seed=3)
+    rel, _ = relative_error(k.impls[impl](inputs)(), k.reference(inputs))
+    assert rel <= k.tolerance[dtype]
+
+
+def test_kernel_declaration_and_seeded_inputs():
+    k = ln.KERNEL
+    assert k.name == "layernorm" and k.naive_fn is ln.layernorm_naive
+    assert k.dtypes == ("float32", "bfloat16", "float16")
+    first = ln.make_inputs(8, torch.float32, "cpu", seed=5)
+    again = ln.make_inputs(8, torch.float32, "cpu", seed=5)
+    assert all(torch.equal(p, q) for p, q in zip(first, again))
+    assert [tuple(t.shape) for t in first] == [(8, 8), (8,), (8,)]

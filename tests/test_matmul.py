@@ -1,0 +1,150 @@
+"""kernels/matmul.py under the Triton interpreter: C = relu(A @ B) against float64, strides, errors, FLOP/byte model.
+
+The interpreter computes fp32 dots exactly (no tf32), so float32 is held to a tight tolerance here; the GPU's tf32 is
+covered by KERNEL.tolerance, checked by the measurement job.
+"""
+import pytest
+import torch
+import triton
+
+from kernels import matmul as mm
+from rooflab.sweep import relative_error
+from rooflab.triton_utils import autotune_configs
+
+DTYPES = [  # (dtype, atol, rtol): the tolerance travels with the dtype
+    (torch.float32, 1e-4, 1e-4),
+    (torch.bfloat16, 2e-2, 1.6e-2),  # C rounded to bf16 (8-bit mantissa)
+    (torch.float16, 2e-3, 2e-3),
+]
+SHAPES = [(1, 1, 1), (17, 33, 65), (64, 48, 100), (100, 70, 40), (5, 128, 3), (128, 128, 128)]  # (M, N, K)
+SMALL_TILES = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 3}  # many tiles; 7 row-tiles, groups of 3
+
+
+def _operands(m, n, k, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn((m, k), generator=g).to(dtype)
+    b = torch.randn((k, n), generator=g).to(dtype)
+    return a, b
+
+
+def _ref(a, b, relu=True):
+    c = a.to(torch.float64) @ b.to(torch.float64)
+    return torch.relu(c) if relu else c
+
+
+@pytest.mark.parametrize("config", [None, SMALL_TILES], ids=["autotune-first", "small-tiles"])
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=lambda v: str(v).replace("torch.", ""))
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_matches_float64(m, n, k, dtype, atol, rtol, config):
+    a, b = _operands(m, n, k, dtype)
+    c = mm.matmul_triton(a, b, config=config)
+    assert c.shape == (m, n) and c.dtype == dtype
+    torch.testing.assert_close(c.to(torch.float64), _ref(a, b), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=lambda v: str(v).replace("torch.", ""))
+@pytest.mark.parametrize("which", ["a.t()", "b.t()", "both.t()", "a[:, ::2]", "b[::2]"])
+def test_strided_operands_without_copy(which, dtype, atol, rtol):
+    m, n, k = 33, 40, 50
+    g = torch.Generator().manual_seed(1)
+    if which == "a.t()":
+        a, b = torch.randn((k, m), generator=g).to(dtype).t(), torch.randn((k, n), generator=g).to(dtype)
+    elif which == "b.t()":
+        a, b = torch.randn((m, k), generator=g).to(dtype), torch.randn((n, k), generator=g).to(dtype).t()
+    elif which == "both.t()":
+        a, b = torch.randn((k, m), generator=g).to(dtype).t(), torch.randn((n, k), generator=g).to(dtype).t()
+    elif which == "a[:, ::2]":
+        a, b = torch.randn((m, 2 * k), generator=g).to(dtype)[:, ::2], torch.randn((k, n), generator=g).to(dtype)
+    else:
+        a, b = torch.randn((m, k), generator=g).to(dtype), torch.randn((2 * k, n), generator=g).to(dtype)[::2]
+    assert not (a.is_contiguous() and b.is_contiguous())
+    for config in (None, SMALL_TILES):
+        c = mm.matmul_triton(a, b, config=config)
+        torch.testing.assert_close(c.to(torch.float64), _ref(a, b), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("config", [None, SMALL_TILES], ids=["autotune-first", "small-tiles"])
+def test_activation_none_keeps_negatives(config):
+    a, b = _operands(37, 29, 45, torch.float32)
+    c = mm.matmul_triton(a, b, activation="none", config=config)
+    ref = _ref(a, b, relu=False)
+    assert (ref < 0).any() and (c < 0).any()
+    torch.testing.assert_close(c.to(torch.float64), ref, atol=1e-4, rtol=1e-4)
+    relu = mm.matmul_triton(a, b, activation="relu", config=config)
+    assert (relu >= 0).all()
+
+
+def test_empty_dimensions():
+    a, b = _operands(0, 5, 4, torch.float32)
+    assert mm.matmul_triton(a, b).shape == (0, 5)
+    a, b = _operands(3, 5, 0, torch.float32)  # K = 0: an empty sum, C = relu(0) = 0
+    assert torch.equal(mm.matmul_triton(a, b), torch.zeros(3, 5))
+
+
+def test_rejects_bad_operands():
+    a, b = _operands(4, 6, 5, torch.float32)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        mm.matmul_triton(a, b.t())
+    with pytest.raises(ValueError, match="2-D"):
+        mm.matmul_triton(a[0], b)
+    with pytest.raises(TypeError, match="one dtype"):
+        mm.matmul_triton(a, b.to(torch.float16))
+    with pytest.raises(TypeError, match="float64"):
+        mm.matmul_triton(a.double(), b.double())
+    with pytest.raises(TypeError, match="int32"):
+        mm.matmul_triton(a.int(), b.int())
+    with pytest.raises(ValueError, match="activation"):
+        mm.matmul_triton(a, b, activation="gelu")
+
+
+def test_configs_one_source_and_hopper_tiles():
+    configs = mm.get_matmul_configs()
+    tiles = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_stages, c.num_warps)
+             for c in configs}
+    assert {(128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 4, 8)} <= tiles
+    assert all(c.kwargs["GROUP_M"] >= 1 for c in configs)
+    assert autotune_configs(configs) == configs[:1]  # the interpreter runs only the first
+
+
+def test_prune_drops_configs_too_big_for_shared_memory():
+    configs = mm.get_matmul_configs()
+    big = next(c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_stages) == (128, 256, 3))
+    # 3 stages x (128 + 256) x 64 x 4 B = 288 KiB > 227 KiB at float32; half that at bfloat16
+    assert mm._smem_bytes(big, 4) == 3 * (128 + 256) * 64 * 4
+    fp32 = mm._prune_configs(configs, {"a_ptr": torch.empty(1, dtype=torch.float32)})
+    bf16 = mm._prune_configs(configs, {"a_ptr": torch.empty(1, dtype=torch.bfloat16)})
+    assert big not in fp32 and big in bf16 and len(bf16) == len(configs) and fp32
+    tiny = [triton.Config({"BLOCK_M": 512, "BLOCK_N": 512, "BLOCK_K": 128, "GROUP_M": 8}, num_stages=4)]
+    assert mm._prune_configs(tiny, {"a_ptr": torch.empty(1)}) == tiny  # never prunes to nothing
+
+
+def test_flop_and_byte_model():
+    assert mm.flops(4) == 2 * 4 ** 3 + 4 ** 2 == 144  # 2 n^3 for the product, n^2 for ReLU
+    assert mm.flops(1000) == 2e9 + 1e6
+    assert mm.bytes_moved(4, "bfloat16") == 3 * 16 * 2 == 96  # read A and B, write C
+    assert mm.bytes_moved(1000, "float32") == 12e6
+    assert mm.KERNEL.flops is mm.flops and mm.KERNEL.bytes is mm.bytes_moved
+
+
+def test_kernel_declaration():
+    k = mm.KERNEL
+    assert k.name == "matmul" and k.naive_fn is mm.matmul_naive
+    assert k.dtypes == ("float32", "bfloat16", "float16")
+    assert [k.compute_unit(d) for d in k.dtypes] == ["tf32", "bf16", "fp16"]
+    assert set(k.impls) == {"naive", "builtin", "triton"}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("impl", ["naive", "builtin", "triton"])
+def test_every_impl_within_kernel_tolerance(impl, dtype):
+    k = mm.KERNEL
+    inputs = k.make_inputs(96, getattr(torch, dtype), "cpu", seed=3)
+    rel, _ = relative_error(k.impls[impl](inputs)(), k.reference(inputs))
+    assert rel <= k.tolerance[dtype]
+
+
+def test_make_inputs_is_seeded():
+    a1, b1 = mm.make_inputs(8, torch.float32, "cpu", seed=7)
+    a2, b2 = mm.make_inputs(8, torch.float32, "cpu", seed=7)
+    a3, _ = mm.make_inputs(8, torch.float32, "cpu", seed=8)
+    assert torch.equal(a1, a2) and torch.equal(b1, b2) and not torch.equal(a1, a3) and not torch.equal(a1, b1)

@@ -1,0 +1,62 @@
+"""rowsum: Triton kernel against float64 on the CPU interpreter; long rows, strides, edge shapes, FLOP/byte model."""
+import pytest
+import torch
+
+from kernels.rowsum import KERNEL, reference, rowsum_triton
+
+# Rows longer than the interpreter's block (1024 columns) exercise the tiled loop; 1793 is not a multiple of it.
+SHAPES = [(1, 1), (3, 17), (1, 4097), (37, 1793), (64, 1024), (5, 1025)]
+TOLERANCES = [(torch.float32, 1e-4, 1e-5), (torch.bfloat16, 1e-1, 1e-2)]
+
+
+def _x(shape, dtype, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
+def test_matches_float64(shape, dtype, atol, rtol):
+    x = _x(shape, dtype)
+    out = rowsum_triton(x)
+    assert out.dtype == dtype and out.shape == (shape[0],)
+    torch.testing.assert_close(out.double(), reference((x,)), atol=atol, rtol=rtol)
+
+
+def test_accumulates_in_fp32_for_bfloat16():
+    # A bf16 running sum of ones stalls at 256 (256 + 1 rounds back to 256); an fp32 one reaches 2000, exact in bf16.
+    x = torch.ones(2, 2000, dtype=torch.bfloat16)
+    assert rowsum_triton(x).float().tolist() == [2000.0, 2000.0]
+
+
+@pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
+@pytest.mark.parametrize("view", ["transpose", "column_slice"])
+def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
+    x = _x((40, 1100), dtype)
+    x = x[:, :40].t() if view == "transpose" else x[:, ::2]
+    torch.testing.assert_close(rowsum_triton(x).double(), reference((x,)), atol=atol, rtol=rtol)
+
+
+def test_empty():
+    assert rowsum_triton(_x((0, 5), torch.float32)).shape == (0,)
+    assert rowsum_triton(_x((3, 0), torch.float32)).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_bad_inputs_raise_clearly():
+    with pytest.raises(TypeError, match="supports float32"):
+        rowsum_triton(torch.ones(4, 4, dtype=torch.int32))
+    with pytest.raises(ValueError, match="2-D"):
+        rowsum_triton(torch.ones(4))
+
+
+@pytest.mark.parametrize("impl", ["naive", "builtin", "triton"])
+def test_impls_through_registry(impl):
+    (x,) = KERNEL.make_inputs(1100, torch.float32, "cpu", seed=3)
+    inputs = (x[:8],)  # 8 rows of 1100: past the naive loop's 1024-column chunk and the interpreter's block
+    torch.testing.assert_close(KERNEL.impls[impl](inputs)().double(), KERNEL.reference(inputs), atol=1e-4,
+                               rtol=1e-5)
+
+
+def test_flop_and_byte_model():
+    assert KERNEL.flops(1024) == 1024 * 1024  # one add per element
+    assert KERNEL.bytes(1024, "float32") == 4_198_400  # (read x + write 1024 sums) (1024^2 + 1024) * 4 B
+    assert KERNEL.bytes(1024, "bfloat16") == 2_099_200

@@ -1,0 +1,65 @@
+"""vecadd: Triton kernel against float64 on the CPU interpreter; strides, edge shapes, bad input, FLOP/byte model."""
+import pytest
+import torch
+
+from kernels.vecadd import KERNEL, reference, vecadd_triton
+
+SHAPES = [(1, 1), (3, 17), (1, 4097), (37, 1793), (64, 300)]
+TOLERANCES = [(torch.float32, 1e-6, 1e-6), (torch.bfloat16, 1e-2, 1.6e-2)]
+
+
+def _inputs(shape, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(shape, generator=g).to(dtype) for _ in range(2))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
+def test_matches_float64(shape, dtype, atol, rtol):
+    x, y = _inputs(shape, dtype)
+    out = vecadd_triton(x, y)
+    assert out.dtype == dtype and out.shape == x.shape
+    torch.testing.assert_close(out.double(), reference((x, y)), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
+@pytest.mark.parametrize("view", ["transpose", "column_slice", "mixed"])
+def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
+    x, y = _inputs((33, 66), dtype)
+    if view == "transpose":
+        x, y = x.t(), y.t()
+    elif view == "column_slice":
+        x, y = x[:, ::2], y[:, ::2]
+    else:
+        x, y = x[:, :33].t(), y[:, 1::2]
+    torch.testing.assert_close(vecadd_triton(x, y).double(), reference((x, y)), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0)])
+def test_empty(shape):
+    x, y = _inputs(shape, torch.float32)
+    assert vecadd_triton(x, y).shape == shape
+
+
+def test_bad_inputs_raise_clearly():
+    x, y = _inputs((4, 4), torch.float32)
+    with pytest.raises(TypeError, match="supports float32"):
+        vecadd_triton(x.to(torch.int32), y.to(torch.int32))
+    with pytest.raises(TypeError, match="one dtype"):
+        vecadd_triton(x, y.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="one shape"):
+        vecadd_triton(x, y[:3])
+    with pytest.raises(ValueError, match="2-D"):
+        vecadd_triton(x.flatten(), y.flatten())
+
+
+@pytest.mark.parametrize("impl", ["naive", "builtin", "triton"])
+def test_impls_through_registry(impl):
+    inputs = KERNEL.make_inputs(40, torch.float32, "cpu", seed=3)
+    torch.testing.assert_close(KERNEL.impls[impl](inputs)().double(), KERNEL.reference(inputs))
+
+
+def test_flop_and_byte_model():
+    assert KERNEL.flops(1024) == 1024 * 1024  # one add per element
+    assert KERNEL.bytes(1024, "float32") == 12_582_912  # (read x, y + write z) 3 * 1024^2 * 4 B
+    assert KERNEL.bytes(1024, "bfloat16") == 6_291_456
