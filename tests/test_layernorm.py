@@ -142,3 +142,4 @@ def test_kernel_declaration_and_seeded_inputs():
     again = ln.make_inputs(8, torch.float32, "cpu", seed=5)
     assert all(torch.equal(p, q) for p, q in zip(first, again))
     assert [tuple(t.shape) for t in first] == [(8, 8), (8,), (8,)]
+    torch.testing.assert_close(k.reference(first), _ref(*first))

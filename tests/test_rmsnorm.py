@@ -1,0 +1,117 @@
+"""kernels/rmsnorm.py under the Triton interpreter: against float64, strides, tiled rows, errors, FLOP/byte model."""
+import pytest
+import torch
+
+from kernels import rmsnorm as rms
+from rooflab.sweep import relative_error
+
+DTYPES = [  # (dtype, atol, rtol): the tolerance travels with the dtype
+    (torch.float32, 1e-5, 1e-5),
+    (torch.bfloat16, 2e-2, 1.6e-2),  # y rounded to bf16 (8-bit mantissa)
+    (torch.float16, 2e-3, 2e-3),
+]
+SHAPES = [(1, 1), (1, 37), (3, 5), (17, 300), (64, 64), (4, 8192)]  # (rows, cols): one row, tiny, odd, 8192 cols
+DTYPE_IDS = lambda v: str(v).replace("torch.", "")  # noqa: E731
+
+
+def _inputs(rows, cols, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn((rows, cols), generator=g)
+    w = 1.0 + 0.5 * torch.randn((cols,), generator=g)
+    return x.to(dtype), w.to(dtype)
+
+
+def _ref(x, w, eps=rms.EPS):
+    x, w = x.double(), w.double()
+    return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * w
+
+
+@pytest.mark.parametrize("block_size", [None, 64], ids=["one-tile", "tiled-64"])
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("rows,cols", SHAPES)
+def test_matches_float64(rows, cols, dtype, atol, rtol, block_size):
+    x, w = _inputs(rows, cols, dtype)
+    y = rms.rmsnorm_triton(x, w, block_size=block_size)
+    assert y.shape == (rows, cols) and y.dtype == dtype
+    torch.testing.assert_close(y.to(torch.float64), _ref(x, w), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("block_size", [None, 128], ids=["one-tile", "tiled-128"])
+def test_long_rows_through_tiled_loop(block_size):
+    x, w = _inputs(3, 8192 + 37, torch.float32)
+    torch.testing.assert_close(rms.rmsnorm_triton(x, w, block_size=block_size).double(), _ref(x, w),
+                               atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("view", ["x.t()", "x[:, ::2]", "x[::3]", "w[::2]"])
+def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
+    x, w = _inputs(40, 66, dtype, seed=2)
+    if view == "x.t()":
+        x, w = x.t(), w[:40]
+    elif view == "x[:, ::2]":
+        x, w = x[:, ::2], w[:33]
+    elif view == "x[::3]":
+        x = x[::3]
+    else:
+        x, w = x[:, :33], w[::2]
+    assert not (x.is_contiguous() and w.is_contiguous())
+    for block_size in (None, 16):
+        y = rms.rmsnorm_triton(x, w, block_size=block_size)
+        torch.testing.assert_close(y.to(torch.float64), _ref(x, w), atol=atol, rtol=rtol)
+
+
+def test_eps_is_honoured():
+    x, w = _inputs(4, 10, torch.float32)
+    x = x * 1e-3  # mean square ~1e-6, comparable to eps
+    torch.testing.assert_close(rms.rmsnorm_triton(x, w, eps=1e-2).double(), _ref(x, w, eps=1e-2),
+                               atol=1e-6, rtol=1e-5)
+
+
+def test_zero_row_gives_zero_not_nan():
+    x, w = torch.zeros(2, 7), torch.ones(7)
+    assert torch.equal(rms.rmsnorm_triton(x, w), torch.zeros(2, 7))
+
+
+def test_rejects_bad_inputs():
+    x, w = _inputs(4, 6, torch.float32)
+    with pytest.raises(ValueError, match="2-D"):
+        rms.rmsnorm_triton(x[0], w)
+    with pytest.raises(ValueError, match=r"weight must have shape \(6,\)"):
+        rms.rmsnorm_triton(x, w[:5])
+    with pytest.raises(TypeError, match="float64"):
+        rms.rmsnorm_triton(x.double(), w.double())
+    with pytest.raises(TypeError, match="x's dtype"):
+        rms.rmsnorm_triton(x, w.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="power of two"):
+        rms.rmsnorm_triton(x, w, block_size=100)
+
+
+def test_empty_input():
+    assert rms.rmsnorm_triton(torch.empty(0, 5), torch.ones(5)).shape == (0, 5)
+
+
+def test_flop_and_byte_model():
+    assert rms.flops(10) == 4 * 100 == 400
+    assert rms.bytes_moved(10, "float32") == (2 * 100 + 10) * 4 == 840  # x, y, weight
+    assert rms.bytes_moved(4096, "float16") == (2 * 4096 ** 2 + 4096) * 2
+    assert rms.KERNEL.flops is rms.flops and rms.KERNEL.bytes is rms.bytes_moved
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("impl", ["naive", "builtin", "triton"])
+def test_every_impl_within_kernel_tolerance(impl, dtype):
+    k = rms.KERNEL
+    inputs = k.make_inputs(96, getattr(torch, dtype), "cpu", seed=3)
+    rel, _ = relative_error(k.impls[impl](inputs)(), k.reference(inputs))
+    assert rel <= k.tolerance[dtype]
+
+
+def test_kernel_declaration_and_seeded_inputs():
+    k = rms.KERNEL
+    assert k.name == "rmsnorm" and k.naive_fn is rms.rmsnorm_naive
+    assert k.dtypes == ("float32", "bfloat16", "float16")
+    first = rms.make_inputs(8, torch.float32, "cpu", seed=5)
+    again = rms.make_inputs(8, torch.float32, "cpu", seed=5)
+    assert all(torch.equal(p, q) for p, q in zip(first, again))
+    torch.testing.assert_close(k.reference(first), _ref(*first))
