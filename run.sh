@@ -86,7 +86,7 @@ case "$cmd" in
     setup_python
     setup_tex
     snakemake --cores 1 all "$@"
-    snakemake --report results/report.html >/dev/null 2>results/report.log \
+    snakemake --report results/report.html "$@" >results/report.log 2>&1 \
       && log "report: results/report.html" || log "report failed: see results/report.log"
     ;;
   test)

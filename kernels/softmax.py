@@ -13,8 +13,8 @@ Forward, chosen by row length:
 Backward: dx = y * (dy - sum_j(dy_j y_j)), one program per row, or two passes over tiles for long rows.
 Row statistics (max, sum, dot) are always fp32, whatever the storage dtype.
 
-References: Triton tutorial 02-fused-softmax; Liger-Kernel ops/softmax.py (autograd Function, num_warps from the block
-size); Milakov & Gimelshein, "Online normalizer calculation for softmax" (2018).
+References: Triton tutorial 02-fused-softmax; Liger-Kernel ops/softmax.py (autograd Function); Milakov &
+Gimelshein, "Online normalizer calculation for softmax" (2018).
 """
 from __future__ import annotations
 
@@ -25,25 +25,17 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.triton_utils import check_device
 
-# Longest row held in registers by one program (fp32: 32 KB over 16 warps = 16 values per thread); longer rows go
-# through the tiled online kernel with tiles of this size.
-MAX_FUSED_BLOCK = 8192
+# Longest row held in registers by one program, and the tile of the online kernels for longer rows: the bound shared
+# by the row-wise kernels (kernels/_rows.py), as are num_warps (about 64 B of the tile per thread).
+MAX_FUSED_BLOCK = MAX_BLOCK_SIZE
 FWD_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, add (sum), multiply by 1/sum
 BWD_FLOPS_PER_ELEMENT = 4  # dy*y, add (dot), subtract, multiply
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from x's
-
-
-def num_warps_for(block: int) -> int:
-    """num_warps from the block size (Liger-Kernel's heuristic): about 16-32 fp32 values per thread."""
-    if block >= 8192:
-        return 16
-    if block >= 2048:
-        return 8
-    return 4
 
 
 @triton.jit
@@ -133,12 +125,13 @@ def _check(name: str, *tensors: torch.Tensor) -> None:
                              f"{tensors[0].dtype} and {tuple(t.shape)} {t.dtype}")
 
 
-def _block(n_cols: int, max_block: int) -> tuple[int, bool]:
-    """(BLOCK_N, whole row in one block?) for a row of n_cols elements."""
+def _launch_params(n_cols: int, element_size: int, max_block: int) -> tuple[int, int, bool]:
+    """(BLOCK_N, num_warps, whole row in one block?) for rows of n_cols elements; max_block lowers the bound (tests
+    use it to reach the online kernels with short rows)."""
     if not (max_block >= 16 and max_block & (max_block - 1) == 0):
         raise ValueError(f"max_block must be a power of two >= 16, got {max_block}")
-    block = triton.next_power_of_2(n_cols)
-    return (block, True) if block <= max_block else (max_block, False)
+    block, num_warps = row_launch_params(min(n_cols, max_block), element_size)
+    return block, num_warps, block >= n_cols
 
 
 def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.Tensor:
@@ -148,11 +141,11 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if y.numel() == 0:
         return y
-    block, one_block = _block(n_cols, max_block)
+    block, num_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
     kernel = _softmax_fwd_row_kernel if one_block else _softmax_fwd_online_kernel
     grid = lambda META: (n_rows,)  # noqa: E731
     kernel[grid](x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
-                 BLOCK_N=block, num_warps=num_warps_for(block))
+                 BLOCK_N=block, num_warps=num_warps)
     return y
 
 
@@ -163,11 +156,11 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, max_block: int = MAX_FUS
     dx = torch.empty((n_rows, n_cols), dtype=y.dtype, device=y.device)
     if dx.numel() == 0:
         return dx
-    block, one_block = _block(n_cols, max_block)
+    block, num_warps, one_block = _launch_params(n_cols, y.element_size(), max_block)
     kernel = _softmax_bwd_row_kernel if one_block else _softmax_bwd_tiled_kernel
     grid = lambda META: (n_rows,)  # noqa: E731
     kernel[grid](y, dy, dx, n_rows, n_cols, y.stride(0), y.stride(1), dy.stride(0), dy.stride(1),
-                 dx.stride(0), dx.stride(1), BLOCK_N=block, num_warps=num_warps_for(block))
+                 dx.stride(0), dx.stride(1), BLOCK_N=block, num_warps=num_warps)
     return dx
 
 
@@ -361,7 +354,10 @@ torch::Tensor softmax_bwd(torch::Tensor y, torch::Tensor dy) {
   return dx;
 }
 """
-CPP_SOURCE = "torch::Tensor softmax_fwd(torch::Tensor x);\ntorch::Tensor softmax_bwd(torch::Tensor y, torch::Tensor dy);"
+CPP_SOURCE = """
+torch::Tensor softmax_fwd(torch::Tensor x);
+torch::Tensor softmax_bwd(torch::Tensor y, torch::Tensor dy);
+"""
 CUDA_DTYPES = (torch.float32, torch.bfloat16)
 _cuda_module = None  # compiled on first use
 

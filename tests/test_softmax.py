@@ -5,9 +5,13 @@ import torch
 
 from kernels.softmax import (KERNEL, MAX_FUSED_BLOCK, reference, softmax_backward, softmax_forward,
                              softmax_naive, softmax_triton)
+from rooflab.sweep import relative_error
 
 SHAPES = [(1, 1), (3, 17), (1, 300), (37, 1793), (4, 2048)]
 TOLERANCES = [(torch.float32, 1e-6, 1e-5), (torch.bfloat16, 1e-4, 2e-2)]
+# dx = y (dy - dot) cancels where one y dominates a row; with y stored in bf16 that costs absolute, not relative,
+# accuracy (torch.softmax's own bf16 backward does the same), so the bf16 atol is on the scale of max |dx| ~ 1.
+BWD_TOLERANCES = [(torch.float32, 1e-6, 1e-5), (torch.bfloat16, 5e-3, 2e-2)]
 # max_block=256 sends every row above 256 columns through the tiled online kernels, at interpreter-friendly sizes.
 MAX_BLOCKS = [MAX_FUSED_BLOCK, 256]
 
@@ -31,13 +35,16 @@ def test_forward_matches_float64(shape, dtype, atol, rtol, max_block):
 
 @pytest.mark.parametrize("max_block", MAX_BLOCKS)
 @pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
+@pytest.mark.parametrize("dtype, atol, rtol", BWD_TOLERANCES)
 def test_backward_matches_float64_autograd(shape, dtype, atol, rtol, max_block):
     x, dy = _inputs(shape, dtype)
     x_leaf = x.clone().requires_grad_(True)
     softmax_triton(x_leaf, max_block).backward(dy)
     assert x_leaf.grad.dtype == dtype
-    torch.testing.assert_close(x_leaf.grad.double(), reference((x, dy), pass_="fwd+bwd"), atol=atol, rtol=rtol)
+    ref = reference((x, dy), pass_="fwd+bwd")
+    torch.testing.assert_close(x_leaf.grad.double(), ref, atol=atol, rtol=rtol)
+    rel, _ = relative_error(x_leaf.grad, ref)  # what the sweep checks
+    assert rel <= KERNEL.tolerance[str(dtype).removeprefix("torch.")]
 
 
 def test_rows_longer_than_the_bound_take_the_online_kernel():
