@@ -1,7 +1,9 @@
 """GeLU, tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise over an N x N tensor.
 
-The whole story of the kernel: the Triton kernel, its launch wrapper, the naive PyTorch expression (several kernels,
-as a student writes it), the builtin, the float64 reference, and the FLOP/byte model that the analysis uses.
+The whole story of the kernel: the Triton kernel, its launch wrapper, a hand-written CUDA kernel (compiled on first
+use by torch.utils.cpp_extension.load_inline; skipped with a reason where there is no GPU or nvcc), the naive PyTorch
+expression (several kernels, as a student writes it), the builtin, the float64 reference, and the FLOP/byte model that
+the analysis uses.
 
 References: Hendrycks & Gimpel, "Gaussian Error Linear Units" (2016); Triton tutorial 01-vector-add for the launch
 pattern. The identity 0.5 (1 + tanh(u)) = sigmoid(2u) lets the kernel avoid libdevice's tanh (unsupported by the
