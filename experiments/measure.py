@@ -68,14 +68,12 @@ def cells_for(kernel, params: dict):
             for p in kernel.passes for dtype in dtypes for n in sizes for impl in params["impls"]]
 
 
-# Code whose change invalidates every measured cell (besides the kernel's own file).
-MEASUREMENT_CODE = ["rooflab/sweep.py", "rooflab/timing.py", "rooflab/kernel.py", "rooflab/clocks.py"]
-
-
 def checkpoint_identity(kernel, params: dict) -> str:
     """Stored cells are reused only if the kernel source, measurement code and timing config are unchanged."""
     h = hashlib.sha256(Path(kernel.source).read_bytes())
-    for rel in MEASUREMENT_CODE:
+    from rooflab.kernel import measurement_code
+
+    for rel in measurement_code():
         h.update((REPO / rel).read_bytes())
     h.update(json.dumps({k: params.get(k) for k in ("timing", "seed", "interpret_max_size")},
                         sort_keys=True).encode())
@@ -97,7 +95,8 @@ def load_checkpoint(path: Path, identity: str) -> dict:
             row = json.loads(line)
         except json.JSONDecodeError:  # a line cut by a kill: measure that cell again
             continue
-        if row.get("_identity") == identity and row.get("status") != "failed":
+        # failed cells are measured again; so are skipped ones (cheap, and the reason may be gone: nvcc installed)
+        if row.get("_identity") == identity and row.get("status") not in ("failed", "skipped"):
             done[(row["impl"], row["dtype"], int(row["size"]), row["pass"])] = row
     return done
 
@@ -131,6 +130,9 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     bar = tqdm(cells, desc=f"{gpu}/{kernel_name}", unit="cell", disable=not progress, file=sys.__stderr__,
                dynamic_ncols=True)
+    if ckpt.exists() and ckpt.stat().st_size and not ckpt.read_bytes().endswith(b"\n"):
+        with open(ckpt, "a") as fh:  # a line cut by a kill: end it, so the next cell starts a line of its own
+            fh.write("\n")
     with open(ckpt, "a") as fh:
         for cell in bar:
             bar.set_postfix_str(f"{cell.impl} {cell.dtype} {cell.size} {cell.pass_}")
@@ -157,7 +159,9 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
     log.info("%s on %s: %d cells (%s)", kernel_name, gpu, len(df), summary)
     if len(failed) and not params.get("allow_failures", False):
-        lines = "\n".join(f"  {r.impl} {r.dtype} {r.size} {r['pass']}: {r.error}" for _, r in failed.iterrows())
+        # r["dtype"], not r.dtype: a row Series' .dtype and .size are its own attributes, not our columns
+        lines = "\n".join(f"  {r['impl']} {r['dtype']} {r['size']} {r['pass']}: {r['error']}"
+                          for _, r in failed.iterrows())
         log.error("%d cell(s) failed; the %d good cells are kept in %s and a rerun measures only what is missing. "
                   "Set allow_failures: true to write the parquet with the failures recorded.\n%s",
                   len(failed), len(df) - len(failed), ckpt, lines)

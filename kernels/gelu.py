@@ -12,14 +12,13 @@ Triton interpreter) with no loss of accuracy.
 from __future__ import annotations
 
 import math
-import os
-import shutil
 
 import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.triton_utils import check_device
 
@@ -124,20 +123,6 @@ torch::Tensor gelu_cuda(torch::Tensor x) {
 CPP_SOURCE = "torch::Tensor gelu_cuda(torch::Tensor x);"
 CUDA_DTYPES = (torch.float32, torch.bfloat16)
 _cuda_module = None  # compiled on first use
-
-
-def cuda_skip_reason(device: str) -> str | None:
-    """Why the CUDA extension cannot be built or run here, or None."""
-    if device != "cuda":
-        return f"hand-written CUDA needs an NVIDIA GPU (device is {device})"
-    from torch.utils.cpp_extension import CUDA_HOME, is_ninja_available
-
-    nvcc = shutil.which("nvcc") or (CUDA_HOME and os.path.join(CUDA_HOME, "bin", "nvcc"))
-    if not nvcc or not os.path.exists(nvcc):
-        return "no nvcc found (not on PATH, CUDA_HOME unset): cannot compile the CUDA extension"
-    if not is_ninja_available():
-        return "ninja not installed: torch.utils.cpp_extension.load_inline needs it to compile the CUDA extension"
-    return None
 
 
 def _cuda():

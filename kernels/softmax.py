@@ -18,14 +18,13 @@ Gimelshein, "Online normalizer calculation for softmax" (2018).
 """
 from __future__ import annotations
 
-import os
-import shutil
 
 import torch
 import triton
 import triton.language as tl
 
 from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
+from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.triton_utils import check_device
 
@@ -360,20 +359,6 @@ torch::Tensor softmax_bwd(torch::Tensor y, torch::Tensor dy);
 """
 CUDA_DTYPES = (torch.float32, torch.bfloat16)
 _cuda_module = None  # compiled on first use
-
-
-def cuda_skip_reason(device: str) -> str | None:
-    """Why the CUDA extension cannot be built or run here, or None."""
-    if device != "cuda":
-        return f"hand-written CUDA needs an NVIDIA GPU (device is {device})"
-    from torch.utils.cpp_extension import CUDA_HOME, is_ninja_available
-
-    nvcc = shutil.which("nvcc") or (CUDA_HOME and os.path.join(CUDA_HOME, "bin", "nvcc"))
-    if not nvcc or not os.path.exists(nvcc):
-        return "no nvcc found (not on PATH, CUDA_HOME unset): cannot compile the CUDA extension"
-    if not is_ninja_available():
-        return "ninja not installed: torch.utils.cpp_extension.load_inline needs it to compile the CUDA extension"
-    return None
 
 
 def _cuda():

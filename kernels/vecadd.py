@@ -14,12 +14,12 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._elementwise import elementwise_tile
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.triton_utils import check_device
 
 FLOPS_PER_ELEMENT = 1  # one add
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-ELEMENTS_PER_PROGRAM = 4096  # elementwise tile: 4096 elements, 8 warps -> 16 elements (64 B fp32) per thread
 
 
 @triton.jit
@@ -37,12 +37,6 @@ def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols,
     y = tl.load(y_ptr + rows * stride_ym + cols * stride_yn, mask=mask).to(tl.float32)
     z = x + y
     tl.store(z_ptr + rows * stride_zm + cols * stride_zn, z.to(z_ptr.dtype.element_ty), mask=mask)
-
-
-def elementwise_tile(n_cols: int, elements: int = ELEMENTS_PER_PROGRAM) -> tuple[int, int]:
-    """(BLOCK_M, BLOCK_N) covering about `elements` per program: wide along the row, more rows when rows are short."""
-    block_n = min(triton.next_power_of_2(max(n_cols, 1)), elements)
-    return max(1, elements // block_n), block_n
 
 
 def vecadd_triton(x: torch.Tensor, y: torch.Tensor, num_warps: int = 8) -> torch.Tensor:

@@ -49,6 +49,16 @@ class Kernel:
         return self.bytes(n, dtype)
 
 
+def measurement_code() -> list[str]:
+    """Files (relative to the repo) whose change invalidates every measured cell, besides the kernel's own file:
+    the measurement machinery and the kernels' shared helpers (kernels/_*.py). Inputs of every measurement job."""
+    repo = KERNELS_DIR.parent
+    core = ["rooflab/sweep.py", "rooflab/timing.py", "rooflab/kernel.py", "rooflab/clocks.py",
+            "rooflab/triton_utils.py", "rooflab/cuda_ext.py"]
+    helpers = sorted(str(p.relative_to(repo)) for p in KERNELS_DIR.glob("_*.py") if p.name != "__init__.py")
+    return [f for f in core if (repo / f).exists()] + helpers
+
+
 def kernel_names(kernels_dir: Path = KERNELS_DIR) -> list[str]:
     """Names of the kernel files, without importing them (cheap: used by the Snakefile)."""
     return sorted(p.stem for p in kernels_dir.glob("*.py") if not p.stem.startswith("_"))

@@ -3,16 +3,9 @@
 # modules a script imports).
 
 
-MEASUREMENT_CODE = ["rooflab/sweep.py", "rooflab/timing.py", "rooflab/kernel.py", "rooflab/clocks.py"]
+from rooflab.kernel import measurement_code
 
-
-def get_cluster(key):
-    """Resource for a measurement job on a gpu, from config['cluster'] (used by profiles/slurm)."""
-
-    def get(wildcards):
-        return config["cluster"].get(wildcards.gpu, {}).get(key, "")
-
-    return get
+MEASUREMENT_CODE = measurement_code()
 
 
 rule measure:
@@ -26,11 +19,11 @@ rule measure:
     log:
         "logs/measure/{gpu}/{kernel}.log",
     resources:
-        gpu=lambda wildcards: 0 if wildcards.gpu == "cpu" else 1,
+        gpu=get_gpu_count,
         slurm_partition=get_cluster("slurm_partition"),
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
-        runtime=lambda wildcards: config["cluster"].get(wildcards.gpu, {}).get("runtime", 60),
+        runtime=get_cluster("runtime", default=60),
     conda:
         ENV
     script:
@@ -47,10 +40,11 @@ rule ceilings:
     log:
         "logs/ceilings/{gpu}.log",
     resources:
-        gpu=lambda wildcards: 0 if wildcards.gpu == "cpu" else 1,
+        gpu=get_gpu_count,
         slurm_partition=get_cluster("slurm_partition"),
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
+        runtime=get_cluster("runtime", default=60),
     conda:
         ENV
     script:
