@@ -173,4 +173,4 @@ def cudagraph_median_ms(fn: Callable[[], object]) -> float:
     """Median time per call with launch overhead removed (triton's do_bench_cudagraph; no L2 flush)."""
     import triton.testing
 
-    return float(triton.testing.do_bench_cudagraph(fn, rep=100, return_mode="median"))
+    return float(triton.testing.do_bench_cudagraph(fn, rep=25, return_mode="median"))

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
+import triton  # noqa: E402
 
 from kernels.gelu import gelu_builtin, gelu_triton  # noqa: E402
 from rooflab.timing import CudaEventTimer, TimingConfig, measure  # noqa: E402
@@ -44,9 +45,41 @@ def main():
                 rows.append({"n": n, "dtype": str(dtype).replace("torch.", ""), "variant": name,
                              "median_us": s["median_ms"] * 1e3, "gbps": moved / s["median_ms"] / 1e6,
                              "of_copy": moved / s["median_ms"] / 1e6 / copy_gbps})
+    # Host-side launch overhead: back-to-back calls without synchronisation, small N (GPU work is tiny).
+    import time
+
+    from kernels.gelu import _gelu_kernel
+
+    x = torch.randn(256, 256, device="cuda")
+    y = torch.empty_like(x)
+    n = x.numel()
+    compiled = _gelu_kernel.warmup(x, y, n, BLOCK_SIZE=2048, num_warps=8, grid=(triton.cdiv(n, 2048),))
+    runner = compiled[(triton.cdiv(n, 2048), 1, 1)]
+    launches = {
+        "builtin F.gelu": lambda: gelu_builtin(x),
+        "gelu_triton wrapper": lambda: gelu_triton(x),
+        "_gelu_kernel[grid] direct": lambda: _gelu_kernel[(triton.cdiv(n, 2048),)](x, y, n, BLOCK_SIZE=2048,
+                                                                                     num_warps=8),
+        "CompiledKernel runner": lambda: runner(x, y, n),
+        "torch.empty_like only": lambda: torch.empty_like(x),
+        "flush zero_ (2x L2)": lambda: timer._flush(),
+    }
+    for name, fn in launches.items():
+        for _ in range(50):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(2000):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        rows.append({"n": 256, "dtype": "float32", "variant": f"host us/call: {name}",
+                     "median_us": (t1 - t0) / 2000 * 1e6, "gbps": float("nan"), "of_copy": float("nan")})
     df = pd.DataFrame(rows)
     df.to_csv(args.out, index=False)
     print(f"copy: {copy_gbps:.0f} GB/s")
+    print(df[df.variant.str.startswith("host")][["variant", "median_us"]].to_string(index=False))
+    df = df[~df.variant.str.startswith("host")]
     for (n, dtype), g in df.groupby(["n", "dtype"]):
         print(f"\nN={n} {dtype}")
         print(g.sort_values("gbps", ascending=False).head(6).to_string(index=False, float_format="%.3f"))

@@ -1,0 +1,74 @@
+"""The fast-kernels scorecard, from a metrics parquet (one run): per kernel and dtype,
+
+- memory-bound kernels: Triton GB/s at the largest N, its fraction of the copy bandwidth measured in the same run
+  (goal >= 0.95), and the worst ratio Triton / best of (builtin, torch.compile) over N >= 1024 (goal >= 1.00);
+- matmul + ReLU: Triton TFLOP/s / cuBLAS (builtin) TFLOP/s at each N (goals: >= 1.00 at 4096 and 8192, >= 0.90 at
+  2048, >= 0.80 at 1024).
+
+    python scripts/ratio_table.py results/metrics.parquet [--gpu h200] [--pass fwd]
+"""
+import argparse
+import sys
+
+import pandas as pd
+
+MATMUL_GOALS = {1024: 0.80, 2048: 0.90, 4096: 1.00, 8192: 1.00}
+
+
+def scorecard(m: pd.DataFrame, gpu: str, pass_: str = "fwd") -> tuple[pd.DataFrame, pd.DataFrame]:
+    ok = m[(m["status"] == "ok") & (m["gpu"] == gpu) & (m["pass"] == pass_)]
+    t = ok.pivot_table(index=["kernel", "dtype", "size"], columns="impl", values="median_ms", aggfunc="first")
+    gb = ok.pivot_table(index=["kernel", "dtype", "size"], columns="impl", values="achieved_gbps", aggfunc="first")
+    copy = ok["peak_bandwidth_measured_gbps"].dropna()
+    copy = float(copy.iloc[0]) if len(copy) else float("nan")
+    mem_rows, mm_rows = [], []
+    for (kernel, dtype), g in t.groupby(level=[0, 1]):
+        g = g.droplevel([0, 1])
+        if "triton" not in g:
+            continue
+        if kernel == "matmul":
+            for n, r in g.iterrows():
+                if n in MATMUL_GOALS or n == 1793:
+                    tf = ok[(ok.kernel == kernel) & (ok.dtype == dtype) & (ok["size"] == n)].set_index("impl")
+                    mm_rows.append({"dtype": dtype, "N": n,
+                                    "triton_tflops": tf.loc["triton", "achieved_tflops"] if "triton" in tf.index
+                                    else float("nan"),
+                                    "cublas_tflops": tf.loc["builtin", "achieved_tflops"] if "builtin" in tf.index
+                                    else float("nan"),
+                                    "triton/cublas": r.get("builtin") / r["triton"],
+                                    "goal": MATMUL_GOALS.get(n, float("nan"))})
+            continue
+        best_torch = g[[c for c in ("builtin", "compile") if c in g]].min(axis=1)
+        big = g[g.index >= 1024]
+        ratio = (best_torch / g["triton"])[big.index]
+        nmax = g["triton"].dropna().index.max()
+        tgb = gb.loc[(kernel, dtype, nmax), "triton"]
+        mem_rows.append({"kernel": kernel, "dtype": dtype, "N": nmax, "triton_gbps": tgb, "copy_gbps": copy,
+                         "triton/copy": tgb / copy, "min triton/best_torch (N>=1024)": ratio.min(),
+                         "at N": ratio.idxmin() if ratio.notna().any() else None})
+    return pd.DataFrame(mem_rows), pd.DataFrame(mm_rows)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("metrics")
+    ap.add_argument("--gpu", default=None, help="default: the first non-cpu gpu in the file")
+    ap.add_argument("--pass", dest="pass_", default="fwd")
+    a = ap.parse_args(argv)
+    m = pd.read_parquet(a.metrics)
+    gpus = [g for g in dict.fromkeys(m["gpu"]) if g != "cpu"] or list(dict.fromkeys(m["gpu"]))
+    gpu = a.gpu or gpus[0]
+    mem, mm = scorecard(m, gpu, a.pass_)
+    pd.set_option("display.width", 160)
+    print(f"gpu {gpu}, pass {a.pass_}")
+    if len(mem):
+        print("\nmemory-bound kernels (goals: triton/copy >= 0.95; triton vs best torch >= 1.00 for N >= 1024)")
+        print(mem.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    if len(mm):
+        print("\nmatmul + ReLU (goals: >= 1.00 at 4096/8192, >= 0.90 at 2048, >= 0.80 at 1024)")
+        print(mm.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
