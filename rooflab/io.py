@@ -36,14 +36,24 @@ def atomic_path(path: str | os.PathLike):
     """Yield a temporary path beside ``path``; on success it replaces ``path`` in one rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    # Hidden (leading dot) and ending in .tmp, so no glob for *.parquet ever picks up a half-written file.
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the mode a plain open() would
+        with open(tmp, "rb") as fh:  # on disk before the rename, so a crash cannot leave an empty file behind it
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
@@ -67,6 +77,11 @@ def read_results(path: str | os.PathLike, columns=RAW_COLUMNS) -> pd.DataFrame:
     if missing:
         raise ResultsError(f"{path}: not a rooflab results file (missing columns: {', '.join(missing[:8])}"
                            f"{' ...' if len(missing) > 8 else ''}). Delete it and rerun the job that writes it.")
+    if "status" in columns:
+        unknown = sorted(set(df["status"].astype(str)) - set(STATUSES))
+        if unknown:
+            raise ResultsError(f"{path}: unknown status value(s) {unknown} (known: {', '.join(STATUSES)}); "
+                               f"not a rooflab results file. Delete it and rerun the job that writes it.")
     return df
 
 

@@ -97,11 +97,14 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
     kw = _kw(kernel, cell.pass_)
     row: dict[str, Any] = {
         "kernel": kernel.name, "impl": cell.impl, "dtype": cell.dtype, "size": int(cell.size),
-        "problem": kernel.problem(cell.size), "pass": cell.pass_, "status": "failed", "error": "",
+        "problem": None, "pass": cell.pass_, "status": "failed", "error": "",
         "tolerance": kernel.tolerance.get(cell.dtype, float("nan")),
-        "compute_unit": kernel.compute_unit(cell.dtype), "compile_fallback": False,
+        "compute_unit": None, "compile_fallback": False,
     }
     try:
+        # the kernel's own declarations run inside the try too: a bad one fails this cell, not the sweep
+        row["problem"] = kernel.problem(cell.size)
+        row["compute_unit"] = kernel.compute_unit(cell.dtype)
         row["flops"] = float(kernel.flops(cell.size, **kw))
         row["bytes"] = float(kernel.bytes(cell.size, cell.dtype, **kw))
         row["working_set_bytes"] = row["bytes"]

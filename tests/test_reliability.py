@@ -1,0 +1,494 @@
+"""Reliability: bad input and faults give clear errors and lose nothing (docs/reliability.md lists the cases).
+
+Faults are injected with a fake kernel (``fake_kernel``) whose implementations compute the right answer, the wrong
+one, raise, or hang; ``rooflab.kernel.load_kernel`` is monkeypatched so experiments/measure.py's ``run`` sweeps it
+like any registered kernel. Everything runs on the CPU (TRITON_INTERPRET=1 from conftest.py).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+from triton.compiler.errors import CompilationError
+
+from rooflab import config as rcfg
+from rooflab import io as rio
+from rooflab.kernel import ELEMENT_BYTES, Kernel, kernel_names, load_kernel
+from rooflab.sweep import Cell, _kw, relative_error, run_cell
+from rooflab.timing import TimingConfig
+
+REPO = Path(__file__).resolve().parent.parent
+FAST_TIMING = {"warmup_ms": 1, "min_samples": 3, "max_samples": 5, "target_rse": 0.5, "max_time_s": 0.02,
+               "flush_l2": False, "cudagraph": False}
+PARAMS = {"sizes": [8, 16, 24], "dtypes": ["float32", "bfloat16"], "impls": ["naive", "builtin"],
+          "timing": FAST_TIMING, "interpret_max_size": 64, "seed": 0, "allow_failures": False, "reuse_cells": True}
+
+
+# ---------------------------------------------------------------------------------------------------- fake kernel
+
+def double(x):
+    return x * 2  # the right answer: the reference is 2x in float64
+
+
+def off_by_one(x):
+    return x * 2 + 1  # runs, wrong answer
+
+
+def hang_on_bfloat16(x):
+    if x.dtype == torch.bfloat16:  # the killed-sweep test SIGKILLs the job here
+        time.sleep(600)
+    return x * 2
+
+
+def raiser(exc: BaseException):
+    def fn(x):
+        raise exc
+    return fn
+
+
+def fake_kernel(calls: list | None = None, naive_fn=double, **impls) -> Kernel:
+    """A 2x-elementwise kernel; ``impls`` maps impl name -> function of x (default: all three right).
+    ``calls`` collects (impl, dtype, size) of every cell whose inputs were built, i.e. every cell measured."""
+    behaviour = {"naive": double, "builtin": double, "triton": double, **impls}
+
+    def factory(impl, fn):
+        def make(inputs):
+            if calls is not None:
+                x = inputs[0]
+                calls.append((impl, str(x.dtype).removeprefix("torch."), x.shape[0]))
+            return lambda: fn(*inputs)
+        return make
+
+    def make_inputs(n, dtype, device, seed=0):
+        g = torch.Generator(device=device).manual_seed(seed)
+        return (torch.randn((n, n), generator=g, device=device).to(dtype),)
+
+    return Kernel(
+        name="fake", description="fault injection", make_inputs=make_inputs,
+        reference=lambda inputs: inputs[0].to(torch.float64) * 2,
+        flops=lambda n: n * n, bytes=lambda n, dtype: 2 * n * n * ELEMENT_BYTES[dtype],
+        impls={k: factory(k, f) for k, f in behaviour.items()}, naive_fn=naive_fn, source=__file__,
+    )
+
+
+@pytest.fixture
+def use_kernel(monkeypatch):
+    """use_kernel(k): experiments/measure.run sweeps k whatever kernel name it is given."""
+    import rooflab.kernel
+
+    def use(kernel):
+        monkeypatch.setattr(rooflab.kernel, "load_kernel", lambda name: kernel)
+    return use
+
+
+def measure_run(out, **overrides):
+    from experiments.measure import run
+
+    return run("fake", "cpu", str(out), {**PARAMS, **overrides}, progress=False)
+
+
+def store_rows(out) -> list[dict]:
+    from experiments.measure import cell_store
+
+    return [json.loads(line) for line in cell_store(out).read_text().splitlines()]
+
+
+# ----------------------------------------------------------------------------------------- invalid configuration
+
+def cpu_config() -> dict:
+    return yaml.safe_load((REPO / "config/cpu.yaml").read_text())
+
+
+@pytest.mark.parametrize("key, value, named", [
+    ("sizes", [256, 0], "0 is less than the minimum of 1"),
+    ("sizes", [256, -5], "-5 is less than the minimum of 1"),
+    ("sizes", [256, "big"], "'big' is not of type 'integer'"),
+    ("sizes", [2.5], "2.5 is not of type 'integer'"),
+    ("sizes", [], "[] should be non-empty"),
+    ("kernels", [], "[] should be non-empty"),
+    ("impls", ["naive", "cublas"], "'cublas' is not one of"),
+    ("dtypes", ["float32", "int8"], "'int8' is not one of"),
+    ("gpus", ["h900"], "'h900' is not one of"),
+    ("kernels", ["GeLU"], "'GeLU' does not match"),
+    ("timing", {"target_rse": 0}, "0 is less than or equal to the minimum of 0"),
+    ("sweep_size", [256], "'sweep_size' was unexpected"),
+])
+def test_schema_rejects_bad_value_naming_key_and_value(key, value, named):
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    config = {**cpu_config(), key: value}
+    with pytest.raises(WorkflowError) as err:
+        validate(copy.deepcopy(config), str(REPO / "config/schema.yaml"))
+    msg = str(err.value)
+    assert named in msg
+    assert f"'{key}'" in msg  # "On instance['sizes'][1]" / "in schema['properties']['sizes']"
+
+
+@pytest.mark.parametrize("kernels, named", [
+    (["gelu", "no_such_kernel"], "'no_such_kernel'"),
+    ([], "'kernels' is empty"),
+])
+def test_resolve_rejects_unknown_or_empty_kernels(kernels, named):
+    from snakemake.utils import validate
+
+    config = cpu_config()
+    validate(config, str(REPO / "config/schema.yaml"))  # the schema allows the name; resolve checks it exists
+    with pytest.raises(rcfg.ConfigError) as err:
+        rcfg.resolve({**config, "kernels": kernels})
+    assert "'kernels'" in str(err.value) and named in str(err.value)
+
+
+def test_valid_cpu_config_resolves():
+    from snakemake.utils import validate
+
+    config = cpu_config()
+    validate(config, str(REPO / "config/schema.yaml"))
+    resolved = rcfg.resolve(config)
+    assert resolved["kernels"] == kernel_names() and resolved["gpus"] == ["cpu"]
+
+
+# -------------------------------------------------------------------------------------------- one cell raises
+
+@pytest.mark.parametrize("exc", [
+    torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 GiB"),
+    AssertionError("x.shape[1] must be a multiple of BLOCK_K"),
+    CompilationError("def _k(x_ptr):\n    tl.dot(a, b)\n", None, "dot operands must be 2-D"),
+    ValueError("incompatible dimensions"),
+], ids=["oom", "assertion", "triton-compile", "value"])
+def test_raising_cell_becomes_failed_row(exc):
+    row = run_cell(fake_kernel(builtin=raiser(exc)), Cell("fake", "builtin", "float32", 8), "cpu",
+                   TimingConfig.from_config(FAST_TIMING))
+    assert row["status"] == "failed"
+    assert row["error"].startswith(type(exc).__name__) and str(exc).splitlines()[-1] in row["error"]
+    assert "Traceback" in row["traceback"]
+
+
+def test_errors_outside_the_impl_fail_the_cell_only():
+    """Input allocation running out of memory, or a kernel declaration that raises: still one failed row."""
+    oom = fake_kernel()
+    oom.make_inputs = lambda n, dtype, device, seed=0: raiser(torch.cuda.OutOfMemoryError("CUDA out of memory"))(n)
+    row = run_cell(oom, Cell("fake", "naive", "float32", 8), "cpu", TimingConfig.from_config(FAST_TIMING))
+    assert row["status"] == "failed" and row["error"] == "OutOfMemoryError: CUDA out of memory"
+
+    bad_decl = fake_kernel()
+    bad_decl.compute_unit = lambda dtype: {"float32": "fp32"}[dtype]
+    row = run_cell(bad_decl, Cell("fake", "naive", "bfloat16", 8), "cpu", TimingConfig.from_config(FAST_TIMING))
+    assert row["status"] == "failed" and row["error"] == "KeyError: 'bfloat16'"
+
+
+def test_failed_cells_fail_the_job_but_keep_the_good_ones(tmp_path, use_kernel, caplog):
+    """Default: the sweep finishes, the job exits 1 with a summary, no parquet, good cells kept in the store;
+    allow_failures: true then writes the parquet with the failures recorded, re-measuring only the failed cells."""
+    from experiments.measure import cell_store
+
+    failing = {8: torch.cuda.OutOfMemoryError("CUDA out of memory"), 16: AssertionError("bad shape"),
+               24: CompilationError("def _k(): pass\n", None, "unsupported")}
+
+    def triton_impl(x):
+        raise failing[x.shape[0]]
+
+    out = tmp_path / "raw/cpu/fake.parquet"
+    calls = []
+    use_kernel(fake_kernel(calls, triton=triton_impl))
+    impls = ["naive", "builtin", "triton", "cuda"]
+    assert measure_run(out, impls=impls) == 1
+    assert not out.exists()
+    assert "6 cell(s) failed" in caplog.text
+    assert "triton float32 16 fwd: AssertionError: bad shape" in caplog.text  # the summary names each cell
+    rows = store_rows(out)
+    by_status = pd.Series([r["status"] for r in rows]).value_counts().to_dict()
+    assert by_status == {"ok": 12, "failed": 6, "skipped": 6}  # every cell written, the failed ones included
+    first = {(r["impl"], r["dtype"], r["size"]): r["timestamp"] for r in rows if r["status"] == "ok"}
+
+    calls.clear()
+    assert measure_run(out, impls=impls, allow_failures=True) == 0
+    assert {c[0] for c in calls} == {"triton"} and len(calls) == 6  # only the failed cells ran again
+    df = rio.read_results(out)
+    assert len(df) == 24
+    failed = df[df.status == "failed"]
+    assert len(failed) == 6 and failed["error"].str.match(r"(OutOfMemoryError|AssertionError|CompilationError)").all()
+    ok = df[df.status == "ok"]
+    assert {(r.impl, r.dtype, r.size): r.timestamp for r in ok.itertuples()} == first
+
+
+# -------------------------------------------------------------------------------------------------- wrong answer
+
+def test_wrong_answer_is_mismatch_and_kept_out_of_claims(tmp_path, use_kernel):
+    from analysis.metrics import compute_metrics
+    from analysis.paper_inputs import problems_table
+    from figures._common import claimable
+
+    out = tmp_path / "raw/cpu/fake.parquet"
+    use_kernel(fake_kernel(builtin=off_by_one))
+    assert measure_run(out, dtypes=["float32"]) == 0  # a mismatch is a result, not a failure
+    raw = rio.read_results(out)
+    bad = raw[raw.impl == "builtin"]
+    assert (bad.status == "mismatch").all() and bad["error"].str.contains("exceeds tolerance").all()
+    assert bad["median_ms"].isna().all()  # never timed
+
+    m = compute_metrics(raw, pd.DataFrame(columns=rio.CEILING_COLUMNS))
+    assert m.loc[m.status == "mismatch", ["speedup_vs_builtin", "speedup_vs_naive", "achieved_gbps"]].isna().all().all()
+    # a wrong baseline gives no speedup to anyone
+    assert m["speedup_vs_builtin"].isna().all()
+    assert (m.loc[m.impl == "naive", "speedup_vs_naive"] == 1.0).all()
+    assert set(claimable(m, "cpu")["status"]) == {"ok"} and "builtin" not in set(claimable(m, "cpu")["impl"])
+    table = problems_table(m)
+    assert table.count("mismatch") == 3 and "exceeds tolerance" in table
+
+
+def test_nan_output_is_mismatch():
+    row = run_cell(fake_kernel(builtin=lambda x: x * float("nan")), Cell("fake", "builtin", "float32", 8), "cpu",
+                   TimingConfig.from_config(FAST_TIMING))
+    assert row["status"] == "mismatch"
+
+
+# ------------------------------------------------------------------------------------- torch.compile silent eager
+
+def test_compile_that_never_traced_is_flagged(monkeypatch):
+    """torch.compile handing back the eager function (dynamo never ran, no graph): the row says compile_fallback."""
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: fn)
+    row = run_cell(fake_kernel(), Cell("fake", "compile", "float32", 8), "cpu", TimingConfig.from_config(FAST_TIMING))
+    assert row["status"] == "ok" and row["compile_fallback"] is True
+
+
+def test_compile_with_dynamo_disabled_is_never_a_silent_ok():
+    """TORCHDYNAMO_DISABLE=1 (or config.disable) makes torch.compile run eager without a warning. Newer torch with
+    fullgraph=True raises ("found no compiled frames": a failed row); older torch runs eager: flagged."""
+    import torch._dynamo
+
+    with torch._dynamo.config.patch(disable=True):
+        row = run_cell(fake_kernel(), Cell("fake", "compile", "float32", 8), "cpu",
+                       TimingConfig.from_config(FAST_TIMING))
+    if row["status"] == "failed":
+        assert "no compiled frames" in row["error"] and "disabled" in row["error"]
+    else:
+        assert row["status"] == "ok" and row["compile_fallback"] is True
+
+
+def test_compile_with_a_graph_is_not_flagged(monkeypatch):
+    import functools
+
+    # the eager backend: dynamo traces a graph (what the probe checks) without Inductor's slow C++ compile
+    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
+    row = run_cell(fake_kernel(), Cell("fake", "compile", "float32", 8), "cpu", TimingConfig.from_config(FAST_TIMING))
+    assert row["status"] == "ok" and row["compile_fallback"] is False
+
+
+def test_compile_graph_break_is_a_failed_row_not_silent_eager():
+    def untraceable(x):
+        print("a graph break under fullgraph=True")
+        return x * 2
+
+    row = run_cell(fake_kernel(naive_fn=untraceable), Cell("fake", "compile", "float32", 8), "cpu",
+                   TimingConfig.from_config(FAST_TIMING))
+    assert row["status"] == "failed" and "Unsupported" in row["error"] and "print" in row["error"]
+
+
+# -------------------------------------------------------------------------------------------------- wrong device
+
+def test_gpu_not_present_errors_and_writes_nothing(tmp_path, use_kernel):
+    from experiments.measure import DeviceMismatch, cell_store, main, run
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU box: asking for a GPU that is not there")
+    out = tmp_path / "raw/h200/fake.parquet"
+    use_kernel(fake_kernel())
+    with pytest.raises(DeviceMismatch, match="asked to measure gpu 'h200', but this machine has no CUDA device"):
+        run("fake", "h200", str(out), PARAMS, progress=False)
+    assert main(["--kernel", "fake", "--gpu", "h200", "--out", str(out), "--sizes", "8"]) == 2
+    assert not out.exists() and not cell_store(out).exists() and not any(tmp_path.rglob("*"))
+
+
+# ------------------------------------------------------------------------------------------ killed mid-sweep
+
+DRIVER = """
+import os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+sys.path[:0] = [{repo!r}, {tests!r}]
+import rooflab.kernel
+import test_reliability as t
+rooflab.kernel.load_kernel = lambda name: t.fake_kernel(naive=t.hang_on_bfloat16, builtin=t.hang_on_bfloat16)
+from experiments.measure import run
+sys.exit(run("fake", "cpu", {out!r}, t.PARAMS, progress=False))
+"""
+
+
+def test_killed_sweep_leaves_no_parquet_and_rerun_measures_only_the_rest(tmp_path, use_kernel):
+    from experiments.measure import cell_store
+
+    out = tmp_path / "raw/cpu/fake.parquet"
+    store = cell_store(out)
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER.format(repo=str(REPO), tests=str(REPO / "tests"), out=str(out)))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 60
+        # the 6 float32 cells finish; the first bfloat16 cell hangs: kill the job there
+        while not (store.exists() and len(store.read_text().splitlines()) >= 6):
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            assert time.time() < deadline, "the sweep did not reach its 6th cell in 60 s"
+            time.sleep(0.1)
+        time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    assert not out.exists() and not list(out.parent.glob("*.parquet"))  # nothing that looks like a result
+    killed_rows = store_rows(out)
+    assert len(killed_rows) == 6 and {r["dtype"] for r in killed_rows} == {"float32"}
+    with open(store, "a") as fh:  # and a line cut by the kill, as when it lands inside a write
+        fh.write('{"kernel": "fake", "impl": "naive", "dtype": "bfl')
+
+    calls = []
+    use_kernel(fake_kernel(calls))
+    assert measure_run(out) == 0
+    assert sorted(calls) == sorted((i, "bfloat16", n) for i in ("naive", "builtin") for n in (8, 16, 24))
+    df = rio.read_results(out)
+    assert len(df) == 12 and (df.status == "ok").all()
+    assert df["median_ms"].notna().all()
+    kept = {(r["impl"], r["size"]): r["timestamp"] for r in killed_rows}
+    assert {(r.impl, r.size): r.timestamp for r in df[df.dtype == "float32"].itertuples()} == kept
+
+    calls.clear()  # the store is still readable after the cut line: a third run measures nothing
+    assert measure_run(out) == 0 and calls == []
+
+
+def test_truncated_store_line_is_measured_again(tmp_path, use_kernel):
+    from experiments.measure import cell_store
+
+    out = tmp_path / "raw/cpu/fake.parquet"
+    use_kernel(fake_kernel())
+    assert measure_run(out, dtypes=["float32"], impls=["naive"]) == 0
+    store = cell_store(out)
+    text = store.read_text()
+    store.write_text(text[: len(text) - 40])  # the last cell's line cut short, no newline
+    calls = []
+    use_kernel(fake_kernel(calls))
+    out.unlink()
+    assert measure_run(out, dtypes=["float32"], impls=["naive"]) == 0
+    assert calls == [("naive", "float32", 24)]
+    assert len(rio.read_results(out)) == 3
+
+
+# ---------------------------------------------------------------------------------- corrupt or foreign parquet
+
+def test_corrupt_or_foreign_results_name_the_file(tmp_path):
+    from analysis.metrics import build
+
+    good = pd.DataFrame([{c: None for c in rio.RAW_COLUMNS} | {"status": "ok"}])
+    cases = {
+        "garbage.parquet": lambda p: p.write_bytes(b"PAR1 this is not parquet"),
+        "empty.parquet": lambda p: p.write_bytes(b""),
+        "truncated.parquet": lambda p: (good.to_parquet(p), p.write_bytes(p.read_bytes()[:-20])),
+        "foreign.parquet": lambda p: pd.DataFrame({"a": [1], "b": [2]}).to_parquet(p),
+        "statuses.parquet": lambda p: good.assign(status="passed").to_parquet(p),
+    }
+    for name, make in cases.items():
+        p = tmp_path / "raw/cpu" / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        make(p)
+        with pytest.raises(rio.ResultsError, match=str(p)):
+            rio.read_results(p)
+        with pytest.raises(rio.ResultsError, match=str(p)):  # the analysis reads through it
+            build([p], [], str(tmp_path / "metrics.parquet"))
+    assert not (tmp_path / "metrics.parquet").exists()
+
+
+# ------------------------------------------------------------------------- Triton wrappers on awkward inputs
+
+def _transform(inputs, how: str):
+    """Apply an awkward layout/dtype to every tensor input (1-D ones follow so the shapes stay consistent)."""
+    out, first = [], True
+    for t in inputs:
+        if isinstance(t, torch.Tensor):
+            if how == "transposed":
+                t = t.t() if t.dim() == 2 else t
+            elif how == "strided":
+                t = t[:, ::2] if t.dim() == 2 else t[::2]
+            elif how == "int32":
+                t = (t * 4).to(torch.int32)
+            elif how == "mixed_dtype":  # only the first tensor in bfloat16, the others float32
+                t = t.to(torch.bfloat16) if first else t
+            elif how == "zero_rows":  # only the first tensor loses its rows
+                t = t[:0] if first and t.dim() == 2 else t
+            first = False
+        out.append(t)
+    return tuple(out)
+
+
+TRANSFORMS = ["transposed", "strided", "int32", "mixed_dtype", "zero_rows", "empty"]
+KERNEL_PASSES = [(k, p) for k in kernel_names() for p in load_kernel(k).passes if "triton" in load_kernel(k).impls]
+
+
+@pytest.mark.parametrize("how", TRANSFORMS)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("name, pass_", KERNEL_PASSES)
+def test_triton_wrapper_right_answer_or_clear_error(name, pass_, dtype, how):
+    kernel = load_kernel(name)
+    if dtype not in kernel.dtypes:
+        pytest.skip(f"{name} is not defined for {dtype}")
+    kw = _kw(kernel, pass_)
+    n = 0 if how == "empty" else 16
+    inputs = _transform(kernel.make_inputs(n, getattr(torch, dtype), "cpu", 0), how)
+    # fwd+bwd passes go through autograd first, which refuses integer leaves and mismatched shapes itself
+    clear = (ValueError, TypeError) if pass_ == "fwd" else (ValueError, TypeError, RuntimeError)
+    try:
+        out = kernel.impls["triton"](inputs, **kw)()
+    except clear as exc:
+        assert len(str(exc)) > 10  # says what is wrong
+        return
+    ref = kernel.reference(inputs, **kw)  # raises if the Triton wrapper accepted inputs torch itself refuses
+    tol = kernel.tolerance["bfloat16" if how == "mixed_dtype" else dtype]
+    rel, _ = relative_error(out, ref)
+    assert rel <= tol, f"{name} {pass_} on {how} {dtype} inputs: relative error {rel:.3g} > {tol:.3g}"
+
+
+# -------------------------------------------------------------------------------------------- atomic writes
+
+def test_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
+    path = tmp_path / "raw/cpu/fake.parquet"
+    old = pd.DataFrame({"x": [1, 2, 3]})
+    rio.write_parquet(old, path)
+
+    def dies_halfway(self, target, **kw):
+        Path(target).write_bytes(b"PAR1 half a file")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", dies_halfway)
+    with pytest.raises(OSError, match="No space left"):
+        rio.write_parquet(pd.DataFrame({"x": [9]}), path)
+    monkeypatch.undo()
+    pd.testing.assert_frame_equal(pd.read_parquet(path), old)
+
+    with pytest.raises(KeyboardInterrupt):  # interrupted mid-write: same guarantee
+        with rio.atomic_path(tmp_path / "notes.txt") as tmp:
+            tmp.write_text("half")
+            raise KeyboardInterrupt
+    rio.write_text("old", tmp_path / "notes.txt")
+    monkeypatch.setattr(os, "replace", lambda a, b: (_ for _ in ()).throw(OSError("rename failed")))
+    with pytest.raises(OSError, match="rename failed"):
+        rio.write_text("new", tmp_path / "notes.txt")
+    monkeypatch.undo()
+    assert (tmp_path / "notes.txt").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["fake.parquet", "notes.txt"]
+
+
+def test_atomic_write_gives_the_file_normal_permissions(tmp_path):
+    mask = os.umask(0o022)
+    try:
+        rio.write_text("x", tmp_path / "a.txt")
+    finally:
+        os.umask(mask)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
