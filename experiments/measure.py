@@ -103,6 +103,9 @@ def load_checkpoint(path: Path, identity: str) -> dict:
 
 def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = True) -> int:
     prepare_environment(gpu, params)
+    from rooflab.compiled import compile_caches
+
+    caches = compile_caches()  # before anything compiles: is this a cold or a warm start?
     import pandas as pd
     from tqdm import tqdm
 
@@ -125,7 +128,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     done = load_checkpoint(ckpt, identity)
     if done:
         log.info("resuming %s: %d of %d cells already measured in %s", kernel_name, len(done), len(cells), ckpt)
-    prov = provenance(params)
+    prov = {**provenance(params), **caches}
     rows = []
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     bar = tqdm(cells, desc=f"{gpu}/{kernel_name}", unit="cell", disable=not progress, file=sys.__stderr__,

@@ -8,12 +8,14 @@ answer: kept out of speedups and claims), failed (raised), skipped (not availabl
 """
 from __future__ import annotations
 
+import sys
 import time
 import traceback
 from dataclasses import dataclass
 from typing import Any
 
 from rooflab import clocks
+from rooflab.compiled import autotune_facts, autotune_snapshot, autotuners
 from rooflab.kernel import Kernel, torch_dtype
 from rooflab.timing import CudaEventTimer, HostTimer, TimingConfig, cudagraph_median_ms, measure
 
@@ -100,6 +102,7 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
         "problem": None, "pass": cell.pass_, "status": "failed", "error": "",
         "tolerance": kernel.tolerance.get(cell.dtype, float("nan")),
         "compute_unit": None, "compile_fallback": False,
+        "autotune_config": "", "autotune_ms": float("nan"),
     }
     try:
         # the kernel's own declarations run inside the try too: a bad one fails this cell, not the sweep
@@ -126,11 +129,14 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
             factory = kernel.impls[cell.impl]
         fn = factory(inputs, **kw)
 
+        tuned = autotune_snapshot(autotuners(sys.modules.get(getattr(factory, "__module__", "")))) \
+            if cell.impl == "triton" else []
         sync(device)
         t0 = time.perf_counter()
         out = fn()  # the cold call: JIT compile / autotune / dynamo trace happen here
         sync(device)
         row["cold_ms"] = (time.perf_counter() - t0) * 1e3
+        row.update(autotune_facts(tuned))  # which config the autotuner chose in that call, and its search time
         if fell_back is not None:
             row["compile_fallback"] = bool(fell_back())
 

@@ -41,6 +41,9 @@ def rse_of_median(samples) -> float:
 
     Uses the asymptotic standard error of the median of a sample, sqrt(pi/2) * sigma / sqrt(n), with sigma estimated
     robustly from the inter-quartile range (IQR / 1.349) so one outlier (an interrupt, a clock step) does not dominate.
+    A zero IQR (timer ticks coarser than the spread: half the samples equal) falls back to the median absolute
+    deviation, not to the standard deviation, which one outlier would blow up; when that is zero too, more than
+    half the samples sit on the median and it is known to the timer's resolution (0).
     """
     x = np.asarray(samples, dtype=float)
     n = x.size
@@ -52,7 +55,7 @@ def rse_of_median(samples) -> float:
     q75, q25 = np.percentile(x, [75, 25])
     sigma = (q75 - q25) / 1.349
     if sigma == 0:
-        sigma = float(np.std(x, ddof=1))
+        sigma = 1.4826 * float(np.median(np.abs(x - med)))
     return math.sqrt(math.pi / 2) * sigma / math.sqrt(n) / med
 
 

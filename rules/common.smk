@@ -74,6 +74,9 @@ def get_final_outputs(wildcards=None):
     return (
         get_raw()
         + get_ceilings()
+        + get_profiles()
+        + get_compiled()  # rules/measure.smk, as get_ncu
+        + get_ncu()
         + ["results/metrics.parquet"]
         + get_figures()
         + expand("results/notebooks/{gpu}/{kernel}.html", gpu=GPUS, kernel=KERNELS)

@@ -49,3 +49,108 @@ rule ceilings:
         ENV
     script:
         "../experiments/ceilings.py"
+
+
+# profiles/compiled write results/raw/{gpu}/<name>.parquet too: they, not measure, make those two files.
+ruleorder: profiles > measure
+ruleorder: compiled > measure
+
+
+rule profiles:
+    """Kernels launched by one call of each (kernel, impl, dtype) at config profile.size: the fusion evidence."""
+    input:
+        kernels=expand("kernels/{kernel}.py", kernel=KERNELS),
+        code=MEASUREMENT_CODE,
+        script="experiments/profiles.py",
+    output:
+        "results/raw/{gpu}/profiles.parquet",
+    params:
+        kernels=KERNELS,
+        sweep=lambda wildcards: rcfg.sweep_params(config),
+        profile=lambda wildcards: config["profile"],
+    log:
+        "logs/profiles/{gpu}.log",
+    resources:
+        gpu=get_gpu_count,
+        slurm_partition=get_cluster("slurm_partition"),
+        constraint=get_cluster("constraint"),
+        gres=get_cluster("gres"),
+        runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
+    script:
+        "../experiments/profiles.py"
+
+
+def get_compiled(wildcards=None):
+    return [f"results/raw/{gpu}/compiled.parquet" for gpu in GPUS]
+
+
+rule compiled:
+    """Registers, spills, shared memory, load widths and occupancy of every Triton kernel and config launched."""
+    input:
+        kernels=expand("kernels/{kernel}.py", kernel=KERNELS),
+        code=MEASUREMENT_CODE,
+        script="experiments/compiled.py",
+        occupancy="rooflab/compiled.py",
+    output:
+        "results/raw/{gpu}/compiled.parquet",
+    params:
+        kernels=KERNELS,
+        compiled=lambda wildcards: {"size": config["profile"]["size"], "extra_sizes": config.get("extra_sizes", []),
+                                    "dtypes": config["dtypes"], "seed": config.get("seed", 0),
+                                    "cache_dirs": config.get("cache_dirs", {})},
+    log:
+        "logs/compiled/{gpu}.log",
+    resources:
+        gpu=get_gpu_count,
+        slurm_partition=get_cluster("slurm_partition"),
+        constraint=get_cluster("constraint"),
+        gres=get_cluster("gres"),
+        runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
+    script:
+        "../experiments/compiled.py"
+
+
+def get_ncu(wildcards=None):
+    """The one Nsight Compute cell of config ncu, on every GPU of the run; nothing unless ncu.enabled."""
+    ncu = config.get("ncu", {})
+    if not ncu.get("enabled"):
+        return []
+    return [f"results/raw/{gpu}/ncu_{ncu['kernel']}_{ncu['impl']}_{ncu['dtype']}_{ncu['size']}.csv"
+            for gpu in GPUS if gpu != "cpu"]
+
+
+rule ncu:
+    """Nsight Compute on one call of one cell (experiments/ncu_cell.py marks it with an NVTX range). The GPU's own
+    clocks (--clock-control none), as in the sweep; the report is kept beside the CSV (.ncu-rep)."""
+    input:
+        kernel="kernels/{kernel}.py",
+        code=MEASUREMENT_CODE,
+        script="experiments/ncu_cell.py",
+    output:
+        csv="results/raw/{gpu}/ncu_{kernel}_{impl}_{dtype}_{size}.csv",
+        report="results/raw/{gpu}/ncu_{kernel}_{impl}_{dtype}_{size}.ncu-rep",
+    wildcard_constraints:
+        impl="naive|builtin|compile|triton|cuda",
+        dtype="float32|bfloat16|float16",
+        size="[0-9]+",
+    log:
+        "logs/ncu/{gpu}/{kernel}_{impl}_{dtype}_{size}.log",
+    resources:
+        gpu=get_gpu_count,
+        slurm_partition=get_cluster("slurm_partition"),
+        constraint=get_cluster("constraint"),
+        gres=get_cluster("gres"),
+        runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
+    shell:
+        "(command -v ncu >/dev/null || {{ echo 'ncu (Nsight Compute) is not on the PATH' >&2; exit 3; }}; "
+        " ncu --clock-control none --nvtx --nvtx-include rooflab_cell/ --target-processes all --force-overwrite"
+        " --export {output.report:q} python experiments/ncu_cell.py --gpu {wildcards.gpu:q}"
+        " --kernel {wildcards.kernel:q} --impl {wildcards.impl:q} --dtype {wildcards.dtype:q} --size {wildcards.size}"
+        " && ncu --import {output.report:q} --csv --page details > {output.csv:q}.tmp"
+        " && mv {output.csv:q}.tmp {output.csv:q}) > {log:q} 2>&1"

@@ -1,0 +1,196 @@
+"""The timer's statistics and stopping rule on synthetic timers, and the schema of what the measurement jobs write
+(raw sweep, ceilings) from a tiny CPU run. No GPU: the rule is a pure function of the samples and the clock."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rooflab.timing import TimingConfig, measure, rse_of_median, stop_reason, summarize
+
+
+class FakeClock:
+    """Simulated seconds, advanced by the fake timer by the time its samples 'took'."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class FakeTimer:
+    """A Timer whose samples come from a generator of pre-set values (ms); each sample advances the fake clock."""
+
+    name = "fake"
+
+    def __init__(self, draw, clock: FakeClock | None = None):
+        self.draw = draw  # n -> array of n samples
+        self.clock = clock
+        self.warmed = False
+        self.calls = 0
+
+    def warmup(self, fn, warmup_ms):
+        self.warmed = True
+
+    def sample(self, fn, n):
+        self.calls += 1
+        x = [float(v) for v in self.draw(n)]
+        if self.clock is not None:
+            self.clock.now += sum(x) * 1e-3
+        return x
+
+
+def constant(value=1.0):
+    return lambda n: np.full(n, value)
+
+
+def noisy(seed=0):
+    rng = np.random.default_rng(seed)
+    return lambda n: rng.lognormal(mean=0.0, sigma=1.0, size=n)  # spread of ~100 %: rse never reaches 0.5 %
+
+
+def test_constant_samples_stop_by_rse_at_min_samples():
+    cfg = TimingConfig(min_samples=10, max_samples=1000, target_rse=0.005, max_time_s=10.0)
+    timer = FakeTimer(constant(2.5))
+    out = measure(lambda: None, timer, cfg, clock=FakeClock())
+    assert timer.warmed
+    assert out["stop_reason"] == "rse"
+    assert out["n_samples"] == cfg.min_samples and timer.calls == 1
+    assert out["median_ms"] == 2.5 and out["rse_median"] == 0.0
+    assert out["timer"] == "fake"
+
+
+def test_noisy_samples_stop_at_the_time_cap():
+    clock = FakeClock()
+    cfg = TimingConfig(min_samples=10, max_samples=100_000, target_rse=0.005, max_time_s=0.2)
+    out = measure(lambda: None, FakeTimer(noisy(), clock), cfg, clock=clock)
+    assert out["stop_reason"] == "time_cap"
+    assert clock.now >= cfg.max_time_s
+    assert cfg.min_samples <= out["n_samples"] < cfg.max_samples
+    assert out["rse_median"] >= cfg.target_rse
+
+
+def test_noisy_samples_stop_at_max_samples_without_overshooting():
+    cfg = TimingConfig(min_samples=10, max_samples=40, target_rse=0.005, max_time_s=1e9)
+    out = measure(lambda: None, FakeTimer(noisy(1)), cfg, clock=FakeClock())
+    assert out["stop_reason"] == "max_samples"
+    assert out["n_samples"] == 40
+
+
+def test_batches_grow_so_noisy_cells_cost_few_sample_calls():
+    cfg = TimingConfig(min_samples=10, max_samples=2000, target_rse=1e-9, max_time_s=1e9)
+    timer = FakeTimer(noisy(2))
+    out = measure(lambda: None, timer, cfg, clock=FakeClock())
+    assert out["n_samples"] == 2000 and timer.calls < 15  # geometric growth, not 200 batches of 10
+
+
+def test_one_outlier_does_not_stop_a_quantised_timer_from_converging():
+    # CUDA events tick in ~0.5 us: most samples equal, one interrupt. The median is known; stop by 'rse'.
+    cfg = TimingConfig(min_samples=10, max_samples=1000, target_rse=0.005, max_time_s=10.0)
+    draws = iter([[3.0] * 9 + [50.0]])
+    out = measure(lambda: None, FakeTimer(lambda n: next(draws)), cfg, clock=FakeClock())
+    assert out["stop_reason"] == "rse" and out["median_ms"] == 3.0 and out["max_ms"] == 50.0
+
+
+def test_stop_reason_rules():
+    cfg = TimingConfig(min_samples=10, max_samples=50, target_rse=0.01, max_time_s=1.0)
+    assert stop_reason([1.0] * 9, 0.0, cfg) is None  # too few samples, even if constant
+    assert stop_reason([1.0] * 10, 0.0, cfg) == "rse"
+    spread = list(np.linspace(1, 3, 20))
+    assert stop_reason(spread, 0.5, cfg) is None
+    assert stop_reason(spread, 1.0, cfg) == "time_cap"
+    assert stop_reason([1.0, 3.0], 5.0, cfg) is None  # the cap still waits for 3 samples
+    assert stop_reason(list(np.linspace(1, 3, 50)), 0.0, cfg) == "max_samples"
+
+
+def test_rse_of_median():
+    assert math.isinf(rse_of_median([1.0]))
+    assert rse_of_median([2.0] * 5) == 0.0
+    x = np.random.default_rng(0).normal(100.0, 1.0, 10_000)
+    # sqrt(pi/2) * sigma / sqrt(n) / median = 1.2533 * 1 / 100 / 100
+    assert rse_of_median(x) == pytest.approx(1.2533e-4, rel=0.05)
+
+
+def test_summary_columns_on_a_hand_made_list():
+    s = summarize([5.0, 1.0, 4.0, 2.0, 3.0])
+    assert s["median_ms"] == 3.0
+    assert s["p20_ms"] == pytest.approx(1.8) and s["p80_ms"] == pytest.approx(4.2)  # linear interpolation
+    assert (s["min_ms"], s["max_ms"], s["mean_ms"]) == (1.0, 5.0, 3.0)
+    assert s["std_ms"] == pytest.approx(math.sqrt(2.5))  # sample standard deviation (ddof=1)
+    assert s["n_samples"] == 5 and isinstance(s["n_samples"], int)
+    assert summarize([7.0])["std_ms"] == 0.0
+
+
+def test_timing_config_from_config_ignores_unknown_keys():
+    cfg = TimingConfig.from_config({"min_samples": 5, "max_time_s": 0.1, "not_a_key": 1})
+    assert cfg.min_samples == 5 and cfg.max_time_s == 0.1 and cfg.target_rse == TimingConfig().target_rse
+
+
+# ---- schema of the files the measurement jobs write, from a tiny CPU run -------------------------------------------
+
+TINY = {"sizes": [32], "extra_sizes": [], "dtypes": ["float32", "bfloat16"], "impls": ["naive", "builtin", "triton"],
+        "timing": {"warmup_ms": 1, "min_samples": 3, "max_samples": 20, "target_rse": 0.5, "max_time_s": 0.02},
+        "interpret_max_size": 64, "seed": 0, "allow_failures": False, "reuse_cells": False}
+
+
+@pytest.fixture(scope="module")
+def raw(tmp_path_factory):
+    from experiments.measure import run
+
+    out = tmp_path_factory.mktemp("raw") / "cpu" / "gelu.parquet"
+    assert run("gelu", "cpu", str(out), dict(TINY), progress=False) == 0
+    return pd.read_parquet(out)
+
+
+def test_raw_schema_on_the_cpu(raw):
+    from rooflab.io import RAW_COLUMNS
+
+    assert list(raw.columns[: len(RAW_COLUMNS)]) == RAW_COLUMNS
+    assert len(raw) == 6 and set(raw["status"]) == {"ok", "not_timed"}
+    timed = raw[raw["status"] == "ok"]
+    assert set(timed["timer"]) == {"host"}  # the CPU keeps the schema with the host timer
+    assert set(timed["stop_reason"]) <= {"rse", "time_cap", "max_samples"}
+    for col in ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms", "mean_ms", "std_ms", "rse_median", "cold_ms",
+                "flops", "bytes", "rel_err", "graph_median_ms", "sm_clock_before_mhz", "sm_clock_after_mhz",
+                "mem_clock_before_mhz", "mem_clock_after_mhz", "autotune_ms"):
+        assert raw[col].dtype == np.float64, col
+    assert (timed["p20_ms"] <= timed["median_ms"]).all() and (timed["median_ms"] <= timed["p80_ms"]).all()
+    # no NVML, no CUDA graphs on the CPU: NaN, never a made-up number
+    for col in ("sm_clock_before_mhz", "sm_clock_after_mhz", "mem_clock_after_mhz", "graph_median_ms"):
+        assert raw[col].isna().all(), col
+    assert not raw["clock_throttled"].fillna(False).astype(bool).any()
+    assert raw["size"].dtype == np.int64 and raw["n_samples"].dropna().gt(0).all()
+
+
+def test_raw_records_cold_start_and_caches(raw):
+    assert raw.loc[raw["status"] == "ok", "cold_ms"].gt(0).all()
+    assert set(raw["cache_state"]) <= {"cold", "warm", "partial"}
+    for col in ("triton_cache_dir", "inductor_cache_dir"):
+        assert raw[col].str.len().gt(0).all()
+    assert (raw["autotune_config"] == "").all()  # GeLU does not autotune
+
+
+def test_autotune_config_recorded_for_an_autotuned_kernel(tmp_path):
+    from experiments.measure import run
+
+    out = tmp_path / "cpu" / "matmul.parquet"
+    params = {**TINY, "dtypes": ["float32"], "impls": ["triton"], "sizes": [16]}
+    assert run("matmul", "cpu", str(out), params, progress=False) == 0
+    row = pd.read_parquet(out).iloc[0]
+    # the interpreter keeps one config: it is reported, with no search time
+    assert "BLOCK_M" in row["autotune_config"] and math.isnan(row["autotune_ms"])
+
+
+def test_ceilings_schema_on_the_cpu(tmp_path):
+    from experiments.ceilings import run
+    from rooflab.io import CEILING_COLUMNS
+
+    out = tmp_path / "ceilings.parquet"
+    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_size": 64})
+    df = pd.read_parquet(out)
+    assert list(df.columns[: len(CEILING_COLUMNS)]) == CEILING_COLUMNS
+    assert list(df["ceiling"]) == ["copy", "gemm_fp32", "gemm_bf16", "gemm_fp16"]  # no tf32 on the CPU
+    for col in ("value", "median_ms", "bytes", "flops"):
+        assert df[col].dtype == np.float64 and df[col].notna().all(), col
+    assert (df["value"] > 0).all() and set(df["timer"]) == {"host"}
