@@ -110,8 +110,8 @@ case "$cmd" in
     # connection_pool (a snakemake dependency) ships no wheel: build it first.
     "$py" -m pip wheel -q --no-deps -w "$out" connection_pool
     "$py" -m pip download -q --only-binary=:all: --find-links "$out" -d "$out" -r "$out/requirements-offline.txt"
-    # Dependencies pulled in transitively that the node's image already has (they are large).
-    rm -f "$out"/numpy-*.whl "$out"/pandas-*.whl
+    # numpy and pandas wheels stay: snakemake-executor-plugin-slurm needs numpy>=2.4.5 and pandas>=2.3.3, newer
+    # than some images have; pip takes them only when the installed ones are too old.
     log "wheelhouse: $out ($(du -sh "$out" | cut -f1)). Copy the repository with it to the node and run ./run.sh there."
     ;;
   *)

@@ -1,4 +1,4 @@
-# Shared helpers of the rule files: what exists, what `all` builds, and the closing summary.
+# Shared helpers of the *.smk files: what exists, what `all` builds, cluster resources, the closing summary.
 import glob
 import shutil
 from pathlib import Path
@@ -82,6 +82,46 @@ def get_final_outputs(wildcards=None):
         + expand("results/notebooks/{gpu}/{kernel}.html", gpu=GPUS, kernel=KERNELS)
         + [PAPER]
     )
+
+
+# For rules/measure.smk and rules/figures.smk (the lint wants rule files free of functions).
+def get_compiled(wildcards=None):
+    return [f"results/raw/{gpu}/compiled.parquet" for gpu in GPUS]
+
+
+def get_ncu(wildcards=None):
+    """The one Nsight Compute cell of config ncu, on every GPU of the run; nothing unless ncu.enabled."""
+    ncu = config.get("ncu", {})
+    if not ncu.get("enabled"):
+        return []
+    return [f"results/raw/{gpu}/ncu_{ncu['kernel']}_{ncu['impl']}_{ncu['dtype']}_{ncu['size']}.csv"
+            for gpu in GPUS if gpu != "cpu"]
+
+
+def get_profiles_of(wildcards):
+    """This GPU's profiles.parquet where it exists or a rule of this workflow writes it; else none (the fusion
+    figure then says 'no data' instead of the DAG failing on a missing input)."""
+    written = any("profiles.parquet" in str(o) for r in workflow.rules for o in r.output)
+    return [p for p in get_profiles()
+            if Path(p).parent.name == wildcards.gpu and (written or Path(workflow.basedir, p).exists())]
+
+
+def get_cluster(key, default=None):
+    """A measurement job's resource from config['cluster'][gpu] (profiles/slurm); None (left out) when unset."""
+
+    def get(wildcards):
+        value = rcfg.cluster_resource(config, wildcards.gpu, key)
+        return default if value is None else value
+
+    return get
+
+
+def get_gpu_count(wildcards):
+    """GPUs a measurement job holds: none on the CPU; on a cluster, a gpu gres replaces the count (slurm takes
+    one or the other), so the gres can name the model (gpu:h100:1)."""
+    if wildcards.gpu == "cpu" or "gpu" in (rcfg.cluster_resource(config, wildcards.gpu, "gres") or ""):
+        return 0
+    return 1
 
 
 def print_summary(ok):

@@ -82,10 +82,6 @@ rule profiles:
         "../experiments/profiles.py"
 
 
-def get_compiled(wildcards=None):
-    return [f"results/raw/{gpu}/compiled.parquet" for gpu in GPUS]
-
-
 rule compiled:
     """Registers, spills, shared memory, load widths and occupancy of every Triton kernel and config launched."""
     input:
@@ -112,15 +108,6 @@ rule compiled:
         ENV
     script:
         "../experiments/compiled.py"
-
-
-def get_ncu(wildcards=None):
-    """The one Nsight Compute cell of config ncu, on every GPU of the run; nothing unless ncu.enabled."""
-    ncu = config.get("ncu", {})
-    if not ncu.get("enabled"):
-        return []
-    return [f"results/raw/{gpu}/ncu_{ncu['kernel']}_{ncu['impl']}_{ncu['dtype']}_{ncu['size']}.csv"
-            for gpu in GPUS if gpu != "cpu"]
 
 
 rule ncu:

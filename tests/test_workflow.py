@@ -1,0 +1,158 @@
+"""Exact reruns of the DAG, checked on a copy of the repository with a tiny CPU sweep (about two minutes).
+
+One real run of `all`, then dry runs after each kind of change: a kernel edit re-measures that kernel only, a figure
+script edit redraws that figure and rebuilds the paper only, a bare `touch` does nothing, a fresh clone needs
+`snakemake --touch` once, and a config change reruns the measurement jobs, which then measure only the new cells.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = {
+    "gpus": ["cpu"],
+    "kernels": ["gelu", "vecadd"],
+    "impls": ["naive", "builtin", "triton"],
+    "dtypes": ["float32"],
+    "sizes": [64],
+    "extra_sizes": [],
+    "interpret_max_size": 64,
+    "timing": {"warmup_ms": 1, "min_samples": 3, "max_samples": 5, "max_time_s": 0.01},
+    "ceilings": {"copy_bytes": 1048576, "gemm_size": 64},
+    "profile": {"size": 64},
+}
+
+
+def copy_repo(dest: Path) -> Path:
+    """What a clone would hold plus the untracked files not ignored (work in progress), with fresh mtimes."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest / rel)
+            shutil.copymode(src, dest / rel)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+           "TRITON_INTERPRET": "1"}
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def planned_jobs(workdir: Path, *args: str) -> list[dict]:
+    """The jobs of a dry run: rule, outputs and reason of each."""
+    res = snakemake(workdir, "-n", "--configfile", "tiny.yaml", *args)
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout + res.stderr
+    jobs = []
+    for m in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n?)+)", out, flags=re.M):
+        fields = dict(re.findall(r"^    (\w+): (.*)$", m.group(2), flags=re.M))
+        jobs.append({"rule": m.group(1), "output": fields.get("output", "").split(", "),
+                     "reason": fields.get("reason", "")})
+    if not jobs:
+        assert "Nothing to be done" in out, out
+    return jobs
+
+
+def outputs(jobs, rule):
+    return sorted(o for j in jobs if j["rule"] == rule for o in j["output"])
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    work = copy_repo(tmp_path_factory.mktemp("rooflab"))
+    (work / "tiny.yaml").write_text(json.dumps(TINY))  # JSON is YAML
+    res = snakemake(work, "--cores", "2", "all", "--configfile", "tiny.yaml", timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
+    assert "rooflab: finished" in res.stdout + res.stderr  # the one-screen summary of `all`
+    return work
+
+
+def test_rerun_plans_nothing(repo):
+    assert planned_jobs(repo) == []
+
+
+def test_kernel_edit_remeasures_that_kernel_only(repo):
+    kernel = repo / "kernels/gelu.py"
+    original = kernel.read_text()
+    kernel.write_text(original + "\n# an edit\n")
+    try:
+        jobs = planned_jobs(repo)
+    finally:
+        kernel.write_text(original)
+    assert outputs(jobs, "measure") == ["results/raw/cpu/gelu.parquet"]
+    assert not outputs(jobs, "ceilings")
+    rules = {j["rule"] for j in jobs}
+    assert {"metrics", "notebook"} <= rules and any(r.startswith("paper") for r in rules)
+    # the same content again (a newer mtime): checksums say nothing changed
+    assert planned_jobs(repo) == []
+
+
+def test_figure_edit_redraws_that_figure_and_the_paper_only(repo):
+    scripts = sorted(p for p in (repo / "figures").glob("*.py") if not p.stem.startswith("_"))
+    assert scripts, "no figure script to edit"
+    script = next((p for p in scripts if p.stem == "roofline"), scripts[0])
+    original = script.read_text()
+    script.write_text(original + "\n# an edit\n")
+    try:
+        jobs = planned_jobs(repo)
+    finally:
+        script.write_text(original)
+    figure_jobs = [j for j in jobs if j["rule"].startswith("figure")]
+    others = {j["rule"] for j in jobs} - {j["rule"] for j in figure_jobs} - {"all"}
+    assert figure_jobs and others and all(r.startswith("paper") for r in others), jobs
+    figs = [o for j in figure_jobs for o in j["output"]]
+    assert all(f"/{script.stem}" in f for f in figs), figs
+    assert planned_jobs(repo) == []
+
+
+def test_bare_touch_reruns_nothing(repo):
+    # input: files are compared by checksum; a rule's script: file (analysis/metrics.py) would rerun on mtime
+    for rel in ("kernels/vecadd.py", "figures/_common.py", "paper/main.tex", "notebooks/kernel.ipynb"):
+        os.utime(repo / rel)
+    assert planned_jobs(repo) == []
+
+
+def test_fresh_clone_needs_touch_once(repo, tmp_path):
+    """A clone gives every source a new mtime: restored results look stale until `snakemake --touch`."""
+    clone = copy_repo(tmp_path)
+    shutil.copy(repo / "tiny.yaml", clone)
+    shutil.copytree(repo / "results", clone / "results", copy_function=shutil.copy2)  # old mtimes, as restored
+    assert outputs(planned_jobs(clone), "measure"), "a fresh clone should look out of date"
+    res = snakemake(clone, "--touch", "--cores", "1", "--configfile", "tiny.yaml")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert planned_jobs(clone) == []
+    # and real edits are still seen afterwards
+    (clone / "kernels/vecadd.py").write_text((clone / "kernels/vecadd.py").read_text() + "\n# an edit\n")
+    assert outputs(planned_jobs(clone), "measure") == ["results/raw/cpu/vecadd.parquet"]
+
+
+def test_config_change_measures_only_new_cells(repo):
+    import pandas as pd
+
+    sizes = ["--config", "sizes=[32,64]"]
+    jobs = planned_jobs(repo, *sizes)
+    assert outputs(jobs, "measure") == ["results/raw/cpu/gelu.parquet", "results/raw/cpu/vecadd.parquet"]
+    assert all("params" in j["reason"].lower() for j in jobs if j["rule"] == "measure"), jobs
+    assert not outputs(jobs, "ceilings")  # its params did not change
+
+    store = repo / "results/raw/cpu/.cells/gelu.jsonl"
+    before = len(store.read_text().splitlines())
+    res = snakemake(repo, "--cores", "2", "results/raw/cpu/gelu.parquet", "results/raw/cpu/vecadd.parquet",
+                    "--configfile", "tiny.yaml", *sizes)
+    assert res.returncode == 0, res.stderr[-3000:]
+    df = pd.read_parquet(repo / "results/raw/cpu/gelu.parquet")
+    assert sorted(df["size"].unique()) == [32, 64]
+    # each cell measured once: the size-64 cells came from the store, only the size-32 ones were appended
+    assert len(store.read_text().splitlines()) == len(df) == 2 * before
+    assert re.search(rf"{before} of {len(df)} cells already measured", (repo / "logs/measure/cpu/gelu.log").read_text())
