@@ -10,6 +10,8 @@ Formulas (per row, t = median time in seconds; FLOPs and bytes from the kernel's
     model_time_ms_<gpu>  = max(flops / peak_flops[unit], bytes / peak_bandwidth) * 1e3
     model_error_<src>    = measured / model_time - 1   (on the GPU measured; src = datasheet | measured)
     wave_efficiency_<g>  = tiles / (ceil(tiles / SMs) * SMs), tiles = ceil(M/128) ceil(N/128)   (matmul)
+    wave_model_tflops    = peak_tflops_measured * wave_efficiency    (on the GPU measured, if its SM count is known)
+    bound                = memory if arithmetic_intensity < ridge point, compute above, unknown without peaks
 Peaks come from rooflab/gpus.py (datasheet) and results/raw/<gpu>/ceilings.parquet (measured). Rows that are not
 "ok" (mismatch, failed, skipped, not_timed) keep their status and get no rates, speedups or claims.
 """
@@ -58,6 +60,15 @@ def _peak_flops_measured(peaks: dict, unit: str) -> float:
     return peaks.get(CEILING_FOR_UNIT[unit], peaks.get("gemm_fp32", np.nan))
 
 
+def _own_spec_column(df: pd.DataFrame, prefix: str) -> np.ndarray:
+    """Per row, column <prefix>_<gpu> of the row's own GPU (NaN where that GPU has no datasheet entry)."""
+    out = np.full(len(df), np.nan)
+    for key in SPECS:
+        mask = (df["gpu"] == key).to_numpy()
+        out[mask] = df.loc[mask, f"{prefix}_{key}"].to_numpy(dtype=float)
+    return out
+
+
 def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     df = raw.copy()
     ok = df["status"] == "ok"
@@ -65,7 +76,8 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     df["achieved_gbps"] = df["bytes"] / t / 1e9
     df["achieved_tflops"] = df["flops"] / t / 1e12
     df["arithmetic_intensity"] = df["flops"] / df["bytes"]
-    df["graph_achieved_gbps"] = df["bytes"] / (df.get("graph_median_ms", np.nan) * 1e-3) / 1e9
+    graph_ms = df["graph_median_ms"] if "graph_median_ms" in df else pd.Series(np.nan, index=df.index)
+    df["graph_achieved_gbps"] = df["bytes"] / (graph_ms.where(ok) * 1e-3) / 1e9
 
     # Against the datasheet of every spec GPU: attainable rate, fraction reached, model time.
     for key, spec in SPECS.items():
@@ -74,10 +86,11 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         df[f"attainable_tflops_{key}"] = att / 1e12
         df[f"roofline_fraction_{key}"] = df["achieved_tflops"] * 1e12 / att
         df[f"model_time_ms_{key}"] = model_time_s(df["flops"], df["bytes"], pf, spec.mem_bandwidth) * 1e3
-        if "matmul" in set(df["kernel"]):
-            df[f"wave_efficiency_{key}"] = [
-                wave_efficiency(n, n, spec.sms) if k == "matmul" else np.nan for k, n in zip(df["kernel"], df["size"])
-            ]
+        # Always present (NaN off matmul), so readers can rely on the schema whatever kernels were run.
+        df[f"wave_efficiency_{key}"] = [
+            wave_efficiency(int(n), int(n), spec.sms) if k == "matmul" else np.nan
+            for k, n in zip(df["kernel"], df["size"])
+        ]
 
     # Against the GPU measured on: its datasheet (if known) and its measured ceilings.
     peaks = measured_peaks(ceilings)
@@ -91,18 +104,22 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     df["roofline_fraction_measured"] = df["achieved_tflops"] * 1e12 / att
     df["bandwidth_fraction_measured"] = df["achieved_gbps"] * 1e9 / own_bw
     df["model_time_ms_measured"] = model_time_s(df["flops"], df["bytes"], own_pf, own_bw) * 1e3
-    df["model_error_measured"] = df["median_ms"] / df["model_time_ms_measured"] - 1
+    df["model_error_measured"] = df["median_ms"].where(ok) / df["model_time_ms_measured"] - 1
 
+    # The datasheet columns of the GPU each row was measured on (NaN for the CPU or a GPU not in the table).
     ds = [SPECS.get(g) for g in df["gpu"]]
-    df["model_time_ms_datasheet"] = [row[f"model_time_ms_{s.key}"] if s else np.nan
-                                     for s, (_, row) in zip(ds, df.iterrows())]
-    df["roofline_fraction_datasheet"] = [row[f"roofline_fraction_{s.key}"] if s else np.nan
-                                         for s, (_, row) in zip(ds, df.iterrows())]
-    df["model_error_datasheet"] = df["median_ms"] / df["model_time_ms_datasheet"] - 1
+    df["model_time_ms_datasheet"] = _own_spec_column(df, "model_time_ms")
+    df["roofline_fraction_datasheet"] = _own_spec_column(df, "roofline_fraction")
+    df["bandwidth_fraction_datasheet"] = df["achieved_gbps"] * 1e9 / [s.mem_bandwidth if s else np.nan for s in ds]
+    df["model_error_datasheet"] = df["median_ms"].where(ok) / df["model_time_ms_datasheet"] - 1
+    df["wave_efficiency"] = _own_spec_column(df, "wave_efficiency")
+    df["wave_model_tflops"] = df["peak_tflops_measured"] * df["wave_efficiency"]
     ridge = [(s.peak_flops(u) / s.mem_bandwidth) if s and isinstance(u, str) else pf_ / bw_
              for s, u, pf_, bw_ in zip(ds, df["compute_unit"], own_pf, own_bw)]
     df["ridge_point"] = ridge
-    df["bound"] = np.where(df["arithmetic_intensity"] < df["ridge_point"], "memory", "compute")
+    df["bound"] = np.select(
+        [df["arithmetic_intensity"] < df["ridge_point"], df["arithmetic_intensity"] >= df["ridge_point"]],
+        ["memory", "compute"], default="unknown")
 
     # Speedups within one run: baseline time / this time, among correct ("ok") cells only.
     for base in ("builtin", "naive"):

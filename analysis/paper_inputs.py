@@ -9,6 +9,7 @@ largest size measured on the headline GPU (the first GPU with timed data, prefer
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import sys
 from pathlib import Path
@@ -24,12 +25,42 @@ DTYPE_TAG = {"float32": "Fp", "bfloat16": "Bf", "float16": "Half"}
 IMPL_TAG = {"naive": "Naive", "builtin": "Builtin", "compile": "Compile", "triton": "Triton", "cuda": "Cuda"}
 IMPL_NAME = {"naive": "naive PyTorch", "builtin": "PyTorch builtin", "compile": "torch.compile",
              "triton": "Triton (ours)", "cuda": "CUDA (ours)"}
+# GPU keys hold digits, macro names may not: a100 -> AOneHundred, h200 -> HTwoHundred.
+DIGIT_WORDS = ["Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine"]
+# The figures of one GPU, in the order the paper shows them, with what each says.
 GPU_FIGURE_CAPTIONS = {
     "roofline": "Roofline: measured points against the datasheet (solid) and measured (dashed) ceilings.",
+    "speedup": "Speedup over the PyTorch builtin per kernel, implementation and size (blue: faster, red: slower); "
+               "blank cells have no correct, timed pair.",
+    "scaling": "Median time against size per kernel (log-log). Small sizes sit on the launch floor; dashed lines "
+               "are CUDA-graph times (launch overhead removed); dotted guides show the N$^2$ or N$^3$ work.",
+    "fusion": "GPU kernels launched per call (torch.profiler): what fusing an expression into one kernel saves.",
+}
+PROJECTION_FIGURE_CAPTIONS = {
+    "projection": "Roofline-model time of each kernel at its largest size on four datasheet GPUs, beside the time "
+                  "measured on this device (builtin and fastest implementation).",
+    "wave": "Matrix product: achieved TFLOP/s of Triton and the builtin against N, beside the wave-quantisation "
+            "model scaled to the measured cuBLAS peak; sizes that are no multiple of the 128 tile are marked.",
 }
 KERNEL_FIGURE_CAPTIONS = {
     "bandwidth": "Achieved bandwidth against size, per implementation and dtype; dashed: measured copy bandwidth.",
 }
+
+
+def gpu_tag(key: str) -> str:
+    """a100 -> AOneHundred; h200 -> HTwoHundred; cpu -> Cpu: a GPU key as letters only, for macro names."""
+    def spell(digits: str) -> str:
+        n = int(digits)
+        if n % 100 == 0 and 0 < n < 1000:
+            return DIGIT_WORDS[n // 100] + "Hundred"
+        return "".join(DIGIT_WORDS[int(d)] for d in digits)
+    return "".join(spell(part) if part.isdigit() else part.capitalize()
+                   for part in re.findall(r"[a-zA-Z]+|\d+", key))
+
+
+def pass_tag(pass_: str) -> str:
+    """'' for the forward pass (the default), else the pass in letters: fwd+bwd -> FwdBwd."""
+    return "" if pass_ == "fwd" else camel(pass_)
 
 
 def camel(name: str) -> str:
@@ -73,110 +104,274 @@ class Macros:
             "\n".join(self.lines) + "\n"
 
 
+UNIT_TAG = {"fp32": "Fp", "tf32": "Tf", "bf16": "Bf", "fp16": "Half"}
+# Macros paper/main.tex uses: always defined (as n/a when the data cannot give them), so the paper always builds.
+ALWAYS = ["HeadlineGpu", "HeadlineGpuKey", "CopyGbps", "CopyFractionDatasheet", "GemmFpTflops", "GemmTfTflops",
+          "GemmBfTflops", "GemmHalfTflops", "DatasheetBandwidthTBs", "DatasheetBfTflops", "CellsTotal", "CellsOk",
+          "CellsNotTimed", "CellsMismatch", "CellsFailed", "CellsSkipped", "NumKernels", "NumGpus", "GpuList",
+          "LargestSize"]
+
+
+def timed(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    """Rows the text may claim from: this GPU, correct and timed."""
+    return metrics[(metrics["status"] == "ok") & (metrics["gpu"] == gpu)]
+
+
+def largest(ok: pd.DataFrame) -> pd.DataFrame:
+    """Per (kernel, dtype, pass), the rows at the largest size measured."""
+    return ok[ok["size"] == ok.groupby(["kernel", "dtype", "pass"])["size"].transform("max")]
+
+
 def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macros:
     m = Macros()
-    ok = metrics[(metrics["status"] == "ok") & (metrics["gpu"] == gpu)]
+    ok = timed(metrics, gpu)
     spec = SPECS.get(gpu)
-    m.add("HeadlineGpu", tex_escape(spec.name if spec else gpu), "the GPU whose numbers the text quotes")
+    m.add("HeadlineGpu", tex_escape(spec.name if spec else ("CPU" if gpu == "cpu" else gpu)),
+          "the device whose numbers the text quotes")
     m.add("HeadlineGpuKey", tex_escape(gpu))
+    gpus = list(dict.fromkeys(metrics["gpu"]))
+    m.add("NumGpus", str(len(gpus)))
+    m.add("GpuList", tex_escape(", ".join(gpus)))
+    m.add("NumKernels", str(metrics["kernel"].nunique()))
     c = ceilings[ceilings["gpu"] == gpu].set_index("ceiling")["value"]
+    c = c[~c.index.duplicated()]
     if "copy" in c:
         m.add("CopyGbps", fmt(c["copy"] / 1e9), "measured device-to-device copy, read + write")
         if spec:
-            m.add("CopyFractionDatasheet", fmt(100 * c["copy"] / spec.mem_bandwidth, 3), "percent")
-    for unit in ("fp32", "tf32", "bf16", "fp16"):
+            m.add("CopyFractionDatasheet", fmt(100 * c["copy"] / spec.mem_bandwidth, 3), "percent of datasheet")
+    for unit, tag in UNIT_TAG.items():
         if f"gemm_{unit}" in c:
-            m.add(f"Gemm{camel(unit)}Tflops", fmt(c[f'gemm_{unit}'] / 1e12), f"cuBLAS {unit}")
+            m.add(f"Gemm{tag}Tflops", fmt(c[f"gemm_{unit}"] / 1e12), f"cuBLAS {unit}, measured")
     if spec:
         m.add("DatasheetBandwidthTBs", fmt(spec.mem_bandwidth / 1e12))
         m.add("DatasheetBfTflops", fmt(spec.bf16_flops / 1e12))
+    for key, s in SPECS.items():
+        t = gpu_tag(key)
+        m.add(f"Sms{t}", str(s.sms), s.name)
+        m.add(f"DatasheetBandwidth{t}TBs", fmt(s.mem_bandwidth / 1e12))
+        m.add(f"DatasheetBf{t}Tflops", fmt(s.bf16_flops / 1e12))
     all_rows = metrics[metrics["gpu"] == gpu]
     m.add("CellsTotal", str(len(all_rows)))
     for status in ("ok", "not_timed", "mismatch", "failed", "skipped"):
         m.add(f"Cells{camel(status)}", str(int((all_rows["status"] == status).sum())))
-    if ok.empty:
-        return m
-    m.add("LargestSize", str(int(ok["size"].max())))
-    for (kernel, impl, dtype), g in ok[ok["pass"] == "fwd"].groupby(["kernel", "impl", "dtype"]):
-        row = g.loc[g["size"].idxmax()]
-        base = f"{camel(kernel)}{IMPL_TAG[impl]}"
-        tag = DTYPE_TAG[dtype]
-        m.add(f"{base}Gbps{tag}", fmt(row["achieved_gbps"]), f"N={int(row['size'])}")
-        m.add(f"{base}Tflops{tag}", fmt(row["achieved_tflops"]))
-        m.add(f"{base}TimeUs{tag}", fmt(row["median_ms"] * 1e3))
-        m.add(f"{base}RooflineFraction{tag}", fmt(row["roofline_fraction_measured"]))
+    m.add("CellsProblemAllGpus", str(int(metrics["status"].isin(["mismatch", "failed"]).sum())))
+    if not ok.empty:
+        m.add("LargestSize", str(int(ok["size"].max())), "largest N timed on the headline device")
+    for kernel, g in ok.groupby("kernel"):
+        m.add(f"{camel(kernel)}LargestSize", str(int(g["size"].max())))
+    for (kernel, impl, dtype, pass_), g in largest(ok).groupby(["kernel", "impl", "dtype", "pass"]):
+        row = g.iloc[0]
+        base, tag = f"{camel(kernel)}{IMPL_TAG[impl]}", DTYPE_TAG[dtype] + pass_tag(pass_)
+        n = f"N={int(row['size'])}"
+        m.add(f"{base}Gbps{tag}", fmt(row["achieved_gbps"]), f"GB/s, {n}")
+        m.add(f"{base}Tflops{tag}", fmt(row["achieved_tflops"]), "TFLOP/s")
+        m.add(f"{base}TimeUs{tag}", fmt(row["median_ms"] * 1e3), "median, microseconds")
+        m.add(f"{base}GraphTimeUs{tag}", fmt(row.get("graph_median_ms", np.nan) * 1e3), "CUDA graph, microseconds")
+        m.add(f"{base}RooflineFraction{tag}", fmt(row["roofline_fraction_measured"]), "of the measured roofline")
+        m.add(f"{base}RooflineFractionDatasheet{tag}", fmt(row["roofline_fraction_datasheet"]))
+        m.add(f"{base}BandwidthFraction{tag}", fmt(row["bandwidth_fraction_measured"]), "of measured copy")
         m.add(f"{base}Speedup{tag}", fmt(row["speedup_vs_builtin"]), "over the PyTorch builtin")
         m.add(f"{base}SpeedupNaive{tag}", fmt(row["speedup_vs_naive"]), "over naive PyTorch")
+        m.add(f"{base}ModelError{tag}", fmt(row["model_error_measured"]), "measured / model (measured ceilings) - 1")
+        m.add(f"{base}ModelRatio{tag}", fmt(row["model_error_measured"] + 1), "measured / roofline-model time")
+    for (kernel, dtype, pass_), g in largest(ok).groupby(["kernel", "dtype", "pass"]):
+        base, tag = camel(kernel), DTYPE_TAG[dtype] + pass_tag(pass_)
+        best = g.loc[g["median_ms"].idxmin()]
+        m.add(f"{base}BestImpl{tag}", tex_escape(IMPL_NAME[best["impl"]]), "fastest correct implementation")
+        m.add(f"{base}BestTimeUs{tag}", fmt(best["median_ms"] * 1e3))
+        m.add(f"{base}Intensity{tag}", fmt(best["arithmetic_intensity"]), "FLOP/byte")
+        m.add(f"{base}Bound{tag}", tex_escape(str(best["bound"])), "memory- or compute-bound on this device")
+        for key in SPECS:
+            m.add(f"{base}ModelTimeUs{tag}{gpu_tag(key)}", fmt(best[f"model_time_ms_{key}"] * 1e3),
+                  f"roofline model on the {key} datasheet")
+    for name in ALWAYS:
+        m.add(name, "n/a", "not available from this data")
     return m
+
+
+def table_latex(df: pd.DataFrame, formats: dict | None = None, align: str | None = None) -> str:
+    """A booktabs table from a frame (pandas Styler), numbers through fmt(), text escaped."""
+    df = df.copy()
+    for col in df.columns:
+        if not pd.api.types.is_numeric_dtype(df[col]):
+            df[col] = df[col].map(lambda v: tex_escape(v) if isinstance(v, str) else v)
+    df.columns = [tex_escape(str(c)) for c in df.columns]
+    fmts = {tex_escape(k): v for k, v in (formats or {}).items()}
+    styler = df.style.hide(axis="index").format(fmts, na_rep="--")
+    align = align or "".join("r" if pd.api.types.is_numeric_dtype(df[c]) else "l" for c in df.columns)
+    return styler.to_latex(hrules=True, column_format=align)
 
 
 def summary_table(metrics: pd.DataFrame, gpu: str) -> str:
     """Per kernel and dtype at the largest size: achieved GB/s (TFLOP/s for matmul) of each implementation."""
-    ok = metrics[(metrics["status"] == "ok") & (metrics["gpu"] == gpu) & (metrics["pass"] == "fwd")]
+    ok = timed(metrics, gpu)
+    ok = ok[ok["pass"] == "fwd"]
     if ok.empty:
-        return "\\begin{center}No timed measurements on this GPU.\\end{center}\n"
-    big = ok[ok["size"] == ok.groupby("kernel")["size"].transform("max")].copy()
+        return "\\begin{center}No timed measurements on this device.\\end{center}\n"
+    big = largest(ok).copy()
     big["value"] = np.where(big["kernel"] == "matmul", big["achieved_tflops"], big["achieved_gbps"])
-    table = big.pivot_table(index=["kernel", "dtype"], columns="impl", values="value", aggfunc="first")
+    table = big.pivot_table(index=["kernel", "dtype", "size"], columns="impl", values="value", aggfunc="first")
     table = table[[i for i in IMPL_NAME if i in table.columns]]
     table.columns = [IMPL_NAME[c] for c in table.columns]
-    table.index = table.index.set_names(["kernel", "dtype"])
-    table = table.reset_index()
+    table = table.reset_index().rename(columns={"size": "N"})
     table["kernel"] = table["kernel"].map(lambda k: f"{k} (TFLOP/s)" if k == "matmul" else k)
-    styler = table.style.format(precision=1, na_rep="--").hide(axis="index")
-    return styler.to_latex(hrules=True, column_format="ll" + "r" * (len(table.columns) - 2))
+    return table_latex(table, {c: fmt for c in table.columns[3:]}, "llr" + "r" * (len(table.columns) - 3))
 
 
-def problems_table(metrics: pd.DataFrame) -> str:
-    """Cells that ran but gave the wrong answer, or failed: listed, never used in a claim."""
+def problems_table(metrics: pd.DataFrame, limit: int = 40) -> str:
+    """Cells that ran but gave the wrong answer, or failed: listed, never used in a claim. Then, grouped, the cells
+    not measured and why."""
+    out = []
     bad = metrics[metrics["status"].isin(["mismatch", "failed"])]
     if bad.empty:
-        return "No cell gave a wrong answer or failed.\n"
-    t = bad[["gpu", "kernel", "impl", "dtype", "size", "status", "error"]].copy()
-    t["error"] = t["error"].astype(str).str.slice(0, 60).map(tex_escape)
-    for col in ("gpu", "kernel", "impl", "dtype", "status"):
-        t[col] = t[col].astype(str).map(tex_escape)
-    return t.style.hide(axis="index").to_latex(hrules=True, column_format="lllllll")
+        out.append("No cell gave a wrong answer or failed.\n")
+    else:
+        t = bad[["gpu", "kernel", "impl", "dtype", "size", "pass", "status", "error"]].copy()
+        t["error"] = t["error"].astype(str).str.slice(0, 60)
+        out.append("\\begin{center}\\small\n" + table_latex(t.head(limit), align="llllrlll") + "\\end{center}\n")
+        if len(t) > limit:
+            out.append(f"\\noindent and {len(t) - limit} more (results/metrics.parquet, status column).\n")
+    skipped = metrics[metrics["status"].isin(["skipped", "not_timed"])]
+    if not skipped.empty:
+        g = (skipped.assign(error=skipped["error"].astype(str).str.slice(0, 70))
+             .groupby(["gpu", "status", "error"]).size().rename("cells").reset_index())
+        out.append("\n\\noindent Cells not timed, and why:\n\\begin{center}\\small\n"
+                   + table_latex(g, align="lllr") + "\\end{center}\n")
+    return "\n".join(out)
 
 
-def figures_tex(gpu: str, gpus: list[str], kernels: list[str], figdir: str) -> str:
+def projection_table(metrics: pd.DataFrame, gpu: str) -> str:
+    """Per kernel and dtype at the largest size: measured time of the fastest implementation on this device, the
+    roofline-model time from its measured ceilings, and the model time on every datasheet GPU."""
+    ok = timed(metrics, gpu)
+    ok = ok[ok["pass"] == "fwd"]
+    if ok.empty:
+        return "\\begin{center}No timed measurements on this device.\\end{center}\n"
+    rows = []
+    for (kernel, dtype), g in largest(ok).groupby(["kernel", "dtype"]):
+        best = g.loc[g["median_ms"].idxmin()]
+        row = {"kernel": kernel, "dtype": dtype, "N": int(best["size"]), "fastest": IMPL_NAME[best["impl"]],
+               "measured": best["median_ms"] * 1e3, "model here": best["model_time_ms_measured"] * 1e3}
+        row.update({f"{key.upper()}": best[f"model_time_ms_{key}"] * 1e3 for key in SPECS})
+        rows.append(row)
+    t = pd.DataFrame(rows)
+    return table_latex(t, {c: fmt for c in t.columns[4:]}, "llrl" + "r" * (len(t.columns) - 4))
+
+
+def specs_table(ceilings: pd.DataFrame) -> str:
+    """The datasheet peaks every projection uses (rooflab/gpus.py), and the ceilings measured on each device."""
+    rows = [{"device": s.name, "source": "datasheet", "SMs": str(s.sms), "TB/s": s.mem_bandwidth / 1e12,
+             "FP32": s.fp32_flops / 1e12, "TF32": s.tf32_flops / 1e12, "BF16": s.bf16_flops / 1e12}
+            for s in SPECS.values()]
+    for gpu, c in ceilings.groupby("gpu"):
+        v = c.drop_duplicates("ceiling").set_index("ceiling")["value"]
+        rows.append({"device": gpu, "source": "measured", "SMs": "--", "TB/s": v.get("copy", np.nan) / 1e12,
+                     "FP32": v.get("gemm_fp32", np.nan) / 1e12, "TF32": v.get("gemm_tf32", np.nan) / 1e12,
+                     "BF16": v.get("gemm_bf16", np.nan) / 1e12})
+    t = pd.DataFrame(rows)
+    return table_latex(t, {c: fmt for c in ("TB/s", "FP32", "TF32", "BF16")}, "llrrrrr")
+
+
+def figure(path: str, caption: str, label: str, width: str = "0.95\\linewidth") -> str:
+    return ("\\begin{figure}[!htbp]\n\\centering\n"
+            f"\\includegraphics[width={width},height=0.42\\textheight,keepaspectratio]{{{path}}}\n"
+            f"\\caption{{{caption}}}\n\\label{{{label}}}\n\\end{{figure}}\n")
+
+
+def figures_tex(gpus: list[str], figdir: str, captions: dict[str, str]) -> str:
     out = []
-    for fig, caption in GPU_FIGURE_CAPTIONS.items():
+    for fig, caption in captions.items():
         for g in gpus:
             path = f"{figdir}/{g}/{fig}.pdf"
             if Path(path).exists():
                 out.append(figure(path, f"{caption} ({tex_escape(g)})", f"fig:{fig}-{g}"))
-    return "\n".join(out)
+    return "\n".join(out) or "% no figures found\n"
 
 
-def figure(path: str, caption: str, label: str) -> str:
-    return ("\\begin{figure}[htbp]\n\\centering\n"
-            f"\\includegraphics[width=0.9\\linewidth]{{{path}}}\n\\caption{{{caption}}}\n\\label{{{label}}}\n"
-            "\\end{figure}\n")
+def kernel_summary(kernel: str) -> str:
+    """The first sentence of kernels/<kernel>.py's docstring, read without importing it (no torch needed)."""
+    path = Path(__file__).resolve().parent.parent / "kernels" / f"{kernel}.py"
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    except (OSError, SyntaxError):
+        return ""
+    first = doc.strip().split("\n\n")[0].replace("\n", " ")
+    return first.split(". ")[0].rstrip(".") + "."
+
+
+def kernel_table(rows: pd.DataFrame) -> str:
+    t = rows.sort_values(["dtype", "pass", "impl"], key=lambda s: s.map(
+        {k: i for i, k in enumerate(IMPL_NAME)}) if s.name == "impl" else s)
+    t = pd.DataFrame({
+        "dtype": t["dtype"], "pass": t["pass"], "impl": t["impl"].map(IMPL_NAME), "N": t["size"].astype(int),
+        "time [us]": t["median_ms"] * 1e3, "GB/s": t["achieved_gbps"], "TFLOP/s": t["achieved_tflops"],
+        "roofline frac.": t["roofline_fraction_measured"], "vs builtin": t["speedup_vs_builtin"],
+        "vs naive": t["speedup_vs_naive"]})
+    if t["pass"].nunique() == 1:
+        t = t.drop(columns="pass")
+    t = t.rename(columns={"time [us]": "time [µs]"})
+    body = table_latex(t, {c: fmt for c in t.columns if c not in ("dtype", "pass", "impl", "N")})
+    return body.replace("µs", "\\si{\\micro\\second}")
 
 
 def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir: str) -> str:
     out = []
     for kernel in kernels:
-        out.append(f"\\subsection{{{tex_escape(kernel)}}}\n\\label{{sec:{kernel}}}\n")
+        k, label = camel(kernel), re.sub(r"[^a-z0-9]+", "-", kernel)
+        out.append(f"\\subsection{{{tex_escape(kernel)}}}\n\\label{{sec:{label}}}\n")
+        summary = kernel_summary(kernel)
+        if summary:
+            out.append(tex_escape(summary) + "\n")
         rows = metrics[(metrics["kernel"] == kernel) & (metrics["gpu"] == gpu)]
-        ok = rows[(rows["status"] == "ok") & (rows["pass"] == "fwd")]
+        ok = rows[rows["status"] == "ok"]
         if ok.empty:
-            out.append("No timed measurement of this kernel on the headline GPU.\n")
-        else:
-            best = ok.loc[ok.groupby("dtype")["achieved_gbps"].idxmax()]
-            for _, r in best.iterrows():
-                tag = DTYPE_TAG[r["dtype"]]
-                base = f"{camel(kernel)}{IMPL_TAG[r['impl']]}"
-                out.append(f"In {tex_escape(r['dtype'])} the fastest implementation at $N=\\LargestSize$ is "
-                           f"{tex_escape(IMPL_NAME[r['impl']])}: \\{base}Gbps{tag}~GB/s "
-                           f"(\\{base}Tflops{tag}~TFLOP/s, \\{base}RooflineFraction{tag} of the measured roofline, "
-                           f"\\{base}Speedup{tag}$\\times$ the builtin).\n")
+            counts = ", ".join(f"{n} {tex_escape(st)}" for st, n in rows["status"].value_counts().items())
+            out.append(f"No timed measurement of this kernel on the headline device ({counts or 'no cells'}).\n")
+            continue
+        big = largest(ok)
+        for (dtype, pass_), g in big.groupby(["dtype", "pass"]):
+            tag = DTYPE_TAG[dtype] + pass_tag(pass_)
+            best = g.loc[g["median_ms"].idxmin()]
+            base = f"{k}{IMPL_TAG[best['impl']]}"
+            what = f"{tex_escape(dtype)}" + ("" if pass_ == "fwd" else f" ({tex_escape(pass_)})")
+            out.append(
+                f"In {what} at $N=\\{k}LargestSize$ the fastest correct implementation is \\{k}BestImpl{tag}{{}}: "
+                f"\\{k}BestTimeUs{tag}~\\si{{\\micro\\second}}, \\{base}Gbps{tag}~GB/s "
+                f"(\\{base}Tflops{tag}~TFLOP/s), \\{base}RooflineFraction{tag}{{}} of the measured roofline and "
+                f"\\{base}Speedup{tag}$\\times$ the builtin. At \\{k}Intensity{tag}~FLOP/byte the kernel is "
+                f"\\{k}Bound{tag}-bound here, and its measured time is \\{base}ModelRatio{tag}$\\times$ the "
+                f"roofline-model time from the measured ceilings.\n")
+        out.append("\\begin{table}[!htbp]\n\\centering\\footnotesize\\setlength{\\tabcolsep}{4pt}\n"
+                   f"\\caption{{{tex_escape(kernel)} at the largest size on the headline device: median time, "
+                   "achieved rates, fraction of the measured roofline, speedup over the builtin and naive "
+                   f"PyTorch.}}\n\\label{{tab:{label}}}\n" + kernel_table(big) + "\\end{table}\n")
         for fig, caption in KERNEL_FIGURE_CAPTIONS.items():
             path = f"{figdir}/{gpu}/{fig}/{kernel}.pdf"
             if Path(path).exists():
-                out.append(figure(path, f"{tex_escape(kernel)}: {caption}", f"fig:{fig}-{kernel}"))
+                out.append(figure(path, f"{tex_escape(kernel)}: {caption}", f"fig:{fig}-{label}", "0.8\\linewidth"))
+        out.append("\\clearpage\n")
     return "\n".join(out)
+
+
+OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_specs", "figures",
+           "figures_projection", "kernels"]
+
+
+def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str) -> dict[str, str]:
+    """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame."""
+    gpu = headline_gpu(metrics)
+    gpus = list(dict.fromkeys(metrics["gpu"]))
+    kernels = sorted(set(metrics["kernel"]))
+    return {
+        "macros": make_macros(metrics, ceilings, gpu).text(),
+        "table_summary": summary_table(metrics, gpu),
+        "table_problems": problems_table(metrics),
+        "table_projection": projection_table(metrics, gpu),
+        "table_specs": specs_table(ceilings),
+        "figures": figures_tex(gpus, figdir, GPU_FIGURE_CAPTIONS),
+        "figures_projection": figures_tex(gpus, figdir, PROJECTION_FIGURE_CAPTIONS),
+        "kernels": kernel_sections(metrics, gpu, kernels, figdir),
+    }
 
 
 def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str) -> None:
@@ -184,15 +379,8 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str)
 
     metrics = pd.read_parquet(metrics_path)
     ceilings = pd.concat([read_results(p, CEILING_COLUMNS) for p in ceiling_paths], ignore_index=True)
-    gpu = headline_gpu(metrics)
-    gpus = list(dict.fromkeys(metrics["gpu"]))
-    kernels = sorted(set(metrics["kernel"]))
-    out = Path(outdir)
-    write_text(make_macros(metrics, ceilings, gpu).text(), out / "macros.tex")
-    write_text(summary_table(metrics, gpu), out / "table_summary.tex")
-    write_text(problems_table(metrics), out / "table_problems.tex")
-    write_text(figures_tex(gpu, gpus, kernels, figdir), out / "figures.tex")
-    write_text(kernel_sections(metrics, gpu, kernels, figdir), out / "kernels.tex")
+    for name, text in generate(metrics, ceilings, figdir).items():
+        write_text(text, Path(outdir) / f"{name}.tex")
 
 
 def main(argv=None):

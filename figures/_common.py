@@ -24,15 +24,35 @@ IMPL_LABEL = {"naive": "naive PyTorch", "builtin": "PyTorch builtin", "compile":
 PALETTE = dict(zip(IMPL_ORDER, sns.color_palette("colorblind", len(IMPL_ORDER))))
 
 
-def parse_args(scope: str, argv=None) -> argparse.Namespace:
+def parse_args(scope: str, argv=None, profiles: bool = False) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
     ap.add_argument("--metrics", required=True)
     ap.add_argument("--gpu", required=True)
     if scope == "kernel":
         ap.add_argument("--kernel", required=True)
+    if profiles:
+        ap.add_argument("--profiles", nargs="*", default=[], help="profiles.parquet files (kernel launch counts)")
     ap.add_argument("--pdf", required=True)
     ap.add_argument("--png", required=True)
     return ap.parse_args(argv)
+
+
+def gpu_name(gpu: str) -> str:
+    """The datasheet name of a GPU key ('NVIDIA H200 SXM'), or the key itself (cpu, an unknown GPU)."""
+    from rooflab.gpus import spec_for
+
+    spec = spec_for(gpu)
+    return spec.name if spec else ("CPU" if gpu == "cpu" else gpu)
+
+
+def legend_outside(ax, title: str | None = None, labels_map: dict | None = None, **kw) -> None:
+    """The legend right of the axes, labels translated (impl keys -> readable names)."""
+    handles, labels = ax.get_legend_handles_labels()
+    labels_map = IMPL_LABEL if labels_map is None else labels_map
+    if not handles:
+        return
+    ax.legend(handles, [labels_map.get(lab, lab) for lab in labels], title=title, fontsize=8, title_fontsize=8,
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, **kw)
 
 
 def claimable(metrics: pd.DataFrame, gpu: str, kernel: str | None = None) -> pd.DataFrame:
@@ -48,8 +68,26 @@ def impls_present(df: pd.DataFrame) -> list[str]:
 
 
 def no_data(ax, message: str) -> None:
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=11, color="0.4")
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=11, color="0.4",
+            wrap=True)
     ax.set_axis_off()
+
+
+def no_data_figure(args, title: str, message: str) -> None:
+    """A whole figure that says, in words, why there is nothing to draw (the DAG still gets its PDF and PNG)."""
+    fig, ax = plt.subplots(figsize=(7, 2.5))
+    no_data(ax, message)
+    fig.suptitle(title, fontsize=11)
+    save(fig, args)
+
+
+def time_label(ms: float) -> str:
+    """A time with the unit that keeps it short: 3.2 us, 41 ms, 1.2 s."""
+    if ms < 1:
+        return f"{ms * 1e3:.3g} µs"
+    if ms < 1e3:
+        return f"{ms:.3g} ms"
+    return f"{ms / 1e3:.3g} s"
 
 
 def save(fig, args) -> None:
@@ -62,3 +100,27 @@ def save(fig, args) -> None:
 
 def setup() -> None:
     sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+
+
+def size_axis(ax, sizes) -> None:
+    """Log2 x axis labelled with the measured power-of-two sizes as plain numbers (others, like 1793, unlabelled)."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    ax.set_xscale("log", base=2)
+    ticks = sorted({int(n) for n in sizes if int(n) & (int(n) - 1) == 0}) or sorted({int(n) for n in sizes})
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.set_xticklabels([str(t) for t in ticks], fontsize=8, rotation=0)
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def plain_log_ticks(axis, values) -> None:
+    """Log ticks labelled as plain numbers (0.05, 2, 500): 1-2-5 per decade over narrow ranges, 1 per decade else."""
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=float)
+    decades = np.log10(v.max() / v.min()) if len(v) else 3
+    axis.set_major_locator(LogLocator(subs=(1.0,) if decades > 2.5 else (1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    axis.set_minor_formatter(NullFormatter())

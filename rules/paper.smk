@@ -8,11 +8,15 @@ rule paper_inputs:
         ceilings=get_ceilings,
         figures=get_figures,
         script="analysis/paper_inputs.py",
+        kernel_docs=expand("kernels/{kernel}.py", kernel=KERNELS),
     output:
         macros="results/paper/generated/macros.tex",
         summary="results/paper/generated/table_summary.tex",
         problems="results/paper/generated/table_problems.tex",
+        projection="results/paper/generated/table_projection.tex",
+        specs="results/paper/generated/table_specs.tex",
         figures="results/paper/generated/figures.tex",
+        figures_projection="results/paper/generated/figures_projection.tex",
         kernels="results/paper/generated/kernels.tex",
     log:
         "logs/paper/inputs.log",

@@ -1,0 +1,96 @@
+"""Time against size on one GPU, one panel per kernel (log-log), per implementation. Message: small problems sit
+on a launch-bound plateau (time flat in N), large ones follow the work (N^2 for elementwise and row kernels, N^3 for
+matmul); the CUDA-graph time (dashed, launch overhead removed) shows how much of the plateau is launch.
+
+Solid: median_ms (event-timed, L2 flushed); dashed: graph_median_ms where recorded. Grey dotted: a guide with the
+kernel's own scaling, anchored at the fastest time at the largest size; grey dash-dot: the launch floor (fastest
+time at the smallest size). One dtype per figure (float32 where measured) so that the panels stay readable.
+"""
+from __future__ import annotations
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, no_data_figure, parse_args,
+                             plain_log_ticks, save, setup, size_axis, time_label)
+
+SCOPE = "gpu"
+CUBIC = {"matmul"}  # kernels whose work grows as N^3 (M = N = K); the rest as N^2
+
+
+def pick_dtype(df: pd.DataFrame) -> str:
+    for d in ("float32", "bfloat16", "float16"):
+        if d in set(df["dtype"]):
+            return d
+    return df["dtype"].iloc[0]
+
+
+def draw(ax, k: pd.DataFrame, kernel: str) -> None:
+    for impl in impls_present(k):
+        g = k[k["impl"] == impl].sort_values("size")
+        ax.plot(g["size"], g["median_ms"], "-o", color=PALETTE[impl], ms=3.5, lw=1.4)
+        graph = g.dropna(subset=["graph_median_ms"])
+        if len(graph):
+            ax.plot(graph["size"], graph["graph_median_ms"], "--", color=PALETTE[impl], lw=1.0, alpha=0.8)
+    sizes = np.array(sorted(set(k["size"])), dtype=float)
+    power = 3 if kernel in CUBIC else 2
+    n_max = sizes.max()
+    anchor = k.loc[k["size"] == n_max, "median_ms"].min()
+    guide = anchor * (sizes / n_max) ** power
+    ax.plot(sizes, guide, ":", color="0.35", lw=1.2)
+    mid = len(sizes) // 2
+    ax.annotate(f"∝ N$^{power}$", (sizes[mid], guide[mid]), textcoords="offset points", xytext=(6, -8),
+                fontsize=8, color="0.35")
+    floor = k.loc[k["size"] == sizes.min(), "median_ms"].min()
+    ax.axhline(floor, color="0.5", ls="-.", lw=0.8)
+    ax.annotate(f"floor {time_label(floor)}", (n_max, floor), textcoords="offset points", xytext=(-2, 3),
+                ha="right", fontsize=7, color="0.4")
+    size_axis(ax, sizes)
+    ax.set_yscale("log")
+    plain_log_ticks(ax.yaxis, np.concatenate([k["median_ms"], k["graph_median_ms"].dropna(), guide]))
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_title(kernel, fontsize=10)
+
+
+def main(argv=None):
+    args = parse_args(SCOPE, argv)
+    setup()
+    metrics = pd.read_parquet(args.metrics)
+    df = claimable(metrics, args.gpu)
+    df = df[df["pass"] == "fwd"]
+    title = f"Time vs size on {gpu_name(args.gpu)}"
+    if df.empty:
+        no_data_figure(args, title, f"no correct, timed measurements on {args.gpu}")
+        return
+    dtype = pick_dtype(df)
+    df = df[df["dtype"] == dtype]
+    kernels = sorted(set(df["kernel"]))
+    ncols = min(4, len(kernels))
+    nrows = math.ceil(len(kernels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols + 2.2, 2.8 * nrows + 0.8), squeeze=False)
+    for ax, kernel in zip(axes.flat, kernels):
+        draw(ax, df[df["kernel"] == kernel], kernel)
+    for ax in axes.flat[len(kernels):]:
+        ax.set_axis_off()
+    for ax in axes[:, 0]:
+        ax.set_ylabel("median time [ms]")
+    for ax in axes[-1, :]:
+        ax.set_xlabel("N (N x N; matmul N x N x N)")
+    impls = impls_present(df)
+    handles = [Line2D([], [], color=PALETTE[i], marker="o", ms=3.5, label=IMPL_LABEL[i]) for i in impls]
+    handles += [Line2D([], [], color="0.3", ls="-", label="median, L2 flushed"),
+                Line2D([], [], color="0.3", ls="--", label="CUDA graph (no launch)"),
+                Line2D([], [], color="0.35", ls=":", label="work scaling guide"),
+                Line2D([], [], color="0.5", ls="-.", label="launch floor")]
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=8, frameon=False)
+    fig.suptitle(f"{title} ({dtype}): flat = launch-bound, then time follows the work", fontsize=11)
+    fig.tight_layout()
+    save(fig, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""Wave quantisation of the matrix product on one GPU: achieved TFLOP/s against N for Triton and the builtin, one
+panel per dtype, beside the wave model scaled to the measured cuBLAS peak. Message: a size whose 128 x 128 output
+tiles leave the last wave of SMs part-empty (N = 1793: 15^2 = 225 tiles on 132 SMs -> 225/264) loses throughput the
+model predicts; sizes that are no multiple of 128 are marked.
+
+Model (analysis/metrics.py): wave_model_tflops = peak_tflops_measured x wave_efficiency, with
+wave_efficiency = tiles / (ceil(tiles / SMs) x SMs). The GPU's SM count comes from its datasheet entry; on a device
+without one (the CPU) only the measurements are drawn.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, legend_outside, no_data_figure, parse_args, save,
+                             setup, size_axis)
+
+SCOPE = "gpu"
+KERNEL = "matmul"
+IMPLS = ["builtin", "triton"]
+TILE = 128
+DTYPES = ["float32", "bfloat16", "float16"]
+
+
+def draw(ax, d: pd.DataFrame, dtype: str) -> None:
+    for impl in IMPLS:
+        g = d[d["impl"] == impl].sort_values("size")
+        if len(g):
+            ax.plot(g["size"], g["achieved_tflops"], "-o", ms=4, lw=1.5, color=PALETTE[impl], label=IMPL_LABEL[impl])
+    model = d.dropna(subset=["wave_model_tflops"]).drop_duplicates("size").sort_values("size")
+    if len(model):
+        ax.plot(model["size"], model["wave_model_tflops"], "--x", color="0.3", lw=1.1, ms=5,
+                label="wave model x measured peak")
+    peak = d["peak_tflops_measured"].dropna()
+    if len(peak):
+        ax.axhline(peak.iloc[0], color="tab:red", ls=":", lw=1)
+        ax.annotate(f"measured peak {peak.iloc[0]:.3g} TFLOP/s", (d["size"].min(), peak.iloc[0]),
+                    textcoords="offset points", xytext=(2, -10), fontsize=7, color="tab:red")
+    for n in sorted({int(s) for s in d["size"] if int(s) % TILE}):
+        ax.axvline(n, color="tab:purple", ls="-.", lw=0.9, alpha=0.7)
+        eff = d.loc[d["size"] == n, "wave_efficiency"].dropna()
+        note = f"N={n}\n(not a multiple\nof {TILE})" + (f"\nwave eff. {eff.iloc[0]:.2f}" if len(eff) else "")
+        ax.annotate(note, (n, 0.5), xycoords=("data", "axes fraction"), textcoords="offset points",
+                    xytext=(-4, 0), ha="right", va="center", fontsize=7, color="tab:purple",
+                    bbox={"fc": "white", "ec": "none", "alpha": 0.85, "pad": 1})
+    size_axis(ax, d["size"])
+    unit = d["compute_unit"].iloc[0]
+    ax.set_title(f"{dtype} ({unit} peak)", fontsize=10)
+    ax.set_xlabel("N (M = N = K)")
+    ax.set_ylim(bottom=0)
+
+
+def main(argv=None):
+    args = parse_args(SCOPE, argv)
+    setup()
+    metrics = pd.read_parquet(args.metrics)
+    df = claimable(metrics, args.gpu, KERNEL)
+    df = df[df["impl"].isin(IMPLS)]
+    for col in ("wave_model_tflops", "wave_efficiency"):  # metrics from before the wave model: draw without it
+        if col not in df:
+            df[col] = float("nan")
+    name = gpu_name(args.gpu)
+    title = f"Matmul wave quantisation on {name}"
+    dtypes = [d for d in DTYPES if d in set(df["dtype"])]
+    if not dtypes:
+        no_data_figure(args, title, f"no data: no correct, timed matmul (Triton or builtin) on {args.gpu}")
+        return
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(4.2 * len(dtypes) + 2.4, 4.2), squeeze=False)
+    for ax, dtype in zip(axes[0], dtypes):
+        draw(ax, df[df["dtype"] == dtype], dtype)
+    axes[0][0].set_ylabel("achieved [TFLOP/s]")
+    legend_outside(axes[0][-1])
+    sms = "" if df["wave_efficiency"].notna().any() else " (no SM count for this device: model not drawn)"
+    fig.suptitle(f"{title}: partly filled last waves of 128 x 128 tiles cost throughput{sms}", fontsize=11)
+    fig.tight_layout()
+    save(fig, args)
+
+
+if __name__ == "__main__":
+    main()

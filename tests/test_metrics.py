@@ -1,0 +1,162 @@
+"""analysis/metrics.py against hand-computed cases: the roofline, model times, wave quantisation and speedups."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.metrics import attainable, compute_metrics, model_time_s, wave_efficiency
+from rooflab.gpus import SPECS
+
+TB = 1e12
+
+
+def raw_row(**kw):
+    row = {"gpu": "h200", "kernel": "gelu", "impl": "triton", "dtype": "float32", "size": 4096, "pass": "fwd",
+           "status": "ok", "error": "", "median_ms": 0.1, "graph_median_ms": np.nan, "flops": 8.0 * 4096 ** 2,
+           "bytes": 8.0 * 4096 ** 2, "compute_unit": "fp32"}
+    row.update(kw)
+    return row
+
+
+def ceilings(gpu="h200", copy=4e12, gemm_fp32=50e12, gemm_bf16=600e12):
+    return pd.DataFrame([{"gpu": gpu, "ceiling": "copy", "value": copy},
+                         {"gpu": gpu, "ceiling": "gemm_fp32", "value": gemm_fp32},
+                         {"gpu": gpu, "ceiling": "gemm_bf16", "value": gemm_bf16}])
+
+
+# --- the formulas -------------------------------------------------------------------------------------------------
+
+def test_attainable_is_the_lower_of_the_two_roofs():
+    # H200 fp32: 67 TFLOP/s, 4.8 TB/s -> ridge at 67/4.8 = 13.96 FLOP/byte
+    assert attainable(1.0, 67 * TB, 4.8 * TB) == pytest.approx(4.8 * TB)  # memory roof: 1 x 4.8e12
+    assert attainable(100.0, 67 * TB, 4.8 * TB) == pytest.approx(67 * TB)  # compute roof
+    assert attainable(0.25, 989.5 * TB, 4.8 * TB) == pytest.approx(1.2 * TB)
+
+
+def test_model_time_is_the_slower_of_compute_and_memory():
+    # 1 GB over 4 TB/s = 0.25 ms; 1 GFLOP at 100 TFLOP/s = 0.01 ms -> 0.25 ms
+    assert model_time_s(1e9, 1e9, 100 * TB, 4 * TB) == pytest.approx(2.5e-4)
+    # matmul n=8192 bf16 on H200: 2 n^3 = 1.0995e12 FLOP / 989.5e12 = 1.1112 ms; bytes 3 n^2 2 = 402.7 MB -> 0.0839 ms
+    n = 8192
+    t = model_time_s(2.0 * n ** 3, 3 * n * n * 2, 989.5 * TB, 4.8 * TB)
+    assert t == pytest.approx(2.0 * n ** 3 / 989.5e12)
+
+
+@pytest.mark.parametrize("n, sms, expected", [
+    (1793, 132, 225 / 264),   # 15 x 15 = 225 tiles, 2 waves of 132 slots
+    (1793, 108, 225 / 324),   # 3 waves of 108
+    (1793, 148, 225 / 296),   # 2 waves of 148
+    (4096, 132, 1024 / 1056),  # 32 x 32 = 1024 tiles, 8 waves
+    (1024, 132, 64 / 132),    # 64 tiles: one wave, half empty
+    (128, 132, 1 / 132),      # one tile
+    (1536, 144, 1.0),         # 12 x 12 = 144 tiles, exactly one wave
+])
+def test_wave_efficiency(n, sms, expected):
+    assert wave_efficiency(n, n, sms) == pytest.approx(expected)
+
+
+# --- compute_metrics on a small frame -----------------------------------------------------------------------------
+
+@pytest.fixture
+def metrics():
+    rows = [
+        raw_row(impl="builtin", median_ms=0.2),
+        raw_row(impl="naive", median_ms=0.8),
+        raw_row(impl="triton", median_ms=0.1),
+        raw_row(impl="compile", status="mismatch", error="rel_err 1e-1 > 1e-5", median_ms=0.05),
+        raw_row(impl="cuda", status="skipped", error="no nvcc", median_ms=np.nan),
+        raw_row(dtype="bfloat16", impl="triton", median_ms=0.1, bytes=4.0 * 4096 ** 2),  # no builtin at bf16
+        raw_row(kernel="matmul", impl="builtin", size=1793, dtype="bfloat16", compute_unit="bf16",
+                flops=2.0 * 1793 ** 3, bytes=6.0 * 1793 ** 2, median_ms=0.02),
+        raw_row(kernel="matmul", impl="triton", size=1793, dtype="bfloat16", compute_unit="bf16",
+                flops=2.0 * 1793 ** 3, bytes=6.0 * 1793 ** 2, median_ms=0.025),
+        raw_row(gpu="cpu", impl="triton", median_ms=1.0),
+    ]
+    return compute_metrics(pd.DataFrame(rows), pd.concat([ceilings(), ceilings("cpu", 20e9, 1e12, 1e11)]))
+
+
+def pick(df, **kw):
+    sel = df
+    for k, v in kw.items():
+        sel = sel[sel[k] == v]
+    assert len(sel) == 1, kw
+    return sel.iloc[0]
+
+
+def test_achieved_rates_and_intensity(metrics):
+    r = pick(metrics, gpu="h200", kernel="gelu", impl="triton", dtype="float32")
+    nbytes = 8.0 * 4096 ** 2  # 134.2 MB in 0.1 ms
+    assert r["achieved_gbps"] == pytest.approx(nbytes / 1e-4 / 1e9)
+    assert r["achieved_tflops"] == pytest.approx(nbytes / 1e-4 / 1e12)
+    assert r["arithmetic_intensity"] == pytest.approx(1.0)
+    assert r["bound"] == "memory"
+    # vs H200 datasheet: attainable at AI 1 = 4.8 TFLOP/s; achieved 1.342 TFLOP/s
+    assert r["attainable_tflops_h200"] == pytest.approx(4.8)
+    assert r["roofline_fraction_h200"] == pytest.approx(1.34217728 / 4.8)
+    assert r["roofline_fraction_datasheet"] == pytest.approx(r["roofline_fraction_h200"])
+    assert r["bandwidth_fraction_datasheet"] == pytest.approx(nbytes / 1e-4 / 4.8e12)
+    # vs B200 datasheet: 8 TB/s
+    assert r["attainable_tflops_b200"] == pytest.approx(8.0)
+    assert r["model_time_ms_b200"] == pytest.approx(nbytes / 8e12 * 1e3)
+    # vs the measured ceilings: copy 4 TB/s, fp32 gemm 50 TFLOP/s
+    assert r["attainable_tflops_measured"] == pytest.approx(4.0)
+    assert r["bandwidth_fraction_measured"] == pytest.approx(nbytes / 1e-4 / 4e12)
+    assert r["model_time_ms_measured"] == pytest.approx(nbytes / 4e12 * 1e3)
+    assert r["model_error_measured"] == pytest.approx(0.1 / (nbytes / 4e12 * 1e3) - 1)
+    assert r["model_error_datasheet"] == pytest.approx(0.1 / (nbytes / 4.8e12 * 1e3) - 1)
+
+
+def test_speedups(metrics):
+    r = pick(metrics, gpu="h200", kernel="gelu", impl="triton", dtype="float32")
+    assert r["speedup_vs_builtin"] == pytest.approx(2.0)  # 0.2 / 0.1
+    assert r["speedup_vs_naive"] == pytest.approx(8.0)  # 0.8 / 0.1
+    assert pick(metrics, gpu="h200", kernel="gelu", impl="builtin")["speedup_vs_builtin"] == pytest.approx(1.0)
+    m = pick(metrics, gpu="h200", kernel="matmul", impl="triton")
+    assert m["speedup_vs_builtin"] == pytest.approx(0.8)  # 0.02 / 0.025
+
+
+def test_no_speedup_without_a_baseline_in_the_same_cell(metrics):
+    # bf16 gelu has no builtin row; the cpu row's builtin is on another gpu
+    assert np.isnan(pick(metrics, kernel="gelu", dtype="bfloat16")["speedup_vs_builtin"])
+    assert np.isnan(pick(metrics, gpu="cpu")["speedup_vs_builtin"])
+
+
+def test_a_mismatch_row_gets_no_speedup_and_no_rates(metrics):
+    r = pick(metrics, gpu="h200", kernel="gelu", impl="compile")
+    assert r["status"] == "mismatch"
+    for col in ("speedup_vs_builtin", "speedup_vs_naive", "achieved_gbps", "achieved_tflops",
+                "roofline_fraction_measured", "model_error_measured", "model_error_datasheet"):
+        assert np.isnan(r[col]), col
+    assert np.isnan(pick(metrics, gpu="h200", impl="cuda")["speedup_vs_builtin"])  # skipped
+
+
+def test_wave_columns_on_matmul_only(metrics):
+    r = pick(metrics, kernel="matmul", impl="triton")
+    assert r["wave_efficiency_h200"] == pytest.approx(225 / 264)
+    assert r["wave_efficiency_a100"] == pytest.approx(225 / 324)
+    assert r["wave_efficiency_b200"] == pytest.approx(225 / 296)
+    assert r["wave_efficiency"] == pytest.approx(225 / 264)  # measured on the h200
+    assert r["wave_model_tflops"] == pytest.approx(600 * 225 / 264)  # measured bf16 gemm x efficiency
+    assert r["bound"] == "compute"  # AI = 2 n / 6 = 597.7 > 989.5 / 4.8 = 206
+    assert np.isnan(pick(metrics, gpu="h200", kernel="gelu", impl="triton", dtype="float32")["wave_efficiency_h200"])
+
+
+def test_cpu_rows_use_measured_ceilings_only(metrics):
+    r = pick(metrics, gpu="cpu")
+    assert np.isnan(r["roofline_fraction_datasheet"]) and np.isnan(r["wave_efficiency"])
+    assert r["attainable_tflops_measured"] == pytest.approx(0.02)  # AI 1 x 20 GB/s
+    assert r["ridge_point"] == pytest.approx(1e12 / 20e9)
+    assert r["bound"] == "memory"
+    assert not math.isnan(r["model_time_ms_h100"])  # the projection is still made
+
+
+def test_bound_unknown_without_peaks():
+    df = compute_metrics(pd.DataFrame([raw_row(gpu="mystery-gpu")]), ceilings("other"))
+    assert df["bound"].iloc[0] == "unknown"
+
+
+def test_every_spec_gpu_gets_its_columns(metrics):
+    for key in SPECS:
+        for prefix in ("attainable_tflops", "roofline_fraction", "model_time_ms", "wave_efficiency"):
+            assert f"{prefix}_{key}" in metrics.columns

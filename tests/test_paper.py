@@ -1,0 +1,168 @@
+"""The paper: no measured number typed into hand-written .tex, and analysis/paper_inputs.py makes valid LaTeX
+(well-formed, unique macros; every macro the paper and the generated sections use is defined) from any data."""
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.metrics import compute_metrics
+from analysis.paper_inputs import ALWAYS, generate, gpu_tag
+
+ROOT = Path(__file__).resolve().parent.parent
+HAND_WRITTEN = sorted((ROOT / "paper").glob("*.tex"))
+
+# A measured number: a decimal (4.27), a digit before a unit (4278 GB/s, 3 TFLOP/s, 12 ms, 5\,\%), or a speedup
+# (1.05x, 2$\times$).
+UNIT = r"(?:[GMKT]B/s|[GMPT]FLOP|FLOP/s|[mun]s\b|\\si\b|\\SI\b|\\micro|\\times|\\%|percent)"
+MEASURED = re.compile(rf"\d\.\d|\d\s*(?:~|\\,|\\ )?\s*\$?\s*{UNIT}|\dx\b")
+
+
+def strip_allowed(tex: str) -> str:
+    """Drop what may hold digits: comments, preamble options (\\usepackage[...], \\documentclass[...]), float
+    placement, counter and fraction settings."""
+    tex = re.sub(r"(?<!\\)%.*", "", tex)
+    tex = re.sub(r"\\(?:usepackage|documentclass|geometry)\s*(?:\[[^\]]*\])?\s*\{[^}]*\}", "", tex)
+    tex = re.sub(r"\\(?:renewcommand|setcounter)\{[^}]*\}\{[^}]*\}", "", tex)
+    return tex
+
+
+def measured_numbers(tex: str) -> list[str]:
+    return [m.group(0) for m in MEASURED.finditer(strip_allowed(tex))]
+
+
+def test_there_is_hand_written_tex():
+    assert HAND_WRITTEN, "paper/*.tex not found"
+
+
+@pytest.mark.parametrize("path", HAND_WRITTEN, ids=lambda p: p.name)
+def test_no_measured_number_in_hand_written_tex(path):
+    found = measured_numbers(path.read_text())
+    assert not found, f"{path.name} holds measured numbers {found}: put them in analysis/paper_inputs.py macros"
+
+
+@pytest.mark.parametrize("text, bad", [
+    ("the copy reaches 4278 GB/s", True),
+    ("Triton is 1.05x the builtin", True),
+    ("it reaches 3~TFLOP/s", True),
+    ("a speedup of 2$\\times$", True),
+    ("we reach 93\\,\\% of it", True),
+    ("a 12 ms call", True),
+    ("\\usepackage[a4paper,margin=2.3cm]{geometry}", False),
+    ("% 4.8 TB/s in a comment", False),
+    ("the copy reaches \\CopyGbps{}~GB/s in FP32 and BF16", False),
+    ("$2N^3 + N^2$ FLOPs on 128 x 128 tiles; L2 flushed", False),
+])
+def test_the_detector(text, bad):
+    assert bool(measured_numbers(text)) is bad
+
+
+# --- paper_inputs on a small synthetic metrics frame --------------------------------------------------------------
+
+def synthetic_metrics() -> tuple[pd.DataFrame, pd.DataFrame]:
+    rows = []
+    for kernel, fl, by in [("gelu", 8.0, 8.0), ("softmax", 5.0, 8.0), ("matmul", None, 12.0)]:
+        passes = ["fwd", "fwd+bwd"] if kernel == "softmax" else ["fwd"]
+        for pass_ in passes:
+            for dtype in ("float32", "bfloat16"):
+                for n in (256, 1793):
+                    for impl, t in (("naive", 3.0), ("builtin", 1.0), ("triton", 0.8), ("compile", 0.9)):
+                        flops = 2.0 * n ** 3 if fl is None else fl * n * n
+                        rows.append({"gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "size": n,
+                                     "pass": pass_, "status": "ok", "error": "", "median_ms": t * n / 1000,
+                                     "graph_median_ms": t * n / 2000, "flops": flops, "bytes": by * n * n,
+                                     "compute_unit": "bf16" if kernel == "matmul" and dtype == "bfloat16"
+                                     else "tf32" if kernel == "matmul" else "fp32"})
+    rows.append({**rows[0], "impl": "cuda", "status": "mismatch", "error": "rel_err 0.5 > 1e-5 & 100% wrong_x",
+                 "median_ms": np.nan})
+    rows.append({**rows[0], "impl": "cuda", "dtype": "bfloat16", "status": "skipped", "error": "no nvcc",
+                 "median_ms": np.nan})
+    rows.append({**rows[0], "gpu": "cpu", "median_ms": 5.0})
+    ceilings = pd.DataFrame([{"gpu": g, "ceiling": c, "value": v} for g, scale in (("h200", 1.0), ("cpu", 1e-3))
+                             for c, v in (("copy", 4.2e12 * scale), ("gemm_fp32", 5e13 * scale),
+                                          ("gemm_tf32", 3.4e14 * scale), ("gemm_bf16", 6.7e14 * scale))])
+    return compute_metrics(pd.DataFrame(rows), ceilings), ceilings
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory):
+    metrics, ceilings = synthetic_metrics()
+    figdir = tmp_path_factory.mktemp("figures")
+    for fig in ("h200/roofline.pdf", "h200/wave.pdf", "h200/bandwidth/gelu.pdf"):
+        (figdir / fig).parent.mkdir(parents=True, exist_ok=True)
+        (figdir / fig).write_bytes(b"%PDF-1.4\n")
+    return generate(metrics, ceilings, str(figdir))
+
+
+def defined_macros(macros_tex: str) -> dict[str, str]:
+    out = {}
+    for line in macros_tex.splitlines():
+        if not line or line.startswith("%"):
+            continue
+        m = re.fullmatch(r"\\newcommand\{\\([A-Za-z]+)\}\{(.*)\}(?:  % .*)?", line)
+        assert m, f"not a well-formed macro line: {line!r}"
+        assert m.group(1) not in out, f"macro defined twice: {m.group(1)}"
+        out[m.group(1)] = m.group(2)
+    return out
+
+
+def used_macros(tex: str) -> set[str]:
+    """Our macros start with a capital letter (LaTeX's own are lower case)."""
+    return set(re.findall(r"\\([A-Z][A-Za-z]+)", strip_allowed(tex)))
+
+
+def test_macros_are_well_formed_and_named_by_the_scheme(generated):
+    macros = defined_macros(generated["macros"])
+    assert macros["HeadlineGpuKey"] == "h200"  # a real GPU wins over the CPU
+    assert macros["GeluTritonSpeedupBf"] == "1.25"  # builtin 1.0 / triton 0.8 at the largest size
+    assert macros["GeluTritonSpeedupNaiveFp"] == "3.75"
+    assert macros["SoftmaxTritonSpeedupBfFwdBwd"] == "1.25"  # a second pass gets its own macro
+    assert macros["GeluLargestSize"] == "1793"
+    assert macros["CellsMismatch"] == "1" and macros["CellsSkipped"] == "1"
+    assert macros["MatmulBoundBf"] == "compute" and macros["GeluBoundFp"] == "memory"
+    assert "GeluModelTimeUsBfBTwoHundred" in macros
+    for name in ALWAYS:
+        assert name in macros
+    for value in macros.values():  # braces balance, so no value can break the file
+        assert value.count("{") == value.count("}")
+
+
+def test_every_macro_the_paper_and_sections_use_is_defined(generated):
+    macros = set(defined_macros(generated["macros"]))
+    known_latex = {"LaTeX", "TeX"}
+    texts = [p.read_text() for p in HAND_WRITTEN] + [v for k, v in generated.items() if k != "macros"]
+    missing = set().union(*(used_macros(t) for t in texts)) - macros - known_latex
+    assert not missing, f"used but not defined: {sorted(missing)}"
+
+
+def test_tables_are_booktabs_and_list_the_problem_cells(generated):
+    for name in ("table_summary", "table_projection", "table_specs"):
+        assert "\\toprule" in generated[name] and "\\bottomrule" in generated[name], name
+    problems = generated["table_problems"]
+    assert "mismatch" in problems and "\\&" in problems and "\\%" in problems and "wrong\\_x" in problems
+    assert "no nvcc" in problems
+    assert "A100" in generated["table_projection"] and "B200" in generated["table_projection"]
+
+
+def test_sections_and_figures(generated):
+    kernels = generated["kernels"]
+    for kernel in ("gelu", "matmul", "softmax"):
+        assert f"\\subsection{{{kernel}}}" in kernels
+    assert kernels.count("\\begin{table}") == 3
+    assert "bandwidth/gelu.pdf" in kernels
+    assert "roofline.pdf" in generated["figures"] and "wave.pdf" in generated["figures_projection"]
+    assert "\\label{fig:wave-h200}" in generated["figures_projection"]  # main.tex refers to it
+
+
+def test_no_timed_data_still_gives_every_macro_the_paper_needs():
+    metrics, ceilings = synthetic_metrics()
+    metrics["status"] = "skipped"
+    out = generate(metrics, ceilings.iloc[:0], "/nonexistent")
+    assert set(ALWAYS) <= set(defined_macros(out["macros"]))
+
+
+@pytest.mark.parametrize("key, tag", [("a100", "AOneHundred"), ("h100", "HOneHundred"), ("h200", "HTwoHundred"),
+                                      ("b200", "BTwoHundred"), ("cpu", "Cpu")])
+def test_gpu_tag(key, tag):
+    assert gpu_tag(key) == tag
