@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+import os
 import platform
 import socket
 import subprocess
@@ -50,9 +51,13 @@ def _static() -> dict:
         except Exception:
             driver = ""
     sha = _git("rev-parse", "HEAD")
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no")) if sha else False
+    if not sha:  # a copy of the tree without .git (e.g. shipped to an offline node): trust what the sender said
+        sha = os.environ.get("ROOFLAB_GIT_SHA", "unknown")
+        dirty = os.environ.get("ROOFLAB_GIT_DIRTY", "") == "1"
     return {
-        "git_sha": sha or "unknown",
-        "git_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")) if sha else False,
+        "git_sha": sha,
+        "git_dirty": dirty,
         "host": socket.gethostname(),
         "device_name": device_name,
         "driver": driver,
