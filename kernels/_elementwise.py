@@ -1,5 +1,10 @@
 """Launch shape shared by the elementwise kernels (vecadd, saxpy)."""
+import torch
 import triton
+
+from rooflab.triton_utils import check_device
+
+SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 ELEMENTS_PER_PROGRAM = 4096  # elementwise tile: 4096 elements, 8 warps -> 16 elements (64 B fp32) per thread
 
@@ -8,3 +13,32 @@ def elementwise_tile(n_cols: int, elements: int = ELEMENTS_PER_PROGRAM) -> tuple
     """(BLOCK_M, BLOCK_N) covering about `elements` per program: wide along the row, more rows when rows are short."""
     block_n = min(triton.next_power_of_2(max(n_cols, 1)), elements)
     return max(1, elements // block_n), block_n
+
+
+
+def binary_operands(name: str, x: torch.Tensor, y: torch.Tensor):
+    """Check two 2-D tensors of one shape and float dtype; allocate z; return (z, (xs, ys, zs) to launch over).
+
+    Contiguous operands are viewed as one long row (aligned, vectorised, no ragged row ends); others keep their
+    strides (x.t(), x[:, ::2]). The views are None when there is nothing to compute.
+    """
+    check_device(x, y)
+    if x.dtype not in SUPPORTED_DTYPES or y.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name} supports float32, bfloat16 and float16, not {x.dtype} and {y.dtype}")
+    if x.dtype != y.dtype:
+        raise TypeError(f"{name} needs x and y of one dtype, got {x.dtype} and {y.dtype}")
+    if x.dim() != 2 or x.shape != y.shape:
+        raise ValueError(f"{name} needs two 2-D tensors of one shape, got {tuple(x.shape)} and {tuple(y.shape)}")
+    z = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if z.numel() == 0:
+        return z, None
+    if x.is_contiguous() and y.is_contiguous():
+        return z, tuple(t.view(1, -1) for t in (x, y, z))
+    return z, (x, y, z)
+
+
+def tile_launch(n_rows: int, n_cols: int):
+    """(BLOCK_M, BLOCK_N, grid) for one program per BLOCK_M x BLOCK_N tile."""
+    block_m, block_n = elementwise_tile(n_cols)
+    grid = lambda META: (triton.cdiv(n_rows, META["BLOCK_M"]) * triton.cdiv(n_cols, META["BLOCK_N"]),)  # noqa: E731
+    return block_m, block_n, grid

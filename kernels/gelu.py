@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from rooflab.cuda_ext import cuda_skip_reason
-from rooflab.kernel import ELEMENT_BYTES, Kernel
+from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -184,12 +184,7 @@ KERNEL = Kernel(
     reference=reference,
     flops=flops,
     bytes=bytes_moved,
-    impls={
-        "naive": lambda inputs: (lambda: gelu_naive(*inputs)),
-        "builtin": lambda inputs: (lambda: gelu_builtin(*inputs)),
-        "triton": lambda inputs: (lambda: gelu_triton(*inputs)),
-        "cuda": lambda inputs: (lambda: gelu_cuda(*inputs)),
-    },
+    impls=eager(naive=gelu_naive, builtin=gelu_builtin, triton=gelu_triton, cuda=gelu_cuda),
     naive_fn=gelu_naive,
     skip_reason=lambda impl, device: cuda_skip_reason(device) if impl == "cuda" else None,
 )

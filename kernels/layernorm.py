@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from kernels._rows import row_launch_params
-from rooflab.kernel import ELEMENT_BYTES, Kernel
+from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
 EPS = 1e-5
@@ -153,11 +153,7 @@ KERNEL = Kernel(
     reference=reference,
     flops=flops,
     bytes=bytes_moved,
-    impls={
-        "naive": lambda inputs: (lambda: layernorm_naive(*inputs)),
-        "builtin": lambda inputs: (lambda: layernorm_builtin(*inputs)),
-        "triton": lambda inputs: (lambda: layernorm_triton(*inputs)),
-    },
+    impls=eager(naive=layernorm_naive, builtin=layernorm_builtin, triton=layernorm_triton),
     naive_fn=layernorm_naive,
     dtypes=("float32", "bfloat16", "float16"),
 )

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from rooflab.kernel import ELEMENT_BYTES, Kernel
+from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import autotune_configs, check_device, interpreting
 
 ACTIVATIONS = ("relu", "none")
@@ -199,11 +199,7 @@ KERNEL = Kernel(
     reference=reference,
     flops=flops,
     bytes=bytes_moved,
-    impls={
-        "naive": lambda inputs: (lambda: matmul_naive(*inputs)),
-        "builtin": lambda inputs: (lambda: matmul_builtin(*inputs)),
-        "triton": lambda inputs: (lambda: matmul_triton(*inputs)),
-    },
+    impls=eager(naive=matmul_naive, builtin=matmul_builtin, triton=matmul_triton),
     naive_fn=matmul_naive,
     compute_unit=lambda dtype: {"float32": "tf32", "bfloat16": "bf16", "float16": "fp16"}[dtype],
     dtypes=("float32", "bfloat16", "float16"),

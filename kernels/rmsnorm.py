@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from kernels._rows import row_launch_params
-from rooflab.kernel import ELEMENT_BYTES, Kernel
+from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
 EPS = 1e-5
@@ -131,11 +131,7 @@ KERNEL = Kernel(
     reference=reference,
     flops=flops,
     bytes=bytes_moved,
-    impls={
-        "naive": lambda inputs: (lambda: rmsnorm_naive(*inputs)),
-        "builtin": lambda inputs: (lambda: rmsnorm_builtin(*inputs)),
-        "triton": lambda inputs: (lambda: rmsnorm_triton(*inputs)),
-    },
+    impls=eager(naive=rmsnorm_naive, builtin=rmsnorm_builtin, triton=rmsnorm_triton),
     naive_fn=rmsnorm_naive,
     dtypes=("float32", "bfloat16", "float16"),
 )

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from rooflab.kernel import ELEMENT_BYTES, Kernel
+from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import autotune_configs, check_device
 
 FLOPS_PER_ELEMENT = 1  # one add per element read (N - 1 per row, counted as N)
@@ -107,10 +107,6 @@ KERNEL = Kernel(
     reference=reference,
     flops=flops,
     bytes=bytes_moved,
-    impls={
-        "naive": lambda inputs: (lambda: rowsum_naive(*inputs)),
-        "builtin": lambda inputs: (lambda: rowsum_builtin(*inputs)),
-        "triton": lambda inputs: (lambda: rowsum_triton(*inputs)),
-    },
+    impls=eager(naive=rowsum_naive, builtin=rowsum_builtin, triton=rowsum_triton),
     naive_fn=rowsum_naive,
 )

@@ -15,12 +15,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._elementwise import elementwise_tile
-from rooflab.kernel import ELEMENT_BYTES, Kernel
-from rooflab.triton_utils import check_device
+from kernels._elementwise import binary_operands, tile_launch
+from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 
 FLOPS_PER_ELEMENT = 2  # one multiply, one add
-SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 @triton.jit
@@ -42,26 +40,14 @@ def _saxpy_kernel(x_ptr, y_ptr, z_ptr, a, n_rows, n_cols,
 
 def saxpy_triton(a: float, x: torch.Tensor, y: torch.Tensor, num_warps: int = 8) -> torch.Tensor:
     """Check the inputs; allocate the output; launch one program per BLOCK_M x BLOCK_N tile."""
-    check_device(x, y)
     if isinstance(a, bool) or not isinstance(a, (int, float)):
         raise TypeError(f"saxpy_triton needs a Python float scalar a, got {type(a).__name__}")
-    if x.dtype not in SUPPORTED_DTYPES or y.dtype not in SUPPORTED_DTYPES:
-        raise TypeError(f"saxpy_triton supports float32, bfloat16 and float16, not {x.dtype} and {y.dtype}")
-    if x.dtype != y.dtype:
-        raise TypeError(f"saxpy_triton needs x and y of one dtype, got {x.dtype} and {y.dtype}")
-    if x.dim() != 2 or x.shape != y.shape:
-        raise ValueError(f"saxpy_triton needs two 2-D tensors of one shape, got {tuple(x.shape)} and "
-                         f"{tuple(y.shape)}")
-    z = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    if z.numel() == 0:
+    z, views = binary_operands("saxpy_triton", x, y)
+    if views is None:
         return z
-    if x.is_contiguous() and y.is_contiguous():
-        xs, ys, zs = (t.view(1, -1) for t in (x, y, z))  # one long row: aligned, vectorised, no ragged row ends
-    else:
-        xs, ys, zs = x, y, z  # honour the strides (x.t(), x[:, ::2])
+    xs, ys, zs = views
     n_rows, n_cols = xs.shape
-    block_m, block_n = elementwise_tile(n_cols)
-    grid = lambda META: (triton.cdiv(n_rows, META["BLOCK_M"]) * triton.cdiv(n_cols, META["BLOCK_N"]),)  # noqa: E731
+    block_m, block_n, grid = tile_launch(n_rows, n_cols)
     _saxpy_kernel[grid](xs, ys, zs, float(a), n_rows, n_cols, xs.stride(0), xs.stride(1), ys.stride(0),
                         ys.stride(1), zs.stride(0), zs.stride(1), BLOCK_M=block_m, BLOCK_N=block_n,
                         num_warps=num_warps)
@@ -104,10 +90,6 @@ KERNEL = Kernel(
     reference=reference,
     flops=flops,
     bytes=bytes_moved,
-    impls={
-        "naive": lambda inputs: (lambda: saxpy_naive(*inputs)),
-        "builtin": lambda inputs: (lambda: saxpy_builtin(*inputs)),
-        "triton": lambda inputs: (lambda: saxpy_triton(*inputs)),
-    },
+    impls=eager(naive=saxpy_naive, builtin=saxpy_builtin, triton=saxpy_triton),
     naive_fn=saxpy_naive,
 )

@@ -49,6 +49,11 @@ class Kernel:
         return self.bytes(n, dtype)
 
 
+def eager(**fns: Callable[..., Any]) -> dict[str, Factory]:
+    """Factories for implementations that are plain functions of the inputs: name -> (inputs -> (() -> fn(*inputs)))."""
+    return {name: (lambda inputs, fn=fn: (lambda: fn(*inputs))) for name, fn in fns.items()}
+
+
 def measurement_code() -> list[str]:
     """Files (relative to the repo) whose change invalidates every measured cell, besides the kernel's own file:
     the measurement machinery and the kernels' shared helpers (kernels/_*.py). Inputs of every measurement job."""
