@@ -7,7 +7,8 @@
 #
 # Environment: PYTHON (interpreter to set up from, default python3), TORCH_SPEC (torch to install when none is
 # importable, default the CPU build torch==2.13.0), WHEELHOUSE (folder of wheels for offline installs, default
-# wheelhouse/py<ver> when present), ROOFLAB_NO_TEX=1 (do not try to install TeX).
+# wheelhouse/py<ver> when present), ROOFLAB_NO_TEX=1 (do not try to install TeX), WHEELHOUSE_DROP (wheels to
+# leave out of a wheelhouse because the target already has them, e.g. "numpy pandas").
 set -euo pipefail
 cd "$(dirname "$0")"
 ROOT=$PWD
@@ -111,7 +112,9 @@ case "$cmd" in
     "$py" -m pip wheel -q --no-deps -w "$out" connection_pool
     "$py" -m pip download -q --only-binary=:all: --find-links "$out" -d "$out" -r "$out/requirements-offline.txt"
     # numpy and pandas wheels stay: snakemake-executor-plugin-slurm needs numpy>=2.4.5 and pandas>=2.3.3, newer
-    # than some images have; pip takes them only when the installed ones are too old.
+    # than some images have; pip takes them only when the installed ones are too old. Where the node is known to
+    # have recent ones and the transfer is tight, WHEELHOUSE_DROP="numpy pandas" leaves them out (27 MB).
+    for name in ${WHEELHOUSE_DROP:-}; do rm -f "$out/$name"-*.whl; done
     log "wheelhouse: $out ($(du -sh "$out" | cut -f1)). Copy the repository with it to the node and run ./run.sh there."
     ;;
   *)
