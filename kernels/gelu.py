@@ -37,7 +37,13 @@ def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def gelu_triton(x: torch.Tensor, block_size: int = 2048, num_warps: int = 8) -> torch.Tensor:
+# (BLOCK_SIZE, num_warps) by dtype, from scripts/tune_elementwise.py on the H200 at 8192^2 (one run, flushed
+# medians; data/reference/h200/tune_elementwise.csv): fp32 1024/8 reached 4118 GB/s (0.97 of that run's copy) against
+# 2048/8's < 3994; bf16 4096/4 reached 3986 GB/s (0.94) against 2048/8's 3870 (docs/performance.md).
+LAUNCH = {torch.float32: (1024, 8), torch.bfloat16: (4096, 4), torch.float16: (4096, 4)}
+
+
+def gelu_triton(x: torch.Tensor, block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Check the input; allocate the output; launch one program per BLOCK_SIZE elements."""
     check_device(x)
     if not x.is_contiguous():
@@ -49,6 +55,8 @@ def gelu_triton(x: torch.Tensor, block_size: int = 2048, num_warps: int = 8) -> 
     n = x.numel()
     if n == 0:
         return y
+    default_block, default_warps = LAUNCH[x.dtype]
+    block_size, num_warps = block_size or default_block, num_warps or default_warps
     grid = lambda META: (triton.cdiv(n, META["BLOCK_SIZE"]),)  # noqa: E731
     _gelu_kernel[grid](x, y, n, BLOCK_SIZE=block_size, num_warps=num_warps)
     return y
