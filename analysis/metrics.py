@@ -71,7 +71,11 @@ def _own_spec_column(df: pd.DataFrame, prefix: str) -> np.ndarray:
 
 def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     df = raw.copy()
-    ok = df["status"] == "ok"
+    # Claimable: correct and timed, and (for torch.compile) really compiled; a silent eager fallback is flagged in
+    # the raw row and must not pass for a compiled number.
+    fallback = df["compile_fallback"].fillna(False).astype(bool) if "compile_fallback" in df else False
+    ok = (df["status"] == "ok") & ~fallback
+    df["claimable"] = ok
     t = df["median_ms"].where(ok) * 1e-3
     df["achieved_gbps"] = df["bytes"] / t / 1e9
     df["achieved_tflops"] = df["flops"] / t / 1e12

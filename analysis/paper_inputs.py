@@ -114,7 +114,8 @@ ALWAYS = ["HeadlineGpu", "HeadlineGpuKey", "CopyGbps", "CopyFractionDatasheet", 
 
 def timed(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
     """Rows the text may claim from: this GPU, correct and timed."""
-    return metrics[(metrics["status"] == "ok") & (metrics["gpu"] == gpu)]
+    ok = metrics["claimable"] if "claimable" in metrics else metrics["status"] == "ok"
+    return metrics[ok & (metrics["gpu"] == gpu)]
 
 
 def largest(ok: pd.DataFrame) -> pd.DataFrame:
@@ -323,7 +324,7 @@ def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir:
         if summary:
             out.append(tex_escape(summary) + "\n")
         rows = metrics[(metrics["kernel"] == kernel) & (metrics["gpu"] == gpu)]
-        ok = rows[rows["status"] == "ok"]
+        ok = timed(rows, gpu)
         if ok.empty:
             counts = ", ".join(f"{n} {tex_escape(st)}" for st, n in rows["status"].value_counts().items())
             out.append(f"No timed measurement of this kernel on the headline device ({counts or 'no cells'}).\n")

@@ -56,8 +56,9 @@ def legend_outside(ax, title: str | None = None, labels_map: dict | None = None,
 
 
 def claimable(metrics: pd.DataFrame, gpu: str, kernel: str | None = None) -> pd.DataFrame:
-    """Rows a figure may draw: measured on this gpu, correct and timed (status ok)."""
-    df = metrics[(metrics["gpu"] == gpu) & (metrics["status"] == "ok")]
+    """Rows a figure may draw: measured on this gpu, correct, timed and not a silent compile fallback."""
+    ok = metrics["claimable"] if "claimable" in metrics else metrics["status"] == "ok"
+    df = metrics[(metrics["gpu"] == gpu) & ok]
     if kernel is not None:
         df = df[df["kernel"] == kernel]
     return df.copy()

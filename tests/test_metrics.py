@@ -160,3 +160,24 @@ def test_every_spec_gpu_gets_its_columns(metrics):
     for key in SPECS:
         for prefix in ("attainable_tflops", "roofline_fraction", "model_time_ms", "wave_efficiency"):
             assert f"{prefix}_{key}" in metrics.columns
+
+
+def test_silent_compile_fallback_is_not_claimable():
+    """A torch.compile cell that ran eager keeps its row but gives no speedup and no figure point."""
+    from analysis.metrics import compute_metrics
+    from figures._common import claimable
+
+    base = dict(gpu="h200", kernel="gelu", dtype="bfloat16", size=4096, status="ok", flops=9.0 * 4096**2,
+                bytes=4.0 * 4096**2, compute_unit="fp32", graph_median_ms=float("nan"))
+    raw = pd.DataFrame([
+        {**base, "impl": "builtin", "median_ms": 0.02, "compile_fallback": False},
+        {**base, "impl": "compile", "median_ms": 0.01, "compile_fallback": True},
+        {**base, "impl": "triton", "median_ms": 0.01, "compile_fallback": False},
+    ])
+    raw["pass"] = "fwd"
+    m = compute_metrics(raw, pd.DataFrame(columns=["gpu", "ceiling", "value"]))
+    by = m.set_index("impl")
+    assert not by.loc["compile", "claimable"] and by.loc["triton", "claimable"]
+    assert np.isnan(by.loc["compile", "speedup_vs_builtin"])
+    assert by.loc["triton", "speedup_vs_builtin"] == pytest.approx(2.0)
+    assert list(claimable(m, "h200")["impl"]) == ["builtin", "triton"]
