@@ -129,7 +129,8 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
             factory = kernel.impls[cell.impl]
         fn = factory(inputs, **kw)
 
-        tuned = autotune_snapshot(autotuners(sys.modules.get(getattr(factory, "__module__", "")))) \
+        # The kernel's own module (kernels/<name>.py) holds its autotuners; the factory may be built elsewhere.
+        tuned = autotune_snapshot(autotuners(sys.modules.get(f"kernels.{kernel.name}"))) \
             if cell.impl == "triton" else []
         sync(device)
         t0 = time.perf_counter()
