@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 TB = 1e12
 MB = 1e6
@@ -42,11 +42,6 @@ class GpuSpec:
     def ridge_point(self) -> float:
         """FLOP/byte at which a bf16 tensor-core kernel turns compute-bound."""
         return self.bf16_flops / self.mem_bandwidth
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d.pop("match")
-        return d
 
 
 SPECS: dict[str, GpuSpec] = {s.key: s for s in [

@@ -45,9 +45,6 @@ class Kernel:
     skip_reason: Callable[[str, str], str | None] = lambda impl, device: None  # impl unavailable here -> why
     source: str = ""
 
-    def working_set_bytes(self, n: int, dtype: str) -> float:
-        return self.bytes(n, dtype)
-
 
 def eager(**fns: Callable[..., Any]) -> dict[str, Factory]:
     """Factories for implementations that are plain functions of the inputs: name -> (inputs -> (() -> fn(*inputs)))."""
