@@ -32,8 +32,9 @@ GPU_FIGURE_CAPTIONS = {
     "roofline": "Roofline: measured points against the datasheet (solid) and measured (dashed) ceilings.",
     "speedup": "Speedup over the PyTorch builtin per kernel, implementation and size (blue: faster, red: slower); "
                "blank cells have no correct, timed pair.",
-    "scaling": "Median time against size per kernel (log-log). Small sizes sit on the launch floor; dashed lines "
-               "are CUDA-graph times (launch overhead removed); dotted guides show the N$^2$ or N$^3$ work.",
+    "scaling": "Time against size per kernel (log-log). Solid: device time of one call (L2 flushed); dashed: "
+               "CUDA-graph replay; thin with crosses: back-to-back calls from Python, launch included, which sit "
+               "on the launch floor at small sizes; dotted guides show the N$^2$ or N$^3$ work.",
     "fusion": "GPU kernels launched per call (torch.profiler): what fusing an expression into one kernel saves.",
 }
 PROJECTION_FIGURE_CAPTIONS = {

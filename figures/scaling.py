@@ -1,10 +1,12 @@
-"""Time against size on one GPU, one panel per kernel (log-log), per implementation. Message: small problems sit
-on a launch-bound plateau (time flat in N), large ones follow the work (N^2 for elementwise and row kernels, N^3 for
-matmul); the CUDA-graph time (dashed, launch overhead removed) shows how much of the plateau is launch.
+"""Time against size on one GPU, one panel per kernel (log-log), per implementation. Message: what a Python loop
+sees of small problems is a launch-bound plateau (time flat in N), while the device time under it keeps shrinking;
+large problems follow the work (N^2 for elementwise and row kernels, N^3 for matmul).
 
-Solid: median_ms (event-timed, L2 flushed); dashed: graph_median_ms where recorded. Grey dotted: a guide with the
-kernel's own scaling, anchored at the fastest time at the largest size; grey dash-dot: the launch floor (fastest
-time at the smallest size). One dtype per figure (float32 where measured) so that the panels stay readable.
+Solid: median_ms (device time of one call, L2 flushed, stream held so host launch cost is not timed); dashed:
+graph_median_ms (CUDA-graph replay); thin with crosses: loop_ms (back-to-back calls from Python, launch included:
+the plateau). Grey dotted: a guide with the kernel's own scaling, anchored at the fastest time at the largest size;
+grey dash-dot: the launch floor (fastest loop time at the smallest size). One dtype per figure (float32 where
+measured) so that the panels stay readable.
 """
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ def draw(ax, k: pd.DataFrame, kernel: str) -> None:
         graph = g.dropna(subset=["graph_median_ms"])
         if len(graph):
             ax.plot(graph["size"], graph["graph_median_ms"], "--", color=PALETTE[impl], lw=1.0, alpha=0.8)
+        loop = g.dropna(subset=["loop_ms"])
+        if len(loop):
+            ax.plot(loop["size"], loop["loop_ms"], "-x", color=PALETTE[impl], lw=0.7, ms=3, alpha=0.55)
     sizes = np.array(sorted(set(k["size"])), dtype=float)
     power = 3 if kernel in CUBIC else 2
     n_max = sizes.max()
@@ -45,13 +50,15 @@ def draw(ax, k: pd.DataFrame, kernel: str) -> None:
     mid = len(sizes) // 2
     ax.annotate(f"∝ N$^{power}$", (sizes[mid], guide[mid]), textcoords="offset points", xytext=(6, -8),
                 fontsize=8, color="0.35")
-    floor = k.loc[k["size"] == sizes.min(), "median_ms"].min()
+    smallest = k[k["size"] == sizes.min()]
+    floor = smallest["loop_ms"].min() if smallest["loop_ms"].notna().any() else smallest["median_ms"].min()
     ax.axhline(floor, color="0.5", ls="-.", lw=0.8)
     ax.annotate(f"floor {time_label(floor)}", (n_max, floor), textcoords="offset points", xytext=(-2, 3),
                 ha="right", fontsize=7, color="0.4")
     size_axis(ax, sizes)
     ax.set_yscale("log")
-    plain_log_ticks(ax.yaxis, np.concatenate([k["median_ms"], k["graph_median_ms"].dropna(), guide]))
+    plain_log_ticks(ax.yaxis, np.concatenate([k["median_ms"], k["graph_median_ms"].dropna(), k["loop_ms"].dropna(),
+                                              guide]))
     ax.tick_params(axis="y", labelsize=8)
     ax.set_title(kernel, fontsize=10)
 
@@ -62,6 +69,9 @@ def main(argv=None):
     metrics = pd.read_parquet(args.metrics)
     df = claimable(metrics, args.gpu)
     df = df[df["pass"] == "fwd"]
+    for col in ("graph_median_ms", "loop_ms"):  # results from before a column existed still draw
+        if col not in df:
+            df = df.assign(**{col: np.nan})
     title = f"Time vs size on {gpu_name(args.gpu)}"
     if df.empty:
         no_data_figure(args, title, f"no correct, timed measurements on {args.gpu}")
@@ -82,8 +92,9 @@ def main(argv=None):
         ax.set_xlabel("N (N x N; matmul N x N x N)")
     impls = impls_present(df)
     handles = [Line2D([], [], color=PALETTE[i], marker="o", ms=3.5, label=IMPL_LABEL[i]) for i in impls]
-    handles += [Line2D([], [], color="0.3", ls="-", label="median, L2 flushed"),
-                Line2D([], [], color="0.3", ls="--", label="CUDA graph (no launch)"),
+    handles += [Line2D([], [], color="0.3", ls="-", label="device time, L2 flushed"),
+                Line2D([], [], color="0.3", ls="--", label="CUDA graph replay"),
+                Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop (launch incl.)"),
                 Line2D([], [], color="0.35", ls=":", label="work scaling guide"),
                 Line2D([], [], color="0.5", ls="-.", label="launch floor")]
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=8, frameon=False)

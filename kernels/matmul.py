@@ -125,12 +125,133 @@ _matmul_kernel_autotuned = triton.autotune(
 )(_matmul_kernel)
 
 
-def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
-                  config: dict | None = None) -> torch.Tensor:
-    """C = activation(A @ B). Check the operands; allocate C; launch one program per BLOCK_M x BLOCK_N tile.
+# ---------------------------------------------------------------------------------------------------------------------
+# Hopper path: TMA tensor descriptors and a persistent grid (Triton tutorial 09-persistent-matmul). One program per
+# SM walks the output tiles in grouped order; the tiles of A and B arrive through the TMA engine into shared memory
+# (no address arithmetic or masks in the loop: the descriptor pads out-of-bounds reads with zeros and clips the
+# store), and the K loop is software-pipelined over num_stages buffers.
 
-    Any 2-D strides are honoured (``a.t()``, ``b.t()``, slices) without a copy. ``config`` (BLOCK_M, BLOCK_N,
-    BLOCK_K, GROUP_M and optionally num_warps, num_stages) bypasses the autotuner, e.g. to test several tiles.
+def get_tma_configs() -> list[triton.Config]:
+    """Tiles for the TMA kernel; the pre-hook gives each descriptor its block shape for the config being run."""
+    def cfg(bm, bn, bk, group_m, stages, warps):
+        return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
+                             num_stages=stages, num_warps=warps, pre_hook=_set_block_shapes)
+
+    return [
+        cfg(128, 256, 64, 8, 3, 8),
+        cfg(128, 128, 64, 8, 4, 8),
+        cfg(128, 128, 64, 8, 3, 4),
+        cfg(128, 64, 64, 8, 4, 4),
+        cfg(64, 128, 64, 8, 4, 4),
+        cfg(64, 64, 64, 8, 4, 4),
+        cfg(128, 256, 64, 4, 4, 8),
+    ]
+
+
+def _set_block_shapes(nargs):
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn]
+
+
+def _prune_tma_configs(configs, named_args, **kwargs):
+    element_size = 2 if named_args["c_desc"].base.dtype in (torch.bfloat16, torch.float16) else 4
+    kept = [c for c in configs
+            if _smem_bytes(c, element_size) + c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] * element_size
+            <= SMEM_LIMIT_BYTES]
+    return kept or configs[-1:]
+
+
+@triton.jit
+def _matmul_tma_kernel(
+    a_desc, b_desc, c_desc,
+    M, N, K,
+    ACTIVATION: tl.constexpr, DOT_IN_FP32: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_tiles = num_pid_m * num_pid_n
+    num_pid_in_group = GROUP_M * num_pid_n
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for tile_id in range(tl.program_id(axis=0), num_tiles, NUM_PROGRAMS):
+        group_id = tile_id // num_pid_in_group
+        first_pid_m = group_id * GROUP_M
+        group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+        pid_m = first_pid_m + ((tile_id % num_pid_in_group) % group_size_m)
+        pid_n = (tile_id % num_pid_in_group) // group_size_m
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            a = a_desc.load([off_m, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, off_n])
+            if DOT_IN_FP32:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+        if ACTIVATION == "relu":
+            acc = tl.maximum(acc, 0.0)
+        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+
+
+_matmul_tma_autotuned = triton.autotune(
+    configs=autotune_configs(get_tma_configs()),
+    key=["M", "N", "K"],
+    prune_configs_by={"early_config_prune": _prune_tma_configs},
+)(_matmul_tma_kernel)
+
+
+def tma_ok(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """TMA needs a unit last stride and 16-byte aligned base addresses and row strides (and Hopper or newer)."""
+    if a.device.type == "cuda" and torch.cuda.get_device_capability(a.device)[0] < 9:
+        return False
+    for t in (a, b):
+        e = t.element_size()
+        if t.stride(1) != 1 or (t.stride(0) * e) % 16 or t.data_ptr() % 16:
+            return False
+    return (b.shape[1] * a.element_size()) % 16 == 0  # C (M, N) is allocated contiguous: its row stride too
+
+
+def _num_programs(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the interpreter: a few programs, each walking several tiles
+
+
+def _launch_tma(a, b, c, activation: str, config: dict | None) -> None:
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    M, K = a.shape
+    N = b.shape[1]
+    dummy = [1, 1]  # the real block shapes are set per config by _set_block_shapes
+    a_desc = TensorDescriptor.from_tensor(a, dummy)
+    b_desc = TensorDescriptor.from_tensor(b, dummy)
+    c_desc = TensorDescriptor.from_tensor(c, dummy)
+    programs = _num_programs(a.device)
+
+    def grid(META):
+        return (min(programs, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
+
+    common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), NUM_PROGRAMS=programs)
+    if config is None:
+        _matmul_tma_autotuned[grid](a_desc, b_desc, c_desc, M, N, K, **common)
+    else:
+        meta = dict(config)
+        launch = {k: meta.pop(k) for k in ("num_warps", "num_stages") if k in meta}
+        _set_block_shapes({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, **meta})
+        _matmul_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, **common, **meta, **launch)
+
+
+def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
+                  config: dict | None = None, method: str = "auto") -> torch.Tensor:
+    """C = activation(A @ B). Check the operands; allocate C; launch.
+
+    ``method``: "tma" (tensor descriptors, persistent grid: Hopper and newer, aligned operands), "pointer" (one
+    program per BLOCK_M x BLOCK_N tile, any 2-D strides -- ``a.t()``, ``b.t()``, slices -- without a copy), or
+    "auto": TMA on a GPU where tma_ok, the pointer kernel elsewhere (the interpreter included). ``config``
+    (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M and optionally num_warps, num_stages) bypasses the autotuner.
     """
     check_device(a, b)
     if a.dim() != 2 or b.dim() != 2:
@@ -145,10 +266,22 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
         raise ValueError(f"A is on {a.device}, B on {b.device}")
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
+    if method not in ("auto", "tma", "pointer"):
+        raise ValueError(f"method must be 'auto', 'tma' or 'pointer', got {method!r}")
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)  # (M, N)
     if M == 0 or N == 0:
+        return c
+    if method == "auto":
+        method = "tma" if a.device.type == "cuda" and tma_ok(a, b) else "pointer"
+    if method == "tma":
+        if not tma_ok(a, b):
+            raise ValueError("method='tma' needs unit last strides and 16-byte aligned rows and bases "
+                             "(and a Hopper or newer GPU); use method='pointer' or 'auto'")
+        if K == 0:
+            return c.zero_()
+        _launch_tma(a, b, c, activation, config)
         return c
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)  # noqa: E731

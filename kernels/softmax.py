@@ -133,14 +133,16 @@ def _launch_params(n_cols: int, element_size: int, max_block: int) -> tuple[int,
     return block, num_warps, block >= n_cols
 
 
-def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.Tensor:
-    """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length."""
+def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None) -> torch.Tensor:
+    """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length.
+    ``num_warps`` overrides the heuristic (for tuning)."""
     _check("softmax_forward", x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if y.numel() == 0:
         return y
-    block, num_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
+    block, auto_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
+    num_warps = num_warps or auto_warps
     kernel = _softmax_fwd_row_kernel if one_block else _softmax_fwd_online_kernel
     grid = lambda META: (n_rows,)  # noqa: E731
     kernel[grid](x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
@@ -148,14 +150,16 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.
     return y
 
 
-def softmax_backward(y: torch.Tensor, dy: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.Tensor:
-    """dx = y * (dy - rowsum(dy * y)). Check; allocate; one program per row."""
+def softmax_backward(y: torch.Tensor, dy: torch.Tensor, max_block: int = MAX_FUSED_BLOCK,
+                     num_warps: int | None = None) -> torch.Tensor:
+    """dx = y * (dy - rowsum(dy * y)). Check; allocate; one program per row. ``num_warps`` as in the forward."""
     _check("softmax_backward", y, dy)
     n_rows, n_cols = y.shape
     dx = torch.empty((n_rows, n_cols), dtype=y.dtype, device=y.device)
     if dx.numel() == 0:
         return dx
-    block, num_warps, one_block = _launch_params(n_cols, y.element_size(), max_block)
+    block, auto_warps, one_block = _launch_params(n_cols, y.element_size(), max_block)
+    num_warps = num_warps or auto_warps
     kernel = _softmax_bwd_row_kernel if one_block else _softmax_bwd_tiled_kernel
     grid = lambda META: (n_rows,)  # noqa: E731
     kernel[grid](y, dy, dx, n_rows, n_cols, y.stride(0), y.stride(1), dy.stride(0), dy.stride(1),

@@ -1,10 +1,23 @@
-"""Timing: adaptive sampling with an L2 flush, device-side events, and a CUDA-graph mode.
+"""Timing: adaptive sampling with an L2 flush, device-side events, a held stream, a CUDA-graph mode and a loop mode.
 
-Why our own loop and not only ``triton.testing.do_bench``: do_bench flushes a fixed 256 MB buffer and samples for a
-fixed time. We flush a buffer sized from the device's own L2 (2x, so nothing of the working set survives) and stop
-when the relative standard error of the median falls under a target (0.5 % by default) or a time cap is reached,
-recording which. The CUDA-graph mode uses ``triton.testing.do_bench_cudagraph`` as is (launch overhead removed; no
-flush, so it is reported beside, never instead of, the flushed time).
+Three times per cell, each answering its own question:
+
+* ``median_ms`` (event mode, the headline): the device time of one call with a cold L2. Before each sample the L2 is
+  flushed with a buffer sized from the device's own L2 (2x), then the stream is *held* by a spin kernel
+  (``torch.cuda._sleep``) long enough for the host to enqueue the whole call before the start event fires -- the
+  blocking-kernel method of NVBench. Without the hold, a call whose host-side launch cost (25-45 us for a Triton
+  launcher, more for an unfused chain of kernels) exceeds the flush's own GPU time is timed from an idle GPU, and the
+  "device" time becomes the host's launch cost, which differs from process to process (59 % between two processes
+  on the H200 before this was added). The hold length adapts to the enqueue cost measured in the warm-up.
+* ``graph_median_ms``: ``triton.testing.do_bench_cudagraph`` as is (launch overhead removed, no flush): what a
+  CUDA-graph replay of the call costs.
+* ``loop_ms``: back-to-back calls from Python with one synchronisation at the end (no flush, no hold): the time per
+  call a training loop sees, launch overhead included. For small problems this is the launch-bound plateau; its
+  host part is also recorded alone as ``enqueue_us`` (host time to enqueue one call).
+
+Why our own loop and not only ``triton.testing.do_bench``: do_bench flushes a fixed 256 MB buffer, does not hold the
+stream, and samples for a fixed time. We stop when the relative standard error of the median falls under a target
+(0.5 % by default) or a time cap is reached, recording which.
 
 The statistics and the stopping rule are pure functions over a list of samples, so they are tested with synthetic
 timers on the CPU.
@@ -28,6 +41,8 @@ class TimingConfig:
     max_time_s: float = 2.0  # cap on measured + flush time per cell
     flush_l2: bool = True
     cudagraph: bool = True
+    hold_stream: bool = True  # spin before each sample so the host's launch cost is not timed (NVBench method)
+    loop_ms: float = 10.0  # length of the back-to-back loop that gives loop_ms (0: do not measure it)
 
     @classmethod
     def from_config(cls, d: dict | None) -> "TimingConfig":
@@ -91,6 +106,12 @@ class Timer(Protocol):
 
     def warmup(self, fn: Callable[[], object], warmup_ms: float) -> None: ...
 
+    def loop(self, fn: Callable[[], object], min_ms: float) -> float:
+        """Per-call time (ms) of back-to-back calls, launch overhead included, over at least min_ms."""
+
+    def facts(self) -> dict:
+        """Timer-specific columns for the row (the stream hold and enqueue cost on the GPU)."""
+
 
 class HostTimer:
     """Wall-clock timer for the CPU (no L2 flush: the CPU path keeps the schema, not GPU semantics)."""
@@ -111,13 +132,51 @@ class HostTimer:
             out.append((time.perf_counter() - t0) * 1e3)
         return out
 
+    def loop(self, fn, min_ms):
+        return _loop_ms(fn, min_ms, lambda: None)
+
+    def facts(self):
+        return {"hold_us": float("nan"), "enqueue_us": float("nan")}
+
+
+def _loop_ms(fn, min_ms: float, sync: Callable[[], None], repeats: int = 3) -> float:
+    """Median over `repeats` of (wall time of k back-to-back calls + one sync) / k, with k sized to take min_ms."""
+    sync()
+    t0 = time.perf_counter()
+    fn()
+    sync()
+    one = max(time.perf_counter() - t0, 1e-7)
+    k = int(min(max(min_ms * 1e-3 / one, 5), 100_000))
+    per_call = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(k):
+            fn()
+        sync()
+        per_call.append((time.perf_counter() - t0) * 1e3 / k)
+    return float(np.median(per_call))
+
+
+HOLD_MARGIN_US = 20.0  # on top of the slowest enqueue seen
+HOLD_MAX_US = 20_000.0
+
+
+def hold_us_for(enqueue_us) -> float:
+    """How long to hold the stream before a sample: 1.5x the slowest measured enqueue + a margin, capped.
+
+    The flush ahead of the hold adds its own GPU time, so this errs long; a host that blocks inside the call (a
+    synchronising implementation) would ask for the cap, and the time cap on sampling still bounds the cell.
+    """
+    worst = max(float(v) for v in enqueue_us)
+    return min(HOLD_MAX_US, 1.5 * worst + HOLD_MARGIN_US)
+
 
 class CudaEventTimer:
-    """Device-side timing with one pair of CUDA events per sample, the L2 flushed before each."""
+    """Device-side timing with one pair of CUDA events per sample, the L2 flushed and the stream held before each."""
 
     name = "cuda_event"
 
-    def __init__(self, flush_l2: bool = True):
+    def __init__(self, flush_l2: bool = True, hold_stream: bool = True):
         import torch
 
         self.torch = torch
@@ -126,10 +185,31 @@ class CudaEventTimer:
         # Twice the L2, so an LRU-ish cache keeps none of the previous sample's working set.
         self.flush_buffer = torch.empty(max(2 * self.l2_bytes, 1 << 20) // 4, dtype=torch.int32,
                                         device="cuda") if flush_l2 else None
+        self.hold_stream = hold_stream
+        self.cycles_per_us = self._calibrate_spin() if hold_stream else 0.0
+        self.hold_cycles = 0
+        self.hold_us = 0.0
+        self.enqueue_us = float("nan")
+
+    def _calibrate_spin(self) -> float:
+        """GPU cycles per microsecond of torch.cuda._sleep, measured (the SM clock is whatever the card runs at)."""
+        torch = self.torch
+        cycles = 2_000_000
+        torch.cuda._sleep(cycles)  # wake the clocks
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        torch.cuda._sleep(cycles)
+        e.record()
+        e.synchronize()
+        return cycles / max(s.elapsed_time(e) * 1e3, 1e-3)
 
     def _flush(self):
         if self.flush_buffer is not None:
             self.flush_buffer.zero_()
+
+    def _hold(self):
+        if self.hold_cycles:
+            self.torch.cuda._sleep(self.hold_cycles)
 
     def warmup(self, fn, warmup_ms):
         torch = self.torch
@@ -139,6 +219,19 @@ class CudaEventTimer:
         while (time.perf_counter() - t0) * 1e3 < warmup_ms:
             fn()
         torch.cuda.synchronize()
+        # Host cost of enqueuing one call, behind a long spin so the GPU never waits on the host meanwhile.
+        enqueue = []
+        for _ in range(5):
+            if self.cycles_per_us:
+                torch.cuda._sleep(int(self.cycles_per_us * 2000))
+            t0 = time.perf_counter()
+            fn()
+            enqueue.append((time.perf_counter() - t0) * 1e6)
+            torch.cuda.synchronize()
+        self.enqueue_us = float(np.median(enqueue))
+        if self.hold_stream:
+            self.hold_us = hold_us_for(enqueue)
+            self.hold_cycles = int(self.hold_us * self.cycles_per_us)
 
     def sample(self, fn, n):
         torch = self.torch
@@ -146,11 +239,18 @@ class CudaEventTimer:
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         for s, e in zip(starts, ends):
             self._flush()
+            self._hold()
             s.record()
             fn()
             e.record()
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+    def loop(self, fn, min_ms):
+        return _loop_ms(fn, min_ms, self.torch.cuda.synchronize)
+
+    def facts(self):
+        return {"hold_us": float(self.hold_us) if self.hold_stream else 0.0, "enqueue_us": self.enqueue_us}
 
 
 def measure(fn: Callable[[], object], timer: Timer, cfg: TimingConfig,
@@ -169,6 +269,9 @@ def measure(fn: Callable[[], object], timer: Timer, cfg: TimingConfig,
     out = summarize(samples)
     out["stop_reason"] = reason
     out["timer"] = timer.name
+    # optional parts of the protocol (a synthetic test timer has neither)
+    out.update(timer.facts() if hasattr(timer, "facts") else {})
+    out["loop_ms"] = timer.loop(fn, cfg.loop_ms) if cfg.loop_ms > 0 and hasattr(timer, "loop") else float("nan")
     return out
 
 

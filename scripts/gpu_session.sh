@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
-# One device call: prebuild the CUDA extensions, optionally tune, run the DAG for the given kernels, and pack
-# everything under $OUT (the device tool brings back at most 8 files). Usage:
-#   scripts/gpu_session.sh '["gelu","vecadd"]' [tune]
+# One device call: optionally tune and check ncu, run the DAG for the given kernels, optionally the repeatability
+# benchmark, and pack everything under $OUT (the device tool brings back only a few files). Usage:
+#   scripts/gpu_session.sh '["gelu","vecadd"]'        (or none: no DAG run)
+# Environment: TUNE="--sections rows --n 8192" (arguments of scripts/tune.py), NCU_TEST=1 (one ncu call outside the
+# DAG), EXTRA (more --config items for the DAG run), REPEAT="--kernels gelu --impls builtin triton" (arguments of
+# scripts/repeatability.py), BUDGET_S (time limit of the DAG run), SKIP_BUILD=1 (no CUDA extension prebuild).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 ROOFLAB_NO_TEX=1
 kernels=$1
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
-# The CUDA extensions take about a minute each to build: build both at once, before anything is timed.
-if [ -z "${SKIP_BUILD:-}" ]; then
-  python3 -c "import kernels.gelu as g; g._cuda()" > "$OUT/build_gelu.log" 2>&1 &
-  python3 -c "import kernels.softmax as s; s._cuda()" > "$OUT/build_softmax.log" 2>&1 &
-  wait
+if [ -n "${TUNE:-}" ]; then
+  python3 scripts/tune.py $TUNE --out "$OUT/tune.csv" > "$OUT/tune.txt" 2>&1
+  echo "tune exit: $?"
 fi
-if [ "${2:-}" = tune ]; then
-  python3 scripts/tune_elementwise.py --n 8192 2048 --out "$OUT/tune.csv" 2>&1 | tail -40
+if [ -n "${NCU_TEST:-}" ]; then
+  timeout 120 ncu --clock-control none --nvtx --nvtx-include rooflab_cell/ --target-processes all --force-overwrite \
+    --export "$OUT/ncu_test" python3 experiments/ncu_cell.py --gpu h200 --kernel gelu --impl triton \
+    --dtype bfloat16 --size 4096 > "$OUT/ncu_test.log" 2>&1
+  echo "ncu exit: $?"; tail -5 "$OUT/ncu_test.log"
 fi
-timeout -s INT ${BUDGET_S:-520} ./run.sh all --config "kernels=$kernels" ${EXTRA:-} > "$OUT/run.log" 2>&1
-echo "run.sh exit: $?"
-grep -vE "cell/s|s/cell" "$OUT/run.log" | tail -25
-tar czf "$OUT/results.tgz" results/raw results/metrics.parquet logs 2>/dev/null
-python3 scripts/ratio_table.py results/metrics.parquet 2>&1 | tail -40 || true
+if [ "$kernels" != none ]; then
+  # The CUDA extensions take about a minute each to build: build both at once, before anything is timed.
+  if [ -z "${SKIP_BUILD:-}" ]; then
+    python3 -c "import kernels.gelu as g; g._cuda()" > "$OUT/build_gelu.log" 2>&1 &
+    python3 -c "import kernels.softmax as s; s._cuda()" > "$OUT/build_softmax.log" 2>&1 &
+    wait
+  fi
+  timeout -s INT ${BUDGET_S:-520} ./run.sh all --config "kernels=$kernels" ${EXTRA:-} > "$OUT/run.log" 2>&1
+  echo "run.sh exit: $?"
+  grep -vE "cell/s|s/cell" "$OUT/run.log" | tail -25
+  tar czf "$OUT/results.tgz" results/raw results/metrics.parquet logs 2>/dev/null
+  python3 scripts/ratio_table.py results/metrics.parquet 2>&1 | tail -40 || true
+fi
+if [ -n "${REPEAT:-}" ]; then
+  python3 scripts/repeatability.py $REPEAT --out "$OUT/repeatability.csv" > "$OUT/repeatability.txt" 2>&1
+  echo "repeatability exit: $?"; tail -12 "$OUT/repeatability.txt"
+fi
+[ -n "${TUNE:-}" ] && tail -150 "$OUT/tune.txt"
+true

@@ -148,3 +148,42 @@ def test_make_inputs_is_seeded():
     a2, b2 = mm.make_inputs(8, torch.float32, "cpu", seed=7)
     a3, _ = mm.make_inputs(8, torch.float32, "cpu", seed=8)
     assert torch.equal(a1, a2) and torch.equal(b1, b2) and not torch.equal(a1, a3) and not torch.equal(a1, b1)
+
+
+TMA_SMALL = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 3}  # several tiles per persistent program
+
+
+@pytest.mark.parametrize("config", [None, TMA_SMALL], ids=["autotune-first", "small-tiles"])
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=lambda v: str(v).replace("torch.", ""))
+@pytest.mark.parametrize("m,n,k", [(8, 8, 8), (64, 48, 104), (100, 72, 40), (136, 128, 24)])
+def test_tma_persistent_matches_float64(m, n, k, dtype, atol, rtol, config):
+    # shapes with 16-byte aligned rows (TMA's rule) that are no multiple of the tiles: the descriptor pads the
+    # loads and clips the store; 4 interpreter programs walk all the tiles
+    a, b = _operands(m, n, k, dtype, seed=2)
+    assert mm.tma_ok(a, b)
+    c = mm.matmul_triton(a, b, config=config, method="tma")
+    torch.testing.assert_close(c.to(torch.float64), _ref(a, b), atol=atol, rtol=rtol)
+    c = mm.matmul_triton(a, b, config=config, method="tma", activation="none")
+    torch.testing.assert_close(c.to(torch.float64), _ref(a, b, relu=False), atol=atol, rtol=rtol)
+
+
+def test_tma_needs_aligned_rows_and_auto_falls_back():
+    a, b = _operands(17, 33, 65, torch.bfloat16)  # 65 * 2 B rows: not 16-byte aligned
+    assert not mm.tma_ok(a, b)
+    a8, b8 = _operands(8, 8, 8, torch.float32)
+    assert mm.tma_ok(a8, b8) and not mm.tma_ok(a8.t(), b8)  # a transposed operand has no unit last stride
+    with pytest.raises(ValueError, match="16-byte"):
+        mm.matmul_triton(a, b, method="tma")
+    torch.testing.assert_close(mm.matmul_triton(a, b).to(torch.float64), _ref(a, b), atol=2e-2, rtol=1.6e-2)
+    with pytest.raises(ValueError, match="method"):
+        mm.matmul_triton(a, b, method="wgmma")
+
+
+def test_tma_prune_counts_the_epilogue_tile():
+    configs = mm.get_tma_configs()
+    c_desc = type("D", (), {"base": torch.empty(1, dtype=torch.float32)})()
+    kept = mm._prune_tma_configs(configs, {"c_desc": c_desc})
+    for c in kept:
+        kw = c.kwargs
+        assert mm._smem_bytes(c, 4) + kw["BLOCK_M"] * kw["BLOCK_N"] * 4 <= mm.SMEM_LIMIT_BYTES
+    assert len(kept) < len(configs)  # 128x256 fp32 tiles do not fit

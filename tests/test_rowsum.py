@@ -2,10 +2,11 @@
 import pytest
 import torch
 
-from kernels.rowsum import KERNEL, reference, rowsum_triton
+from kernels.rowsum import KERNEL, MAX_BLOCK_N, launch_params, reference, rowsum_triton
 
-# Rows longer than the interpreter's block (1024 columns) exercise the tiled loop; 1793 is not a multiple of it.
-SHAPES = [(1, 1), (3, 17), (1, 4097), (37, 1793), (64, 1024), (5, 1025)]
+# Whole-row tiles (packed several rows to a program when short) and, past MAX_BLOCK_N, the tiled loop; 1793 is a
+# multiple of no block.
+SHAPES = [(1, 1), (3, 17), (1, 4097), (37, 1793), (64, 1024), (5, 1025), (2, MAX_BLOCK_N + 3)]
 TOLERANCES = [(torch.float32, 1e-4, 1e-5), (torch.bfloat16, 1e-1, 1e-2)]
 
 
@@ -20,6 +21,25 @@ def test_matches_float64(shape, dtype, atol, rtol):
     out = rowsum_triton(x)
     assert out.dtype == dtype and out.shape == (shape[0],)
     torch.testing.assert_close(out.double(), reference((x,)), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("block_m, block_n", [(1, 256), (4, 128), (8, 2048)])
+@pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
+def test_tiled_loop_and_packed_rows(block_m, block_n, dtype, atol, rtol):
+    x = _x((13, 1100), dtype, seed=1)  # 13 rows: a partial last group of rows; 1100: a partial last column tile
+    out = rowsum_triton(x, block_m=block_m, block_n=block_n, num_warps=4)
+    torch.testing.assert_close(out.double(), reference((x,)), atol=atol, rtol=rtol)
+
+
+def test_launch_params_whole_row_and_packing():
+    assert launch_params(8192, 4)[:2] == (1, 8192)  # one row, whole, per program
+    assert launch_params(256, 2)[:2] == (16, 256)  # short rows packed to a 4096-element tile
+    assert launch_params(100_000, 4)[:2] == (1, MAX_BLOCK_N)  # longer than a block: the loop
+    for n in (1, 17, 1793, 8192, 100_000):
+        block_m, block_n, warps = launch_params(n, 2)
+        assert block_m & (block_m - 1) == 0 and block_n & (block_n - 1) == 0 and 1 <= warps <= 32
+    with pytest.raises(ValueError, match="power of two"):
+        rowsum_triton(_x((4, 8), torch.float32), block_n=24)
 
 
 def test_accumulates_in_fp32_for_bfloat16():

@@ -194,3 +194,36 @@ def test_ceilings_schema_on_the_cpu(tmp_path):
     for col in ("value", "median_ms", "bytes", "flops"):
         assert df[col].dtype == np.float64 and df[col].notna().all(), col
     assert (df["value"] > 0).all() and set(df["timer"]) == {"host"}
+
+
+def test_hold_covers_the_slowest_enqueue_with_margin_and_is_capped():
+    from rooflab.timing import HOLD_MARGIN_US, HOLD_MAX_US, hold_us_for
+
+    assert hold_us_for([30.0, 10.0, 12.0]) == pytest.approx(1.5 * 30.0 + HOLD_MARGIN_US)
+    assert hold_us_for([5.0]) > 5.0 + HOLD_MARGIN_US - 1e-9
+    assert hold_us_for([1e9]) == HOLD_MAX_US
+
+
+def test_loop_time_is_per_call_and_includes_the_sync():
+    import time as _time
+
+    from rooflab.timing import _loop_ms
+
+    syncs = []
+
+    def fn():
+        _time.sleep(0.002)
+
+    per_call = _loop_ms(fn, min_ms=20, sync=lambda: syncs.append(1))
+    assert 1.9 <= per_call < 20  # about 2 ms a call, not the loop's total
+    assert len(syncs) >= 3  # once per repeat at least
+
+
+def test_measure_records_loop_and_hold_columns_on_the_host_timer():
+    from rooflab.timing import HostTimer
+
+    out = measure(lambda: sum(range(1000)), HostTimer(), TimingConfig(warmup_ms=1, max_time_s=0.05, loop_ms=2))
+    assert out["loop_ms"] > 0 and np.isfinite(out["loop_ms"])
+    assert np.isnan(out["hold_us"]) and np.isnan(out["enqueue_us"])  # no stream to hold on the CPU
+    off = measure(lambda: None, HostTimer(), TimingConfig(warmup_ms=1, max_time_s=0.05, loop_ms=0))
+    assert np.isnan(off["loop_ms"])

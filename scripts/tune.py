@@ -1,0 +1,185 @@
+"""Tune launch shapes on the GPU present, with the sweep's own timer (L2 flushed, stream held, median).
+
+Sections (--sections): "gelu" (BLOCK_SIZE x num_warps), "rows" (num_warps of softmax forward and backward,
+LayerNorm and RMSNorm; rows per program x num_warps of row-sum), "matmul" (the pointer kernel and the TMA persistent
+kernel, each autotuned, against torch.relu(a @ b)), "launch" (host microseconds per call). Prints, per kernel,
+dtype and N, the best variants with their fraction of the copy bandwidth measured in the same run (or of cuBLAS);
+the CSV keeps every variant. The tables behind the defaults in kernels/*.py come from this script. GPU only.
+
+    python scripts/tune.py --sections rows matmul --n 1024 4096 8192 --out tune.csv
+"""
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from rooflab.timing import CudaEventTimer, TimingConfig, measure  # noqa: E402
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _time(fn, timer, cfg):
+    try:
+        fn()
+        torch.cuda.synchronize()
+        return measure(fn, timer, cfg)["median_ms"]
+    except Exception as exc:  # a variant that does not compile (too many registers) is a result, not a crash
+        print(f"  variant failed: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
+        return float("nan")
+
+
+def gelu_variants(n, dtype):
+    from kernels.gelu import gelu_builtin, gelu_triton
+
+    x = torch.randn(n, n, device="cuda").to(dtype)
+    moved = 2 * x.numel() * x.element_size()
+    out = {"builtin": lambda: gelu_builtin(x), "triton (default)": lambda: gelu_triton(x)}
+    for block in (1024, 2048, 4096, 8192):
+        for warps in (4, 8, 16):
+            out[f"triton B={block} w={warps}"] = (lambda b=block, w=warps: gelu_triton(x, b, w))
+    return moved, out
+
+
+def row_variants(n, dtype):
+    """(kernel, bytes moved, {variant: fn}) for each row kernel at n x n."""
+    import torch.nn.functional as F
+
+    from kernels.layernorm import layernorm_triton
+    from kernels.rmsnorm import rmsnorm_builtin, rmsnorm_triton
+    from kernels.rowsum import rowsum_triton
+    from kernels.softmax import softmax_backward, softmax_forward
+
+    x = torch.randn(n, n, device="cuda").to(dtype)
+    y = torch.softmax(x.float(), dim=1).to(dtype)
+    dy = torch.randn_like(x)
+    w = torch.randn(n, device="cuda").to(dtype)
+    b = torch.randn(n, device="cuda").to(dtype)
+    e = x.element_size()
+    warps = [w_ for w_ in (4, 8, 16, 32) if 32 * w_ <= n]
+    fwd = {"builtin": lambda: torch.softmax(x, dim=1), "triton (default)": lambda: softmax_forward(x)}
+    fwd.update({f"triton w={k}": (lambda k=k: softmax_forward(x, num_warps=k)) for k in warps})
+    bwd = {"builtin": lambda: torch._softmax_backward_data(dy, y, 1, dtype),
+           "triton (default)": lambda: softmax_backward(y, dy)}
+    bwd.update({f"triton w={k}": (lambda k=k: softmax_backward(y, dy, num_warps=k)) for k in warps})
+    ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
+    ln.update({f"triton w={k}": (lambda k=k: layernorm_triton(x, w, b, num_warps=k)) for k in warps})
+    rms = {"builtin": lambda: rmsnorm_builtin(x, w), "triton (default)": lambda: rmsnorm_triton(x, w)}
+    rms.update({f"triton w={k}": (lambda k=k: rmsnorm_triton(x, w, num_warps=k)) for k in warps})
+    rs = {"builtin": lambda: x.sum(dim=1), "triton (default)": lambda: rowsum_triton(x),
+          "triton looped BN=2048 w=8 (before)": lambda: rowsum_triton(x, 1, 2048, 8)}
+    for bm in (1, 2, 4):
+        if bm * n > 32768:
+            continue
+        for k in warps:
+            rs[f"triton BM={bm} w={k}"] = (lambda bm=bm, k=k: rowsum_triton(x, bm, None, k))
+    return [("softmax fwd", 2 * n * n * e, fwd), ("softmax bwd", 3 * n * n * e, bwd),
+            ("layernorm", (2 * n * n + 2 * n) * e, ln), ("rmsnorm", (2 * n * n + n) * e, rms),
+            ("rowsum", (n * n + n) * e, rs)]
+
+
+def matmul_variants(n, dtype):
+    from kernels import matmul as mm
+
+    a = torch.randn(n, n, device="cuda").to(dtype)
+    b = torch.randn(n, n, device="cuda").to(dtype)
+    return {"builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)),
+            "cuBLAS mm alone": lambda: torch.mm(a, b),
+            "triton pointer (autotuned)": lambda: mm.matmul_triton(a, b, method="pointer"),
+            "triton tma persistent (autotuned)": lambda: mm.matmul_triton(a, b, method="tma")}
+
+
+def launch_costs():
+    from kernels.gelu import gelu_builtin, gelu_triton
+
+    x = torch.randn(256, 256, device="cuda")
+    rows = []
+    for name, fn in {"builtin F.gelu": lambda: gelu_builtin(x), "gelu_triton wrapper": lambda: gelu_triton(x),
+                     "torch.empty_like only": lambda: torch.empty_like(x)}.items():
+        for _ in range(50):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(2000):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        rows.append({"kernel": "launch", "n": 256, "dtype": "float32", "variant": f"host us/call: {name}",
+                     "median_us": (t1 - t0) / 2000 * 1e6})
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sections", nargs="+", default=["gelu", "rows", "matmul", "launch"])
+    ap.add_argument("--n", type=int, nargs="+", default=[8192])
+    ap.add_argument("--matmul-n", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
+    ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    ap.add_argument("--out", default="tune.csv")
+    args = ap.parse_args()
+    timer = CudaEventTimer(flush_l2=True)
+    cfg = TimingConfig(warmup_ms=10, max_time_s=0.3, loop_ms=0)
+    src = torch.randn(1 << 30, device="cuda")
+    dst = torch.empty_like(src)
+    copy_gbps = 2 * src.numel() * 4 / measure(lambda: dst.copy_(src), timer, cfg)["median_ms"] / 1e6
+    del src, dst
+    print(f"copy: {copy_gbps:.0f} GB/s", flush=True)
+    rows = []
+
+    def record(kernel, n, dtype, name, ms, moved=None, flops=None):
+        r = {"kernel": kernel, "n": n, "dtype": dtype, "variant": name, "median_us": ms * 1e3}
+        if moved:
+            r.update(gbps=moved / ms / 1e6, of_copy=moved / ms / 1e6 / copy_gbps)
+        if flops:
+            r["tflops"] = flops / ms / 1e9
+        rows.append(r)
+
+    for n in args.n:
+        for dname in args.dtypes:
+            dtype = DTYPES[dname]
+            if "gelu" in args.sections:
+                moved, variants = gelu_variants(n, dtype)
+                for name, fn in variants.items():
+                    record("gelu", n, dname, name, _time(fn, timer, cfg), moved)
+            if "rows" in args.sections:
+                for kernel, moved, variants in row_variants(n, dtype):
+                    for name, fn in variants.items():
+                        record(kernel, n, dname, name, _time(fn, timer, cfg), moved)
+            print(f"done n={n} {dname}", flush=True)
+            torch.cuda.empty_cache()
+    if "matmul" in args.sections:
+        from kernels import matmul as mm
+
+        for n in args.matmul_n:
+            for dname in ("bfloat16", "float16"):
+                for name, fn in matmul_variants(n, DTYPES[dname]).items():
+                    record("matmul", n, dname, name, _time(fn, timer, cfg), flops=2.0 * n ** 3 + n * n)
+                for tuner, label in ((mm._matmul_kernel_autotuned, "pointer"), (mm._matmul_tma_autotuned, "tma")):
+                    best = getattr(tuner, "best_config", None)
+                    rows.append({"kernel": "matmul", "n": n, "dtype": dname, "variant": f"chosen {label}: {best}"})
+                print(f"done matmul n={n}", flush=True)
+    if "launch" in args.sections:
+        rows += launch_costs()
+    df = pd.DataFrame(rows)
+    df.to_csv(args.out, index=False)
+    pd.set_option("display.width", 200)
+    for (kernel, n, dtype), g in df[df.kernel != "launch"].groupby(["kernel", "n", "dtype"], sort=False):
+        base = g[g.variant.str.startswith("builtin")]["median_us"].min()
+        g = g.assign(vs_builtin=base / g["median_us"])
+        cols = [c for c in ("variant", "median_us", "gbps", "of_copy", "tflops", "vs_builtin") if c in g]
+        print(f"\n{kernel} N={n} {dtype}")
+        print(g.dropna(subset=["median_us"]).sort_values("median_us").head(5)[cols]
+              .to_string(index=False, float_format="%.3f"))
+        chosen = g[g.variant.str.startswith("chosen")]["variant"].tolist()
+        if chosen:
+            print("  " + "\n  ".join(chosen))
+    if "launch" in args.sections:
+        print(df[df.kernel == "launch"][["variant", "median_us"]].to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
