@@ -157,6 +157,7 @@ def _loop_ms(fn, min_ms: float, sync: Callable[[], None], repeats: int = 3) -> f
     return float(np.median(per_call))
 
 
+FLUSH_MODES = ("write", "read")
 HOLD_MARGIN_US = 20.0  # on top of the slowest enqueue seen
 HOLD_MAX_US = 20_000.0
 
@@ -176,15 +177,19 @@ class CudaEventTimer:
 
     name = "cuda_event"
 
-    def __init__(self, flush_l2: bool = True, hold_stream: bool = True):
+    def __init__(self, flush_l2: bool = True, hold_stream: bool = True, flush_mode: str = "write"):
         import torch
 
+        if flush_mode not in FLUSH_MODES:
+            raise ValueError(f"flush_mode must be one of {FLUSH_MODES}, got {flush_mode!r}")
         self.torch = torch
         l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
         self.l2_bytes = int(l2)
         # Twice the L2, so an LRU-ish cache keeps none of the previous sample's working set.
-        self.flush_buffer = torch.empty(max(2 * self.l2_bytes, 1 << 20) // 4, dtype=torch.int32,
+        self.flush_buffer = torch.zeros(max(2 * self.l2_bytes, 1 << 20) // 4, dtype=torch.int32,
                                         device="cuda") if flush_l2 else None
+        self.flush_mode = flush_mode
+        self._flush_sink = torch.empty((), dtype=torch.int64, device="cuda")
         self.hold_stream = hold_stream
         self.cycles_per_us = self._calibrate_spin() if hold_stream else 0.0
         self.hold_cycles = 0
@@ -204,8 +209,12 @@ class CudaEventTimer:
         return cycles / max(s.elapsed_time(e) * 1e3, 1e-3)
 
     def _flush(self):
-        if self.flush_buffer is not None:
+        if self.flush_buffer is None:
+            return
+        if self.flush_mode == "write":
             self.flush_buffer.zero_()
+        else:  # "read": evict by reading, so no dirty lines of the flush are left for the timed call to write back
+            self.torch.sum(self.flush_buffer, out=self._flush_sink)
 
     def _hold(self):
         if self.hold_cycles:

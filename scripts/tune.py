@@ -93,6 +93,22 @@ def matmul_variants(n, dtype):
             "triton tma persistent (autotuned)": lambda: mm.matmul_triton(a, b, method="tma")}
 
 
+def flush_variants(n, dtype):
+    """The same calls under each timer variant: what the flush's dirty lines and the host's launch cost add."""
+    from kernels.gelu import gelu_triton
+    from kernels.rowsum import rowsum_triton
+    from kernels.softmax import softmax_forward
+
+    x = torch.randn(n, n, device="cuda").to(dtype)
+    y = torch.empty_like(x)
+    e = x.element_size()
+    return [("copy_ (same size)", 2 * n * n * e, lambda: y.copy_(x)),
+            ("gelu triton", 2 * n * n * e, lambda: gelu_triton(x)),
+            ("softmax fwd triton", 2 * n * n * e, lambda: softmax_forward(x)),
+            ("rowsum triton", (n * n + n) * e, lambda: rowsum_triton(x)),
+            ("rowsum builtin", (n * n + n) * e, lambda: x.sum(dim=1))]
+
+
 def launch_costs():
     from kernels.gelu import gelu_builtin, gelu_triton
 
@@ -138,6 +154,22 @@ def main():
             r["tflops"] = flops / ms / 1e9
         rows.append(r)
 
+    if "flush" in args.sections:
+        timers = {"write flush + hold": timer,
+                  "read flush + hold": CudaEventTimer(flush_l2=True, flush_mode="read"),
+                  "write flush, no hold": CudaEventTimer(flush_l2=True, hold_stream=False)}
+        big = torch.randn(1 << 30, device="cuda")
+        big_dst = torch.empty_like(big)
+        for tname, t in timers.items():
+            ms = _time(lambda: big_dst.copy_(big), t, cfg)
+            record("flush", 32768, "float32", f"4 GiB copy | {tname}", ms, 2 * big.numel() * 4)
+        del big, big_dst
+        for n in args.n:
+            for dname in args.dtypes:
+                for name, moved, fn in flush_variants(n, DTYPES[dname]):
+                    for tname, t in timers.items():
+                        record("flush", n, dname, f"{name} | {tname}", _time(fn, t, cfg), moved)
+                torch.cuda.empty_cache()
     for n in args.n:
         for dname in args.dtypes:
             dtype = DTYPES[dname]
@@ -167,7 +199,14 @@ def main():
     df = pd.DataFrame(rows)
     df.to_csv(args.out, index=False)
     pd.set_option("display.width", 200)
-    for (kernel, n, dtype), g in df[df.kernel != "launch"].groupby(["kernel", "n", "dtype"], sort=False):
+    fl = df[df.kernel == "flush"]
+    if len(fl):
+        fl = fl.assign(call=fl.variant.str.split(" \\| ").str[0], timer=fl.variant.str.split(" \\| ").str[1])
+        print("\nGB/s by timer variant")
+        print(fl.pivot_table(index=["n", "dtype", "call"], columns="timer", values="gbps", sort=False)
+              .to_string(float_format="%.0f"))
+    for (kernel, n, dtype), g in df[~df.kernel.isin(["launch", "flush"])].groupby(["kernel", "n", "dtype"],
+                                                                                     sort=False):
         base = g[g.variant.str.startswith("builtin")]["median_us"].min()
         g = g.assign(vs_builtin=base / g["median_us"])
         cols = [c for c in ("variant", "median_us", "gbps", "of_copy", "tflops", "vs_builtin") if c in g]
