@@ -214,7 +214,7 @@ class CudaEventTimer:
         if self.flush_mode == "write":
             self.flush_buffer.zero_()
         else:  # "read": evict by reading, so no dirty lines of the flush are left for the timed call to write back
-            self.torch.sum(self.flush_buffer, out=self._flush_sink)
+            self.torch.sum(self.flush_buffer, dim=0, out=self._flush_sink)
 
     def _hold(self):
         if self.hold_cycles:
