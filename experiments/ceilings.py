@@ -27,7 +27,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int) -> list[dict]:
     device, _ = check_device(gpu)
     timer = CudaEventTimer(flush_l2=True) if device == "cuda" else HostTimer()
     cfg = TimingConfig(warmup_ms=50 if device == "cuda" else 5, min_samples=10, max_time_s=2.0,
-                       max_samples=500)
+                       max_samples=500, loop_ms=0)
     rows = []
 
     n_copy = copy_bytes // 4

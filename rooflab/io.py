@@ -23,6 +23,8 @@ RAW_COLUMNS = [
     "clock_throttled", "compile_fallback", "compute_unit",
     "git_sha", "git_dirty", "config_hash", "host", "driver", "cuda", "torch", "triton", "python", "timestamp",
 ]
+# Columns added after results were first published: files written before them read with NaN there, not an error.
+LATER_COLUMNS = {"loop_ms": float("nan"), "enqueue_us": float("nan"), "hold_us": float("nan")}
 CEILING_COLUMNS = ["gpu", "device_name", "ceiling", "unit", "value", "median_ms", "bytes", "flops",
                    "git_sha", "timestamp"]
 STATUSES = ("ok", "not_timed", "mismatch", "failed", "skipped")
@@ -74,6 +76,9 @@ def read_results(path: str | os.PathLike, columns=RAW_COLUMNS) -> pd.DataFrame:
     except Exception as exc:  # pyarrow raises several types for a corrupt file
         raise ResultsError(f"{path}: not a readable parquet file ({type(exc).__name__}: {exc}). "
                            f"Delete it and rerun the job that writes it.") from exc
+    for col, fill in LATER_COLUMNS.items():
+        if col in columns and col not in df.columns:
+            df[col] = fill
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ResultsError(f"{path}: not a rooflab results file (missing columns: {', '.join(missing[:8])}"

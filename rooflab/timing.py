@@ -3,12 +3,17 @@
 Three times per cell, each answering its own question:
 
 * ``median_ms`` (event mode, the headline): the device time of one call with a cold L2. Before each sample the L2 is
-  flushed with a buffer sized from the device's own L2 (2x), then the stream is *held* by a spin kernel
+  flushed by *reading* a buffer sized from the device's own L2 (2x), then the stream is *held* by a spin kernel
   (``torch.cuda._sleep``) long enough for the host to enqueue the whole call before the start event fires -- the
   blocking-kernel method of NVBench. Without the hold, a call whose host-side launch cost (25-45 us for a Triton
   launcher, more for an unfused chain of kernels) exceeds the flush's own GPU time is timed from an idle GPU, and the
   "device" time becomes the host's launch cost, which differs from process to process (59 % between two processes
   on the H200 before this was added). The hold length adapts to the enqueue cost measured in the warm-up.
+  Why a read flush: a flush that *writes* (do_bench's ``cache.zero_()``) leaves the L2 full of dirty lines, which the
+  timed call then has to write back to HBM as it evicts them -- the harness's traffic charged to the kernel. On the
+  H200 that cost a same-size ``copy_`` 6 % at 8192^2 bf16 (3964 vs 4222 GB/s) and 9 % at 2048^2 fp32; reading the
+  buffer evicts just as well (a 2048^2 copy: 2937 GB/s read-flushed, 4153 with a warm L2) and leaves clean lines.
+  ``flush_mode: write`` keeps the old behaviour for comparison (scripts/tune.py --sections flush).
 * ``graph_median_ms``: ``triton.testing.do_bench_cudagraph`` as is (launch overhead removed, no flush): what a
   CUDA-graph replay of the call costs.
 * ``loop_ms``: back-to-back calls from Python with one synchronisation at the end (no flush, no hold): the time per
@@ -41,6 +46,7 @@ class TimingConfig:
     max_time_s: float = 2.0  # cap on measured + flush time per cell
     flush_l2: bool = True
     cudagraph: bool = True
+    flush_mode: str = "read"  # evict the L2 by reading a buffer (no dirty lines left to write back) or "write"
     hold_stream: bool = True  # spin before each sample so the host's launch cost is not timed (NVBench method)
     loop_ms: float = 10.0  # length of the back-to-back loop that gives loop_ms (0: do not measure it)
 
@@ -177,7 +183,7 @@ class CudaEventTimer:
 
     name = "cuda_event"
 
-    def __init__(self, flush_l2: bool = True, hold_stream: bool = True, flush_mode: str = "write"):
+    def __init__(self, flush_l2: bool = True, hold_stream: bool = True, flush_mode: str = "read"):
         import torch
 
         if flush_mode not in FLUSH_MODES:

@@ -15,3 +15,22 @@ rule metrics:
         ENV
     script:
         "../analysis/metrics.py"
+
+
+rule compare_reference:
+    """This run against data/reference/<gpu>: cells that got slower or faster beyond noise (analysis/compare.py)."""
+    input:
+        raw=get_compare_now,
+        reference=get_compare_reference,
+        script="analysis/compare.py",
+    output:
+        csv="results/compare/{gpu}.csv",
+        md="results/compare/{gpu}.md",
+    params:
+        settings=config.get("compare", {}),
+    log:
+        "logs/analysis/compare_{gpu}.log",
+    conda:
+        ENV
+    script:
+        "../analysis/compare.py"

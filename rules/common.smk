@@ -13,6 +13,10 @@ REFERENCE_GPUS = sorted(
     if p.is_dir() and (p / "ceilings.parquet").exists() and p.name not in GPUS
 )
 ANALYSIS_GPUS = GPUS + REFERENCE_GPUS
+# GPUs measured in this run that also have a committed reference: rule compare_reference reports what moved.
+COMPARE_GPUS = sorted(
+    g for g in GPUS if Path(workflow.basedir, config["reference_dir"], g, "ceilings.parquet").exists()
+)
 
 # Figures: one script each under figures/; 'gpu' figures are drawn once per GPU, 'kernel' ones per GPU and kernel.
 GPU_FIGURES = sorted(
@@ -79,6 +83,7 @@ def get_final_outputs(wildcards=None):
         + get_ncu()
         + ["results/metrics.parquet"]
         + get_figures()
+        + get_comparisons()
         + expand("results/notebooks/{gpu}/{kernel}.html", gpu=GPUS, kernel=KERNELS)
         + [PAPER]
     )
@@ -87,6 +92,21 @@ def get_final_outputs(wildcards=None):
 # For rules/measure.smk and rules/figures.smk (the lint wants rule files free of functions).
 def get_compiled(wildcards=None):
     return [f"results/raw/{gpu}/compiled.parquet" for gpu in GPUS]
+
+
+def get_comparisons(wildcards=None):
+    return [f"results/compare/{gpu}.md" for gpu in COMPARE_GPUS]
+
+
+def get_compare_now(wildcards):
+    """This run's raw files of the kernels the reference also has."""
+    return [f"results/raw/{wildcards.gpu}/{k}.parquet" for k in KERNELS
+            if Path(workflow.basedir, config["reference_dir"], wildcards.gpu, f"{k}.parquet").exists()]
+
+
+def get_compare_reference(wildcards):
+    return [p for p in (f"{config['reference_dir']}/{wildcards.gpu}/{k}.parquet" for k in KERNELS)
+            if Path(workflow.basedir, p).exists()]
 
 
 def get_ncu(wildcards=None):

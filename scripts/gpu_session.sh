@@ -4,7 +4,8 @@
 #   scripts/gpu_session.sh '["gelu","vecadd"]'        (or none: no DAG run)
 # Environment: TUNE="--sections rows --n 8192" (arguments of scripts/tune.py), NCU_TEST=1 (one ncu call outside the
 # DAG), EXTRA (more --config items for the DAG run), REPEAT="--kernels gelu --impls builtin triton" (arguments of
-# scripts/repeatability.py), BUDGET_S (time limit of the DAG run), SKIP_BUILD=1 (no CUDA extension prebuild).
+# scripts/repeatability.py), BUDGET_S (time limit of the DAG run), SKIP_BUILD=1 (no CUDA extension prebuild),
+# RESTORE=results.tgz (a previous call's results, cell checkpoints included: the sweep resumes where it stopped).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 ROOFLAB_NO_TEX=1
 kernels=$1
@@ -19,6 +20,9 @@ if [ -n "${NCU_TEST:-}" ]; then
     --export "$OUT/ncu_test" python3 experiments/ncu_cell.py --gpu h200 --kernel gelu --impl triton \
     --dtype bfloat16 --size 4096 > "$OUT/ncu_test.log" 2>&1
   echo "ncu exit: $?"; tail -5 "$OUT/ncu_test.log"
+fi
+if [ -n "${RESTORE:-}" ]; then
+  tar xzf "$RESTORE" && echo "restored $(find results/raw -name '*.jsonl' | xargs cat 2>/dev/null | wc -l) checkpointed cells"
 fi
 if [ "$kernels" != none ]; then
   # The CUDA extensions take about a minute each to build: build both at once, before anything is timed.

@@ -155,9 +155,10 @@ def main():
         rows.append(r)
 
     if "flush" in args.sections:
-        timers = {"write flush + hold": timer,
-                  "read flush + hold": CudaEventTimer(flush_l2=True, flush_mode="read"),
-                  "write flush, no hold": CudaEventTimer(flush_l2=True, hold_stream=False)}
+        timers = {"write flush + hold": CudaEventTimer(flush_l2=True, flush_mode="write"),
+                  "read flush + hold": timer,
+                  "write flush, no hold": CudaEventTimer(flush_l2=True, hold_stream=False),
+                  "no flush + hold (L2 warm)": CudaEventTimer(flush_l2=False)}
         big = torch.randn(1 << 30, device="cuda")
         big_dst = torch.empty_like(big)
         for tname, t in timers.items():

@@ -492,3 +492,15 @@ def test_atomic_write_gives_the_file_normal_permissions(tmp_path):
     finally:
         os.umask(mask)
     assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
+
+
+def test_results_from_before_later_columns_still_read(tmp_path):
+    """A raw file written before loop_ms/enqueue_us/hold_us existed reads with NaN there; other gaps still fail."""
+    old = pd.DataFrame([{c: None for c in rio.RAW_COLUMNS if c not in rio.LATER_COLUMNS} | {"status": "ok"}])
+    p = tmp_path / "old.parquet"
+    old.to_parquet(p)
+    df = rio.read_results(p)
+    assert all(col in df and df[col].isna().all() for col in rio.LATER_COLUMNS)
+    old.drop(columns=["median_ms"]).to_parquet(p)
+    with pytest.raises(rio.ResultsError, match="median_ms"):
+        rio.read_results(p)

@@ -173,3 +173,28 @@ def test_config_change_measures_only_new_cells(repo):
     # each cell measured once: the size-64 cells came from the store, only the size-32 ones were appended
     assert len(store.read_text().splitlines()) == len(df) == 2 * before
     assert re.search(rf"{before} of {len(df)} cells already measured", (repo / "logs/measure/cpu/gelu.log").read_text())
+
+
+def test_reference_comparison_joins_all_when_a_reference_exists(repo):
+    """With data/reference/cpu present (here: this run's own results, copied), `all` plans compare_reference; its
+    report finds no cell moved beyond noise except the noisy ones, and names what it compared."""
+    ref = repo / "data/reference/cpu"
+    try:
+        ref.mkdir(parents=True)
+        for name in ("gelu", "vecadd", "ceilings"):
+            shutil.copy(repo / f"results/raw/cpu/{name}.parquet", ref)
+        jobs = planned_jobs(repo)
+        assert outputs(jobs, "compare_reference") == ["results/compare/cpu.csv", "results/compare/cpu.md"]
+        res = snakemake(repo, "--cores", "1", "results/compare/cpu.md", "--configfile", "tiny.yaml")
+        assert res.returncode == 0, res.stderr[-3000:]
+        md = (repo / "results/compare/cpu.md").read_text()
+        assert md.startswith("# cpu: this run against data/reference/cpu") and "| same |" in md
+        import pandas as pd
+
+        table = pd.read_csv(repo / "results/compare/cpu.csv")
+        timed = table[table["status_now"] == "ok"]
+        assert len(timed) and (timed["rel_change"] == 0).all() and (timed["verdict"] == "same").all()
+    finally:
+        shutil.rmtree(repo / "data/reference/cpu", ignore_errors=True)
+        shutil.rmtree(repo / "results/compare", ignore_errors=True)
+    assert planned_jobs(repo) == []

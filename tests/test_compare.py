@@ -1,0 +1,55 @@
+"""analysis/compare.py: this run against the reference, verdicts beyond noise, status changes, the summary."""
+import numpy as np
+import pandas as pd
+
+from analysis.compare import compare, summary_markdown
+
+
+def _rows(cells):
+    base = {"kernel": "gelu", "dtype": "float32", "pass": "fwd", "status": "ok", "rse_median": 0.001,
+            "hold_us": 30.0}
+    return pd.DataFrame([{**base, **c} for c in cells])
+
+
+def test_verdicts_beyond_noise_only():
+    ref = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.100},
+                 {"impl": "builtin", "size": 4096, "median_ms": 0.100},
+                 {"impl": "naive", "size": 4096, "median_ms": 0.100},
+                 {"impl": "triton", "size": 256, "median_ms": 0.005}])
+    now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.090},   # 10 % faster: beyond the 2 % floor
+                 {"impl": "builtin", "size": 4096, "median_ms": 0.101},  # 1 %: noise
+                 {"impl": "naive", "size": 4096, "median_ms": 0.105},    # 5 % slower
+                 {"impl": "triton", "size": 256, "median_ms": 0.0054}])  # 8 % on a 5 us cell: under the 10 % floor
+    t = compare(now, ref).set_index(["impl", "size"])["verdict"]
+    assert t[("triton", 4096)] == "faster" and t[("builtin", 4096)] == "same"
+    assert t[("naive", 4096)] == "slower" and t[("triton", 256)] == "same"
+
+
+def test_noisy_cells_need_a_bigger_move():
+    ref = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.100, "rse_median": 0.02}])
+    now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.105, "rse_median": 0.02}])
+    t = compare(now, ref)
+    assert t.loc[0, "noise"] == np.sqrt(2) * 0.02 * 3 and t.loc[0, "verdict"] == "same"
+    assert compare(now, ref, k_sigma=1).loc[0, "verdict"] == "slower"
+
+
+def test_status_changes_and_unmatched_cells():
+    ref = _rows([{"impl": "triton", "size": 1, "median_ms": 0.1},
+                 {"impl": "cuda", "size": 1, "median_ms": 0.1},
+                 {"impl": "naive", "size": 1, "median_ms": np.nan, "status": "skipped"}])
+    now = _rows([{"impl": "triton", "size": 1, "median_ms": np.nan, "status": "failed"},
+                 {"impl": "builtin", "size": 1, "median_ms": 0.1},
+                 {"impl": "naive", "size": 1, "median_ms": np.nan, "status": "skipped"}])
+    t = compare(now, ref).set_index("impl")["verdict"]
+    assert t["triton"] == "status" and t["builtin"] == "new" and t["cuda"] == "gone" and t["naive"] == "not timed"
+    md = summary_markdown(compare(now, ref), "h200")
+    assert "triton" in md and "ok -> failed" in md
+
+
+def test_older_timing_method_is_flagged():
+    ref = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.2, "hold_us": np.nan}])
+    now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.1}])
+    t = compare(now, ref)
+    assert bool(t.loc[0, "method_changed"]) and t.loc[0, "verdict"] == "faster"
+    md = summary_markdown(t, "h200")
+    assert "without the held stream" in md and "| faster | 1 |" in md and "-50.0%" in md
