@@ -137,7 +137,7 @@ rule ncu:
     shell:
         "(command -v ncu >/dev/null || {{ echo 'ncu (Nsight Compute) is not on the PATH' >&2; exit 3; }}; "
         " ncu --clock-control none --nvtx --nvtx-include rooflab_cell/ --target-processes all --force-overwrite"
-        " --export {output.report:q} python experiments/ncu_cell.py --gpu {wildcards.gpu:q}"
+        " --export {output.report:q} python3 experiments/ncu_cell.py --gpu {wildcards.gpu:q}"
         " --kernel {wildcards.kernel:q} --impl {wildcards.impl:q} --dtype {wildcards.dtype:q} --size {wildcards.size}"
         " && ncu --import {output.report:q} --csv --page details > {output.csv:q}.tmp"
         " && mv {output.csv:q}.tmp {output.csv:q}) > {log:q} 2>&1"
