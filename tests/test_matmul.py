@@ -187,3 +187,10 @@ def test_tma_prune_counts_the_epilogue_tile():
         kw = c.kwargs
         assert mm._smem_bytes(c, 4) + kw["BLOCK_M"] * kw["BLOCK_N"] * 4 <= mm.SMEM_LIMIT_BYTES
     assert len(kept) < len(configs)  # 128x256 fp32 tiles do not fit
+
+
+def test_tma_autotuner_keys_on_dtype_and_auto_keeps_small_products_on_the_pointer_kernel():
+    assert "IN_DTYPE" in mm._matmul_tma_autotuned.keys  # a float32 choice must not serve bfloat16
+    assert 1024 ** 3 < mm.TMA_MIN_MNK <= 4096 ** 3
+    a, b = _operands(64, 64, 64, torch.bfloat16)
+    torch.testing.assert_close(mm.matmul_triton(a, b).to(torch.float64), _ref(a, b), atol=2e-2, rtol=1.6e-2)
