@@ -27,6 +27,23 @@ def config_hash(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def git_state() -> tuple[str, bool]:
+    """(commit, dirty) of the code that runs.
+
+    ROOFLAB_GIT_SHA (and ROOFLAB_GIT_DIRTY=1) win when set: a snapshot of the tree shipped to an offline node has no
+    .git of its own, and may sit inside another checkout whose HEAD says nothing about it (this happened: H200 rows
+    were stamped with the enclosing copy's stale HEAD). Otherwise git, but only if this repository is the top level
+    of the work tree git finds; else "unknown".
+    """
+    if os.environ.get("ROOFLAB_GIT_SHA"):
+        return os.environ["ROOFLAB_GIT_SHA"], os.environ.get("ROOFLAB_GIT_DIRTY", "") == "1"
+    top = _git("rev-parse", "--show-toplevel")
+    if not top or Path(top).resolve() != REPO:
+        return "unknown", False
+    sha = _git("rev-parse", "HEAD")
+    return (sha or "unknown"), bool(_git("status", "--porcelain", "--untracked-files=no")) if sha else False
+
+
 @lru_cache(maxsize=1)
 def _static() -> dict:
     import torch
@@ -50,11 +67,7 @@ def _static() -> dict:
             driver = driver.decode() if isinstance(driver, bytes) else driver
         except Exception:
             driver = ""
-    sha = _git("rev-parse", "HEAD")
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no")) if sha else False
-    if not sha:  # a copy of the tree without .git (e.g. shipped to an offline node): trust what the sender said
-        sha = os.environ.get("ROOFLAB_GIT_SHA", "unknown")
-        dirty = os.environ.get("ROOFLAB_GIT_DIRTY", "") == "1"
+    sha, dirty = git_state()
     return {
         "git_sha": sha,
         "git_dirty": dirty,
