@@ -169,6 +169,8 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
         m.add(f"{base}Tflops{tag}", fmt(row["achieved_tflops"]), "TFLOP/s")
         m.add(f"{base}TimeUs{tag}", fmt(row["median_ms"] * 1e3), "median, microseconds")
         m.add(f"{base}GraphTimeUs{tag}", fmt(row.get("graph_median_ms", np.nan) * 1e3), "CUDA graph, microseconds")
+        m.add(f"{base}LoopTimeUs{tag}", fmt(row.get("loop_ms", np.nan) * 1e3),
+              "per call in a Python loop (launch included), microseconds")
         m.add(f"{base}RooflineFraction{tag}", fmt(row["roofline_fraction_measured"]), "of the measured roofline")
         m.add(f"{base}RooflineFractionDatasheet{tag}", fmt(row["roofline_fraction_datasheet"]))
         m.add(f"{base}BandwidthFraction{tag}", fmt(row["bandwidth_fraction_measured"]), "of measured copy")

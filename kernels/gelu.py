@@ -47,9 +47,9 @@ def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
         tl.store(y_ptr + offsets, _gelu_tanh(x).to(y_ptr.dtype.element_ty), mask=mask)
 
 
-# (BLOCK_SIZE, num_warps) by dtype, from scripts/tune.py (then named tune_elementwise.py) on the H200 at 8192^2 (one run, flushed
-# medians; data/reference/h200/tune_elementwise.csv): fp32 1024/8 reached 4118 GB/s (0.97 of that run's copy) against
-# 2048/8's < 3994; bf16 4096/4 reached 3986 GB/s (0.94) against 2048/8's 3870 (docs/performance.md).
+# (BLOCK_SIZE, num_warps) by dtype, from scripts/tune.py (then tune_elementwise.py) on the H200 at 8192^2 (one run,
+# flushed medians; data/reference/h200/tune_elementwise.csv): fp32 1024/8 reached 4118 GB/s (0.97 of that run's
+# copy) against 2048/8's < 3994; bf16 4096/4 reached 3986 GB/s (0.94) against 2048/8's 3870 (docs/performance.md).
 LAUNCH = {torch.float32: (1024, 8), torch.bfloat16: (4096, 4), torch.float16: (4096, 4)}
 
 

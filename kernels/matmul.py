@@ -39,22 +39,16 @@ def get_matmul_configs() -> list[triton.Config]:
     """The one list of tile configs. Hopper-friendly first (wgmma wants BLOCK_M a multiple of 64, 8 warps for the
     widest tiles); smaller tiles keep small or skinny problems from idling most SMs. Under the interpreter only the
     first is used (rooflab.triton_utils.autotune_configs)."""
-    def cfg(bm, bn, bk, group_m, stages, warps):
-        return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
-                             num_stages=stages, num_warps=warps)
+    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 4), (128, 128, 64, 8, 4, 8),
+                     (128, 128, 32, 8, 4, 4), (64, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4), (64, 256, 32, 8, 4, 4),
+                     (256, 128, 64, 8, 3, 8), (64, 64, 64, 8, 4, 4), (64, 32, 32, 8, 5, 2)])
 
-    return [
-        cfg(128, 256, 64, 8, 3, 8),
-        cfg(128, 128, 64, 8, 4, 4),
-        cfg(128, 128, 64, 8, 4, 8),
-        cfg(128, 128, 32, 8, 4, 4),
-        cfg(64, 128, 64, 8, 4, 4),
-        cfg(128, 64, 64, 8, 4, 4),
-        cfg(64, 256, 32, 8, 4, 4),
-        cfg(256, 128, 64, 8, 3, 8),
-        cfg(64, 64, 64, 8, 4, 4),
-        cfg(64, 32, 32, 8, 5, 2),
-    ]
+
+def _configs(tiles, pre_hook=None) -> list[triton.Config]:
+    """triton.Configs from (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps) tuples."""
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
+                          num_stages=stages, num_warps=warps, pre_hook=pre_hook)
+            for bm, bn, bk, group_m, stages, warps in tiles]
 
 
 def _smem_bytes(config: triton.Config, element_size: int) -> int:
@@ -133,19 +127,9 @@ _matmul_kernel_autotuned = triton.autotune(
 
 def get_tma_configs() -> list[triton.Config]:
     """Tiles for the TMA kernel; the pre-hook gives each descriptor its block shape for the config being run."""
-    def cfg(bm, bn, bk, group_m, stages, warps):
-        return triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
-                             num_stages=stages, num_warps=warps, pre_hook=_set_block_shapes)
-
-    return [
-        cfg(128, 256, 64, 8, 3, 8),
-        cfg(128, 128, 64, 8, 4, 8),
-        cfg(128, 128, 64, 8, 3, 4),
-        cfg(128, 64, 64, 8, 4, 4),
-        cfg(64, 128, 64, 8, 4, 4),
-        cfg(64, 64, 64, 8, 4, 4),
-        cfg(128, 256, 64, 4, 4, 8),
-    ]
+    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 128, 64, 8, 3, 4), (128, 64, 64, 8, 4, 4),
+                     (64, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4), (128, 256, 64, 4, 4, 8)],
+                    pre_hook=_set_block_shapes)
 
 
 def _set_block_shapes(nargs):

@@ -16,8 +16,8 @@ import pandas as pd
 RAW_COLUMNS = [
     "gpu", "device_name", "kernel", "impl", "dtype", "size", "problem", "pass", "status", "error",
     "rel_err", "max_abs_err", "tolerance", "timer", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms",
-    "mean_ms", "std_ms", "n_samples", "rse_median", "stop_reason", "graph_median_ms", "loop_ms", "enqueue_us", "hold_us",
-    "cold_ms",
+    "mean_ms", "std_ms", "n_samples", "rse_median", "stop_reason", "graph_median_ms", "loop_ms", "enqueue_us",
+    "hold_us", "cold_ms",
     "flops", "bytes", "working_set_bytes", "l2_bytes", "l2_ratio", "l2_resident",
     "sm_clock_before_mhz", "sm_clock_after_mhz", "mem_clock_before_mhz", "mem_clock_after_mhz",
     "clock_throttled", "compile_fallback", "compute_unit",

@@ -154,7 +154,9 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
             row.update(status="not_timed", error="Triton ran under TRITON_INTERPRET=1 (correctness only)")
             return row
 
-        timer = timer or (CudaEventTimer(timing.flush_l2, timing.hold_stream, timing.flush_mode) if device == "cuda" else HostTimer())
+        if timer is None:
+            timer = (CudaEventTimer(timing.flush_l2, timing.hold_stream, timing.flush_mode) if device == "cuda"
+                     else HostTimer())
         row.update(clocks.prefixed("before"))
         row.update(measure(fn, timer, timing))
         row.update(clocks.prefixed("after"))
