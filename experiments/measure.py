@@ -131,8 +131,11 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     prov = {**provenance(params), **caches}
     rows = []
     ckpt.parent.mkdir(parents=True, exist_ok=True)
+    # On a terminal the bar redraws in place; into a log file (a cluster job, a device call) it writes a line
+    # every 30 s instead of one per cell.
+    tty = sys.__stderr__ is not None and sys.__stderr__.isatty()
     bar = tqdm(cells, desc=f"{gpu}/{kernel_name}", unit="cell", disable=not progress, file=sys.__stderr__,
-               dynamic_ncols=True)
+               dynamic_ncols=True, mininterval=0.1 if tty else 30.0)
     if ckpt.exists() and ckpt.stat().st_size and not ckpt.read_bytes().endswith(b"\n"):
         with open(ckpt, "a") as fh:  # a line cut by a kill: end it, so the next cell starts a line of its own
             fh.write("\n")
