@@ -18,7 +18,9 @@ Three times per cell, each answering its own question:
   CUDA-graph replay of the call costs.
 * ``loop_ms``: back-to-back calls from Python with one synchronisation at the end (no flush, no hold): the time per
   call a training loop sees, launch overhead included. For small problems this is the launch-bound plateau; its
-  host part is also recorded alone as ``enqueue_us`` (host time to enqueue one call).
+  host part is also recorded alone as ``enqueue_us`` (host time to enqueue one call, measured right after a
+  synchronisation, so on a cold host path: it errs high -- e.g. 30-60 us for ``F.gelu`` whose loop time is 10 us --
+  which only lengthens the hold; ``loop_ms`` is the steady-state figure).
 
 Why our own loop and not only ``triton.testing.do_bench``: do_bench flushes a fixed 256 MB buffer, does not hold the
 stream, and samples for a fixed time. We stop when the relative standard error of the median falls under a target
