@@ -16,14 +16,13 @@ from rooflab.gpus import spec_for
 SCOPE = "gpu"
 
 
-def roof(ax, ai, peak_flops, peak_bw, label, style, color, above=True):
-    y = np.minimum(peak_flops, ai * peak_bw) / 1e12
-    ax.plot(ai, y, style, color=color, lw=1.4, label=label)
+def roof(ax, ai, peak_flops, peak_bw, unit, kind, style, color):
+    """One roof; its ridge point is marked and its value goes into the legend (labels on the plot overlapped where
+    roofs sit close together, as bf16, fp16 and tf32 do)."""
     ridge = peak_flops / peak_bw
+    y = np.minimum(peak_flops, ai * peak_bw) / 1e12
+    ax.plot(ai, y, style, color=color, lw=1.4, label=f"{kind} {unit} (ridge {ridge:.3g} FLOP/B)")
     ax.plot([ridge], [peak_flops / 1e12], "o", color=color, ms=4)
-    # datasheet ridges labelled above their roof, measured ones below it, so the two never overlap
-    ax.annotate(f"ridge {ridge:.3g} FLOP/B", (ridge, peak_flops / 1e12), textcoords="offset points",
-                xytext=(5, 4) if above else (5, -11), fontsize=7, color=color)
 
 
 def main(argv=None):
@@ -41,13 +40,16 @@ def main(argv=None):
     spec = spec_for(args.gpu)
     units = sorted(set(df["compute_unit"]))
     if spec:
-        for unit in units:
-            roof(ax, ai, spec.peak_flops(unit), spec.mem_bandwidth, f"datasheet {unit}", "-", "0.25")
+        for unit in sorted(units, key=spec.peak_flops, reverse=True):
+            roof(ax, ai, spec.peak_flops(unit), spec.mem_bandwidth, unit, "datasheet", "-", "0.25")
+    measured = []
     for unit in units:
         peak = df.loc[df["compute_unit"] == unit, "peak_tflops_measured"].dropna()
         bw = df["peak_bandwidth_measured_gbps"].dropna()
         if len(peak) and len(bw):
-            roof(ax, ai, peak.iloc[0] * 1e12, bw.iloc[0] * 1e9, f"measured {unit}", "--", "tab:red", above=False)
+            measured.append((peak.iloc[0] * 1e12, bw.iloc[0] * 1e9, unit))
+    for peak, bw, unit in sorted(measured, reverse=True):
+        roof(ax, ai, peak, bw, unit, "measured", "--", "tab:red")
     sns.scatterplot(data=df, x="arithmetic_intensity", y="achieved_tflops", hue="impl", style="kernel",
                     hue_order=impls_present(df), palette=PALETTE, ax=ax, s=30, alpha=0.85)
     ax.set_xscale("log")
