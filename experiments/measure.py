@@ -141,7 +141,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             fh.write("\n")
     with open(ckpt, "a") as fh:
         for cell in bar:
-            bar.set_postfix_str(f"{cell.impl} {cell.dtype} {cell.size} {cell.pass_}")
+            bar.set_postfix_str(f"{cell.impl} {cell.dtype} {cell.size} {cell.pass_}", refresh=tty)
             if cell.key in done:
                 rows.append(done[cell.key])
                 continue
