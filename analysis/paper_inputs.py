@@ -110,7 +110,7 @@ UNIT_TAG = {"fp32": "Fp", "tf32": "Tf", "bf16": "Bf", "fp16": "Half"}
 ALWAYS = ["HeadlineGpu", "HeadlineGpuKey", "CopyGbps", "CopyFractionDatasheet", "GemmFpTflops", "GemmTfTflops",
           "GemmBfTflops", "GemmHalfTflops", "DatasheetBandwidthTBs", "DatasheetBfTflops", "CellsTotal", "CellsOk",
           "CellsNotTimed", "CellsMismatch", "CellsFailed", "CellsSkipped", "NumKernels", "NumGpus", "GpuList",
-          "LargestSize"]
+          "LargestSize"]  # the Repeat* macros are always defined by repeatability_macros
 
 
 def timed(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
@@ -357,17 +357,59 @@ def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir:
     return "\n".join(out)
 
 
-OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_specs", "figures",
-           "figures_projection", "kernels"]
+OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_specs", "table_repeatability",
+           "figures", "figures_projection", "kernels"]
 
 
-def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str) -> dict[str, str]:
-    """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame."""
+def repeatability_table(runs: dict[str, pd.DataFrame]) -> str:
+    """One block of rows per GPU with a repeatability run (scripts/repeatability.py's per-cell table)."""
+    from analysis.repeatability import EVENT_MIN_MS, GRAPH_MAX_MS, summarize
+
+    label = {"event_long": f"{fmt(EVENT_MIN_MS * 1e3)} us and longer",
+             "graph_short": f"under {fmt(GRAPH_MAX_MS * 1e3)} us",
+             "event_short": f"under {fmt(GRAPH_MAX_MS * 1e3)} us (contrast)"}
+    if not runs:
+        return ("\\emph{No repeatability run is recorded for the devices of this run: "
+                "\\texttt{scripts/repeatability.py} measures one.}\\par\n")
+    rows = []
+    for gpu, t in runs.items():
+        for r in summarize(t).itertuples():
+            rows.append({"GPU": gpu, "cells": label[r.group], "timing": {"event": "events, L2 flushed",
+                                                                   "graph": "CUDA graph"}[r.mode],
+                         "n": str(r.n), "max diff [%]": fmt(r.max_abs_rel_diff * 100, 2),
+                         "median diff [%]": fmt(r.median_abs_rel_diff * 100, 2)})
+    return table_latex(pd.DataFrame(rows), align="lllrrr")
+
+
+def repeatability_macros(m: "Macros", runs: dict[str, pd.DataFrame], gpu: str) -> None:
+    """RepeatEventLongMaxPct, ... for the headline GPU (n/a without a run), and the goals they are judged by."""
+    from analysis.repeatability import EVENT_MIN_MS, GOALS, GRAPH_MAX_MS, summarize
+
+    summary = summarize(runs[gpu]).set_index("group") if gpu in runs else None
+    for group, tag in (("event_long", "EventLong"), ("graph_short", "GraphShort"), ("event_short", "EventShort")):
+        for stat, stag in (("max_abs_rel_diff", "Max"), ("median_abs_rel_diff", "Median")):
+            value = summary.loc[group, stat] * 100 if summary is not None else np.nan
+            m.add(f"Repeat{tag}{stag}Pct", fmt(value, 2), f"two processes, {group}, percent")
+        m.add(f"Repeat{tag}Cells", str(int(summary.loc[group, "n"])) if summary is not None else "n/a")
+    m.add("RepeatLongUs", fmt(EVENT_MIN_MS * 1e3), "long cells start here, microseconds")
+    m.add("RepeatShortUs", fmt(GRAPH_MAX_MS * 1e3), "short cells end here, microseconds")
+    m.add("RepeatGoalEventLongPct", fmt(GOALS["event_long"] * 100), "goal, percent")
+    m.add("RepeatGoalGraphShortPct", fmt(GOALS["graph_short"] * 100), "goal, percent")
+
+
+def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
+             repeatability: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
+    """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame.
+    ``repeatability``: per GPU key, the per-cell table of scripts/repeatability.py (optional)."""
     gpu = headline_gpu(metrics)
     gpus = list(dict.fromkeys(metrics["gpu"]))
     kernels = sorted(set(metrics["kernel"]))
+    runs = {g: t for g, t in (repeatability or {}).items() if g in gpus}
+    macros = make_macros(metrics, ceilings, gpu)
+    repeatability_macros(macros, runs, gpu)
     return {
-        "macros": make_macros(metrics, ceilings, gpu).text(),
+        "macros": macros.text(),
+        "table_repeatability": repeatability_table(runs),
         "table_summary": summary_table(metrics, gpu),
         "table_problems": problems_table(metrics),
         "table_projection": projection_table(metrics, gpu),
@@ -378,12 +420,15 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str) -> dict
     }
 
 
-def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str) -> None:
+def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
+          repeatability_paths: list[str] = ()) -> None:
     from rooflab.io import CEILING_COLUMNS, read_results, write_text
 
     metrics = pd.read_parquet(metrics_path)
     ceilings = pd.concat([read_results(p, CEILING_COLUMNS) for p in ceiling_paths], ignore_index=True)
-    for name, text in generate(metrics, ceilings, figdir).items():
+    # <dir>/<gpu>/repeatability.csv: the GPU is the folder's name
+    runs = {Path(p).parent.name: pd.read_csv(p) for p in repeatability_paths}
+    for name, text in generate(metrics, ceilings, figdir, runs).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 
 
@@ -393,8 +438,10 @@ def main(argv=None):
     ap.add_argument("--ceilings", nargs="+", required=True)
     ap.add_argument("--figdir", default="results/figures")
     ap.add_argument("--outdir", required=True)
+    ap.add_argument("--repeatability", nargs="*", default=[],
+                    help="scripts/repeatability.py tables, as <dir>/<gpu>/repeatability.csv")
     a = ap.parse_args(argv)
-    build(a.metrics, a.ceilings, a.outdir, a.figdir)
+    build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,18 @@ def get_compiled(wildcards=None):
     return [f"results/raw/{gpu}/compiled.parquet" for gpu in GPUS]
 
 
+def get_repeatability(wildcards=None):
+    """scripts/repeatability.py tables for the paper, where present: <dir>/<gpu>/repeatability.csv, from this run's
+    results/raw/<gpu>/ (written by hand with --out) or the committed reference."""
+    out = []
+    for gpu in ANALYSIS_GPUS:
+        for p in (f"results/raw/{gpu}/repeatability.csv", f"{config['reference_dir']}/{gpu}/repeatability.csv"):
+            if Path(workflow.basedir, p).exists():
+                out.append(p)
+                break
+    return out
+
+
 def get_comparisons(wildcards=None):
     return [f"results/compare/{gpu}.md" for gpu in COMPARE_GPUS]
 

@@ -9,12 +9,14 @@ rule paper_inputs:
         figures=get_figures,
         script="analysis/paper_inputs.py",
         kernel_docs=expand("kernels/{kernel}.py", kernel=KERNELS),
+        repeatability=get_repeatability,
     output:
         macros="results/paper/generated/macros.tex",
         summary="results/paper/generated/table_summary.tex",
         problems="results/paper/generated/table_problems.tex",
         projection="results/paper/generated/table_projection.tex",
         specs="results/paper/generated/table_specs.tex",
+        repeatability="results/paper/generated/table_repeatability.tex",
         figures="results/paper/generated/figures.tex",
         figures_projection="results/paper/generated/figures_projection.tex",
         kernels="results/paper/generated/kernels.tex",
@@ -24,7 +26,8 @@ rule paper_inputs:
         ENV
     shell:
         "python -m analysis.paper_inputs --metrics {input.metrics} --ceilings {input.ceilings} "
-        "--figdir results/figures --outdir results/paper/generated > {log} 2>&1"
+        "--figdir results/figures --outdir results/paper/generated --repeatability {input.repeatability} "
+        "> {log} 2>&1"
 
 
 rule paper_pdf:

@@ -25,9 +25,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from analysis.repeatability import summarize  # noqa: E402  (the summary the paper shows too)
+
 KEY = ["kernel", "impl", "dtype", "size", "pass"]
-EVENT_MIN_MS = 0.050  # cells this long should repeat within a fraction of a percent
-GRAPH_MAX_MS = 0.010  # short cells: judged on the CUDA-graph median
 
 
 def load_params(args) -> tuple[str, list[str], dict]:
@@ -91,23 +91,6 @@ def compare(first, second):
     return t.sort_values(KEY).reset_index(drop=True)
 
 
-def summarize(t) -> "pd.DataFrame":
-    import pandas as pd
-
-    def row(name, sel, col):
-        d = t.loc[sel, col].abs().dropna()
-        return {"cells": name, "mode": col.split("_")[0], "n": int(d.size),
-                "max_abs_rel_diff": float(d.max()) if d.size else float("nan"),
-                "median_abs_rel_diff": float(d.median()) if d.size else float("nan")}
-
-    long_ = t["median_ms_1"] >= EVENT_MIN_MS
-    short_graph = t["graph_median_ms_1"] < GRAPH_MAX_MS
-    short_event = t["median_ms_1"] < GRAPH_MAX_MS
-    return pd.DataFrame([row(f">= {EVENT_MIN_MS * 1e3:.0f} us", long_, "event_rel_diff"),
-                         row(f"< {GRAPH_MAX_MS * 1e3:.0f} us", short_graph, "graph_rel_diff"),
-                         row(f"< {GRAPH_MAX_MS * 1e3:.0f} us (contrast)", short_event, "event_rel_diff")])
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", help="table of per-cell differences (.csv or .parquet)")
@@ -146,7 +129,7 @@ def main(argv=None) -> int:
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.4g}".format):
         print(table.to_string(index=False))
         print(f"\nrepeatability on {gpu} (|run2 - run1| / run1 of the medians; table in {out}):")
-        print(summarize(table).to_string(index=False))
+        print(summarize(table).drop(columns="group").to_string(index=False))
     return 0
 
 

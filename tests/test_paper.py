@@ -166,3 +166,20 @@ def test_no_timed_data_still_gives_every_macro_the_paper_needs():
                                       ("b200", "BTwoHundred"), ("cpu", "Cpu")])
 def test_gpu_tag(key, tag):
     assert gpu_tag(key) == tag
+
+
+def test_repeatability_table_and_macros_come_from_the_run():
+    metrics, ceilings = synthetic_metrics()
+    run = pd.DataFrame({"median_ms_1": [0.100, 0.200, 0.004], "median_ms_2": [0.101, 0.196, 0.005],
+                        "graph_median_ms_1": [0.090, 0.190, 0.002], "graph_median_ms_2": [0.090, 0.190, 0.0021]})
+    run["event_rel_diff"] = run["median_ms_2"] / run["median_ms_1"] - 1
+    run["graph_rel_diff"] = run["graph_median_ms_2"] / run["graph_median_ms_1"] - 1
+    out = generate(metrics, ceilings, "/nonexistent", {"h200": run, "a100": run})  # a100: not in this run
+    macros = defined_macros(out["macros"])
+    assert macros["RepeatEventLongMaxPct"] == "2" and macros["RepeatEventLongCells"] == "2"  # 1 % and 2 %
+    assert macros["RepeatGraphShortMaxPct"] == "5" and macros["RepeatGoalEventLongPct"] == "1"
+    table = out["table_repeatability"]
+    assert "\\toprule" in table and "h200" in table and "a100" not in table and "50 us and longer" in table
+    empty = generate(metrics, ceilings, "/nonexistent")
+    assert defined_macros(empty["macros"])["RepeatEventLongMaxPct"] == "n/a"
+    assert "No repeatability run" in empty["table_repeatability"]
