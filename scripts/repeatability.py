@@ -1,6 +1,6 @@
 """Repeatability benchmark (not a test): measure the same sweep twice, in two separate processes, and compare.
 
-    python scripts/repeatability.py --kernels gelu softmax --out results/repeatability.csv
+    python scripts/repeatability.py --kernels gelu softmax --impls builtin triton --out results/raw/h200/repeatability.csv
     python scripts/repeatability.py --kernels gelu --sizes 256 4096 --impls builtin triton --out /tmp/rep.csv
 
 Each run is experiments/measure.run with reuse_cells false, writing to its own temporary folder, one after the
@@ -8,7 +8,8 @@ other (never concurrently: they would share the GPU). Per cell: the relative dif
 (run2 - run1) / run1, for the flushed event-timed median and for the CUDA-graph median. Summary: max and median
 |difference| over cells >= 50 us in event mode (where back-to-back medians should agree within a fraction of a
 percent) and over cells < 10 us in CUDA-graph mode (launch overhead removed: what short cells can claim), and, for
-contrast, event mode under 10 us. The table goes to --out (.csv or .parquet), the summary to stdout.
+contrast, event mode under 10 us. The table goes to --out (.csv or .parquet), the summary to stdout. Written as
+results/raw/<gpu>/repeatability.csv, the next `snakemake all` puts it in the paper (Table "Repeatability").
 
 Settings come from the config the DAG would use (config/config.yaml on a GPU node, config/cpu.yaml elsewhere), with
 the command line's overrides.
