@@ -22,12 +22,12 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int) -> list[dict]:
     import torch
 
     from experiments.measure import check_device
-    from rooflab.timing import CudaEventTimer, HostTimer, TimingConfig, measure
+    from rooflab.timing import TimingConfig, measure, timer_for
 
     device, _ = check_device(gpu)
-    timer = CudaEventTimer(flush_l2=True) if device == "cuda" else HostTimer()
     cfg = TimingConfig(warmup_ms=50 if device == "cuda" else 5, min_samples=10, max_time_s=2.0,
                        max_samples=500, loop_ms=0)
+    timer = timer_for(device, cfg)
     rows = []
 
     n_copy = copy_bytes // 4

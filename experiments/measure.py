@@ -113,11 +113,12 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     from rooflab.kernel import load_kernel
     from rooflab.provenance import provenance
     from rooflab.sweep import run_cell
-    from rooflab.timing import TimingConfig
+    from rooflab.timing import TimingConfig, timer_for
 
     device, l2_bytes = check_device(gpu)
     kernel = load_kernel(kernel_name)
     timing = TimingConfig.from_config(params.get("timing"))
+    timer = timer_for(device, timing)  # one flush buffer and one spin calibration for the whole sweep
     cells = cells_for(kernel, params)
     identity = checkpoint_identity(kernel, params)
     # The cell store: every finished cell is appended here at once, so a kill loses at most the cell in flight,
@@ -146,7 +147,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                 rows.append(done[cell.key])
                 continue
             row = run_cell(kernel, cell, device, timing, interpret_max_size=int(params.get("interpret_max_size", 0)),
-                           seed=int(params.get("seed", 0)), l2_bytes=l2_bytes)
+                           seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer)
             row.update(gpu=gpu, **prov)
             tb = row.pop("traceback", None)
             if tb:

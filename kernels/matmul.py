@@ -140,7 +140,7 @@ def _set_block_shapes(nargs):
 
 
 def _prune_tma_configs(configs, named_args, **kwargs):
-    element_size = 2 if named_args["c_desc"].base.dtype in (torch.bfloat16, torch.float16) else 4
+    element_size = named_args["c_desc"].base.element_size()
     kept = [c for c in configs
             if _smem_bytes(c, element_size) + c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] * element_size
             <= SMEM_LIMIT_BYTES]

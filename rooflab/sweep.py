@@ -17,7 +17,7 @@ from typing import Any
 from rooflab import clocks
 from rooflab.compiled import autotune_facts, autotune_snapshot, autotuners
 from rooflab.kernel import Kernel, torch_dtype
-from rooflab.timing import CudaEventTimer, HostTimer, TimingConfig, cudagraph_median_ms, measure
+from rooflab.timing import TimingConfig, cudagraph_median_ms, measure, timer_for
 
 
 @dataclass(frozen=True)
@@ -154,9 +154,7 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
             row.update(status="not_timed", error="Triton ran under TRITON_INTERPRET=1 (correctness only)")
             return row
 
-        if timer is None:
-            timer = (CudaEventTimer(timing.flush_l2, timing.hold_stream, timing.flush_mode) if device == "cuda"
-                     else HostTimer())
+        timer = timer or timer_for(device, timing)
         row.update(clocks.prefixed("before"))
         row.update(measure(fn, timer, timing))
         row.update(clocks.prefixed("after"))

@@ -270,6 +270,14 @@ class CudaEventTimer:
         return {"hold_us": float(self.hold_us) if self.hold_stream else 0.0, "enqueue_us": self.enqueue_us}
 
 
+def timer_for(device: str, cfg: TimingConfig) -> Timer:
+    """The timer a sweep uses: CUDA events with the configured flush and hold on a GPU, the host clock on the CPU.
+    Make one per sweep and pass it to every cell: it holds the flush buffer and the spin calibration."""
+    if device == "cuda":
+        return CudaEventTimer(cfg.flush_l2, cfg.hold_stream, cfg.flush_mode)
+    return HostTimer()
+
+
 def measure(fn: Callable[[], object], timer: Timer, cfg: TimingConfig,
             clock: Callable[[], float] = time.perf_counter) -> dict:
     """Warm up, then sample in growing batches until the stopping rule fires. Returns the summary + stop_reason."""
