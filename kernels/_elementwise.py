@@ -11,9 +11,10 @@ ELEMENTS_PER_PROGRAM = 4096  # elementwise tile: 4096 elements, 8 warps -> 16 el
 
 def elementwise_tile(n_cols: int, elements: int = ELEMENTS_PER_PROGRAM) -> tuple[int, int]:
     """(BLOCK_M, BLOCK_N) covering about `elements` per program: wide along the row, more rows when rows are short."""
+    if elements < 1 or elements & (elements - 1):
+        raise ValueError(f"elements per program must be a power of two, got {elements}")
     block_n = min(triton.next_power_of_2(max(n_cols, 1)), elements)
     return max(1, elements // block_n), block_n
-
 
 
 def binary_operands(name: str, x: torch.Tensor, y: torch.Tensor):
@@ -37,8 +38,18 @@ def binary_operands(name: str, x: torch.Tensor, y: torch.Tensor):
     return z, (x, y, z)
 
 
-def tile_launch(n_rows: int, n_cols: int):
-    """(BLOCK_M, BLOCK_N, grid) for one program per BLOCK_M x BLOCK_N tile."""
-    block_m, block_n = elementwise_tile(n_cols)
+def tile_launch(views, elements: int | None = None):
+    """(BLOCK_M, BLOCK_N, grid, strides) for one program per BLOCK_M x BLOCK_N tile over same-shape 2-D views.
+
+    ``strides`` flattens (row stride, column stride) of each view, in order. A single-row view gets row stride 0
+    (its only row index is 0, so nothing changes) because Triton specialises integer arguments divisible by 16:
+    a zero stride proves the row start aligned, and the unmasked interior tiles then load and store 16-byte
+    vectors. With the true stride n (1793^2 is odd) every access stayed scalar.
+    """
+    n_rows, n_cols = views[0].shape
+    block_m, block_n = elementwise_tile(n_cols, elements or ELEMENTS_PER_PROGRAM)
+    strides = []
+    for t in views:
+        strides += [0 if n_rows == 1 else t.stride(0), t.stride(1)]
     grid = lambda META: (triton.cdiv(n_rows, META["BLOCK_M"]) * triton.cdiv(n_cols, META["BLOCK_N"]),)  # noqa: E731
-    return block_m, block_n, grid
+    return block_m, block_n, grid, strides

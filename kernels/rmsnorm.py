@@ -42,9 +42,10 @@ def _rmsnorm_fwd_kernel(
     if ONE_TILE:
         mask = cols < n_cols
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
+        # the weight issued with x, not after the reduction: its (L2-resident) load overlaps the row's DRAM latency
+        w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0)
         rstd = tl.math.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-        w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0).to(tl.float32)
-        tl.store(y_row + cols * stride_yn, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+        tl.store(y_row + cols * stride_yn, (x * rstd * w.to(tl.float32)).to(y_ptr.dtype.element_ty), mask=mask)
     else:
         acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 1: the sum of squares

@@ -48,18 +48,18 @@ def _saxpy_kernel(x_ptr, y_ptr, z_ptr, a, n_rows, n_cols,
         tl.store(z_ptrs, z.to(z_ptr.dtype.element_ty), mask=mask)
 
 
-def saxpy_triton(a: float, x: torch.Tensor, y: torch.Tensor, num_warps: int = 8) -> torch.Tensor:
-    """Check the inputs; allocate the output; launch one program per BLOCK_M x BLOCK_N tile."""
+def saxpy_triton(a: float, x: torch.Tensor, y: torch.Tensor, num_warps: int = 8,
+                 block_size: int | None = None) -> torch.Tensor:
+    """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements (default:
+    kernels/_elementwise.ELEMENTS_PER_PROGRAM)."""
     if isinstance(a, bool) or not isinstance(a, (int, float)):
         raise TypeError(f"saxpy_triton needs a Python float scalar a, got {type(a).__name__}")
     z, views = binary_operands("saxpy_triton", x, y)
     if views is None:
         return z
-    xs, ys, zs = views
-    n_rows, n_cols = xs.shape
-    block_m, block_n, grid = tile_launch(n_rows, n_cols)
-    _saxpy_kernel[grid](xs, ys, zs, float(a), n_rows, n_cols, xs.stride(0), xs.stride(1), ys.stride(0),
-                        ys.stride(1), zs.stride(0), zs.stride(1), BLOCK_M=block_m, BLOCK_N=block_n,
+    n_rows, n_cols = views[0].shape
+    block_m, block_n, grid, strides = tile_launch(views, block_size)
+    _saxpy_kernel[grid](*views, float(a), n_rows, n_cols, *strides, BLOCK_M=block_m, BLOCK_N=block_n,
                         num_warps=num_warps)
     return z
 

@@ -47,16 +47,16 @@ def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols,
         tl.store(z_ptrs, z.to(z_ptr.dtype.element_ty), mask=mask)
 
 
-def vecadd_triton(x: torch.Tensor, y: torch.Tensor, num_warps: int = 8) -> torch.Tensor:
-    """Check the inputs; allocate the output; launch one program per BLOCK_M x BLOCK_N tile."""
+def vecadd_triton(x: torch.Tensor, y: torch.Tensor, num_warps: int = 8,
+                  block_size: int | None = None) -> torch.Tensor:
+    """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements (default:
+    kernels/_elementwise.ELEMENTS_PER_PROGRAM)."""
     z, views = binary_operands("vecadd_triton", x, y)
     if views is None:
         return z
-    xs, ys, zs = views
-    n_rows, n_cols = xs.shape
-    block_m, block_n, grid = tile_launch(n_rows, n_cols)
-    _vecadd_kernel[grid](xs, ys, zs, n_rows, n_cols, xs.stride(0), xs.stride(1), ys.stride(0), ys.stride(1),
-                         zs.stride(0), zs.stride(1), BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+    n_rows, n_cols = views[0].shape
+    block_m, block_n, grid, strides = tile_launch(views, block_size)
+    _vecadd_kernel[grid](*views, n_rows, n_cols, *strides, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
     return z
 
 

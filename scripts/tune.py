@@ -1,7 +1,9 @@
 """Tune launch shapes on the GPU present, with the sweep's own timer (L2 flushed, stream held, median).
 
-Sections (--sections): "gelu" (BLOCK_SIZE x num_warps), "rows" (num_warps of softmax forward and backward,
-LayerNorm and RMSNorm; rows per program x num_warps of row-sum), "matmul" (the pointer kernel and the TMA persistent
+Sections (--sections): "gelu" (BLOCK_SIZE x num_warps), "elementwise" (elements per program x num_warps of vecadd
+and GeLU, the fast and the IEEE-division GeLU, SAXPY's default), "rows" (num_warps of softmax forward and backward,
+LayerNorm and RMSNorm, and their looped two-pass tiles; rows per program x num_warps of row-sum), "floor" (what
+the timer reports for an empty event pair and for one-block kernels: the fixed cost inside every cell), "matmul" (the pointer kernel and the TMA persistent
 kernel, each autotuned, against torch.relu(a @ b)), "launch" (host microseconds per call). Prints, per kernel,
 dtype and N, the best variants with their fraction of the copy bandwidth measured in the same run (or of cuBLAS);
 the CSV keeps every variant. The tables behind the defaults in kernels/*.py come from this script. GPU only.
@@ -45,6 +47,45 @@ def gelu_variants(n, dtype):
     return moved, out
 
 
+def elementwise_variants(n, dtype):
+    """[(kernel, bytes moved, {variant: fn})]: tiles of 1024-8192 elements x 2-8 warps, builtin timed first and last
+    (its spread is the noise floor of the comparison)."""
+    from kernels.gelu import gelu_builtin, gelu_triton
+    from kernels.saxpy import saxpy_builtin, saxpy_triton
+    from kernels.vecadd import vecadd_builtin, vecadd_triton
+
+    x = torch.randn(n, n, device="cuda").to(dtype)
+    y = torch.randn(n, n, device="cuda").to(dtype)
+    e = x.element_size()
+    grid = [(b, w) for b in (1024, 2048, 4096, 8192) for w in (2, 4, 8) if b // (32 * w) >= 4]
+    va = {"builtin": lambda: vecadd_builtin(x, y), "triton (default)": lambda: vecadd_triton(x, y)}
+    va.update({f"triton B={b} w={w}": (lambda b=b, w=w: vecadd_triton(x, y, w, b)) for b, w in grid})
+    va["builtin (again)"] = va["builtin"]
+    ge = {"builtin": lambda: gelu_builtin(x), "triton (default)": lambda: gelu_triton(x),
+          "triton precise (IEEE division)": lambda: gelu_triton(x, precise=True)}
+    ge.update({f"triton B={b} w={w}": (lambda b=b, w=w: gelu_triton(x, b, w)) for b, w in grid if w >= 4})
+    ge["builtin (again)"] = ge["builtin"]
+    sa = {"builtin": lambda: saxpy_builtin(2.0, x, y), "triton (default)": lambda: saxpy_triton(2.0, x, y),
+          "builtin (again)": lambda: saxpy_builtin(2.0, x, y)}
+    return [("vecadd", 3 * n * n * e, va), ("gelu", 2 * n * n * e, ge), ("saxpy", 3 * n * n * e, sa)]
+
+
+def floor_variants():
+    """What the timer reports with next to nothing timed: its fixed cost, present in every cell."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _empty(x_ptr):
+        pass
+
+    x = torch.zeros(1, device="cuda")
+    return {"nothing between the events": lambda: None,
+            "empty Triton kernel, 1 program": lambda: _empty[(1,)](x),
+            "x.zero_() on 1 element": lambda: x.zero_(),
+            "empty Triton kernel, 1056 programs": lambda: _empty[(1056,)](x)}
+
+
 def row_variants(n, dtype):
     """(kernel, bytes moved, {variant: fn}) for each row kernel at n x n."""
     import torch.nn.functional as F
@@ -60,7 +101,7 @@ def row_variants(n, dtype):
     w = torch.randn(n, device="cuda").to(dtype)
     b = torch.randn(n, device="cuda").to(dtype)
     e = x.element_size()
-    warps = [w_ for w_ in (4, 8, 16, 32) if 32 * w_ <= n]
+    warps = [w_ for w_ in (4, 8, 16) if 32 * w_ <= n]
     fwd = {"builtin": lambda: torch.softmax(x, dim=1), "triton (default)": lambda: softmax_forward(x)}
     fwd.update({f"triton w={k}": (lambda k=k: softmax_forward(x, num_warps=k)) for k in warps})
     bwd = {"builtin": lambda: torch._softmax_backward_data(dy, y, 1, dtype),
@@ -68,11 +109,17 @@ def row_variants(n, dtype):
     bwd.update({f"triton w={k}": (lambda k=k: softmax_backward(y, dy, num_warps=k)) for k in warps})
     ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
     ln.update({f"triton w={k}": (lambda k=k: layernorm_triton(x, w, b, num_warps=k)) for k in warps})
+    looped = [(bs, k) for bs in (2048, 4096) if bs < n for k in (4, 8)]
+    ln.update({f"triton looped BS={bs} w={k}": (lambda bs=bs, k=k: layernorm_triton(x, w, b, block_size=bs,
+                                                                                        num_warps=k))
+               for bs, k in looped})
     rms = {"builtin": lambda: rmsnorm_builtin(x, w), "triton (default)": lambda: rmsnorm_triton(x, w)}
     rms.update({f"triton w={k}": (lambda k=k: rmsnorm_triton(x, w, num_warps=k)) for k in warps})
+    rms.update({f"triton looped BS={bs} w={k}": (lambda bs=bs, k=k: rmsnorm_triton(x, w, block_size=bs, num_warps=k))
+                for bs, k in looped})
     rs = {"builtin": lambda: x.sum(dim=1), "triton (default)": lambda: rowsum_triton(x),
           "triton looped BN=2048 w=8 (before)": lambda: rowsum_triton(x, 1, 2048, 8)}
-    for bm in (1, 2, 4):
+    for bm in (1, 2):
         if bm * n > 32768:
             continue
         for k in warps:
@@ -138,7 +185,7 @@ def main():
     ap.add_argument("--out", default="tune.csv")
     args = ap.parse_args()
     timer = CudaEventTimer(flush_l2=True)
-    cfg = TimingConfig(warmup_ms=10, max_time_s=0.3, loop_ms=0)
+    cfg = TimingConfig(warmup_ms=10, max_time_s=0.25, loop_ms=0)
     src = torch.randn(1 << 30, device="cuda")
     dst = torch.empty_like(src)
     copy_gbps = 2 * src.numel() * 4 / measure(lambda: dst.copy_(src), timer, cfg)["median_ms"] / 1e6
@@ -154,6 +201,9 @@ def main():
             r["tflops"] = flops / ms / 1e9
         rows.append(r)
 
+    if "floor" in args.sections:
+        for name, fn in floor_variants().items():
+            record("floor", 0, "-", name, _time(fn, timer, cfg))
     if "flush" in args.sections:
         timers = {"write flush + hold": CudaEventTimer(flush_l2=True, flush_mode="write"),
                   "read flush + hold": timer,
@@ -178,6 +228,10 @@ def main():
                 moved, variants = gelu_variants(n, dtype)
                 for name, fn in variants.items():
                     record("gelu", n, dname, name, _time(fn, timer, cfg), moved)
+            if "elementwise" in args.sections:
+                for kernel, moved, variants in elementwise_variants(n, dtype):
+                    for name, fn in variants.items():
+                        record(kernel, n, dname, name, _time(fn, timer, cfg), moved)
             if "rows" in args.sections:
                 for kernel, moved, variants in row_variants(n, dtype):
                     for name, fn in variants.items():
@@ -206,17 +260,20 @@ def main():
         print("\nGB/s by timer variant")
         print(fl.pivot_table(index=["n", "dtype", "call"], columns="timer", values="gbps", sort=False)
               .to_string(float_format="%.0f"))
-    for (kernel, n, dtype), g in df[~df.kernel.isin(["launch", "flush"])].groupby(["kernel", "n", "dtype"],
+    for (kernel, n, dtype), g in df[~df.kernel.isin(["launch", "flush", "floor"])].groupby(["kernel", "n", "dtype"],
                                                                                      sort=False):
         base = g[g.variant.str.startswith("builtin")]["median_us"].min()
         g = g.assign(vs_builtin=base / g["median_us"])
         cols = [c for c in ("variant", "median_us", "gbps", "of_copy", "tflops", "vs_builtin") if c in g]
         print(f"\n{kernel} N={n} {dtype}")
-        print(g.dropna(subset=["median_us"]).sort_values("median_us").head(5)[cols]
-              .to_string(index=False, float_format="%.3f"))
+        g = g.dropna(subset=["median_us"]).sort_values("median_us")
+        keep = g.head(3).index.union(g[g.variant.str.match(r"builtin|triton \((default)\)|triton precise")].index)
+        print(g.loc[g.index.isin(keep), cols].to_string(index=False, float_format="%.3f"))
         chosen = g[g.variant.str.startswith("chosen")]["variant"].tolist()
         if chosen:
             print("  " + "\n  ".join(chosen))
+    if "floor" in args.sections:
+        print("\ntimer floor (us)\n" + df[df.kernel == "floor"][["variant", "median_us"]].to_string(index=False))
     if "launch" in args.sections:
         print(df[df.kernel == "launch"][["variant", "median_us"]].to_string(index=False))
 

@@ -24,6 +24,16 @@ def test_triton_matches_float64(shape, dtype, tol):
     assert rel < tol
 
 
+@pytest.mark.parametrize("precise", [True, False])
+def test_fast_and_precise_forms_agree_over_the_range(precise):
+    """The fast form (folded exp2 polynomial, approximate division) against float64 where tanh saturates, near 0 and
+    in between; both forms must give 0 for large negative x and x for large positive x."""
+    x = torch.cat([torch.linspace(-30, 30, 6001), torch.tensor([-1e4, -100.0, 0.0, 1e-30, 100.0, 1e4])])[None, :]
+    y = gelu_triton(x, precise=precise)
+    ref = F.gelu(x.double(), approximate="tanh")
+    torch.testing.assert_close(y.double(), ref, atol=1e-6, rtol=2e-6)
+
+
 def test_every_element_written():
     """A masked tail must be stored too: poison the output and check nothing is left."""
     x = torch.randn(5, 411)

@@ -22,6 +22,26 @@ def test_matches_float64(shape, dtype, atol, rtol):
     torch.testing.assert_close(out.double(), reference((x, y)), atol=atol, rtol=rtol)
 
 
+@pytest.mark.parametrize("block_size", [16, 256, 8192])
+def test_block_size_override(block_size):
+    x, y = _inputs((37, 1793), torch.float32)
+    torch.testing.assert_close(vecadd_triton(x, y, block_size=block_size).double(), reference((x, y)))
+
+
+def test_tile_launch_gives_a_single_row_view_a_zero_row_stride():
+    """Contiguous operands run as one (1, n) row; its row stride is passed as 0 so Triton can prove alignment."""
+    from kernels._elementwise import binary_operands, tile_launch
+
+    x, y = _inputs((37, 1793), torch.float32)
+    _, views = binary_operands("t", x, y)
+    block_m, block_n, _, strides = tile_launch(views)
+    assert views[0].shape == (1, 37 * 1793) and strides == [0, 1] * 3 and block_m == 1
+    _, views = binary_operands("t", x.t(), y.t())  # a real 2-D view keeps its strides
+    assert tile_launch(views)[3] == [1, 1793, 1, 1793, 37, 1]  # z is allocated contiguous
+    with pytest.raises(ValueError, match="power of two"):
+        tile_launch(views, 1000)
+
+
 @pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
 @pytest.mark.parametrize("view", ["transpose", "column_slice", "mixed"])
 def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
