@@ -4,6 +4,10 @@ The analysis draws these beside the datasheet figures (rooflab/gpus.py): a roofl
 hides the 10-15 % that no kernel reaches (see shared reference: copy ~4.28 TB/s on our H200 vs 4.8 datasheet).
 
 - copy: ``dst.copy_(src)`` over a large buffer (4 GiB on a GPU); bandwidth counts bytes read + bytes written.
+- copy_<dtype>_<N> (``same_size_copies``): the same copy over an N x N tensor, timed like a sweep cell of that
+  size. A cell pays a fixed cost per call (launch, the cold first accesses after the flush: 3-4 us on the H200, see
+  scripts/tune.py --sections floor) that a 1 ms copy amortises and a 33-65 us bf16 cell at 8192^2 does not; this
+  row is the wall at the cell's own size.
 - gemm_<unit>: cuBLAS (``torch.mm``) at n^3 on random data (never zeros: they run faster), 2 n^3 FLOP per call;
   fp32 with TF32 off, tf32 with it on, bf16, fp16.
 Timed with the same adaptive timer as the sweep (median).
@@ -18,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 log = logging.getLogger("rooflab.ceilings")
 
 
-def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int) -> list[dict]:
+def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int, same_size_copies=(),
+                     same_size_dtypes=("float32", "bfloat16")) -> list[dict]:
     import torch
 
     from experiments.measure import check_device
@@ -39,6 +44,16 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int) -> list[dict]:
                  "bytes": moved, "flops": 0.0, **stats})
     log.info("copy %.3f GB buffer: %.1f GB/s (read + write)", n_copy * 4 / 1e9, rows[-1]["value"] / 1e9)
     del src, dst
+    for n in same_size_copies:
+        for dname in same_size_dtypes:
+            x = torch.randn((n, n), device=device).to(getattr(torch, dname))
+            y = torch.empty_like(x)
+            stats = measure(lambda: y.copy_(x), timer, cfg)
+            moved = 2.0 * x.numel() * x.element_size()
+            rows.append({"ceiling": f"copy_{dname}_{n}", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3),
+                         "bytes": moved, "flops": 0.0, **stats})
+            log.info("copy %s %d^2: %.1f GB/s", dname, n, rows[-1]["value"] / 1e9)
+            del x, y
 
     n = gemm_size
     tf32_before = torch.backends.cuda.matmul.allow_tf32
@@ -68,7 +83,9 @@ def run(gpu: str, out: str, params: dict) -> None:
     from rooflab.io import CEILING_COLUMNS, write_parquet
     from rooflab.provenance import provenance
 
-    rows = measure_ceilings(gpu, int(params.get("copy_bytes", 4 << 30)), int(params.get("gemm_size", 8192)))
+    rows = measure_ceilings(gpu, int(params.get("copy_bytes", 4 << 30)), int(params.get("gemm_size", 8192)),
+                            [int(n) for n in params.get("same_size_copies", [])],
+                            params.get("same_size_dtypes", ["float32", "bfloat16"]))
     prov = provenance(params)
     df = pd.DataFrame([{**r, "gpu": gpu, **prov} for r in rows])
     df = df.reindex(columns=CEILING_COLUMNS + [c for c in df.columns if c not in CEILING_COLUMNS])

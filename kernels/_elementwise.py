@@ -7,6 +7,11 @@ from rooflab.triton_utils import check_device
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 ELEMENTS_PER_PROGRAM = 4096  # elementwise tile: 4096 elements, 8 warps -> 16 elements (64 B fp32) per thread
+# (elements per program, num_warps) by dtype, from scripts/tune.py --sections elementwise on the H200
+# (data/reference/h200/tune_v2.csv): 16 elements a thread in every dtype (64 B fp32, 32 B bf16). At
+# 8192^2 bf16 2048/4 ran 92.4 us against 4096/8's 93.7 (builtin 92.1-92.4); at N <= 2048 the variants are within the
+# run's noise (builtin timed twice differs by up to 16 %).
+LAUNCH = {torch.float32: (4096, 8), torch.bfloat16: (2048, 4), torch.float16: (2048, 4)}
 
 
 def elementwise_tile(n_cols: int, elements: int = ELEMENTS_PER_PROGRAM) -> tuple[int, int]:
@@ -38,8 +43,9 @@ def binary_operands(name: str, x: torch.Tensor, y: torch.Tensor):
     return z, (x, y, z)
 
 
-def tile_launch(views, elements: int | None = None):
-    """(BLOCK_M, BLOCK_N, grid, strides) for one program per BLOCK_M x BLOCK_N tile over same-shape 2-D views.
+def tile_launch(views, elements: int | None = None, num_warps: int | None = None):
+    """(BLOCK_M, BLOCK_N, num_warps, grid, strides) for one program per BLOCK_M x BLOCK_N tile over same-shape
+    2-D views; ``elements`` (per program) and ``num_warps`` default to LAUNCH for the views' dtype.
 
     ``strides`` flattens (row stride, column stride) of each view, in order. A single-row view gets row stride 0
     (its only row index is 0, so nothing changes) because Triton specialises integer arguments divisible by 16:
@@ -47,9 +53,10 @@ def tile_launch(views, elements: int | None = None):
     vectors. With the true stride n (1793^2 is odd) every access stayed scalar.
     """
     n_rows, n_cols = views[0].shape
-    block_m, block_n = elementwise_tile(n_cols, elements or ELEMENTS_PER_PROGRAM)
+    default_elements, default_warps = LAUNCH.get(views[0].dtype, (ELEMENTS_PER_PROGRAM, 8))
+    block_m, block_n = elementwise_tile(n_cols, elements or default_elements)
     strides = []
     for t in views:
         strides += [0 if n_rows == 1 else t.stride(0), t.stride(1)]
     grid = lambda META: (triton.cdiv(n_rows, META["BLOCK_M"]) * triton.cdiv(n_cols, META["BLOCK_N"]),)  # noqa: E731
-    return block_m, block_n, grid, strides
+    return block_m, block_n, num_warps or default_warps, grid, strides

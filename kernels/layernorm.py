@@ -45,14 +45,12 @@ def _layernorm_fwd_kernel(
     if ONE_TILE:
         mask = cols < n_cols
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
-        # weight and bias issued with x, not after the reductions: their (L2-resident) loads then overlap the row's
-        # DRAM latency instead of adding a dependent round trip between the reductions and the store
-        w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0)
-        b = tl.load(b_ptr + cols * stride_b, mask=mask, other=0.0)
         mean = tl.sum(x, axis=0) / n_cols
         diff = tl.where(mask, x - mean, 0.0)
         rstd = tl.math.rsqrt(tl.sum(diff * diff, axis=0) / n_cols + eps)
-        y = diff * rstd * w.to(tl.float32) + b.to(tl.float32)
+        w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + cols * stride_b, mask=mask, other=0.0).to(tl.float32)
+        y = diff * rstd * w + b
         tl.store(y_row + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
     else:
         acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)

@@ -48,17 +48,17 @@ def _saxpy_kernel(x_ptr, y_ptr, z_ptr, a, n_rows, n_cols,
         tl.store(z_ptrs, z.to(z_ptr.dtype.element_ty), mask=mask)
 
 
-def saxpy_triton(a: float, x: torch.Tensor, y: torch.Tensor, num_warps: int = 8,
+def saxpy_triton(a: float, x: torch.Tensor, y: torch.Tensor, num_warps: int | None = None,
                  block_size: int | None = None) -> torch.Tensor:
-    """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements (default:
-    kernels/_elementwise.ELEMENTS_PER_PROGRAM)."""
+    """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements with ``num_warps``
+    (defaults by dtype: kernels/_elementwise.LAUNCH)."""
     if isinstance(a, bool) or not isinstance(a, (int, float)):
         raise TypeError(f"saxpy_triton needs a Python float scalar a, got {type(a).__name__}")
     z, views = binary_operands("saxpy_triton", x, y)
     if views is None:
         return z
     n_rows, n_cols = views[0].shape
-    block_m, block_n, grid, strides = tile_launch(views, block_size)
+    block_m, block_n, num_warps, grid, strides = tile_launch(views, block_size, num_warps)
     _saxpy_kernel[grid](*views, float(a), n_rows, n_cols, *strides, BLOCK_M=block_m, BLOCK_N=block_n,
                         num_warps=num_warps)
     return z

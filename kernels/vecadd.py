@@ -47,15 +47,15 @@ def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols,
         tl.store(z_ptrs, z.to(z_ptr.dtype.element_ty), mask=mask)
 
 
-def vecadd_triton(x: torch.Tensor, y: torch.Tensor, num_warps: int = 8,
+def vecadd_triton(x: torch.Tensor, y: torch.Tensor, num_warps: int | None = None,
                   block_size: int | None = None) -> torch.Tensor:
-    """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements (default:
-    kernels/_elementwise.ELEMENTS_PER_PROGRAM)."""
+    """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements with ``num_warps``
+    (defaults by dtype: kernels/_elementwise.LAUNCH)."""
     z, views = binary_operands("vecadd_triton", x, y)
     if views is None:
         return z
     n_rows, n_cols = views[0].shape
-    block_m, block_n, grid, strides = tile_launch(views, block_size)
+    block_m, block_n, num_warps, grid, strides = tile_launch(views, block_size, num_warps)
     _vecadd_kernel[grid](*views, n_rows, n_cols, *strides, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
     return z
 

@@ -1,26 +1,33 @@
 """The fast-kernels scorecard, from a metrics parquet (one run): per kernel and dtype,
 
 - memory-bound kernels: Triton GB/s at the largest N, its fraction of the copy bandwidth measured in the same run
-  (goal >= 0.95), and the worst ratio Triton / best of (builtin, torch.compile) over N >= 1024 (goal >= 1.00);
+  (goal >= 0.95), its fraction of a same-size copy (ceiling copy_<dtype>_<N> where the ceilings table has it:
+  the wall under the per-call fixed cost every cell pays), and the worst ratio Triton / best of (builtin, torch.compile) over N >= 1024 (goal >= 1.00);
 - matmul + ReLU: Triton TFLOP/s / cuBLAS (builtin) TFLOP/s at each N (goals: >= 1.00 at 4096 and 8192, >= 0.90 at
   2048, >= 0.80 at 1024).
 
-    python scripts/ratio_table.py results/metrics.parquet [--gpu h200] [--pass fwd]
+    python scripts/ratio_table.py results/metrics.parquet [--gpu h200] [--pass fwd] [--ceilings PATH]
 """
 import argparse
 import sys
+from pathlib import Path
 
 import pandas as pd
 
 MATMUL_GOALS = {1024: 0.80, 2048: 0.90, 4096: 1.00, 8192: 1.00}
 
 
-def scorecard(m: pd.DataFrame, gpu: str, pass_: str = "fwd") -> tuple[pd.DataFrame, pd.DataFrame]:
+def scorecard(m: pd.DataFrame, gpu: str, pass_: str = "fwd",
+              ceilings: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     ok = m[(m["status"] == "ok") & (m["gpu"] == gpu) & (m["pass"] == pass_)]
     t = ok.pivot_table(index=["kernel", "dtype", "size"], columns="impl", values="median_ms", aggfunc="first")
     gb = ok.pivot_table(index=["kernel", "dtype", "size"], columns="impl", values="achieved_gbps", aggfunc="first")
     copy = ok["peak_bandwidth_measured_gbps"].dropna()
     copy = float(copy.iloc[0]) if len(copy) else float("nan")
+    same = {}
+    if ceilings is not None and len(ceilings):
+        c = ceilings[ceilings["gpu"] == gpu]
+        same = {r["ceiling"]: r["value"] / 1e9 for _, r in c.iterrows() if r["ceiling"].startswith("copy_")}
     mem_rows, mm_rows = [], []
     for (kernel, dtype), g in t.groupby(level=[0, 1]):
         g = g.droplevel([0, 1])
@@ -44,7 +51,9 @@ def scorecard(m: pd.DataFrame, gpu: str, pass_: str = "fwd") -> tuple[pd.DataFra
         nmax = g["triton"].dropna().index.max()
         tgb = gb.loc[(kernel, dtype, nmax), "triton"]
         mem_rows.append({"kernel": kernel, "dtype": dtype, "N": nmax, "triton_gbps": tgb, "copy_gbps": copy,
-                         "triton/copy": tgb / copy, "min triton/best_torch (N>=1024)": ratio.min(),
+                         "triton/copy": tgb / copy,
+                         "triton/same-size copy": tgb / same.get(f"copy_{dtype}_{nmax}", float("nan")),
+                         "min triton/best_torch (N>=1024)": ratio.min(),
                          "at N": ratio.idxmin() if ratio.notna().any() else None})
     return pd.DataFrame(mem_rows), pd.DataFrame(mm_rows)
 
@@ -54,11 +63,15 @@ def main(argv=None):
     ap.add_argument("metrics")
     ap.add_argument("--gpu", default=None, help="default: the first non-cpu gpu in the file")
     ap.add_argument("--pass", dest="pass_", default="fwd")
+    ap.add_argument("--ceilings", default=None,
+                    help="ceilings parquet with same-size copies (default: results/raw/<gpu>/ceilings.parquet)")
     a = ap.parse_args(argv)
     m = pd.read_parquet(a.metrics)
     gpus = [g for g in dict.fromkeys(m["gpu"]) if g != "cpu"] or list(dict.fromkeys(m["gpu"]))
     gpu = a.gpu or gpus[0]
-    mem, mm = scorecard(m, gpu, a.pass_)
+    cpath = Path(a.ceilings or f"results/raw/{gpu}/ceilings.parquet")
+    ceilings = pd.read_parquet(cpath) if cpath.exists() else None
+    mem, mm = scorecard(m, gpu, a.pass_, ceilings)
     pd.set_option("display.width", 160)
     print(f"gpu {gpu}, pass {a.pass_}")
     if len(mem):

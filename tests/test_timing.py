@@ -196,6 +196,19 @@ def test_ceilings_schema_on_the_cpu(tmp_path):
     assert (df["value"] > 0).all() and set(df["timer"]) == {"host"}
 
 
+def test_same_size_copies_are_their_own_ceilings(tmp_path):
+    from experiments.ceilings import run
+
+    out = tmp_path / "ceilings.parquet"
+    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_size": 64, "same_size_copies": [64, 128],
+                          "same_size_dtypes": ["float32", "bfloat16"]})
+    df = pd.read_parquet(out).set_index("ceiling")
+    names = ["copy_float32_64", "copy_bfloat16_64", "copy_float32_128", "copy_bfloat16_128"]
+    assert list(df.index[1:5]) == names
+    assert df.loc["copy_bfloat16_128", "bytes"] == 2 * 128 * 128 * 2  # read + write, at the dtype's width
+    assert (df.loc[names, "value"] > 0).all()
+
+
 def test_hold_covers_the_slowest_enqueue_with_margin_and_is_capped():
     from rooflab.timing import HOLD_MARGIN_US, HOLD_MAX_US, hold_us_for
 

@@ -34,10 +34,10 @@ def test_tile_launch_gives_a_single_row_view_a_zero_row_stride():
 
     x, y = _inputs((37, 1793), torch.float32)
     _, views = binary_operands("t", x, y)
-    block_m, block_n, _, strides = tile_launch(views)
+    block_m, block_n, num_warps, _, strides = tile_launch(views)
     assert views[0].shape == (1, 37 * 1793) and strides == [0, 1] * 3 and block_m == 1
     _, views = binary_operands("t", x.t(), y.t())  # a real 2-D view keeps its strides
-    assert tile_launch(views)[3] == [1, 1793, 1, 1793, 37, 1]  # z is allocated contiguous
+    assert tile_launch(views)[4] == [1, 1793, 1, 1793, 37, 1]  # z is allocated contiguous
     with pytest.raises(ValueError, match="power of two"):
         tile_launch(views, 1000)
 
