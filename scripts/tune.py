@@ -2,8 +2,10 @@
 
 Sections (--sections): "gelu" (BLOCK_SIZE x num_warps), "elementwise" (elements per program x num_warps of vecadd
 and GeLU, the fast and the IEEE-division GeLU, SAXPY's default), "rows" (num_warps of softmax forward and backward,
-LayerNorm and RMSNorm, and their looped two-pass tiles; rows per program x num_warps of row-sum), "floor" (what
-the timer reports for an empty event pair and for one-block kernels: the fixed cost inside every cell), "matmul" (the pointer kernel and the TMA persistent
+LayerNorm and RMSNorm; rows per program x num_warps of row-sum; persistent grids (programs per SM x pipeline
+stages) of the softmax forward, LayerNorm, RMSNorm and row-sum; tune_v2.csv also has looped two-pass tiles), "floor" (what
+the timer reports for an empty event pair and for one-block kernels: the fixed cost inside every cell; and a
+small cell under fixed hold lengths), "matmul" (the pointer kernel and the TMA persistent
 kernel, each autotuned, against torch.relu(a @ b)), "launch" (host microseconds per call). Prints, per kernel,
 dtype and N, the best variants with their fraction of the copy bandwidth measured in the same run (or of cuBLAS);
 the CSV keeps every variant. The tables behind the defaults in kernels/*.py come from this script. GPU only.
@@ -23,6 +25,19 @@ import torch  # noqa: E402
 from rooflab.timing import CudaEventTimer, TimingConfig, measure  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class FixedHoldTimer(CudaEventTimer):
+    """The sweep's timer with the hold fixed instead of sized from the enqueue cost."""
+
+    def __init__(self, hold_us):
+        super().__init__(flush_l2=True)
+        self.fixed_hold_us = hold_us
+
+    def warmup(self, fn, warmup_ms):
+        super().warmup(fn, warmup_ms)
+        self.hold_us = self.fixed_hold_us
+        self.hold_cycles = int(self.hold_us * self.cycles_per_us)
 
 
 def _time(fn, timer, cfg):
@@ -109,21 +124,22 @@ def row_variants(n, dtype):
     bwd.update({f"triton w={k}": (lambda k=k: softmax_backward(y, dy, num_warps=k)) for k in warps})
     ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
     ln.update({f"triton w={k}": (lambda k=k: layernorm_triton(x, w, b, num_warps=k)) for k in warps})
-    looped = [(bs, k) for bs in (2048, 4096) if bs < n for k in (4, 8)]
-    ln.update({f"triton looped BS={bs} w={k}": (lambda bs=bs, k=k: layernorm_triton(x, w, b, block_size=bs,
-                                                                                        num_warps=k))
-               for bs, k in looped})
     rms = {"builtin": lambda: rmsnorm_builtin(x, w), "triton (default)": lambda: rmsnorm_triton(x, w)}
     rms.update({f"triton w={k}": (lambda k=k: rmsnorm_triton(x, w, num_warps=k)) for k in warps})
-    rms.update({f"triton looped BS={bs} w={k}": (lambda bs=bs, k=k: rmsnorm_triton(x, w, block_size=bs, num_warps=k))
-                for bs, k in looped})
-    rs = {"builtin": lambda: x.sum(dim=1), "triton (default)": lambda: rowsum_triton(x),
-          "triton looped BN=2048 w=8 (before)": lambda: rowsum_triton(x, 1, 2048, 8)}
+    rs = {"builtin": lambda: x.sum(dim=1), "triton (default)": lambda: rowsum_triton(x)}
     for bm in (1, 2):
         if bm * n > 32768:
             continue
         for k in warps:
             rs[f"triton BM={bm} w={k}"] = (lambda bm=bm, k=k: rowsum_triton(x, bm, None, k))
+    # persistent grids: programs per SM x pipeline stages (x num_warps), whole rows per tile
+    persistent = [(p, st, None) for p in (2, 4) for st in (2, 3)] + [(2, 3, 16)]
+    for p, st, k in persistent:
+        tag = f"triton persistent P={p}/SM stages={st}" + (f" w={k}" if k else "")
+        fwd[tag] = (lambda p=p, st=st, k=k: softmax_forward(x, num_warps=k, programs_per_sm=p, num_stages=st))
+        ln[tag] = (lambda p=p, st=st, k=k: layernorm_triton(x, w, b, num_warps=k, programs_per_sm=p, num_stages=st))
+        rms[tag] = (lambda p=p, st=st, k=k: rmsnorm_triton(x, w, num_warps=k, programs_per_sm=p, num_stages=st))
+        rs[tag] = (lambda p=p, st=st, k=k: rowsum_triton(x, num_warps=k, programs_per_sm=p, num_stages=st))
     return [("softmax fwd", 2 * n * n * e, fwd), ("softmax bwd", 3 * n * n * e, bwd),
             ("layernorm", (2 * n * n + 2 * n) * e, ln), ("rmsnorm", (2 * n * n + n) * e, rms),
             ("rowsum", (n * n + n) * e, rs)]
@@ -204,6 +220,14 @@ def main():
     if "floor" in args.sections:
         for name, fn in floor_variants().items():
             record("floor", 0, "-", name, _time(fn, timer, cfg))
+        # Does the length of the hold move a small cell? (SMs idle behind a long spin might clock down.)
+        a = torch.randn(1024, 1024, device="cuda")
+        b = torch.randn(1024, 1024, device="cuda")
+        for rep in range(3):
+            for hold in (20.0, 100.0, 400.0, None):
+                t = FixedHoldTimer(hold) if hold else timer
+                record("floor", 1024, "float32", f"torch.add 1024^2 fp32, hold {hold or 'adaptive'} us, rep {rep}",
+                       _time(lambda: torch.add(a, b), t, cfg))
     if "flush" in args.sections:
         timers = {"write flush + hold": CudaEventTimer(flush_l2=True, flush_mode="write"),
                   "read flush + hold": timer,
