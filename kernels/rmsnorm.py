@@ -18,7 +18,7 @@ import triton.language as tl
 
 from kernels._rows import row_launch_params
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
-from rooflab.triton_utils import check_device, sm_count
+from rooflab.triton_utils import check_device
 
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
@@ -61,33 +61,9 @@ def _rmsnorm_fwd_kernel(
             tl.store(y_row + c * stride_yn, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def _rmsnorm_fwd_persistent_kernel(
-    x_ptr, w_ptr, y_ptr,
-    n_rows, n_cols,
-    stride_xm, stride_xn, stride_w, stride_ym, stride_yn,
-    eps,
-    BLOCK_SIZE: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
-):
-    """A few programs per SM, each walking rows pid, pid + P, ...: the weight is loaded once per program, and the
-    loop is software-pipelined (NUM_STAGES) so the next row's loads are in flight while this row is reduced."""
-    pid = tl.program_id(axis=0).to(tl.int64)  # int64 rows: row * stride_xm passes 2^31 for large inputs
-    n_programs = tl.num_programs(axis=0)
-    cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)
-    mask = cols < n_cols
-    w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0).to(tl.float32)
-    for r in tl.range(pid, n_rows, n_programs, num_stages=NUM_STAGES):
-        x = tl.load(x_ptr + r * stride_xm + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
-        rstd = tl.math.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
-        tl.store(y_ptr + r * stride_ym + cols * stride_yn, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
-
-
 def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
-                   block_size: int | None = None, num_warps: int | None = None,
-                   programs_per_sm: int | None = None, num_stages: int = 2) -> torch.Tensor:
-    """Check the inputs; allocate y; launch one program per row, or, with ``programs_per_sm``, a persistent grid of
-    that many programs per SM walking the rows (whole rows in one tile only).
+                   block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+    """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x and weight are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows.
@@ -109,14 +85,6 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     block_size = block_size or auto_block
     if block_size & (block_size - 1):
         raise ValueError(f"block_size must be a power of two, got {block_size}")
-    if programs_per_sm and block_size >= n_cols:
-        n_programs = min(n_rows, programs_per_sm * sm_count(x.device))
-        _rmsnorm_fwd_persistent_kernel[(n_programs,)](
-            x, weight, y, n_rows, n_cols,
-            x.stride(0), x.stride(1), weight.stride(0), y.stride(0), y.stride(1),
-            eps, BLOCK_SIZE=block_size, NUM_STAGES=num_stages, num_warps=num_warps or auto_warps,
-        )
-        return y
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _rmsnorm_fwd_kernel[grid](
         x, weight, y, n_cols,

@@ -22,7 +22,7 @@ import triton.language as tl
 
 from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
-from rooflab.triton_utils import check_device, sm_count
+from rooflab.triton_utils import check_device
 
 FLOPS_PER_ELEMENT = 1  # one add per element read (N - 1 per row, counted as N)
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -72,24 +72,9 @@ def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
     tl.store(s_ptr + rows * stride_s, s.to(s_ptr.dtype.element_ty), mask=row_mask)
 
 
-@triton.jit
-def _rowsum_persistent_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
-                              BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
-    """Whole rows, a few programs per SM walking them, the loop software-pipelined (NUM_STAGES)."""
-    pid = tl.program_id(axis=0).to(tl.int64)
-    n_programs = tl.num_programs(axis=0)
-    cols = tl.arange(0, BLOCK_N).to(tl.int64)
-    mask = cols < n_cols
-    for row in tl.range(pid, n_rows, n_programs, num_stages=NUM_STAGES):
-        x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
-        tl.store(s_ptr + row * stride_s, tl.sum(x, axis=0).to(s_ptr.dtype.element_ty))
-
-
 def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | None = None,
-                  num_warps: int | None = None, programs_per_sm: int | None = None,
-                  num_stages: int = 2) -> torch.Tensor:
-    """Check the input; allocate the output (N values, x's dtype); launch one program per BLOCK_M rows, or, with
-    ``programs_per_sm`` (whole rows only), a persistent grid of that many programs per SM walking the rows.
+                  num_warps: int | None = None) -> torch.Tensor:
+    """Check the input; allocate the output (N values, x's dtype); launch one program per BLOCK_M rows.
 
     ``block_m``, ``block_n`` and ``num_warps`` override the heuristic (launch_params), e.g. to test the tiled loop
     on short rows or to tune.
@@ -110,11 +95,6 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
     for name, v in (("block_m", block_m), ("block_n", block_n)):
         if v & (v - 1):
             raise ValueError(f"{name} must be a power of two, got {v}")
-    if programs_per_sm and block_n >= n_cols:
-        _rowsum_persistent_kernel[(min(n_rows, programs_per_sm * sm_count(x.device)),)](
-            x, s, n_rows, n_cols, x.stride(0), x.stride(1), s.stride(0), BLOCK_N=block_n, NUM_STAGES=num_stages,
-            num_warps=num_warps or row_launch_params(block_n, x.element_size())[1])
-        return s
     _rowsum_kernel[(triton.cdiv(n_rows, block_m),)](
         x, s, n_rows, n_cols, x.stride(0), x.stride(1), s.stride(0),
         BLOCK_M=block_m, BLOCK_N=block_n, ONE_TILE=block_n >= n_cols, num_warps=num_warps or auto_warps)

@@ -26,7 +26,7 @@ import triton.language as tl
 from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
-from rooflab.triton_utils import check_device, sm_count
+from rooflab.triton_utils import check_device
 
 # Longest row held in registers by one program, and the tile of the online kernels for longer rows: the bound shared
 # by the row-wise kernels (kernels/_rows.py), as are num_warps (about 64 B of the tile per thread).
@@ -48,22 +48,6 @@ def _softmax_fwd_row_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, 
     e = tl.exp(z)  # padding: exp(-inf) = 0
     y = e * (1.0 / tl.sum(e, axis=0))
     tl.store(y_ptr + row * stride_ym + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
-
-
-@triton.jit
-def _softmax_fwd_persistent_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_ym, stride_yn,
-                                   BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr):
-    """Triton tutorial 02's persistent form: a few programs per SM walk the rows, the loop software-pipelined."""
-    pid = tl.program_id(axis=0).to(tl.int64)
-    n_programs = tl.num_programs(axis=0)
-    cols = tl.arange(0, BLOCK_N)
-    mask = cols < n_cols
-    for row in tl.range(pid, n_rows, n_programs, num_stages=NUM_STAGES):
-        x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=-float("inf")).to(tl.float32)
-        z = x - tl.max(x, axis=0)
-        e = tl.exp(z)
-        y = e * (1.0 / tl.sum(e, axis=0))
-        tl.store(y_ptr + row * stride_ym + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -149,11 +133,9 @@ def _launch_params(n_cols: int, element_size: int, max_block: int) -> tuple[int,
     return block, num_warps, block >= n_cols
 
 
-def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
-                    programs_per_sm: int | None = None, num_stages: int = 2) -> torch.Tensor:
-    """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length, or
-    with ``programs_per_sm`` (whole rows only) a persistent grid walking the rows. ``num_warps`` overrides the
-    heuristic (for tuning)."""
+def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None) -> torch.Tensor:
+    """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length.
+    ``num_warps`` overrides the heuristic (for tuning)."""
     _check("softmax_forward", x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
@@ -161,11 +143,6 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
         return y
     block, auto_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
     num_warps = num_warps or auto_warps
-    if programs_per_sm and one_block:
-        _softmax_fwd_persistent_kernel[(min(n_rows, programs_per_sm * sm_count(x.device)),)](
-            x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
-            BLOCK_N=block, NUM_STAGES=num_stages, num_warps=num_warps)
-        return y
     kernel = _softmax_fwd_row_kernel if one_block else _softmax_fwd_online_kernel
     grid = lambda META: (n_rows,)  # noqa: E731
     kernel[grid](x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1),

@@ -1,7 +1,6 @@
 """Small Triton helpers shared by the kernel files."""
 from __future__ import annotations
 
-import functools
 import os
 
 import triton
@@ -24,18 +23,3 @@ def check_device(*tensors) -> None:
         if (t.device.type == "cpu") != want_cpu:
             where = "CPU tensors (TRITON_INTERPRET=1 is set)" if want_cpu else "CUDA tensors"
             raise ValueError(f"Triton kernel needs {where}; got a tensor on {t.device}")
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    import torch
-
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def sm_count(device) -> int:
-    """Streaming multiprocessors of a tensor's device, for persistent grids (4 under the interpreter: any small
-    number exercises the row loop)."""
-    if getattr(device, "type", "cpu") != "cuda":
-        return 4
-    return _sm_count(device.index if device.index is not None else 0)

@@ -2,8 +2,8 @@
 
 Sections (--sections): "gelu" (BLOCK_SIZE x num_warps), "elementwise" (elements per program x num_warps of vecadd
 and GeLU, the fast and the IEEE-division GeLU, SAXPY's default), "rows" (num_warps of softmax forward and backward,
-LayerNorm and RMSNorm; rows per program x num_warps of row-sum; persistent grids (programs per SM x pipeline
-stages) of the softmax forward, LayerNorm, RMSNorm and row-sum; tune_v2.csv also has looped two-pass tiles), "floor" (what
+LayerNorm and RMSNorm; rows per program x num_warps of row-sum. tune_v2.csv also has looped two-pass tiles, and
+tune_v3.csv persistent software-pipelined grids, commit 359f7b8: slower in every cell, removed), "floor" (what
 the timer reports for an empty event pair and for one-block kernels: the fixed cost inside every cell; and a
 small cell under fixed hold lengths), "matmul" (the pointer kernel and the TMA persistent
 kernel, each autotuned, against torch.relu(a @ b)), "launch" (host microseconds per call). Prints, per kernel,
@@ -132,14 +132,6 @@ def row_variants(n, dtype):
             continue
         for k in warps:
             rs[f"triton BM={bm} w={k}"] = (lambda bm=bm, k=k: rowsum_triton(x, bm, None, k))
-    # persistent grids: programs per SM x pipeline stages (x num_warps), whole rows per tile
-    persistent = [(p, st, None) for p in (2, 4) for st in (2, 3)] + [(2, 3, 16)]
-    for p, st, k in persistent:
-        tag = f"triton persistent P={p}/SM stages={st}" + (f" w={k}" if k else "")
-        fwd[tag] = (lambda p=p, st=st, k=k: softmax_forward(x, num_warps=k, programs_per_sm=p, num_stages=st))
-        ln[tag] = (lambda p=p, st=st, k=k: layernorm_triton(x, w, b, num_warps=k, programs_per_sm=p, num_stages=st))
-        rms[tag] = (lambda p=p, st=st, k=k: rmsnorm_triton(x, w, num_warps=k, programs_per_sm=p, num_stages=st))
-        rs[tag] = (lambda p=p, st=st, k=k: rowsum_triton(x, num_warps=k, programs_per_sm=p, num_stages=st))
     return [("softmax fwd", 2 * n * n * e, fwd), ("softmax bwd", 3 * n * n * e, bwd),
             ("layernorm", (2 * n * n + 2 * n) * e, ln), ("rmsnorm", (2 * n * n + n) * e, rms),
             ("rowsum", (n * n + n) * e, rs)]
