@@ -124,6 +124,8 @@ def row_variants(n, dtype):
     bwd.update({f"triton w={k}": (lambda k=k: softmax_backward(y, dy, num_warps=k)) for k in warps})
     ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
     ln.update({f"triton w={k}": (lambda k=k: layernorm_triton(x, w, b, num_warps=k)) for k in warps})
+    ln["triton two-pass statistics"] = lambda: layernorm_triton(x, w, b, one_reduction=False)
+    ln["triton one-reduction statistics"] = lambda: layernorm_triton(x, w, b, one_reduction=True)
     rms = {"builtin": lambda: rmsnorm_builtin(x, w), "triton (default)": lambda: rmsnorm_triton(x, w)}
     rms.update({f"triton w={k}": (lambda k=k: rmsnorm_triton(x, w, num_warps=k)) for k in warps})
     rs = {"builtin": lambda: x.sum(dim=1), "triton (default)": lambda: rowsum_triton(x)}
