@@ -30,11 +30,6 @@ FLOPS_PER_ELEMENT = 7
 
 
 @triton.jit
-def _add_pairs(a0, a1, b0, b1):
-    return a0 + b0, a1 + b1
-
-
-@triton.jit
 def _layernorm_fwd_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr,
     n_cols,
@@ -42,7 +37,6 @@ def _layernorm_fwd_kernel(
     eps,
     BLOCK_SIZE: tl.constexpr,
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
-    ONE_REDUCTION: tl.constexpr = False,  # both moments in one shifted reduction (16-bit x; see below)
 ):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
@@ -51,22 +45,9 @@ def _layernorm_fwd_kernel(
     if ONE_TILE:
         mask = cols < n_cols
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
-        if ONE_REDUCTION:
-            # Both moments in one reduction (one shuffle tree, one trip through shared memory instead of two in
-            # sequence), about a shift k = x[row, 0] so sum((x-k)^2)/n - mean(x-k)^2 does not cancel when the
-            # row's mean is large against its spread. Used for 16-bit x, whose own rounding (2^-9 relative) is far
-            # coarser than what this costs in fp32; fp32 x keeps the two-pass form.
-            k = tl.load(x_row).to(tl.float32)
-            d = tl.where(mask, x - k, 0.0)
-            s1, s2 = tl.reduce((d, d * d), 0, _add_pairs)
-            mean_d = s1 / n_cols
-            mean = k + mean_d
-            diff = x - mean
-            rstd = tl.math.rsqrt(tl.maximum(s2 / n_cols - mean_d * mean_d, 0.0) + eps)
-        else:
-            mean = tl.sum(x, axis=0) / n_cols
-            diff = tl.where(mask, x - mean, 0.0)
-            rstd = tl.math.rsqrt(tl.sum(diff * diff, axis=0) / n_cols + eps)
+        mean = tl.sum(x, axis=0) / n_cols
+        diff = tl.where(mask, x - mean, 0.0)
+        rstd = tl.math.rsqrt(tl.sum(diff * diff, axis=0) / n_cols + eps)
         w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0).to(tl.float32)
         b = tl.load(b_ptr + cols * stride_b, mask=mask, other=0.0).to(tl.float32)
         y = diff * rstd * w + b
@@ -96,8 +77,7 @@ def _layernorm_fwd_kernel(
 
 
 def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
-                     block_size: int | None = None, num_warps: int | None = None,
-                     one_reduction: bool | None = None) -> torch.Tensor:
+                     block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
@@ -125,9 +105,7 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     _layernorm_fwd_kernel[grid](
         x, weight, bias, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0), y.stride(1),
-        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols,
-        ONE_REDUCTION=x.element_size() < 4 if one_reduction is None else one_reduction,
-        num_warps=num_warps or auto_warps,
+        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps or auto_warps,
     )
     return y
 

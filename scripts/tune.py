@@ -3,7 +3,8 @@
 Sections (--sections): "gelu" (BLOCK_SIZE x num_warps), "elementwise" (elements per program x num_warps of vecadd
 and GeLU, the fast and the IEEE-division GeLU, SAXPY's default), "rows" (num_warps of softmax forward and backward,
 LayerNorm and RMSNorm; rows per program x num_warps of row-sum. tune_v2.csv also has looped two-pass tiles, and
-tune_v3.csv persistent software-pipelined grids, commit 359f7b8: slower in every cell, removed), "floor" (what
+tune_v3.csv persistent software-pipelined grids (commit 359f7b8: slower in every cell, removed), tune_v4.csv
+LayerNorm's moments in one shifted reduction (commit 8f4e202: no faster, removed)), "floor" (what
 the timer reports for an empty event pair and for one-block kernels: the fixed cost inside every cell; and a
 small cell under fixed hold lengths), "matmul" (the pointer kernel and the TMA persistent
 kernel, each autotuned, against torch.relu(a @ b)), "launch" (host microseconds per call). Prints, per kernel,
@@ -124,8 +125,6 @@ def row_variants(n, dtype):
     bwd.update({f"triton w={k}": (lambda k=k: softmax_backward(y, dy, num_warps=k)) for k in warps})
     ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
     ln.update({f"triton w={k}": (lambda k=k: layernorm_triton(x, w, b, num_warps=k)) for k in warps})
-    ln["triton two-pass statistics"] = lambda: layernorm_triton(x, w, b, one_reduction=False)
-    ln["triton one-reduction statistics"] = lambda: layernorm_triton(x, w, b, one_reduction=True)
     rms = {"builtin": lambda: rmsnorm_builtin(x, w), "triton (default)": lambda: rmsnorm_triton(x, w)}
     rms.update({f"triton w={k}": (lambda k=k: rmsnorm_triton(x, w, num_warps=k)) for k in warps})
     rs = {"builtin": lambda: x.sum(dim=1), "triton (default)": lambda: rowsum_triton(x)}

@@ -143,23 +143,3 @@ def test_kernel_declaration_and_seeded_inputs():
     assert all(torch.equal(p, q) for p, q in zip(first, again))
     assert [tuple(t.shape) for t in first] == [(8, 8), (8,), (8,)]
     torch.testing.assert_close(k.reference(first), _ref(*first))
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("mean,std", [(0.0, 1.0), (100.0, 10.0), (1000.0, 1.0)])
-def test_one_reduction_statistics_match_two_pass(dtype, mean, std):
-    """The shifted one-reduction moments (default for 16-bit x) against float64 and against the two-pass form,
-    including rows whose mean dwarfs their spread (where an unshifted sum of squares would cancel)."""
-    from kernels.layernorm import layernorm_triton, reference
-
-    g = torch.Generator().manual_seed(3)
-    x = (mean + std * torch.randn(19, 1793, generator=g)).to(dtype)
-    w = (1 + 0.1 * torch.randn(1793, generator=g)).to(dtype)
-    b = torch.randn(1793, generator=g).to(dtype)
-    ref = reference((x, w, b))
-    one = layernorm_triton(x, w, b, one_reduction=True).double()
-    two = layernorm_triton(x, w, b, one_reduction=False).double()
-    tol = 1e-4 if dtype == torch.float32 else 2e-2
-    assert (one - ref).norm() / ref.norm() < tol
-    if dtype != torch.float32:  # 16-bit x: no worse than the two-pass form (the output's rounding dominates both)
-        assert (one - two).abs().max() <= 2 * (two - ref).abs().max() + 1e-6
