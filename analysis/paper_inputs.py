@@ -110,7 +110,7 @@ UNIT_TAG = {"fp32": "Fp", "tf32": "Tf", "bf16": "Bf", "fp16": "Half"}
 ALWAYS = ["HeadlineGpu", "HeadlineGpuKey", "CopyGbps", "CopyFractionDatasheet", "GemmFpTflops", "GemmTfTflops",
           "GemmBfTflops", "GemmHalfTflops", "DatasheetBandwidthTBs", "DatasheetBfTflops", "CellsTotal", "CellsOk",
           "CellsNotTimed", "CellsMismatch", "CellsFailed", "CellsSkipped", "NumKernels", "NumGpus", "GpuList",
-          "LargestSize"]  # the Repeat* macros are always defined by repeatability_macros
+          "LargestSize", "CopySameSizeBfGbps", "CopySameSizeBfFraction", "CopySameSizeN"]  # the Repeat* macros are always defined by repeatability_macros
 
 
 def timed(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
@@ -141,6 +141,13 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
         m.add("CopyGbps", fmt(c["copy"] / 1e9), "measured device-to-device copy, read + write")
         if spec:
             m.add("CopyFractionDatasheet", fmt(100 * c["copy"] / spec.mem_bandwidth, 3), "percent of datasheet")
+    same = sorted(k for k in c.index if k.startswith("copy_"))  # copy_<dtype>_<N>: the copy timed like a cell
+    for key in same:
+        _, dname, n = key.rsplit("_", 2)
+        if dname in DTYPE_TAG and "copy" in c:
+            m.add(f"CopySameSize{DTYPE_TAG[dname]}Gbps", fmt(c[key] / 1e9), f"{n}^2 {dname} copy, timed like a cell")
+            m.add(f"CopySameSize{DTYPE_TAG[dname]}Fraction", fmt(c[key] / c["copy"], 3), "of the large copy")
+            m.add("CopySameSizeN", n)
     for unit, tag in UNIT_TAG.items():
         if f"gemm_{unit}" in c:
             m.add(f"Gemm{tag}Tflops", fmt(c[f"gemm_{unit}"] / 1e12), f"cuBLAS {unit}, measured")

@@ -81,7 +81,8 @@ def synthetic_metrics() -> tuple[pd.DataFrame, pd.DataFrame]:
     rows.append({**rows[0], "gpu": "cpu", "median_ms": 5.0})
     ceilings = pd.DataFrame([{"gpu": g, "ceiling": c, "value": v} for g, scale in (("h200", 1.0), ("cpu", 1e-3))
                              for c, v in (("copy", 4.2e12 * scale), ("gemm_fp32", 5e13 * scale),
-                                          ("gemm_tf32", 3.4e14 * scale), ("gemm_bf16", 6.7e14 * scale))])
+                                          ("gemm_tf32", 3.4e14 * scale), ("gemm_bf16", 6.7e14 * scale),
+                                          ("copy_bfloat16_4096", 4.0e12 * scale))])
     return compute_metrics(pd.DataFrame(rows), ceilings), ceilings
 
 
@@ -134,6 +135,14 @@ def test_every_macro_the_paper_and_sections_use_is_defined(generated):
     texts = [p.read_text() for p in HAND_WRITTEN] + [v for k, v in generated.items() if k != "macros"]
     missing = set().union(*(used_macros(t) for t in texts)) - macros - known_latex
     assert not missing, f"used but not defined: {sorted(missing)}"
+
+
+def test_same_size_copy_macros_come_from_the_ceilings(generated):
+    macros = defined_macros(generated["macros"])
+    assert macros["CopySameSizeN"] == "4096"
+    assert macros["CopySameSizeBfFraction"] == "0.952"  # 4.0 / 4.2
+    assert float(macros["CopySameSizeBfGbps"].replace(",", "").replace("{", "").replace("}", "")) == \
+        pytest.approx(4000, rel=1e-3)
 
 
 def test_tables_are_booktabs_and_list_the_problem_cells(generated):
