@@ -61,7 +61,8 @@ def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr, PRECISE: tl
 # (BLOCK_SIZE, num_warps) by dtype, from scripts/tune.py on the H200 (flushed medians). fp32: 1024/8 reached 4118
 # GB/s at 8192^2 (0.97 of that run's copy; tune_elementwise.csv) and stayed the best after the fast-division form
 # (0.998, tune_v2.csv). 16-bit: with the fast form 2048/4 ran 63.6 us at 8192^2 bf16 (0.98 of copy)
-# against 4096/4's 64.8, and was the fastest or within 0.1 us of it at 1024-2048 too (docs/performance.md).
+# against 4096/4's 64.8, and was the fastest or within 0.1 us of it at 1024 and 2048 (not at 1793: 7.36 us against
+# 2048/8's 6.82; docs/performance.md round 10).
 LAUNCH = {torch.float32: (1024, 8), torch.bfloat16: (2048, 4), torch.float16: (2048, 4)}
 
 
