@@ -25,6 +25,8 @@ DTYPE_TAG = {"float32": "Fp", "bfloat16": "Bf", "float16": "Half"}
 IMPL_TAG = {"naive": "Naive", "builtin": "Builtin", "compile": "Compile", "triton": "Triton", "cuda": "Cuda"}
 IMPL_NAME = {"naive": "naive PyTorch", "builtin": "PyTorch builtin", "compile": "torch.compile",
              "triton": "Triton (ours)", "cuda": "CUDA (ours)"}
+# column heads of the summary table, short enough for the page (the caption says which are ours)
+IMPL_SHORT = {"naive": "naive", "builtin": "builtin", "compile": "compile", "triton": "Triton", "cuda": "CUDA"}
 # GPU keys hold digits, macro names may not: a100 -> AOneHundred, h200 -> HTwoHundred.
 DIGIT_WORDS = ["Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine"]
 # The figures of one GPU, in the order the paper shows them, with what each says.
@@ -223,7 +225,7 @@ def summary_table(metrics: pd.DataFrame, gpu: str) -> str:
     big["value"] = np.where(big["kernel"] == "matmul", big["achieved_tflops"], big["achieved_gbps"])
     table = big.pivot_table(index=["kernel", "dtype", "size"], columns="impl", values="value", aggfunc="first")
     table = table[[i for i in IMPL_NAME if i in table.columns]]
-    table.columns = [IMPL_NAME[c] for c in table.columns]
+    table.columns = [IMPL_SHORT[c] for c in table.columns]
     table = table.reset_index().rename(columns={"size": "N"})
     table["kernel"] = table["kernel"].map(lambda k: f"{k} (TFLOP/s)" if k == "matmul" else k)
     return table_latex(table, {c: fmt for c in table.columns[3:]}, "llr" + "r" * (len(table.columns) - 3))
@@ -239,7 +241,8 @@ def problems_table(metrics: pd.DataFrame, limit: int = 40) -> str:
     else:
         t = bad[["gpu", "kernel", "impl", "dtype", "size", "pass", "status", "error"]].copy()
         t["error"] = t["error"].astype(str).str.slice(0, 60)
-        out.append("\\begin{center}\\small\n" + table_latex(t.head(limit), align="llllrlll") + "\\end{center}\n")
+        out.append("\\begin{center}\\small\n" + table_latex(t.head(limit), align="llllrllp{4.6cm}")
+                   + "\\end{center}\n")
         if len(t) > limit:
             out.append(f"\\noindent and {len(t) - limit} more (results/metrics.parquet, status column).\n")
     skipped = metrics[metrics["status"].isin(["skipped", "not_timed"])]
