@@ -20,11 +20,10 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rooflab.gpus import SPECS  # noqa: E402
+from rooflab.kernel import IMPL_LABEL as IMPL_NAME  # noqa: E402
 
 DTYPE_TAG = {"float32": "Fp", "bfloat16": "Bf", "float16": "Half"}
 IMPL_TAG = {"naive": "Naive", "builtin": "Builtin", "compile": "Compile", "triton": "Triton", "cuda": "Cuda"}
-IMPL_NAME = {"naive": "naive PyTorch", "builtin": "PyTorch builtin", "compile": "torch.compile",
-             "triton": "Triton (ours)", "cuda": "CUDA (ours)"}
 # column heads of the summary table, short enough for the page (the caption says which are ours)
 IMPL_SHORT = {"naive": "naive", "builtin": "builtin", "compile": "compile", "triton": "Triton", "cuda": "CUDA"}
 # GPU keys hold digits, macro names may not: a100 -> AOneHundred, h200 -> HTwoHundred.

@@ -187,13 +187,15 @@ def _setup_logging(logfile: str | None) -> None:
 
 
 def main(argv=None) -> int:
+    from rooflab.kernel import IMPLS
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", required=True)
     ap.add_argument("--gpu", required=True, help="config key of the device: cpu, h200, ...")
     ap.add_argument("--out", required=True)
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512])
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
-    ap.add_argument("--impls", nargs="+", default=["naive", "builtin", "compile", "triton", "cuda"])
+    ap.add_argument("--impls", nargs="+", default=list(IMPLS))
     ap.add_argument("--interpret-max-size", type=int, default=512)
     ap.add_argument("--allow-failures", action="store_true")
     args = ap.parse_args(argv)

@@ -18,9 +18,9 @@ import seaborn as sns  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-IMPL_ORDER = ["naive", "builtin", "compile", "triton", "cuda"]
-IMPL_LABEL = {"naive": "naive PyTorch", "builtin": "PyTorch builtin", "compile": "torch.compile",
-              "triton": "Triton (ours)", "cuda": "CUDA (ours)"}
+from rooflab.kernel import IMPL_LABEL, IMPLS  # noqa: E402
+
+IMPL_ORDER = list(IMPLS)
 PALETTE = dict(zip(IMPL_ORDER, sns.color_palette("colorblind", len(IMPL_ORDER))))
 
 

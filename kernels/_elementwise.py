@@ -6,7 +6,6 @@ from rooflab.triton_utils import check_device
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
-ELEMENTS_PER_PROGRAM = 4096  # elementwise tile: 4096 elements, 8 warps -> 16 elements (64 B fp32) per thread
 # (elements per program, num_warps) by dtype, from scripts/tune.py --sections elementwise on the H200
 # (data/reference/h200/tune_v2.csv): 16 elements a thread in every dtype (64 B fp32, 32 B bf16). At
 # 8192^2 bf16 2048/4 ran 92.4 us against 4096/8's 93.7 (builtin 92.1-92.4); at N <= 2048 the variants are within the
@@ -14,7 +13,7 @@ ELEMENTS_PER_PROGRAM = 4096  # elementwise tile: 4096 elements, 8 warps -> 16 el
 LAUNCH = {torch.float32: (4096, 8), torch.bfloat16: (2048, 4), torch.float16: (2048, 4)}
 
 
-def elementwise_tile(n_cols: int, elements: int = ELEMENTS_PER_PROGRAM) -> tuple[int, int]:
+def elementwise_tile(n_cols: int, elements: int) -> tuple[int, int]:
     """(BLOCK_M, BLOCK_N) covering about `elements` per program: wide along the row, more rows when rows are short."""
     if elements < 1 or elements & (elements - 1):
         raise ValueError(f"elements per program must be a power of two, got {elements}")
@@ -53,7 +52,7 @@ def tile_launch(views, elements: int | None = None, num_warps: int | None = None
     vectors. With the true stride n (1793^2 is odd) every access stayed scalar.
     """
     n_rows, n_cols = views[0].shape
-    default_elements, default_warps = LAUNCH.get(views[0].dtype, (ELEMENTS_PER_PROGRAM, 8))
+    default_elements, default_warps = LAUNCH[views[0].dtype]  # binary_operands admits only LAUNCH's dtypes
     block_m, block_n = elementwise_tile(n_cols, elements or default_elements)
     strides = []
     for t in views:

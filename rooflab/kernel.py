@@ -16,6 +16,9 @@ from typing import Any, Callable
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 IMPLS = ("naive", "builtin", "compile", "triton", "cuda")
+# how figures and the paper name them
+IMPL_LABEL = {"naive": "naive PyTorch", "builtin": "PyTorch builtin", "compile": "torch.compile",
+              "triton": "Triton (ours)", "cuda": "CUDA (ours)"}
 DTYPES = ("float32", "bfloat16", "float16")
 ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
 
