@@ -7,7 +7,9 @@ tune_v3.csv persistent software-pipelined grids (commit 359f7b8: slower in every
 LayerNorm's moments in one shifted reduction (commit 8f4e202: no faster, removed)), "floor" (what
 the timer reports for an empty event pair and for one-block kernels: the fixed cost inside every cell; and a
 small cell under fixed hold lengths), "matmul" (the pointer kernel and the TMA persistent
-kernel, each autotuned, against torch.relu(a @ b)), "launch" (host microseconds per call). Prints, per kernel,
+kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints), "compile" (our Triton against torch.compile, interleaved; with
+TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay there to read), "placement" (one cell's median on several input
+allocations: is a between-process offset where the inputs sit?), "launch" (host microseconds per call). Prints, per kernel,
 dtype and N, the best variants with their fraction of the copy bandwidth measured in the same run (or of cuBLAS);
 the CSV keeps every variant. The tables behind the defaults in kernels/*.py come from this script. GPU only.
 
@@ -165,6 +167,111 @@ def flush_variants(n, dtype):
             ("rowsum builtin", (n * n + n) * e, lambda: x.sum(dim=1))]
 
 
+def compile_variants(n, dtype_name):
+    """[(kernel, bytes moved, {variant: fn})]: our Triton against torch.compile of the naive expression, each timed
+    twice, interleaved. Set TORCHINDUCTOR_CACHE_DIR to keep Inductor's generated kernels (and chosen configs)."""
+    from rooflab.kernel import load_kernel, torch_dtype
+    from rooflab.sweep import _kw, compiled_factory
+
+    out = []
+    for name in ("rmsnorm", "layernorm", "softmax", "rowsum", "vecadd", "saxpy", "gelu"):
+        kernel = load_kernel(name)
+        inputs = kernel.make_inputs(n, torch_dtype(dtype_name), "cuda")
+        kw = _kw(kernel, "fwd")
+        tri = kernel.impls["triton"](inputs, **kw)
+        comp = compiled_factory(kernel)[0](inputs, **kw)
+        comp()  # compile (and autotune) outside the timing
+        variants = {"compile": comp, "triton (default)": tri, "compile (again)": comp, "triton (again)": tri}
+        if "builtin" in kernel.impls:
+            variants["builtin"] = kernel.impls["builtin"](inputs, **kw)
+        out.append((name, kernel.bytes(n, dtype_name), variants))
+    return out
+
+
+def hint_variants(n, dtype):
+    """(kernel, bytes moved, {variant: fn}): vecadd with cache hints on its loads and stores (streaming data that no
+    one reads again: evict_first / .cs), against the default kernel and the builtin (timed first and last)."""
+    import triton
+    import triton.language as tl
+
+    from kernels._elementwise import LAUNCH
+    from kernels.vecadd import vecadd_builtin, vecadd_triton
+
+    @triton.jit
+    def _add_hinted(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr, LOAD_EVICT: tl.constexpr, STORE_CM: tl.constexpr,
+                    STORE_EVICT: tl.constexpr):
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        if (tl.program_id(0) + 1) * BLOCK <= n:
+            x = tl.load(x_ptr + offs, eviction_policy=LOAD_EVICT).to(tl.float32)
+            y = tl.load(y_ptr + offs, eviction_policy=LOAD_EVICT).to(tl.float32)
+            tl.store(z_ptr + offs, (x + y).to(z_ptr.dtype.element_ty), cache_modifier=STORE_CM,
+                     eviction_policy=STORE_EVICT)
+        else:
+            m = offs < n
+            x = tl.load(x_ptr + offs, mask=m).to(tl.float32)
+            y = tl.load(y_ptr + offs, mask=m).to(tl.float32)
+            tl.store(z_ptr + offs, (x + y).to(z_ptr.dtype.element_ty), mask=m)
+
+    x = torch.randn(n, n, device="cuda").to(dtype)
+    y = torch.randn(n, n, device="cuda").to(dtype)
+    block, warps = LAUNCH[dtype]
+
+    def hinted(load_evict, store_cm, store_evict, block=block, warps=warps):
+        def fn():
+            z = torch.empty_like(x)
+            _add_hinted[(triton.cdiv(x.numel(), block),)](x, y, z, x.numel(), BLOCK=block, LOAD_EVICT=load_evict,
+                                                          STORE_CM=store_cm, STORE_EVICT=store_evict,
+                                                          num_warps=warps)
+            return z
+        return fn
+
+    va = {"builtin": lambda: vecadd_builtin(x, y), "triton (default)": lambda: vecadd_triton(x, y),
+          "1-D, no hints": hinted("", "", ""),
+          "1-D, loads evict_first": hinted("evict_first", "", ""),
+          "1-D, stores .cs": hinted("", ".cs", ""),
+          "1-D, loads evict_first, stores .cs": hinted("evict_first", ".cs", ""),
+          "1-D, stores evict_first": hinted("", "", "evict_first"),
+          "1-D, 1024/4, no hints": hinted("", "", "", 1024, 4),
+          "1-D, 1024/4, loads evict_first, stores .cs": hinted("evict_first", ".cs", "", 1024, 4),
+          "builtin (again)": lambda: vecadd_builtin(x, y)}
+    return [("vecadd", 3 * n * n * x.element_size(), va)]
+
+
+PLACEMENT_CELLS = [("gelu", "triton", "bfloat16", 8192), ("layernorm", "triton", "bfloat16", 8192),
+                   ("softmax", "builtin", "bfloat16", 4096), ("vecadd", "builtin", "bfloat16", 1024),
+                   ("vecadd", "triton", "bfloat16", 1024)]
+
+
+def placement_rows(timer, placements=6):
+    """Does where the inputs sit in memory move a cell's median? One cell measured with the sweep's own settings
+    (config defaults) on `placements` fresh allocations (earlier ones kept alive, a spacer of p x 1.5 MB between,
+    so the addresses differ), then on the first allocation again."""
+    from rooflab.kernel import load_kernel, torch_dtype
+    from rooflab.sweep import _kw
+
+    cfg = TimingConfig(warmup_ms=25, max_time_s=1.0, loop_ms=0)  # the sweep's config/config.yaml timing
+    rows = []
+    for name, impl, dtype_name, n in PLACEMENT_CELLS:
+        kernel = load_kernel(name)
+        keep, fns = [], []
+        for p in range(placements):
+            keep.append(torch.empty(p * 3 * (1 << 19), dtype=torch.uint8, device="cuda"))  # spacer
+            inputs = kernel.make_inputs(n, torch_dtype(dtype_name), "cuda", seed=0)
+            keep.append(inputs)
+            fns.append((p, inputs[0].data_ptr(), kernel.impls[impl](inputs, **_kw(kernel, "fwd"))))
+        fns.append(("0 again",) + fns[0][1:])
+        for p, ptr, fn in fns:
+            fn()
+            torch.cuda.synchronize()
+            r = measure(fn, timer, cfg)
+            rows.append({"kernel": "placement", "n": n, "dtype": dtype_name,
+                         "variant": f"{name} {impl} | placement {p} | x at {ptr % (2 << 20) >> 10} KiB of 2 MiB",
+                         "median_us": r["median_ms"] * 1e3, "n_samples": r["n_samples"]})
+        del keep, fns
+        torch.cuda.empty_cache()
+    return rows
+
+
 def launch_costs():
     from kernels.gelu import gelu_builtin, gelu_triton
 
@@ -249,6 +356,14 @@ def main():
                 for kernel, moved, variants in elementwise_variants(n, dtype):
                     for name, fn in variants.items():
                         record(kernel, n, dname, name, _time(fn, timer, cfg), moved)
+            if "hints" in args.sections:
+                for kernel, moved, variants in hint_variants(n, dtype):
+                    for name, fn in variants.items():
+                        record(kernel, n, dname, name, _time(fn, timer, cfg), moved)
+            if "compile" in args.sections:
+                for kernel, moved, variants in compile_variants(n, dname):
+                    for name, fn in variants.items():
+                        record(kernel, n, dname, name, _time(fn, timer, cfg), moved)
             if "rows" in args.sections:
                 for kernel, moved, variants in row_variants(n, dtype):
                     for name, fn in variants.items():
@@ -266,6 +381,8 @@ def main():
                     best = getattr(tuner, "best_config", None)
                     rows.append({"kernel": "matmul", "n": n, "dtype": dname, "variant": f"chosen {label}: {best}"})
                 print(f"done matmul n={n}", flush=True)
+    if "placement" in args.sections:
+        rows += placement_rows(timer)
     if "launch" in args.sections:
         rows += launch_costs()
     df = pd.DataFrame(rows)
@@ -277,7 +394,7 @@ def main():
         print("\nGB/s by timer variant")
         print(fl.pivot_table(index=["n", "dtype", "call"], columns="timer", values="gbps", sort=False)
               .to_string(float_format="%.0f"))
-    for (kernel, n, dtype), g in df[~df.kernel.isin(["launch", "flush", "floor"])].groupby(["kernel", "n", "dtype"],
+    for (kernel, n, dtype), g in df[~df.kernel.isin(["launch", "flush", "floor", "placement"])].groupby(["kernel", "n", "dtype"],
                                                                                      sort=False):
         base = g[g.variant.str.startswith("builtin")]["median_us"].min()
         g = g.assign(vs_builtin=base / g["median_us"])
@@ -289,6 +406,9 @@ def main():
         chosen = g[g.variant.str.startswith("chosen")]["variant"].tolist()
         if chosen:
             print("  " + "\n  ".join(chosen))
+    pl = df[df.kernel == "placement"]
+    if len(pl):
+        print("\nmedian by input placement (us)\n" + pl[["variant", "median_us", "n_samples"]].to_string(index=False))
     if "floor" in args.sections:
         print("\ntimer floor (us)\n" + df[df.kernel == "floor"][["variant", "median_us"]].to_string(index=False))
     if "launch" in args.sections:
