@@ -56,32 +56,35 @@ def _layernorm_fwd_kernel(
         acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 1: the mean
             c = start + cols
-            acc += tl.load(x_row + c * stride_xn, mask=c < n_cols, other=0.0).to(tl.float32)
+            # evict_last: the row is read twice more, from the L2 if it is still there
+            acc += tl.load(x_row + c * stride_xn, mask=c < n_cols, other=0.0,
+                           eviction_policy="evict_last").to(tl.float32)
         mean = tl.sum(acc, axis=0) / n_cols
         acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 2: the centred variance
             c = start + cols
             mask = c < n_cols
-            x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0).to(tl.float32)
+            x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
             diff = tl.where(mask, x - mean, 0.0)
             acc += diff * diff
         rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 3: normalise, scale, shift, store
             c = start + cols
             mask = c < n_cols
-            x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + c * stride_w, mask=mask, other=0.0).to(tl.float32)
-            b = tl.load(b_ptr + c * stride_b, mask=mask, other=0.0).to(tl.float32)
+            x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            w = tl.load(w_ptr + c * stride_w, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            b = tl.load(b_ptr + c * stride_b, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
             y = (x - mean) * rstd * w + b
             tl.store(y_row + c * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
-                     block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+                     block_size: int | None = None, num_warps: int | None = None, reload: bool = False) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
-    ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows.
+    ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
+    ``reload`` takes the tiled path even when the row fits one tile (read again from the L2, not held in registers).
     """
     check_device(x, weight, bias)
     if x.dim() != 2:
@@ -105,7 +108,8 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     _layernorm_fwd_kernel[grid](
         x, weight, bias, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0), y.stride(1),
-        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps or auto_warps,
+        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols and not reload,
+        num_warps=num_warps or auto_warps,
     )
     return y
 

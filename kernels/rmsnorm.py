@@ -50,23 +50,25 @@ def _rmsnorm_fwd_kernel(
         acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 1: the sum of squares
             c = start + cols
-            x = tl.load(x_row + c * stride_xn, mask=c < n_cols, other=0.0).to(tl.float32)
+            # evict_last: the row is read again in pass 2, from the L2 if it is still there
+            x = tl.load(x_row + c * stride_xn, mask=c < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
             acc += x * x
         rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 2: normalise, scale, store
             c = start + cols
             mask = c < n_cols
-            x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + c * stride_w, mask=mask, other=0.0).to(tl.float32)
+            x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+            w = tl.load(w_ptr + c * stride_w, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
             tl.store(y_row + c * stride_yn, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
-                   block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+                   block_size: int | None = None, num_warps: int | None = None, reload: bool = False) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x and weight are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
-    ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows.
+    ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
+    ``reload`` takes the tiled path even when the row fits one tile (read again from the L2, not held in registers).
     """
     check_device(x, weight)
     if x.dim() != 2:
@@ -89,7 +91,8 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     _rmsnorm_fwd_kernel[grid](
         x, weight, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), y.stride(0), y.stride(1),
-        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps or auto_warps,
+        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols and not reload,
+        num_warps=num_warps or auto_warps,
     )
     return y
 

@@ -62,7 +62,9 @@ def _softmax_fwd_online_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_x
     s = 0.0
     for start in range(0, n_cols, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
-        x = tl.load(x_row + cols * stride_xn, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        # evict_last: the row is read again in pass 2, from the L2 if it is still there
+        x = tl.load(x_row + cols * stride_xn, mask=cols < n_cols, other=-float("inf"),
+                    eviction_policy="evict_last").to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
         s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
         m = m_new
@@ -71,7 +73,7 @@ def _softmax_fwd_online_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_x
     for start in range(0, n_cols, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         mask = cols < n_cols
-        x = tl.load(x_row + cols * stride_xn, mask=mask, other=-float("inf")).to(tl.float32)
+        x = tl.load(x_row + cols * stride_xn, mask=mask, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
         y = tl.exp(x - m) * inv_s
         tl.store(y_row + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
 
@@ -133,9 +135,11 @@ def _launch_params(n_cols: int, element_size: int, max_block: int) -> tuple[int,
     return block, num_warps, block >= n_cols
 
 
-def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None) -> torch.Tensor:
+def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
+                    reload: bool = False) -> torch.Tensor:
     """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length.
-    ``num_warps`` overrides the heuristic (for tuning)."""
+    ``num_warps`` overrides the heuristic (for tuning); ``reload`` takes the online kernel even when the row fits one
+    tile (pass 2 reads the row again from the L2 instead of holding it in registers)."""
     _check("softmax_forward", x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
@@ -143,7 +147,7 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
         return y
     block, auto_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
     num_warps = num_warps or auto_warps
-    kernel = _softmax_fwd_row_kernel if one_block else _softmax_fwd_online_kernel
+    kernel = _softmax_fwd_row_kernel if one_block and not reload else _softmax_fwd_online_kernel
     grid = lambda META: (n_rows,)  # noqa: E731
     kernel[grid](x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
                  BLOCK_N=block, num_warps=num_warps)

@@ -36,7 +36,7 @@ rule ceilings:
     output:
         "results/raw/{gpu}/ceilings.parquet",
     params:
-        ceilings=lambda wildcards: config["ceilings"],
+        ceilings=lambda wildcards: {**config["ceilings"], "placements": config.get("timing", {}).get("placements", 1)},
     log:
         "logs/ceilings/{gpu}.log",
     resources:

@@ -104,6 +104,17 @@ def floor_variants():
             "empty Triton kernel, 1056 programs": lambda: _empty[(1056,)](x)}
 
 
+def _compiled(name, n, dtype):
+    """torch.compile of a kernel's naive expression on its own inputs (compiled here, outside the timing)."""
+    from rooflab.kernel import load_kernel
+    from rooflab.sweep import _kw, compiled_factory
+
+    kernel = load_kernel(name)
+    fn = compiled_factory(kernel)[0](kernel.make_inputs(n, dtype, "cuda"), **_kw(kernel, "fwd"))
+    fn()
+    return fn
+
+
 def row_variants(n, dtype):
     """(kernel, bytes moved, {variant: fn}) for each row kernel at n x n."""
     import torch.nn.functional as F
@@ -129,6 +140,13 @@ def row_variants(n, dtype):
     ln.update({f"triton w={k}": (lambda k=k: layernorm_triton(x, w, b, num_warps=k)) for k in warps})
     rms = {"builtin": lambda: rmsnorm_builtin(x, w), "triton (default)": lambda: rmsnorm_triton(x, w)}
     rms.update({f"triton w={k}": (lambda k=k: rmsnorm_triton(x, w, num_warps=k)) for k in warps})
+    for k in (8, 16):  # the row read again from the L2 in each pass (Inductor's shape for these rows)
+        fwd[f"triton reload w={k}"] = (lambda k=k: softmax_forward(x, num_warps=k, reload=True))
+        ln[f"triton reload w={k}"] = (lambda k=k: layernorm_triton(x, w, b, num_warps=k, reload=True))
+        rms[f"triton reload w={k}"] = (lambda k=k: rmsnorm_triton(x, w, num_warps=k, reload=True))
+    for variants, name in ((fwd, "softmax"), (ln, "layernorm"), (rms, "rmsnorm")):
+        variants["compile"] = _compiled(name, n, dtype)
+        variants["triton (default, again)"] = variants["triton (default)"]
     rs = {"builtin": lambda: x.sum(dim=1), "triton (default)": lambda: rowsum_triton(x)}
     for bm in (1, 2):
         if bm * n > 32768:

@@ -36,6 +36,14 @@ def test_matches_float64(rows, cols, dtype, atol, rtol, block_size):
     torch.testing.assert_close(y.to(torch.float64), _ref(x, w), atol=atol, rtol=rtol)
 
 
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("rows,cols", [(1, 37), (17, 300), (4, 8192)])
+def test_reload_reads_the_row_twice_and_matches_float64(rows, cols, dtype, atol, rtol):
+    x, w = _inputs(rows, cols, dtype)
+    y = rms.rmsnorm_triton(x, w, reload=True)  # the tiled path with one tile: x read again, not held
+    torch.testing.assert_close(y.to(torch.float64), _ref(x, w), atol=atol, rtol=rtol)
+
+
 @pytest.mark.parametrize("block_size", [None, 128], ids=["one-tile", "tiled-128"])
 def test_long_rows_through_tiled_loop(block_size):
     x, w = _inputs(3, 8192 + 37, torch.float32)

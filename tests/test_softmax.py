@@ -47,6 +47,14 @@ def test_backward_matches_float64_autograd(shape, dtype, atol, rtol, max_block):
     assert rel <= KERNEL.tolerance[str(dtype).removeprefix("torch.")]
 
 
+@pytest.mark.parametrize("shape", [(1, 37), (17, 300), (4, 8192)])
+@pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
+def test_forward_reload_takes_the_online_kernel_and_matches_float64(shape, dtype, atol, rtol):
+    x, dy = _inputs(shape, dtype)
+    y = softmax_forward(x, reload=True)  # pass 2 reads the row again instead of holding it
+    torch.testing.assert_close(y.double(), reference((x, dy)), atol=atol, rtol=rtol)
+
+
 def test_rows_longer_than_the_bound_take_the_online_kernel():
     x, dy = _inputs((2, MAX_FUSED_BLOCK + 1), torch.float32)
     torch.testing.assert_close(softmax_forward(x).double(), reference((x, dy)), atol=1e-7, rtol=1e-5)

@@ -240,3 +240,88 @@ def test_measure_records_loop_and_hold_columns_on_the_host_timer():
     assert np.isnan(out["hold_us"]) and np.isnan(out["enqueue_us"])  # no stream to hold on the CPU
     off = measure(lambda: None, HostTimer(), TimingConfig(warmup_ms=1, max_time_s=0.05, loop_ms=0))
     assert np.isnan(off["loop_ms"])
+
+
+# ---- input placements: samples rotate through input sets at distinct addresses -------------------------------------
+
+def test_rotation_calls_each_placement_in_turn_and_keeps_its_last_output():
+    import gc
+    import weakref
+
+    from rooflab.timing import Rotation
+
+    class Out:  # a stand-in for an output tensor: alive while someone holds it
+        pass
+
+    calls, refs = [], []
+
+    def make(k):
+        def fn():
+            calls.append(k)
+            out = Out()
+            refs.append(weakref.ref(out))
+            return out
+        return fn
+
+    rot = Rotation([make(0), make(1), make(2)])
+    for _ in range(7):
+        rot()
+    gc.collect()
+    assert calls == [0, 1, 2, 0, 1, 2, 0] and len(rot) == 3
+    alive = [i for i, r in enumerate(refs) if r() is not None]
+    assert alive == [4, 5, 6]  # the last output of each placement is held, older ones are freed
+    with pytest.raises(ValueError):
+        Rotation([])
+
+
+def test_measure_rotates_a_list_of_closures_and_records_how_many():
+    from rooflab.timing import HostTimer
+
+    seen = []
+    fns = [lambda k=k: seen.append(k) for k in range(4)]
+    out = measure(fns, HostTimer(), TimingConfig(warmup_ms=1, min_samples=8, max_time_s=0.05, loop_ms=0))
+    assert out["placements"] == 4
+    assert set(seen) == {0, 1, 2, 3}  # every placement was timed
+    counts = np.bincount(seen, minlength=4)
+    assert counts.max() - counts.min() <= 1  # in turn, so evenly
+    assert measure(lambda: None, HostTimer(), TimingConfig(warmup_ms=1, max_time_s=0.01, loop_ms=0))["placements"] == 1
+
+
+def test_placements_shrink_to_what_fits_in_a_share_of_free_memory():
+    from rooflab.sweep import PLACEMENT_MEMORY_SHARE, placements_for
+
+    gib = float(1 << 30)
+    assert placements_for(4, 0.5 * gib, "cuda", free_bytes=100 * gib) == 4
+    # each placement costs two working sets; 4 of 1 GiB need 8 GiB, a quarter of 16 GiB holds 2
+    assert placements_for(4, gib, "cuda", free_bytes=16 * gib) == int(PLACEMENT_MEMORY_SHARE * 16 / 2)
+    assert placements_for(4, 100 * gib, "cuda", free_bytes=10 * gib) == 1  # never fewer than one
+    assert placements_for(1, gib, "cuda", free_bytes=0.0) == 1
+    assert placements_for(3, 100 * gib, "cpu") == 3  # the host's memory is not rationed
+
+
+def test_a_cpu_cell_rotates_through_its_placements(tmp_path):
+    from experiments.measure import run
+
+    out = tmp_path / "cpu" / "vecadd.parquet"
+    params = {**TINY, "impls": ["builtin", "compile"], "dtypes": ["float32"],
+              "timing": {**TINY["timing"], "placements": 3}}
+    assert run("vecadd", "cpu", str(out), params, progress=False) == 0
+    df = pd.read_parquet(out)
+    assert (df["status"] == "ok").all() and (df["placements"] == 3).all()
+
+
+def test_compiled_factory_compiles_once_for_all_placements():
+    import torch
+
+    from rooflab.kernel import load_kernel
+    from rooflab.sweep import compiled_factory
+
+    kernel = load_kernel("vecadd")
+    make, fell_back = compiled_factory(kernel)
+    a = make(kernel.make_inputs(8, torch.float32, "cpu", 0))
+    b = make(kernel.make_inputs(8, torch.float32, "cpu", 0))
+    torch.testing.assert_close(a(), b())
+    assert a.__closure__ is not None
+    fns = {c.cell_contents for f in (a, b) for c in f.__closure__ if callable(c.cell_contents)}
+    assert len(fns) == 1  # one compiled callable behind both closures
+    assert not fell_back()
