@@ -37,12 +37,26 @@ def _layernorm_fwd_kernel(
     eps,
     BLOCK_SIZE: tl.constexpr,
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
+    RELOAD: tl.constexpr = False,  # ... or read it three times, holding nothing across a reduction
 ):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
     cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
-    if ONE_TILE:
+    if ONE_TILE and RELOAD:
+        # Inductor's shape: the row is read for the mean, again for the variance and again to normalise (the last
+        # two from the L2), so no register holds it across a reduction
+        mask = cols < n_cols
+        x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        mean = tl.sum(x, axis=0) / n_cols
+        x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        diff = tl.where(mask, x - mean, 0.0)
+        rstd = tl.math.rsqrt(tl.sum(diff * diff, axis=0) / n_cols + eps)
+        x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        b = tl.load(b_ptr + cols * stride_b, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        tl.store(y_row + cols * stride_yn, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=mask)
+    elif ONE_TILE:
         mask = cols < n_cols
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
         mean = tl.sum(x, axis=0) / n_cols
@@ -84,7 +98,7 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 
     Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
-    ``reload`` takes the tiled path even when the row fits one tile (read again from the L2, not held in registers).
+    ``reload`` reads a one-tile row three times (twice from the L2) instead of holding it in registers.
     """
     check_device(x, weight, bias)
     if x.dim() != 2:
@@ -108,7 +122,7 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     _layernorm_fwd_kernel[grid](
         x, weight, bias, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0), y.stride(1),
-        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols and not reload,
+        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload,
         num_warps=num_warps or auto_warps,
     )
     return y

@@ -34,12 +34,22 @@ def _rmsnorm_fwd_kernel(
     eps,
     BLOCK_SIZE: tl.constexpr,
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
+    RELOAD: tl.constexpr = False,  # ... or read it twice, holding nothing across the reduction
 ):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
     cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
-    if ONE_TILE:
+    if ONE_TILE and RELOAD:
+        # Inductor's shape: the row is read for the sum of squares and read again (from the L2) to normalise, so no
+        # register holds it across the reduction
+        mask = cols < n_cols
+        x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        rstd = tl.math.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+        x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        tl.store(y_row + cols * stride_yn, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+    elif ONE_TILE:
         mask = cols < n_cols
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
         # the weight issued with x, not after the reduction: its (L2-resident) load overlaps the row's DRAM latency
@@ -68,7 +78,7 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
 
     Any strides of x and weight are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
-    ``reload`` takes the tiled path even when the row fits one tile (read again from the L2, not held in registers).
+    ``reload`` reads a one-tile row twice (the second time from the L2) instead of holding it in registers.
     """
     check_device(x, weight)
     if x.dim() != 2:
@@ -91,7 +101,7 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     _rmsnorm_fwd_kernel[grid](
         x, weight, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), y.stride(0), y.stride(1),
-        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols and not reload,
+        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload,
         num_warps=num_warps or auto_warps,
     )
     return y

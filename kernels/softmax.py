@@ -39,14 +39,21 @@ GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from x's
 
 @triton.jit
 def _softmax_fwd_row_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_ym, stride_yn,
-                            BLOCK_N: tl.constexpr):
+                            BLOCK_N: tl.constexpr, RELOAD: tl.constexpr = False):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride passes 2^31 at 8192^2
     cols = tl.arange(0, BLOCK_N)
     mask = cols < n_cols
-    x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=-float("inf")).to(tl.float32)
-    z = x - tl.max(x, axis=0)
+    x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=-float("inf"),
+                eviction_policy="evict_last" if RELOAD else "").to(tl.float32)
+    m = tl.max(x, axis=0)
+    z = x - m
     e = tl.exp(z)  # padding: exp(-inf) = 0
-    y = e * (1.0 / tl.sum(e, axis=0))
+    inv_s = 1.0 / tl.sum(e, axis=0)
+    if RELOAD:  # read the row again (from the L2) instead of holding e across the sum: Inductor's shape
+        x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=-float("inf"),
+                    eviction_policy="evict_first").to(tl.float32)
+        e = tl.exp(x - m)
+    y = e * inv_s
     tl.store(y_ptr + row * stride_ym + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -138,8 +145,8 @@ def _launch_params(n_cols: int, element_size: int, max_block: int) -> tuple[int,
 def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
                     reload: bool = False) -> torch.Tensor:
     """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length.
-    ``num_warps`` overrides the heuristic (for tuning); ``reload`` takes the online kernel even when the row fits one
-    tile (pass 2 reads the row again from the L2 instead of holding it in registers)."""
+    ``num_warps`` overrides the heuristic (for tuning); ``reload`` reads a one-block row twice (the second time from
+    the L2) instead of holding its exponentials in registers across the sum."""
     _check("softmax_forward", x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
@@ -147,10 +154,12 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
         return y
     block, auto_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
     num_warps = num_warps or auto_warps
-    kernel = _softmax_fwd_row_kernel if one_block and not reload else _softmax_fwd_online_kernel
     grid = lambda META: (n_rows,)  # noqa: E731
-    kernel[grid](x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1),
-                 BLOCK_N=block, num_warps=num_warps)
+    args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))
+    if one_block:
+        _softmax_fwd_row_kernel[grid](*args, BLOCK_N=block, RELOAD=reload, num_warps=num_warps)
+    else:
+        _softmax_fwd_online_kernel[grid](*args, BLOCK_N=block, num_warps=num_warps)
     return y
 
 

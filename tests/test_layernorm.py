@@ -41,7 +41,7 @@ def test_matches_float64(rows, cols, dtype, atol, rtol, block_size):
 @pytest.mark.parametrize("rows,cols", [(1, 37), (17, 300), (4, 8192)])
 def test_reload_reads_the_row_three_times_and_matches_float64(rows, cols, dtype, atol, rtol):
     x, w, b = _inputs(rows, cols, dtype)
-    y = ln.layernorm_triton(x, w, b, reload=True)  # the tiled path with one tile: x read again, not held
+    y = ln.layernorm_triton(x, w, b, reload=True)  # x read again after each reduction, not held
     torch.testing.assert_close(y.to(torch.float64), _ref(x, w, b), atol=atol, rtol=rtol)
 
 

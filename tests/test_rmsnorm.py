@@ -40,7 +40,7 @@ def test_matches_float64(rows, cols, dtype, atol, rtol, block_size):
 @pytest.mark.parametrize("rows,cols", [(1, 37), (17, 300), (4, 8192)])
 def test_reload_reads_the_row_twice_and_matches_float64(rows, cols, dtype, atol, rtol):
     x, w = _inputs(rows, cols, dtype)
-    y = rms.rmsnorm_triton(x, w, reload=True)  # the tiled path with one tile: x read again, not held
+    y = rms.rmsnorm_triton(x, w, reload=True)  # x read again after the reduction, not held
     torch.testing.assert_close(y.to(torch.float64), _ref(x, w), atol=atol, rtol=rtol)
 
 

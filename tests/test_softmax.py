@@ -49,9 +49,9 @@ def test_backward_matches_float64_autograd(shape, dtype, atol, rtol, max_block):
 
 @pytest.mark.parametrize("shape", [(1, 37), (17, 300), (4, 8192)])
 @pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
-def test_forward_reload_takes_the_online_kernel_and_matches_float64(shape, dtype, atol, rtol):
+def test_forward_reload_reads_the_row_twice_and_matches_float64(shape, dtype, atol, rtol):
     x, dy = _inputs(shape, dtype)
-    y = softmax_forward(x, reload=True)  # pass 2 reads the row again instead of holding it
+    y = softmax_forward(x, reload=True)  # the row read again after the sum instead of held
     torch.testing.assert_close(y.double(), reference((x, dy)), atol=atol, rtol=rtol)
 
 
