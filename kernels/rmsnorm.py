@@ -22,6 +22,12 @@ from rooflab.triton_utils import check_device
 
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
+# Rows of at least this many columns, by element size, are read twice with 16 warps (``reload``) instead of held in
+# registers: 16-bit rows of 8192 only. scripts/tune.py --sections rows on the H200 (tune_v5.csv), 8192^2: bf16
+# 63.4 us against 65.1-65.7 held (torch.compile, the same shape: 63.5); bf16 4096^2 20.3 against 18.4-18.6, and
+# fp32 at either size within 1 %, so they stay held.
+RELOAD_MIN_COLS = {2: 8192}
+RELOAD_WARPS = 16
 # Per element: square, sum, * rstd, * weight. The per-row division and rsqrt (O(N) in all) are left out.
 FLOPS_PER_ELEMENT = 4
 
@@ -73,12 +79,14 @@ def _rmsnorm_fwd_kernel(
 
 
 def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
-                   block_size: int | None = None, num_warps: int | None = None, reload: bool = False) -> torch.Tensor:
+                   block_size: int | None = None, num_warps: int | None = None,
+                   reload: bool | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x and weight are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
-    ``reload`` reads a one-tile row twice (the second time from the L2) instead of holding it in registers.
+    ``reload`` reads a one-tile row twice (the second time from the L2) instead of holding it in registers; by
+    default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps.
     """
     check_device(x, weight)
     if x.dim() != 2:
@@ -97,6 +105,9 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     block_size = block_size or auto_block
     if block_size & (block_size - 1):
         raise ValueError(f"block_size must be a power of two, got {block_size}")
+    if reload is None:
+        reload = block_size >= n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
+        auto_warps = RELOAD_WARPS if reload else auto_warps
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _rmsnorm_fwd_kernel[grid](
         x, weight, y, n_cols,

@@ -35,6 +35,12 @@ FWD_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, add (sum), multiply by 1/sum
 BWD_FLOPS_PER_ELEMENT = 4  # dy*y, add (dot), subtract, multiply
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from x's
+# Forward rows of at least this many columns, by element size, are read twice with 16 warps (``reload``) instead of
+# holding their exponentials in registers: fp32 rows of 8192 only. scripts/tune.py --sections rows on the H200
+# (tune_v5.csv), 8192^2 fp32: 125.8 us against 129.4 held (torch.compile, the same shape: 126.5); bf16 8192^2 66.9-73.6
+# against 66.0-66.2, so 16-bit rows stay held.
+RELOAD_MIN_COLS = {4: 8192}
+RELOAD_WARPS = 16
 
 
 @triton.jit
@@ -143,16 +149,20 @@ def _launch_params(n_cols: int, element_size: int, max_block: int) -> tuple[int,
 
 
 def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
-                    reload: bool = False) -> torch.Tensor:
+                    reload: bool | None = None) -> torch.Tensor:
     """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length.
     ``num_warps`` overrides the heuristic (for tuning); ``reload`` reads a one-block row twice (the second time from
-    the L2) instead of holding its exponentials in registers across the sum."""
+    the L2) instead of holding its exponentials in registers across the sum; by default for the rows
+    RELOAD_MIN_COLS names, with RELOAD_WARPS warps."""
     _check("softmax_forward", x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if y.numel() == 0:
         return y
     block, auto_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
+    if reload is None:
+        reload = one_block and n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
+        auto_warps = RELOAD_WARPS if reload else auto_warps
     num_warps = num_warps or auto_warps
     grid = lambda META: (n_rows,)  # noqa: E731
     args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))

@@ -132,14 +132,14 @@ def row_variants(n, dtype):
     e = x.element_size()
     warps = [w_ for w_ in (4, 8, 16) if 32 * w_ <= n]
     fwd = {"builtin": lambda: torch.softmax(x, dim=1), "triton (default)": lambda: softmax_forward(x)}
-    fwd.update({f"triton w={k}": (lambda k=k: softmax_forward(x, num_warps=k)) for k in warps})
+    fwd.update({f"triton w={k}": (lambda k=k: softmax_forward(x, num_warps=k, reload=False)) for k in warps})
     bwd = {"builtin": lambda: torch._softmax_backward_data(dy, y, 1, dtype),
            "triton (default)": lambda: softmax_backward(y, dy)}
     bwd.update({f"triton w={k}": (lambda k=k: softmax_backward(y, dy, num_warps=k)) for k in warps})
     ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
     ln.update({f"triton w={k}": (lambda k=k: layernorm_triton(x, w, b, num_warps=k)) for k in warps})
     rms = {"builtin": lambda: rmsnorm_builtin(x, w), "triton (default)": lambda: rmsnorm_triton(x, w)}
-    rms.update({f"triton w={k}": (lambda k=k: rmsnorm_triton(x, w, num_warps=k)) for k in warps})
+    rms.update({f"triton w={k}": (lambda k=k: rmsnorm_triton(x, w, num_warps=k, reload=False)) for k in warps})
     for k in (8, 16):  # the row read again from the L2 in each pass (Inductor's shape for these rows)
         fwd[f"triton reload w={k}"] = (lambda k=k: softmax_forward(x, num_warps=k, reload=True))
         ln[f"triton reload w={k}"] = (lambda k=k: layernorm_triton(x, w, b, num_warps=k, reload=True))
