@@ -31,6 +31,7 @@ timers on the CPU.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -316,6 +317,8 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     ``fn`` is one closure or a sequence of closures over input sets at distinct addresses (``placements``): each
     sample then calls the next one in turn (Rotation), and the row records how many there were."""
     fn = Rotation(fn) if isinstance(fn, (list, tuple)) else fn
+    if isinstance(fn, Rotation) and cfg.min_samples < len(fn):  # every placement in the sample, at least once
+        cfg = dataclasses.replace(cfg, min_samples=len(fn), max_samples=max(cfg.max_samples, len(fn)))
     timer.warmup(fn, cfg.warmup_ms)
     samples: list[float] = []
     t0 = clock()

@@ -325,3 +325,13 @@ def test_compiled_factory_compiles_once_for_all_placements():
     fns = {c.cell_contents for f in (a, b) for c in f.__closure__ if callable(c.cell_contents)}
     assert len(fns) == 1  # one compiled callable behind both closures
     assert not fell_back()
+
+
+def test_every_placement_is_sampled_even_when_min_samples_is_lower():
+    from rooflab.timing import HostTimer
+
+    seen = []
+    fns = [lambda k=k: seen.append(k) for k in range(6)]
+    out = measure(fns, HostTimer(), TimingConfig(warmup_ms=0, min_samples=2, max_samples=3, target_rse=1.0,
+                                                 max_time_s=10.0, loop_ms=0))
+    assert out["n_samples"] >= 6 and out["placements"] == 6
