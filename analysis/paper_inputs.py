@@ -111,7 +111,7 @@ UNIT_TAG = {"fp32": "Fp", "tf32": "Tf", "bf16": "Bf", "fp16": "Half"}
 ALWAYS = ["HeadlineGpu", "HeadlineGpuKey", "CopyGbps", "CopyFractionDatasheet", "GemmFpTflops", "GemmTfTflops",
           "GemmBfTflops", "GemmHalfTflops", "DatasheetBandwidthTBs", "DatasheetBfTflops", "CellsTotal", "CellsOk",
           "CellsNotTimed", "CellsMismatch", "CellsFailed", "CellsSkipped", "NumKernels", "NumGpus", "GpuList",
-          "LargestSize", "CopySameSizeBfGbps", "CopySameSizeBfFraction", "CopySameSizeN"]  # the Repeat* macros are always defined by repeatability_macros
+          "LargestSize", "CopySameSizeBfGbps", "CopySameSizeBfFraction", "CopySameSizeN", "TimingPlacements"]  # the Repeat* macros are always defined by repeatability_macros
 
 
 def timed(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
@@ -167,6 +167,9 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     m.add("CellsProblemAllGpus", str(int(metrics["status"].isin(["mismatch", "failed"]).sum())))
     if not ok.empty:
         m.add("LargestSize", str(int(ok["size"].max())), "largest N timed on the headline device")
+    if "placements" in ok and ok["placements"].notna().any():
+        m.add("TimingPlacements", str(int(ok["placements"].dropna().mode().iloc[0])),
+              "input sets at distinct addresses a cell's samples rotate through (most cells)")
     for kernel, g in ok.groupby("kernel"):
         m.add(f"{camel(kernel)}LargestSize", str(int(g["size"].max())))
     for (kernel, impl, dtype, pass_), g in largest(ok).groupby(["kernel", "impl", "dtype", "pass"]):

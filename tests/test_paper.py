@@ -72,6 +72,7 @@ def synthetic_metrics() -> tuple[pd.DataFrame, pd.DataFrame]:
                         rows.append({"gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "size": n,
                                      "pass": pass_, "status": "ok", "error": "", "median_ms": t * n / 1000,
                                      "graph_median_ms": t * n / 2000, "flops": flops, "bytes": by * n * n,
+                                     "placements": 1 if kernel == "matmul" else 4,
                                      "compute_unit": "bf16" if kernel == "matmul" and dtype == "bfloat16"
                                      else "tf32" if kernel == "matmul" else "fp32"})
     rows.append({**rows[0], "impl": "cuda", "status": "mismatch", "error": "rel_err 0.5 > 1e-5 & 100% wrong_x",
@@ -143,6 +144,10 @@ def test_same_size_copy_macros_come_from_the_ceilings(generated):
     assert macros["CopySameSizeBfFraction"] == "0.952"  # 4.0 / 4.2
     assert float(macros["CopySameSizeBfGbps"].replace(",", "").replace("{", "").replace("}", "")) == \
         pytest.approx(4000, rel=1e-3)
+
+
+def test_placements_macro_is_what_most_timed_cells_rotated_through(generated):
+    assert defined_macros(generated["macros"])["TimingPlacements"] == "4"  # gelu and softmax 4, matmul 1
 
 
 def test_tables_are_booktabs_and_list_the_problem_cells(generated):
