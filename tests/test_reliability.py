@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -495,12 +496,16 @@ def test_atomic_write_gives_the_file_normal_permissions(tmp_path):
 
 
 def test_results_from_before_later_columns_still_read(tmp_path):
-    """A raw file written before loop_ms/enqueue_us/hold_us existed reads with NaN there; other gaps still fail."""
+    """A raw file written before loop_ms/enqueue_us/hold_us/placements existed reads with their defaults there (NaN;
+    one placement: the cell was timed on one input set); other gaps still fail."""
     old = pd.DataFrame([{c: None for c in rio.RAW_COLUMNS if c not in rio.LATER_COLUMNS} | {"status": "ok"}])
     p = tmp_path / "old.parquet"
     old.to_parquet(p)
     df = rio.read_results(p)
-    assert all(col in df and df[col].isna().all() for col in rio.LATER_COLUMNS)
+    for col, default in rio.LATER_COLUMNS.items():
+        assert col in df, col
+        assert df[col].isna().all() if np.isnan(default) else (df[col] == default).all(), col
+    assert (df["placements"] == 1).all()
     old.drop(columns=["median_ms"]).to_parquet(p)
     with pytest.raises(rio.ResultsError, match="median_ms"):
         rio.read_results(p)
