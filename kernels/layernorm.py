@@ -27,10 +27,6 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
 # divisions and rsqrt (O(N) in all) are left out.
 FLOPS_PER_ELEMENT = 7
-# Rows of at least this many columns, by element size, take the ``reload`` path with RELOAD_WARPS warps: 16-bit rows
-# of 8192 and more (round 18 of docs/performance.md).
-RELOAD_MIN_COLS = {2: 8192}
-RELOAD_WARPS = 16
 
 
 @triton.jit
@@ -41,29 +37,12 @@ def _layernorm_fwd_kernel(
     eps,
     BLOCK_SIZE: tl.constexpr,
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
-    RELOAD: tl.constexpr = False,  # ... or read it twice, holding nothing across the reduction
 ):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
     cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
-    if ONE_TILE and RELOAD:
-        # Read the row twice, hold nothing across the reduction (RMSNorm's shape, round 15): both moments in one
-        # reduction about a shift, the row's first element (near the mean's scale, so E[d^2] - E[d]^2 keeps its
-        # digits when |mean| >> std, unlike E[x^2] - E[x]^2), then the row again from the L2 to normalise
-        mask = cols < n_cols
-        shift = tl.load(x_row).to(tl.float32)
-        x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        d = tl.where(mask, x - shift, 0.0)
-        mean_d = tl.sum(d, axis=0) / n_cols
-        var = tl.maximum(tl.sum(d * d, axis=0) / n_cols - mean_d * mean_d, 0.0)
-        mean = shift + mean_d
-        rstd = tl.math.rsqrt(var + eps)
-        x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-        w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        b = tl.load(b_ptr + cols * stride_b, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        tl.store(y_row + cols * stride_yn, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=mask)
-    elif ONE_TILE:
+    if ONE_TILE:
         mask = cols < n_cols
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
         mean = tl.sum(x, axis=0) / n_cols
@@ -100,14 +79,13 @@ def _layernorm_fwd_kernel(
 
 
 def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
-                     block_size: int | None = None, num_warps: int | None = None,
-                     reload: bool | None = None) -> torch.Tensor:
+                     block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
-    ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
-    ``reload`` reads a one-tile row twice (the second time from the L2) instead of holding it in registers,
-    with both moments in one shifted reduction; by default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS.
+    ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows.
+    A one-tile row stays in registers: reading it again from the L2 (RMSNorm's reload) was slower here, in both
+    the three-read and the one-shifted-reduction form (docs/performance.md, rounds 15 and 18).
     """
     check_device(x, weight, bias)
     if x.dim() != 2:
@@ -127,14 +105,11 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     block_size = block_size or auto_block
     if block_size & (block_size - 1):
         raise ValueError(f"block_size must be a power of two, got {block_size}")
-    if reload is None:
-        reload = block_size >= n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
-        auto_warps = RELOAD_WARPS if reload else auto_warps
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _layernorm_fwd_kernel[grid](
         x, weight, bias, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0), y.stride(1),
-        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload,
+        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols,
         num_warps=num_warps or auto_warps,
     )
     return y

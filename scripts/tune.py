@@ -142,7 +142,6 @@ def row_variants(n, dtype):
     rms.update({f"triton w={k}": (lambda k=k: rmsnorm_triton(x, w, num_warps=k, reload=False)) for k in warps})
     for k in (8, 16):  # the row read again from the L2 in each pass (Inductor's shape for these rows)
         fwd[f"triton reload w={k}"] = (lambda k=k: softmax_forward(x, num_warps=k, reload=True))
-        ln[f"triton reload w={k}"] = (lambda k=k: layernorm_triton(x, w, b, num_warps=k, reload=True))
         rms[f"triton reload w={k}"] = (lambda k=k: rmsnorm_triton(x, w, num_warps=k, reload=True))
     for variants, name in ((fwd, "softmax"), (ln, "layernorm"), (rms, "rmsnorm")):
         variants["compile"] = _compiled(name, n, dtype)
