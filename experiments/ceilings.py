@@ -27,6 +27,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int, same_size_copies
     import torch
 
     from experiments.measure import check_device
+    from rooflab.sweep import placements_for
     from rooflab.timing import TimingConfig, measure, timer_for
 
     device, _ = check_device(gpu)
@@ -46,9 +47,11 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int, same_size_copies
     del src, dst
     for n in same_size_copies:
         for dname in same_size_dtypes:
-            # as many (source, destination) pairs as a sweep cell has input placements (rooflab/timing.py Rotation)
+            # as many (source, destination) pairs as a sweep cell of this size gets (rooflab/timing.py Rotation)
+            e = torch.empty((), dtype=getattr(torch, dname)).element_size()
+            count = placements_for(placements, 2.0 * n * n * e, device)
             pairs = [(x, torch.empty_like(x)) for x in (torch.randn((n, n), device=device).to(getattr(torch, dname))
-                                                        for _ in range(max(1, placements)))]
+                                                        for _ in range(count))]
             fns = [lambda x=x, y=y: y.copy_(x) for x, y in pairs]
             stats = measure(fns if len(fns) > 1 else fns[0], timer, cfg)
             moved = 2.0 * pairs[0][0].numel() * pairs[0][0].element_size()

@@ -9,7 +9,7 @@ SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # (elements per program, num_warps) by dtype, from scripts/tune.py --sections elementwise on the H200
 # (data/reference/h200/tune_v2.csv, tune_v5.csv): 32 B a thread in 16-bit dtypes (16 elements), 32 B in fp32 (8
 # elements, Inductor's XBLOCK 1024 / 4 warps). At 8192^2 bf16 2048/4 ran 92.4 us against 4096/8's 93.7 (builtin
-# 92.1-92.4). fp32 1024/4 against 4096/8 in three calls: 183.9 vs 185.8, 183.5 vs 185.3 (1-D), 184.2 vs 185.5 us at
+# 92.1-92.4). fp32 1024/4 against 4096/8 in three calls: 183.9 vs 185.8, 183.5 vs 185.4 (1-D), 184.2 vs 185.5 us at
 # 8192^2, 46.7 vs 47.5 at 4096^2 (builtin 183.9-184.5, 46.3-47.3). At N <= 2048 the variants are within the run's
 # noise (builtin timed twice differs by up to 16 %).
 LAUNCH = {torch.float32: (1024, 4), torch.bfloat16: (2048, 4), torch.float16: (2048, 4)}

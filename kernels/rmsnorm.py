@@ -4,8 +4,10 @@ The whole story of the kernel: the fused Triton kernel (one program per row, the
 wrapper, the naive PyTorch expression, the builtin (F.rms_norm, in torch since 2.4), the float64 reference, and the
 FLOP/byte model that the analysis uses.
 
-A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is read once and kept in registers; a
-longer row is walked in tiles twice: once for the sum of squares, once to normalise and store.
+A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is read once and kept in registers, or,
+for the rows RELOAD_MIN_COLS names (16-bit rows of 8192 columns and more), read twice: the second read comes from
+the L2 and frees the registers for more rows per SM. A longer row is walked in tiles twice: once for the sum of
+squares, once to normalise and store.
 
 References: Zhang & Sennrich, "Root Mean Square Layer Normalization" (2019); Liger-Kernel's ops/rms_norm.py.
 """
@@ -23,7 +25,7 @@ from rooflab.triton_utils import check_device
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Rows of at least this many columns, by element size, are read twice with 16 warps (``reload``) instead of held in
-# registers: 16-bit rows of 8192 only. scripts/tune.py --sections rows on the H200 (tune_v5.csv), 8192^2: bf16
+# registers: 16-bit rows of 8192 and more (measured in bf16 at 8192; fp16 and longer rows follow by the same logic). scripts/tune.py --sections rows on the H200 (tune_v5.csv), 8192^2: bf16
 # 63.4 us against 65.1-65.7 held (torch.compile, the same shape: 63.5); bf16 4096^2 20.3 against 18.4-18.6, and
 # fp32 at either size within 1 %, so they stay held.
 RELOAD_MIN_COLS = {2: 8192}

@@ -7,7 +7,8 @@ builtin, the float64 reference, and the FLOP/byte model that the analysis uses. 
 
 Forward, chosen by row length:
 - rows of at most MAX_FUSED_BLOCK elements: one program per row holds the whole row in registers (padded to a power
-  of two with -inf, which exp sends to 0): read x once, write y once.
+  of two with -inf, which exp sends to 0): read x once, write y once; fp32 rows of 8192 and more (RELOAD_MIN_COLS)
+  read x a second time, from the L2, instead of holding the exponentials across the sum.
 - longer rows: online softmax over tiles of MAX_FUSED_BLOCK (Milakov & Gimelshein, 2018): pass 1 keeps a running max
   m and a running sum s, rescaling s by exp(m_old - m_new) when the max grows; pass 2 writes exp(x - m) / s.
 Backward: dx = y * (dy - sum_j(dy_j y_j)), one program per row, or two passes over tiles for long rows.
@@ -36,7 +37,7 @@ BWD_FLOPS_PER_ELEMENT = 4  # dy*y, add (dot), subtract, multiply
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from x's
 # Forward rows of at least this many columns, by element size, are read twice with 16 warps (``reload``) instead of
-# holding their exponentials in registers: fp32 rows of 8192 only. scripts/tune.py --sections rows on the H200
+# holding their exponentials in registers: fp32 rows of 8192 and more (measured at 8192). scripts/tune.py --sections rows on the H200
 # (tune_v5.csv), 8192^2 fp32: 125.8 us against 129.4 held (torch.compile, the same shape: 126.5); bf16 8192^2 66.9-73.6
 # against 66.0-66.2, so 16-bit rows stay held.
 RELOAD_MIN_COLS = {4: 8192}

@@ -321,11 +321,22 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     """Warm up, then sample in growing batches until the stopping rule fires. Returns the summary + stop_reason.
 
     ``fn`` is one closure or a sequence of closures over input sets at distinct addresses (``placements``): each
-    sample then calls the next one in turn (Rotation), and the row records how many there were."""
-    fn = Rotation(fn) if isinstance(fn, (list, tuple)) else fn
-    if isinstance(fn, Rotation) and cfg.min_samples < len(fn):  # every placement in the sample, at least once
-        cfg = dataclasses.replace(cfg, min_samples=len(fn), max_samples=max(cfg.max_samples, len(fn)))
+    sample then calls the next one in turn (Rotation), and the row records how many there were. Each closure is
+    called once before the warm-up (none meets the timer cold), sampling starts at the first, and every batch is a
+    whole number of rounds, so each placement holds the same share of the samples: where placements fall in two
+    clusters (round 17 of docs/performance.md), a median over unequal shares would jump with one sample."""
+    rounds = 1
+    if isinstance(fn, (list, tuple)):
+        fn = Rotation(fn)
+        rounds = len(fn)
+        max_samples = max(rounds, cfg.max_samples // rounds * rounds)
+        min_samples = min(-(-cfg.min_samples // rounds) * rounds, max_samples)
+        cfg = dataclasses.replace(cfg, min_samples=min_samples, max_samples=max_samples)
+        for one in fn.fns:
+            one()
     timer.warmup(fn, cfg.warmup_ms)
+    if isinstance(fn, Rotation):
+        fn.calls = 0
     samples: list[float] = []
     t0 = clock()
     batch = cfg.min_samples
@@ -334,7 +345,8 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
         reason = stop_reason(samples, clock() - t0, cfg)
         if reason:
             break
-        batch = min(max(batch, len(samples) // 2), cfg.max_samples - len(samples))
+        grow = -(-max(batch, len(samples) // 2) // rounds) * rounds  # whole rounds
+        batch = min(grow, cfg.max_samples - len(samples))
     out = summarize(samples)
     out["stop_reason"] = reason
     out["timer"] = timer.name

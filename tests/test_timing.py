@@ -280,10 +280,8 @@ def test_measure_rotates_a_list_of_closures_and_records_how_many():
     seen = []
     fns = [lambda k=k: seen.append(k) for k in range(4)]
     out = measure(fns, HostTimer(), TimingConfig(warmup_ms=1, min_samples=8, max_time_s=0.05, loop_ms=0))
-    assert out["placements"] == 4
+    assert out["placements"] == 4 and out["n_samples"] % 4 == 0
     assert set(seen) == {0, 1, 2, 3}  # every placement was timed
-    counts = np.bincount(seen, minlength=4)
-    assert counts.max() - counts.min() <= 1  # in turn, so evenly
     assert measure(lambda: None, HostTimer(), TimingConfig(warmup_ms=1, max_time_s=0.01, loop_ms=0))["placements"] == 1
 
 
@@ -325,6 +323,38 @@ def test_compiled_factory_compiles_once_for_all_placements():
     fns = {c.cell_contents for f in (a, b) for c in f.__closure__ if callable(c.cell_contents)}
     assert len(fns) == 1  # one compiled callable behind both closures
     assert not fell_back()
+
+
+class PlacementTimer:
+    """Calls fn once per sample; the 'time' of a sample is which placement it called (the closures return it)."""
+
+    name = "placement"
+
+    def warmup(self, fn, warmup_ms):
+        for _ in range(3):  # an arbitrary number of warm-up calls: the rotation is left mid-round
+            fn()
+
+    def sample(self, fn, n):
+        return [1.0 + fn() for _ in range(n)]
+
+
+def test_samples_are_whole_rounds_starting_at_the_first_placement():
+    drawn = []
+
+    class Recording(PlacementTimer):
+        def sample(self, fn, n):
+            out = super().sample(fn, n)
+            drawn.extend(int(v - 1.0) for v in out)
+            return out
+
+    fns = [lambda k=k: k for k in range(4)]
+    out = measure(fns, Recording(), TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9, max_time_s=0.0,
+                                                  loop_ms=0))
+    assert out["n_samples"] == 12 and len(drawn) == 12  # 10 rounded up to whole rounds of 4
+    assert drawn == [0, 1, 2, 3] * 3  # from the first placement, each the same number of times
+    capped = measure(fns, PlacementTimer(), TimingConfig(min_samples=3, max_samples=10, target_rse=1e-9,
+                                                         max_time_s=1e9, loop_ms=0))
+    assert capped["n_samples"] == 8 and capped["stop_reason"] == "max_samples"  # 10 rounded down to whole rounds
 
 
 def test_every_placement_is_sampled_even_when_min_samples_is_lower():
