@@ -20,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
@@ -197,9 +198,7 @@ def compile_variants(n, dtype_name):
         inputs = kernel.make_inputs(n, torch_dtype(dtype_name), "cuda")
         kw = _kw(kernel, "fwd")
         tri = kernel.impls["triton"](inputs, **kw)
-        compiled = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False)  # no dynamo reset between kernels
-        comp = (lambda c=compiled, i=inputs, k=kw: c(*i, **k))
-        comp()  # compile (and autotune) outside the timing
+        comp = _compiled(name, n, torch_dtype(dtype_name))
         variants = {"compile": comp, "triton (default)": tri, "compile (again)": comp, "triton (again)": tri}
         if "builtin" in kernel.impls:
             variants["builtin"] = kernel.impls["builtin"](inputs, **kw)
@@ -268,7 +267,14 @@ def placement_rows(timer, placements=6):
     from rooflab.kernel import load_kernel, torch_dtype
     from rooflab.sweep import _kw
 
-    cfg = TimingConfig(warmup_ms=25, max_time_s=1.0, loop_ms=0)  # the sweep's config/config.yaml timing
+    import dataclasses
+
+    import yaml
+
+    from rooflab.config import default_configfile
+
+    sweep = yaml.safe_load(Path(default_configfile(REPO)).read_text()).get("timing", {})
+    cfg = dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0)  # the sweep's timing, without the loop
     rows = []
     for name, impl, dtype_name, n in PLACEMENT_CELLS:
         kernel = load_kernel(name)
@@ -309,6 +315,16 @@ def launch_costs():
         rows.append({"kernel": "launch", "n": 256, "dtype": "float32", "variant": f"host us/call: {name}",
                      "median_us": (t1 - t0) / 2000 * 1e6})
     return rows
+
+
+# Sections timed at every --n and --dtypes, in this order: (n, dtype name) -> [(kernel, bytes moved, {variant: fn})]
+PER_SIZE_SECTIONS = {
+    "gelu": lambda n, d: [("gelu", *gelu_variants(n, DTYPES[d]))],
+    "elementwise": lambda n, d: elementwise_variants(n, DTYPES[d]),
+    "hints": lambda n, d: hint_variants(n, DTYPES[d]),
+    "compile": compile_variants,
+    "rows": lambda n, d: row_variants(n, DTYPES[d]),
+}
 
 
 def main():
@@ -366,27 +382,11 @@ def main():
                 torch.cuda.empty_cache()
     for n in args.n:
         for dname in args.dtypes:
-            dtype = DTYPES[dname]
-            if "gelu" in args.sections:
-                moved, variants = gelu_variants(n, dtype)
-                for name, fn in variants.items():
-                    record("gelu", n, dname, name, _time(fn, timer, cfg), moved)
-            if "elementwise" in args.sections:
-                for kernel, moved, variants in elementwise_variants(n, dtype):
-                    for name, fn in variants.items():
-                        record(kernel, n, dname, name, _time(fn, timer, cfg), moved)
-            if "hints" in args.sections:
-                for kernel, moved, variants in hint_variants(n, dtype):
-                    for name, fn in variants.items():
-                        record(kernel, n, dname, name, _time(fn, timer, cfg), moved)
-            if "compile" in args.sections:
-                for kernel, moved, variants in compile_variants(n, dname):
-                    for name, fn in variants.items():
-                        record(kernel, n, dname, name, _time(fn, timer, cfg), moved)
-            if "rows" in args.sections:
-                for kernel, moved, variants in row_variants(n, dtype):
-                    for name, fn in variants.items():
-                        record(kernel, n, dname, name, _time(fn, timer, cfg), moved)
+            for section, make in PER_SIZE_SECTIONS.items():
+                if section in args.sections:
+                    for kernel, moved, variants in make(n, dname):
+                        for name, fn in variants.items():
+                            record(kernel, n, dname, name, _time(fn, timer, cfg), moved)
             print(f"done n={n} {dname}", flush=True)
             torch.cuda.empty_cache()
     if "matmul" in args.sections:
