@@ -5,8 +5,9 @@ the naive PyTorch expression (mean, centre, variance, scale: each its own pass o
 (F.layer_norm), the float64 reference, and the FLOP/byte model that the analysis uses.
 
 A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is read once and kept in registers; a
-longer row is walked in tiles, twice for the statistics (mean, then the centred variance: two passes, not
-E[x^2] - E[x]^2, which cancels badly when |mean| >> std) and once more to normalise and store.
+longer row is walked in tiles twice: once for both statistics, by Welford's update in every lane of the tile
+(a running mean and sum of squared deviations, not E[x^2] - E[x]^2, which cancels badly when |mean| >> std) and
+one combining reduction at the end (torch.compile's LayerNorm does the same), and once more to normalise and store.
 
 References: Ba, Kiros & Hinton, "Layer Normalization" (2016); Triton tutorial 05-layer-norm; Liger-Kernel's
 ops/layer_norm.py.
@@ -27,6 +28,15 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
 # divisions and rsqrt (O(N) in all) are left out.
 FLOPS_PER_ELEMENT = 7
+
+
+@triton.jit
+def _welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
+    """Merge two (mean, sum of squared deviations, count) partials (Chan et al.); empty partials add nothing."""
+    n = n_a + n_b
+    w_b = tl.where(n == 0, 0.0, n_b / tl.where(n == 0, 1.0, n))
+    delta = mean_b - mean_a
+    return mean_a + delta * w_b, m2_a + m2_b + delta * delta * n_a * w_b, n
 
 
 @triton.jit
@@ -53,22 +63,23 @@ def _layernorm_fwd_kernel(
         y = diff * rstd * w + b
         tl.store(y_row + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
     else:
-        acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
-        for start in range(0, n_cols, BLOCK_SIZE):  # pass 1: the mean
-            c = start + cols
-            # evict_last: the row is read twice more, from the L2 if it is still there
-            acc += tl.load(x_row + c * stride_xn, mask=c < n_cols, other=0.0,
-                           eviction_policy="evict_last").to(tl.float32)
-        mean = tl.sum(acc, axis=0) / n_cols
-        acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
-        for start in range(0, n_cols, BLOCK_SIZE):  # pass 2: the centred variance
+        # pass 1: both statistics, a Welford update per lane, then one combining reduction over the lanes
+        lane_mean = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+        lane_m2 = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+        lane_n = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK_SIZE):
             c = start + cols
             mask = c < n_cols
+            # evict_last: the row is read once more, from the L2 if it is still there
             x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            diff = tl.where(mask, x - mean, 0.0)
-            acc += diff * diff
-        rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
-        for start in range(0, n_cols, BLOCK_SIZE):  # pass 3: normalise, scale, shift, store
+            n_new = lane_n + mask.to(tl.float32)
+            delta = tl.where(mask, x - lane_mean, 0.0)
+            lane_mean += delta / tl.maximum(n_new, 1.0)
+            lane_m2 += delta * tl.where(mask, x - lane_mean, 0.0)
+            lane_n = n_new
+        mean, m2, _ = tl.reduce((lane_mean, lane_m2, lane_n), 0, _welford_combine)
+        rstd = tl.math.rsqrt(m2 / n_cols + eps)
+        for start in range(0, n_cols, BLOCK_SIZE):  # pass 2: normalise, scale, shift, store
             c = start + cols
             mask = c < n_cols
             x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)

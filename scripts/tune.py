@@ -140,6 +140,11 @@ def row_variants(n, dtype):
     bwd.update({f"triton w={k}": (lambda k=k: softmax_backward(y, dy, num_warps=k)) for k in warps})
     ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
     ln.update({f"triton w={k}": (lambda k=k: layernorm_triton(x, w, b, num_warps=k)) for k in warps})
+    for bs in (1024, 2048, 4096):  # the tiled two-read (Welford) path on a row that would fit whole
+        for k in (8, 16):
+            if bs < n:
+                ln[f"triton tiled BS={bs} w={k}"] = (lambda bs=bs, k=k: layernorm_triton(x, w, b, block_size=bs,
+                                                                                          num_warps=k))
     rms = {"builtin": lambda: rmsnorm_builtin(x, w), "triton (default)": lambda: rmsnorm_triton(x, w)}
     rms.update({f"triton w={k}": (lambda k=k: rmsnorm_triton(x, w, num_warps=k, reload=False)) for k in warps})
     for k in (8, 16):  # the row read again from the L2 in each pass (Inductor's shape for these rows)
