@@ -8,7 +8,8 @@ builtin, the float64 reference, and the FLOP/byte model that the analysis uses. 
 Forward, chosen by row length:
 - rows of at most MAX_FUSED_BLOCK elements: one program per row holds the whole row in registers (padded to a power
   of two with -inf, which exp sends to 0): read x once, write y once; fp32 rows of 8192 and more (RELOAD_MIN_COLS)
-  read x a second time, from the L2, instead of holding the exponentials across the sum.
+  read x a second time, from the L2, instead of holding the exponentials across the sum; 16-bit rows of 8192 and
+  more (HELD_WIDE_MIN_COLS) are held by 16 warps.
 - longer rows: online softmax over tiles of MAX_FUSED_BLOCK (Milakov & Gimelshein, 2018): pass 1 keeps a running max
   m and a running sum s, rescaling s by exp(m_old - m_new) when the max grows; pass 2 writes exp(x - m) / s.
 Backward: dx = y * (dy - sum_j(dy_j y_j)), one program per row, or two passes over tiles for long rows.
@@ -42,6 +43,12 @@ GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from x's
 # against 66.0-66.2, so 16-bit rows stay held.
 RELOAD_MIN_COLS = {4: 8192}
 RELOAD_WARPS = 16
+# Held (not read again) rows of at least this many columns, by element size, take HELD_WIDE_WARPS warps instead of
+# the heuristic's (bf16 8192: 16 instead of 8, four elements a thread instead of eight). tune.py --sections rows on
+# the H200, bf16 8192^2 forward: faster in six tune calls of six (five in tune_v5*.csv and tune_placement*.csv, mean
+# 64.8 vs 65.6 us; the sixth in docs/performance.md round 19, 65.36 vs 65.44).
+HELD_WIDE_MIN_COLS = {2: 8192}
+HELD_WIDE_WARPS = 16
 
 
 @triton.jit
@@ -154,7 +161,7 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length.
     ``num_warps`` overrides the heuristic (for tuning); ``reload`` reads a one-block row twice (the second time from
     the L2) instead of holding its exponentials in registers across the sum; by default for the rows
-    RELOAD_MIN_COLS names, with RELOAD_WARPS warps."""
+    RELOAD_MIN_COLS names, with RELOAD_WARPS warps (held rows that HELD_WIDE_MIN_COLS names: HELD_WIDE_WARPS)."""
     _check("softmax_forward", x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
@@ -163,7 +170,10 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     block, auto_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
     if reload is None:
         reload = one_block and n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
-        auto_warps = RELOAD_WARPS if reload else auto_warps
+        if reload:
+            auto_warps = RELOAD_WARPS
+        elif one_block and n_cols >= HELD_WIDE_MIN_COLS.get(x.element_size(), n_cols + 1):
+            auto_warps = max(auto_warps, HELD_WIDE_WARPS)
     num_warps = num_warps or auto_warps
     grid = lambda META: (n_rows,)  # noqa: E731
     args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))
