@@ -66,17 +66,20 @@ def _layernorm_fwd_kernel(
         # pass 1: both statistics, a Welford update per lane, then one combining reduction over the lanes
         lane_mean = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
         lane_m2 = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
-        lane_n = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
         for start in range(0, n_cols, BLOCK_SIZE):
             c = start + cols
             mask = c < n_cols
             # evict_last: the row is read once more, from the L2 if it is still there
             x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            n_new = lane_n + mask.to(tl.float32)
+            # Every lane this tile updates has seen exactly one value per earlier tile (only the last tile is
+            # ragged), so its new count is the tile's number: one scalar reciprocal, no division per element.
+            inv_count = 1.0 / (start // BLOCK_SIZE + 1)
             delta = tl.where(mask, x - lane_mean, 0.0)
-            lane_mean += delta / tl.maximum(n_new, 1.0)
+            lane_mean += delta * inv_count
             lane_m2 += delta * tl.where(mask, x - lane_mean, 0.0)
-            lane_n = n_new
+        # each lane's count: one per full tile, plus one if it falls in the ragged last tile (not a third register
+        # tile carried through the loop)
+        lane_n = (n_cols // BLOCK_SIZE + (cols < n_cols % BLOCK_SIZE).to(tl.int32)).to(tl.float32)
         mean, m2, _ = tl.reduce((lane_mean, lane_m2, lane_n), 0, _welford_combine)
         rstd = tl.math.rsqrt(m2 / n_cols + eps)
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 2: normalise, scale, shift, store
