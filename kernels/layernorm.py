@@ -24,6 +24,12 @@ from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
 EPS = 1e-5
+# Rows too long to hold walk tiles; by element size, (tile, num_warps) where the shared heuristic's tile is not the
+# best. 16-bit rows: 4096 x 8 warps. H200, 2048 x 32768 / 1024 x 65536 bf16
+# (data/reference/h200/tune_v7_layernorm_long_rows.csv): 93.5 / 103.8 us, against 169 / 149 with the heuristic's
+# 16384 x 16 (128 registers and a spilled stack) and 106.9 / 116.6 before (three reads).
+# fp32 keeps the heuristic's 16384 x 16: 190-192 / 185.5 us (before: 208 / 222).
+TILED_LAUNCH = {2: (4096, 8)}
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
 # divisions and rsqrt (O(N) in all) are left out.
@@ -97,7 +103,8 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
-    ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows.
+    ``num_warps`` override the shared heuristic (kernels/_rows.py) and TILED_LAUNCH, e.g. to test the tiled path on
+    short rows.
     A one-tile row stays in registers: reading it again from the L2 (RMSNorm's reload) was slower here, in both
     the three-read and the one-shifted-reduction form (docs/performance.md, rounds 15 and 18).
     """
@@ -116,6 +123,8 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     if y.numel() == 0:
         return y
     auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
+    if auto_block < n_cols:  # too long to hold: the tiled loop
+        auto_block, auto_warps = TILED_LAUNCH.get(x.element_size(), (auto_block, auto_warps))
     block_size = block_size or auto_block
     if block_size & (block_size - 1):
         raise ValueError(f"block_size must be a power of two, got {block_size}")

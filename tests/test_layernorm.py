@@ -44,6 +44,13 @@ def test_long_rows_through_tiled_loop(block_size):
                                atol=1e-5, rtol=1e-5)
 
 
+def test_rows_too_long_to_hold_take_the_tiled_launch():
+    x, w, b = _inputs(2, MAX_BLOCK_SIZE + 37, torch.bfloat16)  # longer than one block: the tiled two-read loop
+    y = ln.layernorm_triton(x, w, b)
+    torch.testing.assert_close(y.double(), _ref(x, w, b), atol=2e-2, rtol=1.6e-2)
+    assert ln.TILED_LAUNCH[2][0] < MAX_BLOCK_SIZE  # 16-bit rows walk narrower tiles than the held bound
+
+
 @pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("view", ["x.t()", "x[:, ::2]", "x[::3]", "w[::2], b[::2]"])
 def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
