@@ -395,14 +395,15 @@ def repeatability_table(runs: dict[str, pd.DataFrame]) -> str:
 
 def repeatability_macros(m: "Macros", runs: dict[str, pd.DataFrame], gpu: str) -> None:
     """RepeatEventLongMaxPct, ... for the headline GPU (n/a without a run), and the goals they are judged by."""
-    from analysis.repeatability import EVENT_MIN_MS, GOALS, GRAPH_MAX_MS, summarize
+    from analysis.repeatability import EVENT_MIN_MS, GOALS, GRAPH_MAX_MS, process_count, summarize
 
     summary = summarize(runs[gpu]).set_index("group") if gpu in runs else None
     for group, tag in (("event_long", "EventLong"), ("graph_short", "GraphShort"), ("event_short", "EventShort")):
         for stat, stag in (("max_abs_rel_diff", "Max"), ("median_abs_rel_diff", "Median")):
             value = summary.loc[group, stat] * 100 if summary is not None else np.nan
-            m.add(f"Repeat{tag}{stag}Pct", fmt(value, 2), f"two processes, {group}, percent")
+            m.add(f"Repeat{tag}{stag}Pct", fmt(value, 2), f"over pairs of processes, {group}, percent")
         m.add(f"Repeat{tag}Cells", str(int(summary.loc[group, "n"])) if summary is not None else "n/a")
+    m.add("RepeatRuns", str(process_count(runs[gpu])) if gpu in runs else "n/a", "processes compared, every pair")
     m.add("RepeatLongUs", fmt(EVENT_MIN_MS * 1e3), "long cells start here, microseconds")
     m.add("RepeatShortUs", fmt(GRAPH_MAX_MS * 1e3), "short cells end here, microseconds")
     m.add("RepeatGoalEventLongPct", fmt(GOALS["event_long"] * 100), "goal, percent")

@@ -59,6 +59,7 @@ class TimingConfig:
     hold_stream: bool = True  # spin before each sample so the host's launch cost is not timed (NVBench method)
     loop_ms: float = 10.0  # length of the back-to-back loop that gives loop_ms (0: do not measure it)
     placements: int = 1  # input sets at distinct addresses a cell rotates through (see Rotation)
+    flush_buffers: int = 1  # flush buffers at distinct addresses the samples rotate through
 
     @classmethod
     def from_config(cls, d: dict | None) -> "TimingConfig":
@@ -193,17 +194,22 @@ class CudaEventTimer:
 
     name = "cuda_event"
 
-    def __init__(self, flush_l2: bool = True, hold_stream: bool = True, flush_mode: str = "read"):
+    def __init__(self, flush_l2: bool = True, hold_stream: bool = True, flush_mode: str = "read",
+                 flush_buffers: int = 1):
         import torch
 
         if flush_mode not in FLUSH_MODES:
             raise ValueError(f"flush_mode must be one of {FLUSH_MODES}, got {flush_mode!r}")
+        if flush_buffers < 1:
+            raise ValueError(f"flush_buffers must be at least 1, got {flush_buffers}")
         self.torch = torch
         l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
         self.l2_bytes = int(l2)
-        # Twice the L2, so an LRU-ish cache keeps none of the previous sample's working set.
-        self.flush_buffer = torch.zeros(max(2 * self.l2_bytes, 1 << 20) // 4, dtype=torch.int32,
-                                        device="cuda") if flush_l2 else None
+        # Twice the L2, so an LRU-ish cache keeps none of the previous sample's working set; flush_buffers of them
+        # at distinct addresses, used in turn.
+        self.flush_buffers = [torch.zeros(max(2 * self.l2_bytes, 1 << 20) // 4, dtype=torch.int32, device="cuda")
+                              for _ in range(flush_buffers)] if flush_l2 else []
+        self._next_flush = 0
         self.flush_mode = flush_mode
         self._flush_sink = torch.empty((), dtype=torch.int64, device="cuda")
         self.hold_stream = hold_stream
@@ -225,12 +231,14 @@ class CudaEventTimer:
         return cycles / max(s.elapsed_time(e) * 1e3, 1e-3)
 
     def _flush(self):
-        if self.flush_buffer is None:
+        if not self.flush_buffers:
             return
+        buffer = self.flush_buffers[self._next_flush]
+        self._next_flush = (self._next_flush + 1) % len(self.flush_buffers)
         if self.flush_mode == "write":
-            self.flush_buffer.zero_()
+            buffer.zero_()
         else:  # "read": evict by reading, so no dirty lines of the flush are left for the timed call to write back
-            self.torch.sum(self.flush_buffer, dim=0, out=self._flush_sink)
+            self.torch.sum(buffer, dim=0, out=self._flush_sink)
 
     def _hold(self):
         if self.hold_cycles:
@@ -282,7 +290,7 @@ def timer_for(device: str, cfg: TimingConfig) -> Timer:
     """The timer a sweep uses: CUDA events with the configured flush and hold on a GPU, the host clock on the CPU.
     Make one per sweep and pass it to every cell: it holds the flush buffer and the spin calibration."""
     if device == "cuda":
-        return CudaEventTimer(cfg.flush_l2, cfg.hold_stream, cfg.flush_mode)
+        return CudaEventTimer(cfg.flush_l2, cfg.hold_stream, cfg.flush_mode, cfg.flush_buffers)
     return HostTimer()
 
 

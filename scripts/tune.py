@@ -265,10 +265,30 @@ PLACEMENT_CELLS = [("gelu", "triton", "bfloat16", 8192), ("layernorm", "triton",
                    ("vecadd", "triton", "bfloat16", 1024)]
 
 
+class TouchTimer(CudaEventTimer):
+    """The sweep's timer, and after each flush one element read from every 2 MiB page of `touch` (tensors): their
+    address translations warm, their data (all but one line a page) still cold. A probe, not a sweep timer."""
+
+    touch = ()
+
+    def _flush(self):
+        super()._flush()
+        for t in self.touch:
+            t.sum()
+
+
+def _pages(t):
+    """One element of every 2 MiB page of a contiguous tensor (a strided view)."""
+    flat = t.reshape(-1)
+    return flat[::max(1, (2 << 20) // t.element_size())]
+
+
 def placement_rows(timer, placements=6):
     """Does where the inputs sit in memory move a cell's median? One cell measured with the sweep's own settings
     (config defaults) on `placements` fresh allocations (earlier ones kept alive, a spacer of p x 1.5 MB between,
-    so the addresses differ), then on the first allocation again."""
+    so the addresses differ), then on the first allocation again; under three timers: the sweep's, one that
+    rotates 4 flush buffers (is the offset tied to where the flush buffer sits?), and one that warms the address
+    translations of the inputs' pages after each flush (is it TLB misses?)."""
     from rooflab.kernel import load_kernel, torch_dtype
     from rooflab.sweep import _kw
 
@@ -280,6 +300,8 @@ def placement_rows(timer, placements=6):
 
     sweep = yaml.safe_load(Path(default_configfile(REPO)).read_text()).get("timing", {})
     cfg = dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0)  # the sweep's timing, without the loop
+    timers = {"sweep timer": timer, "4 flush buffers": CudaEventTimer(flush_buffers=4),
+              "input pages touched": TouchTimer()}
     rows = []
     for name, impl, dtype_name, n in PLACEMENT_CELLS:
         kernel = load_kernel(name)
@@ -288,15 +310,18 @@ def placement_rows(timer, placements=6):
             keep.append(torch.empty(p * 3 * (1 << 19), dtype=torch.uint8, device="cuda"))  # spacer
             inputs = kernel.make_inputs(n, torch_dtype(dtype_name), "cuda", seed=0)
             keep.append(inputs)
-            fns.append((p, inputs[0].data_ptr(), kernel.impls[impl](inputs, **_kw(kernel, "fwd"))))
+            fns.append((p, inputs, kernel.impls[impl](inputs, **_kw(kernel, "fwd"))))
         fns.append(("0 again",) + fns[0][1:])
-        for p, ptr, fn in fns:
-            fn()
-            torch.cuda.synchronize()
-            r = measure(fn, timer, cfg)
-            rows.append({"kernel": "placement", "n": n, "dtype": dtype_name,
-                         "variant": f"{name} {impl} | placement {p} | x at {ptr % (2 << 20) >> 10} KiB of 2 MiB",
-                         "median_us": r["median_ms"] * 1e3, "n_samples": r["n_samples"]})
+        for tname, t in timers.items():
+            for p, inputs, fn in fns:
+                t.touch = [_pages(x) for x in inputs if isinstance(x, torch.Tensor)]
+                fn()
+                torch.cuda.synchronize()
+                r = measure(fn, t, cfg)
+                ptr = inputs[0].data_ptr()
+                rows.append({"kernel": "placement", "n": n, "dtype": dtype_name,
+                             "variant": f"{name} {impl} | {tname} | placement {p} | x at {ptr % (2 << 20) >> 10} KiB "
+                                        f"of 2 MiB", "median_us": r["median_ms"] * 1e3, "n_samples": r["n_samples"]})
         del keep, fns
         torch.cuda.empty_cache()
     return rows
@@ -433,6 +458,10 @@ def main():
     pl = df[df.kernel == "placement"]
     if len(pl):
         print("\nmedian by input placement (us)\n" + pl[["variant", "median_us", "n_samples"]].to_string(index=False))
+        parts = pl.variant.str.split(" \\| ")
+        spread = pl.assign(cell=parts.str[0], timer=parts.str[1]).groupby(["cell", "timer"], sort=False)["median_us"]
+        print("\nspread over the allocations, (max - min) / min, %\n"
+              + (spread.max() / spread.min() - 1).mul(100).round(2).to_string())
     if "floor" in args.sections:
         print("\ntimer floor (us)\n" + df[df.kernel == "floor"][["variant", "median_us"]].to_string(index=False))
     if "launch" in args.sections:

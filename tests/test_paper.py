@@ -192,8 +192,13 @@ def test_repeatability_table_and_macros_come_from_the_run():
     macros = defined_macros(out["macros"])
     assert macros["RepeatEventLongMaxPct"] == "2" and macros["RepeatEventLongCells"] == "2"  # 1 % and 2 %
     assert macros["RepeatGraphShortMaxPct"] == "5" and macros["RepeatGoalEventLongPct"] == "1"
+    assert macros["RepeatRuns"] == "2"  # a table without a pair column compares two processes
+    three = pd.concat([run.assign(pair=p) for p in ("1-2", "1-3", "2-3")], ignore_index=True)
+    macros3 = defined_macros(generate(metrics, ceilings, "/nonexistent", {"h200": three})["macros"])
+    assert macros3["RepeatRuns"] == "3" and macros3["RepeatEventLongCells"] == "6"  # 2 long cells x 3 pairs
     table = out["table_repeatability"]
     assert "\\toprule" in table and "h200" in table and "a100" not in table and "50 us and longer" in table
     empty = generate(metrics, ceilings, "/nonexistent")
     assert defined_macros(empty["macros"])["RepeatEventLongMaxPct"] == "n/a"
+    assert defined_macros(empty["macros"])["RepeatRuns"] == "n/a"
     assert "No repeatability run" in empty["table_repeatability"]
