@@ -266,15 +266,31 @@ PLACEMENT_CELLS = [("gelu", "triton", "bfloat16", 8192), ("layernorm", "triton",
 
 
 class TouchTimer(CudaEventTimer):
-    """The sweep's timer, and after each flush one element read from every 2 MiB page of `touch` (tensors): their
-    address translations warm, their data (all but one line a page) still cold. A probe, not a sweep timer."""
+    """The sweep's timer, and after each flush one element read from every 2 MiB page of `touch` (tensors) and, with
+    `outputs`, of the previous call's output (then released, so the caching allocator hands the same block to the
+    next call): their address translations warm, their data (all but one line a page) still cold. A probe, not a
+    sweep timer."""
 
-    touch = ()
+    def __init__(self, outputs=False):
+        super().__init__()
+        self.touch, self.outputs, self.last = (), outputs, None
+
+    def wrap(self, fn):
+        if not self.outputs:
+            return fn
+
+        def call():
+            self.last = fn()
+            return self.last
+        return call
 
     def _flush(self):
         super()._flush()
         for t in self.touch:
             t.sum()
+        if self.last is not None:
+            _pages(self.last).sum()
+            self.last = None
 
 
 def _pages(t):
@@ -286,9 +302,10 @@ def _pages(t):
 def placement_rows(timer, placements=6):
     """Does where the inputs sit in memory move a cell's median? One cell measured with the sweep's own settings
     (config defaults) on `placements` fresh allocations (earlier ones kept alive, a spacer of p x 1.5 MB between,
-    so the addresses differ), then on the first allocation again; under three timers: the sweep's, one that
-    rotates 4 flush buffers (is the offset tied to where the flush buffer sits?), and one that warms the address
-    translations of the inputs' pages after each flush (is it TLB misses?)."""
+    so the addresses differ), then on the first allocation again; under three timers: the sweep's, one that warms
+    the address translations of the inputs' pages after each flush, and one that warms the outputs' too (is the
+    offset TLB misses?). A timer rotating 4 flush buffers (timing.flush_buffers) did not narrow the spread
+    (docs/performance.md, round 22)."""
     from rooflab.kernel import load_kernel, torch_dtype
     from rooflab.sweep import _kw
 
@@ -300,8 +317,8 @@ def placement_rows(timer, placements=6):
 
     sweep = yaml.safe_load(Path(default_configfile(REPO)).read_text()).get("timing", {})
     cfg = dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0)  # the sweep's timing, without the loop
-    timers = {"sweep timer": timer, "4 flush buffers": CudaEventTimer(flush_buffers=4),
-              "input pages touched": TouchTimer()}
+    timers = {"sweep timer": timer, "input pages touched": TouchTimer(),
+              "input and output pages touched": TouchTimer(outputs=True)}
     rows = []
     for name, impl, dtype_name, n in PLACEMENT_CELLS:
         kernel = load_kernel(name)
@@ -315,9 +332,10 @@ def placement_rows(timer, placements=6):
         for tname, t in timers.items():
             for p, inputs, fn in fns:
                 t.touch = [_pages(x) for x in inputs if isinstance(x, torch.Tensor)]
-                fn()
+                timed = t.wrap(fn) if isinstance(t, TouchTimer) else fn
+                timed()
                 torch.cuda.synchronize()
-                r = measure(fn, t, cfg)
+                r = measure(timed, t, cfg)
                 ptr = inputs[0].data_ptr()
                 rows.append({"kernel": "placement", "n": n, "dtype": dtype_name,
                              "variant": f"{name} {impl} | {tname} | placement {p} | x at {ptr % (2 << 20) >> 10} KiB "
