@@ -107,6 +107,7 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
         "tolerance": kernel.tolerance.get(cell.dtype, float("nan")),
         "compute_unit": None, "compile_fallback": False,
         "autotune_config": "", "autotune_ms": float("nan"),
+        "warm_translations": bool(timing.warm_translations),  # how the samples were taken (TimingConfig)
     }
     try:
         # the kernel's own declarations run inside the try too: a bad one fails this cell, not the sweep
@@ -160,12 +161,13 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
 
         timer = timer or timer_for(device, timing)
         # More input sets at other addresses (same seed, same values): the samples rotate through them.
-        fns = [fn] + [factory(kernel.make_inputs(cell.size, torch_dtype(cell.dtype), device, seed), **kw)
-                      for _ in range(placements_for(timing.placements, row["working_set_bytes"], device) - 1)]
+        sets = [inputs] + [kernel.make_inputs(cell.size, torch_dtype(cell.dtype), device, seed)
+                           for _ in range(placements_for(timing.placements, row["working_set_bytes"], device) - 1)]
+        fns = [fn] + [factory(one, **kw) for one in sets[1:]]
         row.update(clocks.prefixed("before"))
-        row.update(measure(fns if len(fns) > 1 else fn, timer, timing))
+        row.update(measure(fns if len(fns) > 1 else fn, timer, timing, inputs=sets))
         row.update(clocks.prefixed("after"))
-        del fns
+        del fns, sets
         if device == "cuda" and timing.cudagraph:
             try:
                 row["graph_median_ms"] = cudagraph_median_ms(fn)

@@ -60,6 +60,7 @@ class TimingConfig:
     loop_ms: float = 10.0  # length of the back-to-back loop that gives loop_ms (0: do not measure it)
     placements: int = 1  # input sets at distinct addresses a cell rotates through (see Rotation)
     flush_buffers: int = 1  # flush buffers at distinct addresses the samples rotate through
+    warm_translations: bool = False  # after each flush, touch every 64 KiB of the next call's buffers (see Rotation)
 
     @classmethod
     def from_config(cls, d: dict | None) -> "TimingConfig":
@@ -270,8 +271,11 @@ class CudaEventTimer:
         torch = self.torch
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        warm = getattr(fn, "warm", None)  # a Rotation warms the next call's address translations (if asked to)
         for s, e in zip(starts, ends):
             self._flush()
+            if warm is not None:
+                warm()
             self._hold()
             s.record()
             fn()
@@ -306,36 +310,89 @@ class Rotation:
     sample set. Timers need not know: they call this like any closure.
     """
 
-    def __init__(self, fns):
+    def __init__(self, fns, inputs=None, touch=None):
         self.fns = list(fns)
         if not self.fns:
             raise ValueError("Rotation needs at least one closure")
+        if inputs is not None and len(inputs) != len(self.fns):
+            raise ValueError(f"{len(self.fns)} closures but {len(inputs)} input sets")
         self.outputs: list[object] = [None] * len(self.fns)
         self.calls = 0
+        # Translation warming (timing.warm_translations): the input sets, and the output block the next call will
+        # likely be handed (kept until warm() has touched it).
+        self.inputs = [list(tensors_in(one)) for one in inputs] if inputs is not None else None
+        self.touch = touch or touch_pages
+        self.released = None
 
     def __call__(self):
         i = self.calls % len(self.fns)
         self.calls += 1
         out = self.fns[i]()
+        if self.inputs is not None:
+            self.released = self.outputs[i]  # freed in warm(), after its pages were touched
         self.outputs[i] = out  # the previous output of this slot is freed only now, after the new one was allocated
         return out
+
+    def warm(self):
+        """Before a sample (after the flush): read one element of every 64 KiB of the next call's inputs and of the
+        output block it will likely be handed (the one the last call released), then free that block.
+
+        Why: after the flush a small cell's time depended on whether the address translations of its buffers had
+        survived: six allocations of a 1024^2 bf16 add measured 5.41-6.51 us, 1.7 % apart with the input and output
+        pages touched first (docs/performance.md, round 22). The data stay cold: one line in 512 is read. With
+        warming off (the default) this does nothing."""
+        if self.inputs is None:
+            return
+        for t in self.inputs[self.calls % len(self.fns)] + list(tensors_in(self.released)):
+            self.touch(t)
+        self.released = None
 
     def __len__(self):
         return len(self.fns)
 
 
+TOUCH_STRIDE_BYTES = 64 << 10  # the smallest GPU page size; 2 MiB pages are touched 32 times
+
+
+def tensors_in(obj):
+    """The tensors in a call's inputs or output: a tensor, or a tuple/list/dict of them (anything else: none)."""
+    if obj is None:
+        return
+    if hasattr(obj, "data_ptr") and hasattr(obj, "element_size"):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for one in obj:
+            yield from tensors_in(one)
+    elif isinstance(obj, dict):
+        for one in obj.values():
+            yield from tensors_in(one)
+
+
+def touch_pages(t) -> None:
+    """Read one element of every TOUCH_STRIDE_BYTES of a contiguous tensor (a strided view, no copy); others are
+    left alone."""
+    if t.numel() == 0 or not t.is_contiguous():
+        return
+    t.view(-1)[::max(1, TOUCH_STRIDE_BYTES // t.element_size())].sum()
+
+
 def measure(fn, timer: Timer, cfg: TimingConfig,
-            clock: Callable[[], float] = time.perf_counter) -> dict:
+            clock: Callable[[], float] = time.perf_counter, inputs=None) -> dict:
     """Warm up, then sample in growing batches until the stopping rule fires. Returns the summary + stop_reason.
 
     ``fn`` is one closure or a sequence of closures over input sets at distinct addresses (``placements``): each
     sample then calls the next one in turn (Rotation), and the row records how many there were. Each closure is
     called once before the warm-up (none meets the timer cold), sampling starts at the first, and every batch is a
     whole number of rounds, so each placement holds the same share of the samples: where placements fall in two
-    clusters (round 17 of docs/performance.md), a median over unequal shares would jump with one sample."""
+    clusters (round 17 of docs/performance.md), a median over unequal shares would jump with one sample.
+    ``inputs`` (one input set per closure) with ``cfg.warm_translations``: every sample's buffers have their
+    address translations warmed after the flush (Rotation.warm)."""
     rounds = 1
+    warming = cfg.warm_translations and inputs is not None
+    if warming and not isinstance(fn, (list, tuple)):
+        fn = [fn]
     if isinstance(fn, (list, tuple)):
-        fn = Rotation(fn)
+        fn = Rotation(fn, inputs if warming else None)
         rounds = len(fn)
         max_samples = max(rounds, cfg.max_samples // rounds * rounds)
         min_samples = min(-(-cfg.min_samples // rounds) * rounds, max_samples)

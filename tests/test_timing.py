@@ -365,3 +365,92 @@ def test_every_placement_is_sampled_even_when_min_samples_is_lower():
     out = measure(fns, HostTimer(), TimingConfig(warmup_ms=0, min_samples=2, max_samples=3, target_rse=1.0,
                                                  max_time_s=10.0, loop_ms=0))
     assert out["n_samples"] >= 6 and out["placements"] == 6
+
+
+def test_warming_touches_the_next_inputs_and_the_released_output_block():
+    import torch
+
+    from rooflab.timing import Rotation
+
+    touched = []
+    a, b = torch.zeros(4), torch.ones(4)
+    outs = iter(torch.full((2,), float(k)) for k in range(10))
+    rot = Rotation([lambda: next(outs), lambda: next(outs)], inputs=[(a,), {"x": b, "eps": 1e-5}],
+                   touch=lambda t: touched.append(t))
+    first = rot()  # slot 0; nothing released yet
+    rot.warm()
+    assert len(touched) == 1 and touched[0] is b  # the next call's inputs (slot 1)
+    rot()  # slot 1
+    rot()  # slot 0 again: its previous output is released, held until warmed
+    assert rot.released is first
+    touched.clear()
+    rot.warm()
+    assert touched[0] is b and touched[1] is first and rot.released is None
+    with pytest.raises(ValueError):
+        Rotation([lambda: None], inputs=[(a,), (b,)])
+
+
+def test_warming_is_off_by_default_and_a_no_op_then():
+    import torch
+
+    from rooflab.timing import Rotation
+
+    touched = []
+    rot = Rotation([lambda: torch.zeros(2)], touch=lambda t: touched.append(t))
+    rot()
+    rot()
+    rot.warm()
+    assert touched == [] and rot.released is None
+
+
+class WarmingTimer(PlacementTimer):
+    """Calls fn.warm() before every sample, as the CUDA timer does after its flush."""
+
+    warms = 0
+
+    def sample(self, fn, n):
+        out = []
+        for _ in range(n):
+            fn.warm()
+            self.warms += 1
+            fn()
+            out.append(1.0)
+        return out
+
+
+def test_measure_warms_translations_when_asked_even_for_one_placement():
+    import torch
+
+    x = torch.arange(100_000, dtype=torch.float32)  # several 64 KiB strides; touch_pages reads them on the CPU
+    cfg = TimingConfig(min_samples=5, max_samples=5, target_rse=1e-9, max_time_s=0.0, loop_ms=0,
+                       warm_translations=True)
+    timer = WarmingTimer()
+    out = measure(lambda: x * 2, timer, cfg, inputs=[(x,)])
+    assert out["placements"] == 1 and timer.warms == 5
+    with pytest.raises(AttributeError):  # without warm_translations a single closure is not wrapped at all
+        measure(lambda: x * 2, WarmingTimer(), TimingConfig(min_samples=2, max_samples=2, target_rse=1e-9,
+                                                              max_time_s=0.0, loop_ms=0), inputs=[(x,)])
+
+
+def test_touch_pages_reads_one_element_per_stride_without_copying():
+    import torch
+
+    from rooflab.timing import TOUCH_STRIDE_BYTES, tensors_in, touch_pages
+
+    x = torch.zeros(3 * TOUCH_STRIDE_BYTES // 4 + 1)
+    touch_pages(x)
+    touch_pages(x[::2])  # not contiguous: left alone, no copy
+    touch_pages(torch.empty(0))
+    assert [t.shape for t in tensors_in(((x,), {"w": x}, 3.0, None))] == [x.shape, x.shape]
+    assert list(tensors_in(None)) == []
+
+
+def test_a_cpu_cell_records_whether_translations_were_warmed(tmp_path):
+    from experiments.measure import run
+
+    out = tmp_path / "cpu" / "vecadd.parquet"
+    params = {**TINY, "impls": ["builtin"], "dtypes": ["float32"],
+              "timing": {**TINY["timing"], "warm_translations": True, "placements": 2}}
+    assert run("vecadd", "cpu", str(out), params, progress=False) == 0
+    df = pd.read_parquet(out)
+    assert (df["status"] == "ok").all() and df["warm_translations"].all() and (df["placements"] == 2).all()
