@@ -26,7 +26,11 @@ Input placements: where a cell's buffers sit in device memory moves its time, by
 to 20 % at 1024^2 and 2 % at 8192^2 on the H200). ``measure`` therefore takes a list of closures over input sets at
 distinct addresses and rotates the samples (and the warm-up and loop calls) through them (``Rotation``); the sweep
 builds ``timing.placements`` of them per cell. The CUDA-graph time replays the first set only (a graph holds fixed
-addresses).
+addresses). Most of a small cell's offset is address translation: whether the translations of its buffers survived
+the flush. ``timing.warm_translations`` (off by default) has ``Rotation.warm`` read one element of every 64 KiB of
+the next call's buffers after each flush; on the H200 that took six allocations of a 1024^2 add from 18 % apart to
+1.7 %, and the small cells' spread between processes from a median of 11 % to 5 %, leaving cells of 8192^2 as they
+were. ``timing.flush_buffers`` rotates several flush buffers (it did not help; kept for such probes).
 
 Why our own loop and not only ``triton.testing.do_bench``: do_bench flushes a fixed 256 MB buffer, does not hold the
 stream, and samples for a fixed time. We stop when the relative standard error of the median falls under a target
