@@ -9,7 +9,7 @@ the timer reports for an empty event pair and for one-block kernels: the fixed c
 small cell under fixed hold lengths), "matmul" (the pointer kernel and the TMA persistent
 kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints), "compile" (our Triton against torch.compile, interleaved; with
 TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay there to read), "placement" (one cell's median on several input
-allocations: is a between-process offset where the inputs sit?), "launch" (host microseconds per call). Prints, per kernel,
+allocations, with and without timing.warm_translations: how much of an offset is address translation?), "launch" (host microseconds per call). Prints, per kernel,
 dtype and N, the best variants with their fraction of the copy bandwidth measured in the same run (or of cuBLAS);
 the CSV keeps every variant. The tables behind the defaults in kernels/*.py come from this script. GPU only.
 
@@ -265,47 +265,14 @@ PLACEMENT_CELLS = [("gelu", "triton", "bfloat16", 8192), ("layernorm", "triton",
                    ("vecadd", "triton", "bfloat16", 1024)]
 
 
-class TouchTimer(CudaEventTimer):
-    """The sweep's timer, and after each flush one element read from every 2 MiB page of `touch` (tensors) and, with
-    `outputs`, of the previous call's output (then released, so the caching allocator hands the same block to the
-    next call): their address translations warm, their data (all but one line a page) still cold. A probe, not a
-    sweep timer."""
-
-    def __init__(self, outputs=False):
-        super().__init__()
-        self.touch, self.outputs, self.last = (), outputs, None
-
-    def wrap(self, fn):
-        if not self.outputs:
-            return fn
-
-        def call():
-            self.last = fn()
-            return self.last
-        return call
-
-    def _flush(self):
-        super()._flush()
-        for t in self.touch:
-            t.sum()
-        if self.last is not None:
-            _pages(self.last).sum()
-            self.last = None
-
-
-def _pages(t):
-    """One element of every 2 MiB page of a contiguous tensor (a strided view)."""
-    flat = t.reshape(-1)
-    return flat[::max(1, (2 << 20) // t.element_size())]
-
-
 def placement_rows(timer, placements=6):
     """Does where the inputs sit in memory move a cell's median? One cell measured with the sweep's own settings
     (config defaults) on `placements` fresh allocations (earlier ones kept alive, a spacer of p x 1.5 MB between,
-    so the addresses differ), then on the first allocation again; under three timers: the sweep's, one that warms
-    the address translations of the inputs' pages after each flush, and one that warms the outputs' too (is the
-    offset TLB misses?). A timer rotating 4 flush buffers (timing.flush_buffers) did not narrow the spread
-    (docs/performance.md, round 22)."""
+    so the addresses differ), then on the first allocation again; with the sweep's timing and with
+    `warm_translations` on (the next call's input and output pages touched after each flush: is the offset TLB
+    misses?). tune_v8_placement_*.csv (commits 65951e5, e7e08e5) had a probe-only toucher at a 2 MiB stride, inputs
+    alone as a third variant, and 4 rotating flush buffers (timing.flush_buffers) as a fourth: docs/performance.md,
+    round 22."""
     from rooflab.kernel import load_kernel, torch_dtype
     from rooflab.sweep import _kw
 
@@ -317,8 +284,8 @@ def placement_rows(timer, placements=6):
 
     sweep = yaml.safe_load(Path(default_configfile(REPO)).read_text()).get("timing", {})
     cfg = dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0)  # the sweep's timing, without the loop
-    timers = {"sweep timer": timer, "input pages touched": TouchTimer(),
-              "input and output pages touched": TouchTimer(outputs=True)}
+    modes = {"sweep timing": dataclasses.replace(cfg, warm_translations=False),
+             "translations warmed": dataclasses.replace(cfg, warm_translations=True)}
     rows = []
     for name, impl, dtype_name, n in PLACEMENT_CELLS:
         kernel = load_kernel(name)
@@ -329,16 +296,14 @@ def placement_rows(timer, placements=6):
             keep.append(inputs)
             fns.append((p, inputs, kernel.impls[impl](inputs, **_kw(kernel, "fwd"))))
         fns.append(("0 again",) + fns[0][1:])
-        for tname, t in timers.items():
+        for mode, mode_cfg in modes.items():
             for p, inputs, fn in fns:
-                t.touch = [_pages(x) for x in inputs if isinstance(x, torch.Tensor)]
-                timed = t.wrap(fn) if isinstance(t, TouchTimer) else fn
-                timed()
+                fn()
                 torch.cuda.synchronize()
-                r = measure(timed, t, cfg)
+                r = measure(fn, timer, mode_cfg, inputs=[inputs])
                 ptr = inputs[0].data_ptr()
                 rows.append({"kernel": "placement", "n": n, "dtype": dtype_name,
-                             "variant": f"{name} {impl} | {tname} | placement {p} | x at {ptr % (2 << 20) >> 10} KiB "
+                             "variant": f"{name} {impl} | {mode} | placement {p} | x at {ptr % (2 << 20) >> 10} KiB "
                                         f"of 2 MiB", "median_us": r["median_ms"] * 1e3, "n_samples": r["n_samples"]})
         del keep, fns
         torch.cuda.empty_cache()
