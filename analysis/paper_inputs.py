@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rooflab.gpus import SPECS  # noqa: E402
 from rooflab.kernel import IMPL_LABEL as IMPL_NAME  # noqa: E402
+from rooflab.timing import TOUCH_STRIDE_BYTES  # noqa: E402
 
 DTYPE_TAG = {"float32": "Fp", "bfloat16": "Bf", "float16": "Half"}
 IMPL_TAG = {"naive": "Naive", "builtin": "Builtin", "compile": "Compile", "triton": "Triton", "cuda": "Cuda"}
@@ -111,7 +112,8 @@ UNIT_TAG = {"fp32": "Fp", "tf32": "Tf", "bf16": "Bf", "fp16": "Half"}
 ALWAYS = ["HeadlineGpu", "HeadlineGpuKey", "CopyGbps", "CopyFractionDatasheet", "GemmFpTflops", "GemmTfTflops",
           "GemmBfTflops", "GemmHalfTflops", "DatasheetBandwidthTBs", "DatasheetBfTflops", "CellsTotal", "CellsOk",
           "CellsNotTimed", "CellsMismatch", "CellsFailed", "CellsSkipped", "NumKernels", "NumGpus", "GpuList",
-          "LargestSize", "CopySameSizeBfGbps", "CopySameSizeBfFraction", "CopySameSizeN", "TimingPlacements"]  # the Repeat* macros are always defined by repeatability_macros
+          "LargestSize", "CopySameSizeBfGbps", "CopySameSizeBfFraction", "CopySameSizeN", "TimingPlacements",
+          "TimingWarmedCells", "TimingCells", "TimingTouchKib"]  # the Repeat* macros are always defined by repeatability_macros
 
 
 def timed(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
@@ -170,6 +172,10 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     if "placements" in ok and ok["placements"].notna().any():
         m.add("TimingPlacements", str(int(ok["placements"].dropna().mode().iloc[0])),
               "input sets at distinct addresses a cell's samples rotate through (most cells)")
+    warmed = ok["warm_translations"].fillna(False).astype(bool) if "warm_translations" in ok else ok["size"] < 0
+    m.add("TimingWarmedCells", str(int(warmed.sum())), "timed cells whose buffers' translations were warmed")
+    m.add("TimingCells", str(len(ok)), "timed cells on the headline device")
+    m.add("TimingTouchKib", str(TOUCH_STRIDE_BYTES >> 10), "warm_translations reads one element per this many KiB")
     for kernel, g in ok.groupby("kernel"):
         m.add(f"{camel(kernel)}LargestSize", str(int(g["size"].max())))
     for (kernel, impl, dtype, pass_), g in largest(ok).groupby(["kernel", "impl", "dtype", "pass"]):

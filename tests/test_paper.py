@@ -148,6 +148,16 @@ def test_same_size_copy_macros_come_from_the_ceilings(generated):
 
 def test_placements_macro_is_what_most_timed_cells_rotated_through(generated):
     assert defined_macros(generated["macros"])["TimingPlacements"] == "4"  # gelu and softmax 4, matmul 1
+    assert defined_macros(generated["macros"])["TimingWarmedCells"] == "0"  # no warm_translations column: none
+
+
+def test_warmed_cells_are_counted_from_the_rows():
+    metrics, ceilings = synthetic_metrics()
+    metrics["warm_translations"] = metrics["kernel"] == "gelu"
+    macros = defined_macros(generate(metrics, ceilings, "/nonexistent")["macros"])
+    timed = metrics[(metrics["gpu"] == "h200") & (metrics["status"] == "ok")]
+    assert macros["TimingWarmedCells"] == str(int((timed["kernel"] == "gelu").sum()))
+    assert macros["TimingCells"] == str(len(timed)) and macros["TimingTouchKib"] == "64"
 
 
 def test_tables_are_booktabs_and_list_the_problem_cells(generated):
