@@ -420,6 +420,7 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     out["stop_reason"] = reason
     out["timer"] = timer.name
     out["placements"] = len(fn) if isinstance(fn, Rotation) else 1
+    out["warm_translations"] = bool(warming)
     # optional parts of the protocol (a synthetic test timer has neither)
     out.update(timer.facts() if hasattr(timer, "facts") else {})
     out["loop_ms"] = timer.loop(fn, cfg.loop_ms) if cfg.loop_ms > 0 and hasattr(timer, "loop") else float("nan")

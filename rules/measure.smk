@@ -36,7 +36,8 @@ rule ceilings:
     output:
         "results/raw/{gpu}/ceilings.parquet",
     params:
-        ceilings=lambda wildcards: {**config["ceilings"], "placements": config.get("timing", {}).get("placements", 1)},
+        ceilings=lambda wildcards: {**config["ceilings"], "placements": config.get("timing", {}).get("placements", 1),
+                                    "warm_translations": config.get("timing", {}).get("warm_translations", False)},
     log:
         "logs/ceilings/{gpu}.log",
     resources:

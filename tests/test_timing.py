@@ -207,6 +207,12 @@ def test_same_size_copies_are_their_own_ceilings(tmp_path):
     assert list(df.index[1:5]) == names
     assert df.loc["copy_bfloat16_128", "bytes"] == 2 * 128 * 128 * 2  # read + write, at the dtype's width
     assert (df.loc[names, "value"] > 0).all()
+    assert not df["warm_translations"].any()  # off unless the sweep's timing turns it on
+    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_size": 64, "same_size_copies": [64],
+                          "same_size_dtypes": ["float32"], "warm_translations": True, "placements": 2})
+    df = pd.read_parquet(out).set_index("ceiling")
+    assert df.loc["copy_float32_64", "warm_translations"] and df.loc["copy_float32_64", "placements"] == 2
+    assert not df.loc["copy", "warm_translations"]  # the large copy is the device's ceiling, timed plainly
 
 
 def test_hold_covers_the_slowest_enqueue_with_margin_and_is_capped():
