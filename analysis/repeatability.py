@@ -21,7 +21,7 @@ def process_count(t: pd.DataFrame) -> int:
     tables from before --runs have no such column and compare two."""
     if "pair" not in t:
         return 2
-    return max(int(run) for pair in t["pair"].dropna().unique() for run in str(pair).split("-"))
+    return max((int(run) for pair in t["pair"].dropna().unique() for run in str(pair).split("-")), default=2)
 
 
 def summarize(t: pd.DataFrame) -> pd.DataFrame:

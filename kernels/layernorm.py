@@ -123,7 +123,7 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     if y.numel() == 0:
         return y
     auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
-    if auto_block < n_cols:  # too long to hold: the tiled loop
+    if auto_block < n_cols and block_size is None:  # too long to hold, and no tile asked for: the tiled loop's table
         auto_block, auto_warps = TILED_LAUNCH.get(x.element_size(), (auto_block, auto_warps))
     block_size = block_size or auto_block
     if block_size & (block_size - 1):

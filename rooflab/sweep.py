@@ -107,7 +107,7 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
         "tolerance": kernel.tolerance.get(cell.dtype, float("nan")),
         "compute_unit": None, "compile_fallback": False,
         "autotune_config": "", "autotune_ms": float("nan"),
-        "warm_translations": bool(timing.warm_translations),  # how the samples were taken (TimingConfig)
+        "warm_translations": False,  # measure() says whether the samples were taken with translations warmed
     }
     try:
         # the kernel's own declarations run inside the try too: a bad one fails this cell, not the sweep

@@ -149,6 +149,8 @@ class HostTimer:
     def sample(self, fn, n):
         out = []
         for _ in range(n):
+            if isinstance(fn, Rotation):
+                fn.warm()  # the CUDA timer's steps before a sample, less the flush
             t0 = time.perf_counter()
             fn()
             out.append((time.perf_counter() - t0) * 1e3)
@@ -275,11 +277,10 @@ class CudaEventTimer:
         torch = self.torch
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        warm = getattr(fn, "warm", None)  # a Rotation warms the next call's address translations (if asked to)
         for s, e in zip(starts, ends):
             self._flush()
-            if warm is not None:
-                warm()
+            if isinstance(fn, Rotation):
+                fn.warm()  # the next call's address translations, if asked for (timing.warm_translations)
             self._hold()
             s.record()
             fn()
@@ -331,7 +332,11 @@ class Rotation:
     def __call__(self):
         i = self.calls % len(self.fns)
         self.calls += 1
+        self.released = None  # not warmed (warm-up, loop): freed now, so the allocator sees what it would without
         out = self.fns[i]()
+        if self.inputs is not None and len(self.fns) == 1:
+            self.released = out  # one placement: no output kept alive, as without a Rotation; reused next call
+            return out
         if self.inputs is not None:
             self.released = self.outputs[i]  # freed in warm(), after its pages were touched
         self.outputs[i] = out  # the previous output of this slot is freed only now, after the new one was allocated
@@ -375,9 +380,11 @@ def tensors_in(obj):
 def touch_pages(t) -> None:
     """Read one element of every TOUCH_STRIDE_BYTES of a contiguous tensor (a strided view, no copy); others are
     left alone."""
+    import torch
+
     if t.numel() == 0 or not t.is_contiguous():
         return
-    t.view(-1)[::max(1, TOUCH_STRIDE_BYTES // t.element_size())].sum()
+    t.reshape(-1).view(torch.uint8)[::TOUCH_STRIDE_BYTES].sum()  # as bytes: any dtype, even one without a sum
 
 
 def measure(fn, timer: Timer, cfg: TimingConfig,

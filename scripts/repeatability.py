@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtypes", nargs="+")
     ap.add_argument("--impls", nargs="+")
     ap.add_argument("--runs", type=int, default=2, help="processes to run the sweep in (>= 2; all pairs compared)")
-    ap.add_argument("--keep", help="folder to keep both runs' parquet files in (default: a temporary one)")
+    ap.add_argument("--keep", help="folder to keep every run's parquet files in (default: a temporary one)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -145,7 +145,8 @@ def main(argv=None) -> int:
         table.to_csv(out, index=False)
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.4g}".format):
         print(table.to_string(index=False))
-        print(f"\nrepeatability on {gpu} (|run2 - run1| / run1 of the medians; table in {out}):")
+        print(f"\nrepeatability on {gpu} over {args.runs} processes (|run j - run i| / run i of the medians, every pair "
+              f"i < j; table in {out}):")
         print(summarize(table).drop(columns="group").to_string(index=False))
     return 0
 

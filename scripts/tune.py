@@ -296,8 +296,8 @@ def placement_rows(timer, placements=6):
             keep.append(inputs)
             fns.append((p, inputs, kernel.impls[impl](inputs, **_kw(kernel, "fwd"))))
         fns.append(("0 again",) + fns[0][1:])
-        for mode, mode_cfg in modes.items():
-            for p, inputs, fn in fns:
+        for p, inputs, fn in fns:  # the two modes interleaved per allocation, so drift does not tell them apart
+            for mode, mode_cfg in modes.items():
                 fn()
                 torch.cuda.synchronize()
                 r = measure(fn, timer, mode_cfg, inputs=[inputs])
@@ -305,7 +305,7 @@ def placement_rows(timer, placements=6):
                 rows.append({"kernel": "placement", "n": n, "dtype": dtype_name,
                              "variant": f"{name} {impl} | {mode} | placement {p} | x at {ptr % (2 << 20) >> 10} KiB "
                                         f"of 2 MiB", "median_us": r["median_ms"] * 1e3, "n_samples": r["n_samples"]})
-        del keep, fns
+        del keep, fns, inputs, fn
         torch.cuda.empty_cache()
     return rows
 

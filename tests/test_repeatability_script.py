@@ -38,3 +38,12 @@ def test_failed_cells_are_left_out_of_the_pair(tmp_path):
     runs = [_run(tmp_path, 1, [0.100, 0.005]), _run(tmp_path, 2, [0.101, 0.005], status=["ok", "error"])]
     t = rep.compare_all(runs)
     assert list(t["size"]) == [8192] and list(t["pair"]) == ["1-2"]
+
+
+def test_a_comparison_with_no_common_cell_still_summarises(tmp_path):
+    from analysis.repeatability import process_count
+
+    runs = [_run(tmp_path, 1, [0.100, 0.005], status=["ok", "error"]),
+            _run(tmp_path, 2, [0.101, 0.005], status=["error", "ok"])]
+    t = rep.compare_all(runs)
+    assert t.empty and process_count(t) == 2 and (summarize(t)["n"] == 0).all()

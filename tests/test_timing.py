@@ -396,6 +396,23 @@ def test_warming_touches_the_next_inputs_and_the_released_output_block():
         Rotation([lambda: None], inputs=[(a,), (b,)])
 
 
+def test_one_placement_warms_the_block_its_output_is_freed_to():
+    import torch
+
+    from rooflab.timing import Rotation
+
+    touched = []
+    x = torch.zeros(4)
+    rot = Rotation([lambda: x + 1], inputs=[(x,)], touch=lambda t: touched.append(t))
+    out = rot()
+    assert rot.released is out and rot.outputs == [None]  # no output kept alive, as without a Rotation
+    rot.warm()
+    assert touched[0] is x and touched[1] is out and rot.released is None
+    rot()
+    rot()  # not warmed in between (a warm-up call): the last output is freed before the next call, not kept
+    assert rot.outputs == [None]
+
+
 def test_warming_is_off_by_default_and_a_no_op_then():
     import torch
 
@@ -460,3 +477,6 @@ def test_a_cpu_cell_records_whether_translations_were_warmed(tmp_path):
     assert run("vecadd", "cpu", str(out), params, progress=False) == 0
     df = pd.read_parquet(out)
     assert (df["status"] == "ok").all() and df["warm_translations"].all() and (df["placements"] == 2).all()
+    skipped = tmp_path / "cpu" / "saxpy.parquet"  # a cell that is not timed records no warming
+    assert run("saxpy", "cpu", str(skipped), {**params, "impls": ["cuda"]}, progress=False) == 0
+    assert not pd.read_parquet(skipped)["warm_translations"].any()
