@@ -17,7 +17,7 @@ RAW_COLUMNS = [
     "gpu", "device_name", "kernel", "impl", "dtype", "size", "problem", "pass", "status", "error",
     "rel_err", "max_abs_err", "tolerance", "timer", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms",
     "mean_ms", "std_ms", "n_samples", "rse_median", "stop_reason", "graph_median_ms", "loop_ms", "enqueue_us",
-    "hold_us", "placements", "warm_translations", "cold_ms",
+    "hold_us", "placements", "warm_translations", "flush_buffers", "cold_ms",
     "flops", "bytes", "working_set_bytes", "l2_bytes", "l2_ratio", "l2_resident",
     "sm_clock_before_mhz", "sm_clock_after_mhz", "mem_clock_before_mhz", "mem_clock_after_mhz",
     "clock_throttled", "compile_fallback", "compute_unit",
@@ -25,7 +25,7 @@ RAW_COLUMNS = [
 ]
 # Columns added after results were first published: files written before them read with NaN there, not an error.
 LATER_COLUMNS = {"loop_ms": float("nan"), "enqueue_us": float("nan"), "hold_us": float("nan"),
-                 "placements": 1.0, "warm_translations": False}
+                 "placements": 1.0, "warm_translations": False, "flush_buffers": float("nan")}
 CEILING_COLUMNS = ["gpu", "device_name", "ceiling", "unit", "value", "median_ms", "bytes", "flops",
                    "git_sha", "timestamp"]
 STATUSES = ("ok", "not_timed", "mismatch", "failed", "skipped")

@@ -160,7 +160,7 @@ class HostTimer:
         return _loop_ms(fn, min_ms, lambda: None)
 
     def facts(self):
-        return {"hold_us": float("nan"), "enqueue_us": float("nan")}
+        return {"hold_us": float("nan"), "enqueue_us": float("nan"), "flush_buffers": 0}  # no flush on the CPU
 
 
 def _loop_ms(fn, min_ms: float, sync: Callable[[], None], repeats: int = 3) -> float:
@@ -292,7 +292,8 @@ class CudaEventTimer:
         return _loop_ms(fn, min_ms, self.torch.cuda.synchronize)
 
     def facts(self):
-        return {"hold_us": float(self.hold_us) if self.hold_stream else 0.0, "enqueue_us": self.enqueue_us}
+        return {"hold_us": float(self.hold_us) if self.hold_stream else 0.0, "enqueue_us": self.enqueue_us,
+                "flush_buffers": len(self.flush_buffers)}
 
 
 def timer_for(device: str, cfg: TimingConfig) -> Timer:

@@ -477,6 +477,7 @@ def test_a_cpu_cell_records_whether_translations_were_warmed(tmp_path):
     assert run("vecadd", "cpu", str(out), params, progress=False) == 0
     df = pd.read_parquet(out)
     assert (df["status"] == "ok").all() and df["warm_translations"].all() and (df["placements"] == 2).all()
+    assert (df["flush_buffers"] == 0).all()  # the host timer flushes nothing, and says so
     skipped = tmp_path / "cpu" / "saxpy.parquet"  # a cell that is not timed records no warming
     assert run("saxpy", "cpu", str(skipped), {**params, "impls": ["cuda"]}, progress=False) == 0
     assert not pd.read_parquet(skipped)["warm_translations"].any()
