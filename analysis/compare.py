@@ -5,16 +5,26 @@ For every GPU measured in this run that has a reference under data/reference/<gp
 
     rel_change = median_now / median_reference - 1
     noise      = max(k_sigma * sqrt(rse_now^2 + rse_reference^2), floor)
-    floor      = short_min_rel_change for cells under short_cell_us (either run), else min_rel_change
     verdict    = slower (rel_change > noise) | faster (rel_change < -noise) | same
 
-rse is each row's own relative standard error of the median (rooflab/timing.py). The floors default to what the
-repeatability benchmark measured between two processes on the H200 (scripts/repeatability.py: <= 0.5 % for cells of
-50 us and more, up to 10 % for event-timed cells under 10 us), with margin. Cells whose status changed (ok -> failed,
-mismatch -> ok, ...) and cells only one side has are listed too. A reference timed by another method (before the
-held stream, or with another flush) is flagged: its differences mix the method and the kernel.
+rse is each row's own relative standard error of the median (rooflab/timing.py). It does not see what moves a cell
+between processes (docs/performance.md, rounds 21-22: an unchanged cell of 57 us moved 2.7 %, one of 5 us 30 %), so
+the floor is that between-process move, by the cell's length:
 
-Writes results/compare/<gpu>.csv (every matched cell) and results/compare/<gpu>.md (counts and the largest moves).
+- cells under short_cell_us (either run) are compared on their CUDA-graph medians when both runs have them (launch
+  overhead removed, and steadier: what the paper claims for short cells); floor short_graph_min_rel_change;
+  without graph medians, on the event medians with floor short_min_rel_change;
+- cells under long_cell_us, and longer ones: floor min_rel_change.
+
+Each floor is raised to the largest |difference| the repeatability benchmark (scripts/repeatability.py) measured
+between processes for cells of that class on this GPU, when its table is given (the reference's
+repeatability.csv): beyond noise then means beyond what the same code moved between processes here. Cells whose
+status changed (ok -> failed, mismatch -> ok, ...) and cells only one side has are listed too. A reference timed by
+another method (before the held stream, or with another flush) is flagged: its differences mix the method and the
+kernel.
+
+Writes results/compare/<gpu>.csv (every matched cell) and results/compare/<gpu>.md (counts, the floors and where
+they come from, and the largest moves).
 """
 
 import logging
@@ -29,22 +39,52 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rooflab.io import read_raw_many, write_text  # noqa: E402
 
 KEY = ["kernel", "impl", "dtype", "size", "pass"]
-DEFAULTS = {"k_sigma": 3.0, "min_rel_change": 0.02, "short_cell_us": 10.0, "short_min_rel_change": 0.10}
+DEFAULTS = {"k_sigma": 3.0, "min_rel_change": 0.02, "short_cell_us": 10.0, "short_min_rel_change": 0.10,
+            "long_cell_us": 50.0, "short_graph_min_rel_change": 0.05}
+CLASSES = ("short_graph", "short", "mid", "long")  # the floors: by cell length, and graph or event time
 log = logging.getLogger("rooflab.compare")
 
 
-def compare(now: pd.DataFrame, ref: pd.DataFrame, **settings) -> pd.DataFrame:
-    """One row per cell present on either side, with the verdict (slower/faster/same/status/new/gone)."""
+def floors(repeat: pd.DataFrame | None = None, **settings) -> dict[str, tuple[float, str]]:
+    """{class: (floor, where it comes from)}: the configured minimum, raised to the largest |difference| between
+    processes that the repeatability table has for cells of that class."""
     s = {**DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
-    cols = KEY + ["status", "median_ms", "rse_median", "hold_us"]
+    out = {"short_graph": (s["short_graph_min_rel_change"], "setting"), "short": (s["short_min_rel_change"], "setting"),
+           "mid": (s["min_rel_change"], "setting"), "long": (s["min_rel_change"], "setting")}
+    if repeat is None or repeat.empty:
+        return out
+    event_us = repeat["median_ms_1"] * 1e3
+    graph_us = repeat["graph_median_ms_1"] * 1e3
+    measured = {"short_graph": repeat.loc[graph_us < s["short_cell_us"], "graph_rel_diff"],
+                "short": repeat.loc[event_us < s["short_cell_us"], "event_rel_diff"],
+                "mid": repeat.loc[(event_us >= s["short_cell_us"]) & (event_us < s["long_cell_us"]), "event_rel_diff"],
+                "long": repeat.loc[event_us >= s["long_cell_us"], "event_rel_diff"]}
+    for name, diffs in measured.items():
+        d = diffs.abs().dropna()
+        if len(d) and d.max() > out[name][0]:
+            out[name] = (float(d.max()), f"repeatability, max of {len(d)}")
+    return out
+
+
+def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = None, **settings) -> pd.DataFrame:
+    """One row per cell present on either side, with the verdict (slower/faster/same/status/new/gone); `repeat` is
+    the GPU's repeatability table (floors())."""
+    s = {**DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
+    floor = {name: value for name, (value, _) in floors(repeat, **settings).items()}
+    cols = KEY + ["status", "median_ms", "graph_median_ms", "rse_median", "hold_us"]
     a = now.reindex(columns=cols).rename(columns={c: f"{c}_now" for c in cols if c not in KEY})
     b = ref.reindex(columns=cols).rename(columns={c: f"{c}_ref" for c in cols if c not in KEY})
     t = a.merge(b, on=KEY, how="outer", indicator=True)
-    t["rel_change"] = t["median_ms_now"] / t["median_ms_ref"] - 1
+    us = np.fmin(t["median_ms_now"], t["median_ms_ref"]) * 1e3
+    short = us < s["short_cell_us"]
+    graph = short & t["graph_median_ms_now"].notna() & t["graph_median_ms_ref"].notna()
+    t["timing"] = np.where(graph, "graph", "event")
+    t["rel_change"] = np.where(graph, t["graph_median_ms_now"] / t["graph_median_ms_ref"] - 1,
+                               t["median_ms_now"] / t["median_ms_ref"] - 1)
     rse = np.sqrt(t["rse_median_now"].astype(float).fillna(0) ** 2 + t["rse_median_ref"].astype(float).fillna(0) ** 2)
-    short = np.fmin(t["median_ms_now"], t["median_ms_ref"]) * 1e3 < s["short_cell_us"]
-    floor = np.where(short, s["short_min_rel_change"], s["min_rel_change"])
-    t["noise"] = np.maximum(s["k_sigma"] * rse, floor)
+    rse = np.where(graph, 0.0, rse)  # a graph median comes without its own standard error: the floor is the noise
+    cls = np.select([graph, short, us < s["long_cell_us"]], ["short_graph", "short", "mid"], default="long")
+    t["noise"] = np.maximum(s["k_sigma"] * rse, pd.Series(cls).map(floor).to_numpy())
     # the reference was timed without the held stream (its rows have no hold_us) while this run held it
     t["method_changed"] = t["hold_us_ref"].isna() & t["hold_us_now"].notna()
     both_ok = (t["status_now"] == "ok") & (t["status_ref"] == "ok")
@@ -56,11 +96,17 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, **settings) -> pd.DataFrame:
     return t.drop(columns="_merge").sort_values(KEY).reset_index(drop=True)
 
 
-def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10) -> str:
+def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10, noise_floors: dict | None = None) -> str:
     counts = t["verdict"].value_counts()
     lines = [f"# {gpu}: this run against data/reference/{gpu}", "",
              "| verdict | cells |", "| --- | --- |"]
     lines += [f"| {v} | {int(n)} |" for v, n in counts.items()]
+    if noise_floors:
+        label = {"short_graph": "short cells, CUDA-graph median", "short": "short cells, event median",
+                 "mid": "middle cells", "long": "long cells"}
+        lines += ["", "Noise floors (a move must exceed the larger of this and 3 standard errors):", "",
+                  "| cells | floor | from |", "| --- | --- | --- |"]
+        lines += [f"| {label[k]} | {v:.1%} | {src} |" for k, (v, src) in noise_floors.items()]
     if t["method_changed"].any():
         lines += ["", f"Note: {int(t['method_changed'].sum())} reference cells were timed without the held stream "
                       "(an older timer): their differences mix the timing method and the kernel."]
@@ -68,10 +114,10 @@ def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10) -> str:
         g = t[t["verdict"] == verdict].sort_values("rel_change", ascending=asc).head(top)
         if len(g):
             lines += ["", f"## {verdict} (largest {len(g)})", "",
-                      "| kernel | impl | dtype | size | pass | reference us | now us | change | noise |",
-                      "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-            lines += [f"| {r.kernel} | {r.impl} | {r.dtype} | {r.size} | {r['pass']} | {r.median_ms_ref * 1e3:.2f} "
-                      f"| {r.median_ms_now * 1e3:.2f} | {r.rel_change:+.1%} | {r.noise:.1%} |"
+                      "| kernel | impl | dtype | size | pass | timing | reference us | now us | change | noise |",
+                      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            lines += [f"| {r.kernel} | {r.impl} | {r.dtype} | {r.size} | {r['pass']} | {r.timing} "
+                      f"| {_us(r, 'ref'):.2f} | {_us(r, 'now'):.2f} | {r.rel_change:+.1%} | {r.noise:.1%} |"
                       for _, r in g.iterrows()]
     changed = t[t["verdict"].isin(["status", "new", "gone"])]
     if len(changed):
@@ -82,12 +128,18 @@ def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(now_paths, ref_paths, out_csv, out_md, gpu, settings) -> pd.DataFrame:
+def _us(row, side: str) -> float:
+    """The compared median of one side, microseconds (graph or event, as the row was judged)."""
+    return row[f"graph_median_ms_{side}" if row.timing == "graph" else f"median_ms_{side}"] * 1e3
+
+
+def main(now_paths, ref_paths, out_csv, out_md, gpu, settings, repeat_paths=()) -> pd.DataFrame:
     now = read_raw_many(now_paths)
     ref = read_raw_many(ref_paths)
-    t = compare(now, ref, **(settings or {}))
+    repeat = pd.read_csv(repeat_paths[0]) if repeat_paths else None
+    t = compare(now, ref, repeat, **(settings or {}))
     write_text(t.to_csv(index=False), out_csv)
-    write_text(summary_markdown(t, gpu), out_md)
+    write_text(summary_markdown(t, gpu, noise_floors=floors(repeat, **(settings or {}))), out_md)
     counts = ", ".join(f"{v} {n}" for v, n in t["verdict"].value_counts().items())
     log.info("%s against its reference: %s (details: %s)", gpu, counts, out_md)
     return t
@@ -98,4 +150,4 @@ if "snakemake" in globals():
     logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(message)s")
     logging.getLogger().addHandler(logging.StreamHandler())
     main(list(sm.input.raw), list(sm.input.reference), sm.output.csv, sm.output.md, sm.wildcards.gpu,
-         sm.params.settings)
+         sm.params.settings, list(sm.input.repeatability))

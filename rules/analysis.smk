@@ -22,6 +22,7 @@ rule compare_reference:
     input:
         raw=get_compare_now,
         reference=get_compare_reference,
+        repeatability=get_compare_repeatability,
         script="analysis/compare.py",
     output:
         csv="results/compare/{gpu}.csv",

@@ -116,6 +116,12 @@ def get_compare_now(wildcards):
             if Path(workflow.basedir, config["reference_dir"], wildcards.gpu, f"{k}.parquet").exists()]
 
 
+def get_compare_repeatability(wildcards):
+    """The reference's repeatability table of this GPU, where committed: the compare rule's noise floors."""
+    p = f"{config['reference_dir']}/{wildcards.gpu}/repeatability.csv"
+    return [p] if Path(workflow.basedir, p).exists() else []
+
+
 def get_compare_reference(wildcards):
     return [p for p in (f"{config['reference_dir']}/{wildcards.gpu}/{k}.parquet" for k in KERNELS)
             if Path(workflow.basedir, p).exists()]

@@ -1,8 +1,9 @@
 """analysis/compare.py: this run against the reference, verdicts beyond noise, status changes, the summary."""
 import numpy as np
 import pandas as pd
+import pytest
 
-from analysis.compare import compare, summary_markdown
+from analysis.compare import compare, floors, summary_markdown
 
 
 def _rows(cells):
@@ -53,3 +54,35 @@ def test_older_timing_method_is_flagged():
     assert bool(t.loc[0, "method_changed"]) and t.loc[0, "verdict"] == "faster"
     md = summary_markdown(t, "h200")
     assert "without the held stream" in md and "| faster | 1 |" in md and "-50.0%" in md
+
+
+def _repeat():
+    """A repeatability table: |differences| 4 % (short, graph), 20 % (short, event), 6 % (middle), 1 % (long)."""
+    return pd.DataFrame({"median_ms_1": [0.005, 0.005, 0.020, 0.100, 0.200],
+                         "graph_median_ms_1": [0.002, 0.002, 0.018, 0.090, 0.190],
+                         "event_rel_diff": [0.20, -0.05, -0.06, 0.01, 0.004],
+                         "graph_rel_diff": [0.04, -0.01, 0.30, 0.0, 0.0]})
+
+
+def test_floors_rise_to_what_the_same_code_moved_between_processes():
+    f = floors(_repeat())
+    assert f["short_graph"][0] == 0.05 and f["short_graph"][1] == "setting"  # measured 4 % < the 5 % setting
+    assert f["short"] == (0.20, "repeatability, max of 2")
+    assert f["mid"][0] == 0.06 and f["long"] == (0.02, "setting")  # 1 % measured: the 2 % setting stays
+    assert floors(None) == floors(pd.DataFrame())
+
+
+def test_short_cells_are_judged_on_their_graph_medians():
+    ref = _rows([{"impl": "triton", "size": 256, "median_ms": 0.005, "graph_median_ms": 0.0020},
+                 {"impl": "builtin", "size": 256, "median_ms": 0.005, "graph_median_ms": 0.0020},
+                 {"impl": "naive", "size": 1024, "median_ms": 0.020, "graph_median_ms": 0.018}])
+    now = _rows([{"impl": "triton", "size": 256, "median_ms": 0.008, "graph_median_ms": 0.0020},   # event +60 %
+                 {"impl": "builtin", "size": 256, "median_ms": 0.005, "graph_median_ms": 0.0024},  # graph +20 %
+                 {"impl": "naive", "size": 1024, "median_ms": 0.0215, "graph_median_ms": 0.018}])  # event +7.5 %
+    t = compare(now, ref, _repeat()).set_index("impl")
+    assert t.loc["triton", "timing"] == "graph" and t.loc["triton", "verdict"] == "same"
+    assert t.loc["builtin", "verdict"] == "slower" and t.loc["builtin", "rel_change"] == pytest.approx(0.2)
+    assert t.loc["naive", "timing"] == "event" and t.loc["naive", "verdict"] == "slower"  # 7.5 % > the 6 % floor
+    assert compare(now, ref, _repeat(), min_rel_change=0.1).set_index("impl").loc["naive", "verdict"] == "same"
+    md = summary_markdown(compare(now, ref, _repeat()), "h200", noise_floors=floors(_repeat()))
+    assert "repeatability, max of 2" in md and "| graph |" in md
