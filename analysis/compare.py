@@ -36,11 +36,12 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis.repeatability import EVENT_MIN_MS, GRAPH_MAX_MS  # noqa: E402  (the classes its summary uses)
 from rooflab.io import read_raw_many, write_text  # noqa: E402
 
 KEY = ["kernel", "impl", "dtype", "size", "pass"]
-DEFAULTS = {"k_sigma": 3.0, "min_rel_change": 0.02, "short_cell_us": 10.0, "short_min_rel_change": 0.10,
-            "long_cell_us": 50.0, "short_graph_min_rel_change": 0.05}
+DEFAULTS = {"k_sigma": 3.0, "min_rel_change": 0.02, "short_min_rel_change": 0.10, "short_graph_min_rel_change": 0.05,
+            "short_cell_us": GRAPH_MAX_MS * 1e3, "long_cell_us": EVENT_MIN_MS * 1e3}
 CLASSES = ("short_graph", "short", "mid", "long")  # the floors: by cell length, and graph or event time
 log = logging.getLogger("rooflab.compare")
 

@@ -113,7 +113,8 @@ ALWAYS = ["HeadlineGpu", "HeadlineGpuKey", "CopyGbps", "CopyFractionDatasheet", 
           "GemmBfTflops", "GemmHalfTflops", "DatasheetBandwidthTBs", "DatasheetBfTflops", "CellsTotal", "CellsOk",
           "CellsNotTimed", "CellsMismatch", "CellsFailed", "CellsSkipped", "NumKernels", "NumGpus", "GpuList",
           "LargestSize", "CopySameSizeBfGbps", "CopySameSizeBfFraction", "CopySameSizeN", "TimingPlacements",
-          "TimingWarmedCells", "TimingCells", "TimingTouchKib"]  # the Repeat* macros are always defined by repeatability_macros
+          "TimingWarmedCells", "TimingCells", "TimingTouchKib"]
+# (the Repeat* macros are always defined by repeatability_macros)
 
 
 def timed(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
@@ -172,8 +173,8 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     if "placements" in ok and ok["placements"].notna().any():
         m.add("TimingPlacements", str(int(ok["placements"].dropna().mode().iloc[0])),
               "input sets at distinct addresses a cell's samples rotate through (most cells)")
-    warmed = ok["warm_translations"].fillna(False).astype(bool) if "warm_translations" in ok else ok["size"] < 0
-    m.add("TimingWarmedCells", str(int(warmed.sum())), "timed cells whose buffers' translations were warmed")
+    warmed = int(ok["warm_translations"].fillna(False).astype(bool).sum()) if "warm_translations" in ok else 0
+    m.add("TimingWarmedCells", str(warmed), "timed cells whose buffers' translations were warmed")
     m.add("TimingCells", str(len(ok)), "timed cells on the headline device")
     m.add("TimingTouchKib", str(TOUCH_STRIDE_BYTES >> 10), "warm_translations reads one element per this many KiB")
     for kernel, g in ok.groupby("kernel"):

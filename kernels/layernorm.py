@@ -132,8 +132,7 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     _layernorm_fwd_kernel[grid](
         x, weight, bias, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0), y.stride(1),
-        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols,
-        num_warps=num_warps or auto_warps,
+        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps or auto_warps,
     )
     return y
 

@@ -348,9 +348,9 @@ class Rotation:
         output block it will likely be handed (the one the last call released), then free that block.
 
         Why: after the flush a small cell's time depended on whether the address translations of its buffers had
-        survived: six allocations of a 1024^2 bf16 add measured 5.41-6.51 us, 1.7 % apart with the input and output
-        pages touched first (docs/performance.md, round 22). The data stay cold: one line in 512 is read. With
-        warming off (the default) this does nothing."""
+        survived: six allocations of a 1024^2 bf16 add measured 5.41-6.51 us, and 5.66-5.76 us (1.7 % apart) with
+        the input and output pages touched first (docs/performance.md, round 22). The data stay cold: one line in
+        512 is read. With warming off (the default) this does nothing."""
         if self.inputs is None:
             return
         for t in self.inputs[self.calls % len(self.fns)] + list(tensors_in(self.released)):
