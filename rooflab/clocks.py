@@ -1,4 +1,4 @@
-"""SM and memory clocks from NVML, read before and after each cell (empty on the CPU).
+"""SM and memory clocks, temperatures and power from NVML, read before and after each cell (empty on the CPU).
 
 A cell measured while the SM clock sat well below the card's maximum (power or thermal throttling, or an idle
 clock that never ramped) is flagged, so its number is not taken as the card's capability.
@@ -26,11 +26,12 @@ def _handle():
 
 
 def read() -> dict[str, float]:
-    """Current SM and memory clocks in MHz, and the SM clock's maximum; NaN where NVML is absent."""
+    """Current SM and memory clocks in MHz, the SM clock's maximum, the GPU's and its memory's temperature (C) and
+    the board's power draw (W); NaN where NVML (or the sensor) is absent."""
     h = _handle()
     nan = float("nan")
     if h is None:
-        return {"sm": nan, "mem": nan, "sm_max": nan}
+        return {"sm": nan, "mem": nan, "sm_max": nan, "gpu_temp": nan, "mem_temp": nan, "power": nan}
     import pynvml
 
     def get(fn, *a):
@@ -41,12 +42,29 @@ def read() -> dict[str, float]:
 
     return {"sm": get(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM),
             "mem": get(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_MEM),
-            "sm_max": get(pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM)}
+            "sm_max": get(pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
+            "gpu_temp": get(pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU),
+            "mem_temp": _memory_temperature(h),
+            "power": get(pynvml.nvmlDeviceGetPowerUsage) / 1e3}
+
+
+def _memory_temperature(h) -> float:
+    """The HBM's temperature (C) through NVML's field values; NaN where the board does not report it."""
+    try:
+        import pynvml
+
+        (field,) = pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_MEMORY_TEMP])
+        if field.nvmlReturn != pynvml.NVML_SUCCESS:
+            return float("nan")
+        return float(field.value.uiVal)
+    except Exception:
+        return float("nan")
 
 
 def prefixed(when: str) -> dict[str, float]:
     c = read()
-    out = {f"sm_clock_{when}_mhz": c["sm"], f"mem_clock_{when}_mhz": c["mem"]}
+    out = {f"sm_clock_{when}_mhz": c["sm"], f"mem_clock_{when}_mhz": c["mem"],
+           f"gpu_temp_{when}_c": c["gpu_temp"], f"mem_temp_{when}_c": c["mem_temp"], f"power_{when}_w": c["power"]}
     if when == "after":
         out["sm_clock_max_mhz"] = c["sm_max"]
     return out

@@ -108,6 +108,21 @@ def stop_reason(samples, elapsed_s: float, cfg: TimingConfig) -> str | None:
     return None
 
 
+def placement_summary(samples_ms, placements: int) -> dict:
+    """What the input placements contribute: each placement's median (sample i came from placement i % placements,
+    as ``measure`` rotates them), their mean (``placement_mean_ms``) and the relative standard deviation between
+    them (``placement_sd_rel``). The pooled ``median_ms`` sits near the middle placement when the placements fall in
+    clusters, and so can jump by a cluster's width between two runs; the mean of the placements' medians moves
+    with the share of placements in each cluster instead. One placement: its median, and NaN for the spread."""
+    x = np.asarray(samples_ms, dtype=float)
+    placements = max(1, int(placements))
+    if placements == 1 or x.size < placements:
+        return {"placement_mean_ms": float(np.median(x)), "placement_sd_rel": float("nan")}
+    medians = np.array([np.median(x[i::placements]) for i in range(placements)])
+    mean = float(medians.mean())
+    return {"placement_mean_ms": mean, "placement_sd_rel": float(medians.std(ddof=1) / mean)}
+
+
 def summarize(samples_ms) -> dict:
     """Per-cell summary columns (milliseconds)."""
     x = np.asarray(samples_ms, dtype=float)
@@ -428,6 +443,7 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     out["stop_reason"] = reason
     out["timer"] = timer.name
     out["placements"] = len(fn) if isinstance(fn, Rotation) else 1
+    out.update(placement_summary(samples, out["placements"]))
     out["warm_translations"] = bool(warming)
     # optional parts of the protocol (a synthetic test timer has neither)
     out.update(timer.facts() if hasattr(timer, "facts") else {})
