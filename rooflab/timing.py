@@ -57,6 +57,7 @@ class TimingConfig:
     max_samples: int = 2000
     target_rse: float = 0.005  # relative standard error of the median
     max_time_s: float = 2.0  # cap on measured + flush time per cell
+    min_time_s: float = 0.0  # sample for at least this long, however small the standard error (see stop_reason)
     flush_l2: bool = True
     cudagraph: bool = True
     flush_mode: str = "read"  # evict the L2 by reading a buffer (no dirty lines left to write back) or "write"
@@ -97,9 +98,14 @@ def rse_of_median(samples) -> float:
 
 
 def stop_reason(samples, elapsed_s: float, cfg: TimingConfig) -> str | None:
-    """Why sampling should stop now ('rse', 'time_cap', 'max_samples'), or None to go on."""
+    """Why sampling should stop now ('rse', 'time_cap', 'max_samples'), or None to go on.
+
+    The standard error treats the samples as independent draws. Samples taken back to back are not: a cell of
+    60 us reaches the target in about 3 ms, and whatever moves the card's memory system over longer times moves
+    all of them together, so two such cells disagree by more than their standard errors say. ``min_time_s`` keeps
+    sampling until the samples span at least that long (do_bench samples for 100 ms)."""
     n = len(samples)
-    if n >= cfg.min_samples and rse_of_median(samples) < cfg.target_rse:
+    if n >= cfg.min_samples and rse_of_median(samples) < cfg.target_rse and elapsed_s >= cfg.min_time_s:
         return "rse"
     if n >= cfg.max_samples:
         return "max_samples"

@@ -9,7 +9,8 @@ the timer reports for an empty event pair and for one-block kernels: the fixed c
 small cell under fixed hold lengths), "matmul" (the pointer kernel and the TMA persistent
 kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints), "compile" (our Triton against torch.compile, interleaved; with
 TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay there to read), "placement" (one cell's median on several input
-allocations, with and without timing.warm_translations: how much of an offset is address translation?), "launch" (host microseconds per call). Prints, per kernel,
+allocations, with and without timing.warm_translations: how much of an offset is address translation?), "drift" (one
+cell's batch medians over seconds, back to back and after idle gaps: over what time must a cell be sampled?), "launch" (host microseconds per call). Prints, per kernel,
 dtype and N, the best variants with their fraction of the copy bandwidth measured in the same run (or of cuBLAS);
 the CSV keeps every variant. The tables behind the defaults in kernels/*.py come from this script. GPU only.
 
@@ -310,6 +311,70 @@ def placement_rows(timer, placements=6):
     return rows
 
 
+DRIFT_CELLS = [("gelu", "triton", "bfloat16", 8192), ("softmax", "builtin", "bfloat16", 4096),
+               ("gelu", "builtin", "float32", 8192)]
+
+
+def drift_rows(timer, seconds=8.0, batch=16, idle_batches=150, idle_s=0.02):
+    """How does one cell's time wander while nothing about it changes? Each cell with the sweep's settings (4
+    placements), sampled in batches of `batch` samples (about 3 ms) back to back for `seconds`, then in
+    `idle_batches` batches with `idle_s` of idle time before each (as between the sweep's cells). One row per batch:
+    its host time and median. The spread of batch medians against the averaging window (printed) says over what
+    time a cell must be sampled for two runs to agree, which the standard error of back-to-back samples cannot."""
+    import dataclasses
+
+    import numpy as np
+    import yaml
+
+    from rooflab.config import default_configfile
+    from rooflab.kernel import load_kernel, torch_dtype
+    from rooflab.sweep import _kw
+    from rooflab.timing import Rotation
+
+    sweep = yaml.safe_load(Path(default_configfile(REPO)).read_text()).get("timing", {})
+    cfg = dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0)
+    rows = []
+    for name, impl, dtype_name, n in DRIFT_CELLS:
+        kernel = load_kernel(name)
+        sets = [kernel.make_inputs(n, torch_dtype(dtype_name), "cuda", seed=0) for _ in range(cfg.placements)]
+        rot = Rotation([kernel.impls[impl](one, **_kw(kernel, "fwd")) for one in sets])
+        for one in rot.fns:
+            one()
+        timer.warmup(rot, cfg.warmup_ms)
+        t0 = time.perf_counter()
+        for mode in ("back to back", f"{idle_s * 1e3:.0f} ms idle before each batch"):
+            i = 0
+            while (time.perf_counter() - t0 < seconds) if mode == "back to back" else i < idle_batches:
+                if mode != "back to back":
+                    torch.cuda.synchronize()
+                    time.sleep(idle_s)
+                rot.calls = 0
+                x = timer.sample(rot, batch)
+                rows.append({"kernel": "drift", "n": n, "dtype": dtype_name, "variant": f"{name} {impl} | {mode}",
+                             "batch": i, "t_s": time.perf_counter() - t0, "median_us": float(np.median(x)) * 1e3,
+                             "n_samples": batch})
+                i += 1
+        del rot, sets
+        torch.cuda.empty_cache()
+    return rows
+
+
+def drift_summary(df) -> str:
+    """Per cell and mode: the relative standard deviation of the means of k consecutive batch medians, for k = 1,
+    4, 16, 64 (how fast averaging over a longer time takes the wander out)."""
+    import numpy as np
+
+    lines = ["relative SD (%) of the mean of k consecutive batch medians (k = 1, 4, 16, 64), batches, span (s)"]
+    for variant, g in df.groupby("variant", sort=False):
+        x = g["median_us"].to_numpy()
+        sds = []
+        for k in (1, 4, 16, 64):
+            m = x[: len(x) // k * k].reshape(-1, k).mean(axis=1)
+            sds.append(f"{100 * m.std(ddof=1) / m.mean():.2f}" if m.size > 2 else "-")
+        lines.append(f"  {variant}: {' / '.join(sds)}, {len(x)}, {g.t_s.max() - g.t_s.min():.1f}")
+    return "\n".join(lines)
+
+
 def launch_costs():
     from kernels.gelu import gelu_builtin, gelu_triton
 
@@ -415,6 +480,8 @@ def main():
                 print(f"done matmul n={n}", flush=True)
     if "placement" in args.sections:
         rows += placement_rows(timer)
+    if "drift" in args.sections:
+        rows += drift_rows(timer)
     if "launch" in args.sections:
         rows += launch_costs()
     df = pd.DataFrame(rows)
@@ -426,7 +493,7 @@ def main():
         print("\nGB/s by timer variant")
         print(fl.pivot_table(index=["n", "dtype", "call"], columns="timer", values="gbps", sort=False)
               .to_string(float_format="%.0f"))
-    for (kernel, n, dtype), g in df[~df.kernel.isin(["launch", "flush", "floor", "placement"])].groupby(["kernel", "n", "dtype"],
+    for (kernel, n, dtype), g in df[~df.kernel.isin(["launch", "flush", "floor", "placement", "drift"])].groupby(["kernel", "n", "dtype"],
                                                                                      sort=False):
         base = g[g.variant.str.startswith("builtin")]["median_us"].min()
         g = g.assign(vs_builtin=base / g["median_us"])
@@ -445,6 +512,8 @@ def main():
         spread = pl.assign(cell=parts.str[0], timer=parts.str[1]).groupby(["cell", "timer"], sort=False)["median_us"]
         print("\nspread over the allocations, (max - min) / min, %\n"
               + (spread.max() / spread.min() - 1).mul(100).round(2).to_string())
+    if "drift" in args.sections:
+        print("\n" + drift_summary(df[df.kernel == "drift"]))
     if "floor" in args.sections:
         print("\ntimer floor (us)\n" + df[df.kernel == "floor"][["variant", "median_us"]].to_string(index=False))
     if "launch" in args.sections:
