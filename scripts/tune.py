@@ -10,7 +10,8 @@ small cell under fixed hold lengths), "matmul" (the pointer kernel and the TMA p
 kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints), "compile" (our Triton against torch.compile, interleaved; with
 TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay there to read), "placement" (one cell's median on several input
 allocations, with and without timing.warm_translations: how much of an offset is address translation?), "drift" (one
-cell's batch medians over seconds, back to back and after idle gaps: over what time must a cell be sampled?), "launch" (host microseconds per call). Prints, per kernel,
+cell's batch medians over seconds, back to back and after idle gaps: over what time must a cell be sampled?),
+"instances" (one cell timed again in one process, with the same or fresh inputs and timer), "launch" (host microseconds per call). Prints, per kernel,
 dtype and N, the best variants with their fraction of the copy bandwidth measured in the same run (or of cuBLAS);
 the CSV keeps every variant. The tables behind the defaults in kernels/*.py come from this script. GPU only.
 
@@ -375,6 +376,58 @@ def drift_summary(df) -> str:
     return "\n".join(lines)
 
 
+INSTANCE_CELLS = [("gelu", "triton", "bfloat16", 8192, "fwd"), ("gelu", "builtin", "float32", 8192, "fwd"),
+                  ("softmax", "builtin", "float32", 8192, "fwd+bwd")]
+
+
+def instance_rows(timer, instances=8):
+    """Which part of a cell's setup carries its offset? Between processes a cell's median moves by about 0.4 us
+    whatever its length (45-650 us) and however long it is sampled. One cell timed `instances` times in this
+    process, each time as the sweep does (placements, warm-up, hold sized in the warm-up, samples), changing one
+    thing: "again" (same inputs, same timer), "new timer" (same inputs, a fresh timer: new flush buffer, new spin
+    calibration), "new inputs" (fresh input sets, the earlier ones freed: the allocator may hand back the same
+    blocks), "new inputs kept" (fresh input sets, the earlier ones kept alive: other memory each time)."""
+    import dataclasses
+
+    import yaml
+
+    from rooflab.config import default_configfile
+    from rooflab.kernel import load_kernel, torch_dtype
+    from rooflab.sweep import _kw
+
+    sweep = yaml.safe_load(Path(default_configfile(REPO)).read_text()).get("timing", {})
+    cfg = dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0)
+    rows = []
+    for name, impl, dtype_name, n, pass_ in INSTANCE_CELLS:
+        kernel = load_kernel(name)
+
+        def placements():
+            sets = [kernel.make_inputs(n, torch_dtype(dtype_name), "cuda", seed=0) for _ in range(cfg.placements)]
+            return sets, [kernel.impls[impl](one, **_kw(kernel, pass_)) for one in sets]
+
+        for mode in ("again", "new timer", "new inputs", "new inputs kept"):
+            sets, fns = placements()
+            kept = []
+            for i in range(instances):
+                t = timer
+                if mode == "new timer":
+                    t = CudaEventTimer(cfg.flush_l2, cfg.hold_stream, cfg.flush_mode, cfg.flush_buffers)
+                elif mode.startswith("new inputs") and i:
+                    if mode == "new inputs kept":
+                        kept.append((sets, fns))
+                    del sets, fns
+                    sets, fns = placements()
+                r = measure(fns, t, cfg)
+                rows.append({"kernel": "instance", "n": n, "dtype": dtype_name,
+                             "variant": f"{name} {impl} {pass_} | {mode}", "batch": i,
+                             "median_us": r["median_ms"] * 1e3, "placement_mean_us": r["placement_mean_ms"] * 1e3,
+                             "hold_us": r["hold_us"], "n_samples": r["n_samples"],
+                             "x_mib": sets[0][0].data_ptr() >> 20})
+            del sets, fns, kept
+            torch.cuda.empty_cache()
+    return rows
+
+
 def launch_costs():
     from kernels.gelu import gelu_builtin, gelu_triton
 
@@ -482,6 +535,8 @@ def main():
         rows += placement_rows(timer)
     if "drift" in args.sections:
         rows += drift_rows(timer)
+    if "instances" in args.sections:
+        rows += instance_rows(timer)
     if "launch" in args.sections:
         rows += launch_costs()
     df = pd.DataFrame(rows)
@@ -493,7 +548,7 @@ def main():
         print("\nGB/s by timer variant")
         print(fl.pivot_table(index=["n", "dtype", "call"], columns="timer", values="gbps", sort=False)
               .to_string(float_format="%.0f"))
-    for (kernel, n, dtype), g in df[~df.kernel.isin(["launch", "flush", "floor", "placement", "drift"])].groupby(["kernel", "n", "dtype"],
+    for (kernel, n, dtype), g in df[~df.kernel.isin(["launch", "flush", "floor", "placement", "drift", "instance"])].groupby(["kernel", "n", "dtype"],
                                                                                      sort=False):
         base = g[g.variant.str.startswith("builtin")]["median_us"].min()
         g = g.assign(vs_builtin=base / g["median_us"])
@@ -514,6 +569,13 @@ def main():
               + (spread.max() / spread.min() - 1).mul(100).round(2).to_string())
     if "drift" in args.sections:
         print("\n" + drift_summary(df[df.kernel == "drift"]))
+    if "instances" in args.sections:
+        inst = df[df.kernel == "instance"].groupby("variant", sort=False)["median_us"]
+        print("\none cell timed again in this process: median (us) of each instance\n"
+              + df[df.kernel == "instance"].groupby("variant", sort=False)["median_us"]
+              .agg(lambda x: " ".join(f"{v:.2f}" for v in x)).to_string()
+              + "\n\nspread (max - min, us) / SD (us)\n" + pd.concat([inst.max() - inst.min(), inst.std()], axis=1)
+              .round(3).to_string())
     if "floor" in args.sections:
         print("\ntimer floor (us)\n" + df[df.kernel == "floor"][["variant", "median_us"]].to_string(index=False))
     if "launch" in args.sections:
