@@ -6,7 +6,7 @@ hides the 10-15 % that no kernel reaches (see shared reference: copy ~4.28 TB/s 
 - copy: ``dst.copy_(src)`` over a large buffer (4 GiB on a GPU); bandwidth counts bytes read + bytes written.
 - copy_<dtype>_<N> (``same_size_copies``): the same copy over an N x N tensor, timed like a sweep cell of that
   size, rotating through as many input placements as a cell (``placements``), its address translations warmed
-  when a cell's are (``warm_translations``). A cell pays a fixed cost per call (launch, the cold first accesses after the flush: 3-4 us on the H200, see
+  when a cell's are (``warm_translations``), its samples pooled from as many fresh starts (``instances``). A cell pays a fixed cost per call (launch, the cold first accesses after the flush: 3-4 us on the H200, see
   scripts/tune.py --sections floor) that a 1 ms copy amortises and a 33-65 us bf16 cell at 8192^2 does not; this
   row is the wall at the cell's own size.
 - gemm_<unit>: cuBLAS (``torch.mm``) at n^3 on random data (never zeros: they run faster), 2 n^3 FLOP per call;
@@ -26,7 +26,7 @@ log = logging.getLogger("rooflab.ceilings")
 
 def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int, same_size_copies=(),
                      same_size_dtypes=("float32", "bfloat16"), placements: int = 1,
-                     warm_translations: bool = False) -> list[dict]:
+                     warm_translations: bool = False, instances: int = 1) -> list[dict]:
     import torch
 
     from experiments.measure import check_device
@@ -56,8 +56,8 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int, same_size_copies
             pairs = [(x, torch.empty_like(x)) for x in (torch.randn((n, n), device=device).to(getattr(torch, dname))
                                                         for _ in range(count))]
             fns = [lambda x=x, y=y: y.copy_(x) for x, y in pairs]
-            # timed as a cell of this size is: the same placements, the same translation warming
-            same = dataclasses.replace(cfg, warm_translations=warm_translations)
+            # timed as a cell of this size is: the same placements, translation warming and fresh starts
+            same = dataclasses.replace(cfg, warm_translations=warm_translations, instances=instances)
             stats = measure(fns if len(fns) > 1 else fns[0], timer, same, inputs=pairs)
             moved = 2.0 * pairs[0][0].numel() * pairs[0][0].element_size()
             rows.append({"ceiling": f"copy_{dname}_{n}", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3),
@@ -96,7 +96,8 @@ def run(gpu: str, out: str, params: dict) -> None:
     rows = measure_ceilings(gpu, int(params.get("copy_bytes", 4 << 30)), int(params.get("gemm_size", 8192)),
                             [int(n) for n in params.get("same_size_copies", [])],
                             params.get("same_size_dtypes", ["float32", "bfloat16"]),
-                            int(params.get("placements", 1)), bool(params.get("warm_translations", False)))
+                            int(params.get("placements", 1)), bool(params.get("warm_translations", False)),
+                            int(params.get("instances", 1)))
     prov = provenance(params)
     df = pd.DataFrame([{**r, "gpu": gpu, **prov} for r in rows])
     df = df.reindex(columns=CEILING_COLUMNS + [c for c in df.columns if c not in CEILING_COLUMNS])

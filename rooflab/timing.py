@@ -58,6 +58,7 @@ class TimingConfig:
     target_rse: float = 0.005  # relative standard error of the median
     max_time_s: float = 2.0  # cap on measured + flush time per cell
     min_time_s: float = 0.0  # sample for at least this long, however small the standard error (see stop_reason)
+    instances: int = 1  # fresh starts (outputs, warm-up, hold) a cell's samples are pooled from (see measure)
     flush_l2: bool = True
     cudagraph: bool = True
     flush_mode: str = "read"  # evict the L2 by reading a buffer (no dirty lines left to write back) or "write"
@@ -114,19 +115,15 @@ def stop_reason(samples, elapsed_s: float, cfg: TimingConfig) -> str | None:
     return None
 
 
-def placement_summary(samples_ms, placements: int) -> dict:
-    """What the input placements contribute: each placement's median (sample i came from placement i % placements,
-    as ``measure`` rotates them), their mean (``placement_mean_ms``) and the relative standard deviation between
-    them (``placement_sd_rel``). The pooled ``median_ms`` sits near the middle placement when the placements fall in
-    clusters, and so can jump by a cluster's width between two runs; the mean of the placements' medians moves
-    with the share of placements in each cluster instead. One placement: its median, and NaN for the spread."""
+def placement_sd_rel(samples_ms, placements: int) -> float:
+    """The relative standard deviation between the placements' medians (sample i came from placement i % placements,
+    as ``measure`` rotates them, in whole rounds); NaN for one placement or fewer samples than placements."""
     x = np.asarray(samples_ms, dtype=float)
     placements = max(1, int(placements))
     if placements == 1 or x.size < placements:
-        return {"placement_mean_ms": float(np.median(x)), "placement_sd_rel": float("nan")}
+        return float("nan")
     medians = np.array([np.median(x[i::placements]) for i in range(placements)])
-    mean = float(medians.mean())
-    return {"placement_mean_ms": mean, "placement_sd_rel": float(medians.std(ddof=1) / mean)}
+    return float(medians.std(ddof=1) / medians.mean())
 
 
 def summarize(samples_ms) -> dict:
@@ -411,7 +408,8 @@ def touch_pages(t) -> None:
 
 def measure(fn, timer: Timer, cfg: TimingConfig,
             clock: Callable[[], float] = time.perf_counter, inputs=None) -> dict:
-    """Warm up, then sample in growing batches until the stopping rule fires. Returns the summary + stop_reason.
+    """Warm up, then sample in growing batches until the stopping rule fires; ``cfg.instances`` times over, the
+    samples pooled. Returns the summary + stop_reason.
 
     ``fn`` is one closure or a sequence of closures over input sets at distinct addresses (``placements``): each
     sample then calls the next one in turn (Rotation), and the row records how many there were. Each closure is
@@ -419,41 +417,65 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     whole number of rounds, so each placement holds the same share of the samples: where placements fall in two
     clusters (round 17 of docs/performance.md), a median over unequal shares would jump with one sample.
     ``inputs`` (one input set per closure) with ``cfg.warm_translations``: every sample's buffers have their
-    address translations warmed after the flush (Rotation.warm)."""
+    address translations warmed after the flush (Rotation.warm).
+
+    Instances: on the H200 one cell measured again in the same process, even on the same inputs with the same
+    timer, lands up to 1 us away (standard deviation 0.3-0.9 us for cells of 65-650 us), while the samples of one
+    measurement stay put for seconds (docs/performance.md, round 24). So a measurement is one draw of an offset its
+    own standard error does not see. Each instance is a fresh start (a new Rotation, so new output blocks, and a new
+    warm-up, so a new hold) that samples until the stopping rule fires for it, with the time limits shared out;
+    the row's statistics are over the pooled samples, and ``instance_sd_rel`` is the relative standard deviation of
+    the instances' medians."""
+    instances = max(1, int(cfg.instances))
     rounds = 1
     warming = cfg.warm_translations and inputs is not None
     if warming and not isinstance(fn, (list, tuple)):
         fn = [fn]
-    if isinstance(fn, (list, tuple)):
-        fn = Rotation(fn, inputs if warming else None)
-        rounds = len(fn)
+    fns = list(fn) if isinstance(fn, (list, tuple)) else None
+    if fns is not None:
+        rounds = len(fns)
         max_samples = max(rounds, cfg.max_samples // rounds * rounds)
         min_samples = min(-(-cfg.min_samples // rounds) * rounds, max_samples)
         cfg = dataclasses.replace(cfg, min_samples=min_samples, max_samples=max_samples)
-        for one in fn.fns:
+        for one in fns:
             one()
-    timer.warmup(fn, cfg.warmup_ms)
-    if isinstance(fn, Rotation):
-        fn.calls = 0
+    per_instance = dataclasses.replace(cfg, max_time_s=cfg.max_time_s / instances,
+                                       min_time_s=cfg.min_time_s / instances)
     samples: list[float] = []
-    t0 = clock()
-    batch = cfg.min_samples
-    while True:
-        samples += timer.sample(fn, batch)
-        reason = stop_reason(samples, clock() - t0, cfg)
-        if reason:
-            break
-        grow = -(-max(batch, len(samples) // 2) // rounds) * rounds  # whole rounds
-        batch = min(grow, cfg.max_samples - len(samples))
+    medians, reasons = [], []
+    call = fn
+    for _ in range(instances):
+        if fns is not None:
+            call = None  # the last instance's outputs are freed before this one allocates its own
+            call = Rotation(fns, inputs if warming else None)
+        timer.warmup(call, cfg.warmup_ms)
+        if isinstance(call, Rotation):
+            call.calls = 0
+        mine: list[float] = []
+        t0 = clock()
+        batch = per_instance.min_samples
+        while True:
+            mine += timer.sample(call, batch)
+            reason = stop_reason(mine, clock() - t0, per_instance)
+            if reason:
+                break
+            grow = -(-max(batch, len(mine) // 2) // rounds) * rounds  # whole rounds
+            batch = min(grow, per_instance.max_samples - len(mine))
+        samples += mine
+        medians.append(float(np.median(mine)))
+        reasons.append(reason)
     out = summarize(samples)
-    out["stop_reason"] = reason
+    # the instances' reasons, the weakest first: one instance stopped by a limit makes the cell's row say so
+    out["stop_reason"] = next(r for r in ("time_cap", "max_samples", "rse") if r in reasons)
     out["timer"] = timer.name
-    out["placements"] = len(fn) if isinstance(fn, Rotation) else 1
-    out.update(placement_summary(samples, out["placements"]))
+    out["placements"] = rounds
+    out["placement_sd_rel"] = placement_sd_rel(samples, rounds)
+    out["instances"] = instances
+    out["instance_sd_rel"] = float(np.std(medians, ddof=1) / np.mean(medians)) if instances > 1 else float("nan")
     out["warm_translations"] = bool(warming)
     # optional parts of the protocol (a synthetic test timer has neither)
     out.update(timer.facts() if hasattr(timer, "facts") else {})
-    out["loop_ms"] = timer.loop(fn, cfg.loop_ms) if cfg.loop_ms > 0 and hasattr(timer, "loop") else float("nan")
+    out["loop_ms"] = timer.loop(call, cfg.loop_ms) if cfg.loop_ms > 0 and hasattr(timer, "loop") else float("nan")
     return out
 
 

@@ -36,8 +36,9 @@ rule ceilings:
     output:
         "results/raw/{gpu}/ceilings.parquet",
     params:
-        ceilings=lambda wildcards: {**config["ceilings"], "placements": config.get("timing", {}).get("placements", 1),
-                                    "warm_translations": config.get("timing", {}).get("warm_translations", False)},
+        ceilings=lambda wildcards: {**config["ceilings"],
+                                    **{k: config.get("timing", {}).get(k, default) for k, default in
+                                       (("placements", 1), ("warm_translations", False), ("instances", 1))}},
     log:
         "logs/ceilings/{gpu}.log",
     resources:

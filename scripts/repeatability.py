@@ -84,15 +84,13 @@ def worker(spec_path: str) -> int:
 def compare(first, second, pair: str = "1-2"):
     import pandas as pd
 
-    cols = KEY + ["status", "median_ms", "graph_median_ms", "placement_mean_ms"]
+    cols = KEY + ["status", "median_ms", "graph_median_ms"]
     a = pd.concat([pd.read_parquet(p) for p in first]).reindex(columns=cols)
     b = pd.concat([pd.read_parquet(p) for p in second]).reindex(columns=cols)
     a, b = a[a["status"] == "ok"], b[b["status"] == "ok"]
     t = a.drop(columns="status").merge(b.drop(columns="status"), on=KEY, suffixes=("_1", "_2"))
     t["event_rel_diff"] = (t["median_ms_2"] - t["median_ms_1"]) / t["median_ms_1"]
     t["graph_rel_diff"] = (t["graph_median_ms_2"] - t["graph_median_ms_1"]) / t["graph_median_ms_1"]
-    # the same cells' mean over placements of each placement's median (rooflab.timing.placement_summary)
-    t["placement_mean_rel_diff"] = (t["placement_mean_ms_2"] - t["placement_mean_ms_1"]) / t["placement_mean_ms_1"]
     t.insert(0, "pair", pair)
     return t.sort_values(KEY).reset_index(drop=True)
 

@@ -153,7 +153,7 @@ def test_raw_schema_on_the_cpu(raw):
     assert set(timed["stop_reason"]) <= {"rse", "time_cap", "max_samples"}
     for col in ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms", "mean_ms", "std_ms", "rse_median", "cold_ms",
                 "flops", "bytes", "rel_err", "graph_median_ms", "sm_clock_before_mhz", "sm_clock_after_mhz",
-                "mem_clock_before_mhz", "mem_clock_after_mhz", "autotune_ms", "placement_mean_ms",
+                "mem_clock_before_mhz", "mem_clock_after_mhz", "autotune_ms",
                 "gpu_temp_after_c", "mem_temp_after_c", "power_after_w"):
         assert raw[col].dtype == np.float64, col
     assert (timed["p20_ms"] <= timed["median_ms"]).all() and (timed["median_ms"] <= timed["p80_ms"]).all()
@@ -365,28 +365,58 @@ def test_samples_are_whole_rounds_starting_at_the_first_placement():
     assert capped["n_samples"] == 8 and capped["stop_reason"] == "max_samples"  # 10 rounded down to whole rounds
 
 
-def test_placement_summary_averages_each_placements_median():
-    from rooflab.timing import placement_summary
+def test_placement_sd_is_over_each_placements_median():
+    from rooflab.timing import placement_sd_rel
 
     # placements 0 and 2 at 1.0, 1 and 3 at 1.1 (rotation order), with one outlier in placement 0
     x = [1.0, 1.1, 1.0, 1.1] * 3 + [9.0, 1.1, 1.0, 1.1]
-    s = placement_summary(x, 4)
-    assert s["placement_mean_ms"] == pytest.approx(1.05)  # the outlier moves no placement's median
-    assert s["placement_sd_rel"] == pytest.approx(np.std([1.0, 1.1, 1.0, 1.1], ddof=1) / 1.05)
-    # three placements in the slow cluster of four: the pooled median jumps to that cluster, the mean moves a quarter
-    y = [1.0, 1.1, 1.1, 1.1] * 4
-    assert float(np.median(y)) == pytest.approx(1.1)
-    assert placement_summary(y, 4)["placement_mean_ms"] == pytest.approx(1.075)
-    one = placement_summary([2.0, 3.0, 4.0], 1)
-    assert one["placement_mean_ms"] == 3.0 and math.isnan(one["placement_sd_rel"])
+    assert placement_sd_rel(x, 4) == pytest.approx(np.std([1.0, 1.1, 1.0, 1.1], ddof=1) / 1.05)
+    assert math.isnan(placement_sd_rel([2.0, 3.0, 4.0], 1)) and math.isnan(placement_sd_rel([1.0], 2))
 
 
-def test_measure_records_the_placements_mean_in_rotation_order():
+def test_measure_records_the_placements_sd_in_rotation_order():
     fns = [lambda k=k: 0.1 * k for k in range(4)]  # placement k's samples all read 1 + 0.1 k
     out = measure(fns, PlacementTimer(), TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9,
                                                       max_time_s=0.0, loop_ms=0))
-    assert out["placement_mean_ms"] == pytest.approx(1.15)
     assert out["placement_sd_rel"] == pytest.approx(np.std([1.0, 1.1, 1.2, 1.3], ddof=1) / 1.15)
+    assert out["instances"] == 1 and math.isnan(out["instance_sd_rel"])
+
+
+class InstanceTimer:
+    """Each warm-up starts an instance whose samples all read 1 + 0.1 * (its number): an offset per fresh start."""
+
+    name = "instance"
+
+    def __init__(self):
+        self.warmups, self.fns = 0, []
+
+    def warmup(self, fn, warmup_ms):
+        self.warmups += 1
+        self.fns.append(fn)
+
+    def sample(self, fn, n):
+        return [1.0 + 0.1 * (self.warmups - 1)] * n
+
+
+def test_instances_pool_fresh_starts_and_record_their_spread():
+    timer = InstanceTimer()
+    fns = [lambda: None, lambda: None]
+    cfg = TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5, max_time_s=10.0, loop_ms=0, instances=3)
+    out = measure(fns, timer, cfg)
+    assert timer.warmups == 3 and out["instances"] == 3
+    assert len({id(f) for f in timer.fns}) == 3  # a new Rotation (new output blocks) per instance
+    assert out["n_samples"] == 12 and out["median_ms"] == pytest.approx(1.1)  # 4 samples from each of 3 starts
+    assert out["instance_sd_rel"] == pytest.approx(np.std([1.0, 1.1, 1.2], ddof=1) / 1.1)
+    assert out["stop_reason"] == "rse"
+
+
+def test_instances_share_the_time_cap():
+    clock = FakeClock()
+    timer = FakeTimer(noisy(), clock)
+    out = measure(lambda: None, timer, TimingConfig(min_samples=5, max_samples=10 ** 6, max_time_s=2.0, loop_ms=0,
+                                                    instances=4), clock=clock)
+    assert out["stop_reason"] == "time_cap"
+    assert 2.0 <= clock.now < 4.0  # each instance stops once past its quarter of the cap (within one batch)
 
 
 def test_every_placement_is_sampled_even_when_min_samples_is_lower():
