@@ -84,7 +84,7 @@ def worker(spec_path: str) -> int:
 def compare(first, second, pair: str = "1-2"):
     import pandas as pd
 
-    cols = KEY + ["status", "median_ms", "graph_median_ms"]
+    cols = KEY + ["status", "median_ms", "graph_median_ms", "instances"]
     a = pd.concat([pd.read_parquet(p) for p in first]).reindex(columns=cols)
     b = pd.concat([pd.read_parquet(p) for p in second]).reindex(columns=cols)
     a, b = a[a["status"] == "ok"], b[b["status"] == "ok"]

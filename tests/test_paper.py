@@ -149,6 +149,7 @@ def test_same_size_copy_macros_come_from_the_ceilings(generated):
 def test_placements_macro_is_what_most_timed_cells_rotated_through(generated):
     assert defined_macros(generated["macros"])["TimingPlacements"] == "4"  # gelu and softmax 4, matmul 1
     assert defined_macros(generated["macros"])["TimingWarmedCells"] == "0"  # no warm_translations column: none
+    assert defined_macros(generated["macros"])["TimingInstances"] == "1"  # no instances column: one start, as then
 
 
 def test_warmed_cells_are_counted_from_the_rows():
@@ -206,9 +207,13 @@ def test_repeatability_table_and_macros_come_from_the_run():
     three = pd.concat([run.assign(pair=p) for p in ("1-2", "1-3", "2-3")], ignore_index=True)
     macros3 = defined_macros(generate(metrics, ceilings, "/nonexistent", {"h200": three})["macros"])
     assert macros3["RepeatRuns"] == "3" and macros3["RepeatEventLongCells"] == "6"  # 2 long cells x 3 pairs
+    assert macros3["RepeatInstances"] == "1"  # a table without instances columns: runs from before the option
+    eight = defined_macros(generate(metrics, ceilings, "/nonexistent", {"h200": three.assign(instances_1=8.0)})["macros"])
+    assert eight["RepeatInstances"] == "8"
     table = out["table_repeatability"]
     assert "\\toprule" in table and "h200" in table and "a100" not in table and "50 us and longer" in table
     empty = generate(metrics, ceilings, "/nonexistent")
     assert defined_macros(empty["macros"])["RepeatEventLongMaxPct"] == "n/a"
     assert defined_macros(empty["macros"])["RepeatRuns"] == "n/a"
+    assert defined_macros(empty["macros"])["RepeatInstances"] == "n/a"
     assert "No repeatability run" in empty["table_repeatability"]
