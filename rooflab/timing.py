@@ -32,6 +32,10 @@ the next call's buffers after each flush; on the H200 that took six allocations 
 1.7 %, and the small cells' spread between processes from a median of 11 % to 5 %, leaving cells of 8192^2 as they
 were. ``timing.flush_buffers`` rotates several flush buffers (it did not help; kept for such probes).
 
+Instances: one start of a measurement (its output blocks, warm-up and hold) draws an offset of a fraction of a
+microsecond that its samples share, so ``timing.instances`` pools the samples of several fresh starts (8 on a GPU:
+three processes then agree within 0.91 % on every cell of 50 us and more; docs/performance.md, round 24).
+
 Why our own loop and not only ``triton.testing.do_bench``: do_bench flushes a fixed 256 MB buffer, does not hold the
 stream, and samples for a fixed time. We stop when the relative standard error of the median falls under a target
 (0.5 % by default) or a time cap is reached, recording which.
