@@ -117,13 +117,13 @@ def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10, noise_floors: dic
             lines += ["", f"## {verdict} (largest {len(g)})", "",
                       "| kernel | impl | dtype | size | pass | timing | reference us | now us | change | noise |",
                       "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-            lines += [f"| {r.kernel} | {r.impl} | {r.dtype} | {r.size} | {r['pass']} | {r.timing} "
+            lines += [f"| {r.kernel} | {r.impl} | {r['dtype']} | {r['size']} | {r['pass']} | {r.timing} "
                       f"| {_us(r, 'ref'):.2f} | {_us(r, 'now'):.2f} | {r.rel_change:+.1%} | {r.noise:.1%} |"
                       for _, r in g.iterrows()]
     changed = t[t["verdict"].isin(["status", "new", "gone"])]
     if len(changed):
         lines += ["", "## status changes and unmatched cells", ""]
-        lines += [f"- {r.kernel} {r.impl} {r.dtype} {r.size} {r['pass']}: {r.verdict} "
+        lines += [f"- {r.kernel} {r.impl} {r['dtype']} {r['size']} {r['pass']}: {r.verdict} "
                   f"({r.status_ref if isinstance(r.status_ref, str) else '-'} -> "
                   f"{r.status_now if isinstance(r.status_now, str) else '-'})" for _, r in changed.iterrows()]
     return "\n".join(lines) + "\n"

@@ -24,6 +24,8 @@ def test_verdicts_beyond_noise_only():
     t = compare(now, ref).set_index(["impl", "size"])["verdict"]
     assert t[("triton", 4096)] == "faster" and t[("builtin", 4096)] == "same"
     assert t[("naive", 4096)] == "slower" and t[("triton", 256)] == "same"
+    md = summary_markdown(compare(now, ref), "h200")
+    assert "| gelu | triton | float32 | 4096 | fwd | event |" in md  # a row's own dtype and size, not the Series'
 
 
 def test_noisy_cells_need_a_bigger_move():
@@ -44,7 +46,7 @@ def test_status_changes_and_unmatched_cells():
     t = compare(now, ref).set_index("impl")["verdict"]
     assert t["triton"] == "status" and t["builtin"] == "new" and t["cuda"] == "gone" and t["naive"] == "not timed"
     md = summary_markdown(compare(now, ref), "h200")
-    assert "triton" in md and "ok -> failed" in md
+    assert "- gelu triton float32 1 fwd: status (ok -> failed)" in md
 
 
 def test_older_timing_method_is_flagged():
