@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+REPO = Path(__file__).resolve().parent.parent
+
 MATMUL_GOALS = {1024: 0.80, 2048: 0.90, 4096: 1.00, 8192: 1.00}
 
 
@@ -64,13 +66,16 @@ def main(argv=None):
     ap.add_argument("--gpu", default=None, help="default: the first non-cpu gpu in the file")
     ap.add_argument("--pass", dest="pass_", default="fwd")
     ap.add_argument("--ceilings", default=None,
-                    help="ceilings parquet with same-size copies (default: results/raw/<gpu>/ceilings.parquet)")
+                    help="ceilings parquet with same-size copies (default: results/raw/<gpu>/ceilings.parquet, else "
+                         "the committed reference's data/reference/<gpu>/ceilings.parquet, which a CPU run merges)")
     a = ap.parse_args(argv)
     m = pd.read_parquet(a.metrics)
     gpus = [g for g in dict.fromkeys(m["gpu"]) if g != "cpu"] or list(dict.fromkeys(m["gpu"]))
     gpu = a.gpu or gpus[0]
-    cpath = Path(a.ceilings or f"results/raw/{gpu}/ceilings.parquet")
-    ceilings = pd.read_parquet(cpath) if cpath.exists() else None
+    candidates = [Path(a.ceilings)] if a.ceilings else [Path(f"results/raw/{gpu}/ceilings.parquet"),
+                                                        REPO / "data" / "reference" / gpu / "ceilings.parquet"]
+    cpath = next((p for p in candidates if p.exists()), None)
+    ceilings = pd.read_parquet(cpath) if cpath is not None else None
     mem, mm = scorecard(m, gpu, a.pass_, ceilings)
     pd.set_option("display.width", 160)
     print(f"gpu {gpu}, pass {a.pass_}")
