@@ -6,7 +6,8 @@ hides the 10-15 % that no kernel reaches (see shared reference: copy ~4.28 TB/s 
 - copy: ``dst.copy_(src)`` over a large buffer (4 GiB on a GPU); bandwidth counts bytes read + bytes written.
 - copy_<dtype>_<N> (``same_size_copies``): the same copy over an N x N tensor, timed like a sweep cell of that
   size, rotating through as many input placements as a cell (``placements``), its address translations warmed
-  when a cell's are (``warm_translations``), its samples pooled from as many fresh starts (``instances``). A cell pays a fixed cost per call (launch, the cold first accesses after the flush: 3-4 us on the H200, see
+  when a cell's are (``warm_translations``), its samples pooled from as many fresh starts (``instances``). A cell
+  pays a fixed cost per call (launch, the cold first accesses after the flush: 3-4 us on the H200, see
   scripts/tune.py --sections floor) that a 1 ms copy amortises and a 33-65 us bf16 cell at 8192^2 does not; this
   row is the wall at the cell's own size.
 - gemm_<unit>: cuBLAS (``torch.mm``) at n^3 on random data (never zeros: they run faster), 2 n^3 FLOP per call;

@@ -32,7 +32,7 @@ the next call's buffers after each flush; on the H200 that took six allocations 
 1.7 %, and the small cells' spread between processes from a median of 11 % to 5 %, leaving cells of 8192^2 as they
 were. ``timing.flush_buffers`` rotates several flush buffers (it did not help; kept for such probes).
 
-Instances: one start of a measurement (its output blocks, warm-up and hold) draws an offset of a fraction of a
+Instances: one start of a measurement (its warm-up, hold and outputs) draws an offset of a fraction of a
 microsecond that its samples share, so ``timing.instances`` pools the samples of several fresh starts (8 on a GPU:
 three processes then agree within 0.91 % on every cell of 50 us and more; docs/performance.md, round 24).
 
@@ -426,10 +426,13 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     Instances: on the H200 one cell measured again in the same process, even on the same inputs with the same
     timer, lands up to 1 us away (standard deviation 0.3-0.9 us for cells of 65-650 us), while the samples of one
     measurement stay put for seconds (docs/performance.md, round 24). So a measurement is one draw of an offset its
-    own standard error does not see. Each instance is a fresh start (a new Rotation, so new output blocks, and a new
-    warm-up, so a new hold) that samples until the stopping rule fires for it, with the time limits shared out;
-    the row's statistics are over the pooled samples, and ``instance_sd_rel`` is the relative standard deviation of
-    the instances' medians."""
+    own standard error does not see. Each instance is a fresh start (a new warm-up, so a new hold, and a new
+    Rotation whose outputs the allocator places afresh, in the same blocks or others) that samples until the
+    stopping rule fires for it, with the time limits and ``max_samples`` shared out; the row's statistics are over
+    the pooled samples, ``instance_sd_rel`` is the relative standard deviation of the instances' medians, and
+    ``rse_median`` is the larger of the pooled samples' and the instances' own (instance_sd_rel / sqrt(instances)),
+    so a comparison that trusts it does not trust one start's samples more than the starts agree. ``hold_us`` and
+    ``enqueue_us`` are the last start's."""
     instances = max(1, int(cfg.instances))
     rounds = 1
     warming = cfg.warm_translations and inputs is not None
@@ -443,8 +446,9 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
         cfg = dataclasses.replace(cfg, min_samples=min_samples, max_samples=max_samples)
         for one in fns:
             one()
-    per_instance = dataclasses.replace(cfg, max_time_s=cfg.max_time_s / instances,
-                                       min_time_s=cfg.min_time_s / instances)
+    per_instance = dataclasses.replace(
+        cfg, max_time_s=cfg.max_time_s / instances, min_time_s=cfg.min_time_s / instances,
+        max_samples=max(cfg.min_samples, cfg.max_samples // instances // rounds * rounds))
     samples: list[float] = []
     medians, reasons = [], []
     call = fn
@@ -476,6 +480,8 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     out["placement_sd_rel"] = placement_sd_rel(samples, rounds)
     out["instances"] = instances
     out["instance_sd_rel"] = float(np.std(medians, ddof=1) / np.mean(medians)) if instances > 1 else float("nan")
+    if instances > 1:
+        out["rse_median"] = max(out["rse_median"], out["instance_sd_rel"] / math.sqrt(instances))
     out["warm_translations"] = bool(warming)
     # optional parts of the protocol (a synthetic test timer has neither)
     out.update(timer.facts() if hasattr(timer, "facts") else {})

@@ -262,6 +262,19 @@ def hint_variants(n, dtype):
     return [("vecadd", 3 * n * n * x.element_size(), va)]
 
 
+def sweep_timing(**changes) -> TimingConfig:
+    """The sweep's timing (the DAG's default config here), with one start, no loop, and `changes`: a probe times one
+    start at a time unless it asks otherwise (docs/performance.md, round 24)."""
+    import dataclasses
+
+    import yaml
+
+    from rooflab.config import default_configfile
+
+    sweep = yaml.safe_load(Path(default_configfile(REPO)).read_text()).get("timing", {})
+    return dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0, instances=1, **changes)
+
+
 PLACEMENT_CELLS = [("gelu", "triton", "bfloat16", 8192), ("layernorm", "triton", "bfloat16", 8192),
                    ("softmax", "builtin", "bfloat16", 4096), ("vecadd", "builtin", "bfloat16", 1024),
                    ("vecadd", "triton", "bfloat16", 1024)]
@@ -278,16 +291,8 @@ def placement_rows(timer, placements=6):
     from rooflab.kernel import load_kernel, torch_dtype
     from rooflab.sweep import _kw
 
-    import dataclasses
-
-    import yaml
-
-    from rooflab.config import default_configfile
-
-    sweep = yaml.safe_load(Path(default_configfile(REPO)).read_text()).get("timing", {})
-    cfg = dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0)  # the sweep's timing, without the loop
-    modes = {"sweep timing": dataclasses.replace(cfg, warm_translations=False),
-             "translations warmed": dataclasses.replace(cfg, warm_translations=True)}
+    modes = {"sweep timing": sweep_timing(warm_translations=False),
+             "translations warmed": sweep_timing(warm_translations=True)}
     rows = []
     for name, impl, dtype_name, n in PLACEMENT_CELLS:
         kernel = load_kernel(name)
@@ -322,18 +327,13 @@ def drift_rows(timer, seconds=8.0, batch=16, idle_batches=150, idle_s=0.02):
     `idle_batches` batches with `idle_s` of idle time before each (as between the sweep's cells). One row per batch:
     its host time and median. The spread of batch medians against the averaging window (printed) says over what
     time a cell must be sampled for two runs to agree, which the standard error of back-to-back samples cannot."""
-    import dataclasses
-
     import numpy as np
-    import yaml
 
-    from rooflab.config import default_configfile
     from rooflab.kernel import load_kernel, torch_dtype
     from rooflab.sweep import _kw
     from rooflab.timing import Rotation
 
-    sweep = yaml.safe_load(Path(default_configfile(REPO)).read_text()).get("timing", {})
-    cfg = dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0)
+    cfg = sweep_timing()
     rows = []
     for name, impl, dtype_name, n in DRIFT_CELLS:
         kernel = load_kernel(name)
@@ -387,16 +387,10 @@ def instance_rows(timer, instances=8):
     thing: "again" (same inputs, same timer), "new timer" (same inputs, a fresh timer: new flush buffer, new spin
     calibration), "new inputs" (fresh input sets, the earlier ones freed: the allocator may hand back the same
     blocks), "new inputs kept" (fresh input sets, the earlier ones kept alive: other memory each time)."""
-    import dataclasses
-
-    import yaml
-
-    from rooflab.config import default_configfile
     from rooflab.kernel import load_kernel, torch_dtype
     from rooflab.sweep import _kw
 
-    sweep = yaml.safe_load(Path(default_configfile(REPO)).read_text()).get("timing", {})
-    cfg = dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0)
+    cfg = sweep_timing()
     rows = []
     for name, impl, dtype_name, n, pass_ in INSTANCE_CELLS:
         kernel = load_kernel(name)
@@ -420,7 +414,7 @@ def instance_rows(timer, instances=8):
                 r = measure(fns, t, cfg)
                 rows.append({"kernel": "instance", "n": n, "dtype": dtype_name,
                              "variant": f"{name} {impl} {pass_} | {mode}", "batch": i,
-                             "median_us": r["median_ms"] * 1e3, "placement_mean_us": r["placement_mean_ms"] * 1e3,
+                             "median_us": r["median_ms"] * 1e3, "placement_sd_rel": r["placement_sd_rel"],
                              "hold_us": r["hold_us"], "n_samples": r["n_samples"],
                              "x_mib": sets[0][0].data_ptr() >> 20})
             del sets, fns, kept
@@ -572,8 +566,7 @@ def main():
     if "instances" in args.sections:
         inst = df[df.kernel == "instance"].groupby("variant", sort=False)["median_us"]
         print("\none cell timed again in this process: median (us) of each instance\n"
-              + df[df.kernel == "instance"].groupby("variant", sort=False)["median_us"]
-              .agg(lambda x: " ".join(f"{v:.2f}" for v in x)).to_string()
+              + inst.agg(lambda x: " ".join(f"{v:.2f}" for v in x)).to_string()
               + "\n\nspread (max - min, us) / SD (us)\n" + pd.concat([inst.max() - inst.min(), inst.std()], axis=1)
               .round(3).to_string())
     if "floor" in args.sections:

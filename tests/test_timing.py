@@ -410,6 +410,27 @@ def test_instances_pool_fresh_starts_and_record_their_spread():
     assert out["stop_reason"] == "rse"
 
 
+def test_instances_standard_error_covers_the_spread_between_starts():
+    timer = InstanceTimer()  # every start's samples are identical: their own standard error is 0
+    out = measure(lambda: None, timer, TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5, loop_ms=0,
+                                                    instances=4))
+    assert out["rse_median"] == pytest.approx(out["instance_sd_rel"] / 2) and out["rse_median"] > 0.03
+
+
+def test_instances_share_max_samples_and_a_limit_wins_the_stop_reason():
+    class Noisy(InstanceTimer):
+        def sample(self, fn, n):
+            rng = np.random.default_rng(self.warmups)
+            return list(rng.lognormal(0.0, 1.0, n)) if self.warmups == 2 else [1.0] * n
+
+    fns = [lambda: None, lambda: None]
+    out = measure(fns, Noisy(), TimingConfig(min_samples=4, max_samples=40, target_rse=0.01, max_time_s=1e9,
+                                             loop_ms=0, instances=3))
+    # starts 1 and 3 stop at 4 samples; start 2 never converges and stops at its share of max_samples (40 // 3 -> 12)
+    assert out["n_samples"] == 4 + 12 + 4
+    assert out["stop_reason"] == "max_samples"  # one start stopped by a limit: the row says so
+
+
 def test_instances_share_the_time_cap():
     clock = FakeClock()
     timer = FakeTimer(noisy(), clock)
