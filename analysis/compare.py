@@ -46,10 +46,15 @@ CLASSES = ("short_graph", "short", "mid", "long")  # the floors: by cell length,
 log = logging.getLogger("rooflab.compare")
 
 
+def _settings(settings: dict) -> dict:
+    """DEFAULTS with the given settings over them (None: not given)."""
+    return {**DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
+
+
 def floors(repeat: pd.DataFrame | None = None, **settings) -> dict[str, tuple[float, str]]:
     """{class: (floor, where it comes from)}: the configured minimum, raised to the largest |difference| between
     processes that the repeatability table has for cells of that class."""
-    s = {**DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
+    s = _settings(settings)
     out = {"short_graph": (s["short_graph_min_rel_change"], "setting"), "short": (s["short_min_rel_change"], "setting"),
            "mid": (s["min_rel_change"], "setting"), "long": (s["min_rel_change"], "setting")}
     if repeat is None or repeat.empty:
@@ -67,11 +72,12 @@ def floors(repeat: pd.DataFrame | None = None, **settings) -> dict[str, tuple[fl
     return out
 
 
-def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = None, **settings) -> pd.DataFrame:
+def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = None,
+            noise_floors: dict | None = None, **settings) -> pd.DataFrame:
     """One row per cell present on either side, with the verdict (slower/faster/same/status/new/gone); `repeat` is
-    the GPU's repeatability table (floors())."""
-    s = {**DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
-    floor = {name: value for name, (value, _) in floors(repeat, **settings).items()}
+    the GPU's repeatability table, from which floors() are taken unless `noise_floors` (its result) is given."""
+    s = _settings(settings)
+    floor = {name: value for name, (value, _) in (noise_floors or floors(repeat, **settings)).items()}
     cols = KEY + ["status", "median_ms", "graph_median_ms", "rse_median", "hold_us"]
     a = now.reindex(columns=cols).rename(columns={c: f"{c}_now" for c in cols if c not in KEY})
     b = ref.reindex(columns=cols).rename(columns={c: f"{c}_ref" for c in cols if c not in KEY})
@@ -97,7 +103,8 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
     return t.drop(columns="_merge").sort_values(KEY).reset_index(drop=True)
 
 
-def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10, noise_floors: dict | None = None) -> str:
+def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10, noise_floors: dict | None = None,
+                     k_sigma: float = DEFAULTS["k_sigma"]) -> str:
     counts = t["verdict"].value_counts()
     lines = [f"# {gpu}: this run against data/reference/{gpu}", "",
              "| verdict | cells |", "| --- | --- |"]
@@ -105,7 +112,7 @@ def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10, noise_floors: dic
     if noise_floors:
         label = {"short_graph": "short cells, CUDA-graph median", "short": "short cells, event median",
                  "mid": "middle cells", "long": "long cells"}
-        lines += ["", "Noise floors (a move must exceed the larger of this and 3 standard errors):", "",
+        lines += ["", f"Noise floors (a move must exceed the larger of this and {k_sigma:g} standard errors):", "",
                   "| cells | floor | from |", "| --- | --- | --- |"]
         lines += [f"| {label[k]} | {v:.1%} | {src} |" for k, (v, src) in noise_floors.items()]
     if t["method_changed"].any():
@@ -138,9 +145,11 @@ def main(now_paths, ref_paths, out_csv, out_md, gpu, settings, repeat_paths=()) 
     now = read_raw_many(now_paths)
     ref = read_raw_many(ref_paths)
     repeat = pd.read_csv(repeat_paths[0]) if repeat_paths else None
-    t = compare(now, ref, repeat, **(settings or {}))
+    settings = settings or {}
+    noise_floors = floors(repeat, **settings)
+    t = compare(now, ref, repeat, noise_floors, **settings)
     write_text(t.to_csv(index=False), out_csv)
-    write_text(summary_markdown(t, gpu, noise_floors=floors(repeat, **(settings or {}))), out_md)
+    write_text(summary_markdown(t, gpu, noise_floors=noise_floors, k_sigma=_settings(settings)["k_sigma"]), out_md)
     counts = ", ".join(f"{v} {n}" for v, n in t["verdict"].value_counts().items())
     log.info("%s against its reference: %s (details: %s)", gpu, counts, out_md)
     return t

@@ -117,6 +117,12 @@ ALWAYS = ["HeadlineGpu", "HeadlineGpuKey", "CopyGbps", "CopyFractionDatasheet", 
 # (the Repeat* macros are always defined by repeatability_macros)
 
 
+def most_common(df: pd.DataFrame, column: str, absent: str) -> str:
+    """The most common value of an integer column, as text; `absent` where the column or its values are missing."""
+    values = df[column].dropna() if column in df else pd.Series(dtype=float)
+    return str(int(values.mode().iloc[0])) if not values.empty else absent
+
+
 def timed(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
     """Rows the text may claim from: this GPU, correct and timed."""
     ok = metrics["claimable"] if "claimable" in metrics else metrics["status"] == "ok"
@@ -171,11 +177,10 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     if not ok.empty:
         m.add("LargestSize", str(int(ok["size"].max())), "largest N timed on the headline device")
     if "placements" in ok and ok["placements"].notna().any():
-        m.add("TimingPlacements", str(int(ok["placements"].dropna().mode().iloc[0])),
+        m.add("TimingPlacements", most_common(ok, "placements", "n/a"),
               "input sets at distinct addresses a cell's samples rotate through (most cells)")
     if not ok.empty:
-        starts = ok["instances"].dropna() if "instances" in ok else pd.Series(dtype=float)
-        m.add("TimingInstances", str(int(starts.mode().iloc[0])) if not starts.empty else "1",
+        m.add("TimingInstances", most_common(ok, "instances", "1"),
               "fresh starts a cell's samples are pooled from (most cells; rows from before the option: 1)")
     warmed = int(ok["warm_translations"].fillna(False).astype(bool).sum()) if "warm_translations" in ok else 0
     m.add("TimingWarmedCells", str(warmed), "timed cells whose buffers' translations were warmed")
@@ -415,8 +420,7 @@ def repeatability_macros(m: "Macros", runs: dict[str, pd.DataFrame], gpu: str) -
             m.add(f"Repeat{tag}{stag}Pct", fmt(value, 2), f"over pairs of processes, {group}, percent")
         m.add(f"Repeat{tag}Cells", str(int(summary.loc[group, "n"])) if summary is not None else "n/a")
     m.add("RepeatRuns", str(process_count(runs[gpu])) if gpu in runs else "n/a", "processes compared, every pair")
-    starts = runs[gpu]["instances_1"].dropna() if gpu in runs and "instances_1" in runs[gpu] else pd.Series(dtype=float)
-    m.add("RepeatInstances", str(int(starts.mode().iloc[0])) if not starts.empty else ("1" if gpu in runs else "n/a"),
+    m.add("RepeatInstances", most_common(runs[gpu], "instances_1", "1") if gpu in runs else "n/a",
           "fresh starts per cell in the repeatability runs (tables from before the option: 1)")
     m.add("RepeatLongUs", fmt(EVENT_MIN_MS * 1e3), "long cells start here, microseconds")
     m.add("RepeatShortUs", fmt(GRAPH_MAX_MS * 1e3), "short cells end here, microseconds")

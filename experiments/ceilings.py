@@ -31,6 +31,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int, same_size_copies
     import torch
 
     from experiments.measure import check_device
+    from rooflab.kernel import torch_dtype
     from rooflab.sweep import placements_for
     from rooflab.timing import TimingConfig, measure, timer_for
 
@@ -52,15 +53,15 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int, same_size_copies
     for n in same_size_copies:
         for dname in same_size_dtypes:
             # as many (source, destination) pairs as a sweep cell of this size gets (rooflab/timing.py Rotation)
-            e = torch.empty((), dtype=getattr(torch, dname)).element_size()
-            count = placements_for(placements, 2.0 * n * n * e, device)
-            pairs = [(x, torch.empty_like(x)) for x in (torch.randn((n, n), device=device).to(getattr(torch, dname))
+            dtype = torch_dtype(dname)
+            moved = 2.0 * n * n * dtype.itemsize
+            count = placements_for(placements, moved, device)
+            pairs = [(x, torch.empty_like(x)) for x in (torch.randn((n, n), device=device).to(dtype)
                                                         for _ in range(count))]
             fns = [lambda x=x, y=y: y.copy_(x) for x, y in pairs]
             # timed as a cell of this size is: the same placements, translation warming and fresh starts
             same = dataclasses.replace(cfg, warm_translations=warm_translations, instances=instances)
-            stats = measure(fns if len(fns) > 1 else fns[0], timer, same, inputs=pairs)
-            moved = 2.0 * pairs[0][0].numel() * pairs[0][0].element_size()
+            stats = measure(fns, timer, same, inputs=pairs)
             rows.append({"ceiling": f"copy_{dname}_{n}", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3),
                          "bytes": moved, "flops": 0.0, **stats})
             log.info("copy %s %d^2: %.1f GB/s", dname, n, rows[-1]["value"] / 1e9)

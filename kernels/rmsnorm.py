@@ -25,9 +25,10 @@ from rooflab.triton_utils import check_device
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Rows of at least this many columns, by element size, are read twice with 16 warps (``reload``) instead of held in
-# registers: 16-bit rows of 8192 and more (measured in bf16 at 8192; fp16 and longer rows follow by the same logic). scripts/tune.py --sections rows on the H200 (tune_v5.csv), 8192^2: bf16
-# 63.4 us against 65.1-65.7 held (torch.compile, the same shape: 63.5); bf16 4096^2 20.3 against 18.4-18.6, and
-# fp32 at either size within 1 %, so they stay held.
+# registers: 16-bit rows of 8192 and more (measured in bf16 at 8192; fp16 and longer rows follow by the same logic).
+# scripts/tune.py --sections rows on the H200 (tune_v5.csv), 8192^2: bf16 63.4 us against 65.1-65.7 held
+# (torch.compile, the same shape: 63.5); bf16 4096^2 20.3 against 18.4-18.6, and fp32 at either size within 1 %, so
+# they stay held.
 RELOAD_MIN_COLS = {2: 8192}
 RELOAD_WARPS = 16
 # Per element: square, sum, * rstd, * weight. The per-row division and rsqrt (O(N) in all) are left out.

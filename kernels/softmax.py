@@ -38,11 +38,10 @@ BWD_FLOPS_PER_ELEMENT = 4  # dy*y, add (dot), subtract, multiply
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from x's
 # Forward rows of at least this many columns, by element size, are read twice with 16 warps (``reload``) instead of
-# holding their exponentials in registers: fp32 rows of 8192 and more (measured at 8192). scripts/tune.py --sections rows on the H200
-# (tune_v5.csv), 8192^2 fp32: 125.8 us against 129.4 held (torch.compile, the same shape: 126.5); bf16 8192^2 66.9-73.6
-# against 66.0-66.2, so 16-bit rows stay held.
-RELOAD_MIN_COLS = {4: 8192}
-RELOAD_WARPS = 16
+# holding their exponentials in registers: fp32 rows of 8192 and more (measured at 8192). scripts/tune.py --sections
+# rows on the H200 (tune_v5.csv), 8192^2 fp32: 125.8 us against 129.4 held (torch.compile, the same shape: 126.5);
+# bf16 8192^2 66.9-73.6 against 66.0-66.2, so 16-bit rows stay held.
+RELOAD_MIN_COLS = {4: 8192}  # the row heuristic already gives these rows 16 warps (its cap)
 # Held (not read again) rows of at least this many columns, by element size, take HELD_WIDE_WARPS warps instead of
 # the heuristic's (bf16 8192: 16 instead of 8, four elements a thread instead of eight). tune.py --sections rows on
 # the H200, bf16 8192^2 forward: faster in six tune calls of six (five in tune_v5*.csv and tune_placement*.csv, mean
@@ -94,7 +93,8 @@ def _softmax_fwd_online_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_x
     for start in range(0, n_cols, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         mask = cols < n_cols
-        x = tl.load(x_row + cols * stride_xn, mask=mask, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
+        x = tl.load(x_row + cols * stride_xn, mask=mask, other=-float("inf"),
+                    eviction_policy="evict_first").to(tl.float32)
         y = tl.exp(x - m) * inv_s
         tl.store(y_row + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
 
@@ -161,7 +161,7 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length.
     ``num_warps`` overrides the heuristic (for tuning); ``reload`` reads a one-block row twice (the second time from
     the L2) instead of holding its exponentials in registers across the sum; by default for the rows
-    RELOAD_MIN_COLS names, with RELOAD_WARPS warps (held rows that HELD_WIDE_MIN_COLS names: HELD_WIDE_WARPS)."""
+    RELOAD_MIN_COLS names (held rows that HELD_WIDE_MIN_COLS names take HELD_WIDE_WARPS warps)."""
     _check("softmax_forward", x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
@@ -170,9 +170,7 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     block, auto_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
     if reload is None:
         reload = one_block and n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
-        if reload:
-            auto_warps = RELOAD_WARPS
-        elif one_block and n_cols >= HELD_WIDE_MIN_COLS.get(x.element_size(), n_cols + 1):
+        if not reload and one_block and n_cols >= HELD_WIDE_MIN_COLS.get(x.element_size(), n_cols + 1):
             auto_warps = max(auto_warps, HELD_WIDE_WARPS)
     num_warps = num_warps or auto_warps
     grid = lambda META: (n_rows,)  # noqa: E731

@@ -165,7 +165,7 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
                            for _ in range(placements_for(timing.placements, row["working_set_bytes"], device) - 1)]
         fns = [fn] + [factory(one, **kw) for one in sets[1:]]
         row.update(clocks.prefixed("before"))
-        row.update(measure(fns if len(fns) > 1 else fn, timer, timing, inputs=sets))
+        row.update(measure(fns, timer, timing, inputs=sets))
         row.update(clocks.prefixed("after"))
         del fns, sets
         if device == "cuda" and timing.cudagraph:

@@ -438,6 +438,8 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     warming = cfg.warm_translations and inputs is not None
     if warming and not isinstance(fn, (list, tuple)):
         fn = [fn]
+    if isinstance(fn, (list, tuple)) and len(fn) == 1 and not warming:
+        fn = fn[0]  # one input set and nothing to warm: a plain closure, no output kept alive
     fns = list(fn) if isinstance(fn, (list, tuple)) else None
     if fns is not None:
         rounds = len(fns)
@@ -453,8 +455,7 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     medians, reasons = [], []
     call = fn
     for _ in range(instances):
-        if fns is not None:
-            call = None  # the last instance's outputs are freed before this one allocates its own
+        if fns is not None:  # rebinding frees the last instance's outputs before this one allocates its own
             call = Rotation(fns, inputs if warming else None)
         timer.warmup(call, cfg.warmup_ms)
         if isinstance(call, Rotation):

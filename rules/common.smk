@@ -119,8 +119,7 @@ def get_compare_now(wildcards):
 def get_compare_repeatability(wildcards):
     """The reference's repeatability table of this GPU, where committed: the compare rule's noise floors. Which
     table is config compare.repeatability_file: one measured with the timing the reference's rows were."""
-    name = config.get("compare", {}).get("repeatability_file", "repeatability.csv")
-    p = f"{config['reference_dir']}/{wildcards.gpu}/{name}"
+    p = f"{config['reference_dir']}/{wildcards.gpu}/{config['compare']['repeatability_file']}"
     return [p] if Path(workflow.basedir, p).exists() else []
 
 

@@ -37,8 +37,7 @@ rule ceilings:
         "results/raw/{gpu}/ceilings.parquet",
     params:
         ceilings=lambda wildcards: {**config["ceilings"],
-                                    **{k: config.get("timing", {}).get(k, default) for k, default in
-                                       (("placements", 1), ("warm_translations", False), ("instances", 1))}},
+                                    **{k: config["timing"][k] for k in ("placements", "warm_translations", "instances")}},
     log:
         "logs/ceilings/{gpu}.log",
     resources:

@@ -4,16 +4,17 @@ Sections (--sections): "gelu" (BLOCK_SIZE x num_warps), "elementwise" (elements 
 and GeLU, the fast and the IEEE-division GeLU, SAXPY's default), "rows" (num_warps of softmax forward and backward,
 LayerNorm and RMSNorm; rows per program x num_warps of row-sum. tune_v2.csv also has looped two-pass tiles, and
 tune_v3.csv persistent software-pipelined grids (commit 359f7b8: slower in every cell, removed), tune_v4.csv
-LayerNorm's moments in one shifted reduction (commit 8f4e202: no faster, removed)), "floor" (what
-the timer reports for an empty event pair and for one-block kernels: the fixed cost inside every cell; and a
-small cell under fixed hold lengths), "matmul" (the pointer kernel and the TMA persistent
-kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints), "compile" (our Triton against torch.compile, interleaved; with
-TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay there to read), "placement" (one cell's median on several input
-allocations, with and without timing.warm_translations: how much of an offset is address translation?), "drift" (one
-cell's batch medians over seconds, back to back and after idle gaps: over what time must a cell be sampled?),
-"instances" (one cell timed again in one process, with the same or fresh inputs and timer), "launch" (host microseconds per call). Prints, per kernel,
-dtype and N, the best variants with their fraction of the copy bandwidth measured in the same run (or of cuBLAS);
-the CSV keeps every variant. The tables behind the defaults in kernels/*.py come from this script. GPU only.
+LayerNorm's moments in one shifted reduction (commit 8f4e202: no faster, removed)), "floor" (what the timer reports
+for an empty event pair and for one-block kernels: the fixed cost inside every cell; and a small cell under fixed
+hold lengths), "matmul" (the pointer kernel and the TMA persistent kernel, each autotuned, against torch.relu(a @
+b)), "hints" (vecadd with evict_first / .cs cache hints), "compile" (our Triton against torch.compile, interleaved;
+with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay there to read), "placement" (one cell's median on several
+input allocations, with and without timing.warm_translations: how much of an offset is address translation?),
+"drift" (one cell's batch medians over seconds, back to back and after idle gaps: over what time must a cell be
+sampled?), "instances" (one cell timed again in one process, with the same or fresh inputs and timer), "launch"
+(host microseconds per call). Prints, per kernel, dtype and N, the best variants with their fraction of the copy
+bandwidth measured in the same run (or of cuBLAS); the CSV keeps every variant. The tables behind the defaults in
+kernels/*.py come from this script. GPU only.
 
     python scripts/tune.py --sections rows matmul --n 1024 4096 8192 --out tune.csv
 """
@@ -28,7 +29,7 @@ sys.path.insert(0, str(REPO))
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from rooflab.timing import CudaEventTimer, TimingConfig, measure  # noqa: E402
+from rooflab.timing import CudaEventTimer, TimingConfig, measure, timer_for  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -275,6 +276,16 @@ def sweep_timing(**changes) -> TimingConfig:
     return dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0, instances=1, **changes)
 
 
+def placement_fns(kernel, impl: str, n: int, dtype_name: str, pass_: str, count: int):
+    """`count` input sets of one cell (same seed, so same values, at distinct addresses) and a closure over each, as
+    rooflab/sweep.run_cell builds them."""
+    from rooflab.kernel import torch_dtype
+    from rooflab.sweep import _kw
+
+    sets = [kernel.make_inputs(n, torch_dtype(dtype_name), "cuda", seed=0) for _ in range(count)]
+    return sets, [kernel.impls[impl](one, **_kw(kernel, pass_)) for one in sets]
+
+
 PLACEMENT_CELLS = [("gelu", "triton", "bfloat16", 8192), ("layernorm", "triton", "bfloat16", 8192),
                    ("softmax", "builtin", "bfloat16", 4096), ("vecadd", "builtin", "bfloat16", 1024),
                    ("vecadd", "triton", "bfloat16", 1024)]
@@ -329,16 +340,14 @@ def drift_rows(timer, seconds=8.0, batch=16, idle_batches=150, idle_s=0.02):
     time a cell must be sampled for two runs to agree, which the standard error of back-to-back samples cannot."""
     import numpy as np
 
-    from rooflab.kernel import load_kernel, torch_dtype
-    from rooflab.sweep import _kw
+    from rooflab.kernel import load_kernel
     from rooflab.timing import Rotation
 
     cfg = sweep_timing()
     rows = []
     for name, impl, dtype_name, n in DRIFT_CELLS:
-        kernel = load_kernel(name)
-        sets = [kernel.make_inputs(n, torch_dtype(dtype_name), "cuda", seed=0) for _ in range(cfg.placements)]
-        rot = Rotation([kernel.impls[impl](one, **_kw(kernel, "fwd")) for one in sets])
+        sets, fns = placement_fns(load_kernel(name), impl, n, dtype_name, "fwd", cfg.placements)
+        rot = Rotation(fns)
         for one in rot.fns:
             one()
         timer.warmup(rot, cfg.warmup_ms)
@@ -355,7 +364,7 @@ def drift_rows(timer, seconds=8.0, batch=16, idle_batches=150, idle_s=0.02):
                              "batch": i, "t_s": time.perf_counter() - t0, "median_us": float(np.median(x)) * 1e3,
                              "n_samples": batch})
                 i += 1
-        del rot, sets
+        del rot, sets, fns
         torch.cuda.empty_cache()
     return rows
 
@@ -363,8 +372,6 @@ def drift_rows(timer, seconds=8.0, batch=16, idle_batches=150, idle_s=0.02):
 def drift_summary(df) -> str:
     """Per cell and mode: the relative standard deviation of the means of k consecutive batch medians, for k = 1,
     4, 16, 64 (how fast averaging over a longer time takes the wander out)."""
-    import numpy as np
-
     lines = ["relative SD (%) of the mean of k consecutive batch medians (k = 1, 4, 16, 64), batches, span (s)"]
     for variant, g in df.groupby("variant", sort=False):
         x = g["median_us"].to_numpy()
@@ -387,8 +394,7 @@ def instance_rows(timer, instances=8):
     thing: "again" (same inputs, same timer), "new timer" (same inputs, a fresh timer: new flush buffer, new spin
     calibration), "new inputs" (fresh input sets, the earlier ones freed: the allocator may hand back the same
     blocks), "new inputs kept" (fresh input sets, the earlier ones kept alive: other memory each time)."""
-    from rooflab.kernel import load_kernel, torch_dtype
-    from rooflab.sweep import _kw
+    from rooflab.kernel import load_kernel
 
     cfg = sweep_timing()
     rows = []
@@ -396,8 +402,7 @@ def instance_rows(timer, instances=8):
         kernel = load_kernel(name)
 
         def placements():
-            sets = [kernel.make_inputs(n, torch_dtype(dtype_name), "cuda", seed=0) for _ in range(cfg.placements)]
-            return sets, [kernel.impls[impl](one, **_kw(kernel, pass_)) for one in sets]
+            return placement_fns(kernel, impl, n, dtype_name, pass_, cfg.placements)
 
         for mode in ("again", "new timer", "new inputs", "new inputs kept"):
             sets, fns = placements()
@@ -405,7 +410,7 @@ def instance_rows(timer, instances=8):
             for i in range(instances):
                 t = timer
                 if mode == "new timer":
-                    t = CudaEventTimer(cfg.flush_l2, cfg.hold_stream, cfg.flush_mode, cfg.flush_buffers)
+                    t = timer_for("cuda", cfg)
                 elif mode.startswith("new inputs") and i:
                     if mode == "new inputs kept":
                         kept.append((sets, fns))
@@ -542,8 +547,8 @@ def main():
         print("\nGB/s by timer variant")
         print(fl.pivot_table(index=["n", "dtype", "call"], columns="timer", values="gbps", sort=False)
               .to_string(float_format="%.0f"))
-    for (kernel, n, dtype), g in df[~df.kernel.isin(["launch", "flush", "floor", "placement", "drift", "instance"])].groupby(["kernel", "n", "dtype"],
-                                                                                     sort=False):
+    probes = ["launch", "flush", "floor", "placement", "drift", "instance"]
+    for (kernel, n, dtype), g in df[~df.kernel.isin(probes)].groupby(["kernel", "n", "dtype"], sort=False):
         base = g[g.variant.str.startswith("builtin")]["median_us"].min()
         g = g.assign(vs_builtin=base / g["median_us"])
         cols = [c for c in ("variant", "median_us", "gbps", "of_copy", "tflops", "vs_builtin") if c in g]

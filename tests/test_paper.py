@@ -208,7 +208,8 @@ def test_repeatability_table_and_macros_come_from_the_run():
     macros3 = defined_macros(generate(metrics, ceilings, "/nonexistent", {"h200": three})["macros"])
     assert macros3["RepeatRuns"] == "3" and macros3["RepeatEventLongCells"] == "6"  # 2 long cells x 3 pairs
     assert macros3["RepeatInstances"] == "1"  # a table without instances columns: runs from before the option
-    eight = defined_macros(generate(metrics, ceilings, "/nonexistent", {"h200": three.assign(instances_1=8.0)})["macros"])
+    eight = defined_macros(generate(metrics, ceilings, "/nonexistent",
+                                    {"h200": three.assign(instances_1=8.0)})["macros"])
     assert eight["RepeatInstances"] == "8"
     table = out["table_repeatability"]
     assert "\\toprule" in table and "h200" in table and "a100" not in table and "50 us and longer" in table
