@@ -6,8 +6,8 @@ LayerNorm and RMSNorm; rows per program x num_warps of row-sum. tune_v2.csv also
 tune_v3.csv persistent software-pipelined grids (commit 359f7b8: slower in every cell, removed), tune_v4.csv
 LayerNorm's moments in one shifted reduction (commit 8f4e202: no faster, removed)), "floor" (what the timer reports
 for an empty event pair and for one-block kernels: the fixed cost inside every cell; and a small cell under fixed
-hold lengths), "matmul" (the pointer kernel and the TMA persistent kernel, each autotuned, against torch.relu(a @
-b)), "hints" (vecadd with evict_first / .cs cache hints), "compile" (our Triton against torch.compile, interleaved;
+hold lengths), "tma" (row-sum, LayerNorm and RMSNorm with each row brought into shared memory by one TMA copy),
+"matmul" (the pointer kernel and the TMA persistent kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints), "compile" (our Triton against torch.compile, interleaved;
 with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay there to read), "placement" (one cell's median on several
 input allocations, with and without timing.warm_translations: how much of an offset is address translation?),
 "drift" (one cell's batch medians over seconds, back to back and after idle gaps: over what time must a cell be
@@ -263,6 +263,107 @@ def hint_variants(n, dtype):
     return [("vecadd", 3 * n * n * x.element_size(), va)]
 
 
+def tma_variants(n, dtype, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: row-sum, LayerNorm and RMSNorm with each row brought into shared
+    memory by one TMA (bulk tensor) copy instead of per-thread loads, against the default kernels and torch, each
+    timed twice, interleaved. A contiguous row of n elements is viewed as a (n / C, C) tile with C x element size =
+    128 B (the widest swizzle) or 256 B, so one box (at most 256 x 256 elements) holds the whole row. Hopper only."""
+    import torch.nn.functional as F
+    import triton
+    import triton.language as tl
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from kernels.layernorm import layernorm_triton
+    from kernels.rmsnorm import rmsnorm_builtin, rmsnorm_triton
+    from kernels.rowsum import rowsum_triton
+
+    @triton.jit
+    def _rowsum_tma(x_desc, s_ptr, TILE_R: tl.constexpr):
+        row = tl.program_id(0)
+        x = x_desc.load([row * TILE_R, 0]).to(tl.float32)
+        tl.store(s_ptr + row, tl.sum(tl.sum(x, axis=1), axis=0).to(s_ptr.dtype.element_ty))
+
+    @triton.jit
+    def _norm_tma(x_desc, w_ptr, b_ptr, y_ptr, y_desc, n_cols, eps, TILE_R: tl.constexpr, TILE_C: tl.constexpr,
+                  CENTRE: tl.constexpr, TMA_STORE: tl.constexpr):
+        row = tl.program_id(0)
+        x = x_desc.load([row * TILE_R, 0]).to(tl.float32)
+        if CENTRE:  # LayerNorm
+            mean = tl.sum(tl.sum(x, axis=1), axis=0) / n_cols
+            x = x - mean
+        rstd = tl.math.rsqrt(tl.sum(tl.sum(x * x, axis=1), axis=0) / n_cols + eps)
+        offs = tl.arange(0, TILE_R)[:, None] * TILE_C + tl.arange(0, TILE_C)[None, :]
+        y = x * rstd * tl.load(w_ptr + offs).to(tl.float32)
+        if CENTRE:
+            y += tl.load(b_ptr + offs).to(tl.float32)
+        if TMA_STORE:
+            y_desc.store([row * TILE_R, 0], y.to(y_desc.dtype))
+        else:
+            tl.store(y_ptr + row.to(tl.int64) * n_cols + offs, y.to(y_ptr.dtype.element_ty))
+
+    x = torch.randn(n, n, device=device).to(dtype)
+    w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
+    b = (0.1 * torch.randn(n, device=device)).to(dtype)
+    e = x.element_size()
+
+    def view(t, c):
+        return t.view(-1, c)
+
+    def rowsum(c, warps):
+        r = n // c
+        desc = TensorDescriptor.from_tensor(view(x, c), [r, c])
+
+        def fn():
+            s = torch.empty(n, device=device, dtype=dtype)
+            _rowsum_tma[(n,)](desc, s, TILE_R=r, num_warps=warps)
+            return s
+        return fn
+
+    def norm(c, warps, centre, tma_store):
+        r = n // c
+        desc = TensorDescriptor.from_tensor(view(x, c), [r, c])
+
+        def fn():
+            y = torch.empty_like(x)
+            y_desc = TensorDescriptor.from_tensor(view(y, c), [r, c])
+            _norm_tma[(n,)](desc, w, b, y, y_desc, n, 1e-5 if centre else 1e-6, TILE_R=r, TILE_C=c, CENTRE=centre,
+                            TMA_STORE=tma_store, num_warps=warps)
+            return y
+        return fn
+
+    def checked(fn, ref, tol):
+        """The variant, once checked against the reference (a wrong kernel is no result: NaN instead of a time)."""
+        try:
+            err = (fn().float() - ref.float()).abs().max().item()
+        except Exception as exc:
+            print(f"  TMA variant failed: {type(exc).__name__}: {str(exc)[:160]}", file=sys.stderr)
+            return lambda: (_ for _ in ()).throw(RuntimeError("failed"))
+        if not err <= tol:
+            print(f"  TMA variant wrong: max error {err}", file=sys.stderr)
+            return lambda: (_ for _ in ()).throw(RuntimeError("wrong"))
+        return fn
+
+    widths = [c for c in (128 // e, 256 // e) if n % c == 0 and n // c <= 256]
+    rs = {"builtin": lambda: x.sum(dim=1), "triton (default)": lambda: rowsum_triton(x)}
+    ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
+    rms = {"builtin": lambda: rmsnorm_builtin(x, w), "triton (default)": lambda: rmsnorm_triton(x, w)}
+    rs_ref, ln_ref, rms_ref = rs["triton (default)"](), ln["triton (default)"](), rms["triton (default)"]()
+    tol = 0.07 if e == 2 else 1e-3  # a norm's outputs are O(1): one 16-bit ulp near 4-8 is 0.03
+    for c in widths:
+        for warps in (4, 8, 16):
+            rs[f"tma C={c} w={warps}"] = checked(rowsum(c, warps), rs_ref, tol * rs_ref.abs().max().item())
+            for tma_store in (False, True):
+                tag = f"tma C={c} w={warps}{' tma store' if tma_store else ''}"
+                ln[tag] = checked(norm(c, warps, True, tma_store), ln_ref, tol)
+                rms[tag] = checked(norm(c, warps, False, tma_store), rms_ref, tol)
+    for v in (rs, ln, rms):
+        v["triton (default, again)"] = v["triton (default)"]
+        for k in [k for k in v if k.startswith("tma")]:
+            v[k + " (again)"] = v[k]
+    return [("rowsum", (n * n + n) * e, rs), ("layernorm", (2 * n * n + 2 * n) * e, ln),
+            ("rmsnorm", (2 * n * n + n) * e, rms)]
+
+
 def sweep_timing(**changes) -> TimingConfig:
     """The sweep's timing (the DAG's default config here), with one start, no loop, and `changes`: a probe times one
     start at a time unless it asks otherwise (docs/performance.md, round 24)."""
@@ -454,6 +555,7 @@ PER_SIZE_SECTIONS = {
     "hints": lambda n, d: hint_variants(n, DTYPES[d]),
     "compile": compile_variants,
     "rows": lambda n, d: row_variants(n, DTYPES[d]),
+    "tma": lambda n, d: tma_variants(n, DTYPES[d]),
 }
 
 
