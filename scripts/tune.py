@@ -1,20 +1,21 @@
 """Tune launch shapes on the GPU present, with the sweep's own timer (L2 flushed, stream held, median).
 
-Sections (--sections): "gelu" (BLOCK_SIZE x num_warps), "elementwise" (elements per program x num_warps of vecadd
-and GeLU, the fast and the IEEE-division GeLU, SAXPY's default), "rows" (num_warps of softmax forward and backward,
+Sections (--sections): "gelu" (BLOCK_SIZE x num_warps), "elementwise" (elements per program x num_warps of vecadd and
+GeLU, the fast and the IEEE-division GeLU, SAXPY's default), "rows" (num_warps of softmax forward and backward,
 LayerNorm and RMSNorm; rows per program x num_warps of row-sum. tune_v2.csv also has looped two-pass tiles, and
 tune_v3.csv persistent software-pipelined grids (commit 359f7b8: slower in every cell, removed), tune_v4.csv
 LayerNorm's moments in one shifted reduction (commit 8f4e202: no faster, removed)), "floor" (what the timer reports
 for an empty event pair and for one-block kernels: the fixed cost inside every cell; and a small cell under fixed
 hold lengths), "tma" (row-sum, LayerNorm and RMSNorm with each row brought into shared memory by one TMA copy),
-"matmul" (the pointer kernel and the TMA persistent kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints), "compile" (our Triton against torch.compile, interleaved;
-with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay there to read), "placement" (one cell's median on several
-input allocations, with and without timing.warm_translations: how much of an offset is address translation?),
-"drift" (one cell's batch medians over seconds, back to back and after idle gaps: over what time must a cell be
-sampled?), "instances" (one cell timed again in one process, with the same or fresh inputs and timer), "launch"
-(host microseconds per call). Prints, per kernel, dtype and N, the best variants with their fraction of the copy
-bandwidth measured in the same run (or of cuBLAS); the CSV keeps every variant. The tables behind the defaults in
-kernels/*.py come from this script. GPU only.
+"matmul" (the pointer kernel and the TMA persistent kernel, each autotuned, against torch.relu(a @ b)), "hints"
+(vecadd with evict_first / .cs cache hints), "compile" (our Triton against torch.compile, interleaved; with
+TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay there to read), "placement" (one cell's median on several input
+allocations, with and without timing.warm_translations: how much of an offset is address translation?), "drift" (one
+cell's batch medians over seconds, back to back and after idle gaps: over what time must a cell be sampled?),
+"instances" (one cell timed again in one process, with the same or fresh inputs and timer), "launch" (host
+microseconds per call). Prints, per kernel, dtype and N, the best variants with their fraction of the copy bandwidth
+measured in the same run (or of cuBLAS); the CSV keeps every variant. The tables behind the defaults in kernels/*.py
+come from this script. GPU only.
 
     python scripts/tune.py --sections rows matmul --n 1024 4096 8192 --out tune.csv
 """
