@@ -7,15 +7,16 @@ tune_v3.csv persistent software-pipelined grids (commit 359f7b8: slower in every
 LayerNorm's moments in one shifted reduction (commit 8f4e202: no faster, removed)), "floor" (what the timer reports
 for an empty event pair and for one-block kernels: the fixed cost inside every cell; and a small cell under fixed
 hold lengths), "tma" (row-sum, LayerNorm and RMSNorm with each row brought into shared memory by one TMA copy),
-"matmul" (the pointer kernel and the TMA persistent kernel, each autotuned, against torch.relu(a @ b)), "hints"
-(vecadd with evict_first / .cs cache hints), "compile" (our Triton against torch.compile, interleaved; with
-TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay there to read), "placement" (one cell's median on several input
-allocations, with and without timing.warm_translations: how much of an offset is address translation?), "drift" (one
-cell's batch medians over seconds, back to back and after idle gaps: over what time must a cell be sampled?),
-"instances" (one cell timed again in one process, with the same or fresh inputs and timer), "launch" (host
-microseconds per call). Prints, per kernel, dtype and N, the best variants with their fraction of the copy bandwidth
-measured in the same run (or of cuBLAS); the CSV keeps every variant. The tables behind the defaults in kernels/*.py
-come from this script. GPU only.
+"prefetch" (LayerNorm and row-sum asking the L2 for the row some programs ahead), "intercept" (fixed cost and
+marginal rate of each row kernel and the copy over (R, 8192) inputs), "matmul" (the pointer kernel and the TMA
+persistent kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
+"compile" (our Triton against torch.compile, interleaved; with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay
+there to read), "placement" (one cell's median on several input allocations, with and without
+timing.warm_translations: how much of an offset is address translation?), "drift" (one cell's batch medians over
+seconds, back to back and after idle gaps: over what time must a cell be sampled?), "instances" (one cell timed again
+in one process, with the same or fresh inputs and timer), "launch" (host microseconds per call). Prints, per kernel,
+dtype and N, the best variants with their fraction of the copy bandwidth measured in the same run (or of cuBLAS); the
+CSV keeps every variant. The tables behind the defaults in kernels/*.py come from this script. GPU only.
 
     python scripts/tune.py --sections rows matmul --n 1024 4096 8192 --out tune.csv
 """
@@ -365,6 +366,90 @@ def tma_variants(n, dtype, device="cuda"):
             ("rmsnorm", (2 * n * n + n) * e, rms)]
 
 
+PREFETCH_AHEAD = (0, 132, 264, 528, 1056, 2112)
+
+
+def prefetch_variants(n, dtype):
+    """[(kernel, bytes moved, {variant: fn})]: LayerNorm and row-sum asking the L2 for the row `ahead` programs on
+    (kernels/_rows.l2_prefetch; 0 is the kernel without it), each timed twice, interleaved, beside the builtin."""
+    import torch.nn.functional as F
+
+    from kernels.layernorm import layernorm_triton
+    from kernels.rowsum import rowsum_triton
+
+    x = torch.randn(n, n, device="cuda").to(dtype)
+    w = (1 + 0.1 * torch.randn(n, device="cuda")).to(dtype)
+    b = (0.1 * torch.randn(n, device="cuda")).to(dtype)
+    e = x.element_size()
+    ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b)}
+    rs = {"builtin": lambda: x.sum(dim=1)}
+    for rep in ("", " (again)"):
+        for a in PREFETCH_AHEAD:
+            ln[f"triton ahead={a}{rep}"] = lambda a=a: layernorm_triton(x, w, b, prefetch_ahead=a)
+            rs[f"triton ahead={a}{rep}"] = lambda a=a: rowsum_triton(x, prefetch_ahead=a)
+    ref_ln, ref_rs = layernorm_triton(x, w, b, prefetch_ahead=0), rowsum_triton(x, prefetch_ahead=0)
+    for a in PREFETCH_AHEAD:  # the prefetch is a hint: the results must not change at all
+        if not (torch.equal(layernorm_triton(x, w, b, prefetch_ahead=a), ref_ln)
+                and torch.equal(rowsum_triton(x, prefetch_ahead=a), ref_rs)):
+            raise RuntimeError(f"prefetch_ahead={a} changed a result")
+    return [("layernorm", (2 * n * n + 2 * n) * e, ln), ("rowsum", (n * n + n) * e, rs)]
+
+
+INTERCEPT_ROWS = (1024, 2048, 4096, 8192, 16384, 32768)
+
+
+def intercept_rows(timer, cfg, dtypes, cols=8192):
+    """Fixed cost and marginal rate: each kernel on (R, cols) inputs for every R in INTERCEPT_ROWS (same launch
+    shape, more rows), fitted as time = fixed + bytes / rate. A kernel whose rate matches the copy's but whose fixed
+    cost is larger loses at 8192^2 to the per-call cost, not to bandwidth."""
+    import torch.nn.functional as F
+
+    from kernels.gelu import gelu_triton
+    from kernels.layernorm import layernorm_triton
+    from kernels.rmsnorm import rmsnorm_triton
+    from kernels.rowsum import rowsum_triton
+    from kernels.softmax import softmax_forward
+
+    out = []
+    for dname in dtypes:
+        dtype = DTYPES[dname]
+        w = (1 + 0.1 * torch.randn(cols, device="cuda")).to(dtype)
+        b = (0.1 * torch.randn(cols, device="cuda")).to(dtype)
+        for r in INTERCEPT_ROWS:
+            x = torch.randn(r, cols, device="cuda").to(dtype)
+            y = torch.empty_like(x)
+            rw = r * cols * x.element_size()
+            calls = {"copy_": (2 * rw, lambda: y.copy_(x)),
+                     "rowsum triton": (rw, lambda: rowsum_triton(x)),
+                     "rowsum builtin": (rw, lambda: x.sum(dim=1)),
+                     "layernorm triton": (2 * rw, lambda: layernorm_triton(x, w, b)),
+                     "layernorm builtin": (2 * rw, lambda: F.layer_norm(x, (cols,), w, b)),
+                     "rmsnorm triton": (2 * rw, lambda: rmsnorm_triton(x, w)),
+                     "softmax fwd triton": (2 * rw, lambda: softmax_forward(x)),
+                     "gelu triton": (2 * rw, lambda: gelu_triton(x))}
+            for name, (moved, fn) in calls.items():
+                out.append({"kernel": "intercept", "n": r, "dtype": dname, "variant": name, "bytes": moved,
+                            "median_us": _time(fn, timer, cfg) * 1e3})
+            del x, y
+            torch.cuda.empty_cache()
+    return out
+
+
+def intercept_summary(df) -> str:
+    """Least-squares fit of median_us against bytes per (call, dtype): fixed cost (us) and marginal rate (TB/s)."""
+    import numpy as np
+
+    lines = ["fixed cost and marginal rate, time = fixed + bytes / rate over rows "
+             f"{INTERCEPT_ROWS[0]}-{INTERCEPT_ROWS[-1]} of 8192 columns",
+             f"{'call':<22}{'dtype':<10}{'fixed us':>9}{'rate TB/s':>10}{'at 8192 rows':>14}"]
+    for (name, dname), g in df.dropna(subset=["median_us"]).groupby(["variant", "dtype"], sort=False):
+        slope, fixed = np.polyfit(g["bytes"].to_numpy(float), g["median_us"].to_numpy(float), 1)
+        at = g[g["n"] == 8192]["median_us"]
+        lines.append(f"{name:<22}{dname:<10}{fixed:>9.2f}{1e-6 / slope:>10.3f}"
+                     f"{(at.iloc[0] if len(at) else float('nan')):>12.2f}us")
+    return "\n".join(lines)
+
+
 def sweep_timing(**changes) -> TimingConfig:
     """The sweep's timing (the DAG's default config here), with one start, no loop, and `changes`: a probe times one
     start at a time unless it asks otherwise (docs/performance.md, round 24)."""
@@ -557,6 +642,7 @@ PER_SIZE_SECTIONS = {
     "compile": compile_variants,
     "rows": lambda n, d: row_variants(n, DTYPES[d]),
     "tma": lambda n, d: tma_variants(n, DTYPES[d]),
+    "prefetch": lambda n, d: prefetch_variants(n, DTYPES[d]),
 }
 
 
@@ -633,6 +719,8 @@ def main():
                     best = getattr(tuner, "best_config", None)
                     rows.append({"kernel": "matmul", "n": n, "dtype": dname, "variant": f"chosen {label}: {best}"})
                 print(f"done matmul n={n}", flush=True)
+    if "intercept" in args.sections:
+        rows += intercept_rows(timer, cfg, args.dtypes)
     if "placement" in args.sections:
         rows += placement_rows(timer)
     if "drift" in args.sections:
@@ -650,14 +738,15 @@ def main():
         print("\nGB/s by timer variant")
         print(fl.pivot_table(index=["n", "dtype", "call"], columns="timer", values="gbps", sort=False)
               .to_string(float_format="%.0f"))
-    probes = ["launch", "flush", "floor", "placement", "drift", "instance"]
+    probes = ["launch", "flush", "floor", "placement", "drift", "instance", "intercept"]
     for (kernel, n, dtype), g in df[~df.kernel.isin(probes)].groupby(["kernel", "n", "dtype"], sort=False):
         base = g[g.variant.str.startswith("builtin")]["median_us"].min()
         g = g.assign(vs_builtin=base / g["median_us"])
         cols = [c for c in ("variant", "median_us", "gbps", "of_copy", "tflops", "vs_builtin") if c in g]
         print(f"\n{kernel} N={n} {dtype}")
         g = g.dropna(subset=["median_us"]).sort_values("median_us")
-        keep = g.head(3).index.union(g[g.variant.str.match(r"builtin|triton \((default)\)|triton precise")].index)
+        named = g.variant.str.match(r"builtin|triton \((default)\)|triton precise|triton ahead=0")
+        keep = g.head(3).index.union(g[named].index)
         print(g.loc[g.index.isin(keep), cols].to_string(index=False, float_format="%.3f"))
         chosen = g[g.variant.str.startswith("chosen")]["variant"].tolist()
         if chosen:
@@ -677,6 +766,8 @@ def main():
               + inst.agg(lambda x: " ".join(f"{v:.2f}" for v in x)).to_string()
               + "\n\nspread (max - min, us) / SD (us)\n" + pd.concat([inst.max() - inst.min(), inst.std()], axis=1)
               .round(3).to_string())
+    if "intercept" in args.sections:
+        print("\n" + intercept_summary(df[df.kernel == "intercept"]))
     if "floor" in args.sections:
         print("\ntimer floor (us)\n" + df[df.kernel == "floor"][["variant", "median_us"]].to_string(index=False))
     if "launch" in args.sections:
