@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._rows import l2_prefetch, prefetch_rows_ahead, row_launch_params
+from kernels._rows import row_launch_params
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -30,8 +30,6 @@ EPS = 1e-5
 # 16384 x 16 (128 registers and a spilled stack) and 106.9 / 116.6 before (three reads).
 # fp32 keeps the heuristic's 16384 x 16: 190-192 / 185.5 us (before: 208 / 222).
 TILED_LAUNCH = {2: (4096, 8)}
-# Rows ahead each program asks the L2 for (kernels/_rows.l2_prefetch); 0: off. See docs/performance.md, round 26.
-PREFETCH_AHEAD = 0
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
 # divisions and rsqrt (O(N) in all) are left out.
@@ -50,21 +48,16 @@ def _welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 @triton.jit
 def _layernorm_fwd_kernel(
     x_ptr, w_ptr, b_ptr, y_ptr,
-    n_rows, n_cols,
+    n_cols,
     stride_xm, stride_xn, stride_w, stride_b, stride_ym, stride_yn,
     eps,
     BLOCK_SIZE: tl.constexpr,
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
-    PREFETCH_AHEAD: tl.constexpr = 0,  # > 0: ask the L2 for the row this many programs ahead (aligned rows, sm_90)
 ):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
     cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
-    if PREFETCH_AHEAD > 0:
-        ahead = row + PREFETCH_AHEAD
-        l2_prefetch(x_ptr + ahead * stride_xm, n_cols * (x_ptr.dtype.element_ty.primitive_bitwidth // 8),
-                    ahead < n_rows)
     if ONE_TILE:
         mask = cols < n_cols
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
@@ -106,14 +99,12 @@ def _layernorm_fwd_kernel(
 
 
 def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
-                     block_size: int | None = None, num_warps: int | None = None,
-                     prefetch_ahead: int | None = None) -> torch.Tensor:
+                     block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py) and TILED_LAUNCH, e.g. to test the tiled path on
-    short rows. ``prefetch_ahead`` (rows; default PREFETCH_AHEAD where the rows allow it, kernels/_rows.py) has each
-    program ask the L2 for the row that many programs ahead.
+    short rows.
     A one-tile row stays in registers: reading it again from the L2 (RMSNorm's reload) was slower here, in both
     the three-read and the one-shifted-reduction form (docs/performance.md, rounds 15 and 18).
     """
@@ -139,10 +130,9 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
         raise ValueError(f"block_size must be a power of two, got {block_size}")
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _layernorm_fwd_kernel[grid](
-        x, weight, bias, y, n_rows, n_cols,
+        x, weight, bias, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0), y.stride(1),
         eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps or auto_warps,
-        PREFETCH_AHEAD=prefetch_rows_ahead(x, prefetch_ahead, PREFETCH_AHEAD),
     )
     return y
 

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK_SIZE, l2_prefetch, prefetch_rows_ahead, row_launch_params
+from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -34,9 +34,6 @@ MAX_BLOCK_N = MAX_BLOCK_SIZE
 # Shortest tile a program should own: short rows are packed BLOCK_M to a program so each program still moves
 # enough bytes to be worth its launch slot.
 MIN_TILE_ELEMENTS = 4096
-# Programs ahead each program asks the L2 for the rows of (kernels/_rows.l2_prefetch); 0: off. See
-# docs/performance.md, round 26.
-PREFETCH_AHEAD = 0
 
 
 def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
@@ -54,14 +51,8 @@ def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
 
 @triton.jit
 def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr,
-                   PREFETCH_AHEAD: tl.constexpr = 0):
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):
     pid = tl.program_id(axis=0)
-    if PREFETCH_AHEAD > 0:  # the rows of the program PREFETCH_AHEAD ahead, one bulk request each
-        for i in tl.static_range(BLOCK_M):
-            ahead = (pid.to(tl.int64) + PREFETCH_AHEAD) * BLOCK_M + i
-            l2_prefetch(x_ptr + ahead * stride_xm, n_cols * (x_ptr.dtype.element_ty.primitive_bitwidth // 8),
-                        ahead < n_rows)
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: 8192^2 * 4 B > 2^31
     row_mask = rows < n_rows
     row_ptrs = x_ptr + rows[:, None] * stride_xm  # (BLOCK_M, 1)
@@ -82,12 +73,11 @@ def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
 
 
 def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | None = None,
-                  num_warps: int | None = None, prefetch_ahead: int | None = None) -> torch.Tensor:
+                  num_warps: int | None = None) -> torch.Tensor:
     """Check the input; allocate the output (N values, x's dtype); launch one program per BLOCK_M rows.
 
     ``block_m``, ``block_n`` and ``num_warps`` override the heuristic (launch_params), e.g. to test the tiled loop
-    on short rows or to tune. ``prefetch_ahead`` (programs; default PREFETCH_AHEAD where the rows allow it,
-    kernels/_rows.py) has each program ask the L2 for the rows of the program that many ahead.
+    on short rows or to tune.
     """
     check_device(x)
     if x.dtype not in SUPPORTED_DTYPES:
@@ -107,8 +97,7 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
             raise ValueError(f"{name} must be a power of two, got {v}")
     _rowsum_kernel[(triton.cdiv(n_rows, block_m),)](
         x, s, n_rows, n_cols, x.stride(0), x.stride(1), s.stride(0),
-        BLOCK_M=block_m, BLOCK_N=block_n, ONE_TILE=block_n >= n_cols, num_warps=num_warps or auto_warps,
-        PREFETCH_AHEAD=prefetch_rows_ahead(x, prefetch_ahead, PREFETCH_AHEAD))
+        BLOCK_M=block_m, BLOCK_N=block_n, ONE_TILE=block_n >= n_cols, num_warps=num_warps or auto_warps)
     return s
 
 

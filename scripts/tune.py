@@ -7,7 +7,8 @@ tune_v3.csv persistent software-pipelined grids (commit 359f7b8: slower in every
 LayerNorm's moments in one shifted reduction (commit 8f4e202: no faster, removed)), "floor" (what the timer reports
 for an empty event pair and for one-block kernels: the fixed cost inside every cell; and a small cell under fixed
 hold lengths), "tma" (row-sum, LayerNorm and RMSNorm with each row brought into shared memory by one TMA copy),
-"prefetch" (LayerNorm and row-sum asking the L2 for the row some programs ahead), "intercept" (fixed cost and
+tune_v11_prefetch_intercept.csv has "prefetch" (LayerNorm and row-sum asking the L2 for the row some programs ahead
+with cp.async.bulk.prefetch; commit 803e9e0: slower in all but one cell, removed), "intercept" (fixed cost and
 marginal rate of each row kernel and the copy over (R, 8192) inputs), "matmul" (the pointer kernel and the TMA
 persistent kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
 "compile" (our Triton against torch.compile, interleaved; with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay
@@ -366,35 +367,6 @@ def tma_variants(n, dtype, device="cuda"):
             ("rmsnorm", (2 * n * n + n) * e, rms)]
 
 
-PREFETCH_AHEAD = (0, 132, 264, 528, 1056, 2112)
-
-
-def prefetch_variants(n, dtype):
-    """[(kernel, bytes moved, {variant: fn})]: LayerNorm and row-sum asking the L2 for the row `ahead` programs on
-    (kernels/_rows.l2_prefetch; 0 is the kernel without it), each timed twice, interleaved, beside the builtin."""
-    import torch.nn.functional as F
-
-    from kernels.layernorm import layernorm_triton
-    from kernels.rowsum import rowsum_triton
-
-    x = torch.randn(n, n, device="cuda").to(dtype)
-    w = (1 + 0.1 * torch.randn(n, device="cuda")).to(dtype)
-    b = (0.1 * torch.randn(n, device="cuda")).to(dtype)
-    e = x.element_size()
-    ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b)}
-    rs = {"builtin": lambda: x.sum(dim=1)}
-    for rep in ("", " (again)"):
-        for a in PREFETCH_AHEAD:
-            ln[f"triton ahead={a}{rep}"] = lambda a=a: layernorm_triton(x, w, b, prefetch_ahead=a)
-            rs[f"triton ahead={a}{rep}"] = lambda a=a: rowsum_triton(x, prefetch_ahead=a)
-    ref_ln, ref_rs = layernorm_triton(x, w, b, prefetch_ahead=0), rowsum_triton(x, prefetch_ahead=0)
-    for a in PREFETCH_AHEAD:  # the prefetch is a hint: the results must not change at all
-        if not (torch.equal(layernorm_triton(x, w, b, prefetch_ahead=a), ref_ln)
-                and torch.equal(rowsum_triton(x, prefetch_ahead=a), ref_rs)):
-            raise RuntimeError(f"prefetch_ahead={a} changed a result")
-    return [("layernorm", (2 * n * n + 2 * n) * e, ln), ("rowsum", (n * n + n) * e, rs)]
-
-
 INTERCEPT_ROWS = (1024, 2048, 4096, 8192, 16384, 32768)
 
 
@@ -642,7 +614,6 @@ PER_SIZE_SECTIONS = {
     "compile": compile_variants,
     "rows": lambda n, d: row_variants(n, DTYPES[d]),
     "tma": lambda n, d: tma_variants(n, DTYPES[d]),
-    "prefetch": lambda n, d: prefetch_variants(n, DTYPES[d]),
 }
 
 
@@ -745,7 +716,7 @@ def main():
         cols = [c for c in ("variant", "median_us", "gbps", "of_copy", "tflops", "vs_builtin") if c in g]
         print(f"\n{kernel} N={n} {dtype}")
         g = g.dropna(subset=["median_us"]).sort_values("median_us")
-        named = g.variant.str.match(r"builtin|triton \((default)\)|triton precise|triton ahead=0")
+        named = g.variant.str.match(r"builtin|triton \((default)\)|triton precise")
         keep = g.head(3).index.union(g[named].index)
         print(g.loc[g.index.isin(keep), cols].to_string(index=False, float_format="%.3f"))
         chosen = g[g.variant.str.startswith("chosen")]["variant"].tolist()

@@ -3,8 +3,7 @@ import pytest
 import torch
 
 from kernels import layernorm as ln
-from kernels._rows import (MAX_BLOCK_SIZE, prefetch_rows_ahead, row_launch_params, rows_aligned,
-                           rows_prefetchable)
+from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
 from rooflab.sweep import relative_error
 
 DTYPES = [  # (dtype, atol, rtol): the tolerance travels with the dtype
@@ -124,33 +123,6 @@ def test_row_launch_params_rejects_nonsense():
         row_launch_params(0, 4)
     with pytest.raises(ValueError, match="element_size"):
         row_launch_params(16, 3)
-
-
-def test_rows_aligned_is_what_a_bulk_row_prefetch_needs():
-    x = torch.zeros(16, 64, dtype=torch.bfloat16)  # rows of 128 B: aligned
-    assert rows_aligned(x)
-    assert not rows_aligned(x.t())  # columns are not runs of bytes
-    assert not rows_aligned(x[:, :7])  # 14-byte rows: not a multiple of 16, and the row stride stays 128 B
-    assert rows_aligned(x[:, :8])  # 16-byte rows at a 128-byte stride
-    assert not rows_aligned(x[:, 1:9])  # base 2 bytes past an aligned address
-    assert not rows_aligned(torch.zeros(4, 9, dtype=torch.float32)[:, :8])  # row stride 36 B
-    assert rows_aligned(torch.zeros(4, 4, dtype=torch.float32))
-    assert not rows_aligned(torch.zeros(8))  # not a matrix
-
-
-def test_prefetch_is_off_where_it_cannot_run_and_asking_for_it_there_fails():
-    x = torch.zeros(16, 64)
-    assert not rows_prefetchable(x)  # a CPU tensor (and, here, the interpreter): no inline assembly
-    assert prefetch_rows_ahead(x, None, default=528) == 0  # the default quietly stays off
-    assert prefetch_rows_ahead(x, 0, default=528) == 0
-    with pytest.raises(ValueError, match="sm_90"):
-        prefetch_rows_ahead(x, 64, default=0)
-    with pytest.raises(ValueError, match=">= 0"):
-        prefetch_rows_ahead(x, -1, default=0)
-    w, b = torch.ones(64), torch.zeros(64)
-    with pytest.raises(ValueError, match="sm_90"):
-        ln.layernorm_triton(x, w, b, prefetch_ahead=8)
-    assert torch.equal(ln.layernorm_triton(x, w, b, prefetch_ahead=0), ln.layernorm_triton(x, w, b))
 
 
 def test_flop_and_byte_model():
