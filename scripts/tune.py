@@ -624,9 +624,12 @@ def main():
     ap.add_argument("--matmul-n", type=int, nargs="+", default=[1024, 2048, 4096, 8192])
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     ap.add_argument("--out", default="tune.csv")
+    ap.add_argument("--instances", type=int, default=1,
+                    help="fresh starts each variant's samples are pooled from (timing.instances; the sweep uses 8 on a "
+                         "GPU): small cells draw an offset per start, docs/performance.md round 24")
     args = ap.parse_args()
     timer = CudaEventTimer(flush_l2=True)
-    cfg = TimingConfig(warmup_ms=10, max_time_s=0.25, loop_ms=0)
+    cfg = TimingConfig(warmup_ms=10, max_time_s=0.25 * args.instances ** 0.5, loop_ms=0, instances=args.instances)
     src = torch.randn(1 << 30, device="cuda")
     dst = torch.empty_like(src)
     copy_gbps = 2 * src.numel() * 4 / measure(lambda: dst.copy_(src), timer, cfg)["median_ms"] / 1e6
