@@ -30,6 +30,11 @@ EPS = 1e-5
 # 16384 x 16 (128 registers and a spilled stack) and 106.9 / 116.6 before (three reads).
 # fp32 keeps the heuristic's 16384 x 16: 190-192 / 185.5 us (before: 208 / 222).
 TILED_LAUNCH = {2: (4096, 8)}
+# Held rows (one tile) of at least this many columns take at least this many warps, by element size, where the shared
+# heuristic gives fewer: fp32 rows of 2048 get 4 warps from it (16 values a thread). H200, 2048^2 fp32, 8 starts per
+# variant (data/reference/h200/tune_v12_small_rows_fp32.csv): 12.19 us with 8 warps against 13.25-14.11 with 4 (four
+# readings) and torch.compile's 12.32; at 1024 columns 8 warps are slower (7.20 against 6.27-6.59 us).
+HELD_MIN_WARPS = {4: (2048, 8)}
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
 # divisions and rsqrt (O(N) in all) are left out.
@@ -98,13 +103,28 @@ def _layernorm_fwd_kernel(
             tl.store(y_row + c * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+def launch_params(n_cols: int, element_size: int, block_size: int | None = None) -> tuple[int, int]:
+    """(BLOCK_SIZE, num_warps) for rows of n_cols elements: the shared row heuristic (kernels/_rows.py), TILED_LAUNCH
+    for rows too long to hold (unless a block_size is asked for), and HELD_MIN_WARPS for held rows."""
+    auto_block, warps = row_launch_params(n_cols, element_size)
+    if auto_block < n_cols and block_size is None:  # too long to hold, and no tile asked for: the tiled loop's table
+        auto_block, warps = TILED_LAUNCH.get(element_size, (auto_block, warps))
+    block_size = block_size or auto_block
+    if block_size & (block_size - 1):
+        raise ValueError(f"block_size must be a power of two, got {block_size}")
+    min_cols, min_warps = HELD_MIN_WARPS.get(element_size, (n_cols + 1, 0))
+    if block_size >= n_cols >= min_cols:
+        warps = max(warps, min_warps)
+    return block_size, warps
+
+
 def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
                      block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py) and TILED_LAUNCH, e.g. to test the tiled path on
-    short rows.
+    short rows. Held rows take at least HELD_MIN_WARPS warps.
     A one-tile row stays in registers: reading it again from the L2 (RMSNorm's reload) was slower here, in both
     the three-read and the one-shifted-reduction form (docs/performance.md, rounds 15 and 18).
     """
@@ -122,12 +142,7 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     y = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)  # (rows, cols), contiguous
     if y.numel() == 0:
         return y
-    auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
-    if auto_block < n_cols and block_size is None:  # too long to hold, and no tile asked for: the tiled loop's table
-        auto_block, auto_warps = TILED_LAUNCH.get(x.element_size(), (auto_block, auto_warps))
-    block_size = block_size or auto_block
-    if block_size & (block_size - 1):
-        raise ValueError(f"block_size must be a power of two, got {block_size}")
+    block_size, auto_warps = launch_params(n_cols, x.element_size(), block_size)
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _layernorm_fwd_kernel[grid](
         x, weight, bias, y, n_cols,

@@ -125,6 +125,20 @@ def test_row_launch_params_rejects_nonsense():
         row_launch_params(16, 3)
 
 
+@pytest.mark.parametrize("n_cols, element_size, block_size, expected", [
+    (1024, 4, None, (1024, 4)),  # the shared heuristic (its floor of 4 warps)
+    (2048, 4, None, (2048, 8)),  # held fp32 rows of 2048 take 8 warps (HELD_MIN_WARPS), not the heuristic's 4
+    (4096, 4, None, (4096, 8)),
+    (8192, 4, None, (8192, 16)),
+    (2048, 2, None, (2048, 4)),  # 16-bit rows keep the heuristic
+    (32768, 2, None, (4096, 8)),  # too long to hold: TILED_LAUNCH's tile for 16-bit rows
+    (32768, 4, None, (MAX_BLOCK_SIZE, 16)),
+    (2048, 4, 512, (512, 4)),  # a tile asked for: the tiled loop, no held-row minimum
+])
+def test_launch_params(n_cols, element_size, block_size, expected):
+    assert ln.launch_params(n_cols, element_size, block_size) == expected
+
+
 def test_flop_and_byte_model():
     assert ln.flops(10) == 7 * 100 == 700
     assert ln.bytes_moved(10, "float32") == (2 * 100 + 2 * 10) * 4 == 880  # x, y, weight, bias
