@@ -134,6 +134,39 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+# The fit of fixed_costs uses the sizes from here on: smaller cells sit on the launch floor, not on the line.
+FIT_MIN_SIZE = 2048
+FIT_MIN_POINTS = 3
+
+
+def fixed_costs(metrics: pd.DataFrame, min_size: int = FIT_MIN_SIZE) -> pd.DataFrame:
+    """What a memory-bound call pays once and what it pays per byte: per (gpu, kernel, impl, dtype, pass), the
+    least-squares line time = fixed + bytes / rate through its correct, timed, memory-bound cells of at least
+    min_size (at least FIT_MIN_POINTS sizes; the square sizes give a byte ratio of 16 from 2048 to 8192).
+
+    Columns: fixed_us (the intercept: launch, ramp-up and tail, everything that does not grow with the bytes),
+    marginal_tbs (1 / slope: the rate at which one more byte is moved), points, and at the largest size its
+    time_us and fixed_share = fixed_us / time_us: the part of the call a faster memory system would not shorten.
+    A kernel at the copy's marginal rate can still read below the copy's bandwidth at one size through its fixed
+    cost (docs/performance.md, round 27)."""
+    ok = metrics["claimable"] if "claimable" in metrics else metrics["status"] == "ok"
+    d = metrics[ok & (metrics["bound"] == "memory") & (metrics["size"] >= min_size)]
+    rows = []
+    for key, g in d.groupby(["gpu", "kernel", "impl", "dtype", "pass"], sort=True):
+        g = g.drop_duplicates("size").sort_values("size")
+        if len(g) < FIT_MIN_POINTS:
+            continue
+        slope, fixed = np.polyfit(g["bytes"].to_numpy(float), g["median_ms"].to_numpy(float) * 1e3, 1)
+        last = g.iloc[-1]
+        t = last["median_ms"] * 1e3
+        rows.append(dict(zip(["gpu", "kernel", "impl", "dtype", "pass"], key), points=len(g), fixed_us=fixed,
+                         marginal_tbs=1e-6 / slope if slope > 0 else np.nan, size=int(last["size"]), time_us=t,
+                         fixed_share=fixed / t))
+    cols = ["gpu", "kernel", "impl", "dtype", "pass", "points", "fixed_us", "marginal_tbs", "size", "time_us",
+            "fixed_share"]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def build(raw_paths, ceiling_paths, out: str) -> pd.DataFrame:
     from rooflab.io import CEILING_COLUMNS, read_raw_many, read_results, write_parquet
 

@@ -19,6 +19,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis.metrics import FIT_MIN_POINTS, FIT_MIN_SIZE, fixed_costs  # noqa: E402
 from rooflab.gpus import SPECS  # noqa: E402
 from rooflab.kernel import IMPL_LABEL as IMPL_NAME  # noqa: E402
 from rooflab.timing import TOUCH_STRIDE_BYTES  # noqa: E402
@@ -114,7 +115,9 @@ ALWAYS = ["HeadlineGpu", "HeadlineGpuKey", "CopyGbps", "CopyFractionDatasheet", 
           "CellsNotTimed", "CellsMismatch", "CellsFailed", "CellsSkipped", "NumKernels", "NumGpus", "GpuList",
           "LargestSize", "CopySameSizeBfGbps", "CopySameSizeBfFraction", "CopySameSizeN", "TimingPlacements",
           "TimingInstances", "TimingWarmedCells", "TimingCells", "TimingTouchKib"]
-# (the Repeat* macros are always defined by repeatability_macros)
+# (the Repeat* macros are always defined by repeatability_macros, the Fixed* and Marginal* ones by fixed_cost_macros)
+FIXED_COST_MACROS = ["FixedUsMin", "FixedUsMax", "MarginalTBsMin", "MarginalTBsMax", "FixedShareMax",
+                     "FixedShareMaxKernel", "FixedShareMaxDtype", "FixedShareMaxSize", "FixedShareMaxMarginalTBs"]
 
 
 def most_common(df: pd.DataFrame, column: str, absent: str) -> str:
@@ -218,6 +221,47 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     for name in ALWAYS:
         m.add(name, "n/a", "not available from this data")
     return m
+
+
+def ours_fixed_costs(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    """The fixed-cost fit (analysis/metrics.fixed_costs) of our Triton kernels on this GPU, every pass."""
+    f = fixed_costs(metrics)
+    return f[(f["gpu"] == gpu) & (f["impl"] == "triton")]
+
+
+def fixed_cost_macros(m: Macros, metrics: pd.DataFrame, gpu: str) -> None:
+    """The range of our kernels' fixed costs and marginal rates (forward pass), and the kernel whose fixed cost is
+    the largest part of its call at the largest size: the text quotes these, the table lists every kernel."""
+    m.add("FitMinSize", str(FIT_MIN_SIZE), "the fixed-cost fit uses the sizes from here on")
+    f = ours_fixed_costs(metrics, gpu)
+    f = f[f["pass"] == "fwd"].dropna(subset=["fixed_share", "marginal_tbs"])
+    if f.empty:
+        for name in FIXED_COST_MACROS:
+            m.add(name, "n/a", "no fixed-cost fit on this device")
+        return
+    m.add("FixedUsMin", fmt(f["fixed_us"].min()), "smallest fixed cost of our kernels, microseconds")
+    m.add("FixedUsMax", fmt(f["fixed_us"].max()), "largest fixed cost of our kernels, microseconds")
+    m.add("MarginalTBsMin", fmt(f["marginal_tbs"].min()), "lowest marginal rate of our kernels, TB/s")
+    m.add("MarginalTBsMax", fmt(f["marginal_tbs"].max()), "highest marginal rate of our kernels, TB/s")
+    top = f.loc[f["fixed_share"].idxmax()]
+    m.add("FixedShareMax", fmt(100 * top["fixed_share"]), "percent of the call at the largest size")
+    m.add("FixedShareMaxKernel", tex_escape(top["kernel"]))
+    m.add("FixedShareMaxDtype", tex_escape(top["dtype"]))
+    m.add("FixedShareMaxSize", str(int(top["size"])))
+    m.add("FixedShareMaxMarginalTBs", fmt(top["marginal_tbs"]), "that kernel's marginal rate, TB/s")
+
+
+def fixed_cost_table(metrics: pd.DataFrame, gpu: str) -> str:
+    """Per Triton kernel, dtype and pass: fixed cost, marginal rate, and the fixed share of the call at the
+    largest size."""
+    f = ours_fixed_costs(metrics, gpu)
+    if f.empty:
+        return (f"\\begin{{center}}No memory-bound kernel of ours was timed at {FIT_MIN_POINTS} sizes of at least "
+                f"{FIT_MIN_SIZE} on this device.\\end{{center}}\n")
+    t = f.assign(share=100 * f["fixed_share"])[["kernel", "dtype", "pass", "fixed_us", "marginal_tbs", "size",
+                                                  "time_us", "share"]]
+    t.columns = ["kernel", "dtype", "pass", "fixed", "margin", "N", "time", "fixed share"]
+    return table_latex(t, {c: fmt for c in ("fixed", "margin", "time", "fixed share")}, "lllrrrrr")
 
 
 def table_latex(df: pd.DataFrame, formats: dict | None = None, align: str | None = None) -> str:
@@ -386,7 +430,7 @@ def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir:
 
 
 OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_specs", "table_repeatability",
-           "figures", "figures_projection", "kernels"]
+           "table_fixed_cost", "figures", "figures_projection", "kernels"]
 
 
 def repeatability_table(runs: dict[str, pd.DataFrame]) -> str:
@@ -438,12 +482,14 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     runs = {g: t for g, t in (repeatability or {}).items() if g in gpus}
     macros = make_macros(metrics, ceilings, gpu)
     repeatability_macros(macros, runs, gpu)
+    fixed_cost_macros(macros, metrics, gpu)
     return {
         "macros": macros.text(),
         "table_repeatability": repeatability_table(runs),
         "table_summary": summary_table(metrics, gpu),
         "table_problems": problems_table(metrics),
         "table_projection": projection_table(metrics, gpu),
+        "table_fixed_cost": fixed_cost_table(metrics, gpu),
         "table_specs": specs_table(ceilings),
         "figures": figures_tex(gpus, figdir, GPU_FIGURE_CAPTIONS),
         "figures_projection": figures_tex(gpus, figdir, PROJECTION_FIGURE_CAPTIONS),

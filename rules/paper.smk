@@ -17,6 +17,7 @@ rule paper_inputs:
         projection="results/paper/generated/table_projection.tex",
         specs="results/paper/generated/table_specs.tex",
         repeatability="results/paper/generated/table_repeatability.tex",
+        fixed_cost="results/paper/generated/table_fixed_cost.tex",
         figures="results/paper/generated/figures.tex",
         figures_projection="results/paper/generated/figures_projection.tex",
         kernels="results/paper/generated/kernels.tex",

@@ -181,3 +181,40 @@ def test_silent_compile_fallback_is_not_claimable():
     assert np.isnan(by.loc["compile", "speedup_vs_builtin"])
     assert by.loc["triton", "speedup_vs_builtin"] == pytest.approx(2.0)
     assert list(claimable(m, "h200")["impl"]) == ["builtin", "triton"]
+
+
+# --- fixed cost and marginal rate ---------------------------------------------------------------------------------
+
+
+def line_rows(kernel="rowsum", impl="triton", dtype="bfloat16", fixed_us=5.0, rate=4.5e12, sizes=(1024, 2048, 4096,
+              8192), **kw):
+    """Cells whose time is exactly fixed + bytes / rate (bytes: 2 N^2, a read-only bf16 kernel)."""
+    return [raw_row(kernel=kernel, impl=impl, dtype=dtype, size=n, flops=2.0 * n * n, bytes=2.0 * n * n,
+                    median_ms=(fixed_us * 1e-6 + 2.0 * n * n / rate) * 1e3, **kw) for n in sizes]
+
+
+def test_fixed_costs_recover_the_line_from_the_large_sizes():
+    from analysis.metrics import fixed_costs
+
+    rows = line_rows() + line_rows(impl="builtin", fixed_us=2.0, rate=3e12)
+    rows[0]["median_ms"] *= 3  # 1024: on the launch floor, off the line; the fit starts at FIT_MIN_SIZE (2048)
+    f = fixed_costs(compute_metrics(pd.DataFrame(rows), ceilings())).set_index("impl")
+    t = f.loc["triton"]
+    assert t["fixed_us"] == pytest.approx(5.0) and t["marginal_tbs"] == pytest.approx(4.5)
+    assert t["points"] == 3 and t["size"] == 8192
+    assert t["time_us"] == pytest.approx(5.0 + 2.0 * 8192 ** 2 / 4.5e12 * 1e6)
+    assert t["fixed_share"] == pytest.approx(5.0 / t["time_us"])
+    assert f.loc["builtin", "fixed_us"] == pytest.approx(2.0) and f.loc["builtin", "marginal_tbs"] == pytest.approx(3)
+
+
+def test_fixed_costs_need_three_correct_memory_bound_sizes():
+    from analysis.metrics import fixed_costs
+
+    two = line_rows(sizes=(4096, 8192))  # two sizes: a line through two points is no fit
+    wrong = line_rows(impl="compile")
+    wrong[1].update(status="mismatch", error="rel_err")  # one of three sizes gave a wrong answer: two remain
+    mm = [raw_row(kernel="matmul", impl="triton", size=n, dtype="bfloat16", compute_unit="bf16",
+                  flops=2.0 * n ** 3, bytes=6.0 * n * n, median_ms=2.0 * n ** 3 / 6e14 * 1e3)
+          for n in (2048, 4096, 8192)]  # compute-bound: its time is not bytes over a rate
+    f = fixed_costs(compute_metrics(pd.DataFrame(two + wrong + mm), ceilings()))
+    assert f.empty

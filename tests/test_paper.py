@@ -218,3 +218,31 @@ def test_repeatability_table_and_macros_come_from_the_run():
     assert defined_macros(empty["macros"])["RepeatRuns"] == "n/a"
     assert defined_macros(empty["macros"])["RepeatInstances"] == "n/a"
     assert "No repeatability run" in empty["table_repeatability"]
+
+
+def test_fixed_cost_table_and_macros_come_from_the_line_through_the_large_sizes():
+    rows = []
+    for kernel, fixed_us, rate in (("rowsum", 5.0, 4.7e12), ("gelu", 3.0, 4.4e12)):
+        for n in (2048, 4096, 8192):
+            for impl, scale in (("triton", 1.0), ("builtin", 1.5)):
+                rows.append({"gpu": "h200", "kernel": kernel, "impl": impl, "dtype": "bfloat16", "size": n,
+                             "pass": "fwd", "status": "ok", "error": "", "flops": 1.0 * n * n,
+                             "bytes": 2.0 * n * n, "graph_median_ms": np.nan, "compute_unit": "fp32",
+                             "median_ms": scale * (fixed_us * 1e-6 + 2.0 * n * n / rate) * 1e3})
+    ceilings = pd.DataFrame([{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
+    out = generate(compute_metrics(pd.DataFrame(rows), ceilings), ceilings, "/nonexistent")
+    macros = defined_macros(out["macros"])
+    assert macros["FixedUsMin"] == "3" and macros["FixedUsMax"] == "5"  # ours only: the builtin's 4.5 and 7.5 not
+    assert macros["MarginalTBsMin"] == "4.4" and macros["MarginalTBsMax"] == "4.7"
+    t8192 = 5.0 + 2.0 * 8192 ** 2 / 4.7e12 * 1e6  # row-sum's call at 8192: the larger fixed share
+    assert macros["FixedShareMaxKernel"] == "rowsum" and macros["FixedShareMaxSize"] == "8192"
+    assert macros["FixedShareMax"] == f"{100 * 5.0 / t8192:.3g}"
+    table = out["table_fixed_cost"]
+    assert "\\toprule" in table and table.count("\\\\") == 3  # header and one row per Triton kernel
+    assert "rowsum" in table and "builtin" not in table
+
+
+def test_fixed_cost_macros_read_na_without_large_sizes(generated):
+    macros = defined_macros(generated["macros"])  # the synthetic frame stops at 1793
+    assert macros["FixedShareMax"] == "n/a" and macros["FitMinSize"] == "2048"
+    assert "No memory-bound kernel" in generated["table_fixed_cost"]
