@@ -150,18 +150,19 @@ def fixed_costs(metrics: pd.DataFrame, min_size: int = FIT_MIN_SIZE) -> pd.DataF
     A kernel at the copy's marginal rate can still read below the copy's bandwidth at one size through its fixed
     cost (docs/performance.md, round 27)."""
     ok = metrics["claimable"] if "claimable" in metrics else metrics["status"] == "ok"
-    d = metrics[ok & (metrics["bound"] == "memory") & (metrics["size"] >= min_size)]
+    d = metrics[ok & (metrics["bound"] == "memory") & (metrics["size"] >= min_size)
+                & np.isfinite(metrics["median_ms"]) & np.isfinite(metrics["bytes"])]
     rows = []
     for key, g in d.groupby(["gpu", "kernel", "impl", "dtype", "pass"], sort=True):
-        g = g.drop_duplicates("size").sort_values("size")
+        g = g.groupby("size")[["bytes", "median_ms"]].median()  # a size measured twice counts once, at its median
         if len(g) < FIT_MIN_POINTS:
             continue
         slope, fixed = np.polyfit(g["bytes"].to_numpy(float), g["median_ms"].to_numpy(float) * 1e3, 1)
-        last = g.iloc[-1]
-        t = last["median_ms"] * 1e3
+        if not slope > 0:  # time does not grow with the bytes: no rate, and no fixed cost to speak of
+            slope, fixed = np.nan, np.nan
+        t = g["median_ms"].iloc[-1] * 1e3
         rows.append(dict(zip(["gpu", "kernel", "impl", "dtype", "pass"], key), points=len(g), fixed_us=fixed,
-                         marginal_tbs=1e-6 / slope if slope > 0 else np.nan, size=int(last["size"]), time_us=t,
-                         fixed_share=fixed / t))
+                         marginal_tbs=1e-6 / slope, size=int(g.index[-1]), time_us=t, fixed_share=fixed / t))
     cols = ["gpu", "kernel", "impl", "dtype", "pass", "points", "fixed_us", "marginal_tbs", "size", "time_us",
             "fixed_share"]
     return pd.DataFrame(rows, columns=cols)

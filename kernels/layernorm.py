@@ -32,8 +32,10 @@ EPS = 1e-5
 TILED_LAUNCH = {2: (4096, 8)}
 # Held rows (one tile) of at least this many columns take at least this many warps, by element size, where the shared
 # heuristic gives fewer: fp32 rows of 2048 get 4 warps from it (16 values a thread). H200, 2048^2 fp32, 8 starts per
-# variant (data/reference/h200/tune_v12_small_rows_fp32.csv): 12.19 us with 8 warps against 13.25-14.11 with 4 (four
-# readings) and torch.compile's 12.32; at 1024 columns 8 warps are slower (7.20 against 6.27-6.59 us).
+# variant (data/reference/h200/tune_v12_small_rows_fp32.csv): 12.19 us with 8 warps against 13.25-14.18 with 4 (five
+# readings) and torch.compile's 12.32; at 1024 columns 8 warps are slower (7.20 against 6.27-6.59 us). Keyed on the
+# row's columns, not its tile: rows of 1025-2047 (the sweep's 1793) hold a 2048 tile too but were not measured with
+# 8 warps, and keep 4 (at 1793 ahead of torch.compile with them: 14.40 against 15.07 us in S11).
 HELD_MIN_WARPS = {4: (2048, 8)}
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row

@@ -14,29 +14,46 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", type=Path, help="the call's results/ folder (with raw/<gpu>/)")
     ap.add_argument("--gpu", default="h200")
     ap.add_argument("--label", required=True, help="the call's name, e.g. s8: ceilings_<label>.parquet")
     ap.add_argument("--kernels", nargs="+", required=True)
-    args = ap.parse_args()
-    raw, ref = args.results / "raw" / args.gpu, REPO / "data" / "reference" / args.gpu
+    ap.add_argument("--reference-dir", type=Path, default=REPO / "data" / "reference")
+    args = ap.parse_args(argv)
+    raw, ref = args.results / "raw" / args.gpu, args.reference_dir / args.gpu
+    if not ref.is_dir():
+        raise SystemExit(f"no reference folder {ref}: create it (and its README) for a new GPU first")
+    # Read and check every input before writing anything, so a missing file leaves the reference as it was.
+    new = {name: read(raw / f"{name}.parquet", args.gpu)
+           for name in [*args.kernels, "profiles", "compiled", "ceilings"]}
     for k in args.kernels:
-        new = pd.read_parquet(raw / f"{k}.parquet")
-        if set(new["kernel"].unique()) != {k}:
-            raise SystemExit(f"{raw / f'{k}.parquet'} holds rows of {sorted(new['kernel'].unique())}, not {k}")
-        new.to_parquet(ref / f"{k}.parquet", index=False)
-        print(f"{k}: {len(new)} rows, git_sha {', '.join(new['git_sha'].dropna().unique())}")
+        if set(new[k]["kernel"].unique()) != {k}:
+            raise SystemExit(f"{raw / f'{k}.parquet'} holds rows of {sorted(new[k]['kernel'].unique())}, not {k}")
+    old = {name: read(ref / f"{name}.parquet", args.gpu) for name in ("profiles", "compiled")}
+    for k in args.kernels:
+        new[k].to_parquet(ref / f"{k}.parquet", index=False)
+        print(f"{k}: {len(new[k])} rows, git_sha {', '.join(new[k]['git_sha'].dropna().unique())}")
     for name in ("profiles", "compiled"):
-        new = pd.read_parquet(raw / f"{name}.parquet")
-        new = new[new["kernel"].isin(args.kernels)]
-        old = pd.read_parquet(ref / f"{name}.parquet")
-        merged = pd.concat([old[~old["kernel"].isin(args.kernels)], new], ignore_index=True)
-        merged.to_parquet(ref / f"{name}.parquet", index=False)
-        print(f"{name}: {len(new)} rows of {', '.join(args.kernels)} replace {int(old['kernel'].isin(args.kernels).sum())}")
-    pd.read_parquet(raw / "ceilings.parquet").to_parquet(ref / f"ceilings_{args.label}.parquet", index=False)
+        mine = new[name][new[name]["kernel"].isin(args.kernels)]
+        kept = old[name][~old[name]["kernel"].isin(args.kernels)]
+        pd.concat([kept, mine], ignore_index=True).to_parquet(ref / f"{name}.parquet", index=False)
+        print(f"{name}: {len(mine)} rows of {', '.join(args.kernels)} replace "
+              f"{len(old[name]) - len(kept)}")
+    new["ceilings"].to_parquet(ref / f"ceilings_{args.label}.parquet", index=False)
     print(f"ceilings_{args.label}.parquet written")
+
+
+def read(path: Path, gpu: str) -> pd.DataFrame:
+    """A results parquet whose rows are all of `gpu`, or a clear exit."""
+    if not path.is_file():
+        raise SystemExit(f"{path} is missing: did the call measure it (profiles and compiled rows need the DAG's "
+                         "profile and compiled rules)? Nothing was written.")
+    df = pd.read_parquet(path)
+    if "gpu" in df and set(df["gpu"].unique()) - {gpu}:
+        raise SystemExit(f"{path} holds rows of {sorted(df['gpu'].unique())}, not only {gpu}. Nothing was written.")
+    return df
 
 
 if __name__ == "__main__":

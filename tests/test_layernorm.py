@@ -134,6 +134,8 @@ def test_row_launch_params_rejects_nonsense():
     (32768, 2, None, (4096, 8)),  # too long to hold: TILED_LAUNCH's tile for 16-bit rows
     (32768, 4, None, (MAX_BLOCK_SIZE, 16)),
     (2048, 4, 512, (512, 4)),  # a tile asked for: the tiled loop, no held-row minimum
+    (2048, 4, 4096, (4096, 8)),  # a wider tile asked for still holds the row: the held-row minimum applies
+    (1793, 4, None, (2048, 4)),  # keyed on the row's columns: 1793 was not measured with 8 warps
 ])
 def test_launch_params(n_cols, element_size, block_size, expected):
     assert ln.launch_params(n_cols, element_size, block_size) == expected

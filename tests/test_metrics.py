@@ -218,3 +218,17 @@ def test_fixed_costs_need_three_correct_memory_bound_sizes():
           for n in (2048, 4096, 8192)]  # compute-bound: its time is not bytes over a rate
     f = fixed_costs(compute_metrics(pd.DataFrame(two + wrong + mm), ceilings()))
     assert f.empty
+
+
+def test_fixed_costs_take_a_repeated_size_at_its_median_and_report_no_line_that_does_not_rise():
+    from analysis.metrics import fixed_costs
+
+    rows = line_rows(sizes=(2048, 4096, 8192))
+    rows.append({**rows[1], "median_ms": rows[1]["median_ms"] * 1.2})  # 4096 twice (another pass of the sweep)
+    rows.append({**rows[1], "median_ms": rows[1]["median_ms"] * 0.8})
+    flat = line_rows(impl="builtin", sizes=(2048, 4096, 8192))
+    for r in flat:
+        r["median_ms"] = 0.05  # the same time at every size: no rate, no fixed cost
+    f = fixed_costs(compute_metrics(pd.DataFrame(rows + flat), ceilings())).set_index("impl")
+    assert f.loc["triton", "points"] == 3 and f.loc["triton", "fixed_us"] == pytest.approx(5.0)
+    assert f.loc["builtin", ["fixed_us", "marginal_tbs", "fixed_share"]].isna().all()

@@ -1,0 +1,66 @@
+"""scripts/merge_reference.py: one call's results replace its kernels' rows in a reference folder, all or nothing."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "merge_reference.py"
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True)
+
+
+def write(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_parquet(path, index=False)
+
+
+@pytest.fixture
+def folders(tmp_path):
+    call, ref = tmp_path / "results" / "raw" / "h200", tmp_path / "reference" / "h200"
+    write(call / "rowsum.parquet", [{"gpu": "h200", "kernel": "rowsum", "impl": "triton", "git_sha": "new"}])
+    write(call / "profiles.parquet", [{"gpu": "h200", "kernel": "rowsum", "impl": "triton", "n_kernels": 1}])
+    write(call / "compiled.parquet", [{"gpu": "h200", "kernel": "rowsum", "num_warps": 8}])
+    write(call / "ceilings.parquet", [{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
+    write(ref / "rowsum.parquet", [{"gpu": "h200", "kernel": "rowsum", "impl": "triton", "git_sha": "old"}])
+    write(ref / "profiles.parquet", [{"gpu": "h200", "kernel": k, "impl": "triton", "n_kernels": 9}
+                                     for k in ("rowsum", "gelu")])
+    write(ref / "compiled.parquet", [{"gpu": "h200", "kernel": k, "num_warps": 4} for k in ("rowsum", "gelu")])
+    return tmp_path / "results", tmp_path / "reference"
+
+
+def test_the_calls_rows_replace_its_kernels_rows_and_keep_the_others(folders):
+    results, ref = folders
+    r = run(results, "--label", "s9", "--kernels", "rowsum", "--reference-dir", ref)
+    assert r.returncode == 0, r.stderr
+    assert pd.read_parquet(ref / "h200" / "rowsum.parquet")["git_sha"].tolist() == ["new"]
+    prof = pd.read_parquet(ref / "h200" / "profiles.parquet").set_index("kernel")["n_kernels"]
+    assert prof.to_dict() == {"gelu": 9, "rowsum": 1}
+    comp = pd.read_parquet(ref / "h200" / "compiled.parquet").set_index("kernel")["num_warps"]
+    assert comp.to_dict() == {"gelu": 4, "rowsum": 8}
+    assert pd.read_parquet(ref / "h200" / "ceilings_s9.parquet")["value"].tolist() == [4.3e12]
+
+
+def test_a_missing_input_writes_nothing(folders):
+    results, ref = folders
+    (results / "raw" / "h200" / "compiled.parquet").unlink()
+    r = run(results, "--label", "s9", "--kernels", "rowsum", "--reference-dir", ref)
+    assert r.returncode != 0 and "compiled.parquet is missing" in r.stderr and "Nothing was written" in r.stderr
+    assert pd.read_parquet(ref / "h200" / "rowsum.parquet")["git_sha"].tolist() == ["old"]
+    assert not (ref / "h200" / "ceilings_s9.parquet").exists()
+
+
+def test_rows_of_another_kernel_or_gpu_are_refused(folders):
+    results, ref = folders
+    r = run(results, "--label", "s9", "--kernels", "rowsum", "--gpu", "h200", "--reference-dir", ref)
+    assert r.returncode == 0
+    write(results / "raw" / "h200" / "rowsum.parquet", [{"gpu": "h100", "kernel": "rowsum", "git_sha": "x"}])
+    r = run(results, "--label", "s10", "--kernels", "rowsum", "--reference-dir", ref)
+    assert r.returncode != 0 and "not only h200" in r.stderr
+    write(results / "raw" / "h200" / "rowsum.parquet", [{"gpu": "h200", "kernel": "gelu", "git_sha": "x"}])
+    r = run(results, "--label", "s10", "--kernels", "rowsum", "--reference-dir", ref)
+    assert r.returncode != 0 and "not rowsum" in r.stderr
+    assert pd.read_parquet(ref / "h200" / "rowsum.parquet")["git_sha"].tolist() == ["new"]
