@@ -372,12 +372,16 @@ def tma_variants(n, dtype, device="cuda"):
 
 
 INTERCEPT_ROWS = (1024, 2048, 4096, 8192, 16384, 32768)
+# Fewer rows than one wave holds (132 SMs: one row per SM up to eight): what one row's whole chain costs (launch,
+# load, reductions, store) when nothing else is queued. Timed beside the fit, not fitted.
+WAVE_ROWS = (132, 264, 528)
 
 
 def intercept_rows(timer, cfg, dtypes, cols=8192):
     """Fixed cost and marginal rate: each kernel on (R, cols) inputs for every R in INTERCEPT_ROWS (same launch
     shape, more rows), fitted as time = fixed + bytes / rate. A kernel whose rate matches the copy's but whose fixed
-    cost is larger loses at 8192^2 to the per-call cost, not to bandwidth."""
+    cost is larger loses at 8192^2 to the per-call cost, not to bandwidth. The WAVE_ROWS inputs (at most one wave)
+    show how much of that fixed cost is one row's latency."""
     import torch.nn.functional as F
 
     from kernels.gelu import gelu_triton
@@ -391,7 +395,7 @@ def intercept_rows(timer, cfg, dtypes, cols=8192):
         dtype = DTYPES[dname]
         w = (1 + 0.1 * torch.randn(cols, device="cuda")).to(dtype)
         b = (0.1 * torch.randn(cols, device="cuda")).to(dtype)
-        for r in INTERCEPT_ROWS:
+        for r in WAVE_ROWS + INTERCEPT_ROWS:
             x = torch.randn(r, cols, device="cuda").to(dtype)
             y = torch.empty_like(x)
             rw = r * cols * x.element_size()
@@ -412,13 +416,15 @@ def intercept_rows(timer, cfg, dtypes, cols=8192):
 
 
 def intercept_summary(df) -> str:
-    """Least-squares fit of median_us against bytes per (call, dtype): fixed cost (us) and marginal rate (TB/s)."""
+    """Least-squares fit of median_us against bytes per (call, dtype) over INTERCEPT_ROWS: fixed cost (us) and
+    marginal rate (TB/s); then the time per call at WAVE_ROWS (at most one wave of rows)."""
     import numpy as np
 
     lines = ["fixed cost and marginal rate, time = fixed + bytes / rate over rows "
              f"{INTERCEPT_ROWS[0]}-{INTERCEPT_ROWS[-1]} of 8192 columns",
              f"{'call':<22}{'dtype':<10}{'fixed us':>9}{'rate TB/s':>10}{'at 8192 rows':>14}"]
-    for (name, dname), g in df.dropna(subset=["median_us"]).groupby(["variant", "dtype"], sort=False):
+    timed = df.dropna(subset=["median_us"])
+    for (name, dname), g in timed[timed["n"] >= INTERCEPT_ROWS[0]].groupby(["variant", "dtype"], sort=False):
         at = g[g["n"] == 8192]["median_us"]
         at = at.iloc[0] if len(at) else float("nan")
         if len(g) < 2:
@@ -427,6 +433,11 @@ def intercept_summary(df) -> str:
         slope, fixed = np.polyfit(g["bytes"].to_numpy(float), g["median_us"].to_numpy(float), 1)
         rate = f"{1e-6 / slope:>10.3f}" if slope > 0 else f"{'n/a':>10}"
         lines.append(f"{name:<22}{dname:<10}{fixed:>9.2f}{rate}{at:>12.2f}us")
+    wave = timed[timed["n"] < INTERCEPT_ROWS[0]]
+    if len(wave):
+        lines.append("\ntime per call (us) with at most one wave of rows of 8192 columns")
+        lines.append(wave.pivot_table(index=["variant", "dtype"], columns="n", values="median_us", sort=False)
+                     .to_string(float_format="%.2f"))
     return "\n".join(lines)
 
 
