@@ -139,6 +139,13 @@ FIT_MIN_SIZE = 2048
 FIT_MIN_POINTS = 3
 
 
+def fit_line(nbytes, time_us) -> tuple[float, float]:
+    """(fixed_us, marginal_tbs) of the least-squares line time_us = fixed + bytes / rate; both NaN where the time
+    does not rise with the bytes (no rate, and no fixed cost to speak of)."""
+    slope, fixed = np.polyfit(np.asarray(nbytes, dtype=float), np.asarray(time_us, dtype=float), 1)
+    return (float(fixed), 1e-6 / slope) if slope > 0 else (np.nan, np.nan)
+
+
 def fixed_costs(metrics: pd.DataFrame, min_size: int = FIT_MIN_SIZE) -> pd.DataFrame:
     """What a memory-bound call pays once and what it pays per byte: per (gpu, kernel, impl, dtype, pass), the
     least-squares line time = fixed + bytes / rate through its correct, timed, memory-bound cells of at least
@@ -157,12 +164,10 @@ def fixed_costs(metrics: pd.DataFrame, min_size: int = FIT_MIN_SIZE) -> pd.DataF
         g = g.groupby("size")[["bytes", "median_ms"]].median()  # a size measured twice counts once, at its median
         if len(g) < FIT_MIN_POINTS:
             continue
-        slope, fixed = np.polyfit(g["bytes"].to_numpy(float), g["median_ms"].to_numpy(float) * 1e3, 1)
-        if not slope > 0:  # time does not grow with the bytes: no rate, and no fixed cost to speak of
-            slope, fixed = np.nan, np.nan
+        fixed, rate = fit_line(g["bytes"], g["median_ms"] * 1e3)
         t = g["median_ms"].iloc[-1] * 1e3
         rows.append(dict(zip(["gpu", "kernel", "impl", "dtype", "pass"], key), points=len(g), fixed_us=fixed,
-                         marginal_tbs=1e-6 / slope, size=int(g.index[-1]), time_us=t, fixed_share=fixed / t))
+                         marginal_tbs=rate, size=int(g.index[-1]), time_us=t, fixed_share=fixed / t))
     cols = ["gpu", "kernel", "impl", "dtype", "pass", "points", "fixed_us", "marginal_tbs", "size", "time_us",
             "fixed_share"]
     return pd.DataFrame(rows, columns=cols)

@@ -229,12 +229,12 @@ def ours_fixed_costs(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
     return f[(f["gpu"] == gpu) & (f["impl"] == "triton")]
 
 
-def fixed_cost_macros(m: Macros, metrics: pd.DataFrame, gpu: str) -> None:
-    """The range of our kernels' fixed costs and marginal rates (forward pass), and the kernel whose fixed cost is
-    the largest part of its call at the largest size: the text quotes these, the table lists every kernel."""
+def fixed_cost_macros(m: Macros, ours: pd.DataFrame) -> None:
+    """The range of our kernels' fixed costs and marginal rates (forward pass; ``ours``: ours_fixed_costs), and the
+    kernel whose fixed cost is the largest part of its call at the largest size: the text quotes these, the table
+    lists every kernel."""
     m.add("FitMinSize", str(FIT_MIN_SIZE), "the fixed-cost fit uses the sizes from here on")
-    f = ours_fixed_costs(metrics, gpu)
-    f = f[f["pass"] == "fwd"].dropna(subset=["fixed_share", "marginal_tbs"])
+    f = ours[ours["pass"] == "fwd"].dropna(subset=["fixed_share", "marginal_tbs"])
     if f.empty:
         for name in FIXED_COST_MACROS:
             m.add(name, "n/a", "no fixed-cost fit on this device")
@@ -251,10 +251,9 @@ def fixed_cost_macros(m: Macros, metrics: pd.DataFrame, gpu: str) -> None:
     m.add("FixedShareMaxMarginalTBs", fmt(top["marginal_tbs"]), "that kernel's marginal rate, TB/s")
 
 
-def fixed_cost_table(metrics: pd.DataFrame, gpu: str) -> str:
-    """Per Triton kernel, dtype and pass: fixed cost, marginal rate, and the fixed share of the call at the
-    largest size."""
-    f = ours_fixed_costs(metrics, gpu)
+def fixed_cost_table(f: pd.DataFrame) -> str:
+    """Per Triton kernel, dtype and pass (``f``: ours_fixed_costs): fixed cost, marginal rate, and the fixed share
+    of the call at the largest size."""
     if f.empty:
         return (f"\\begin{{center}}No memory-bound kernel of ours was timed at {FIT_MIN_POINTS} sizes of at least "
                 f"{FIT_MIN_SIZE} on this device.\\end{{center}}\n")
@@ -482,14 +481,15 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     runs = {g: t for g, t in (repeatability or {}).items() if g in gpus}
     macros = make_macros(metrics, ceilings, gpu)
     repeatability_macros(macros, runs, gpu)
-    fixed_cost_macros(macros, metrics, gpu)
+    ours = ours_fixed_costs(metrics, gpu)
+    fixed_cost_macros(macros, ours)
     return {
         "macros": macros.text(),
         "table_repeatability": repeatability_table(runs),
         "table_summary": summary_table(metrics, gpu),
         "table_problems": problems_table(metrics),
         "table_projection": projection_table(metrics, gpu),
-        "table_fixed_cost": fixed_cost_table(metrics, gpu),
+        "table_fixed_cost": fixed_cost_table(ours),
         "table_specs": specs_table(ceilings),
         "figures": figures_tex(gpus, figdir, GPU_FIGURE_CAPTIONS),
         "figures_projection": figures_tex(gpus, figdir, PROJECTION_FIGURE_CAPTIONS),

@@ -28,3 +28,10 @@ def row_launch_params(n_cols: int, element_size: int) -> tuple[int, int]:
     block_size = min(triton.next_power_of_2(n_cols), MAX_BLOCK_SIZE)
     warps = triton.next_power_of_2(max(1, block_size * element_size // (32 * BYTES_PER_THREAD)))
     return block_size, max(MIN_WARPS, min(MAX_WARPS, warps))
+
+
+def held_min_warps(table: dict[int, tuple[int, int]], n_cols: int, element_size: int, warps: int) -> int:
+    """``warps`` raised to a kernel's own minimum for held rows: ``table`` maps an element size to (columns, warps),
+    rows of at least that many columns take at least that many warps (the kernel files say what measured it)."""
+    min_cols, min_warps = table.get(element_size, (n_cols + 1, 0))
+    return max(warps, min_warps) if n_cols >= min_cols else warps

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._rows import row_launch_params
+from kernels._rows import held_min_warps, row_launch_params
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -114,9 +114,8 @@ def launch_params(n_cols: int, element_size: int, block_size: int | None = None)
     block_size = block_size or auto_block
     if block_size & (block_size - 1):
         raise ValueError(f"block_size must be a power of two, got {block_size}")
-    min_cols, min_warps = HELD_MIN_WARPS.get(element_size, (n_cols + 1, 0))
-    if block_size >= n_cols >= min_cols:
-        warps = max(warps, min_warps)
+    if block_size >= n_cols:  # held in one tile
+        warps = held_min_warps(HELD_MIN_WARPS, n_cols, element_size, warps)
     return block_size, warps
 
 

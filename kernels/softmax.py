@@ -9,7 +9,7 @@ Forward, chosen by row length:
 - rows of at most MAX_FUSED_BLOCK elements: one program per row holds the whole row in registers (padded to a power
   of two with -inf, which exp sends to 0): read x once, write y once; fp32 rows of 8192 and more (RELOAD_MIN_COLS)
   read x a second time, from the L2, instead of holding the exponentials across the sum; 16-bit rows of 8192 and
-  more (HELD_WIDE_MIN_COLS) are held by 16 warps.
+  more (HELD_MIN_WARPS) are held by 16 warps.
 - longer rows: online softmax over tiles of MAX_FUSED_BLOCK (Milakov & Gimelshein, 2018): pass 1 keeps a running max
   m and a running sum s, rescaling s by exp(m_old - m_new) when the max grows; pass 2 writes exp(x - m) / s.
 Backward: dx = y * (dy - sum_j(dy_j y_j)), one program per row, or two passes over tiles for long rows.
@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
+from kernels._rows import MAX_BLOCK_SIZE, held_min_warps, row_launch_params
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.triton_utils import check_device
@@ -42,12 +42,11 @@ GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from x's
 # rows on the H200 (tune_v5.csv), 8192^2 fp32: 125.8 us against 129.4 held (torch.compile, the same shape: 126.5);
 # bf16 8192^2 66.9-73.6 against 66.0-66.2, so 16-bit rows stay held.
 RELOAD_MIN_COLS = {4: 8192}  # the row heuristic already gives these rows 16 warps (its cap)
-# Held (not read again) rows of at least this many columns, by element size, take HELD_WIDE_WARPS warps instead of
-# the heuristic's (bf16 8192: 16 instead of 8, four elements a thread instead of eight). tune.py --sections rows on
-# the H200, bf16 8192^2 forward: faster in six tune calls of six (five in tune_v5*.csv and tune_placement*.csv, mean
-# 64.8 vs 65.6 us; the sixth in docs/performance.md round 19, 65.36 vs 65.44).
-HELD_WIDE_MIN_COLS = {2: 8192}
-HELD_WIDE_WARPS = 16
+# Held (not read again) rows, by element size: (columns, warps), rows of at least that many columns take at least
+# that many warps instead of the heuristic's (bf16 8192: 16 instead of 8, four elements a thread instead of eight).
+# tune.py --sections rows on the H200, bf16 8192^2 forward: faster in six tune calls of six (five in tune_v5*.csv and
+# tune_placement*.csv, mean 64.8 vs 65.6 us; the sixth in docs/performance.md round 19, 65.36 vs 65.44).
+HELD_MIN_WARPS = {2: (8192, 16)}
 
 
 @triton.jit
@@ -161,7 +160,7 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length.
     ``num_warps`` overrides the heuristic (for tuning); ``reload`` reads a one-block row twice (the second time from
     the L2) instead of holding its exponentials in registers across the sum; by default for the rows
-    RELOAD_MIN_COLS names (held rows that HELD_WIDE_MIN_COLS names take HELD_WIDE_WARPS warps)."""
+    RELOAD_MIN_COLS names (held rows take at least HELD_MIN_WARPS warps)."""
     _check("softmax_forward", x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
@@ -170,8 +169,8 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     block, auto_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
     if reload is None:
         reload = one_block and n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
-        if not reload and one_block and n_cols >= HELD_WIDE_MIN_COLS.get(x.element_size(), n_cols + 1):
-            auto_warps = max(auto_warps, HELD_WIDE_WARPS)
+        if not reload and one_block:
+            auto_warps = held_min_warps(HELD_MIN_WARPS, n_cols, x.element_size(), auto_warps)
     num_warps = num_warps or auto_warps
     grid = lambda META: (n_rows,)  # noqa: E731
     args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))

@@ -7,11 +7,15 @@ rows in profiles.parquet and compiled.parquet; the call's ceilings are kept besi
     python scripts/merge_reference.py RESULTS_DIR --gpu h200 --label s8 --kernels rmsnorm
 """
 import argparse
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from rooflab.io import write_parquet  # noqa: E402  (atomic: a killed merge leaves whole files)
 
 
 def main(argv=None):
@@ -33,15 +37,15 @@ def main(argv=None):
             raise SystemExit(f"{raw / f'{k}.parquet'} holds rows of {sorted(new[k]['kernel'].unique())}, not {k}")
     old = {name: read(ref / f"{name}.parquet", args.gpu) for name in ("profiles", "compiled")}
     for k in args.kernels:
-        new[k].to_parquet(ref / f"{k}.parquet", index=False)
+        write_parquet(new[k], ref / f"{k}.parquet")
         print(f"{k}: {len(new[k])} rows, git_sha {', '.join(new[k]['git_sha'].dropna().unique())}")
     for name in ("profiles", "compiled"):
         mine = new[name][new[name]["kernel"].isin(args.kernels)]
         kept = old[name][~old[name]["kernel"].isin(args.kernels)]
-        pd.concat([kept, mine], ignore_index=True).to_parquet(ref / f"{name}.parquet", index=False)
+        write_parquet(pd.concat([kept, mine], ignore_index=True), ref / f"{name}.parquet")
         print(f"{name}: {len(mine)} rows of {', '.join(args.kernels)} replace "
               f"{len(old[name]) - len(kept)}")
-    new["ceilings"].to_parquet(ref / f"ceilings_{args.label}.parquet", index=False)
+    write_parquet(new["ceilings"], ref / f"ceilings_{args.label}.parquet")
     print(f"ceilings_{args.label}.parquet written")
 
 

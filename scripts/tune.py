@@ -418,7 +418,7 @@ def intercept_rows(timer, cfg, dtypes, cols=8192):
 def intercept_summary(df) -> str:
     """Least-squares fit of median_us against bytes per (call, dtype) over INTERCEPT_ROWS: fixed cost (us) and
     marginal rate (TB/s); then the time per call at WAVE_ROWS (at most one wave of rows)."""
-    import numpy as np
+    from analysis.metrics import fit_line
 
     lines = ["fixed cost and marginal rate, time = fixed + bytes / rate over rows "
              f"{INTERCEPT_ROWS[0]}-{INTERCEPT_ROWS[-1]} of 8192 columns",
@@ -430,9 +430,8 @@ def intercept_summary(df) -> str:
         if len(g) < 2:
             lines.append(f"{name:<22}{dname:<10}{'fewer than two timed sizes: no fit':>33}")
             continue
-        slope, fixed = np.polyfit(g["bytes"].to_numpy(float), g["median_us"].to_numpy(float), 1)
-        rate = f"{1e-6 / slope:>10.3f}" if slope > 0 else f"{'n/a':>10}"
-        lines.append(f"{name:<22}{dname:<10}{fixed:>9.2f}{rate}{at:>12.2f}us")
+        fixed, rate = fit_line(g["bytes"], g["median_us"])
+        lines.append(f"{name:<22}{dname:<10}{fixed:>9.2f}{rate:>10.3f}{at:>12.2f}us")
     wave = timed[timed["n"] < INTERCEPT_ROWS[0]]
     if len(wave):
         lines.append("\ntime per call (us) with at most one wave of rows of 8192 columns")
