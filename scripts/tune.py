@@ -371,6 +371,137 @@ def tma_variants(n, dtype, device="cuda"):
             ("rmsnorm", (2 * n * n + n) * e, rms)]
 
 
+def resident_programs(compiled, num_warps, sms):
+    """How many programs of one compiled kernel the GPU holds at once: the register file (64K 32-bit registers, in
+    warp units of 256), 64 warps and 227 KiB of shared memory per SM, times the SMs."""
+    compiled._init_handles()  # loads the binary: n_regs is known from then on
+    regs = max(compiled.n_regs or 0, 1)
+    per_warp = -(-regs * 32 // 256) * 256
+    by_regs = 65536 // (per_warp * num_warps)
+    shared = getattr(compiled.metadata, "shared", 0) or 0
+    by_smem = (232448 // shared) if shared else 32
+    return max(1, min(by_regs, 64 // num_warps, by_smem, 32)) * sms
+
+
+def persist_variants(n, dtype, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: row-sum and LayerNorm on a persistent grid (G programs, each walking
+    rows pid, pid + G, ...) that loads its next row into registers before it reduces this one, so every program
+    always has a row in flight and no program waits for a launch slot; LayerNorm also loads the weights once per
+    program. G = the resident programs (registers, warps, shared memory) times 1/4-1, rounded so every program walks
+    the same number of rows. num_stages=1 keeps Triton's pipeliner from staging the row through shared memory (round
+    12's slower form). Against the default kernels, timed twice, interleaved."""
+    import torch.nn.functional as F
+    import triton
+    import triton.language as tl
+
+    from kernels.layernorm import layernorm_triton
+    from kernels.rowsum import rowsum_triton
+
+    @triton.jit
+    def _rowsum_persist(x_ptr, s_ptr, n_rows, n_cols, stride_xm, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        step = tl.num_programs(0)
+        cols = tl.arange(0, BLOCK)
+        cmask = cols < n_cols
+        x = tl.load(x_ptr + pid.to(tl.int64) * stride_xm + cols, mask=cmask & (pid < n_rows), other=0.0)
+        for r in range(pid, n_rows, step):
+            nxt = r + step
+            x_next = tl.load(x_ptr + nxt.to(tl.int64) * stride_xm + cols, mask=cmask & (nxt < n_rows), other=0.0)
+            tl.store(s_ptr + r, tl.sum(x.to(tl.float32), axis=0).to(s_ptr.dtype.element_ty))
+            x = x_next
+
+    @triton.jit
+    def _layernorm_persist(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_ym, eps,
+                           BLOCK: tl.constexpr, HOLD_WB: tl.constexpr):
+        pid = tl.program_id(0)
+        step = tl.num_programs(0)
+        cols = tl.arange(0, BLOCK)
+        cmask = cols < n_cols
+        if HOLD_WB:
+            w_held = tl.load(w_ptr + cols, mask=cmask, other=0.0)
+            b_held = tl.load(b_ptr + cols, mask=cmask, other=0.0)
+        x = tl.load(x_ptr + pid.to(tl.int64) * stride_xm + cols, mask=cmask & (pid < n_rows), other=0.0)
+        for r in range(pid, n_rows, step):
+            nxt = r + step
+            x_next = tl.load(x_ptr + nxt.to(tl.int64) * stride_xm + cols, mask=cmask & (nxt < n_rows), other=0.0)
+            xf = x.to(tl.float32)
+            mean = tl.sum(xf, axis=0) / n_cols
+            diff = tl.where(cmask, xf - mean, 0.0)
+            rstd = tl.math.rsqrt(tl.sum(diff * diff, axis=0) / n_cols + eps)
+            if HOLD_WB:
+                w, b = w_held, b_held
+            else:
+                w = tl.load(w_ptr + cols, mask=cmask, other=0.0)
+                b = tl.load(b_ptr + cols, mask=cmask, other=0.0)
+            y = diff * rstd * w.to(tl.float32) + b.to(tl.float32)
+            tl.store(y_ptr + tl.cast(r, tl.int64) * stride_ym + cols, y.to(y_ptr.dtype.element_ty), mask=cmask)
+            x = x_next
+
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    x = torch.randn(n, n, device=device).to(dtype)
+    w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
+    b = (0.1 * torch.randn(n, device=device)).to(dtype)
+    e = x.element_size()
+    block = triton.next_power_of_2(n)
+    if block > 16384:
+        return []
+
+    def grids(kernel, args, warps, **meta):
+        """{share label: G} for G = resident programs x share, rounded so every program walks the same rows."""
+        compiled = kernel.warmup(*args, grid=(1,), num_warps=warps, num_stages=1, **meta)
+        full = resident_programs(compiled, warps, sms)
+        print(f"  {kernel.fn.__name__} w={warps} {meta}: {compiled.n_regs} registers, {full // sms} programs/SM",
+              file=sys.stderr)
+        out = {}
+        for share in (1.0, 0.5, 0.25):
+            per = -(-n // max(1, int(full * share)))  # rows per program
+            out[f"{full // sms * share:g}/SM"] = -(-n // per)
+        return out
+
+    def checked(fn, ref):
+        from rooflab.kernel import DEFAULT_TOLERANCE
+        from rooflab.sweep import relative_error
+
+        tol = DEFAULT_TOLERANCE[str(dtype).removeprefix("torch.")]
+        try:
+            err, _ = relative_error(fn(), ref)
+        except Exception as exc:
+            print(f"  persistent variant failed: {type(exc).__name__}: {str(exc)[:160]}", file=sys.stderr)
+            return lambda: (_ for _ in ()).throw(RuntimeError("failed"))
+        if not err <= tol:
+            print(f"  persistent variant wrong: relative error {err:.3g} > {tol}", file=sys.stderr)
+            return lambda: (_ for _ in ()).throw(RuntimeError("wrong"))
+        return fn
+
+    rs = {"builtin": lambda: x.sum(dim=1), "triton (default)": lambda: rowsum_triton(x)}
+    ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
+    rs_ref, ln_ref = rs["triton (default)"](), ln["triton (default)"]()
+    s_out, y_out = torch.empty(n, device=device, dtype=dtype), torch.empty_like(x)
+    for warps in (4, 8, 16):
+        if 32 * warps * 8 > block * 4:
+            continue
+        args = (x, s_out, n, n, x.stride(0))
+        for label, g in grids(_rowsum_persist, args, warps, BLOCK=block).items():
+            def fn(g=g, warps=warps):
+                s = torch.empty(n, device=device, dtype=dtype)
+                _rowsum_persist[(g,)](x, s, n, n, x.stride(0), BLOCK=block, num_warps=warps, num_stages=1)
+                return s
+            rs[f"persist w={warps} G={g} ({label})"] = checked(fn, rs_ref)
+        for hold in (False, True):
+            args = (x, w, b, y_out, n, n, x.stride(0), y_out.stride(0), 1e-5)
+            for label, g in grids(_layernorm_persist, args, warps, BLOCK=block, HOLD_WB=hold).items():
+                def fn(g=g, warps=warps, hold=hold):
+                    y = torch.empty_like(x)
+                    _layernorm_persist[(g,)](x, w, b, y, n, n, x.stride(0), y.stride(0), 1e-5, BLOCK=block,
+                                             HOLD_WB=hold, num_warps=warps, num_stages=1)
+                    return y
+                ln[f"persist w={warps}{' wb held' if hold else ''} G={g} ({label})"] = checked(fn, ln_ref)
+    for v in (rs, ln):
+        v["triton (default, again)"] = v["triton (default)"]
+        v["builtin (again)"] = v["builtin"]
+    return [("rowsum", (n * n + n) * e, rs), ("layernorm", (2 * n * n + 2 * n) * e, ln)]
+
+
 INTERCEPT_ROWS = (1024, 2048, 4096, 8192, 16384, 32768)
 # Fewer rows than one wave holds (132 SMs: one row per SM up to eight): what one row's whole chain costs (launch,
 # load, reductions, store) when nothing else is queued. Timed beside the fit, not fitted.
@@ -632,6 +763,7 @@ PER_SIZE_SECTIONS = {
     "compile": compile_variants,
     "rows": lambda n, d: row_variants(n, DTYPES[d]),
     "tma": lambda n, d: tma_variants(n, DTYPES[d]),
+    "persist": lambda n, d: persist_variants(n, DTYPES[d]),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",
