@@ -502,6 +502,77 @@ def persist_variants(n, dtype, device="cuda"):
     return [("rowsum", (n * n + n) * e, rs), ("layernorm", (2 * n * n + 2 * n) * e, ln)]
 
 
+def lnchain_variants(n, dtype, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: LayerNorm's held row (one tile) with a shorter chain per row: the
+    weight and bias loaded with x, before the two reductions, instead of after them (round 11 did this with fp32
+    copies, 80 registers, 3 rows per SM: slower), kept in the storage dtype until used; and ptxas capped at fewer
+    registers (the launch option maxnreg) so more rows stay resident: 8 warps at 64 registers hold 4 rows per SM,
+    at 48 five, at 40 six. Against the default kernel, timed twice, interleaved."""
+    import triton
+    import triton.language as tl
+
+    from kernels.layernorm import layernorm_triton
+
+    @triton.jit
+    def _ln_probe(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, stride_xm, stride_ym, eps, BLOCK: tl.constexpr,
+                  WB_EARLY: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * stride_xm + cols, mask=mask, other=0.0)
+        if WB_EARLY:
+            w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+            b = tl.load(b_ptr + cols, mask=mask, other=0.0)
+        xf = x.to(tl.float32)
+        mean = tl.sum(xf, axis=0) / n_cols
+        diff = tl.where(mask, xf - mean, 0.0)
+        rstd = tl.math.rsqrt(tl.sum(diff * diff, axis=0) / n_cols + eps)
+        if not WB_EARLY:
+            w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+            b = tl.load(b_ptr + cols, mask=mask, other=0.0)
+        y = diff * rstd * w.to(tl.float32) + b.to(tl.float32)
+        tl.store(y_ptr + row * stride_ym + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+    x = torch.randn(n, n, device=device).to(dtype)
+    w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
+    b = (0.1 * torch.randn(n, device=device)).to(dtype)
+    e = x.element_size()
+    block = triton.next_power_of_2(n)
+    ref = layernorm_triton(x, w, b)
+    ln = {"triton (default)": lambda: layernorm_triton(x, w, b)}
+    from rooflab.kernel import DEFAULT_TOLERANCE
+    from rooflab.sweep import relative_error
+
+    tol = DEFAULT_TOLERANCE[str(dtype).removeprefix("torch.")]
+    for warps in (8, 16):
+        for early in (False, True):
+            for cap in (None, 64, 56, 48, 40, 32):
+                meta = {"maxnreg": cap} if cap else {}
+
+                def fn(warps=warps, early=early, meta=meta):
+                    y = torch.empty_like(x)
+                    _ln_probe[(n,)](x, w, b, y, n, x.stride(0), y.stride(0), 1e-5, BLOCK=block, WB_EARLY=early,
+                                    num_warps=warps, **meta)
+                    return y
+                try:
+                    err, _ = relative_error(fn(), ref)
+                    compiled = _ln_probe.warmup(x, w, b, x, n, x.stride(0), x.stride(0), 1e-5, BLOCK=block,
+                                                WB_EARLY=early, num_warps=warps, grid=(1,), **meta)
+                    compiled._init_handles()
+                except Exception as exc:
+                    print(f"  lnchain w={warps} early={early} cap={cap}: {type(exc).__name__} {str(exc)[:120]}",
+                          file=sys.stderr)
+                    continue
+                if not err <= tol:
+                    print(f"  lnchain w={warps} early={early} cap={cap}: wrong ({err:.3g})", file=sys.stderr)
+                    continue
+                label = (f"probe w={warps}{' wb early' if early else ''} regs={compiled.n_regs}"
+                         f" spills={compiled.n_spills}{f' cap={cap}' if cap else ''}")
+                ln[label] = fn
+    ln["triton (default, again)"] = ln["triton (default)"]
+    return [("layernorm", (2 * n * n + 2 * n) * e, ln)]
+
+
 INTERCEPT_ROWS = (1024, 2048, 4096, 8192, 16384, 32768)
 # Fewer rows than one wave holds (132 SMs: one row per SM up to eight): what one row's whole chain costs (launch,
 # load, reductions, store) when nothing else is queued. Timed beside the fit, not fitted.
@@ -764,6 +835,7 @@ PER_SIZE_SECTIONS = {
     "rows": lambda n, d: row_variants(n, DTYPES[d]),
     "tma": lambda n, d: tma_variants(n, DTYPES[d]),
     "persist": lambda n, d: persist_variants(n, DTYPES[d]),
+    "lnchain": lambda n, d: lnchain_variants(n, DTYPES[d]),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",

@@ -1,0 +1,129 @@
+"""How much of a cell's time is its kernel? The row kernels and the copy at 8192^2, timed the sweep's way (events, L2
+flushed, stream held) and, in a second process, under Nsight Compute (the kernel's own duration,
+gpu__time_duration). The difference is what a call costs outside its kernel: the launch as the GPU sees it and the
+wait for the kernel's completion. GPU only.
+
+    python scripts/ncu_durations.py time --out events.csv
+    ncu --clock-control none --nvtx --nvtx-include rooflab_cell/ --csv --page raw \
+        --metrics gpu__time_duration.sum python scripts/ncu_durations.py profile > ncu.csv
+    python scripts/ncu_durations.py summary --events events.csv --ncu ncu.csv
+
+docs/performance.md (round 29) has what it found on the H200.
+"""
+import argparse
+import io
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+N = 8192
+DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
+PROFILED_CALLS = 3  # kernel launches per call under ncu (its median is kept)
+
+
+def calls(dtype):
+    """{name: fn} with one kernel launch each, on (N, N) inputs of dtype."""
+    import torch.nn.functional as F
+
+    from kernels.gelu import gelu_triton
+    from kernels.layernorm import layernorm_triton
+    from kernels.rmsnorm import rmsnorm_triton
+    from kernels.rowsum import rowsum_triton
+    from kernels.softmax import softmax_forward
+
+    x = torch.randn(N, N, device="cuda").to(dtype)
+    y = torch.empty_like(x)
+    w = (1 + 0.1 * torch.randn(N, device="cuda")).to(dtype)
+    b = (0.1 * torch.randn(N, device="cuda")).to(dtype)
+    return {"copy_": lambda: y.copy_(x),
+            "rowsum triton": lambda: rowsum_triton(x),
+            "layernorm triton": lambda: layernorm_triton(x, w, b),
+            "layernorm builtin": lambda: F.layer_norm(x, (N,), w, b),
+            "rmsnorm triton": lambda: rmsnorm_triton(x, w),
+            "softmax fwd triton": lambda: softmax_forward(x),
+            "gelu triton": lambda: gelu_triton(x)}
+
+
+def time_calls(out):
+    """Each call timed with the sweep's timer and 4 starts: the event-side medians."""
+    from rooflab.timing import CudaEventTimer, measure
+    from scripts.tune import sweep_timing
+
+    timer = CudaEventTimer(flush_l2=True)
+    cfg = sweep_timing(instances=4)
+    rows = []
+    for dname, dtype in DTYPES.items():
+        for name, fn in calls(dtype).items():
+            fn()
+            torch.cuda.synchronize()
+            rows.append({"call": name, "dtype": dname, "event_us": measure(fn, timer, cfg)["median_ms"] * 1e3})
+            print(f"{name} {dname}: {rows[-1]['event_us']:.2f} us", flush=True)
+        torch.cuda.empty_cache()
+    pd.DataFrame(rows).to_csv(out, index=False)
+
+
+def profile_calls():
+    """Each call PROFILED_CALLS times inside an NVTX range named rooflab_cell, in a fixed order (what summary
+    matches the ncu rows to); warmed up outside the ranges."""
+    for dtype in DTYPES.values():
+        for fn in calls(dtype).values():
+            fn()
+            torch.cuda.synchronize()
+            for _ in range(PROFILED_CALLS):
+                torch.cuda.nvtx.range_push("rooflab_cell")
+                fn()
+                torch.cuda.synchronize()
+                torch.cuda.nvtx.range_pop()
+        torch.cuda.empty_cache()
+
+
+def read_ncu(text: str) -> pd.DataFrame:
+    """ncu's --csv --page raw output (lines before the header are the program's own) as one row per kernel."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    df = pd.read_csv(io.StringIO("\n".join(lines[start:])))
+    df = df[pd.to_numeric(df["ID"], errors="coerce").notna()]  # the units row
+    unit = pd.read_csv(io.StringIO("\n".join(lines[start:start + 2])))["gpu__time_duration.sum"].iloc[0]
+    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}[unit]
+    return pd.DataFrame({"kernel": df["Kernel Name"].values,
+                         "ncu_us": df["gpu__time_duration.sum"].astype(str).str.replace(",", "").astype(float).values
+                         * scale})
+
+
+def summary(events: pd.DataFrame, ncu: pd.DataFrame) -> pd.DataFrame:
+    """The ncu rows matched, in order, to the calls profile_calls made; per call: the event median, the kernel's
+    median duration, and what lies outside the kernel."""
+    order = [(name, dname) for dname in DTYPES for name in events[events.dtype == dname]["call"]]
+    if len(ncu) != PROFILED_CALLS * len(order):
+        raise SystemExit(f"ncu reported {len(ncu)} kernels, expected {PROFILED_CALLS} x {len(order)} calls")
+    ncu = ncu.assign(call=[c for c, _ in order for _ in range(PROFILED_CALLS)],
+                     dtype=[d for _, d in order for _ in range(PROFILED_CALLS)])
+    kern = ncu.groupby(["call", "dtype"], sort=False).agg(kernel=("kernel", "first"), ncu_us=("ncu_us", "median"))
+    out = events.set_index(["call", "dtype"]).join(kern)
+    out["outside_us"] = out["event_us"] - out["ncu_us"]
+    return out.reset_index()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("mode", choices=["time", "profile", "summary"])
+    ap.add_argument("--out", default="events.csv")
+    ap.add_argument("--events", default="events.csv")
+    ap.add_argument("--ncu", default="ncu.csv")
+    args = ap.parse_args()
+    if args.mode == "time":
+        time_calls(args.out)
+    elif args.mode == "profile":
+        profile_calls()
+    else:
+        table = summary(pd.read_csv(args.events), read_ncu(Path(args.ncu).read_text()))
+        print(table.drop(columns="kernel").to_string(index=False, float_format="%.2f"))
+
+
+if __name__ == "__main__":
+    main()

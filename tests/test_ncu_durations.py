@@ -1,0 +1,44 @@
+"""scripts/ncu_durations.py: ncu's raw CSV read and matched, in order, to the calls (synthetic output, no GPU)."""
+import importlib.util
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+spec = importlib.util.spec_from_file_location("ncu_durations",
+                                              Path(__file__).resolve().parent.parent / "scripts/ncu_durations.py")
+nd = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(nd)
+
+HEADER = '"ID","Process ID","Kernel Name","gpu__time_duration.sum"\n"","","","usecond"\n'
+
+
+def ncu_text(durations, unit="usecond"):
+    rows = "".join(f'"{i}","7","k{i}","{d:,}"\n' for i, d in enumerate(durations))
+    return "==PROF== Connected to process 7\n" + HEADER.replace("usecond", unit) + rows
+
+
+def test_read_ncu_scales_units_and_skips_the_program_output():
+    df = nd.read_ncu(ncu_text([1500.0, 2500.0], unit="nsecond"))
+    assert df["ncu_us"].tolist() == [1.5, 2.5]
+    assert df["kernel"].tolist() == ["k0", "k1"]
+
+
+def test_summary_takes_the_median_per_call_and_the_outside_part(monkeypatch):
+    monkeypatch.setattr(nd, "PROFILED_CALLS", 3)
+    events = pd.DataFrame({"call": ["copy_", "rowsum triton"] * 2,
+                           "dtype": ["bfloat16"] * 2 + ["float32"] * 2,
+                           "event_us": [10.0, 20.0, 30.0, 40.0]})
+    ncu = nd.read_ncu(ncu_text([8, 9, 7, 18, 17, 30, 25, 26, 27, 35, 36, 37]))
+    out = nd.summary(events, ncu).set_index(["call", "dtype"])
+    assert out.loc[("copy_", "bfloat16"), "ncu_us"] == 8
+    assert out.loc[("rowsum triton", "bfloat16"), "ncu_us"] == 18
+    assert out.loc[("copy_", "float32"), "outside_us"] == 4
+    assert out.loc[("rowsum triton", "float32"), "outside_us"] == 4
+
+
+def test_summary_refuses_a_count_that_does_not_match(monkeypatch):
+    monkeypatch.setattr(nd, "PROFILED_CALLS", 3)
+    events = pd.DataFrame({"call": ["copy_"], "dtype": ["bfloat16"], "event_us": [10.0]})
+    with pytest.raises(SystemExit, match="expected 3 x 1"):
+        nd.summary(events, nd.read_ncu(ncu_text([1, 2])))
