@@ -36,7 +36,19 @@ TILED_LAUNCH = {2: (4096, 8)}
 # readings) and torch.compile's 12.32; at 1024 columns 8 warps are slower (7.20 against 6.27-6.59 us). Keyed on the
 # row's columns, not its tile: rows of 1025-2047 (the sweep's 1793) hold a 2048 tile too but were not measured with
 # 8 warps, and keep 4 (at 1793 ahead of torch.compile with them: 14.40 against 15.07 us in S11).
-HELD_MIN_WARPS = {4: (2048, 8)}
+HELD_MIN_WARPS = {4: (2048, 8), 2: (4096, 8)}
+# 16-bit rows of 4096 (the heuristic's 4 warps): 19.78 us with 8 warps against 20.32-20.96 (H200, 4096^2 bf16,
+# tune_v13_lnchain.csv, round 29).
+# Held rows of at least this many columns, by element size, load the weight and bias together with the row, before
+# the two reductions, so a row's chain ends at its store instead of waiting on one more L2 round trip after them.
+# It costs registers (fp32 rows of 8192 at 16 warps: 64 instead of 40, two rows per SM instead of three) and pays
+# where the rows are long: H200, 4 starts (tune_v13_lnchain.csv), fp32 8192^2 127.6 us against 130.1-130.3, 4096^2
+# 33.4 against 34.8-34.9. 16-bit rows lose (round 11; bf16 8192^2 at 8 warps: 80 registers, 70.4 against 67.0 us).
+WB_EARLY_MIN_COLS = {4: 4096}
+# ptxas register caps (the launch option maxnreg) by (element size, tile, warps): bf16 8192 at 8 warps compiles to 63
+# registers uncapped (67.4 us) and to 64 with no spill under the cap (66.2 us), the same four rows per SM, scheduled
+# differently (tune_v13_lnchain.csv).
+REGISTER_CAP = {(2, 8192, 8): 64}
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
 # divisions and rsqrt (O(N) in all) are left out.
@@ -60,6 +72,7 @@ def _layernorm_fwd_kernel(
     eps,
     BLOCK_SIZE: tl.constexpr,
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
+    WB_EARLY: tl.constexpr = False,  # held row: load weight and bias with x, before the reductions
 ):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
@@ -68,12 +81,16 @@ def _layernorm_fwd_kernel(
     if ONE_TILE:
         mask = cols < n_cols
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
+        if WB_EARLY:  # kept in the storage dtype until used: fewer registers across the reductions
+            w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0)
+            b = tl.load(b_ptr + cols * stride_b, mask=mask, other=0.0)
         mean = tl.sum(x, axis=0) / n_cols
         diff = tl.where(mask, x - mean, 0.0)
         rstd = tl.math.rsqrt(tl.sum(diff * diff, axis=0) / n_cols + eps)
-        w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0).to(tl.float32)
-        b = tl.load(b_ptr + cols * stride_b, mask=mask, other=0.0).to(tl.float32)
-        y = diff * rstd * w + b
+        if not WB_EARLY:
+            w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0)
+            b = tl.load(b_ptr + cols * stride_b, mask=mask, other=0.0)
+        y = diff * rstd * w.to(tl.float32) + b.to(tl.float32)
         tl.store(y_row + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
     else:
         # pass 1: both statistics, a Welford update per lane, then one combining reduction over the lanes
@@ -119,13 +136,22 @@ def launch_params(n_cols: int, element_size: int, block_size: int | None = None)
     return block_size, warps
 
 
+def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: int) -> dict:
+    """The kernel's WB_EARLY and, where REGISTER_CAP names the launch, ptxas's maxnreg, for a launch of block_size
+    and num_warps over rows of n_cols elements: WB_EARLY_MIN_COLS for held rows, nothing for tiled ones."""
+    held = block_size >= n_cols
+    options = {"WB_EARLY": held and n_cols >= WB_EARLY_MIN_COLS.get(element_size, n_cols + 1)}
+    cap = REGISTER_CAP.get((element_size, block_size, num_warps)) if held else None
+    return options | ({"maxnreg": cap} if cap else {})
+
+
 def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
                      block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py) and TILED_LAUNCH, e.g. to test the tiled path on
-    short rows. Held rows take at least HELD_MIN_WARPS warps.
+    short rows. Held rows take at least HELD_MIN_WARPS warps; launch_options adds WB_EARLY and a register cap.
     A one-tile row stays in registers: reading it again from the L2 (RMSNorm's reload) was slower here, in both
     the three-read and the one-shifted-reduction form (docs/performance.md, rounds 15 and 18).
     """
@@ -144,11 +170,13 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     if y.numel() == 0:
         return y
     block_size, auto_warps = launch_params(n_cols, x.element_size(), block_size)
+    num_warps = num_warps or auto_warps
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _layernorm_fwd_kernel[grid](
         x, weight, bias, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0), y.stride(1),
-        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps or auto_warps,
+        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps,
+        **launch_options(n_cols, x.element_size(), block_size, num_warps),
     )
     return y
 

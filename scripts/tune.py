@@ -9,7 +9,10 @@ for an empty event pair and for one-block kernels: the fixed cost inside every c
 hold lengths), "tma" (row-sum, LayerNorm and RMSNorm with each row brought into shared memory by one TMA copy),
 tune_v11_prefetch_intercept.csv has "prefetch" (LayerNorm and row-sum asking the L2 for the row some programs ahead
 with cp.async.bulk.prefetch; commit 803e9e0: slower in all but one cell, removed), "intercept" (fixed cost and
-marginal rate of each row kernel and the copy over (R, 8192) inputs), "matmul" (the pointer kernel and the TMA
+marginal rate of each row kernel and the copy over (R, 8192) inputs), "persist" (row-sum and LayerNorm on a
+persistent grid with the next row loaded into registers ahead: slower, round 29), "lnchain" (LayerNorm's weights
+loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 29),
+"matmul" (the pointer kernel and the TMA
 persistent kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
 "compile" (our Triton against torch.compile, interleaved; with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay
 there to read), "placement" (one cell's median on several input allocations, with and without
@@ -573,6 +576,45 @@ def lnchain_variants(n, dtype, device="cuda"):
     return [("layernorm", (2 * n * n + 2 * n) * e, ln)]
 
 
+def lnconfirm_variants(n, dtype, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: LayerNorm's default against its launch before round 29 (no weights
+    loaded with the row, no register cap, 16-bit rows of 4096 at 4 warps) and against the default without its
+    register cap, each timed three times, interleaved: the same kernel source, the module's tables swapped for the
+    call."""
+    from kernels import layernorm as ln
+
+    x = torch.randn(n, n, device=device).to(dtype)
+    w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
+    b = (0.1 * torch.randn(n, device=device)).to(dtype)
+
+    def with_tables(**tables):
+        def fn():
+            saved = {k: getattr(ln, k) for k in tables}
+            for k, v in tables.items():
+                setattr(ln, k, v)
+            try:
+                return ln.layernorm_triton(x, w, b)
+            finally:
+                for k, v in saved.items():
+                    setattr(ln, k, v)
+        return fn
+
+    kinds = {"triton (default)": lambda: ln.layernorm_triton(x, w, b),
+             "before round 29": with_tables(HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_MIN_COLS={}, REGISTER_CAP={}),
+             "default without the register cap": with_tables(REGISTER_CAP={})}
+    ref = kinds["triton (default)"]()
+    from rooflab.sweep import relative_error
+
+    for name, fn in kinds.items():
+        err, _ = relative_error(fn(), ref)
+        print(f"  lnconfirm {name}: relative error against the default {err:.2g}", file=sys.stderr)
+    out = {}
+    for rep in range(3):
+        for name, fn in kinds.items():
+            out[name if rep == 0 else f"{name} ({rep + 1})"] = fn
+    return [("layernorm", (2 * n * n + 2 * n) * x.element_size(), out)]
+
+
 INTERCEPT_ROWS = (1024, 2048, 4096, 8192, 16384, 32768)
 # Fewer rows than one wave holds (132 SMs: one row per SM up to eight): what one row's whole chain costs (launch,
 # load, reductions, store) when nothing else is queued. Timed beside the fit, not fitted.
@@ -652,7 +694,7 @@ def sweep_timing(**changes) -> TimingConfig:
     from rooflab.config import default_configfile
 
     sweep = yaml.safe_load(Path(default_configfile(REPO)).read_text()).get("timing", {})
-    return dataclasses.replace(TimingConfig.from_config(sweep), loop_ms=0, instances=1, **changes)
+    return dataclasses.replace(TimingConfig.from_config(sweep), **({"loop_ms": 0, "instances": 1} | changes))
 
 
 def placement_fns(kernel, impl: str, n: int, dtype_name: str, pass_: str, count: int):
@@ -836,6 +878,7 @@ PER_SIZE_SECTIONS = {
     "tma": lambda n, d: tma_variants(n, DTYPES[d]),
     "persist": lambda n, d: persist_variants(n, DTYPES[d]),
     "lnchain": lambda n, d: lnchain_variants(n, DTYPES[d]),
+    "lnconfirm": lambda n, d: lnconfirm_variants(n, DTYPES[d]),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",

@@ -130,7 +130,9 @@ def test_row_launch_params_rejects_nonsense():
     (2048, 4, None, (2048, 8)),  # held fp32 rows of 2048 take 8 warps (HELD_MIN_WARPS), not the heuristic's 4
     (4096, 4, None, (4096, 8)),
     (8192, 4, None, (8192, 16)),
-    (2048, 2, None, (2048, 4)),  # 16-bit rows keep the heuristic
+    (2048, 2, None, (2048, 4)),  # 16-bit rows of 2048 keep the heuristic
+    (4096, 2, None, (4096, 8)),  # 16-bit rows of 4096 take 8 warps (HELD_MIN_WARPS), not the heuristic's 4
+    (8192, 2, None, (8192, 8)),
     (32768, 2, None, (4096, 8)),  # too long to hold: TILED_LAUNCH's tile for 16-bit rows
     (32768, 4, None, (MAX_BLOCK_SIZE, 16)),
     (2048, 4, 512, (512, 4)),  # a tile asked for: the tiled loop, no held-row minimum
@@ -139,6 +141,32 @@ def test_row_launch_params_rejects_nonsense():
 ])
 def test_launch_params(n_cols, element_size, block_size, expected):
     assert ln.launch_params(n_cols, element_size, block_size) == expected
+
+
+@pytest.mark.parametrize("n_cols, element_size, block_size, warps, expected", [
+    (8192, 4, 8192, 16, {"WB_EARLY": True}),  # held fp32 rows of 4096 and more load the weights with the row
+    (4096, 4, 4096, 8, {"WB_EARLY": True}),
+    (2048, 4, 2048, 8, {"WB_EARLY": False}),  # shorter fp32 rows were not measured with it
+    (8192, 2, 8192, 8, {"WB_EARLY": False, "maxnreg": 64}),  # bf16 8192 at 8 warps: the register cap
+    (8192, 2, 8192, 16, {"WB_EARLY": False}),  # another warp count: no cap
+    (8192, 4, 1024, 16, {"WB_EARLY": False}),  # tiled: neither
+    (32768, 2, 4096, 8, {"WB_EARLY": False}),
+])
+def test_launch_options(n_cols, element_size, block_size, warps, expected):
+    assert ln.launch_options(n_cols, element_size, block_size, warps) == expected
+
+
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=DTYPE_IDS)
+def test_weights_loaded_with_the_row_give_the_same_rows(monkeypatch, dtype, atol, rtol):
+    x, w, b = _inputs(6, 300, dtype, seed=4)
+    w, b = torch.stack([w, w], 1)[:, 0], torch.stack([b, b], 1)[:, 0]  # strided weight and bias
+    assert not w.is_contiguous()
+    late = ln.layernorm_triton(x, w, b)
+    monkeypatch.setattr(ln, "WB_EARLY_MIN_COLS", {e: 1 for e in (2, 4)})
+    assert ln.launch_options(300, x.element_size(), 512, 4)["WB_EARLY"]
+    early = ln.layernorm_triton(x, w, b)
+    torch.testing.assert_close(early, late, atol=0, rtol=0)
+    torch.testing.assert_close(early.double(), _ref(x, w, b), atol=atol, rtol=rtol)
 
 
 def test_flop_and_byte_model():

@@ -26,19 +26,20 @@ def test_read_ncu_scales_units_and_skips_the_program_output():
 
 def test_summary_takes_the_median_per_call_and_the_outside_part(monkeypatch):
     monkeypatch.setattr(nd, "PROFILED_CALLS", 3)
-    events = pd.DataFrame({"call": ["copy_", "rowsum triton"] * 2,
-                           "dtype": ["bfloat16"] * 2 + ["float32"] * 2,
-                           "event_us": [10.0, 20.0, 30.0, 40.0]})
-    ncu = nd.read_ncu(ncu_text([8, 9, 7, 18, 17, 30, 25, 26, 27, 35, 36, 37]))
+    events = pd.DataFrame({"call": ["copy_", "rowsum triton", "gelu triton"] * 2,
+                           "dtype": ["bfloat16"] * 3 + ["float32"] * 3,
+                           "event_us": [5.0, 10.0, 20.0, 6.0, 30.0, 40.0]})
+    ncu = nd.read_ncu(ncu_text([8, 9, 7, 18, 17, 30, 25, 26, 27, 35, 36, 37]))  # no rows for the memcpy
     out = nd.summary(events, ncu).set_index(["call", "dtype"])
-    assert out.loc[("copy_", "bfloat16"), "ncu_us"] == 8
-    assert out.loc[("rowsum triton", "bfloat16"), "ncu_us"] == 18
-    assert out.loc[("copy_", "float32"), "outside_us"] == 4
+    assert out.loc[("rowsum triton", "bfloat16"), "ncu_us"] == 8
+    assert out.loc[("gelu triton", "bfloat16"), "ncu_us"] == 18
     assert out.loc[("rowsum triton", "float32"), "outside_us"] == 4
+    assert out.loc[("gelu triton", "float32"), "outside_us"] == 4
+    assert pd.isna(out.loc[("copy_", "float32"), "ncu_us"])  # timed, not profiled
 
 
 def test_summary_refuses_a_count_that_does_not_match(monkeypatch):
     monkeypatch.setattr(nd, "PROFILED_CALLS", 3)
-    events = pd.DataFrame({"call": ["copy_"], "dtype": ["bfloat16"], "event_us": [10.0]})
+    events = pd.DataFrame({"call": ["copy_", "gelu triton"], "dtype": ["bfloat16"] * 2, "event_us": [10.0, 9.0]})
     with pytest.raises(SystemExit, match="expected 3 x 1"):
         nd.summary(events, nd.read_ncu(ncu_text([1, 2])))
