@@ -36,18 +36,20 @@ TILED_LAUNCH = {2: (4096, 8)}
 # readings) and torch.compile's 12.32; at 1024 columns 8 warps are slower (7.20 against 6.27-6.59 us). Keyed on the
 # row's columns, not its tile: rows of 1025-2047 (the sweep's 1793) hold a 2048 tile too but were not measured with
 # 8 warps, and keep 4 (at 1793 ahead of torch.compile with them: 14.40 against 15.07 us in S11).
-HELD_MIN_WARPS = {4: (2048, 8), 2: (4096, 8)}
-# 16-bit rows of 4096 (the heuristic's 4 warps): 19.78 us with 8 warps against 20.32-20.96 (H200, 4096^2 bf16,
-# tune_v13_lnchain.csv, round 29).
+# 16-bit rows of 4096 take 8 warps too: 19.78 us against 20.32-20.96 with the heuristic's 4 in the first reading
+# (bf16 4096^2, data/reference/h200/tune_v13_lnchain.csv), a tie in the second (20.38-20.45 against 20.30-21.02,
+# tune_v13_lnconfirm.csv): no gain is claimed; kept because the reference (S12) was measured with it.
 # Held rows of at least this many columns, by element size, load the weight and bias together with the row, before
-# the two reductions, so a row's chain ends at its store instead of waiting on one more L2 round trip after them.
-# It costs registers (fp32 rows of 8192 at 16 warps: 64 instead of 40, two rows per SM instead of three) and pays
-# where the rows are long: H200, 4 starts (tune_v13_lnchain.csv), fp32 8192^2 127.6 us against 130.1-130.3, 4096^2
-# 33.4 against 34.8-34.9. 16-bit rows lose (round 11; bf16 8192^2 at 8 warps: 80 registers, 70.4 against 67.0 us).
+# the two reductions, so a row's chain ends at its store instead of waiting on one more L2 round trip after them
+# (docs/performance.md, round 31). It costs registers (fp32 rows of 8192 at 16 warps: 64 instead of 40, two rows per
+# SM instead of three) and pays where the rows are long. H200, 4 starts, three readings each, interleaved
+# (tune_v13_lnconfirm.csv): fp32 8192^2 127.1-127.7 us against 129.8-130.3; 4096^2 33.3-33.5 against 34.7-35.0.
+# 16-bit rows lose (round 11; bf16 8192^2 at 8 warps: 80 registers, 70.4 against 67.0 us, tune_v13_lnchain.csv).
 WB_EARLY_MIN_COLS = {4: 4096}
-# ptxas register caps (the launch option maxnreg) by (element size, tile, warps): bf16 8192 at 8 warps compiles to 63
-# registers uncapped (67.4 us) and to 64 with no spill under the cap (66.2 us), the same four rows per SM, scheduled
-# differently (tune_v13_lnchain.csv).
+# ptxas register caps (the launch option maxnreg) by (element size, tile, warps): bf16 rows of 8192 at 8 warps keep
+# four rows per SM either way (64 registers), but ptxas schedules them differently under the cap: 65.6-66.3 us
+# against 66.8-67.1 uncapped (tune_v13_lnconfirm.csv, three readings each). Measured in bf16; fp16 rows have the
+# same registers and take it too.
 REGISTER_CAP = {(2, 8192, 8): 64}
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
