@@ -39,6 +39,7 @@ TILED_LAUNCH = {2: (4096, 8)}
 # 16-bit rows of 4096 take 8 warps too: 19.78 us against 20.32-20.96 with the heuristic's 4 in the first reading
 # (bf16 4096^2, data/reference/h200/tune_v13_lnchain.csv), a tie in the second (20.38-20.45 against 20.30-21.02,
 # tune_v13_lnconfirm.csv): no gain is claimed; kept because the reference (S12) was measured with it.
+HELD_MIN_WARPS = {4: (2048, 8), 2: (4096, 8)}
 # Held rows of at least this many columns, by element size, load the weight and bias together with the row, before
 # the two reductions, so a row's chain ends at its store instead of waiting on one more L2 round trip after them
 # (docs/performance.md, round 31). It costs registers (fp32 rows of 8192 at 16 warps: 64 instead of 40, two rows per

@@ -615,6 +615,119 @@ def lnconfirm_variants(n, dtype, device="cuda"):
     return [("layernorm", (2 * n * n + 2 * n) * x.element_size(), out)]
 
 
+def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
+    """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows,
+    the defaults' launches) and of a plain Triton copy (2048 elements a program), each program writing the global
+    timer (%globaltimer, ns) when it starts and when its last store is issued, and its SM (%smid). Each run after an
+    L2 flush (a read of twice the L2). Returns (summary rows, per-program rows of every run)."""
+    import triton
+    import triton.language as tl
+
+    from kernels import layernorm as ln
+    from kernels import rowsum as rs
+
+    @triton.jit
+    def _now():
+        return tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False,
+                                         pack=1)
+
+    @triton.jit
+    def _stamp(t_ptr, pid, t0):
+        t1 = _now()
+        sm = tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+        tl.store(t_ptr + pid * 3, t0)
+        tl.store(t_ptr + pid * 3 + 1, t1)
+        tl.store(t_ptr + pid * 3 + 2, sm.to(tl.int64))
+
+    @triton.jit
+    def _rowsum_timed(x_ptr, s_ptr, t_ptr, n_cols, stride_xm, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        t0 = _now()
+        cols = tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + pid.to(tl.int64) * stride_xm + cols, mask=cols < n_cols, other=0.0)
+        tl.store(s_ptr + pid, tl.sum(x.to(tl.float32), axis=0).to(s_ptr.dtype.element_ty))
+        _stamp(t_ptr, pid, t0)
+
+    @triton.jit
+    def _layernorm_timed(x_ptr, w_ptr, b_ptr, y_ptr, t_ptr, n_cols, stride_xm, eps, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        t0 = _now()
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + pid.to(tl.int64) * stride_xm + cols, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.sum(x, axis=0) / n_cols
+        diff = tl.where(mask, x - mean, 0.0)
+        rstd = tl.math.rsqrt(tl.sum(diff * diff, axis=0) / n_cols + eps)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + pid.to(tl.int64) * stride_xm + cols, (diff * rstd * w + b).to(y_ptr.dtype.element_ty),
+                 mask=mask)
+        _stamp(t_ptr, pid, t0)
+
+    @triton.jit
+    def _copy_timed(x_ptr, y_ptr, t_ptr, BLOCK: tl.constexpr):
+        pid = tl.program_id(0)
+        t0 = _now()
+        offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+        _stamp(t_ptr, pid, t0)
+
+    x = torch.randn(n, n, device="cuda").to(dtype)
+    y = torch.empty_like(x)
+    s = torch.empty(n, device="cuda", dtype=dtype)
+    w = (1 + 0.1 * torch.randn(n, device="cuda")).to(dtype)
+    b = (0.1 * torch.randn(n, device="cuda")).to(dtype)
+    e = x.element_size()
+    _, rs_block, rs_warps = rs.launch_params(n, e)
+    ln_block, ln_warps = ln.launch_params(n, e)
+    ln_meta = {k: v for k, v in ln.launch_options(n, e, ln_block, ln_warps).items() if k == "maxnreg"}
+    copy_block = 2048
+    programs = {"rowsum": n, "layernorm": n, "copy": n * n // copy_block}
+    stamps = {k: torch.zeros(v * 3, device="cuda", dtype=torch.int64) for k, v in programs.items()}
+    launches = {
+        "rowsum": (lambda: _rowsum_timed[(n,)](x, s, stamps["rowsum"], n, x.stride(0), BLOCK=rs_block,
+                                               num_warps=rs_warps), n * n * e),
+        "layernorm": (lambda: _layernorm_timed[(n,)](x, w, b, y, stamps["layernorm"], n, x.stride(0), 1e-5,
+                                                     BLOCK=ln_block, num_warps=ln_warps, **ln_meta), 2 * n * n * e),
+        "copy": (lambda: _copy_timed[(programs["copy"],)](x, y, stamps["copy"], BLOCK=copy_block, num_warps=4),
+                 2 * n * n * e),
+    }
+    flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4, device="cuda",
+                        dtype=torch.float32).fill_(1.0)
+    summary, per_program = [], []
+    for run in range(runs):
+        for name, (launch, moved) in launches.items():
+            launch()  # compiled and warm
+            flush.sum()
+            torch.cuda.synchronize()
+            launch()
+            torch.cuda.synchronize()
+            t = stamps[name].view(-1, 3).cpu()
+            t0, t1, sm = t[:, 0].double(), t[:, 1].double(), t[:, 2]
+            origin = t0.min()
+            start, end = (t0 - origin) / 1e3, (t1 - origin) / 1e3  # us from the first program's start
+            span = float(end.max())
+            q = lambda v, f: float(torch.quantile(v, f))  # noqa: E731
+            last_by_sm = torch.zeros(int(sm.max()) + 1, dtype=torch.float64).scatter_reduce(
+                0, sm, end, reduce="amax", include_self=False)
+            used = torch.unique(sm)
+            last_by_sm = last_by_sm[used]
+            ticks = torch.diff(torch.unique(torch.cat([t0, t1])))
+            summary.append({
+                "kernel": "timeline", "n": n, "dtype": str(dtype).removeprefix("torch."), "variant": name,
+                "run": run, "programs": len(t0), "sms": len(used), "span_us": span,
+                "rate_tbs": moved / span / 1e6,
+                "first_end_us": float(end.min()), "last_start_us": float(start.max()),
+                "end_p05_us": q(end, 0.05), "end_p50_us": q(end, 0.5), "end_p95_us": q(end, 0.95),
+                "sm_last_end_min_us": float(last_by_sm.min()), "sm_last_end_max_us": span,
+                "program_us_p50": q(end - start, 0.5), "program_us_p95": q(end - start, 0.95),
+                "min_tick_ns": float(ticks[ticks > 0].min()) if (ticks > 0).any() else float("nan")})
+            if run < 2:
+                per_program += [{"variant": name, "run": run, "program": i, "start_us": a, "end_us": bb, "sm": c}
+                                for i, (a, bb, c) in enumerate(zip(start.tolist(), end.tolist(), sm.tolist()))]
+    return summary, per_program
+
+
 INTERCEPT_ROWS = (1024, 2048, 4096, 8192, 16384, 32768)
 # Fewer rows than one wave holds (132 SMs: one row per SM up to eight): what one row's whole chain costs (launch,
 # load, reductions, store) when nothing else is queued. Timed beside the fit, not fitted.
@@ -882,7 +995,7 @@ PER_SIZE_SECTIONS = {
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",
-                  "launch"}
+                  "launch", "timeline"}
 
 
 def main():
@@ -976,6 +1089,12 @@ def main():
         rows += instance_rows(timer)
     if "launch" in args.sections:
         rows += launch_costs()
+    if "timeline" in args.sections:
+        summary, per_program = timeline_rows()
+        rows += summary
+        timeline_csv = Path(args.out).with_name(Path(args.out).stem + "_timeline.csv")
+        pd.DataFrame(per_program).to_csv(timeline_csv, index=False)
+        print(f"per-program times: {timeline_csv}")
     df = pd.DataFrame(rows)
     df.to_csv(args.out, index=False)
     pd.set_option("display.width", 200)
@@ -985,7 +1104,7 @@ def main():
         print("\nGB/s by timer variant")
         print(fl.pivot_table(index=["n", "dtype", "call"], columns="timer", values="gbps", sort=False)
               .to_string(float_format="%.0f"))
-    probes = ["launch", "flush", "floor", "placement", "drift", "instance", "intercept"]
+    probes = ["launch", "flush", "floor", "placement", "drift", "instance", "intercept", "timeline"]
     for (kernel, n, dtype), g in df[~df.kernel.isin(probes)].groupby(["kernel", "n", "dtype"], sort=False):
         base = g[g.variant.str.startswith("builtin")]["median_us"].min()
         g = g.assign(vs_builtin=base / g["median_us"])
@@ -1015,6 +1134,11 @@ def main():
               .round(3).to_string())
     if "intercept" in args.sections:
         print("\n" + intercept_summary(df[df.kernel == "intercept"]))
+    if "timeline" in args.sections:
+        tl_cols = ["variant", "run", "programs", "sms", "span_us", "rate_tbs", "first_end_us", "end_p05_us", "end_p50_us",
+                   "end_p95_us", "last_start_us", "sm_last_end_min_us", "program_us_p50", "program_us_p95", "min_tick_ns"]
+        print("\ninside one call (us from the first program's start; programs' global-timer stamps)\n"
+              + df[df.kernel == "timeline"][tl_cols].to_string(index=False, float_format="%.2f"))
     if "floor" in args.sections:
         print("\ntimer floor (us)\n" + df[df.kernel == "floor"][["variant", "median_us"]].to_string(index=False))
     if "launch" in args.sections:
