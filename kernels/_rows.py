@@ -6,6 +6,9 @@ is walked in BLOCK_SIZE tiles. The leading underscore keeps this file out of the
 from __future__ import annotations
 
 import triton
+import triton.language as tl
+
+from rooflab.triton_utils import interpreting
 
 # Widest tile one program holds in registers: 16384 fp32 values across 16 warps is 32 values a thread, which leaves
 # room for the weight (and bias) tile without spilling. Longer rows take the tiled loop.
@@ -35,3 +38,23 @@ def held_min_warps(table: dict[int, tuple[int, int]], n_cols: int, element_size:
     rows of at least that many columns take at least that many warps (the kernel files say what measured it)."""
     min_cols, min_warps = table.get(element_size, (n_cols + 1, 0))
     return max(warps, min_warps) if n_cols >= min_cols else warps
+
+
+# Bytes of one L2 line: a prefetch asks for the line that holds its address.
+L2_LINE_BYTES = 128
+
+
+@triton.jit
+def l2_prefetch(ptrs, mask):
+    """Ask the L2 for the lines that hold ptrs, where mask holds (PTX prefetch.global.L2, any NVIDIA GPU): nothing is
+    waited for and no register holds the data, so a load of those bytes later in the program finds them in the L2
+    instead of queueing behind every byte already in flight. GPU only (the interpreter runs no inline assembly):
+    callers guard it with a constexpr that can_prefetch() sets."""
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.u32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+        "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+
+
+def can_prefetch(*tensors) -> bool:
+    """l2_prefetch can run: CUDA tensors, compiled (not the interpreter)."""
+    return not interpreting() and all(t.device.type == "cuda" for t in tensors)

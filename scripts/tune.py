@@ -11,7 +11,8 @@ tune_v11_prefetch_intercept.csv has "prefetch" (LayerNorm and row-sum asking the
 with cp.async.bulk.prefetch; commit 803e9e0: slower in all but one cell, removed), "intercept" (fixed cost and
 marginal rate of each row kernel and the copy over (R, 8192) inputs), "persist" (row-sum and LayerNorm on a
 persistent grid with the next row loaded into registers ahead: slower, round 29), "lnchain" (LayerNorm's weights
-loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 29),
+loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 31), "wbprefetch" (LayerNorm and RMSNorm with
+and without the L2 prefetch of their weights, round 32), "timeline" (per-program global-timer stamps inside one call),
 "matmul" (the pointer kernel and the TMA
 persistent kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
 "compile" (our Triton against torch.compile, interleaved; with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay
@@ -576,48 +577,72 @@ def lnchain_variants(n, dtype, device="cuda"):
     return [("layernorm", (2 * n * n + 2 * n) * e, ln)]
 
 
+def swapped(module, fn, **tables):
+    """fn with the module's attributes set to tables for the call (and restored after): the same kernel source
+    launched as an earlier default, or with one of its choices turned off."""
+    def call():
+        saved = {k: getattr(module, k) for k in tables}
+        for k, v in tables.items():
+            setattr(module, k, v)
+        try:
+            return fn()
+        finally:
+            for k, v in saved.items():
+                setattr(module, k, v)
+    return call
+
+
+def readings(kinds, times=3):
+    """{variant: fn} with every kind timed `times` times, interleaved, each checked once against the first kind."""
+    from rooflab.sweep import relative_error
+
+    ref = next(iter(kinds.values()))()
+    for name, fn in kinds.items():
+        err, _ = relative_error(fn(), ref)
+        print(f"  {name}: relative error against the default {err:.2g}", file=sys.stderr)
+    return {name if rep == 0 else f"{name} ({rep + 1})": fn for rep in range(times) for name, fn in kinds.items()}
+
+
 def lnconfirm_variants(n, dtype, device="cuda"):
-    """[(kernel, bytes moved, {variant: fn})]: LayerNorm's default against its launch before round 29 (no weights
+    """[(kernel, bytes moved, {variant: fn})]: LayerNorm's default against its launch before round 31 (no weights
     loaded with the row, no register cap, 16-bit rows of 4096 at 4 warps) and against the default without its
-    register cap, each timed three times, interleaved: the same kernel source, the module's tables swapped for the
-    call."""
+    register cap, each timed three times, interleaved."""
     from kernels import layernorm as ln
 
     x = torch.randn(n, n, device=device).to(dtype)
     w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
     b = (0.1 * torch.randn(n, device=device)).to(dtype)
+    fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
+    kinds = {"triton (default)": fn,
+             "before round 31": swapped(ln, fn, HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_MIN_COLS={}, REGISTER_CAP={},
+                                        PREFETCH_WEIGHTS=False),
+             "default without the register cap": swapped(ln, fn, REGISTER_CAP={})}
+    return [("layernorm", (2 * n * n + 2 * n) * x.element_size(), readings(kinds))]
 
-    def with_tables(**tables):
-        def fn():
-            saved = {k: getattr(ln, k) for k in tables}
-            for k, v in tables.items():
-                setattr(ln, k, v)
-            try:
-                return ln.layernorm_triton(x, w, b)
-            finally:
-                for k, v in saved.items():
-                    setattr(ln, k, v)
-        return fn
 
-    kinds = {"triton (default)": lambda: ln.layernorm_triton(x, w, b),
-             "before round 29": with_tables(HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_MIN_COLS={}, REGISTER_CAP={}),
-             "default without the register cap": with_tables(REGISTER_CAP={})}
-    ref = kinds["triton (default)"]()
-    from rooflab.sweep import relative_error
+def wbprefetch_variants(n, dtype, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: LayerNorm and RMSNorm with and without the L2 prefetch of their
+    weights (PREFETCH_WEIGHTS, PREFETCH_WEIGHT), three readings each, interleaved."""
+    from kernels import layernorm as ln
+    from kernels import rmsnorm as rms
 
-    for name, fn in kinds.items():
-        err, _ = relative_error(fn(), ref)
-        print(f"  lnconfirm {name}: relative error against the default {err:.2g}", file=sys.stderr)
-    out = {}
-    for rep in range(3):
-        for name, fn in kinds.items():
-            out[name if rep == 0 else f"{name} ({rep + 1})"] = fn
-    return [("layernorm", (2 * n * n + 2 * n) * x.element_size(), out)]
+    x = torch.randn(n, n, device=device).to(dtype)
+    w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
+    b = (0.1 * torch.randn(n, device=device)).to(dtype)
+    e = x.element_size()
+    ln_fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
+    rms_fn = lambda: rms.rmsnorm_triton(x, w)  # noqa: E731
+    out = [("layernorm", (2 * n * n + 2 * n) * e,
+            readings({"triton (default)": ln_fn, "no weight prefetch": swapped(ln, ln_fn, PREFETCH_WEIGHTS=False)}))]
+    out.append(("rmsnorm", (2 * n * n + n) * e,
+                readings({"triton (default)": rms_fn, "no weight prefetch": swapped(rms, rms_fn,
+                                                                                  PREFETCH_WEIGHT=False)})))
+    return out
 
 
 def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
     """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows,
-    the defaults' launches) and of a plain Triton copy (2048 elements a program), each program writing the global
+    the defaults' launches; LayerNorm also with its weights' L2 prefetch, bf16) and of a plain Triton copy (2048 elements a program), each program writing the global
     timer (%globaltimer, ns) when it starts and when its last store is issued, and its SM (%smid). Each run after an
     L2 flush (a read of twice the L2). Returns (summary rows, per-program rows of every run)."""
     import triton
@@ -625,6 +650,7 @@ def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
 
     from kernels import layernorm as ln
     from kernels import rowsum as rs
+    from kernels._rows import l2_prefetch
 
     @triton.jit
     def _now():
@@ -649,11 +675,16 @@ def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
         _stamp(t_ptr, pid, t0)
 
     @triton.jit
-    def _layernorm_timed(x_ptr, w_ptr, b_ptr, y_ptr, t_ptr, n_cols, stride_xm, eps, BLOCK: tl.constexpr):
+    def _layernorm_timed(x_ptr, w_ptr, b_ptr, y_ptr, t_ptr, n_cols, stride_xm, eps, BLOCK: tl.constexpr,
+                         PREFETCH: tl.constexpr):
         pid = tl.program_id(0)
         t0 = _now()
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
+        if PREFETCH:
+            lines = tl.arange(0, BLOCK // 64) * 64
+            l2_prefetch(w_ptr + lines, lines < n_cols)
+            l2_prefetch(b_ptr + lines, lines < n_cols)
         x = tl.load(x_ptr + pid.to(tl.int64) * stride_xm + cols, mask=mask, other=0.0).to(tl.float32)
         mean = tl.sum(x, axis=0) / n_cols
         diff = tl.where(mask, x - mean, 0.0)
@@ -682,13 +713,17 @@ def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
     ln_block, ln_warps = ln.launch_params(n, e)
     ln_meta = {k: v for k, v in ln.launch_options(n, e, ln_block, ln_warps).items() if k == "maxnreg"}
     copy_block = 2048
-    programs = {"rowsum": n, "layernorm": n, "copy": n * n // copy_block}
+    programs = {"rowsum": n, "layernorm": n, "layernorm+prefetch": n, "copy": n * n // copy_block}
     stamps = {k: torch.zeros(v * 3, device="cuda", dtype=torch.int64) for k, v in programs.items()}
     launches = {
         "rowsum": (lambda: _rowsum_timed[(n,)](x, s, stamps["rowsum"], n, x.stride(0), BLOCK=rs_block,
                                                num_warps=rs_warps), n * n * e),
         "layernorm": (lambda: _layernorm_timed[(n,)](x, w, b, y, stamps["layernorm"], n, x.stride(0), 1e-5,
-                                                     BLOCK=ln_block, num_warps=ln_warps, **ln_meta), 2 * n * n * e),
+                                                     BLOCK=ln_block, PREFETCH=False, num_warps=ln_warps, **ln_meta),
+                      2 * n * n * e),
+        "layernorm+prefetch": (lambda: _layernorm_timed[(n,)](x, w, b, y, stamps["layernorm+prefetch"], n,
+                                                              x.stride(0), 1e-5, BLOCK=ln_block, PREFETCH=True,
+                                                              num_warps=ln_warps, **ln_meta), 2 * n * n * e),
         "copy": (lambda: _copy_timed[(programs["copy"],)](x, y, stamps["copy"], BLOCK=copy_block, num_warps=4),
                  2 * n * n * e),
     }
@@ -992,6 +1027,7 @@ PER_SIZE_SECTIONS = {
     "persist": lambda n, d: persist_variants(n, DTYPES[d]),
     "lnchain": lambda n, d: lnchain_variants(n, DTYPES[d]),
     "lnconfirm": lambda n, d: lnconfirm_variants(n, DTYPES[d]),
+    "wbprefetch": lambda n, d: wbprefetch_variants(n, DTYPES[d]),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",
