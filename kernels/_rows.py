@@ -46,10 +46,13 @@ L2_LINE_BYTES = 128
 
 @triton.jit
 def l2_prefetch(ptrs, mask):
-    """Ask the L2 for the lines that hold ptrs, where mask holds (PTX prefetch.global.L2, any NVIDIA GPU): nothing is
-    waited for and no register holds the data, so a load of those bytes later in the program finds them in the L2
-    instead of queueing behind every byte already in flight. GPU only (the interpreter runs no inline assembly):
-    callers guard it with a constexpr that can_prefetch() sets."""
+    """Ask the L2 for the lines that hold ptrs, where mask holds (PTX prefetch.global.L2, any NVIDIA GPU; ptxas
+    keeps it where it stands, among the loads): nothing is waited for and no register holds the data, so a load of
+    those bytes later finds them in the L2 instead of queueing behind every byte already in flight. Each request
+    costs the issuing program dearly (from every program of a LayerNorm call: 2.4x slower), so callers ask from a
+    few programs only. GPU only (the interpreter runs no inline assembly): callers guard it with a constexpr that
+    can_prefetch() sets. (The one-instruction bulk form, cp.async.bulk.prefetch.L2, ptxas moves after the first use
+    of the row: docs/performance.md, round 32.)"""
     tl.inline_asm_elementwise(
         "{ .reg .pred p; setp.ne.u32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
         "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)

@@ -52,10 +52,11 @@ WB_EARLY_MIN_COLS = {4: 4096}
 # against 66.8-67.1 uncapped (tune_v13_lnconfirm.csv, three readings each). Measured in bf16; fp16 rows have the
 # same registers and take it too.
 REGISTER_CAP = {(2, 8192, 8): 64}
-# Held rows that load their weights after the reductions (not WB_EARLY) first ask the L2 for the weight and bias
-# lines (kernels/_rows.l2_prefetch), so those loads hit the L2 instead of waiting behind the rows in flight: inside
-# one call the first programs finished 3.6 us after the kernel began, against 1.0 us for row-sum's (round 32).
-PREFETCH_WEIGHTS = True
+# Held rows that load their weights after the reductions (not WB_EARLY): the first PREFETCH_PROGRAMS programs ask
+# the L2 for the weight's and bias's lines (kernels/_rows.l2_prefetch), so the first wave's loads of them hit the L2
+# instead of waiting behind every row in flight: inside one call LayerNorm's first programs finished 3.3-3.8 us after
+# the kernel began, row-sum's 1.0 us (round 32). 0: off.
+PREFETCH_PROGRAMS = 1
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
 # divisions and rsqrt (O(N) in all) are left out.
@@ -80,8 +81,9 @@ def _layernorm_fwd_kernel(
     BLOCK_SIZE: tl.constexpr,
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
     WB_EARLY: tl.constexpr = False,  # held row: load weight and bias with x, before the reductions
-    WB_PREFETCH: tl.constexpr = False,  # held row: ask the L2 for weight and bias first (GPU only)
+    WB_PREFETCH: tl.constexpr = False,  # held row: the first programs ask the L2 for weight and bias (GPU only)
     W_LINE: tl.constexpr = 32,  # weight elements per L2 line
+    prefetch_programs=0,  # ... how many programs ask
 ):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
@@ -91,8 +93,9 @@ def _layernorm_fwd_kernel(
         mask = cols < n_cols
         if WB_PREFETCH:
             lines = tl.arange(0, BLOCK_SIZE // W_LINE).to(tl.int64) * W_LINE
-            l2_prefetch(w_ptr + lines * stride_w, lines < n_cols)
-            l2_prefetch(b_ptr + lines * stride_b, lines < n_cols)
+            ask = (lines < n_cols) & (row < prefetch_programs)
+            l2_prefetch(w_ptr + lines * stride_w, ask)
+            l2_prefetch(b_ptr + lines * stride_b, ask)
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
         if WB_EARLY:  # kept in the storage dtype until used: fewer registers across the reductions
             w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0)
@@ -150,14 +153,15 @@ def launch_params(n_cols: int, element_size: int, block_size: int | None = None)
 
 
 def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: int, prefetch: bool = False) -> dict:
-    """The kernel's WB_EARLY, WB_PREFETCH and, where REGISTER_CAP names the launch, ptxas's maxnreg, for a launch of
-    block_size and num_warps over rows of n_cols elements: WB_EARLY_MIN_COLS for held rows, the weights prefetched
-    (PREFETCH_WEIGHTS) where a held row loads them late and ``prefetch`` says the device can; nothing for tiled
-    rows."""
+    """The kernel's WB_EARLY, WB_PREFETCH (with prefetch_programs) and, where REGISTER_CAP names the launch, ptxas's
+    maxnreg, for a launch of block_size and num_warps over rows of n_cols elements: WB_EARLY_MIN_COLS for held rows,
+    the weights prefetched (PREFETCH_PROGRAMS) where a held row loads them late and ``prefetch`` says the device
+    can (kernels/_rows.can_prefetch); nothing for tiled rows."""
     held = block_size >= n_cols
     early = held and n_cols >= WB_EARLY_MIN_COLS.get(element_size, n_cols + 1)
-    options = {"WB_EARLY": early, "WB_PREFETCH": held and not early and PREFETCH_WEIGHTS and prefetch,
-               "W_LINE": min(L2_LINE_BYTES // element_size, block_size)}
+    fetch = held and not early and PREFETCH_PROGRAMS > 0 and prefetch
+    options = {"WB_EARLY": early, "WB_PREFETCH": fetch, "W_LINE": min(L2_LINE_BYTES // element_size, block_size),
+               "prefetch_programs": PREFETCH_PROGRAMS if fetch else 0}
     cap = REGISTER_CAP.get((element_size, block_size, num_warps)) if held else None
     return options | ({"maxnreg": cap} if cap else {})
 

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._rows import L2_LINE_BYTES, can_prefetch, l2_prefetch, row_launch_params
+from kernels._rows import row_launch_params
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -31,9 +31,6 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # they stay held.
 RELOAD_MIN_COLS = {2: 8192}
 RELOAD_WARPS = 16
-# A reloaded row loads its weight after the reduction: the program first asks the L2 for the weight's lines
-# (kernels/_rows.l2_prefetch), as LayerNorm does (round 32).
-PREFETCH_WEIGHT = True
 # Per element: square, sum, * rstd, * weight. The per-row division and rsqrt (O(N) in all) are left out.
 FLOPS_PER_ELEMENT = 4
 
@@ -47,8 +44,6 @@ def _rmsnorm_fwd_kernel(
     BLOCK_SIZE: tl.constexpr,
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
     RELOAD: tl.constexpr = False,  # ... or read it twice, holding nothing across the reduction
-    W_PREFETCH: tl.constexpr = False,  # reloaded row: ask the L2 for the weight first (GPU only)
-    W_LINE: tl.constexpr = 32,  # weight elements per L2 line
 ):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
@@ -58,9 +53,6 @@ def _rmsnorm_fwd_kernel(
         # Inductor's shape: the row is read for the sum of squares and read again (from the L2) to normalise, so no
         # register holds it across the reduction
         mask = cols < n_cols
-        if W_PREFETCH:
-            lines = tl.arange(0, BLOCK_SIZE // W_LINE).to(tl.int64) * W_LINE
-            l2_prefetch(w_ptr + lines * stride_w, lines < n_cols)
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
         rstd = tl.math.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
@@ -124,8 +116,7 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         x, weight, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), y.stride(0), y.stride(1),
         eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload,
-        W_PREFETCH=reload and block_size >= n_cols and PREFETCH_WEIGHT and can_prefetch(x),
-        W_LINE=min(L2_LINE_BYTES // x.element_size(), block_size), num_warps=num_warps or auto_warps,
+        num_warps=num_warps or auto_warps,
     )
     return y
 

@@ -11,8 +11,8 @@ tune_v11_prefetch_intercept.csv has "prefetch" (LayerNorm and row-sum asking the
 with cp.async.bulk.prefetch; commit 803e9e0: slower in all but one cell, removed), "intercept" (fixed cost and
 marginal rate of each row kernel and the copy over (R, 8192) inputs), "persist" (row-sum and LayerNorm on a
 persistent grid with the next row loaded into registers ahead: slower, round 29), "lnchain" (LayerNorm's weights
-loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 31), "wbprefetch" (LayerNorm and RMSNorm with
-and without the L2 prefetch of their weights, round 32), "timeline" (per-program global-timer stamps inside one call),
+loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 31), "wbprefetch" (LayerNorm with and without its
+weights asked of the L2 ahead, round 32), "timeline" (per-program global-timer stamps inside one call),
 "matmul" (the pointer kernel and the TMA
 persistent kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
 "compile" (our Triton against torch.compile, interleaved; with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay
@@ -615,34 +615,31 @@ def lnconfirm_variants(n, dtype, device="cuda"):
     fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
     kinds = {"triton (default)": fn,
              "before round 31": swapped(ln, fn, HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_MIN_COLS={}, REGISTER_CAP={},
-                                        PREFETCH_WEIGHTS=False),
+                                        PREFETCH_PROGRAMS=0),
              "default without the register cap": swapped(ln, fn, REGISTER_CAP={})}
     return [("layernorm", (2 * n * n + 2 * n) * x.element_size(), readings(kinds))]
 
 
 def wbprefetch_variants(n, dtype, device="cuda"):
-    """[(kernel, bytes moved, {variant: fn})]: LayerNorm and RMSNorm with and without the L2 prefetch of their
-    weights (PREFETCH_WEIGHTS, PREFETCH_WEIGHT), three readings each, interleaved."""
+    """[(kernel, bytes moved, {variant: fn})]: LayerNorm with its weights asked of the L2 by the first program
+    (the default, PREFETCH_PROGRAMS = 1), by none, by the first wave's programs and by every program, three
+    readings each, interleaved."""
     from kernels import layernorm as ln
-    from kernels import rmsnorm as rms
 
     x = torch.randn(n, n, device=device).to(dtype)
     w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
     b = (0.1 * torch.randn(n, device=device)).to(dtype)
-    e = x.element_size()
-    ln_fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
-    rms_fn = lambda: rms.rmsnorm_triton(x, w)  # noqa: E731
-    out = [("layernorm", (2 * n * n + 2 * n) * e,
-            readings({"triton (default)": ln_fn, "no weight prefetch": swapped(ln, ln_fn, PREFETCH_WEIGHTS=False)}))]
-    out.append(("rmsnorm", (2 * n * n + n) * e,
-                readings({"triton (default)": rms_fn, "no weight prefetch": swapped(rms, rms_fn,
-                                                                                  PREFETCH_WEIGHT=False)})))
-    return out
+    fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
+    wave = 4 * torch.cuda.get_device_properties(device).multi_processor_count
+    kinds = {"triton (default)": fn, "no weight prefetch": swapped(ln, fn, PREFETCH_PROGRAMS=0),
+             f"prefetch by the first {wave} programs": swapped(ln, fn, PREFETCH_PROGRAMS=wave),
+             "prefetch by every program": swapped(ln, fn, PREFETCH_PROGRAMS=n)}
+    return [("layernorm", (2 * n * n + 2 * n) * x.element_size(), readings(kinds))]
 
 
 def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
     """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows,
-    the defaults' launches; LayerNorm also with its weights' L2 prefetch, bf16) and of a plain Triton copy (2048 elements a program), each program writing the global
+    the defaults' launches; LayerNorm also with its weights asked of the L2 by the first program, bf16) and of a plain Triton copy (2048 elements a program), each program writing the global
     timer (%globaltimer, ns) when it starts and when its last store is issued, and its SM (%smid). Each run after an
     L2 flush (a read of twice the L2). Returns (summary rows, per-program rows of every run)."""
     import triton
@@ -683,8 +680,8 @@ def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
         mask = cols < n_cols
         if PREFETCH:
             lines = tl.arange(0, BLOCK // 64) * 64
-            l2_prefetch(w_ptr + lines, lines < n_cols)
-            l2_prefetch(b_ptr + lines, lines < n_cols)
+            l2_prefetch(w_ptr + lines, (lines < n_cols) & (pid == 0))
+            l2_prefetch(b_ptr + lines, (lines < n_cols) & (pid == 0))
         x = tl.load(x_ptr + pid.to(tl.int64) * stride_xm + cols, mask=mask, other=0.0).to(tl.float32)
         mean = tl.sum(x, axis=0) / n_cols
         diff = tl.where(mask, x - mean, 0.0)
@@ -712,6 +709,8 @@ def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
     _, rs_block, rs_warps = rs.launch_params(n, e)
     ln_block, ln_warps = ln.launch_params(n, e)
     ln_meta = {k: v for k, v in ln.launch_options(n, e, ln_block, ln_warps).items() if k == "maxnreg"}
+    if dtype != torch.bfloat16:
+        raise ValueError("the timeline's prefetching LayerNorm assumes 2-byte weights")
     copy_block = 2048
     programs = {"rowsum": n, "layernorm": n, "layernorm+prefetch": n, "copy": n * n // copy_block}
     stamps = {k: torch.zeros(v * 3, device="cuda", dtype=torch.int64) for k, v in programs.items()}

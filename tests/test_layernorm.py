@@ -145,17 +145,19 @@ def test_launch_params(n_cols, element_size, block_size, expected):
 
 @pytest.mark.parametrize("n_cols, element_size, block_size, warps, prefetch, expected", [
     # held fp32 rows of 4096 and more load the weights with the row, so nothing is prefetched
-    (8192, 4, 8192, 16, True, {"WB_EARLY": True, "WB_PREFETCH": False, "W_LINE": 32}),
-    (4096, 4, 4096, 8, False, {"WB_EARLY": True, "WB_PREFETCH": False, "W_LINE": 32}),
-    # shorter fp32 rows load them late: prefetched where the device can
-    (2048, 4, 2048, 8, True, {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 32}),
-    (2048, 4, 2048, 8, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 32}),
+    (8192, 4, 8192, 16, True, {"WB_EARLY": True, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
+    (4096, 4, 4096, 8, False, {"WB_EARLY": True, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
+    # shorter fp32 rows load them late: the first program asks the L2 for them, where the weights allow it
+    (2048, 4, 2048, 8, True, {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 32, "prefetch_programs": 1}),
+    (2048, 4, 2048, 8, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
     # bf16 8192 at 8 warps: the register cap, and the prefetch
-    (8192, 2, 8192, 8, True, {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 64, "maxnreg": 64}),
-    (8192, 2, 8192, 16, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64}),  # other warps: no cap
-    (8192, 4, 1024, 16, True, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 32}),  # tiled: none of them
-    (32768, 2, 4096, 8, True, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64}),
-    (5, 4, 8, 4, True, {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 8}),  # a line no wider than the tile
+    (8192, 2, 8192, 8, True,
+     {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 64, "prefetch_programs": 1, "maxnreg": 64}),
+    # another warp count: no cap
+    (8192, 2, 8192, 16, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
+    # tiled: none of them
+    (8192, 4, 1024, 16, True, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
+    (32768, 2, 4096, 8, True, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
 ])
 def test_launch_options(n_cols, element_size, block_size, warps, prefetch, expected):
     assert ln.launch_options(n_cols, element_size, block_size, warps, prefetch) == expected
@@ -164,9 +166,8 @@ def test_launch_options(n_cols, element_size, block_size, warps, prefetch, expec
 def test_weight_prefetch_only_where_it_can_run(monkeypatch):
     from kernels._rows import can_prefetch
 
-    x = torch.zeros(2, 2)
-    assert not can_prefetch(x)  # the interpreter runs no inline assembly, and these are CPU tensors
-    monkeypatch.setattr(ln, "PREFETCH_WEIGHTS", False)
+    assert not can_prefetch(torch.zeros(8))  # the interpreter runs no inline assembly; a CPU tensor
+    monkeypatch.setattr(ln, "PREFETCH_PROGRAMS", 0)
     assert not ln.launch_options(2048, 4, 2048, 8, True)["WB_PREFETCH"]
 
 
