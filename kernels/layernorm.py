@@ -54,8 +54,12 @@ WB_EARLY_MIN_COLS = {4: 4096}
 REGISTER_CAP = {(2, 8192, 8): 64}
 # Held rows that load their weights after the reductions (not WB_EARLY): the first PREFETCH_PROGRAMS programs ask
 # the L2 for the weight's and bias's lines (kernels/_rows.l2_prefetch), so the first wave's loads of them hit the L2
-# instead of waiting behind every row in flight: inside one call LayerNorm's first programs finished 3.3-3.8 us after
-# the kernel began, row-sum's 1.0 us (round 32). 0: off.
+# instead of waiting behind every row in flight: inside one call LayerNorm's first programs finished 3.3-3.8 us
+# after the kernel began, row-sum's 1.0-1.5 us (docs/performance.md, round 32). H200, bf16 8192^2, 4 starts, three
+# readings (data/reference/h200/tune_v14_wbprefetch_timeline.csv): 65.65-65.76 us against 65.70-66.13 without it,
+# and 0.8-1.0 us off the kernel's own span in each of five paired timelines; a tie at 4096 and at 2048 fp32. Each
+# asking program pays several microseconds for its requests (the first 528 asking: 71.0-71.3 us; every program:
+# 156.6-157.1 us), so one asks. 0: off.
 PREFETCH_PROGRAMS = 1
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
