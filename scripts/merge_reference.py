@@ -2,9 +2,12 @@
 
 For each kernel the call measured, its raw parquet replaces the reference's, and its rows replace that kernel's
 rows in profiles.parquet and compiled.parquet; the call's ceilings are kept beside, as ceilings_<label>.parquet
-(ratios are taken within one call). The README's table of calls is edited by hand.
+(ratios are taken within one call). With --impls (a call that measured some implementations only, e.g.
+``--config impls=[builtin,triton]``) only those implementations' rows are replaced, the others' kept (compiled rows,
+which describe our Triton kernels, only when triton is among them). The README's table of calls is edited by hand.
 
     python scripts/merge_reference.py RESULTS_DIR --gpu h200 --label s8 --kernels rmsnorm
+    python scripts/merge_reference.py RESULTS_DIR --label s14 --kernels matmul --impls builtin triton
 """
 import argparse
 import sys
@@ -24,6 +27,8 @@ def main(argv=None):
     ap.add_argument("--gpu", default="h200")
     ap.add_argument("--label", required=True, help="the call's name, e.g. s8: ceilings_<label>.parquet")
     ap.add_argument("--kernels", nargs="+", required=True)
+    ap.add_argument("--impls", nargs="+", default=None,
+                    help="replace only these implementations' rows (default: every row of the kernels)")
     ap.add_argument("--reference-dir", type=Path, default=REPO / "data" / "reference")
     args = ap.parse_args(argv)
     raw, ref = args.results / "raw" / args.gpu, args.reference_dir / args.gpu
@@ -36,12 +41,34 @@ def main(argv=None):
         if set(new[k]["kernel"].unique()) != {k}:
             raise SystemExit(f"{raw / f'{k}.parquet'} holds rows of {sorted(new[k]['kernel'].unique())}, not {k}")
     old = {name: read(ref / f"{name}.parquet", args.gpu) for name in ("profiles", "compiled")}
+    if args.impls:
+        old.update({k: read(ref / f"{k}.parquet", args.gpu) for k in args.kernels})
+        for k in args.kernels:
+            missing = set(args.impls) - set(new[k]["impl"].unique())
+            if missing:
+                raise SystemExit(f"{raw / f'{k}.parquet'} has no rows of {sorted(missing)}. Nothing was written.")
+    merged = {}
     for k in args.kernels:
-        write_parquet(new[k], ref / f"{k}.parquet")
-        print(f"{k}: {len(new[k])} rows, git_sha {', '.join(new[k]['git_sha'].dropna().unique())}")
+        if args.impls:  # the call's rows of those implementations, the reference's of the others
+            merged[k] = pd.concat([old[k][~old[k]["impl"].isin(args.impls)],
+                                   new[k][new[k]["impl"].isin(args.impls)]], ignore_index=True)
+        else:
+            merged[k] = new[k]
+    for k in args.kernels:
+        write_parquet(merged[k], ref / f"{k}.parquet")
+        shas = new[k][new[k]["impl"].isin(args.impls)] if args.impls else new[k]
+        print(f"{k}: {len(merged[k])} rows ({len(shas)} from this call), git_sha "
+              f"{', '.join(shas['git_sha'].dropna().unique())}")
     for name in ("profiles", "compiled"):
-        mine = new[name][new[name]["kernel"].isin(args.kernels)]
-        kept = old[name][~old[name]["kernel"].isin(args.kernels)]
+        if name == "compiled" and args.impls and "triton" not in args.impls:
+            continue
+        def ours(df):
+            rows = df["kernel"].isin(args.kernels)
+            if args.impls and "impl" in df:
+                rows &= df["impl"].isin(args.impls)
+            return rows
+        mine = new[name][ours(new[name])]
+        kept = old[name][~ours(old[name])]
         write_parquet(pd.concat([kept, mine], ignore_index=True), ref / f"{name}.parquet")
         print(f"{name}: {len(mine)} rows of {', '.join(args.kernels)} replace "
               f"{len(old[name]) - len(kept)}")

@@ -64,3 +64,34 @@ def test_rows_of_another_kernel_or_gpu_are_refused(folders):
     r = run(results, "--label", "s10", "--kernels", "rowsum", "--reference-dir", ref)
     assert r.returncode != 0 and "not rowsum" in r.stderr
     assert pd.read_parquet(ref / "h200" / "rowsum.parquet")["git_sha"].tolist() == ["new"]
+
+
+def test_impls_replace_only_those_implementations_rows(tmp_path):
+    call, ref = tmp_path / "results" / "raw" / "h200", tmp_path / "reference" / "h200"
+    write(call / "matmul.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "git_sha": "new"}
+                                    for i in ("builtin", "triton")])
+    write(call / "profiles.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "n_kernels": 1}
+                                      for i in ("builtin", "triton")])
+    write(call / "compiled.parquet", [{"gpu": "h200", "kernel": "matmul", "num_warps": 8}])
+    write(call / "ceilings.parquet", [{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
+    write(ref / "matmul.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "git_sha": "old"}
+                                   for i in ("naive", "builtin", "compile", "triton")])
+    write(ref / "profiles.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "n_kernels": 9}
+                                     for i in ("naive", "builtin", "compile", "triton")])
+    write(ref / "compiled.parquet", [{"gpu": "h200", "kernel": "matmul", "num_warps": 4}])
+    r = run(tmp_path / "results", "--label", "s14", "--kernels", "matmul", "--impls", "builtin", "triton",
+            "--reference-dir", tmp_path / "reference")
+    assert r.returncode == 0, r.stderr
+    rows = pd.read_parquet(ref / "matmul.parquet").set_index("impl")["git_sha"].to_dict()
+    assert rows == {"naive": "old", "compile": "old", "builtin": "new", "triton": "new"}
+    prof = pd.read_parquet(ref / "profiles.parquet").set_index("impl")["n_kernels"].to_dict()
+    assert prof == {"naive": 9, "compile": 9, "builtin": 1, "triton": 1}
+    assert pd.read_parquet(ref / "compiled.parquet")["num_warps"].tolist() == [8]  # triton among them
+
+
+def test_impls_the_call_did_not_measure_are_refused(folders):
+    results, ref = folders
+    before = pd.read_parquet(ref / "h200" / "rowsum.parquet")
+    r = run(results, "--label", "s9", "--kernels", "rowsum", "--impls", "builtin", "--reference-dir", ref)
+    assert r.returncode != 0 and "no rows of ['builtin']" in r.stderr
+    pd.testing.assert_frame_equal(pd.read_parquet(ref / "h200" / "rowsum.parquet"), before)
