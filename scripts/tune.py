@@ -11,10 +11,10 @@ tune_v11_prefetch_intercept.csv has "prefetch" (LayerNorm and row-sum asking the
 with cp.async.bulk.prefetch; commit 803e9e0: slower in all but one cell, removed), "intercept" (fixed cost and
 marginal rate of each row kernel and the copy over (R, 8192) inputs), "persist" (row-sum and LayerNorm on a
 persistent grid with the next row loaded into registers ahead: slower, round 29), "lnchain" (LayerNorm's weights
-loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 31), "wbprefetch" (LayerNorm with and without its
-weights asked of the L2 ahead, round 32), "timeline" (per-program global-timer stamps inside one call),
-"matmul" (the pointer kernel and the TMA
-persistent kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
+loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 31),
+"wbprefetch" (LayerNorm with and without its weights asked of the L2 ahead, round 32), "timeline" (per-program
+global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent kernel, each
+autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
 "compile" (our Triton against torch.compile, interleaved; with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay
 there to read), "placement" (one cell's median on several input allocations, with and without
 timing.warm_translations: how much of an offset is address translation?), "drift" (one cell's batch medians over
@@ -270,6 +270,24 @@ def hint_variants(n, dtype):
     return [("vecadd", 3 * n * n * x.element_size(), va)]
 
 
+def checked(fn, ref, dtype, what):
+    """fn, once checked against ref (relative error norm within the dtype's sweep tolerance). A variant that fails or
+    is wrong is no result: it raises when timed, so its time is NaN."""
+    from rooflab.kernel import DEFAULT_TOLERANCE
+    from rooflab.sweep import relative_error
+
+    tol = DEFAULT_TOLERANCE[str(dtype).removeprefix("torch.")]
+    try:
+        err, _ = relative_error(fn(), ref)
+    except Exception as exc:
+        print(f"  {what} variant failed: {type(exc).__name__}: {str(exc)[:160]}", file=sys.stderr)
+        return lambda: (_ for _ in ()).throw(RuntimeError("failed"))
+    if not err <= tol:
+        print(f"  {what} variant wrong: relative error {err:.3g} > {tol}", file=sys.stderr)
+        return lambda: (_ for _ in ()).throw(RuntimeError("wrong"))
+    return fn
+
+
 def tma_variants(n, dtype, device="cuda"):
     """[(kernel, bytes moved, {variant: fn})]: row-sum, LayerNorm and RMSNorm with each row brought into shared
     memory by one TMA (bulk tensor) copy instead of per-thread loads, against the default kernels and torch, each
@@ -338,23 +356,6 @@ def tma_variants(n, dtype, device="cuda"):
             return y
         return fn
 
-    def checked(fn, ref):
-        """The variant, once checked against the default kernel (relative error norm within the dtype's sweep
-        tolerance; a wrong kernel is no result: NaN instead of a time)."""
-        from rooflab.kernel import DEFAULT_TOLERANCE
-        from rooflab.sweep import relative_error
-
-        tol = DEFAULT_TOLERANCE[str(dtype).removeprefix("torch.")]
-        try:
-            err, _ = relative_error(fn(), ref)
-        except Exception as exc:
-            print(f"  TMA variant failed: {type(exc).__name__}: {str(exc)[:160]}", file=sys.stderr)
-            return lambda: (_ for _ in ()).throw(RuntimeError("failed"))
-        if not err <= tol:
-            print(f"  TMA variant wrong: relative error {err:.3g} > {tol}", file=sys.stderr)
-            return lambda: (_ for _ in ()).throw(RuntimeError("wrong"))
-        return fn
-
     widths = [c for c in (128 // e, 256 // e) if n % c == 0 and n // c <= 256]
     rs = {"builtin": lambda: x.sum(dim=1), "triton (default)": lambda: rowsum_triton(x)}
     ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
@@ -362,11 +363,11 @@ def tma_variants(n, dtype, device="cuda"):
     rs_ref, ln_ref, rms_ref = rs["triton (default)"](), ln["triton (default)"](), rms["triton (default)"]()
     for c in widths:
         for warps in (4, 8, 16):
-            rs[f"tma C={c} w={warps}"] = checked(rowsum(c, warps), rs_ref)
+            rs[f"tma C={c} w={warps}"] = checked(rowsum(c, warps), rs_ref, dtype, "TMA")
             for tma_store in (False, True):
                 tag = f"tma C={c} w={warps}{' tma store' if tma_store else ''}"
-                ln[tag] = checked(norm(c, warps, True, tma_store), ln_ref)
-                rms[tag] = checked(norm(c, warps, False, tma_store), rms_ref)
+                ln[tag] = checked(norm(c, warps, True, tma_store), ln_ref, dtype, "TMA")
+                rms[tag] = checked(norm(c, warps, False, tma_store), rms_ref, dtype, "TMA")
     for v in (rs, ln, rms):
         v["triton (default, again)"] = v["triton (default)"]
         for k in [k for k in v if k.startswith("tma")]:
@@ -462,21 +463,6 @@ def persist_variants(n, dtype, device="cuda"):
             out[f"{full // sms * share:g}/SM"] = -(-n // per)
         return out
 
-    def checked(fn, ref):
-        from rooflab.kernel import DEFAULT_TOLERANCE
-        from rooflab.sweep import relative_error
-
-        tol = DEFAULT_TOLERANCE[str(dtype).removeprefix("torch.")]
-        try:
-            err, _ = relative_error(fn(), ref)
-        except Exception as exc:
-            print(f"  persistent variant failed: {type(exc).__name__}: {str(exc)[:160]}", file=sys.stderr)
-            return lambda: (_ for _ in ()).throw(RuntimeError("failed"))
-        if not err <= tol:
-            print(f"  persistent variant wrong: relative error {err:.3g} > {tol}", file=sys.stderr)
-            return lambda: (_ for _ in ()).throw(RuntimeError("wrong"))
-        return fn
-
     rs = {"builtin": lambda: x.sum(dim=1), "triton (default)": lambda: rowsum_triton(x)}
     ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
     rs_ref, ln_ref = rs["triton (default)"](), ln["triton (default)"]()
@@ -490,7 +476,7 @@ def persist_variants(n, dtype, device="cuda"):
                 s = torch.empty(n, device=device, dtype=dtype)
                 _rowsum_persist[(g,)](x, s, n, n, x.stride(0), BLOCK=block, num_warps=warps, num_stages=1)
                 return s
-            rs[f"persist w={warps} G={g} ({label})"] = checked(fn, rs_ref)
+            rs[f"persist w={warps} G={g} ({label})"] = checked(fn, rs_ref, dtype, "persistent")
         for hold in (False, True):
             args = (x, w, b, y_out, n, n, x.stride(0), y_out.stride(0), 1e-5)
             for label, g in grids(_layernorm_persist, args, warps, BLOCK=block, HOLD_WB=hold).items():
@@ -499,7 +485,8 @@ def persist_variants(n, dtype, device="cuda"):
                     _layernorm_persist[(g,)](x, w, b, y, n, n, x.stride(0), y.stride(0), 1e-5, BLOCK=block,
                                              HOLD_WB=hold, num_warps=warps, num_stages=1)
                     return y
-                ln[f"persist w={warps}{' wb held' if hold else ''} G={g} ({label})"] = checked(fn, ln_ref)
+                tag = f"persist w={warps}{' wb held' if hold else ''} G={g} ({label})"
+                ln[tag] = checked(fn, ln_ref, dtype, "persistent")
     for v in (rs, ln):
         v["triton (default, again)"] = v["triton (default)"]
         v["builtin (again)"] = v["builtin"]
@@ -638,10 +625,11 @@ def wbprefetch_variants(n, dtype, device="cuda"):
 
 
 def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
-    """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows,
-    the defaults' launches; LayerNorm also with its weights asked of the L2 by the first program, bf16) and of a plain Triton copy (2048 elements a program), each program writing the global
-    timer (%globaltimer, ns) when it starts and when its last store is issued, and its SM (%smid). Each run after an
-    L2 flush (a read of twice the L2). Returns (summary rows, per-program rows of every run)."""
+    """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows, the
+    defaults' launches; LayerNorm also with its weights asked of the L2 by the first program, bf16) and of a plain
+    Triton copy (2048 elements a program), each program writing the global timer (%globaltimer, ns) when it starts
+    and when its last store is issued, and its SM (%smid). Each run after an L2 flush (a read of twice the L2).
+    Returns (summary rows, per-program rows of the first two runs)."""
     import triton
     import triton.language as tl
 
@@ -1170,8 +1158,9 @@ def main():
     if "intercept" in args.sections:
         print("\n" + intercept_summary(df[df.kernel == "intercept"]))
     if "timeline" in args.sections:
-        tl_cols = ["variant", "run", "programs", "sms", "span_us", "rate_tbs", "first_end_us", "end_p05_us", "end_p50_us",
-                   "end_p95_us", "last_start_us", "sm_last_end_min_us", "program_us_p50", "program_us_p95", "min_tick_ns"]
+        tl_cols = ["variant", "run", "programs", "sms", "span_us", "rate_tbs", "first_end_us", "end_p05_us",
+                   "end_p50_us", "end_p95_us", "last_start_us", "sm_last_end_min_us", "program_us_p50",
+                   "program_us_p95", "min_tick_ns"]
         print("\ninside one call (us from the first program's start; programs' global-timer stamps)\n"
               + df[df.kernel == "timeline"][tl_cols].to_string(index=False, float_format="%.2f"))
     if "floor" in args.sections:

@@ -33,3 +33,42 @@ def test_a_call_with_one_timed_size_is_not_fitted():
     one = [r for r in rows("gelu triton", 3.0, 4.3e12) if r["n"] == 8192]
     text = tune.intercept_summary(pd.DataFrame(one))
     assert "fewer than two timed sizes" in text
+
+
+class _Tables:
+    LIMIT = 1
+
+
+def test_swapped_sets_the_tables_for_the_call_and_restores_them_even_on_error():
+    seen = []
+    tables = _Tables()
+    call = tune.swapped(tables, lambda: seen.append(tables.LIMIT) or tables.LIMIT, LIMIT=7)
+    assert call() == 7 and seen == [7] and tables.LIMIT == 1
+
+    def fail():
+        raise RuntimeError("boom")
+    with pytest.raises(RuntimeError):
+        tune.swapped(tables, fail, LIMIT=9)()
+    assert tables.LIMIT == 1
+
+
+def test_readings_interleave_the_kinds_and_check_them_against_the_first(capsys):
+    import torch
+
+    kinds = {"default": lambda: torch.ones(4), "other": lambda: torch.ones(4) * 2}
+    out = tune.readings(kinds, times=2)
+    assert list(out) == ["default", "other", "default (2)", "other (2)"]
+    err = capsys.readouterr().err
+    assert "default: relative error against the default 0" in err
+    assert "other: relative error against the default 1" in err
+
+
+def test_checked_keeps_a_right_variant_and_turns_a_wrong_or_failing_one_into_an_error():
+    import torch
+
+    ref = torch.ones(8)
+    right = tune.checked(lambda: torch.ones(8), ref, torch.float32, "probe")
+    assert torch.equal(right(), ref)
+    for bad in (lambda: torch.zeros(8), lambda: 1 / 0):
+        with pytest.raises(RuntimeError):
+            tune.checked(bad, ref, torch.float32, "probe")()
