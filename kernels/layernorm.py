@@ -46,16 +46,17 @@ HELD_MIN_WARPS = {4: (2048, 8), 2: (4096, 8)}
 # SM instead of three) and pays where the rows are long. H200, 4 starts, three readings each, interleaved
 # (tune_v13_lnconfirm.csv): fp32 8192^2 127.1-127.7 us against 129.8-130.3; 4096^2 33.3-33.5 against 34.7-35.0.
 # 16-bit rows lose (round 11; bf16 8192^2 at 8 warps: 80 registers, 70.4 against 67.0 us, tune_v13_lnchain.csv).
-WB_EARLY_MIN_COLS = {4: 4096}
-# ptxas register caps (the launch option maxnreg) by (element size, tile, warps): bf16 rows of 8192 at 8 warps keep
-# four rows per SM either way (64 registers), but ptxas schedules them differently under the cap: 65.6-66.3 us
-# against 66.8-67.1 uncapped (tune_v13_lnconfirm.csv, three readings each). Measured in bf16; fp16 rows have the
-# same registers and take it too.
+# By element size, (fewest, most) columns: fp32 rows of 8193-16384 (a 16384 tile) were not measured with it.
+WB_EARLY_COLS = {4: (4096, 8192)}
+# ptxas register caps (the launch option maxnreg) by (element size, columns, warps): bf16 rows of 8192 at 8 warps
+# keep four rows per SM either way (64 registers), but ptxas schedules them differently under the cap: 65.6-66.3 us
+# against 66.8-67.1 uncapped (tune_v13_lnconfirm.csv, three readings each). Keyed on the row's columns (rows of
+# 4097-8191 share the tile but were not measured); measured in bf16, fp16 rows have the same registers and take it.
 REGISTER_CAP = {(2, 8192, 8): 64}
 # Held rows that load their weights after the reductions (not WB_EARLY): the first PREFETCH_PROGRAMS programs ask
 # the L2 for the weight's and bias's lines (kernels/_rows.l2_prefetch), so the first wave's loads of them hit the L2
-# instead of waiting behind every row in flight: inside one call LayerNorm's first programs finished 3.3-3.8 us
-# after the kernel began, row-sum's 1.0-1.5 us (docs/performance.md, round 32). H200, bf16 8192^2, 4 starts, three
+# instead of waiting behind every row in flight: inside one call LayerNorm's first programs finished 3.3-3.6 us
+# after the kernel began, row-sum's 0.8-1.3 us (docs/performance.md, round 32). H200, bf16 8192^2, 4 starts, three
 # readings (data/reference/h200/tune_v14_wbprefetch_timeline.csv): 65.65-65.76 us against 65.70-66.13 without it,
 # and 0.8-1.0 us off the kernel's own span in each of five paired timelines; a tie at 4096 and at 2048 fp32. Each
 # asking program pays several microseconds for its requests (the first 528 asking: 71.0-71.3 us; every program:
@@ -158,15 +159,16 @@ def launch_params(n_cols: int, element_size: int, block_size: int | None = None)
 
 def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: int, prefetch: bool = False) -> dict:
     """The kernel's WB_EARLY, WB_PREFETCH (with prefetch_programs) and, where REGISTER_CAP names the launch, ptxas's
-    maxnreg, for a launch of block_size and num_warps over rows of n_cols elements: WB_EARLY_MIN_COLS for held rows,
+    maxnreg, for a launch of block_size and num_warps over rows of n_cols elements: WB_EARLY_COLS for held rows,
     the weights prefetched (PREFETCH_PROGRAMS) where a held row loads them late and ``prefetch`` says the device
     can (kernels/_rows.can_prefetch); nothing for tiled rows."""
     held = block_size >= n_cols
-    early = held and n_cols >= WB_EARLY_MIN_COLS.get(element_size, n_cols + 1)
+    fewest, most = WB_EARLY_COLS.get(element_size, (n_cols + 1, 0))
+    early = held and fewest <= n_cols <= most
     fetch = held and not early and PREFETCH_PROGRAMS > 0 and prefetch
     options = {"WB_EARLY": early, "WB_PREFETCH": fetch, "W_LINE": min(L2_LINE_BYTES // element_size, block_size),
                "prefetch_programs": PREFETCH_PROGRAMS if fetch else 0}
-    cap = REGISTER_CAP.get((element_size, block_size, num_warps)) if held else None
+    cap = REGISTER_CAP.get((element_size, n_cols, num_warps)) if held else None
     return options | ({"maxnreg": cap} if cap else {})
 
 

@@ -40,13 +40,16 @@ def main(argv=None):
     for k in args.kernels:
         if set(new[k]["kernel"].unique()) != {k}:
             raise SystemExit(f"{raw / f'{k}.parquet'} holds rows of {sorted(new[k]['kernel'].unique())}, not {k}")
-    old = {name: read(ref / f"{name}.parquet", args.gpu) for name in ("profiles", "compiled")}
+    old = {name: read(ref / f"{name}.parquet", args.gpu, "the reference") for name in ("profiles", "compiled")}
     if args.impls:
-        old.update({k: read(ref / f"{k}.parquet", args.gpu) for k in args.kernels})
+        old.update({k: read(ref / f"{k}.parquet", args.gpu, "the reference") for k in args.kernels})
         for k in args.kernels:
-            missing = set(args.impls) - set(new[k]["impl"].unique())
-            if missing:
-                raise SystemExit(f"{raw / f'{k}.parquet'} has no rows of {sorted(missing)}. Nothing was written.")
+            for name in (k, "profiles"):
+                rows = new[name][new[name]["kernel"] == k]
+                missing = set(args.impls) - set(rows["impl"].unique())
+                if missing:
+                    raise SystemExit(f"{raw / f'{name}.parquet'} has no {k} rows of {sorted(missing)}. Nothing was "
+                                     "written.")
     merged = {}
     for k in args.kernels:
         if args.impls:  # the call's rows of those implementations, the reference's of the others
@@ -76,9 +79,12 @@ def main(argv=None):
     print(f"ceilings_{args.label}.parquet written")
 
 
-def read(path: Path, gpu: str) -> pd.DataFrame:
+def read(path: Path, gpu: str, whose: str = "the call") -> pd.DataFrame:
     """A results parquet whose rows are all of `gpu`, or a clear exit."""
     if not path.is_file():
+        if whose != "the call":
+            raise SystemExit(f"{path} is missing: {whose} has no rows of this kernel to keep; merge the call without "
+                             "--impls. Nothing was written.")
         raise SystemExit(f"{path} is missing: did the call measure it (profiles and compiled rows need the DAG's "
                          "profile and compiled rules)? Nothing was written.")
     df = pd.read_parquet(path)

@@ -6,7 +6,7 @@ wait for the kernel's completion. GPU only.
     python scripts/ncu_durations.py time --out events.csv
     ncu --clock-control none --nvtx --nvtx-include rooflab_cell/ --csv --page raw \
         --metrics gpu__time_duration.sum python scripts/ncu_durations.py profile > ncu.csv
-    python scripts/ncu_durations.py summary --events events.csv --ncu ncu.csv
+    python scripts/ncu_durations.py summary --events events.csv --ncu ncu.csv --out durations.csv
 
 docs/performance.md (round 29) has what it found on the H200.
 """
@@ -90,11 +90,19 @@ def profile_calls():
 def read_ncu(text: str) -> pd.DataFrame:
     """ncu's --csv --page raw output (lines before the header are the program's own) as one row per kernel."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith('"ID"'))
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        raise SystemExit("no ncu table in this output (a header line starting with \"ID\"): was it written with "
+                         "--csv --page raw --metrics gpu__time_duration.sum, and did ncu profile any kernel?")
     df = pd.read_csv(io.StringIO("\n".join(lines[start:])))
+    if "gpu__time_duration.sum" not in df:
+        raise SystemExit("the ncu table has no gpu__time_duration.sum column: pass --metrics gpu__time_duration.sum")
     df = df[pd.to_numeric(df["ID"], errors="coerce").notna()]  # the units row
     unit = pd.read_csv(io.StringIO("\n".join(lines[start:start + 2])))["gpu__time_duration.sum"].iloc[0]
-    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[unit]
+    units = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+    if unit not in units:
+        raise SystemExit(f"gpu__time_duration.sum is in {unit!r}, not one of {sorted(units)}")
+    scale = units[unit]
     return pd.DataFrame({"kernel": df["Kernel Name"].values,
                          "ncu_us": df["gpu__time_duration.sum"].astype(str).str.replace(",", "").astype(float).values
                          * scale})
@@ -118,16 +126,19 @@ def summary(events: pd.DataFrame, ncu: pd.DataFrame) -> pd.DataFrame:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", choices=["time", "profile", "summary"])
-    ap.add_argument("--out", default="events.csv")
+    ap.add_argument("--out", default=None, help="time: the events CSV (default events.csv); summary: also write the "
+                    "table here (CSV, with the kernel names)")
     ap.add_argument("--events", default="events.csv")
     ap.add_argument("--ncu", default="ncu.csv")
     args = ap.parse_args()
     if args.mode == "time":
-        time_calls(args.out)
+        time_calls(args.out or "events.csv")
     elif args.mode == "profile":
         profile_calls()
     else:
         table = summary(pd.read_csv(args.events), read_ncu(Path(args.ncu).read_text()))
+        if args.out:
+            table.to_csv(args.out, index=False)
         print(table.drop(columns="kernel").to_string(index=False, float_format="%.2f"))
 
 

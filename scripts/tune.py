@@ -567,6 +567,11 @@ def lnchain_variants(n, dtype, device="cuda"):
 def swapped(module, fn, **tables):
     """fn with the module's attributes set to tables for the call (and restored after): the same kernel source
     launched as an earlier default, or with one of its choices turned off."""
+    unknown = [k for k in tables if not hasattr(module, k)]
+    if unknown:
+        name = getattr(module, "__name__", module)
+        raise AttributeError(f"{name} has no {unknown}: a renamed table would be swapped for nothing")
+
     def call():
         saved = {k: getattr(module, k) for k in tables}
         for k, v in tables.items():
@@ -580,13 +585,19 @@ def swapped(module, fn, **tables):
 
 
 def readings(kinds, times=3):
-    """{variant: fn} with every kind timed `times` times, interleaved, each checked once against the first kind."""
+    """{variant: fn} with every kind timed `times` times, interleaved, each checked once against the first kind
+    (checked: a wrong or failing kind is timed as NaN)."""
     from rooflab.sweep import relative_error
 
     ref = next(iter(kinds.values()))()
+    dtype = (ref[0] if isinstance(ref, (tuple, list)) else ref).dtype
+    kinds = {name: checked(fn, ref, dtype, name) for name, fn in kinds.items()}
     for name, fn in kinds.items():
-        err, _ = relative_error(fn(), ref)
-        print(f"  {name}: relative error against the default {err:.2g}", file=sys.stderr)
+        try:
+            err, _ = relative_error(fn(), ref)
+            print(f"  {name}: relative error against the default {err:.2g}", file=sys.stderr)
+        except RuntimeError:
+            pass  # checked() said why
     return {name if rep == 0 else f"{name} ({rep + 1})": fn for rep in range(times) for name, fn in kinds.items()}
 
 
@@ -601,7 +612,7 @@ def lnconfirm_variants(n, dtype, device="cuda"):
     b = (0.1 * torch.randn(n, device=device)).to(dtype)
     fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
     kinds = {"triton (default)": fn,
-             "before round 31": swapped(ln, fn, HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_MIN_COLS={}, REGISTER_CAP={},
+             "before round 31": swapped(ln, fn, HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_COLS={}, REGISTER_CAP={},
                                         PREFETCH_PROGRAMS=0),
              "default without the register cap": swapped(ln, fn, REGISTER_CAP={})}
     return [("layernorm", (2 * n * n + 2 * n) * x.element_size(), readings(kinds))]
@@ -1113,6 +1124,7 @@ def main():
     if "launch" in args.sections:
         rows += launch_costs()
     if "timeline" in args.sections:
+        print("timeline: bf16 8192^2 (it does not take --n or --dtypes)", flush=True)
         summary, per_program = timeline_rows()
         rows += summary
         timeline_csv = Path(args.out).with_name(Path(args.out).stem + "_timeline.csv")

@@ -157,6 +157,10 @@ def test_launch_params(n_cols, element_size, block_size, expected):
     (8192, 2, 8192, 16, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
     # tiled: none of them
     (8192, 4, 1024, 16, True, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
+    # fp32 rows past 8192 columns (a 16384 tile) were not measured with the weights early: loaded late, prefetched
+    (12000, 4, 16384, 16, True, {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 32, "prefetch_programs": 1}),
+    # bf16 rows of 5000 share the 8192 tile but not the register cap (keyed on columns)
+    (5000, 2, 8192, 8, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
     (32768, 2, 4096, 8, True, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
 ])
 def test_launch_options(n_cols, element_size, block_size, warps, prefetch, expected):
@@ -164,9 +168,16 @@ def test_launch_options(n_cols, element_size, block_size, warps, prefetch, expec
 
 
 def test_weight_prefetch_only_where_it_can_run(monkeypatch):
-    from kernels._rows import can_prefetch
+    from types import SimpleNamespace
 
-    assert not can_prefetch(torch.zeros(8))  # the interpreter runs no inline assembly; a CPU tensor
+    from kernels import _rows
+
+    on_gpu = SimpleNamespace(device=SimpleNamespace(type="cuda"))
+    on_cpu = SimpleNamespace(device=SimpleNamespace(type="cpu"))
+    monkeypatch.setattr(_rows, "interpreting", lambda: False)
+    assert _rows.can_prefetch(on_gpu) and not _rows.can_prefetch(on_gpu, on_cpu)
+    monkeypatch.setattr(_rows, "interpreting", lambda: True)
+    assert not _rows.can_prefetch(on_gpu)  # the interpreter runs no inline assembly
     monkeypatch.setattr(ln, "PREFETCH_PROGRAMS", 0)
     assert not ln.launch_options(2048, 4, 2048, 8, True)["WB_PREFETCH"]
 
@@ -177,7 +188,7 @@ def test_weights_loaded_with_the_row_give_the_same_rows(monkeypatch, dtype, atol
     w, b = torch.stack([w, w], 1)[:, 0], torch.stack([b, b], 1)[:, 0]  # strided weight and bias
     assert not w.is_contiguous()
     late = ln.layernorm_triton(x, w, b)
-    monkeypatch.setattr(ln, "WB_EARLY_MIN_COLS", {e: 1 for e in (2, 4)})
+    monkeypatch.setattr(ln, "WB_EARLY_COLS", {e: (1, 1 << 20) for e in (2, 4)})
     assert ln.launch_options(300, x.element_size(), 512, 4)["WB_EARLY"]
     early = ln.layernorm_triton(x, w, b)
     torch.testing.assert_close(early, late, atol=0, rtol=0)

@@ -93,5 +93,34 @@ def test_impls_the_call_did_not_measure_are_refused(folders):
     results, ref = folders
     before = pd.read_parquet(ref / "h200" / "rowsum.parquet")
     r = run(results, "--label", "s9", "--kernels", "rowsum", "--impls", "builtin", "--reference-dir", ref)
-    assert r.returncode != 0 and "no rows of ['builtin']" in r.stderr
+    assert r.returncode != 0 and "rowsum.parquet has no rowsum rows of ['builtin']" in r.stderr
     pd.testing.assert_frame_equal(pd.read_parquet(ref / "h200" / "rowsum.parquet"), before)
+
+
+def test_impls_without_triton_keep_the_compiled_rows(tmp_path):
+    call, ref = tmp_path / "results" / "raw" / "h200", tmp_path / "reference" / "h200"
+    write(call / "matmul.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": "builtin", "git_sha": "new"}])
+    write(call / "profiles.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": "builtin", "n_kernels": 1}])
+    write(call / "compiled.parquet", [{"gpu": "h200", "kernel": "matmul", "num_warps": 8}])
+    write(call / "ceilings.parquet", [{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
+    write(ref / "matmul.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "git_sha": "old"}
+                                   for i in ("builtin", "triton")])
+    write(ref / "profiles.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "n_kernels": 9}
+                                     for i in ("builtin", "triton")])
+    write(ref / "compiled.parquet", [{"gpu": "h200", "kernel": "matmul", "num_warps": 4}])
+    r = run(tmp_path / "results", "--label", "s15", "--kernels", "matmul", "--impls", "builtin",
+            "--reference-dir", tmp_path / "reference")
+    assert r.returncode == 0, r.stderr
+    assert pd.read_parquet(ref / "compiled.parquet")["num_warps"].tolist() == [4]  # the reference's Triton rows
+    rows = pd.read_parquet(ref / "matmul.parquet").set_index("impl")["git_sha"].to_dict()
+    assert rows == {"builtin": "new", "triton": "old"}
+
+
+def test_impls_the_calls_profiles_lack_are_refused(folders):
+    results, ref = folders
+    write(results / "raw" / "h200" / "rowsum.parquet", [{"gpu": "h200", "kernel": "rowsum", "impl": i, "git_sha": "new"}
+                                                       for i in ("builtin", "triton")])
+    before = pd.read_parquet(ref / "h200" / "profiles.parquet")
+    r = run(results, "--label", "s9", "--kernels", "rowsum", "--impls", "builtin", "--reference-dir", ref)
+    assert r.returncode != 0 and "profiles.parquet has no rowsum rows of ['builtin']" in r.stderr
+    pd.testing.assert_frame_equal(pd.read_parquet(ref / "h200" / "profiles.parquet"), before)

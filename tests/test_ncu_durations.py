@@ -43,3 +43,10 @@ def test_summary_refuses_a_count_that_does_not_match(monkeypatch):
     events = pd.DataFrame({"call": ["copy_", "gelu triton"], "dtype": ["bfloat16"] * 2, "event_us": [10.0, 9.0]})
     with pytest.raises(SystemExit, match="expected 3 x 1"):
         nd.summary(events, nd.read_ncu(ncu_text([1, 2])))
+
+
+def test_output_without_a_table_or_with_an_unknown_unit_says_so():
+    with pytest.raises(SystemExit, match="no ncu table"):
+        nd.read_ncu("==PROF== No kernels were profiled.\n")
+    with pytest.raises(SystemExit, match="'s'"):
+        nd.read_ncu(ncu_text([1.0], unit="s"))

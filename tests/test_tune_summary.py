@@ -55,12 +55,21 @@ def test_swapped_sets_the_tables_for_the_call_and_restores_them_even_on_error():
 def test_readings_interleave_the_kinds_and_check_them_against_the_first(capsys):
     import torch
 
-    kinds = {"default": lambda: torch.ones(4), "other": lambda: torch.ones(4) * 2}
+    kinds = {"default": lambda: torch.ones(4), "close": lambda: torch.ones(4) * (1 + 1e-7),
+             "wrong": lambda: torch.ones(4) * 2}
     out = tune.readings(kinds, times=2)
-    assert list(out) == ["default", "other", "default (2)", "other (2)"]
+    assert list(out) == ["default", "close", "wrong", "default (2)", "close (2)", "wrong (2)"]
     err = capsys.readouterr().err
-    assert "default: relative error against the default 0" in err
-    assert "other: relative error against the default 1" in err
+    assert "default: relative error against the default 0" in err and "close: relative error" in err
+    assert "wrong variant wrong" in err
+    assert torch.equal(out["close (2)"](), kinds["close"]())
+    with pytest.raises(RuntimeError):  # a wrong kind is not timed: its time is NaN
+        out["wrong (2)"]()
+
+
+def test_swapped_refuses_a_table_the_module_does_not_have():
+    with pytest.raises(AttributeError, match="NO_SUCH_TABLE"):
+        tune.swapped(_Tables(), lambda: None, NO_SUCH_TABLE=1)
 
 
 def test_checked_keeps_a_right_variant_and_turns_a_wrong_or_failing_one_into_an_error():
