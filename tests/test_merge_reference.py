@@ -66,21 +66,23 @@ def test_rows_of_another_kernel_or_gpu_are_refused(folders):
     assert pd.read_parquet(ref / "h200" / "rowsum.parquet")["git_sha"].tolist() == ["new"]
 
 
+def matmul_folders(tmp_path, call_impls, ref_impls):
+    """A call that measured matmul's call_impls and a reference with ref_impls (rows, profiles, compiled)."""
+    for where, impls, sha, n, warps in (("results/raw", call_impls, "new", 1, 8),
+                                        ("reference", ref_impls, "old", 9, 4)):
+        d = tmp_path / where / "h200"
+        write(d / "matmul.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "git_sha": sha} for i in impls])
+        write(d / "profiles.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "n_kernels": n} for i in impls])
+        write(d / "compiled.parquet", [{"gpu": "h200", "kernel": "matmul", "num_warps": warps}])
+    write(tmp_path / "results/raw/h200/ceilings.parquet", [{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
+    return tmp_path / "results", tmp_path / "reference"
+
+
 def test_impls_replace_only_those_implementations_rows(tmp_path):
-    call, ref = tmp_path / "results" / "raw" / "h200", tmp_path / "reference" / "h200"
-    write(call / "matmul.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "git_sha": "new"}
-                                    for i in ("builtin", "triton")])
-    write(call / "profiles.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "n_kernels": 1}
-                                      for i in ("builtin", "triton")])
-    write(call / "compiled.parquet", [{"gpu": "h200", "kernel": "matmul", "num_warps": 8}])
-    write(call / "ceilings.parquet", [{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
-    write(ref / "matmul.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "git_sha": "old"}
-                                   for i in ("naive", "builtin", "compile", "triton")])
-    write(ref / "profiles.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "n_kernels": 9}
-                                     for i in ("naive", "builtin", "compile", "triton")])
-    write(ref / "compiled.parquet", [{"gpu": "h200", "kernel": "matmul", "num_warps": 4}])
-    r = run(tmp_path / "results", "--label", "s14", "--kernels", "matmul", "--impls", "builtin", "triton",
-            "--reference-dir", tmp_path / "reference")
+    results, reference = matmul_folders(tmp_path, ("builtin", "triton"), ("naive", "builtin", "compile", "triton"))
+    r = run(results, "--label", "s14", "--kernels", "matmul", "--impls", "builtin", "triton",
+            "--reference-dir", reference)
+    ref = reference / "h200"
     assert r.returncode == 0, r.stderr
     rows = pd.read_parquet(ref / "matmul.parquet").set_index("impl")["git_sha"].to_dict()
     assert rows == {"naive": "old", "compile": "old", "builtin": "new", "triton": "new"}
@@ -98,18 +100,9 @@ def test_impls_the_call_did_not_measure_are_refused(folders):
 
 
 def test_impls_without_triton_keep_the_compiled_rows(tmp_path):
-    call, ref = tmp_path / "results" / "raw" / "h200", tmp_path / "reference" / "h200"
-    write(call / "matmul.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": "builtin", "git_sha": "new"}])
-    write(call / "profiles.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": "builtin", "n_kernels": 1}])
-    write(call / "compiled.parquet", [{"gpu": "h200", "kernel": "matmul", "num_warps": 8}])
-    write(call / "ceilings.parquet", [{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
-    write(ref / "matmul.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "git_sha": "old"}
-                                   for i in ("builtin", "triton")])
-    write(ref / "profiles.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "n_kernels": 9}
-                                     for i in ("builtin", "triton")])
-    write(ref / "compiled.parquet", [{"gpu": "h200", "kernel": "matmul", "num_warps": 4}])
-    r = run(tmp_path / "results", "--label", "s15", "--kernels", "matmul", "--impls", "builtin",
-            "--reference-dir", tmp_path / "reference")
+    results, reference = matmul_folders(tmp_path, ("builtin",), ("builtin", "triton"))
+    r = run(results, "--label", "s15", "--kernels", "matmul", "--impls", "builtin", "--reference-dir", reference)
+    ref = reference / "h200"
     assert r.returncode == 0, r.stderr
     assert pd.read_parquet(ref / "compiled.parquet")["num_warps"].tolist() == [4]  # the reference's Triton rows
     rows = pd.read_parquet(ref / "matmul.parquet").set_index("impl")["git_sha"].to_dict()
@@ -118,8 +111,8 @@ def test_impls_without_triton_keep_the_compiled_rows(tmp_path):
 
 def test_impls_the_calls_profiles_lack_are_refused(folders):
     results, ref = folders
-    write(results / "raw" / "h200" / "rowsum.parquet", [{"gpu": "h200", "kernel": "rowsum", "impl": i, "git_sha": "new"}
-                                                       for i in ("builtin", "triton")])
+    write(results / "raw" / "h200" / "rowsum.parquet",
+          [{"gpu": "h200", "kernel": "rowsum", "impl": i, "git_sha": "new"} for i in ("builtin", "triton")])
     before = pd.read_parquet(ref / "h200" / "profiles.parquet")
     r = run(results, "--label", "s9", "--kernels", "rowsum", "--impls", "builtin", "--reference-dir", ref)
     assert r.returncode != 0 and "profiles.parquet has no rowsum rows of ['builtin']" in r.stderr
