@@ -4,7 +4,10 @@
   (goal >= 0.95), its fraction of a same-size copy (ceiling copy_<dtype>_<N> where the ceilings table has it:
   the wall under the per-call fixed cost every cell pays), and the worst ratio Triton / best of (builtin, torch.compile) over N >= 1024 (goal >= 1.00);
 - matmul + ReLU: Triton TFLOP/s / cuBLAS (builtin) TFLOP/s at each N (goals: >= 1.00 at 4096 and 8192, >= 0.90 at
-  2048, >= 0.80 at 1024).
+  2048, >= 0.80 at 1024);
+- the memory-bound Triton cells (fp32 and bf16, N >= 1024) below the best of builtin and torch.compile: how many,
+  how many within 2 %, and which trail by more than three of the pair's standard errors (each median's rse_median,
+  combined), since two medians at the memory wall a fraction of a percent apart cannot say which is faster.
 
     python scripts/ratio_table.py results/metrics.parquet [--gpu h200] [--pass fwd] [--ceilings PATH]
 """
@@ -12,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,6 +64,30 @@ def scorecard(m: pd.DataFrame, gpu: str, pass_: str = "fwd",
     return pd.DataFrame(mem_rows), pd.DataFrame(mm_rows)
 
 
+def behind_torch(m: pd.DataFrame, gpu: str, pass_: str = "fwd", dtypes=("float32", "bfloat16"),
+                 min_size: int = 1024) -> tuple[pd.DataFrame, int]:
+    """(the memory-bound Triton cells of `dtypes` at N >= min_size slower than the best of builtin and torch.compile,
+    with ratio = best torch time / Triton time, se = the ratio's relative standard error from both medians'
+    rse_median, and z = (1 - ratio) / se; the number of cells compared)."""
+    ok = m[(m["status"] == "ok") & (m["gpu"] == gpu) & (m["pass"] == pass_) & (m["kernel"] != "matmul")
+           & m["dtype"].isin(dtypes) & (m["size"] >= min_size)]
+    rows, compared = [], 0
+    for (kernel, dtype, n), g in ok.groupby(["kernel", "dtype", "size"]):
+        g = g.set_index("impl")
+        torch_impls = [i for i in ("builtin", "compile") if i in g.index]
+        if "triton" not in g.index or not torch_impls:
+            continue
+        compared += 1
+        best = min(torch_impls, key=lambda i: g.loc[i, "median_ms"])
+        ratio = g.loc[best, "median_ms"] / g.loc["triton", "median_ms"]
+        if ratio < 1:
+            se = float(np.hypot(g.loc["triton"].get("rse_median", np.nan), g.loc[best].get("rse_median", np.nan)))
+            rows.append({"kernel": kernel, "dtype": dtype, "N": n, "best torch": best, "triton/best_torch": ratio,
+                         "se": se, "z": (1 - ratio) / se if se > 0 else float("nan")})
+    cols = ["kernel", "dtype", "N", "best torch", "triton/best_torch", "se", "z"]
+    return pd.DataFrame(rows, columns=cols).sort_values("triton/best_torch", ignore_index=True), compared
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("metrics")
@@ -85,6 +113,14 @@ def main(argv=None):
     if len(mm):
         print("\nmatmul + ReLU (goals: >= 1.00 at 4096/8192, >= 0.90 at 2048, >= 0.80 at 1024)")
         print(mm.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    behind, compared = behind_torch(m, gpu, a.pass_)
+    if compared:
+        beyond = behind[behind["z"] > 3]
+        print(f"\nmemory-bound Triton cells (fp32, bf16, N >= 1024) below the best torch: {len(behind)} of {compared}; "
+              f"{int((behind['triton/best_torch'] >= 0.98).sum())} within 2 %, {len(beyond)} by more than three "
+              "standard errors" + (":" if len(beyond) else ""))
+        if len(beyond):
+            print(beyond.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     return 0
 
 

@@ -42,3 +42,32 @@ def test_scorecard_ratios():
 def test_scorecard_without_same_size_copies():
     mem, _ = ratio_table.scorecard(_metrics(), "h200")
     assert mem["triton/same-size copy"].isna().all()
+
+
+def _cells(ratios_and_rse):
+    rows = []
+    for i, (ratio, rse) in enumerate(ratios_and_rse):
+        for impl, ms in (("builtin", 1.0), ("compile", 1.1), ("triton", 1.0 / ratio)):
+            rows.append({"gpu": "h200", "kernel": "vecadd", "dtype": "float32", "size": 1024 * (i + 1), "impl": impl,
+                         "pass": "fwd", "status": "ok", "median_ms": ms, "rse_median": rse})
+    return pd.DataFrame(rows)
+
+
+def test_behind_torch_counts_the_cells_and_flags_those_beyond_three_standard_errors():
+    m = _cells([(1.02, 0.001), (0.99, 0.01), (0.97, 0.002), (0.95, 0.05)])
+    behind, compared = ratio_table.behind_torch(m, "h200")
+    assert compared == 4 and behind["triton/best_torch"].round(3).tolist() == [0.95, 0.97, 0.99]
+    z = behind.set_index("N")["z"]
+    assert z[3072] == pytest.approx(0.03 / (0.002 * 2 ** 0.5)) and z[3072] > 3  # 3 % behind, tight medians
+    assert z[2048] < 3 and z[4096] < 3  # 1 % within noise; 5 % with wide medians
+    assert (behind["best torch"] == "builtin").all()
+
+
+def test_behind_torch_leaves_out_small_sizes_other_dtypes_and_matmul():
+    m = _cells([(0.9, 0.001)])
+    small = m.assign(size=512)
+    fp16 = m.assign(dtype="float16")
+    mm = m.assign(kernel="matmul")
+    for frame in (small, fp16, mm):
+        behind, compared = ratio_table.behind_torch(frame, "h200")
+        assert compared == 0 and behind.empty
