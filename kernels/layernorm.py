@@ -38,15 +38,15 @@ TILED_LAUNCH = {2: (4096, 8)}
 # 8 warps, and keep 4 (at 1793 ahead of torch.compile with them: 14.40 against 15.07 us in S11).
 # 16-bit rows of 4096 take 8 warps too: 19.78 us against 20.32-20.96 with the heuristic's 4 in the first reading
 # (bf16 4096^2, data/reference/h200/tune_v13_lnchain.csv), a tie in the second (20.38-20.45 against 20.30-21.02,
-# tune_v13_lnconfirm.csv): no gain is claimed; kept because the reference (S12) was measured with it.
+# tune_v13_lnconfirm.csv): no gain is claimed; kept because the reference (S12, S13) was measured with it.
 HELD_MIN_WARPS = {4: (2048, 8), 2: (4096, 8)}
-# Held rows of at least this many columns, by element size, load the weight and bias together with the row, before
+# Held rows of (fewest, most) columns, by element size, load the weight and bias together with the row, before
 # the two reductions, so a row's chain ends at its store instead of waiting on one more L2 round trip after them
 # (docs/performance.md, round 31). It costs registers (fp32 rows of 8192 at 16 warps: 64 instead of 40, two rows per
 # SM instead of three) and pays where the rows are long. H200, 4 starts, three readings each, interleaved
 # (tune_v13_lnconfirm.csv): fp32 8192^2 127.1-127.7 us against 129.8-130.3; 4096^2 33.3-33.5 against 34.7-35.0.
 # 16-bit rows lose (round 11; bf16 8192^2 at 8 warps: 80 registers, 70.4 against 67.0 us, tune_v13_lnchain.csv).
-# By element size, (fewest, most) columns: fp32 rows of 8193-16384 (a 16384 tile) were not measured with it.
+# fp32 rows of 8193-16384 (a 16384 tile) were not measured with it, and load the weights late.
 WB_EARLY_COLS = {4: (4096, 8192)}
 # ptxas register caps (the launch option maxnreg) by (element size, columns, warps): bf16 rows of 8192 at 8 warps
 # keep four rows per SM either way (64 registers), but ptxas schedules them differently under the cap: 65.6-66.3 us
