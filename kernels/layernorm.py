@@ -178,7 +178,8 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 
     Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py) and TILED_LAUNCH, e.g. to test the tiled path on
-    short rows. Held rows take at least HELD_MIN_WARPS warps; launch_options adds WB_EARLY and a register cap.
+    short rows. Held rows take at least HELD_MIN_WARPS warps; launch_options adds the early weights, their L2
+    prefetch and a register cap.
     A one-tile row stays in registers: reading it again from the L2 (RMSNorm's reload) was slower here, in both
     the three-read and the one-shifted-reduction form (docs/performance.md, rounds 15 and 18).
     """

@@ -259,7 +259,8 @@ class CudaEventTimer:
         e.synchronize()
         return cycles / max(s.elapsed_time(e) * 1e3, 1e-3)
 
-    def _flush(self):
+    def flush(self):
+        """Evict the L2 as before every sample (flush_l2, flush_mode): also for probes that time by other means."""
         if not self.flush_buffers:
             return
         buffer = self.flush_buffers[self._next_flush]
@@ -300,7 +301,7 @@ class CudaEventTimer:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
         for s, e in zip(starts, ends):
-            self._flush()
+            self.flush()
             if isinstance(fn, Rotation):
                 fn.warm()  # the next call's address translations, if asked for (timing.warm_translations)
             self._hold()

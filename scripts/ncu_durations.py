@@ -29,27 +29,18 @@ PROFILED_CALLS = 3  # kernel launches per call under ncu (its median is kept)
 NOT_KERNELS = {"copy_"}
 
 
+# The calls compared, in order (scripts/tune.py row_calls has them all).
+CALLS = ("copy_", "rowsum triton", "layernorm triton", "layernorm builtin", "rmsnorm triton", "softmax fwd triton",
+         "gelu triton")
+
+
 def calls(dtype):
-    """{name: fn} with one kernel launch each, on (N, N) inputs of dtype."""
-    import torch.nn.functional as F
+    """{name: fn} with one kernel launch each, on (N, N) inputs of dtype as the sweep makes them."""
+    from kernels.layernorm import make_inputs
+    from scripts.tune import row_calls
 
-    from kernels.gelu import gelu_triton
-    from kernels.layernorm import layernorm_triton
-    from kernels.rmsnorm import rmsnorm_triton
-    from kernels.rowsum import rowsum_triton
-    from kernels.softmax import softmax_forward
-
-    x = torch.randn(N, N, device="cuda").to(dtype)
-    y = torch.empty_like(x)
-    w = (1 + 0.1 * torch.randn(N, device="cuda")).to(dtype)
-    b = (0.1 * torch.randn(N, device="cuda")).to(dtype)
-    return {"copy_": lambda: y.copy_(x),
-            "rowsum triton": lambda: rowsum_triton(x),
-            "layernorm triton": lambda: layernorm_triton(x, w, b),
-            "layernorm builtin": lambda: F.layer_norm(x, (N,), w, b),
-            "rmsnorm triton": lambda: rmsnorm_triton(x, w),
-            "softmax fwd triton": lambda: softmax_forward(x),
-            "gelu triton": lambda: gelu_triton(x)}
+    every = row_calls(*make_inputs(N, dtype, "cuda"))
+    return {name: every[name][1] for name in CALLS}
 
 
 def time_calls(out):

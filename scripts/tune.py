@@ -36,6 +36,10 @@ sys.path.insert(0, str(REPO))
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
+from kernels.layernorm import bytes_moved as layernorm_bytes  # noqa: E402  (the kernels' own byte models)
+from kernels.layernorm import make_inputs as ln_inputs  # noqa: E402  (x, weight, bias as the sweep makes them)
+from kernels.rmsnorm import bytes_moved as rmsnorm_bytes  # noqa: E402
+from kernels.rowsum import bytes_moved as rowsum_bytes  # noqa: E402
 from rooflab.timing import CudaEventTimer, TimingConfig, measure, timer_for  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -326,9 +330,7 @@ def tma_variants(n, dtype, device="cuda"):
         else:
             tl.store(y_ptr + row.to(tl.int64) * n_cols + offs, y.to(y_ptr.dtype.element_ty))
 
-    x = torch.randn(n, n, device=device).to(dtype)
-    w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
-    b = (0.1 * torch.randn(n, device=device)).to(dtype)
+    x, w, b = ln_inputs(n, dtype, device)
     e = x.element_size()
 
     def view(t, c):
@@ -372,8 +374,9 @@ def tma_variants(n, dtype, device="cuda"):
         v["triton (default, again)"] = v["triton (default)"]
         for k in [k for k in v if k.startswith("tma")]:
             v[k + " (again)"] = v[k]
-    return [("rowsum", (n * n + n) * e, rs), ("layernorm", (2 * n * n + 2 * n) * e, ln),
-            ("rmsnorm", (2 * n * n + n) * e, rms)]
+    dname = str(dtype).removeprefix("torch.")
+    return [("rowsum", rowsum_bytes(n, dname), rs), ("layernorm", layernorm_bytes(n, dname), ln),
+            ("rmsnorm", rmsnorm_bytes(n, dname), rms)]
 
 
 def resident_programs(compiled, num_warps, sms):
@@ -443,10 +446,7 @@ def persist_variants(n, dtype, device="cuda"):
             x = x_next
 
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    x = torch.randn(n, n, device=device).to(dtype)
-    w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
-    b = (0.1 * torch.randn(n, device=device)).to(dtype)
-    e = x.element_size()
+    x, w, b = ln_inputs(n, dtype, device)
     block = triton.next_power_of_2(n)
     if block > 16384:
         return []
@@ -490,7 +490,8 @@ def persist_variants(n, dtype, device="cuda"):
     for v in (rs, ln):
         v["triton (default, again)"] = v["triton (default)"]
         v["builtin (again)"] = v["builtin"]
-    return [("rowsum", (n * n + n) * e, rs), ("layernorm", (2 * n * n + 2 * n) * e, ln)]
+    dname = str(dtype).removeprefix("torch.")
+    return [("rowsum", rowsum_bytes(n, dname), rs), ("layernorm", layernorm_bytes(n, dname), ln)]
 
 
 def lnchain_variants(n, dtype, device="cuda"):
@@ -524,10 +525,7 @@ def lnchain_variants(n, dtype, device="cuda"):
         y = diff * rstd * w.to(tl.float32) + b.to(tl.float32)
         tl.store(y_ptr + row * stride_ym + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
-    x = torch.randn(n, n, device=device).to(dtype)
-    w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
-    b = (0.1 * torch.randn(n, device=device)).to(dtype)
-    e = x.element_size()
+    x, w, b = ln_inputs(n, dtype, device)
     block = triton.next_power_of_2(n)
     ref = layernorm_triton(x, w, b)
     ln = {"triton (default)": lambda: layernorm_triton(x, w, b)}
@@ -561,7 +559,7 @@ def lnchain_variants(n, dtype, device="cuda"):
                          f" spills={compiled.n_spills}{f' cap={cap}' if cap else ''}")
                 ln[label] = fn
     ln["triton (default, again)"] = ln["triton (default)"]
-    return [("layernorm", (2 * n * n + 2 * n) * e, ln)]
+    return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), ln)]
 
 
 def swapped(module, fn, **tables):
@@ -607,15 +605,13 @@ def lnconfirm_variants(n, dtype, device="cuda"):
     register cap, each timed three times, interleaved."""
     from kernels import layernorm as ln
 
-    x = torch.randn(n, n, device=device).to(dtype)
-    w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
-    b = (0.1 * torch.randn(n, device=device)).to(dtype)
+    x, w, b = ln_inputs(n, dtype, device)
     fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
     kinds = {"triton (default)": fn,
              "before round 31": swapped(ln, fn, HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_COLS={}, REGISTER_CAP={},
                                         PREFETCH_PROGRAMS=0),
              "default without the register cap": swapped(ln, fn, REGISTER_CAP={})}
-    return [("layernorm", (2 * n * n + 2 * n) * x.element_size(), readings(kinds))]
+    return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
 
 
 def wbprefetch_variants(n, dtype, device="cuda"):
@@ -624,22 +620,20 @@ def wbprefetch_variants(n, dtype, device="cuda"):
     readings each, interleaved."""
     from kernels import layernorm as ln
 
-    x = torch.randn(n, n, device=device).to(dtype)
-    w = (1 + 0.1 * torch.randn(n, device=device)).to(dtype)
-    b = (0.1 * torch.randn(n, device=device)).to(dtype)
+    x, w, b = ln_inputs(n, dtype, device)
     fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
     wave = 4 * torch.cuda.get_device_properties(device).multi_processor_count
     kinds = {"triton (default)": fn, "no weight prefetch": swapped(ln, fn, PREFETCH_PROGRAMS=0),
              f"prefetch by the first {wave} programs": swapped(ln, fn, PREFETCH_PROGRAMS=wave),
              "prefetch by every program": swapped(ln, fn, PREFETCH_PROGRAMS=n)}
-    return [("layernorm", (2 * n * n + 2 * n) * x.element_size(), readings(kinds))]
+    return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
 
 
-def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
+def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
     """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows, the
     defaults' launches; LayerNorm also with its weights asked of the L2 by the first program, bf16) and of a plain
     Triton copy (2048 elements a program), each program writing the global timer (%globaltimer, ns) when it starts
-    and when its last store is issued, and its SM (%smid). Each run after an L2 flush (a read of twice the L2).
+    and when its last store is issued, and its SM (%smid). Each run after the timer's L2 flush.
     Returns (summary rows, per-program rows of the first two runs)."""
     import triton
     import triton.language as tl
@@ -699,11 +693,9 @@ def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
         tl.store(y_ptr + offs, tl.load(x_ptr + offs))
         _stamp(t_ptr, pid, t0)
 
-    x = torch.randn(n, n, device="cuda").to(dtype)
+    x, w, b = ln_inputs(n, dtype, "cuda")
     y = torch.empty_like(x)
     s = torch.empty(n, device="cuda", dtype=dtype)
-    w = (1 + 0.1 * torch.randn(n, device="cuda")).to(dtype)
-    b = (0.1 * torch.randn(n, device="cuda")).to(dtype)
     e = x.element_size()
     _, rs_block, rs_warps = rs.launch_params(n, e)
     ln_block, ln_warps = ln.launch_params(n, e)
@@ -725,13 +717,11 @@ def timeline_rows(n=8192, runs=5, dtype=torch.bfloat16):
         "copy": (lambda: _copy_timed[(programs["copy"],)](x, y, stamps["copy"], BLOCK=copy_block, num_warps=4),
                  2 * n * n * e),
     }
-    flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size // 4, device="cuda",
-                        dtype=torch.float32).fill_(1.0)
     summary, per_program = [], []
     for run in range(runs):
         for name, (launch, moved) in launches.items():
             launch()  # compiled and warm
-            flush.sum()
+            timer.flush()
             torch.cuda.synchronize()
             launch()
             torch.cuda.synchronize()
@@ -767,11 +757,10 @@ INTERCEPT_ROWS = (1024, 2048, 4096, 8192, 16384, 32768)
 WAVE_ROWS = (132, 264, 528)
 
 
-def intercept_rows(timer, cfg, dtypes, cols=8192):
-    """Fixed cost and marginal rate: each kernel on (R, cols) inputs for every R in INTERCEPT_ROWS (same launch
-    shape, more rows), fitted as time = fixed + bytes / rate. A kernel whose rate matches the copy's but whose fixed
-    cost is larger loses at 8192^2 to the per-call cost, not to bandwidth. The WAVE_ROWS inputs (at most one wave)
-    show how much of that fixed cost is one row's latency."""
+def row_calls(x, w, b):
+    """{call: (bytes moved, fn)}, one kernel launch each: a copy of x and each row kernel on x (rows of x.shape[1]
+    columns; w and b the norms' weight and bias), ours and the builtins the probes compare them with (the intercept
+    fit here, scripts/ncu_durations.py)."""
     import torch.nn.functional as F
 
     from kernels.gelu import gelu_triton
@@ -780,6 +769,23 @@ def intercept_rows(timer, cfg, dtypes, cols=8192):
     from kernels.rowsum import rowsum_triton
     from kernels.softmax import softmax_forward
 
+    y = torch.empty_like(x)
+    rw = x.numel() * x.element_size()
+    return {"copy_": (2 * rw, lambda: y.copy_(x)),
+            "rowsum triton": (rw, lambda: rowsum_triton(x)),
+            "rowsum builtin": (rw, lambda: x.sum(dim=1)),
+            "layernorm triton": (2 * rw, lambda: layernorm_triton(x, w, b)),
+            "layernorm builtin": (2 * rw, lambda: F.layer_norm(x, (x.shape[1],), w, b)),
+            "rmsnorm triton": (2 * rw, lambda: rmsnorm_triton(x, w)),
+            "softmax fwd triton": (2 * rw, lambda: softmax_forward(x)),
+            "gelu triton": (2 * rw, lambda: gelu_triton(x))}
+
+
+def intercept_rows(timer, cfg, dtypes, cols=8192):
+    """Fixed cost and marginal rate: each kernel on (R, cols) inputs for every R in INTERCEPT_ROWS (same launch
+    shape, more rows), fitted as time = fixed + bytes / rate. A kernel whose rate matches the copy's but whose fixed
+    cost is larger loses at 8192^2 to the per-call cost, not to bandwidth. The WAVE_ROWS inputs (at most one wave)
+    show how much of that fixed cost is one row's latency."""
     out = []
     for dname in dtypes:
         dtype = DTYPES[dname]
@@ -787,20 +793,10 @@ def intercept_rows(timer, cfg, dtypes, cols=8192):
         b = (0.1 * torch.randn(cols, device="cuda")).to(dtype)
         for r in WAVE_ROWS + INTERCEPT_ROWS:
             x = torch.randn(r, cols, device="cuda").to(dtype)
-            y = torch.empty_like(x)
-            rw = r * cols * x.element_size()
-            calls = {"copy_": (2 * rw, lambda: y.copy_(x)),
-                     "rowsum triton": (rw, lambda: rowsum_triton(x)),
-                     "rowsum builtin": (rw, lambda: x.sum(dim=1)),
-                     "layernorm triton": (2 * rw, lambda: layernorm_triton(x, w, b)),
-                     "layernorm builtin": (2 * rw, lambda: F.layer_norm(x, (cols,), w, b)),
-                     "rmsnorm triton": (2 * rw, lambda: rmsnorm_triton(x, w)),
-                     "softmax fwd triton": (2 * rw, lambda: softmax_forward(x)),
-                     "gelu triton": (2 * rw, lambda: gelu_triton(x))}
-            for name, (moved, fn) in calls.items():
+            for name, (moved, fn) in row_calls(x, w, b).items():
                 out.append({"kernel": "intercept", "n": r, "dtype": dname, "variant": name, "bytes": moved,
                             "median_us": _time(fn, timer, cfg) * 1e3})
-            del x, y
+            del x
             torch.cuda.empty_cache()
     return out
 
@@ -1125,7 +1121,7 @@ def main():
         rows += launch_costs()
     if "timeline" in args.sections:
         print("timeline: bf16 8192^2 (it does not take --n or --dtypes)", flush=True)
-        summary, per_program = timeline_rows()
+        summary, per_program = timeline_rows(timer)
         rows += summary
         timeline_csv = Path(args.out).with_name(Path(args.out).stem + "_timeline.csv")
         pd.DataFrame(per_program).to_csv(timeline_csv, index=False)
