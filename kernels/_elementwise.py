@@ -1,6 +1,7 @@
-"""Launch shape shared by the elementwise kernels (vecadd, saxpy)."""
+"""Launch shape and tile indexing shared by the elementwise kernels (vecadd, saxpy)."""
 import torch
 import triton
+import triton.language as tl
 
 from rooflab.triton_utils import check_device
 
@@ -44,20 +45,54 @@ def binary_operands(name: str, x: torch.Tensor, y: torch.Tensor):
     return z, (x, y, z)
 
 
-def tile_launch(views, elements: int | None = None, num_warps: int | None = None):
-    """(BLOCK_M, BLOCK_N, num_warps, grid, strides) for one program per BLOCK_M x BLOCK_N tile over same-shape
-    2-D views; ``elements`` (per program) and ``num_warps`` default to LAUNCH for the views' dtype.
+def tile_launch(views, elements: int | None = None, num_warps: int | None = None, one_row: bool | None = None):
+    """(meta, num_warps, grid, strides) for one program per BLOCK_M x BLOCK_N tile over same-shape 2-D views;
+    ``elements`` (per program) and ``num_warps`` default to LAUNCH for the views' dtype. ``meta`` holds the
+    constexprs BLOCK_M, BLOCK_N and ONE_ROW (see ``tile``).
 
     ``strides`` flattens (row stride, column stride) of each view, in order. A single-row view gets row stride 0
     (its only row index is 0, so nothing changes) because Triton specialises integer arguments divisible by 16:
     a zero stride proves the row start aligned, and the unmasked interior tiles then load and store 16-byte
     vectors. With the true stride n (1793^2 is odd) every access stayed scalar.
+
+    ``one_row`` (default: the views have one row) takes a single-row view's tile from the program id alone, without
+    the integer division of the 2-D split; False keeps the 2-D split (for probes); True on several rows is refused.
     """
     n_rows, n_cols = views[0].shape
+    if one_row is None:
+        one_row = n_rows == 1
+    elif one_row and n_rows != 1:
+        raise ValueError(f"one_row needs a single-row view, got {n_rows} rows")
     default_elements, default_warps = LAUNCH[views[0].dtype]  # binary_operands admits only LAUNCH's dtypes
     block_m, block_n = elementwise_tile(n_cols, elements or default_elements)
     strides = []
     for t in views:
         strides += [0 if n_rows == 1 else t.stride(0), t.stride(1)]
     grid = lambda META: (triton.cdiv(n_rows, META["BLOCK_M"]) * triton.cdiv(n_cols, META["BLOCK_N"]),)  # noqa: E731
-    return block_m, block_n, num_warps or default_warps, grid, strides
+    meta = {"BLOCK_M": block_m, "BLOCK_N": block_n, "ONE_ROW": bool(one_row)}
+    return meta, num_warps or default_warps, grid, strides
+
+
+@triton.jit
+def tile(n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
+    """(rows, cols, interior) of this program's tile: rows as a (BLOCK_M, 1) and cols as a (1, BLOCK_N) int64 index
+    (8192^2 * 4 B > 2^31), and whether the tile lies wholly inside (no mask needed).
+
+    Tiles are numbered row-major over the (n_rows / BLOCK_M) x (n_cols / BLOCK_N) split. A single-row view
+    (ONE_ROW, BLOCK_M = 1) numbers its tiles along the row, so the program id is the column tile: no integer
+    division by the tile count, which costs ~20 dependent instructions (I2F, MUFU.RCP, F2I, IMADs) before a
+    program's first load.
+    """
+    pid = tl.program_id(axis=0)
+    if ONE_ROW:
+        rows = tl.arange(0, BLOCK_M).to(tl.int64)[:, None]
+        cols = (pid.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
+        interior = (pid + 1) * BLOCK_N <= n_cols
+    else:
+        n_col_blocks = tl.cdiv(n_cols, BLOCK_N)
+        pid_m = pid // n_col_blocks
+        pid_n = pid % n_col_blocks
+        rows = (pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]
+        cols = (pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
+        interior = ((pid_m + 1) * BLOCK_M <= n_rows) & ((pid_n + 1) * BLOCK_N <= n_cols)
+    return rows, cols, interior

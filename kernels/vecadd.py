@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._elementwise import binary_operands, tile_launch
+from kernels._elementwise import binary_operands, tile, tile_launch
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 
 FLOPS_PER_ELEMENT = 1  # one add
@@ -23,17 +23,12 @@ FLOPS_PER_ELEMENT = 1  # one add
 @triton.jit
 def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols,
                    stride_xm, stride_xn, stride_ym, stride_yn, stride_zm, stride_zn,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    pid = tl.program_id(axis=0)
-    n_col_blocks = tl.cdiv(n_cols, BLOCK_N)
-    pid_m = pid // n_col_blocks
-    pid_n = pid % n_col_blocks
-    rows = (pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]  # int64: 8192^2 * 4 B > 2^31
-    cols = (pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
+    rows, cols, interior = tile(n_rows, n_cols, BLOCK_M, BLOCK_N, ONE_ROW)
     x_ptrs = x_ptr + rows * stride_xm + cols * stride_xn
     y_ptrs = y_ptr + rows * stride_ym + cols * stride_yn
     z_ptrs = z_ptr + rows * stride_zm + cols * stride_zn
-    if ((pid_m + 1) * BLOCK_M <= n_rows) & ((pid_n + 1) * BLOCK_N <= n_cols):
+    if interior:
         # an interior tile: no mask, so its accesses vectorise even when n_cols is no multiple of 16 (1793^2)
         x = tl.load(x_ptrs).to(tl.float32)
         y = tl.load(y_ptrs).to(tl.float32)
@@ -48,15 +43,15 @@ def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols,
 
 
 def vecadd_triton(x: torch.Tensor, y: torch.Tensor, num_warps: int | None = None,
-                  block_size: int | None = None) -> torch.Tensor:
+                  block_size: int | None = None, one_row: bool | None = None) -> torch.Tensor:
     """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements with ``num_warps``
-    (defaults by dtype: kernels/_elementwise.LAUNCH)."""
+    (defaults by dtype: kernels/_elementwise.LAUNCH); ``one_row``: see kernels/_elementwise.tile_launch."""
     z, views = binary_operands("vecadd_triton", x, y)
     if views is None:
         return z
     n_rows, n_cols = views[0].shape
-    block_m, block_n, num_warps, grid, strides = tile_launch(views, block_size, num_warps)
-    _vecadd_kernel[grid](*views, n_rows, n_cols, *strides, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps)
+    meta, num_warps, grid, strides = tile_launch(views, block_size, num_warps, one_row)
+    _vecadd_kernel[grid](*views, n_rows, n_cols, *strides, **meta, num_warps=num_warps)
     return z
 
 

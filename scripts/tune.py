@@ -12,7 +12,9 @@ with cp.async.bulk.prefetch; commit 803e9e0: slower in all but one cell, removed
 marginal rate of each row kernel and the copy over (R, 8192) inputs), "persist" (row-sum and LayerNorm on a
 persistent grid with the next row loaded into registers ahead: slower, round 29), "lnchain" (LayerNorm's weights
 loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 31),
-"wbprefetch" (LayerNorm with and without its weights asked of the L2 ahead, round 32), "timeline" (per-program
+"wbprefetch" (LayerNorm with and without its weights asked of the L2 ahead, round 32), "onerow" (vecadd and SAXPY
+tiled from the program id against the 2-D split, round 33), "lnfull" (LayerNorm's full rows without the column
+mask against the masked kernel, round 33), "timeline" (per-program
 global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent kernel, each
 autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
 "compile" (our Triton against torch.compile, interleaved; with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay
@@ -119,14 +121,14 @@ def floor_variants():
             "empty Triton kernel, 1056 programs": lambda: _empty[(1056,)](x)}
 
 
-def _compiled(name, n, dtype):
+def _compiled(name, n, dtype, device="cuda"):
     """torch.compile of a kernel's naive expression on its own inputs (compiled here, outside the timing)."""
     from rooflab.kernel import load_kernel
     from rooflab.sweep import _kw
 
     kernel = load_kernel(name)
     compiled = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False)  # no dynamo reset: others stay compiled
-    inputs, kw = kernel.make_inputs(n, dtype, "cuda"), _kw(kernel, "fwd")
+    inputs, kw = kernel.make_inputs(n, dtype, device), _kw(kernel, "fwd")
     compiled(*inputs, **kw)
     return lambda: compiled(*inputs, **kw)
 
@@ -629,6 +631,37 @@ def wbprefetch_variants(n, dtype, device="cuda"):
     return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
 
 
+def onerow_variants(n, dtype_name, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: vecadd and SAXPY tiling their (1, n^2) view from the program id alone
+    (the default since round 33) against the 2-D split with its integer division (before), beside the builtin and
+    torch.compile, each timed three times, interleaved."""
+    from kernels.saxpy import saxpy_triton
+    from kernels.vecadd import vecadd_triton
+    from rooflab.kernel import load_kernel, torch_dtype
+
+    out = []
+    for name, triton_fn in (("vecadd", vecadd_triton), ("saxpy", saxpy_triton)):
+        kernel = load_kernel(name)
+        inputs = kernel.make_inputs(n, torch_dtype(dtype_name), device)  # saxpy's are (a, x, y), its wrapper's order
+        kinds = {"triton (default)": lambda f=triton_fn, a=inputs: f(*a),
+                 "triton 2-D split (before)": lambda f=triton_fn, a=inputs: f(*a, one_row=False),
+                 "builtin": kernel.impls["builtin"](inputs),
+                 "compile": _compiled(name, n, torch_dtype(dtype_name), device)}
+        out.append((name, kernel.bytes(n, dtype_name), readings(kinds)))
+    return out
+
+
+def lnfull_variants(n, dtype, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: LayerNorm's held rows as long as their tile without the column mask
+    (the default since round 33) against the masked kernel, three readings each, interleaved."""
+    from kernels import layernorm as ln
+
+    x, w, b = ln_inputs(n, dtype, device)
+    fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
+    kinds = {"triton (default)": fn, "masked (before)": swapped(ln, fn, UNMASKED_FULL_ROWS=False)}
+    return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+
+
 def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
     """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows, the
     defaults' launches; LayerNorm also with its weights asked of the L2 by the first program, bf16) and of a plain
@@ -1022,6 +1055,8 @@ PER_SIZE_SECTIONS = {
     "lnchain": lambda n, d: lnchain_variants(n, DTYPES[d]),
     "lnconfirm": lambda n, d: lnconfirm_variants(n, DTYPES[d]),
     "wbprefetch": lambda n, d: wbprefetch_variants(n, DTYPES[d]),
+    "onerow": onerow_variants,
+    "lnfull": lambda n, d: lnfull_variants(n, DTYPES[d]),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",

@@ -31,6 +31,13 @@ def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
     torch.testing.assert_close(saxpy_triton(-0.5, x, y).double(), reference((-0.5, x, y)), atol=atol, rtol=rtol)
 
 
+@pytest.mark.parametrize("one_row", [True, False])
+def test_single_row_tiles_both_ways(one_row):
+    x, y = _inputs((37, 1793), torch.float32)
+    out = saxpy_triton(A, x, y, block_size=4096, one_row=one_row)
+    torch.testing.assert_close(out.double(), reference((A, x, y)), atol=1e-6, rtol=1e-6)
+
+
 def test_integer_scalar_and_zero():
     x, y = _inputs((5, 7), torch.float32)
     torch.testing.assert_close(saxpy_triton(2, x, y), 2 * x + y)

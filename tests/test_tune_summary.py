@@ -81,3 +81,27 @@ def test_checked_keeps_a_right_variant_and_turns_a_wrong_or_failing_one_into_an_
     for bad in (lambda: torch.zeros(8), lambda: 1 / 0):
         with pytest.raises(RuntimeError):
             tune.checked(bad, ref, torch.float32, "probe")()
+
+
+def test_onerow_times_both_tilings_beside_the_builtin_and_compile_and_each_is_right(capsys):
+    """The round-33 probe on the CPU (interpreter, tiny n): every kind of both kernels runs and agrees with the first;
+    a kind that raised or disagreed would be reported as failed or wrong on stderr and timed as NaN."""
+    out = tune.onerow_variants(24, "float32", device="cpu")
+    assert [k for k, _, _ in out] == ["vecadd", "saxpy"]
+    for _, moved, variants in out:
+        assert moved == 3 * 24 * 24 * 4 and len(variants) == 12
+        assert {"triton (default)", "triton 2-D split (before) (3)", "builtin (2)", "compile (3)"} <= set(variants)
+        for fn in variants.values():
+            fn()
+    err = capsys.readouterr().err
+    assert "failed" not in err and "wrong" not in err
+
+
+def test_lnfull_times_the_unmasked_default_against_the_masked_kernel(capsys):
+    import torch
+
+    [(kernel, moved, variants)] = tune.lnfull_variants(64, torch.float32, device="cpu")
+    assert kernel == "layernorm" and list(variants)[:2] == ["triton (default)", "masked (before)"]
+    assert len(variants) == 6
+    torch.testing.assert_close(variants["masked (before) (3)"](), variants["triton (default)"](), atol=0, rtol=0)
+    assert "failed" not in capsys.readouterr().err

@@ -34,12 +34,26 @@ def test_tile_launch_gives_a_single_row_view_a_zero_row_stride():
 
     x, y = _inputs((37, 1793), torch.float32)
     _, views = binary_operands("t", x, y)
-    block_m, block_n, num_warps, _, strides = tile_launch(views)
-    assert views[0].shape == (1, 37 * 1793) and strides == [0, 1] * 3 and block_m == 1
+    meta, num_warps, _, strides = tile_launch(views)
+    assert views[0].shape == (1, 37 * 1793) and strides == [0, 1] * 3 and meta["BLOCK_M"] == 1 and meta["ONE_ROW"]
+    assert not tile_launch(views, one_row=False)[0]["ONE_ROW"]
     _, views = binary_operands("t", x.t(), y.t())  # a real 2-D view keeps its strides
-    assert tile_launch(views)[4] == [1, 1793, 1, 1793, 37, 1]  # z is allocated contiguous
+    meta, _, _, strides = tile_launch(views)
+    assert strides == [1, 1793, 1, 1793, 37, 1] and not meta["ONE_ROW"]  # z is allocated contiguous
     with pytest.raises(ValueError, match="power of two"):
         tile_launch(views, 1000)
+    with pytest.raises(ValueError, match="single-row"):
+        tile_launch(views, one_row=True)
+
+
+@pytest.mark.parametrize("one_row", [True, False])
+@pytest.mark.parametrize("block_size", [16, 4096])
+def test_single_row_tiles_both_ways(one_row, block_size):
+    """A contiguous input's (1, n) view, tiled from the program id alone or through the 2-D split: same answer,
+    ragged last tile included (37 * 1793 is no multiple of 16 or 4096)."""
+    x, y = _inputs((37, 1793), torch.float32)
+    out = vecadd_triton(x, y, block_size=block_size, one_row=one_row)
+    torch.testing.assert_close(out.double(), reference((x, y)))
 
 
 @pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
