@@ -13,8 +13,8 @@ marginal rate of each row kernel and the copy over (R, 8192) inputs), "persist" 
 persistent grid with the next row loaded into registers ahead: slower, round 29), "lnchain" (LayerNorm's weights
 loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 31),
 "wbprefetch" (LayerNorm with and without its weights asked of the L2 ahead, round 32), "onerow" (vecadd and SAXPY
-tiled from the program id against the 2-D split, round 33), "lnfull" (LayerNorm's full rows without the column
-mask against the masked kernel, round 33), "timeline" (per-program
+tiled from the program id against the 2-D split, round 33; tune_v15_onerow_lnfull.csv also has "lnfull", LayerNorm's
+rows as long as their tile without the column mask: commit bb2bf27, slower at fp32 8192, removed), "timeline" (per-program
 global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent kernel, each
 autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
 "compile" (our Triton against torch.compile, interleaved; with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay
@@ -651,17 +651,6 @@ def onerow_variants(n, dtype_name, device="cuda"):
     return out
 
 
-def lnfull_variants(n, dtype, device="cuda"):
-    """[(kernel, bytes moved, {variant: fn})]: LayerNorm's held rows as long as their tile without the column mask
-    (the default since round 33) against the masked kernel, three readings each, interleaved."""
-    from kernels import layernorm as ln
-
-    x, w, b = ln_inputs(n, dtype, device)
-    fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
-    kinds = {"triton (default)": fn, "masked (before)": swapped(ln, fn, UNMASKED_FULL_ROWS=False)}
-    return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
-
-
 def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
     """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows, the
     defaults' launches; LayerNorm also with its weights asked of the L2 by the first program, bf16) and of a plain
@@ -1056,7 +1045,6 @@ PER_SIZE_SECTIONS = {
     "lnconfirm": lambda n, d: lnconfirm_variants(n, DTYPES[d]),
     "wbprefetch": lambda n, d: wbprefetch_variants(n, DTYPES[d]),
     "onerow": onerow_variants,
-    "lnfull": lambda n, d: lnfull_variants(n, DTYPES[d]),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",

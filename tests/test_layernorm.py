@@ -143,30 +143,25 @@ def test_launch_params(n_cols, element_size, block_size, expected):
     assert ln.launch_params(n_cols, element_size, block_size) == expected
 
 
-def opts(early, fetch, line, full, **cap):
-    """launch_options' answer: the weights early or prefetched (by PREFETCH_PROGRAMS, 1), W_LINE, FULL, a cap."""
-    return {"WB_EARLY": early, "WB_PREFETCH": fetch, "W_LINE": line, "prefetch_programs": int(fetch),
-            "FULL": full} | cap
-
-
 @pytest.mark.parametrize("n_cols, element_size, block_size, warps, prefetch, expected", [
     # held fp32 rows of 4096 and more load the weights with the row, so nothing is prefetched
-    (8192, 4, 8192, 16, True, opts(early=True, fetch=False, line=32, full=True)),
-    (4096, 4, 4096, 8, False, opts(early=True, fetch=False, line=32, full=True)),
+    (8192, 4, 8192, 16, True, {"WB_EARLY": True, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
+    (4096, 4, 4096, 8, False, {"WB_EARLY": True, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
     # shorter fp32 rows load them late: the first program asks the L2 for them, where the weights allow it
-    (2048, 4, 2048, 8, True, opts(early=False, fetch=True, line=32, full=True)),
-    (2048, 4, 2048, 8, False, opts(early=False, fetch=False, line=32, full=True)),
+    (2048, 4, 2048, 8, True, {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 32, "prefetch_programs": 1}),
+    (2048, 4, 2048, 8, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
     # bf16 8192 at 8 warps: the register cap, and the prefetch
-    (8192, 2, 8192, 8, True, opts(early=False, fetch=True, line=64, full=True, maxnreg=64)),
+    (8192, 2, 8192, 8, True,
+     {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 64, "prefetch_programs": 1, "maxnreg": 64}),
     # another warp count: no cap
-    (8192, 2, 8192, 16, False, opts(early=False, fetch=False, line=64, full=True)),
+    (8192, 2, 8192, 16, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
     # tiled: none of them
-    (8192, 4, 1024, 16, True, opts(early=False, fetch=False, line=32, full=False)),
+    (8192, 4, 1024, 16, True, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
     # fp32 rows past 8192 columns (a 16384 tile) were not measured with the weights early: loaded late, prefetched
-    (12000, 4, 16384, 16, True, opts(early=False, fetch=True, line=32, full=False)),
+    (12000, 4, 16384, 16, True, {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 32, "prefetch_programs": 1}),
     # bf16 rows of 5000 share the 8192 tile but not the register cap (keyed on columns)
-    (5000, 2, 8192, 8, False, opts(early=False, fetch=False, line=64, full=False)),
-    (32768, 2, 4096, 8, True, opts(early=False, fetch=False, line=64, full=False)),
+    (5000, 2, 8192, 8, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
+    (32768, 2, 4096, 8, True, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
 ])
 def test_launch_options(n_cols, element_size, block_size, warps, prefetch, expected):
     assert ln.launch_options(n_cols, element_size, block_size, warps, prefetch) == expected

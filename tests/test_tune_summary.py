@@ -96,12 +96,3 @@ def test_onerow_times_both_tilings_beside_the_builtin_and_compile_and_each_is_ri
     err = capsys.readouterr().err
     assert "failed" not in err and "wrong" not in err
 
-
-def test_lnfull_times_the_unmasked_default_against_the_masked_kernel(capsys):
-    import torch
-
-    [(kernel, moved, variants)] = tune.lnfull_variants(64, torch.float32, device="cpu")
-    assert kernel == "layernorm" and list(variants)[:2] == ["triton (default)", "masked (before)"]
-    assert len(variants) == 6
-    torch.testing.assert_close(variants["masked (before) (3)"](), variants["triton (default)"](), atol=0, rtol=0)
-    assert "failed" not in capsys.readouterr().err
