@@ -96,3 +96,14 @@ def test_onerow_times_both_tilings_beside_the_builtin_and_compile_and_each_is_ri
     err = capsys.readouterr().err
     assert "failed" not in err and "wrong" not in err
 
+
+
+def test_rmscap_times_the_capped_and_wider_launches_beside_compile(capsys):
+    """Under the interpreter the cap is only a launch option; every kind must still give the default's rows."""
+    [(kernel, moved, variants)] = tune.rmscap_variants(64, "float32", device="cpu")
+    assert kernel == "rmsnorm" and len(variants) == 12
+    assert {"triton (default)", "cap 40 at 4 warps (2)", "8 warps (3)", "compile"} <= set(variants)
+    for fn in variants.values():
+        fn()
+    err = capsys.readouterr().err
+    assert "failed" not in err and "wrong" not in err
