@@ -15,7 +15,8 @@ loaded with the row, and register caps), "lnconfirm" (LayerNorm's default agains
 "wbprefetch" (LayerNorm with and without its weights asked of the L2 ahead, round 32), "onerow" (vecadd and SAXPY
 tiled from the program id against the 2-D split, round 33; tune_v15_onerow_lnfull.csv also has "lnfull", LayerNorm's
 rows as long as their tile without the column mask: commit bb2bf27, slower at fp32 8192, removed), "rmscap"
-(RMSNorm's held rows under register caps that fit one more row per SM, and twice the warps), "timeline" (per-program
+(RMSNorm's held rows under register caps that fit one more row per SM, twice the warps, and the looped reduction
+that reads the row twice), "timeline" (per-program
 global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent kernel, each
 autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
 "compile" (our Triton against torch.compile, interleaved; with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay
@@ -652,7 +653,7 @@ def onerow_variants(n, dtype_name, device="cuda"):
     return out
 
 
-def rmscap_variants(n, dtype_name, device="cuda"):
+def rmscap_variants(n, dtype_name, device="cuda", tiles=(1024, 2048, 4096), tile_warps=(4, 8, 16)):
     """[(kernel, bytes moved, {variant: fn})]: RMSNorm's held rows under ptxas register caps that fit one more row per
     SM (fp32 8192 at 16 warps: 48 -> 40 registers, three rows instead of two; 4096 at 8 warps: 48 -> 40, six
     instead of five), twice the warps, beside torch.compile, three readings each, interleaved."""
@@ -669,7 +670,11 @@ def rmscap_variants(n, dtype_name, device="cuda"):
              f"cap 40 at {warps} warps": swapped(rms, fn, REGISTER_CAP={(x.element_size(), n, warps): 40}),
              f"{2 * warps} warps": lambda: rms.rmsnorm_triton(*inputs, num_warps=2 * warps),
              "compile": _compiled("rmsnorm", n, torch_dtype(dtype_name), device)}
-    return [("rmsnorm", kernel.bytes(n, dtype_name), readings(kinds))]
+    # Inductor's own shape for these rows: a looped reduction reading the row twice (the second time evict_first,
+    # mostly from the L2), as the kernel's tiled path does; tiles and warps of it
+    kinds.update({f"looped {t} x {w} warps": (lambda t=t, w=w: rms.rmsnorm_triton(*inputs, block_size=t, num_warps=w))
+                  for t in tiles for w in tile_warps if t < n and t // (32 * w) >= 4})
+    return [("rmsnorm", kernel.bytes(n, dtype_name), readings(kinds, times=2))]
 
 
 def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
