@@ -31,10 +31,6 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # they stay held.
 RELOAD_MIN_COLS = {2: 8192}
 RELOAD_WARPS = 16
-# ptxas register caps (the launch option maxnreg) for held rows, by (element size, columns, warps), as in
-# kernels/layernorm.py. None is set: fp32 rows of 8192 at 16 warps take 48 registers (two rows per SM), 40 would
-# hold three; round 33 (docs/performance.md) measures the caps with scripts/tune.py --sections rmscap.
-REGISTER_CAP: dict[tuple[int, int, int], int] = {}
 # Per element: square, sum, * rstd, * weight. The per-row division and rsqrt (O(N) in all) are left out.
 FLOPS_PER_ELEMENT = 4
 
@@ -115,15 +111,12 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     if reload is None:
         reload = block_size >= n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
         auto_warps = RELOAD_WARPS if reload else auto_warps
-    num_warps = num_warps or auto_warps
-    held = block_size >= n_cols and not reload
-    cap = REGISTER_CAP.get((x.element_size(), n_cols, num_warps)) if held else None
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _rmsnorm_fwd_kernel[grid](
         x, weight, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), y.stride(0), y.stride(1),
         eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload,
-        num_warps=num_warps, **({"maxnreg": cap} if cap else {}),
+        num_warps=num_warps or auto_warps,
     )
     return y
 

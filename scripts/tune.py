@@ -14,10 +14,10 @@ persistent grid with the next row loaded into registers ahead: slower, round 29)
 loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 31),
 "wbprefetch" (LayerNorm with and without its weights asked of the L2 ahead, round 32), "onerow" (vecadd and SAXPY
 tiled from the program id against the 2-D split, round 33; tune_v15_onerow_lnfull.csv also has "lnfull", LayerNorm's
-rows as long as their tile without the column mask: commit bb2bf27, slower at fp32 8192, removed), "rmscap"
-(RMSNorm's held rows under register caps that fit one more row per SM, twice the warps, and the looped reduction
-that reads the row twice), "timeline" (per-program
-global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent kernel, each
+rows as long as their tile without the column mask: commit bb2bf27, slower at fp32 8192, removed);
+tune_v16_rmscap.csv has "rmscap" (RMSNorm's fp32 rows under a register cap that fits one more row per SM, twice the
+warps, and Inductor's looped reduction over tiles x warps: commit a05f5cf, none faster, removed), "timeline"
+(per-program global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent kernel, each
 autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
 "compile" (our Triton against torch.compile, interleaved; with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay
 there to read), "placement" (one cell's median on several input allocations, with and without
@@ -653,30 +653,6 @@ def onerow_variants(n, dtype_name, device="cuda"):
     return out
 
 
-def rmscap_variants(n, dtype_name, device="cuda", tiles=(1024, 2048, 4096), tile_warps=(4, 8, 16)):
-    """[(kernel, bytes moved, {variant: fn})]: RMSNorm's held rows under ptxas register caps that fit one more row per
-    SM (fp32 8192 at 16 warps: 48 -> 40 registers, three rows instead of two; 4096 at 8 warps: 48 -> 40, six
-    instead of five), twice the warps, beside torch.compile, three readings each, interleaved."""
-    from kernels import rmsnorm as rms
-    from kernels._rows import row_launch_params
-    from rooflab.kernel import load_kernel, torch_dtype
-
-    kernel = load_kernel("rmsnorm")
-    inputs = kernel.make_inputs(n, torch_dtype(dtype_name), device)
-    x = inputs[0]
-    _, warps = row_launch_params(n, x.element_size())
-    fn = lambda: rms.rmsnorm_triton(*inputs)  # noqa: E731
-    kinds = {"triton (default)": fn,
-             f"cap 40 at {warps} warps": swapped(rms, fn, REGISTER_CAP={(x.element_size(), n, warps): 40}),
-             f"{2 * warps} warps": lambda: rms.rmsnorm_triton(*inputs, num_warps=2 * warps),
-             "compile": _compiled("rmsnorm", n, torch_dtype(dtype_name), device)}
-    # Inductor's own shape for these rows: a looped reduction reading the row twice (the second time evict_first,
-    # mostly from the L2), as the kernel's tiled path does; tiles and warps of it
-    kinds.update({f"looped {t} x {w} warps": (lambda t=t, w=w: rms.rmsnorm_triton(*inputs, block_size=t, num_warps=w))
-                  for t in tiles for w in tile_warps if t < n and t // (32 * w) >= 4})
-    return [("rmsnorm", kernel.bytes(n, dtype_name), readings(kinds, times=2))]
-
-
 def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
     """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows, the
     defaults' launches; LayerNorm also with its weights asked of the L2 by the first program, bf16) and of a plain
@@ -1071,7 +1047,6 @@ PER_SIZE_SECTIONS = {
     "lnconfirm": lambda n, d: lnconfirm_variants(n, DTYPES[d]),
     "wbprefetch": lambda n, d: wbprefetch_variants(n, DTYPES[d]),
     "onerow": onerow_variants,
-    "rmscap": rmscap_variants,
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",

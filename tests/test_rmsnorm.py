@@ -99,24 +99,6 @@ def test_empty_input():
     assert rms.rmsnorm_triton(torch.empty(0, 5), torch.ones(5)).shape == (0, 5)
 
 
-def test_register_caps_reach_the_held_launches_they_name(monkeypatch):
-    """REGISTER_CAP's (element size, columns, warps) becomes the launch's maxnreg for held rows only."""
-    launches = []
-
-    class Spy:
-        def __getitem__(self, grid):
-            return lambda *args, **kw: launches.append(kw)
-
-    monkeypatch.setattr(rms, "_rmsnorm_fwd_kernel", Spy())
-    monkeypatch.setattr(rms, "REGISTER_CAP", {(4, 256, 4): 40})
-    x, w = torch.randn(3, 256), torch.randn(256)
-    rms.rmsnorm_triton(x, w)  # held, 4 warps: capped
-    rms.rmsnorm_triton(x, w, num_warps=8)  # another warp count
-    rms.rmsnorm_triton(x, w, reload=True)  # read twice: not a held row
-    rms.rmsnorm_triton(x, w, block_size=64)  # tiled
-    assert [kw.get("maxnreg") for kw in launches] == [40, None, None, None]
-
-
 def test_flop_and_byte_model():
     assert rms.flops(10) == 4 * 100 == 400
     assert rms.bytes_moved(10, "float32") == (2 * 100 + 10) * 4 == 840  # x, y, weight

@@ -97,16 +97,3 @@ def test_onerow_times_both_tilings_beside_the_builtin_and_compile_and_each_is_ri
     assert "failed" not in err and "wrong" not in err
 
 
-
-def test_rmscap_times_the_capped_and_wider_launches_beside_compile(capsys):
-    """Under the interpreter the cap is only a launch option; every kind must still give the default's rows."""
-    [(kernel, moved, variants)] = tune.rmscap_variants(256, "float32", device="cpu", tiles=(128, 256),
-                                                       tile_warps=(1, 2))
-    # looped: a tile of 128 with 1 warp only (2 warps would give a thread 2 values, 256 is no shorter than the row)
-    assert kernel == "rmsnorm" and len(variants) == 2 * (4 + 1)
-    assert {"triton (default)", "cap 40 at 4 warps (2)", "8 warps (2)", "compile", "looped 128 x 1 warps (2)"} <= set(
-        variants)
-    for fn in variants.values():
-        fn()
-    err = capsys.readouterr().err
-    assert "failed" not in err and "wrong" not in err
