@@ -17,8 +17,8 @@ tiled from the program id against the 2-D split, round 33; tune_v15_onerow_lnful
 rows as long as their tile without the column mask: commit bb2bf27, slower at fp32 8192, removed);
 tune_v16_rmscap.csv has "rmscap" (RMSNorm's fp32 rows under a register cap that fits one more row per SM, twice the
 warps, and Inductor's looped reduction over tiles x warps: commit a05f5cf, none faster, removed), "timeline"
-(per-program global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent kernel, each
-autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
+(per-program global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent
+kernel, each autotuned, against torch.relu(a @ b)), "hints" (vecadd with evict_first / .cs cache hints),
 "compile" (our Triton against torch.compile, interleaved; with TORCHINDUCTOR_CACHE_DIR set, Inductor's kernels stay
 there to read), "placement" (one cell's median on several input allocations, with and without
 timing.warm_translations: how much of an offset is address translation?), "drift" (one cell's batch medians over
