@@ -62,6 +62,13 @@ REGISTER_CAP = {(2, 8192, 8): 64}
 # asking program pays several microseconds for its requests (the first 528 asking: 71.0-71.3 us; every program:
 # 156.6-157.1 us), so one asks. 0: off.
 PREFETCH_PROGRAMS = 1
+# Held rows of (fewest, most) columns, by element size, that are exactly as long as their tile skip the column mask
+# (the kernel's FULL: a constant all-true mask, which the compiler folds away with the selects it guards). H200,
+# 4 starts, three readings each, interleaved (data/reference/h200/tune_v15_onerow_lnfull.csv): fp32 4096^2 33.12-33.31
+# us against 33.44-33.60 masked, 2048^2 11.74-12.26 against 12.32-12.54; but fp32 8192^2 128.5-129.3 against
+# 127.4-127.8, and bf16 a tie at 4096 and 8192 (536 -> 464 instructions for a bf16 row of 8192, no faster), so only
+# fp32 rows of 2048-4096 take it (docs/performance.md, round 33).
+UNMASKED_COLS = {4: (2048, 4096)}
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
 # divisions and rsqrt (O(N) in all) are left out.
@@ -89,13 +96,17 @@ def _layernorm_fwd_kernel(
     WB_PREFETCH: tl.constexpr = False,  # held row: the first programs ask the L2 for weight and bias (GPU only)
     W_LINE: tl.constexpr = 32,  # weight elements per L2 line
     prefetch_programs=0,  # ... how many programs ask
+    FULL: tl.constexpr = False,  # held row exactly as long as the tile (n_cols == BLOCK_SIZE): no column mask
 ):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
     cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
     if ONE_TILE:
-        mask = cols < n_cols
+        if FULL:  # a constant all-true mask: the compiler drops the masks and the selects below
+            mask = tl.full((BLOCK_SIZE,), 1, tl.int1)
+        else:
+            mask = cols < n_cols
         if WB_PREFETCH:
             lines = tl.arange(0, BLOCK_SIZE // W_LINE).to(tl.int64) * W_LINE
             ask = (lines < n_cols) & (row < prefetch_programs)
@@ -158,16 +169,19 @@ def launch_params(n_cols: int, element_size: int, block_size: int | None = None)
 
 
 def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: int, prefetch: bool = False) -> dict:
-    """The kernel's WB_EARLY, WB_PREFETCH (with prefetch_programs) and, where REGISTER_CAP names the launch, ptxas's
-    maxnreg, for a launch of block_size and num_warps over rows of n_cols elements: WB_EARLY_COLS for held rows,
-    the weights prefetched (PREFETCH_PROGRAMS) where a held row loads them late and ``prefetch`` says the device
-    can (kernels/_rows.can_prefetch); nothing for tiled rows."""
+    """The kernel's WB_EARLY, WB_PREFETCH (with prefetch_programs), FULL and, where REGISTER_CAP names the launch,
+    ptxas's maxnreg, for a launch of block_size and num_warps over rows of n_cols elements: WB_EARLY_COLS for held
+    rows, the weights prefetched (PREFETCH_PROGRAMS) where a held row loads them late and ``prefetch`` says the
+    device can (kernels/_rows.can_prefetch), no column mask for the rows UNMASKED_COLS names that are as long as
+    their tile; nothing for tiled rows."""
     held = block_size >= n_cols
     fewest, most = WB_EARLY_COLS.get(element_size, (n_cols + 1, 0))
     early = held and fewest <= n_cols <= most
     fetch = held and not early and PREFETCH_PROGRAMS > 0 and prefetch
+    low, high = UNMASKED_COLS.get(element_size, (n_cols + 1, 0))
     options = {"WB_EARLY": early, "WB_PREFETCH": fetch, "W_LINE": min(L2_LINE_BYTES // element_size, block_size),
-               "prefetch_programs": PREFETCH_PROGRAMS if fetch else 0}
+               "prefetch_programs": PREFETCH_PROGRAMS if fetch else 0,
+               "FULL": held and n_cols == block_size and low <= n_cols <= high}
     cap = REGISTER_CAP.get((element_size, n_cols, num_warps)) if held else None
     return options | ({"maxnreg": cap} if cap else {})
 

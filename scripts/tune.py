@@ -13,8 +13,8 @@ marginal rate of each row kernel and the copy over (R, 8192) inputs), "persist" 
 persistent grid with the next row loaded into registers ahead: slower, round 29), "lnchain" (LayerNorm's weights
 loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 31),
 "wbprefetch" (LayerNorm with and without its weights asked of the L2 ahead, round 32), "onerow" (vecadd and SAXPY
-tiled from the program id against the 2-D split, round 33; tune_v15_onerow_lnfull.csv also has "lnfull", LayerNorm's
-rows as long as their tile without the column mask: commit bb2bf27, slower at fp32 8192, removed);
+tiled from the program id against the 2-D split, round 33), "lnfull" (LayerNorm's held rows as long as their tile
+without the column mask, by default and everywhere, against the masked kernel, round 33);
 tune_v16_rmscap.csv has "rmscap" (RMSNorm's fp32 rows under a register cap that fits one more row per SM, twice the
 warps, and Inductor's looped reduction over tiles x warps: commit a05f5cf, none faster, removed), "timeline"
 (per-program global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent
@@ -653,6 +653,19 @@ def onerow_variants(n, dtype_name, device="cuda"):
     return out
 
 
+def lnfull_variants(n, dtype, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: LayerNorm with every held row as long as its tile unmasked, with the
+    default (UNMASKED_COLS: fp32 rows of 2048-4096 since round 33) and with none unmasked, three readings each."""
+    from kernels import layernorm as ln
+
+    x, w, b = ln_inputs(n, dtype, device)
+    fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
+    kinds = {"triton (default)": fn, "every full row unmasked": swapped(ln, fn, UNMASKED_COLS={2: (1, 1 << 14),
+                                                                                             4: (1, 1 << 14)}),
+             "masked (before round 33)": swapped(ln, fn, UNMASKED_COLS={})}
+    return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+
+
 def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
     """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows, the
     defaults' launches; LayerNorm also with its weights asked of the L2 by the first program, bf16) and of a plain
@@ -1047,6 +1060,7 @@ PER_SIZE_SECTIONS = {
     "lnconfirm": lambda n, d: lnconfirm_variants(n, DTYPES[d]),
     "wbprefetch": lambda n, d: wbprefetch_variants(n, DTYPES[d]),
     "onerow": onerow_variants,
+    "lnfull": lambda n, d: lnfull_variants(n, DTYPES[d]),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",

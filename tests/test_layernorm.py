@@ -164,7 +164,8 @@ def test_launch_params(n_cols, element_size, block_size, expected):
     (32768, 2, 4096, 8, True, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
 ])
 def test_launch_options(n_cols, element_size, block_size, warps, prefetch, expected):
-    assert ln.launch_options(n_cols, element_size, block_size, warps, prefetch) == expected
+    full = element_size == 4 and 2048 <= n_cols <= 4096 and n_cols == block_size  # UNMASKED_COLS
+    assert ln.launch_options(n_cols, element_size, block_size, warps, prefetch) == expected | {"FULL": full}
 
 
 def test_weight_prefetch_only_where_it_can_run(monkeypatch):
@@ -193,6 +194,19 @@ def test_weights_loaded_with_the_row_give_the_same_rows(monkeypatch, dtype, atol
     early = ln.layernorm_triton(x, w, b)
     torch.testing.assert_close(early, late, atol=0, rtol=0)
     torch.testing.assert_close(early.double(), _ref(x, w, b), atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=DTYPE_IDS)
+def test_rows_as_long_as_their_tile_skip_the_mask_and_give_the_same_rows(monkeypatch, dtype, atol, rtol):
+    x, w, b = _inputs(5, 256, dtype, seed=6)
+    monkeypatch.setattr(ln, "UNMASKED_COLS", {x.element_size(): (256, 256)})
+    assert ln.launch_options(256, x.element_size(), 256, 4)["FULL"]
+    assert not ln.launch_options(256, x.element_size(), 512, 4)["FULL"]  # a shorter row than its tile is masked
+    unmasked = ln.layernorm_triton(x, w, b)
+    monkeypatch.setattr(ln, "UNMASKED_COLS", {})
+    assert not ln.launch_options(256, x.element_size(), 256, 4)["FULL"]
+    torch.testing.assert_close(unmasked, ln.layernorm_triton(x, w, b), atol=0, rtol=0)
+    torch.testing.assert_close(unmasked.double(), _ref(x, w, b), atol=atol, rtol=rtol)
 
 
 def test_flop_and_byte_model():

@@ -28,9 +28,10 @@ for name, dtype, early, prefetch, cap in [("prefetch bf16", "bf16", False, True,
     sig = {"x_ptr": "*" + dtype, "w_ptr": "*" + dtype, "b_ptr": "*" + dtype, "y_ptr": "*" + dtype, "n_cols": "i32",
            "stride_xm": "i32", "stride_xn": "i32", "stride_w": "i32", "stride_b": "i32", "stride_ym": "i32",
            "stride_yn": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr", "ONE_TILE": "constexpr",
-           "WB_EARLY": "constexpr", "WB_PREFETCH": "constexpr", "W_LINE": "constexpr", "prefetch_programs": "i32"}
+           "WB_EARLY": "constexpr", "WB_PREFETCH": "constexpr", "W_LINE": "constexpr", "prefetch_programs": "i32",
+           "FULL": "constexpr"}
     consts = {"BLOCK_SIZE": 8192, "ONE_TILE": True, "WB_EARLY": early, "WB_PREFETCH": prefetch,
-              "W_LINE": 64 if dtype == "bf16" else 32}
+              "W_LINE": 64 if dtype == "bf16" else 32, "FULL": dtype == "fp32"}
     options = {"num_warps": 8} | ({"maxnreg": cap} if cap else {})
     k = triton.compile(ASTSource(fn=_layernorm_fwd_kernel, signature=sig, constexprs=consts),
                        target=GPUTarget("cuda", 90, 32), options=options)

@@ -97,3 +97,14 @@ def test_onerow_times_both_tilings_beside_the_builtin_and_compile_and_each_is_ri
     assert "failed" not in err and "wrong" not in err
 
 
+
+
+def test_lnfull_times_the_default_against_every_row_and_no_row_unmasked(capsys):
+    import torch
+
+    [(kernel, moved, variants)] = tune.lnfull_variants(64, torch.float32, device="cpu")
+    assert kernel == "layernorm" and len(variants) == 9
+    assert list(variants)[:3] == ["triton (default)", "every full row unmasked", "masked (before round 33)"]
+    torch.testing.assert_close(variants["every full row unmasked (3)"](), variants["masked (before round 33)"](),
+                               atol=0, rtol=0)
+    assert "failed" not in capsys.readouterr().err
