@@ -51,12 +51,13 @@ def tile_launch(views, elements: int | None = None, num_warps: int | None = None
     constexprs BLOCK_M, BLOCK_N and ONE_ROW (see ``tile``).
 
     ``strides`` flattens (row stride, column stride) of each view, in order. A single-row view gets row stride 0
-    (its only row index is 0, so nothing changes) because Triton specialises integer arguments divisible by 16:
-    a zero stride proves the row start aligned, and the unmasked interior tiles then load and store 16-byte
-    vectors. With the true stride n (1793^2 is odd) every access stayed scalar.
+    (its only row index is 0, so the addresses do not change) because Triton specialises integer arguments
+    divisible by 16: a zero stride proves the row start aligned, and the unmasked interior tiles then load and store
+    16-byte vectors. With the true stride n (1793^2 is odd) every access stayed scalar.
 
     ``one_row`` (default: the views have one row) takes a single-row view's tile from the program id alone, without
-    the integer division of the 2-D split; False keeps the 2-D split (for probes); True on several rows is refused.
+    the integer division of the 2-D split, with BLOCK_M = 1 (a row shorter than ``elements`` gets a shorter tile,
+    not copies of itself); False keeps the 2-D split (for probes); True on several rows is refused.
     """
     n_rows, n_cols = views[0].shape
     if one_row is None:
@@ -65,6 +66,8 @@ def tile_launch(views, elements: int | None = None, num_warps: int | None = None
         raise ValueError(f"one_row needs a single-row view, got {n_rows} rows")
     default_elements, default_warps = LAUNCH[views[0].dtype]  # binary_operands admits only LAUNCH's dtypes
     block_m, block_n = elementwise_tile(n_cols, elements or default_elements)
+    if one_row:
+        block_m = 1
     strides = []
     for t in views:
         strides += [0 if n_rows == 1 else t.stride(0), t.stride(1)]
@@ -74,25 +77,28 @@ def tile_launch(views, elements: int | None = None, num_warps: int | None = None
 
 
 @triton.jit
-def tile(n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
-    """(rows, cols, interior) of this program's tile: rows as a (BLOCK_M, 1) and cols as a (1, BLOCK_N) int64 index
-    (8192^2 * 4 B > 2^31), and whether the tile lies wholly inside (no mask needed).
+def tile(pid, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
+    """(rows, cols, interior) of program ``pid``'s tile: rows as a (BLOCK_M, 1) and cols as a (1, BLOCK_N) int64
+    index (8192^2 * 4 B > 2^31), and whether the tile lies wholly inside (no mask needed), computed in int64 too so
+    that a tile ending past 2^31 elements is not taken for an interior one.
 
     Tiles are numbered row-major over the (n_rows / BLOCK_M) x (n_cols / BLOCK_N) split. A single-row view
     (ONE_ROW, BLOCK_M = 1) numbers its tiles along the row, so the program id is the column tile: no integer
-    division by the tile count, which costs ~20 dependent instructions (I2F, MUFU.RCP, F2I, IMADs) before a
-    program's first load.
+    division by the tile count, whose dependent chain (I2F, MUFU.RCP, F2I, IMADs) makes a program run 56 instead of
+    23 instructions before its first load (sm_90; 53 and 20 when round 33 of docs/performance.md measured it, before
+    the interior check was widened to int64).
     """
-    pid = tl.program_id(axis=0)
     if ONE_ROW:
-        rows = tl.arange(0, BLOCK_M).to(tl.int64)[:, None]
-        cols = (pid.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
-        interior = (pid + 1) * BLOCK_N <= n_cols
+        tl.static_assert(BLOCK_M == 1, "a single-row view's tile is one row")
+        pid_n = pid.to(tl.int64)
+        rows = tl.zeros((BLOCK_M,), dtype=tl.int64)[:, None]
+        cols = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
+        interior = (pid_n + 1) * BLOCK_N <= n_cols
     else:
-        n_col_blocks = tl.cdiv(n_cols, BLOCK_N)
-        pid_m = pid // n_col_blocks
-        pid_n = pid % n_col_blocks
-        rows = (pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]
-        cols = (pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
+        n_col_blocks = (n_cols - 1) // BLOCK_N + 1  # tl.cdiv's n_cols + BLOCK_N - 1 overflows int32 near 2^31
+        pid_m = (pid // n_col_blocks).to(tl.int64)  # the division in the width of its operands, the rest in int64
+        pid_n = (pid % n_col_blocks).to(tl.int64)
+        rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M))[:, None]
+        cols = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
         interior = ((pid_m + 1) * BLOCK_M <= n_rows) & ((pid_n + 1) * BLOCK_N <= n_cols)
     return rows, cols, interior

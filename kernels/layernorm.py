@@ -68,8 +68,9 @@ PREFETCH_PROGRAMS = 1
 # 2048^2 11.74-12.26 and 11.49-11.94 us against 12.32-12.54 and 11.81-12.58 masked; 4096^2 33.12-33.31 against
 # 33.44-33.60 in the first call but 33.66-34.02 against 33.38-33.82 in the second (a tie; kept because the reference,
 # S17, was measured with it); fp32 8192^2 128.5-129.3 against 127.4-127.8, and bf16 a tie at 4096 and 8192 (536 ->
-# 464 instructions for a bf16 row of 8192, no faster), so only fp32 rows of 2048-4096 take it (docs/performance.md,
-# round 33).
+# 464 instructions for a bf16 row of 8192, no faster). bf16 2048 was faster in the one call that measured it
+# (8.58-8.78 against 8.90-8.93 us), not adopted on one reading. So only fp32 rows of 2048-4096 take it
+# (docs/performance.md, round 33).
 UNMASKED_COLS = {4: (2048, 4096)}
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row

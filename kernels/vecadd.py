@@ -24,7 +24,7 @@ FLOPS_PER_ELEMENT = 1  # one add
 def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols,
                    stride_xm, stride_xn, stride_ym, stride_yn, stride_zm, stride_zn,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
-    rows, cols, interior = tile(n_rows, n_cols, BLOCK_M, BLOCK_N, ONE_ROW)
+    rows, cols, interior = tile(tl.program_id(axis=0), n_rows, n_cols, BLOCK_M, BLOCK_N, ONE_ROW)
     x_ptrs = x_ptr + rows * stride_xm + cols * stride_xn
     y_ptrs = y_ptr + rows * stride_ym + cols * stride_yn
     z_ptrs = z_ptr + rows * stride_zm + cols * stride_zn

@@ -15,7 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 COMPILE = r"""
-import json, sys
+import json, re, sys
 sys.path.insert(0, sys.argv[1])
 import triton
 from triton.backends.compiler import GPUTarget
@@ -23,21 +23,24 @@ from triton.compiler import ASTSource
 from kernels.layernorm import _layernorm_fwd_kernel
 
 out = {}
-for name, dtype, early, prefetch, cap in [("prefetch bf16", "bf16", False, True, 64),
-                                          ("early fp32", "fp32", True, False, None)]:
+for name, dtype, block, early, prefetch, cap, full in [("prefetch bf16", "bf16", 8192, False, True, 64, False),
+                                                       ("early fp32", "fp32", 8192, True, False, None, False),
+                                                       ("unmasked fp32 4096", "fp32", 4096, True, False, None, True),
+                                                       ("masked fp32 4096", "fp32", 4096, True, False, None, False)]:
     sig = {"x_ptr": "*" + dtype, "w_ptr": "*" + dtype, "b_ptr": "*" + dtype, "y_ptr": "*" + dtype, "n_cols": "i32",
            "stride_xm": "i32", "stride_xn": "i32", "stride_w": "i32", "stride_b": "i32", "stride_ym": "i32",
            "stride_yn": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr", "ONE_TILE": "constexpr",
            "WB_EARLY": "constexpr", "WB_PREFETCH": "constexpr", "W_LINE": "constexpr", "prefetch_programs": "i32",
            "FULL": "constexpr"}
-    consts = {"BLOCK_SIZE": 8192, "ONE_TILE": True, "WB_EARLY": early, "WB_PREFETCH": prefetch,
-              "W_LINE": 64 if dtype == "bf16" else 32, "FULL": dtype == "fp32"}
+    consts = {"BLOCK_SIZE": block, "ONE_TILE": True, "WB_EARLY": early, "WB_PREFETCH": prefetch,
+              "W_LINE": 64 if dtype == "bf16" else 32, "FULL": full}
     options = {"num_warps": 8} | ({"maxnreg": cap} if cap else {})
     k = triton.compile(ASTSource(fn=_layernorm_fwd_kernel, signature=sig, constexprs=consts),
                        target=GPUTarget("cuda", 90, 32), options=options)
     ptx = k.asm["ptx"]
     out[name] = {"prefetch": ptx.count("prefetch.global.L2"), "maxnreg": ".maxnreg 64" in ptx,
-                 "cubin": len(k.asm["cubin"])}
+                 "cubin": len(k.asm["cubin"]), "loads": ptx.count("ld.global"),
+                 "predicated_loads": len(re.findall(r"@%p\d+ ld\.global", ptx))}
 print(json.dumps(out))
 """
 
@@ -56,6 +59,13 @@ def compiled():
 def test_the_weight_prefetch_compiles_to_l2_prefetches_under_the_register_cap(compiled):
     got = compiled["prefetch bf16"]
     assert got["prefetch"] >= 1 and got["maxnreg"] and got["cubin"] > 0
+
+
+def test_a_full_row_loads_without_a_mask(compiled):
+    """FULL (kernels/layernorm.UNMASKED_COLS) takes the predicates off the row's, weight's and bias's loads."""
+    full, masked = compiled["unmasked fp32 4096"], compiled["masked fp32 4096"]
+    assert full["loads"] > 0 and full["predicated_loads"] == 0
+    assert masked["predicated_loads"] > 0
 
 
 def test_weights_loaded_early_compile_without_a_prefetch(compiled):

@@ -97,8 +97,6 @@ def test_onerow_times_both_tilings_beside_the_builtin_and_compile_and_each_is_ri
     assert "failed" not in err and "wrong" not in err
 
 
-
-
 def test_lnfull_times_the_default_against_every_row_and_no_row_unmasked(capsys):
     import torch
 

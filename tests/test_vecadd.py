@@ -1,7 +1,10 @@
 """vecadd: Triton kernel against float64 on the CPU interpreter; strides, edge shapes, bad input, FLOP/byte model."""
 import pytest
 import torch
+import triton
+import triton.language as tl
 
+from kernels._elementwise import tile
 from kernels.vecadd import KERNEL, reference, vecadd_triton
 
 SHAPES = [(1, 1), (3, 17), (1, 4097), (37, 1793), (64, 300)]
@@ -44,6 +47,37 @@ def test_tile_launch_gives_a_single_row_view_a_zero_row_stride():
         tile_launch(views, 1000)
     with pytest.raises(ValueError, match="single-row"):
         tile_launch(views, one_row=True)
+
+
+def test_a_single_row_tile_is_one_row_even_when_the_row_is_short():
+    from kernels._elementwise import binary_operands, tile_launch
+
+    x, y = _inputs((8, 8), torch.float32)  # 64 elements: a 64-wide tile, not 16 copies of the row
+    _, views = binary_operands("t", x, y)
+    assert tile_launch(views)[0] == {"BLOCK_M": 1, "BLOCK_N": 64, "ONE_ROW": True}
+    assert tile_launch(views, one_row=False)[0]["BLOCK_M"] == 16  # the 2-D split masks the rows past the first
+
+
+@triton.jit
+def _interior_probe(out_ptr, pid, n_cols, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
+    """Store whether program ``pid``'s tile of a single-row view of n_cols elements is interior."""
+    _, _, inside = tile(pid, 1, n_cols, 1, BLOCK_N, ONE_ROW)
+    tl.store(out_ptr, inside.to(tl.int32))
+
+
+@pytest.mark.parametrize("one_row", [True, False])
+@pytest.mark.parametrize("n_cols, pid, interior", [
+    (2 ** 31 - 5, 2 ** 21 - 1, False),  # the last tile ends at 2^31 > n_cols: (pid + 1) * 1024 overflows int32
+    (2 ** 31 - 5, 2 ** 21 - 2, True),
+    (2 ** 31 + 5, 2 ** 21 - 1, True),  # n_cols past int32: an int64 argument
+    (2 ** 31 + 5, 2 ** 21, False),
+])
+def test_interior_tiles_past_two_to_the_31_elements(one_row, n_cols, pid, interior):
+    """Whether a tile needs its mask, for programs far along a row longer than int32 counts (a contiguous input of
+    more than 2^31 elements, ~46341^2): computed in int64, so the last, ragged tile is never taken for interior."""
+    out = torch.zeros(1, dtype=torch.int32)
+    _interior_probe[(1,)](out, pid, n_cols, BLOCK_N=1024, ONE_ROW=one_row)
+    assert bool(out.item()) is interior
 
 
 @pytest.mark.parametrize("one_row", [True, False])
