@@ -177,14 +177,16 @@ def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: i
     rows, the weights prefetched (PREFETCH_PROGRAMS) where a held row loads them late and ``prefetch`` says the
     device can (kernels/_rows.can_prefetch), no column mask for the rows UNMASKED_COLS names that are as long as
     their tile; nothing for tiled rows."""
+    def named(table):  # the (fewest, most) columns table names rows of this length
+        fewest, most = table.get(element_size, (n_cols + 1, 0))
+        return fewest <= n_cols <= most
+
     held = block_size >= n_cols
-    fewest, most = WB_EARLY_COLS.get(element_size, (n_cols + 1, 0))
-    early = held and fewest <= n_cols <= most
+    early = held and named(WB_EARLY_COLS)
     fetch = held and not early and PREFETCH_PROGRAMS > 0 and prefetch
-    low, high = UNMASKED_COLS.get(element_size, (n_cols + 1, 0))
     options = {"WB_EARLY": early, "WB_PREFETCH": fetch, "W_LINE": min(L2_LINE_BYTES // element_size, block_size),
                "prefetch_programs": PREFETCH_PROGRAMS if fetch else 0,
-               "FULL": held and n_cols == block_size and low <= n_cols <= high}
+               "FULL": n_cols == block_size and named(UNMASKED_COLS)}
     cap = REGISTER_CAP.get((element_size, n_cols, num_warps)) if held else None
     return options | ({"maxnreg": cap} if cap else {})
 

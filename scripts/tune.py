@@ -603,34 +603,33 @@ def readings(kinds, times=3):
     return {name if rep == 0 else f"{name} ({rep + 1})": fn for rep in range(times) for name, fn in kinds.items()}
 
 
-def lnconfirm_variants(n, dtype, device="cuda"):
-    """[(kernel, bytes moved, {variant: fn})]: LayerNorm's default against its launch before round 31 (no weights
-    loaded with the row, no register cap, 16-bit rows of 4096 at 4 warps) and against the default without its
-    register cap, each timed three times, interleaved."""
+def layernorm_against_default(n, dtype, device, variants):
+    """[(kernel, bytes moved, {variant: fn})]: LayerNorm's default launch against the same kernel with each of
+    ``variants`` ({kind: {module table: value}}, set for the call by swapped), three readings each, interleaved."""
     from kernels import layernorm as ln
 
     x, w, b = ln_inputs(n, dtype, device)
     fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
-    kinds = {"triton (default)": fn,
-             "before round 31": swapped(ln, fn, HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_COLS={}, REGISTER_CAP={},
-                                        PREFETCH_PROGRAMS=0),
-             "default without the register cap": swapped(ln, fn, REGISTER_CAP={})}
+    kinds = {"triton (default)": fn} | {kind: swapped(ln, fn, **tables) for kind, tables in variants.items()}
     return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+
+
+def lnconfirm_variants(n, dtype, device="cuda"):
+    """LayerNorm's default against its launch before round 31 (no weights loaded with the row, no register cap,
+    16-bit rows of 4096 at 4 warps) and against the default without its register cap."""
+    return layernorm_against_default(n, dtype, device, {
+        "before round 31": dict(HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_COLS={}, REGISTER_CAP={}, PREFETCH_PROGRAMS=0),
+        "default without the register cap": dict(REGISTER_CAP={})})
 
 
 def wbprefetch_variants(n, dtype, device="cuda"):
-    """[(kernel, bytes moved, {variant: fn})]: LayerNorm with its weights asked of the L2 by the first program
-    (the default, PREFETCH_PROGRAMS = 1), by none, by the first wave's programs and by every program, three
-    readings each, interleaved."""
-    from kernels import layernorm as ln
-
-    x, w, b = ln_inputs(n, dtype, device)
-    fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
+    """LayerNorm with its weights asked of the L2 by the first program (the default, PREFETCH_PROGRAMS = 1), by
+    none, by the first wave's programs and by every program."""
     wave = 4 * torch.cuda.get_device_properties(device).multi_processor_count
-    kinds = {"triton (default)": fn, "no weight prefetch": swapped(ln, fn, PREFETCH_PROGRAMS=0),
-             f"prefetch by the first {wave} programs": swapped(ln, fn, PREFETCH_PROGRAMS=wave),
-             "prefetch by every program": swapped(ln, fn, PREFETCH_PROGRAMS=n)}
-    return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+    return layernorm_against_default(n, dtype, device, {
+        "no weight prefetch": dict(PREFETCH_PROGRAMS=0),
+        f"prefetch by the first {wave} programs": dict(PREFETCH_PROGRAMS=wave),
+        "prefetch by every program": dict(PREFETCH_PROGRAMS=n)})
 
 
 def onerow_variants(n, dtype_name, device="cuda"):
@@ -654,16 +653,11 @@ def onerow_variants(n, dtype_name, device="cuda"):
 
 
 def lnfull_variants(n, dtype, device="cuda"):
-    """[(kernel, bytes moved, {variant: fn})]: LayerNorm with every held row as long as its tile unmasked, with the
-    default (UNMASKED_COLS: fp32 rows of 2048-4096 since round 33) and with none unmasked, three readings each."""
-    from kernels import layernorm as ln
-
-    x, w, b = ln_inputs(n, dtype, device)
-    fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
-    kinds = {"triton (default)": fn, "every full row unmasked": swapped(ln, fn, UNMASKED_COLS={2: (1, 1 << 14),
-                                                                                             4: (1, 1 << 14)}),
-             "masked (before round 33)": swapped(ln, fn, UNMASKED_COLS={})}
-    return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+    """LayerNorm with every held row as long as its tile unmasked, with the default (UNMASKED_COLS: fp32 rows of
+    2048-4096 since round 33) and with none unmasked."""
+    return layernorm_against_default(n, dtype, device, {
+        "every full row unmasked": dict(UNMASKED_COLS={2: (1, 1 << 14), 4: (1, 1 << 14)}),
+        "masked (before round 33)": dict(UNMASKED_COLS={})})
 
 
 def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
