@@ -31,6 +31,9 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # they stay held.
 RELOAD_MIN_COLS = {2: 8192}
 RELOAD_WARPS = 16
+# Rows of (fewest, most) columns, by element size, that are exactly as long as their tile skip the column mask (the
+# kernel's FULL, as in kernels/layernorm.py). None by default; scripts/tune.py --sections rmsfull measures it.
+UNMASKED_COLS: dict[int, tuple[int, int]] = {}
 # Per element: square, sum, * rstd, * weight. The per-row division and rsqrt (O(N) in all) are left out.
 FLOPS_PER_ELEMENT = 4
 
@@ -44,22 +47,26 @@ def _rmsnorm_fwd_kernel(
     BLOCK_SIZE: tl.constexpr,
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
     RELOAD: tl.constexpr = False,  # ... or read it twice, holding nothing across the reduction
+    FULL: tl.constexpr = False,  # one-tile row exactly as long as the tile (n_cols == BLOCK_SIZE): no column mask
 ):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
     cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
+    if ONE_TILE:
+        if FULL:  # a constant all-true mask: the compiler drops the masks and the selects they guard
+            mask = tl.full((BLOCK_SIZE,), 1, tl.int1)
+        else:
+            mask = cols < n_cols
     if ONE_TILE and RELOAD:
         # Inductor's shape: the row is read for the sum of squares and read again (from the L2) to normalise, so no
         # register holds it across the reduction
-        mask = cols < n_cols
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
         rstd = tl.math.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
         w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
         tl.store(y_row + cols * stride_yn, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
     elif ONE_TILE:
-        mask = cols < n_cols
         x = tl.load(x_row + cols * stride_xn, mask=mask, other=0.0).to(tl.float32)
         # the weight issued with x, not after the reduction: its (L2-resident) load overlaps the row's DRAM latency
         w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0)
@@ -83,13 +90,14 @@ def _rmsnorm_fwd_kernel(
 
 def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
                    block_size: int | None = None, num_warps: int | None = None,
-                   reload: bool | None = None) -> torch.Tensor:
+                   reload: bool | None = None, full: bool | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x and weight are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
     ``reload`` reads a one-tile row twice (the second time from the L2) instead of holding it in registers; by
-    default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps.
+    default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps. ``full`` drops the column mask of a row
+    exactly as long as its tile (by default for the rows UNMASKED_COLS names).
     """
     check_device(x, weight)
     if x.dim() != 2:
@@ -111,11 +119,15 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     if reload is None:
         reload = block_size >= n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
         auto_warps = RELOAD_WARPS if reload else auto_warps
+    if full is None:
+        fewest, most = UNMASKED_COLS.get(x.element_size(), (n_cols + 1, 0))
+        full = fewest <= n_cols <= most
+    full = full and block_size == n_cols
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _rmsnorm_fwd_kernel[grid](
         x, weight, y, n_cols,
         x.stride(0), x.stride(1), weight.stride(0), y.stride(0), y.stride(1),
-        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload,
+        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload, FULL=full,
         num_warps=num_warps or auto_warps,
     )
     return y

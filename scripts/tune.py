@@ -14,7 +14,9 @@ persistent grid with the next row loaded into registers ahead: slower, round 29)
 loaded with the row, and register caps), "lnconfirm" (LayerNorm's default against its launch before round 31),
 "wbprefetch" (LayerNorm with and without its weights asked of the L2 ahead, round 32), "onerow" (vecadd and SAXPY
 tiled from the program id against the 2-D split, round 33), "lnfull" (LayerNorm's held rows as long as their tile
-without the column mask, by default and everywhere, against the masked kernel, round 33);
+without the column mask, by default and everywhere, against the masked kernel, round 33), "l2hint" (row-sum's row
+through explicit 16-byte loads with L2 prefetch-size, read-only and no-L1 qualifiers, round 34), "rmsfull" (RMSNorm
+held and read-again rows with and without the column mask, beside torch.compile, round 34);
 tune_v16_rmscap.csv has "rmscap" (RMSNorm's fp32 rows under a register cap that fits one more row per SM, twice the
 warps, and Inductor's looped reduction over tiles x warps: commit a05f5cf, none faster, removed), "timeline"
 (per-program global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent
@@ -39,6 +41,8 @@ sys.path.insert(0, str(REPO))
 
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 from kernels.layernorm import bytes_moved as layernorm_bytes  # noqa: E402  (the kernels' own byte models)
 from kernels.layernorm import make_inputs as ln_inputs  # noqa: E402  (x, weight, bias as the sweep makes them)
@@ -660,6 +664,79 @@ def lnfull_variants(n, dtype, device="cuda"):
         "masked (before round 33)": dict(UNMASKED_COLS={})})
 
 
+# PTX for one 16-byte load (four 32-bit registers) with the qualifiers Triton's tl.load does not offer: the L2's
+# prefetch size on a miss (L2::128B / L2::256B), the non-coherent read-only path (nc) and no L1 allocation.
+ROW_LOADS = {
+    "ld.global": "ld.global.v4.u32",
+    "ld.global.L2::256B": "ld.global.L2::256B.v4.u32",
+    "ld.global.L1::no_allocate.L2::256B": "ld.global.L1::no_allocate.L2::256B.v4.u32",
+    "ld.global.nc.L1::no_allocate.L2::256B": "ld.global.nc.L1::no_allocate.L2::256B.v4.u32",
+    "ld.global.nc.L2::128B": "ld.global.nc.L2::128B.v4.u32",
+}
+
+
+@triton.jit
+def _bf16_pair(v):
+    return (v << 16).to(tl.float32, bitcast=True) + ((v >> 16) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _rowsum_asm(x_ptr, s_ptr, stride_xm, CHUNKS: tl.constexpr, BF16: tl.constexpr, LOAD: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    per = 8 if BF16 else 4  # elements in one 16-byte chunk
+    ptrs = x_ptr + row * stride_xm + tl.arange(0, CHUNKS).to(tl.int64) * per
+    regs = tl.inline_asm_elementwise(LOAD + " {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l", [ptrs],
+                                     dtype=(tl.int32, tl.int32, tl.int32, tl.int32), is_pure=True, pack=1)
+    a, b, c, d = regs
+    if BF16:  # two bf16 in each register: the low one shifted up, the high one with its low half cleared
+        acc = (_bf16_pair(a) + _bf16_pair(b)) + (_bf16_pair(c) + _bf16_pair(d))
+    else:
+        acc = (a.to(tl.float32, bitcast=True) + b.to(tl.float32, bitcast=True)) + (
+            c.to(tl.float32, bitcast=True) + d.to(tl.float32, bitcast=True))
+    tl.store(s_ptr + row, tl.sum(acc, axis=0).to(s_ptr.dtype.element_ty))
+
+
+def l2hint_variants(n, dtype, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: row-sum with its row read through explicit 16-byte loads in inline PTX
+    (ROW_LOADS: the L2 fetching 128 or 256 bytes on a miss, the read-only path, no L1 allocation) against the default
+    kernel, whose plain ld.global.v4 the first variant repeats through the same asm (a control for the asm path
+    itself). Rows whose length is a multiple of 16 bytes and a power of two, contiguous; three readings each,
+    interleaved."""
+    from kernels.rowsum import launch_params, make_inputs, rowsum_triton
+
+    (x,) = make_inputs(n, dtype, device)
+    per = 16 // x.element_size()
+    _, _, warps = launch_params(n, x.element_size())
+
+    def asm(load):
+        def call():
+            s = torch.empty((n,), dtype=x.dtype, device=device)
+            _rowsum_asm[(n,)](x, s, x.stride(0), CHUNKS=n // per, BF16=x.dtype == torch.bfloat16, LOAD=load,
+                              num_warps=warps)
+            return s
+        return call
+
+    kinds = {"triton (default)": lambda: rowsum_triton(x)} | {f"asm {k}": asm(v) for k, v in ROW_LOADS.items()}
+    return [("rowsum", rowsum_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+
+
+def rmsfull_variants(n, dtype, device="cuda"):
+    """RMSNorm's held (default for fp32) and read-again rows, each with and without the column mask (FULL), beside
+    torch.compile, three readings each, interleaved."""
+    from kernels.rmsnorm import make_inputs, rmsnorm_triton
+
+    x, w = make_inputs(n, dtype, device)
+    kinds = {"triton (default)": lambda: rmsnorm_triton(x, w)}
+    for reload in (False, True):
+        form = "read again, 16 warps" if reload else "held"
+        warps = 16 if reload else None
+        for full in (False, True):
+            kinds[f"{form}, {'unmasked' if full else 'masked'}"] = (
+                lambda r=reload, f=full, nw=warps: rmsnorm_triton(x, w, reload=r, full=f, num_warps=nw))
+    kinds["compile"] = _compiled("rmsnorm", n, dtype, device)
+    return [("rmsnorm", rmsnorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+
+
 def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
     """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows, the
     defaults' launches; LayerNorm also with its weights asked of the L2 by the first program, bf16) and of a plain
@@ -1055,6 +1132,8 @@ PER_SIZE_SECTIONS = {
     "wbprefetch": lambda n, d: wbprefetch_variants(n, DTYPES[d]),
     "onerow": onerow_variants,
     "lnfull": lambda n, d: lnfull_variants(n, DTYPES[d]),
+    "l2hint": lambda n, d: l2hint_variants(n, DTYPES[d]),
+    "rmsfull": lambda n, d: rmsfull_variants(n, DTYPES[d]),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",

@@ -44,6 +44,41 @@ def test_reload_reads_the_row_twice_and_matches_float64(rows, cols, dtype, atol,
     torch.testing.assert_close(y.to(torch.float64), _ref(x, w), atol=atol, rtol=rtol)
 
 
+@pytest.mark.parametrize("reload", [False, True], ids=["held", "read-again"])
+@pytest.mark.parametrize("cols", [64, 256])
+def test_an_unmasked_full_row_gives_the_masked_result(cols, reload):
+    """full drops the column mask of a row exactly as long as its tile: bit for bit the masked kernel's output; on a
+    row shorter than its tile, or when UNMASKED_COLS names a row that is not full, the mask stays (no load past the
+    row)."""
+    x, w = _inputs(5, cols, torch.float32)
+    masked = rms.rmsnorm_triton(x, w, reload=reload, full=False)
+    torch.testing.assert_close(rms.rmsnorm_triton(x, w, reload=reload, full=True), masked, atol=0, rtol=0)
+    short_x, short_w = x[:, :cols - 3], w[:cols - 3]
+    torch.testing.assert_close(rms.rmsnorm_triton(short_x, short_w, reload=reload, full=True).double(),
+                               _ref(short_x, short_w), atol=1e-5, rtol=1e-5)
+
+
+def test_unmasked_cols_names_the_rows_that_drop_the_mask(monkeypatch):
+    x, w = _inputs(3, 64, torch.float32)
+    calls = []
+    real = rms._rmsnorm_fwd_kernel
+
+    class Spy:
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                calls.append(kw["FULL"])
+                return real[grid](*args, **kw)
+            return launch
+    monkeypatch.setattr(rms, "_rmsnorm_fwd_kernel", Spy())
+    rms.rmsnorm_triton(x, w)
+    monkeypatch.setattr(rms, "UNMASKED_COLS", {4: (64, 64)})
+    rms.rmsnorm_triton(x, w)
+    rms.rmsnorm_triton(x[:, :60], w[:60])  # named length range (64, 64) does not hold 60
+    monkeypatch.setattr(rms, "UNMASKED_COLS", {4: (1, 1 << 14)})
+    rms.rmsnorm_triton(x[:, :60], w[:60])  # named, but shorter than its tile of 64
+    assert calls == [False, True, False, False]
+
+
 @pytest.mark.parametrize("block_size", [None, 128], ids=["one-tile", "tiled-128"])
 def test_long_rows_through_tiled_loop(block_size):
     x, w = _inputs(3, 8192 + 37, torch.float32)

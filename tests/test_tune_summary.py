@@ -106,3 +106,14 @@ def test_lnfull_times_the_default_against_every_row_and_no_row_unmasked(capsys):
     torch.testing.assert_close(variants["every full row unmasked (3)"](), variants["masked (before round 33)"](),
                                atol=0, rtol=0)
     assert "failed" not in capsys.readouterr().err
+
+
+def test_rmsfull_times_both_row_forms_with_and_without_the_mask_beside_compile(capsys):
+    import torch
+
+    [(kernel, moved, variants)] = tune.rmsfull_variants(64, torch.float32, device="cpu")
+    assert kernel == "rmsnorm" and moved == (2 * 64 * 64 + 64) * 4 and len(variants) == 18
+    assert list(variants)[:6] == ["triton (default)", "held, masked", "held, unmasked", "read again, 16 warps, masked",
+                                  "read again, 16 warps, unmasked", "compile"]
+    torch.testing.assert_close(variants["held, unmasked (2)"](), variants["held, masked"](), atol=0, rtol=0)
+    assert "failed" not in capsys.readouterr().err
