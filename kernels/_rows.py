@@ -40,6 +40,23 @@ def held_min_warps(table: dict[int, tuple[int, int]], n_cols: int, element_size:
     return max(warps, min_warps) if n_cols >= min_cols else warps
 
 
+def names_row(table: dict[int, tuple[int, int]], n_cols: int, element_size: int) -> bool:
+    """``table`` (element size -> (fewest, most) columns, each kernel's UNMASKED_COLS) names rows of n_cols."""
+    fewest, most = table.get(element_size, (n_cols + 1, 0))
+    return fewest <= n_cols <= most
+
+
+@triton.jit
+def column_mask(cols, n_cols, FULL: tl.constexpr):
+    """cols < n_cols, or, for a row exactly as long as its tile (FULL), a constant all-true mask: the compiler then
+    drops the load and store predicates and the selects they guard (Inductor's rows of a constant length have none
+    either). Measured per kernel: each file's UNMASKED_COLS says where it is faster."""
+    if FULL:
+        return tl.full(cols.shape, 1, tl.int1)
+    else:
+        return cols < n_cols
+
+
 # Bytes of one L2 line: a prefetch asks for the line that holds its address.
 L2_LINE_BYTES = 128
 

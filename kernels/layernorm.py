@@ -19,7 +19,8 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._rows import L2_LINE_BYTES, can_prefetch, held_min_warps, l2_prefetch, row_launch_params
+from kernels._rows import (L2_LINE_BYTES, can_prefetch, column_mask, held_min_warps, l2_prefetch, names_row,
+                           row_launch_params)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -106,10 +107,7 @@ def _layernorm_fwd_kernel(
     y_row = y_ptr + row * stride_ym
     cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
     if ONE_TILE:
-        if FULL:  # a constant all-true mask: the compiler drops the masks and the selects below
-            mask = tl.full((BLOCK_SIZE,), 1, tl.int1)
-        else:
-            mask = cols < n_cols
+        mask = column_mask(cols, n_cols, FULL)  # FULL: all-true, so the masks and the selects below drop out
         if WB_PREFETCH:
             lines = tl.arange(0, BLOCK_SIZE // W_LINE).to(tl.int64) * W_LINE
             ask = (lines < n_cols) & (row < prefetch_programs)
@@ -177,16 +175,12 @@ def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: i
     rows, the weights prefetched (PREFETCH_PROGRAMS) where a held row loads them late and ``prefetch`` says the
     device can (kernels/_rows.can_prefetch), no column mask for the rows UNMASKED_COLS names that are as long as
     their tile; nothing for tiled rows."""
-    def named(table):  # the (fewest, most) columns table names rows of this length
-        fewest, most = table.get(element_size, (n_cols + 1, 0))
-        return fewest <= n_cols <= most
-
     held = block_size >= n_cols
-    early = held and named(WB_EARLY_COLS)
+    early = held and names_row(WB_EARLY_COLS, n_cols, element_size)
     fetch = held and not early and PREFETCH_PROGRAMS > 0 and prefetch
     options = {"WB_EARLY": early, "WB_PREFETCH": fetch, "W_LINE": min(L2_LINE_BYTES // element_size, block_size),
                "prefetch_programs": PREFETCH_PROGRAMS if fetch else 0,
-               "FULL": n_cols == block_size and named(UNMASKED_COLS)}
+               "FULL": n_cols == block_size and names_row(UNMASKED_COLS, n_cols, element_size)}
     cap = REGISTER_CAP.get((element_size, n_cols, num_warps)) if held else None
     return options | ({"maxnreg": cap} if cap else {})
 

@@ -5,9 +5,9 @@ wrapper, the naive PyTorch expression, the builtin (F.rms_norm, in torch since 2
 FLOP/byte model that the analysis uses.
 
 A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is read once and kept in registers, or,
-for the rows RELOAD_MIN_COLS names (16-bit rows of 8192 columns and more), read twice: the second read comes from
-the L2 and frees the registers for more rows per SM. A longer row is walked in tiles twice: once for the sum of
-squares, once to normalise and store.
+for the rows RELOAD_MIN_COLS names (rows of 8192 columns and more), read twice: the second read comes from the L2 and
+frees the registers for more rows per SM. Rows exactly as long as their block that UNMASKED_COLS names drop the
+column mask. A longer row is walked in tiles twice: once for the sum of squares, once to normalise and store.
 
 References: Zhang & Sennrich, "Root Mean Square Layer Normalization" (2019); Liger-Kernel's ops/rms_norm.py.
 """
@@ -18,22 +18,25 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._rows import row_launch_params
+from kernels._rows import column_mask, names_row, row_launch_params
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # Rows of at least this many columns, by element size, are read twice with 16 warps (``reload``) instead of held in
-# registers: 16-bit rows of 8192 and more (measured in bf16 at 8192; fp16 and longer rows follow by the same logic).
+# registers: rows of 8192 and more (measured at 8192; fp16 and longer rows follow by the same logic).
 # scripts/tune.py --sections rows on the H200 (tune_v5.csv), 8192^2: bf16 63.4 us against 65.1-65.7 held
-# (torch.compile, the same shape: 63.5); bf16 4096^2 20.3 against 18.4-18.6, and fp32 at either size within 1 %, so
-# they stay held.
-RELOAD_MIN_COLS = {2: 8192}
+# (torch.compile, the same shape: 63.5); bf16 4096^2 20.3 against 18.4-18.6, so shorter rows stay held. fp32 rows of
+# 8192 read again only pay when they are also unmasked (UNMASKED_COLS): held 129.3-129.7 us, read again 128.6-128.9
+# masked and 126.0-126.3 unmasked, torch.compile 126.9-127.0 (tune.py --sections rmsfull, tune_v18_l2hint_rmsfull.csv,
+# three readings each, interleaved; docs/performance.md round 34).
+RELOAD_MIN_COLS = {2: 8192, 4: 8192}
 RELOAD_WARPS = 16
-# Rows of (fewest, most) columns, by element size, that are exactly as long as their tile skip the column mask (the
-# kernel's FULL, as in kernels/layernorm.py). None by default; scripts/tune.py --sections rmsfull measures it.
-UNMASKED_COLS: dict[int, tuple[int, int]] = {}
+# Rows of (fewest, most) columns, by element size, that are exactly as long as their tile skip the column mask
+# (kernels/_rows.column_mask): fp32 rows of 8192, above. bf16 rows of 8192 read again: a tie (63.44-63.90 us unmasked,
+# 63.44-63.81 masked); held rows of 4096: within the readings' spread in both dtypes, so not adopted.
+UNMASKED_COLS = {4: (8192, 8192)}
 # Per element: square, sum, * rstd, * weight. The per-row division and rsqrt (O(N) in all) are left out.
 FLOPS_PER_ELEMENT = 4
 
@@ -54,10 +57,7 @@ def _rmsnorm_fwd_kernel(
     y_row = y_ptr + row * stride_ym
     cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
     if ONE_TILE:
-        if FULL:  # a constant all-true mask: the compiler drops the masks and the selects they guard
-            mask = tl.full((BLOCK_SIZE,), 1, tl.int1)
-        else:
-            mask = cols < n_cols
+        mask = column_mask(cols, n_cols, FULL)
     if ONE_TILE and RELOAD:
         # Inductor's shape: the row is read for the sum of squares and read again (from the L2) to normalise, so no
         # register holds it across the reduction
@@ -119,10 +119,7 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     if reload is None:
         reload = block_size >= n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
         auto_warps = RELOAD_WARPS if reload else auto_warps
-    if full is None:
-        fewest, most = UNMASKED_COLS.get(x.element_size(), (n_cols + 1, 0))
-        full = fewest <= n_cols <= most
-    full = full and block_size == n_cols
+    full = (names_row(UNMASKED_COLS, n_cols, x.element_size()) if full is None else full) and block_size == n_cols
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _rmsnorm_fwd_kernel[grid](
         x, weight, y, n_cols,

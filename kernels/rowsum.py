@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
+from kernels._rows import MAX_BLOCK_SIZE, column_mask, names_row, row_launch_params
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -34,6 +34,9 @@ MAX_BLOCK_N = MAX_BLOCK_SIZE
 # Shortest tile a program should own: short rows are packed BLOCK_M to a program so each program still moves
 # enough bytes to be worth its launch slot.
 MIN_TILE_ELEMENTS = 4096
+# Rows of (fewest, most) columns, by element size, exactly one tile long and filling whole programs, skip the masks
+# (kernels/_rows.column_mask). None by default; scripts/tune.py --sections unmasked measures it.
+UNMASKED_COLS: dict[int, tuple[int, int]] = {}
 
 
 def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
@@ -51,15 +54,16 @@ def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
 
 @triton.jit
 def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr):
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr,
+                   FULL: tl.constexpr = False):  # one tile exactly, whole programs of rows: no mask
     pid = tl.program_id(axis=0)
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: 8192^2 * 4 B > 2^31
-    row_mask = rows < n_rows
+    row_mask = column_mask(rows, n_rows, FULL)  # FULL: every row of every program is in range
     row_ptrs = x_ptr + rows[:, None] * stride_xm  # (BLOCK_M, 1)
     cols = tl.arange(0, BLOCK_N).to(tl.int64)
     if ONE_TILE:
         # The whole tile in one go: every load is issued before the first add needs one.
-        mask = row_mask[:, None] & (cols[None, :] < n_cols)
+        mask = row_mask[:, None] & column_mask(cols, n_cols, FULL)[None, :]
         x = tl.load(row_ptrs + cols[None, :] * stride_xn, mask=mask, other=0.0).to(tl.float32)
         s = tl.sum(x, axis=1)
     else:
@@ -73,11 +77,12 @@ def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
 
 
 def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | None = None,
-                  num_warps: int | None = None) -> torch.Tensor:
+                  num_warps: int | None = None, full: bool | None = None) -> torch.Tensor:
     """Check the input; allocate the output (N values, x's dtype); launch one program per BLOCK_M rows.
 
     ``block_m``, ``block_n`` and ``num_warps`` override the heuristic (launch_params), e.g. to test the tiled loop
-    on short rows or to tune.
+    on short rows or to tune. ``full`` drops the masks where the rows are exactly one tile long and fill whole
+    programs (by default for the rows UNMASKED_COLS names).
     """
     check_device(x)
     if x.dtype not in SUPPORTED_DTYPES:
@@ -95,9 +100,11 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
     for name, v in (("block_m", block_m), ("block_n", block_n)):
         if v & (v - 1):
             raise ValueError(f"{name} must be a power of two, got {v}")
+    full = (names_row(UNMASKED_COLS, n_cols, x.element_size()) if full is None else full) and (
+        block_n == n_cols and n_rows % block_m == 0)
     _rowsum_kernel[(triton.cdiv(n_rows, block_m),)](
         x, s, n_rows, n_cols, x.stride(0), x.stride(1), s.stride(0),
-        BLOCK_M=block_m, BLOCK_N=block_n, ONE_TILE=block_n >= n_cols, num_warps=num_warps or auto_warps)
+        BLOCK_M=block_m, BLOCK_N=block_n, ONE_TILE=block_n >= n_cols, FULL=full, num_warps=num_warps or auto_warps)
     return s
 
 

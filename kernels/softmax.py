@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK_SIZE, held_min_warps, row_launch_params
+from kernels._rows import MAX_BLOCK_SIZE, column_mask, held_min_warps, names_row, row_launch_params
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.triton_utils import check_device
@@ -47,14 +47,17 @@ RELOAD_MIN_COLS = {4: 8192}  # the row heuristic already gives these rows 16 war
 # tune.py --sections rows on the H200, bf16 8192^2 forward: faster in six tune calls of six (five in tune_v5*.csv and
 # tune_placement*.csv, mean 64.8 vs 65.6 us; the sixth in docs/performance.md round 19, 65.36 vs 65.44).
 HELD_MIN_WARPS = {2: (8192, 16)}
+# Forward rows of (fewest, most) columns, by element size, exactly one block long, skip the column mask
+# (kernels/_rows.column_mask). None by default; scripts/tune.py --sections unmasked measures it.
+UNMASKED_COLS: dict[int, tuple[int, int]] = {}
 
 
 @triton.jit
 def _softmax_fwd_row_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_ym, stride_yn,
-                            BLOCK_N: tl.constexpr, RELOAD: tl.constexpr = False):
+                            BLOCK_N: tl.constexpr, RELOAD: tl.constexpr = False, FULL: tl.constexpr = False):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride passes 2^31 at 8192^2
     cols = tl.arange(0, BLOCK_N)
-    mask = cols < n_cols
+    mask = column_mask(cols, n_cols, FULL)  # FULL: a row exactly BLOCK_N long, no mask
     x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=-float("inf"),
                 eviction_policy="evict_last" if RELOAD else "").to(tl.float32)
     m = tl.max(x, axis=0)
@@ -156,11 +159,12 @@ def _launch_params(n_cols: int, element_size: int, max_block: int) -> tuple[int,
 
 
 def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
-                    reload: bool | None = None) -> torch.Tensor:
+                    reload: bool | None = None, full: bool | None = None) -> torch.Tensor:
     """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length.
     ``num_warps`` overrides the heuristic (for tuning); ``reload`` reads a one-block row twice (the second time from
     the L2) instead of holding its exponentials in registers across the sum; by default for the rows
-    RELOAD_MIN_COLS names (held rows take at least HELD_MIN_WARPS warps)."""
+    RELOAD_MIN_COLS names (held rows take at least HELD_MIN_WARPS warps). ``full`` drops the column mask of a row
+    exactly one block long (by default for the rows UNMASKED_COLS names)."""
     _check("softmax_forward", x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
@@ -175,7 +179,8 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     grid = lambda META: (n_rows,)  # noqa: E731
     args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))
     if one_block:
-        _softmax_fwd_row_kernel[grid](*args, BLOCK_N=block, RELOAD=reload, num_warps=num_warps)
+        full = (names_row(UNMASKED_COLS, n_cols, x.element_size()) if full is None else full) and block == n_cols
+        _softmax_fwd_row_kernel[grid](*args, BLOCK_N=block, RELOAD=reload, FULL=full, num_warps=num_warps)
     else:
         _softmax_fwd_online_kernel[grid](*args, BLOCK_N=block, num_warps=num_warps)
     return y

@@ -16,7 +16,9 @@ loaded with the row, and register caps), "lnconfirm" (LayerNorm's default agains
 tiled from the program id against the 2-D split, round 33), "lnfull" (LayerNorm's held rows as long as their tile
 without the column mask, by default and everywhere, against the masked kernel, round 33), "l2hint" (row-sum's row
 through explicit 16-byte loads with L2 prefetch-size, read-only and no-L1 qualifiers, round 34), "rmsfull" (RMSNorm
-held and read-again rows with and without the column mask, beside torch.compile, round 34);
+held and read-again rows with and without the column mask, beside torch.compile, round 34), "unmasked" (row-sum,
+softmax and LayerNorm rows without their column mask against the masked default, RMSNorm's default against its
+launch before round 34);
 tune_v16_rmscap.csv has "rmscap" (RMSNorm's fp32 rows under a register cap that fits one more row per SM, twice the
 warps, and Inductor's looped reduction over tiles x warps: commit a05f5cf, none faster, removed), "timeline"
 (per-program global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent
@@ -113,8 +115,6 @@ def elementwise_variants(n, dtype):
 
 def floor_variants():
     """What the timer reports with next to nothing timed: its fixed cost, present in every cell."""
-    import triton
-    import triton.language as tl
 
     @triton.jit
     def _empty(x_ptr):
@@ -236,8 +236,6 @@ def compile_variants(n, dtype_name):
 def hint_variants(n, dtype):
     """(kernel, bytes moved, {variant: fn}): vecadd with cache hints on its loads and stores (streaming data that no
     one reads again: evict_first / .cs), against the default kernel and the builtin (timed first and last)."""
-    import triton
-    import triton.language as tl
 
     from kernels._elementwise import LAUNCH
     from kernels.vecadd import vecadd_builtin, vecadd_triton
@@ -306,8 +304,6 @@ def tma_variants(n, dtype, device="cuda"):
     timed twice, interleaved. A contiguous row of n elements is viewed as a (n / C, C) tile with C x element size =
     128 B (the widest swizzle) or 256 B, so one box (at most 256 x 256 elements) holds the whole row. Hopper only."""
     import torch.nn.functional as F
-    import triton
-    import triton.language as tl
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     from kernels.layernorm import layernorm_triton
@@ -407,8 +403,6 @@ def persist_variants(n, dtype, device="cuda"):
     the same number of rows. num_stages=1 keeps Triton's pipeliner from staging the row through shared memory (round
     12's slower form). Against the default kernels, timed twice, interleaved."""
     import torch.nn.functional as F
-    import triton
-    import triton.language as tl
 
     from kernels.layernorm import layernorm_triton
     from kernels.rowsum import rowsum_triton
@@ -508,8 +502,6 @@ def lnchain_variants(n, dtype, device="cuda"):
     copies, 80 registers, 3 rows per SM: slower), kept in the storage dtype until used; and ptxas capped at fewer
     registers (the launch option maxnreg) so more rows stay resident: 8 warps at 64 registers hold 4 rows per SM,
     at 48 five, at 40 six. Against the default kernel, timed twice, interleaved."""
-    import triton
-    import triton.language as tl
 
     from kernels.layernorm import layernorm_triton
 
@@ -702,22 +694,23 @@ def l2hint_variants(n, dtype, device="cuda"):
     kernel, whose plain ld.global.v4 the first variant repeats through the same asm (a control for the asm path
     itself). Rows whose length is a multiple of 16 bytes and a power of two, contiguous; three readings each,
     interleaved."""
-    from kernels.rowsum import launch_params, make_inputs, rowsum_triton
+    from kernels.rowsum import make_inputs, rowsum_triton
 
     (x,) = make_inputs(n, dtype, device)
-    per = 16 // x.element_size()
-    _, _, warps = launch_params(n, x.element_size())
-
-    def asm(load):
-        def call():
-            s = torch.empty((n,), dtype=x.dtype, device=device)
-            _rowsum_asm[(n,)](x, s, x.stride(0), CHUNKS=n // per, BF16=x.dtype == torch.bfloat16, LOAD=load,
-                              num_warps=warps)
-            return s
-        return call
-
-    kinds = {"triton (default)": lambda: rowsum_triton(x)} | {f"asm {k}": asm(v) for k, v in ROW_LOADS.items()}
+    kinds = {"triton (default)": lambda: rowsum_triton(x)}
+    kinds |= {f"asm {k}": lambda v=v: rowsum_asm(x, v) for k, v in ROW_LOADS.items()}
     return [("rowsum", rowsum_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+
+
+def rowsum_asm(x, load):
+    """Row sums of a contiguous x (rows a power of two of 16-byte chunks long) through _rowsum_asm's loads."""
+    from kernels.rowsum import launch_params
+
+    n_rows, n_cols = x.shape
+    s = torch.empty((n_rows,), dtype=x.dtype, device=x.device)
+    _rowsum_asm[(n_rows,)](x, s, x.stride(0), CHUNKS=n_cols * x.element_size() // 16, BF16=x.dtype == torch.bfloat16,
+                           LOAD=load, num_warps=launch_params(n_cols, x.element_size())[2])
+    return s
 
 
 def rmsfull_variants(n, dtype, device="cuda"):
@@ -737,14 +730,39 @@ def rmsfull_variants(n, dtype, device="cuda"):
     return [("rmsnorm", rmsnorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
 
 
+def unmasked_variants(n, dtype, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: rows exactly one tile long without their column mask (FULL) against
+    the masked default, for row-sum (beside round 34's unmasked asm loads), softmax forward and LayerNorm, and
+    RMSNorm's default (fp32 rows of 8192 read again, unmasked, since round 34) against its launch before; torch.compile
+    beside softmax and RMSNorm. Three readings each, interleaved."""
+    from kernels import rmsnorm as rms
+    from kernels import rowsum as rs
+    from kernels import softmax as sm
+
+    name = str(dtype).removeprefix("torch.")
+    (x,) = rs.make_inputs(n, dtype, device)
+    out = [("rowsum", rowsum_bytes(n, name), readings({
+        "triton (default)": lambda: rs.rowsum_triton(x), "unmasked": lambda: rs.rowsum_triton(x, full=True),
+        "asm ld.global": lambda: rowsum_asm(x, ROW_LOADS["ld.global"])}))]
+    out.append(("softmax", sm.bytes_moved(n, name), readings({
+        "triton (default)": lambda: sm.softmax_forward(x), "unmasked": lambda: sm.softmax_forward(x, full=True),
+        "compile": _compiled("softmax", n, dtype, device)})))
+    out += layernorm_against_default(n, dtype, device, {
+        "every full row unmasked": dict(UNMASKED_COLS={2: (1, 1 << 14), 4: (1, 1 << 14)})})
+    xr, w = rms.make_inputs(n, dtype, device)
+    fn = lambda: rms.rmsnorm_triton(xr, w)  # noqa: E731
+    out.append(("rmsnorm", rmsnorm_bytes(n, name), readings({
+        "triton (default)": fn, "before round 34": swapped(rms, fn, RELOAD_MIN_COLS={2: 8192}, UNMASKED_COLS={}),
+        "compile": _compiled("rmsnorm", n, dtype, device)})))
+    return out
+
+
 def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
     """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows, the
     defaults' launches; LayerNorm also with its weights asked of the L2 by the first program, bf16) and of a plain
     Triton copy (2048 elements a program), each program writing the global timer (%globaltimer, ns) when it starts
     and when its last store is issued, and its SM (%smid). Each run after the timer's L2 flush.
     Returns (summary rows, per-program rows of the first two runs)."""
-    import triton
-    import triton.language as tl
 
     from kernels import layernorm as ln
     from kernels import rowsum as rs
@@ -1134,6 +1152,7 @@ PER_SIZE_SECTIONS = {
     "lnfull": lambda n, d: lnfull_variants(n, DTYPES[d]),
     "l2hint": lambda n, d: l2hint_variants(n, DTYPES[d]),
     "rmsfull": lambda n, d: rmsfull_variants(n, DTYPES[d]),
+    "unmasked": lambda n, d: unmasked_variants(n, DTYPES[d]),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",

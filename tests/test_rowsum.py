@@ -42,6 +42,23 @@ def test_launch_params_whole_row_and_packing():
         rowsum_triton(_x((4, 8), torch.float32), block_n=24)
 
 
+@pytest.mark.parametrize("shape, block_m", [((6, 64), 1), ((8, 256), 4)])
+def test_unmasked_tiles_give_the_masked_result(shape, block_m):
+    """full drops the masks where rows are one tile long and fill whole programs: bit for bit the masked result."""
+    x = _x(shape, torch.float32, seed=2)
+    masked = rowsum_triton(x, block_m=block_m, full=False)
+    torch.testing.assert_close(rowsum_triton(x, block_m=block_m, full=True), masked, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("shape, block_m", [((6, 61), 1), ((7, 256), 4)])
+def test_full_is_ignored_where_a_tile_is_not_full(shape, block_m):
+    """A row shorter than its tile, or a last program with fewer rows than BLOCK_M, keeps its masks: asking for
+    full there must not read or write past the tensor (the interpreter would read neighbouring memory)."""
+    x = _x(shape, torch.float32, seed=3)
+    torch.testing.assert_close(rowsum_triton(x, block_m=block_m, full=True).double(), reference((x,)),
+                               atol=1e-4, rtol=1e-5)
+
+
 def test_accumulates_in_fp32_for_bfloat16():
     # A bf16 running sum of ones stalls at 256 (256 + 1 rounds back to 256); an fp32 one reaches 2000, exact in bf16.
     x = torch.ones(2, 2000, dtype=torch.bfloat16)

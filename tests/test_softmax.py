@@ -55,6 +55,18 @@ def test_forward_reload_reads_the_row_twice_and_matches_float64(shape, dtype, at
     torch.testing.assert_close(y.double(), reference((x, dy)), atol=atol, rtol=rtol)
 
 
+@pytest.mark.parametrize("reload", [False, True], ids=["held", "read-again"])
+def test_forward_unmasked_full_rows_give_the_masked_result(reload):
+    """full drops the column mask of a row exactly one block long: bit for bit the masked result; on a shorter row
+    the mask stays."""
+    x, dy = _inputs((5, 128), torch.float32)
+    masked = softmax_forward(x, reload=reload, full=False)
+    torch.testing.assert_close(softmax_forward(x, reload=reload, full=True), masked, atol=0, rtol=0)
+    short = x[:, :125]
+    torch.testing.assert_close(softmax_forward(short, reload=reload, full=True).double(), reference((short, dy)),
+                               atol=1e-6, rtol=1e-5)
+
+
 def test_rows_longer_than_the_bound_take_the_online_kernel():
     x, dy = _inputs((2, MAX_FUSED_BLOCK + 1), torch.float32)
     torch.testing.assert_close(softmax_forward(x).double(), reference((x, dy)), atol=1e-7, rtol=1e-5)

@@ -117,3 +117,19 @@ def test_rmsfull_times_both_row_forms_with_and_without_the_mask_beside_compile(c
                                   "read again, 16 warps, unmasked", "compile"]
     torch.testing.assert_close(variants["held, unmasked (2)"](), variants["held, masked"](), atol=0, rtol=0)
     assert "failed" not in capsys.readouterr().err
+
+
+def test_unmasked_runs_every_kind_but_the_asm_loads_on_the_cpu(capsys):
+    """The interpreter runs no inline PTX: the asm row-sum is reported failed (and would be timed as NaN); every other
+    kind runs and agrees with its kernel's default."""
+    import torch
+
+    out = tune.unmasked_variants(64, torch.float32, device="cpu")
+    assert [k for k, _, _ in out] == ["rowsum", "softmax", "layernorm", "rmsnorm"]
+    kinds = {k: [v for v in variants if not v.endswith(("(2)", "(3)"))] for k, _, variants in out}
+    assert kinds == {"rowsum": ["triton (default)", "unmasked", "asm ld.global"],
+                     "softmax": ["triton (default)", "unmasked", "compile"],
+                     "layernorm": ["triton (default)", "every full row unmasked"],
+                     "rmsnorm": ["triton (default)", "before round 34", "compile"]}
+    err = capsys.readouterr().err
+    assert err.count("failed") == 1 and "asm ld.global variant failed" in err and "wrong" not in err
