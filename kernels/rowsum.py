@@ -35,8 +35,11 @@ MAX_BLOCK_N = MAX_BLOCK_SIZE
 # enough bytes to be worth its launch slot.
 MIN_TILE_ELEMENTS = 4096
 # Rows of (fewest, most) columns, by element size, exactly one tile long and filling whole programs, skip the masks
-# (kernels/_rows.column_mask). None by default; scripts/tune.py --sections unmasked measures it.
-UNMASKED_COLS: dict[int, tuple[int, int]] = {}
+# (kernels/_rows.column_mask). H200, three readings each, interleaved (docs/performance.md round 34): bf16 8192^2
+# unmasked 33.28-33.60 us against 33.70-34.02 masked (tune_v19_unmasked.csv), and the same rows through unmasked
+# inline-PTX loads 32.86-33.41 against 33.25-33.71 in another call (tune_v18_l2hint_rmsfull.csv); fp32 4096^2
+# 18.94-19.52 against 19.58-19.68. A tie at fp32 8192 and bf16 4096, so those keep their masks.
+UNMASKED_COLS = {2: (8192, 8192), 4: (4096, 4096)}
 
 
 def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:

@@ -732,7 +732,7 @@ def rmsfull_variants(n, dtype, device="cuda"):
 
 def unmasked_variants(n, dtype, device="cuda"):
     """[(kernel, bytes moved, {variant: fn})]: rows exactly one tile long without their column mask (FULL) against
-    the masked default, for row-sum (beside round 34's unmasked asm loads), softmax forward and LayerNorm, and
+    the masked kernel, for row-sum (beside round 34's unmasked asm loads), softmax forward and LayerNorm, and
     RMSNorm's default (fp32 rows of 8192 read again, unmasked, since round 34) against its launch before; torch.compile
     beside softmax and RMSNorm. Three readings each, interleaved."""
     from kernels import rmsnorm as rms
@@ -742,7 +742,8 @@ def unmasked_variants(n, dtype, device="cuda"):
     name = str(dtype).removeprefix("torch.")
     (x,) = rs.make_inputs(n, dtype, device)
     out = [("rowsum", rowsum_bytes(n, name), readings({
-        "triton (default)": lambda: rs.rowsum_triton(x), "unmasked": lambda: rs.rowsum_triton(x, full=True),
+        "triton (default)": lambda: rs.rowsum_triton(x), "masked": lambda: rs.rowsum_triton(x, full=False),
+        "unmasked": lambda: rs.rowsum_triton(x, full=True),
         "asm ld.global": lambda: rowsum_asm(x, ROW_LOADS["ld.global"])}))]
     out.append(("softmax", sm.bytes_moved(n, name), readings({
         "triton (default)": lambda: sm.softmax_forward(x), "unmasked": lambda: sm.softmax_forward(x, full=True),

@@ -127,7 +127,7 @@ def test_unmasked_runs_every_kind_but_the_asm_loads_on_the_cpu(capsys):
     out = tune.unmasked_variants(64, torch.float32, device="cpu")
     assert [k for k, _, _ in out] == ["rowsum", "softmax", "layernorm", "rmsnorm"]
     kinds = {k: [v for v in variants if not v.endswith(("(2)", "(3)"))] for k, _, variants in out}
-    assert kinds == {"rowsum": ["triton (default)", "unmasked", "asm ld.global"],
+    assert kinds == {"rowsum": ["triton (default)", "masked", "unmasked", "asm ld.global"],
                      "softmax": ["triton (default)", "unmasked", "compile"],
                      "layernorm": ["triton (default)", "every full row unmasked"],
                      "rmsnorm": ["triton (default)", "before round 34", "compile"]}
