@@ -33,7 +33,7 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # three readings each, interleaved; docs/performance.md round 34).
 RELOAD_MIN_COLS = {2: 8192, 4: 8192}
 RELOAD_WARPS = 16
-# Rows of (fewest, most) columns, by element size, that are exactly as long as their tile skip the column mask
+# Rows of (fewest, most) columns, by element size, that are a whole number of tiles long skip the column mask
 # (kernels/_rows.column_mask): fp32 rows of 8192, above. bf16 rows of 8192 read again: a tie (63.44-63.90 us unmasked,
 # 63.44-63.81 masked); held rows of 4096: within the readings' spread in both dtypes, so not adopted.
 UNMASKED_COLS = {4: (8192, 8192)}
@@ -50,7 +50,7 @@ def _rmsnorm_fwd_kernel(
     BLOCK_SIZE: tl.constexpr,
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
     RELOAD: tl.constexpr = False,  # ... or read it twice, holding nothing across the reduction
-    FULL: tl.constexpr = False,  # one-tile row exactly as long as the tile (n_cols == BLOCK_SIZE): no column mask
+    FULL: tl.constexpr = False,  # the row is a whole number of tiles (n_cols % BLOCK_SIZE == 0): no column mask
 ):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
@@ -77,12 +77,13 @@ def _rmsnorm_fwd_kernel(
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 1: the sum of squares
             c = start + cols
             # evict_last: the row is read again in pass 2, from the L2 if it is still there
-            x = tl.load(x_row + c * stride_xn, mask=c < n_cols, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            x = tl.load(x_row + c * stride_xn, mask=column_mask(c, n_cols, FULL), other=0.0,
+                        eviction_policy="evict_last").to(tl.float32)
             acc += x * x
         rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 2: normalise, scale, store
             c = start + cols
-            mask = c < n_cols
+            mask = column_mask(c, n_cols, FULL)
             x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             w = tl.load(w_ptr + c * stride_w, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
             tl.store(y_row + c * stride_yn, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
@@ -97,7 +98,7 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
     ``reload`` reads a one-tile row twice (the second time from the L2) instead of holding it in registers; by
     default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps. ``full`` drops the column mask of a row
-    exactly as long as its tile (by default for the rows UNMASKED_COLS names).
+    that is a whole number of tiles long (by default for the rows UNMASKED_COLS names).
     """
     check_device(x, weight)
     if x.dim() != 2:
@@ -119,7 +120,7 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     if reload is None:
         reload = block_size >= n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
         auto_warps = RELOAD_WARPS if reload else auto_warps
-    full = (names_row(UNMASKED_COLS, n_cols, x.element_size()) if full is None else full) and block_size == n_cols
+    full = (names_row(UNMASKED_COLS, n_cols, x.element_size()) if full is None else full) and n_cols % block_size == 0
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _rmsnorm_fwd_kernel[grid](
         x, weight, y, n_cols,

@@ -714,8 +714,8 @@ def rowsum_asm(x, load):
 
 
 def rmsfull_variants(n, dtype, device="cuda"):
-    """RMSNorm's held (default for fp32) and read-again rows, each with and without the column mask (FULL), beside
-    torch.compile, three readings each, interleaved."""
+    """RMSNorm's held and read-again rows, each with and without the column mask (FULL), and (rows of more than
+    2048) Inductor's tiles of 2048 with 16 warps, beside torch.compile, three readings each, interleaved."""
     from kernels.rmsnorm import make_inputs, rmsnorm_triton
 
     x, w = make_inputs(n, dtype, device)
@@ -726,6 +726,10 @@ def rmsfull_variants(n, dtype, device="cuda"):
         for full in (False, True):
             kinds[f"{form}, {'unmasked' if full else 'masked'}"] = (
                 lambda r=reload, f=full, nw=warps: rmsnorm_triton(x, w, reload=r, full=f, num_warps=nw))
+    if n % 2048 == 0 and n > 2048:  # Inductor's choice for fp32 rows of 4096: two tiles of 2048, 16 warps, read twice
+        for full in (False, True):
+            kinds[f"tiles of 2048, 16 warps, {'unmasked' if full else 'masked'}"] = (
+                lambda f=full: rmsnorm_triton(x, w, block_size=2048, num_warps=16, full=f))
     kinds["compile"] = _compiled("rmsnorm", n, dtype, device)
     return [("rmsnorm", rmsnorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
 

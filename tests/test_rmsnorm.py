@@ -58,6 +58,15 @@ def test_an_unmasked_full_row_gives_the_masked_result(cols, reload):
                                _ref(short_x, short_w), atol=1e-5, rtol=1e-5)
 
 
+def test_an_unmasked_tiled_row_gives_the_masked_result():
+    x, w = _inputs(3, 256, torch.float32)
+    masked = rms.rmsnorm_triton(x, w, block_size=64, full=False)
+    torch.testing.assert_close(rms.rmsnorm_triton(x, w, block_size=64, full=True), masked, atol=0, rtol=0)
+    x, w = x[:, :250], w[:250]  # not a whole number of tiles: the mask stays
+    torch.testing.assert_close(rms.rmsnorm_triton(x, w, block_size=64, full=True).double(), _ref(x, w),
+                               atol=1e-5, rtol=1e-5)
+
+
 def test_unmasked_cols_names_the_rows_that_drop_the_mask(monkeypatch):
     x, w = _inputs(3, 64, torch.float32)
     calls = []
