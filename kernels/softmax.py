@@ -48,8 +48,11 @@ RELOAD_MIN_COLS = {4: 8192}  # the row heuristic already gives these rows 16 war
 # tune_placement*.csv, mean 64.8 vs 65.6 us; the sixth in docs/performance.md round 19, 65.36 vs 65.44).
 HELD_MIN_WARPS = {2: (8192, 16)}
 # Forward rows of (fewest, most) columns, by element size, exactly one block long, skip the column mask
-# (kernels/_rows.column_mask). None by default; scripts/tune.py --sections unmasked measures it.
-UNMASKED_COLS: dict[int, tuple[int, int]] = {}
+# (kernels/_rows.column_mask). tune.py --sections unmasked on the H200, three readings each, interleaved, in two
+# calls (tune_v19_unmasked.csv, tune_v21_unmasked_confirm.csv; docs/performance.md round 34): bf16 4096^2 18.18-18.72
+# and 18.24-18.61 us unmasked against 18.69-18.85 and 18.58-19.01 masked; fp32 8192^2 124.75-124.86 and
+# 124.67-125.28 against 124.96-125.25 and 125.14-125.33. bf16 8192 and fp32 4096 were ties.
+UNMASKED_COLS = {2: (4096, 4096), 4: (8192, 8192)}
 
 
 @triton.jit
