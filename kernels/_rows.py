@@ -1,7 +1,9 @@
-"""Launch heuristic shared by the row-wise kernels (layernorm, rmsnorm): one place, not repeated per file.
+"""What the row-wise kernels (layernorm, rmsnorm, softmax, rowsum) share: one place, not repeated per file.
 
-One program normalises one row. When the row fits in one block it stays in registers (one read of x); a longer row
-is walked in BLOCK_SIZE tiles. The leading underscore keeps this file out of the kernel registry.
+The launch heuristic: one program per row; a row that fits in one block stays in registers (one read of x), a
+longer row is walked in BLOCK_SIZE tiles. The masks: where a row is a whole number of tiles, bound_mask drops them
+(the kernels' FULL), by each kernel's UNMASKED_COLS table (names_row, unmasked). And an L2 prefetch. The leading
+underscore keeps this file out of the kernel registry.
 """
 from __future__ import annotations
 
@@ -41,20 +43,28 @@ def held_min_warps(table: dict[int, tuple[int, int]], n_cols: int, element_size:
 
 
 def names_row(table: dict[int, tuple[int, int]], n_cols: int, element_size: int) -> bool:
-    """``table`` (element size -> (fewest, most) columns, each kernel's UNMASKED_COLS) names rows of n_cols."""
+    """``table`` (element size -> (fewest, most) columns, e.g. a kernel's UNMASKED_COLS) names rows of n_cols."""
     fewest, most = table.get(element_size, (n_cols + 1, 0))
     return fewest <= n_cols <= most
 
 
+def unmasked(table: dict[int, tuple[int, int]], full: bool | None, n_cols: int, element_size: int,
+             whole_tiles: bool) -> bool:
+    """A launch's FULL: as asked (``full``), or by default where ``table`` names the rows; never unless the tiles are
+    whole (``whole_tiles``: every offset of every tile in range), so asking for it elsewhere is ignored."""
+    return (names_row(table, n_cols, element_size) if full is None else bool(full)) and whole_tiles
+
+
 @triton.jit
-def column_mask(cols, n_cols, FULL: tl.constexpr):
-    """cols < n_cols, or, for a row exactly as long as its tile (FULL), a constant all-true mask: the compiler then
-    drops the load and store predicates and the selects they guard (Inductor's rows of a constant length have none
-    either). Measured per kernel: each file's UNMASKED_COLS says where it is faster."""
+def bound_mask(offsets, bound, FULL: tl.constexpr):
+    """offsets < bound, or, where the caller knows every offset is in range (FULL: a row a whole number of tiles
+    long, programs of whole rows), a constant all-true mask: the compiler then drops the load and store predicates
+    and the selects they guard (Inductor's rows of a constant length have none either). Measured per kernel: each
+    file's UNMASKED_COLS says where it is faster."""
     if FULL:
-        return tl.full(cols.shape, 1, tl.int1)
+        return tl.full(offsets.shape, 1, tl.int1)
     else:
-        return cols < n_cols
+        return offsets < bound
 
 
 # Bytes of one L2 line: a prefetch asks for the line that holds its address.

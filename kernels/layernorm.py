@@ -19,8 +19,8 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._rows import (L2_LINE_BYTES, can_prefetch, column_mask, held_min_warps, l2_prefetch, names_row,
-                           row_launch_params)
+from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, held_min_warps, l2_prefetch, names_row,
+                           row_launch_params, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -107,7 +107,7 @@ def _layernorm_fwd_kernel(
     y_row = y_ptr + row * stride_ym
     cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
     if ONE_TILE:
-        mask = column_mask(cols, n_cols, FULL)  # FULL: all-true, so the masks and the selects below drop out
+        mask = bound_mask(cols, n_cols, FULL)  # FULL: all-true, so the masks and the selects below drop out
         if WB_PREFETCH:
             lines = tl.arange(0, BLOCK_SIZE // W_LINE).to(tl.int64) * W_LINE
             ask = (lines < n_cols) & (row < prefetch_programs)
@@ -180,7 +180,7 @@ def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: i
     fetch = held and not early and PREFETCH_PROGRAMS > 0 and prefetch
     options = {"WB_EARLY": early, "WB_PREFETCH": fetch, "W_LINE": min(L2_LINE_BYTES // element_size, block_size),
                "prefetch_programs": PREFETCH_PROGRAMS if fetch else 0,
-               "FULL": n_cols == block_size and names_row(UNMASKED_COLS, n_cols, element_size)}
+               "FULL": unmasked(UNMASKED_COLS, None, n_cols, element_size, whole_tiles=n_cols == block_size)}
     cap = REGISTER_CAP.get((element_size, n_cols, num_warps)) if held else None
     return options | ({"maxnreg": cap} if cap else {})
 

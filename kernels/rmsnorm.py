@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._rows import column_mask, names_row, row_launch_params
+from kernels._rows import bound_mask, row_launch_params, unmasked
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -38,7 +38,7 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 RELOAD_MIN_COLS = {2: 8192, 4: 4096}
 RELOAD_WARPS = 16
 # Rows of (fewest, most) columns, by element size, that are a whole number of tiles long skip the column mask
-# (kernels/_rows.column_mask): fp32 rows of 8192 (above) and 2048, held, 11.30-11.36 us unmasked against
+# (kernels/_rows.bound_mask): fp32 rows of 8192 (above) and 2048, held, 11.30-11.36 us unmasked against
 # 11.62-12.00 masked and torch.compile's 11.90-12.29 (tune_v20_rms_fp32.csv); at 4096 a tie either way. bf16 rows of
 # 8192 read again: a tie (63.44-63.90 us unmasked, 63.44-63.81 masked), as were held bf16 rows of 4096.
 UNMASKED_COLS = {4: (2048, 8192)}
@@ -62,7 +62,7 @@ def _rmsnorm_fwd_kernel(
     y_row = y_ptr + row * stride_ym
     cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
     if ONE_TILE:
-        mask = column_mask(cols, n_cols, FULL)
+        mask = bound_mask(cols, n_cols, FULL)
     if ONE_TILE and RELOAD:
         # Inductor's shape: the row is read for the sum of squares and read again (from the L2) to normalise, so no
         # register holds it across the reduction
@@ -82,13 +82,13 @@ def _rmsnorm_fwd_kernel(
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 1: the sum of squares
             c = start + cols
             # evict_last: the row is read again in pass 2, from the L2 if it is still there
-            x = tl.load(x_row + c * stride_xn, mask=column_mask(c, n_cols, FULL), other=0.0,
+            x = tl.load(x_row + c * stride_xn, mask=bound_mask(c, n_cols, FULL), other=0.0,
                         eviction_policy="evict_last").to(tl.float32)
             acc += x * x
         rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 2: normalise, scale, store
             c = start + cols
-            mask = column_mask(c, n_cols, FULL)
+            mask = bound_mask(c, n_cols, FULL)
             x = tl.load(x_row + c * stride_xn, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
             w = tl.load(w_ptr + c * stride_w, mask=mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
             tl.store(y_row + c * stride_yn, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
@@ -103,7 +103,7 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
     ``reload`` reads a one-tile row twice (the second time from the L2) instead of holding it in registers; by
     default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps. ``full`` drops the column mask of a row
-    that is a whole number of tiles long (by default for the rows UNMASKED_COLS names).
+    that is a whole number of tiles long (by default for the rows UNMASKED_COLS names; ignored on other rows).
     """
     check_device(x, weight)
     if x.dim() != 2:
@@ -125,7 +125,7 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     if reload is None:
         reload = block_size >= n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
         auto_warps = RELOAD_WARPS if reload else auto_warps
-    full = (names_row(UNMASKED_COLS, n_cols, x.element_size()) if full is None else full) and n_cols % block_size == 0
+    full = unmasked(UNMASKED_COLS, full, n_cols, x.element_size(), whole_tiles=n_cols % block_size == 0)
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _rmsnorm_fwd_kernel[grid](
         x, weight, y, n_cols,

@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK_SIZE, column_mask, names_row, row_launch_params
+from kernels._rows import MAX_BLOCK_SIZE, bound_mask, row_launch_params, unmasked
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -35,10 +35,12 @@ MAX_BLOCK_N = MAX_BLOCK_SIZE
 # enough bytes to be worth its launch slot.
 MIN_TILE_ELEMENTS = 4096
 # Rows of (fewest, most) columns, by element size, exactly one tile long and filling whole programs, skip the masks
-# (kernels/_rows.column_mask). H200, three readings each, interleaved (docs/performance.md round 34): bf16 8192^2
-# unmasked 33.28-33.60 us against 33.70-34.02 masked (tune_v19_unmasked.csv), and the same rows through unmasked
-# inline-PTX loads 32.86-33.41 against 33.25-33.71 in another call (tune_v18_l2hint_rmsfull.csv); fp32 4096^2
-# 18.94-19.52 against 19.58-19.68. A tie at fp32 8192 and bf16 4096, so those keep their masks.
+# (kernels/_rows.bound_mask). H200, three readings each, interleaved (docs/performance.md round 34): fp32 4096^2
+# 18.94-19.52 us unmasked against 19.58-19.68 masked (tune_v19_unmasked.csv), and the sweep's cell 19.09 against
+# 19.65 (S20 against S10). bf16 8192^2: 33.28-33.60 against 33.70-34.02 in one call, a tie in the next (33.23-33.74
+# against 33.22-33.46, tune_v19b_rowsum_confirm.csv), 33.76 in the sweep against S10's masked 33.54 (within its
+# starts' spread): no gain shown; unmasked because the reference (S20) measured it so. A tie at fp32 8192 and bf16
+# 4096, so those keep their masks.
 UNMASKED_COLS = {2: (8192, 8192), 4: (4096, 4096)}
 
 
@@ -61,12 +63,12 @@ def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
                    FULL: tl.constexpr = False):  # one tile exactly, whole programs of rows: no mask
     pid = tl.program_id(axis=0)
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: 8192^2 * 4 B > 2^31
-    row_mask = column_mask(rows, n_rows, FULL)  # FULL: every row of every program is in range
+    row_mask = bound_mask(rows, n_rows, FULL)  # FULL: every row of every program is in range
     row_ptrs = x_ptr + rows[:, None] * stride_xm  # (BLOCK_M, 1)
     cols = tl.arange(0, BLOCK_N).to(tl.int64)
     if ONE_TILE:
         # The whole tile in one go: every load is issued before the first add needs one.
-        mask = row_mask[:, None] & column_mask(cols, n_cols, FULL)[None, :]
+        mask = row_mask[:, None] & bound_mask(cols, n_cols, FULL)[None, :]
         x = tl.load(row_ptrs + cols[None, :] * stride_xn, mask=mask, other=0.0).to(tl.float32)
         s = tl.sum(x, axis=1)
     else:
@@ -85,7 +87,7 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
 
     ``block_m``, ``block_n`` and ``num_warps`` override the heuristic (launch_params), e.g. to test the tiled loop
     on short rows or to tune. ``full`` drops the masks where the rows are exactly one tile long and fill whole
-    programs (by default for the rows UNMASKED_COLS names).
+    programs (by default for the rows UNMASKED_COLS names); asked for anywhere else, it is ignored.
     """
     check_device(x)
     if x.dtype not in SUPPORTED_DTYPES:
@@ -103,8 +105,8 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
     for name, v in (("block_m", block_m), ("block_n", block_n)):
         if v & (v - 1):
             raise ValueError(f"{name} must be a power of two, got {v}")
-    full = (names_row(UNMASKED_COLS, n_cols, x.element_size()) if full is None else full) and (
-        block_n == n_cols and n_rows % block_m == 0)
+    full = unmasked(UNMASKED_COLS, full, n_cols, x.element_size(),
+                    whole_tiles=block_n == n_cols and n_rows % block_m == 0)
     _rowsum_kernel[(triton.cdiv(n_rows, block_m),)](
         x, s, n_rows, n_cols, x.stride(0), x.stride(1), s.stride(0),
         BLOCK_M=block_m, BLOCK_N=block_n, ONE_TILE=block_n >= n_cols, FULL=full, num_warps=num_warps or auto_warps)

@@ -25,7 +25,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK_SIZE, column_mask, held_min_warps, names_row, row_launch_params
+from kernels._rows import MAX_BLOCK_SIZE, bound_mask, held_min_warps, row_launch_params, unmasked
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.triton_utils import check_device
@@ -48,7 +48,7 @@ RELOAD_MIN_COLS = {4: 8192}  # the row heuristic already gives these rows 16 war
 # tune_placement*.csv, mean 64.8 vs 65.6 us; the sixth in docs/performance.md round 19, 65.36 vs 65.44).
 HELD_MIN_WARPS = {2: (8192, 16)}
 # Forward rows of (fewest, most) columns, by element size, exactly one block long, skip the column mask
-# (kernels/_rows.column_mask). tune.py --sections unmasked on the H200, three readings each, interleaved, in two
+# (kernels/_rows.bound_mask). tune.py --sections unmasked on the H200, three readings each, interleaved, in two
 # calls (tune_v19_unmasked.csv, tune_v21_unmasked_confirm.csv; docs/performance.md round 34): bf16 4096^2 18.18-18.72
 # and 18.24-18.61 us unmasked against 18.69-18.85 and 18.58-19.01 masked; fp32 8192^2 124.75-124.86 and
 # 124.67-125.28 against 124.96-125.25 and 125.14-125.33. bf16 8192 and fp32 4096 were ties.
@@ -60,7 +60,7 @@ def _softmax_fwd_row_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, 
                             BLOCK_N: tl.constexpr, RELOAD: tl.constexpr = False, FULL: tl.constexpr = False):
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride passes 2^31 at 8192^2
     cols = tl.arange(0, BLOCK_N)
-    mask = column_mask(cols, n_cols, FULL)  # FULL: a row exactly BLOCK_N long, no mask
+    mask = bound_mask(cols, n_cols, FULL)  # FULL: a row exactly BLOCK_N long, no mask
     x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=-float("inf"),
                 eviction_policy="evict_last" if RELOAD else "").to(tl.float32)
     m = tl.max(x, axis=0)
@@ -167,7 +167,8 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     ``num_warps`` overrides the heuristic (for tuning); ``reload`` reads a one-block row twice (the second time from
     the L2) instead of holding its exponentials in registers across the sum; by default for the rows
     RELOAD_MIN_COLS names (held rows take at least HELD_MIN_WARPS warps). ``full`` drops the column mask of a row
-    exactly one block long (by default for the rows UNMASKED_COLS names)."""
+    exactly one block long (by default for the rows UNMASKED_COLS names; ignored on other rows and by the online
+    kernels)."""
     _check("softmax_forward", x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
@@ -182,7 +183,7 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     grid = lambda META: (n_rows,)  # noqa: E731
     args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))
     if one_block:
-        full = (names_row(UNMASKED_COLS, n_cols, x.element_size()) if full is None else full) and block == n_cols
+        full = unmasked(UNMASKED_COLS, full, n_cols, x.element_size(), whole_tiles=block == n_cols)
         _softmax_fwd_row_kernel[grid](*args, BLOCK_N=block, RELOAD=reload, FULL=full, num_warps=num_warps)
     else:
         _softmax_fwd_online_kernel[grid](*args, BLOCK_N=block, num_warps=num_warps)

@@ -735,10 +735,11 @@ def rmsfull_variants(n, dtype, device="cuda"):
 
 
 def unmasked_variants(n, dtype, device="cuda"):
-    """[(kernel, bytes moved, {variant: fn})]: rows exactly one tile long without their column mask (FULL) against
-    the masked kernel, for row-sum (beside round 34's unmasked asm loads), softmax forward and LayerNorm, and
-    RMSNorm's default (fp32 rows of 8192 read again, unmasked, since round 34) against its launch before; torch.compile
-    beside softmax and RMSNorm. Three readings each, interleaved."""
+    """[(kernel, bytes moved, {variant: fn})]: the default beside rows exactly one tile long with and without their
+    column mask (FULL) for row-sum (and round 34's unmasked asm loads) and softmax forward, LayerNorm's default against
+    every full row unmasked, and RMSNorm's default (since round 34: fp32 rows of 4096 and more read again, of
+    2048-8192 unmasked) against its launch before; torch.compile beside softmax and RMSNorm. Three readings each,
+    interleaved."""
     from kernels import rmsnorm as rms
     from kernels import rowsum as rs
     from kernels import softmax as sm
@@ -750,7 +751,8 @@ def unmasked_variants(n, dtype, device="cuda"):
         "unmasked": lambda: rs.rowsum_triton(x, full=True),
         "asm ld.global": lambda: rowsum_asm(x, ROW_LOADS["ld.global"])}))]
     out.append(("softmax", sm.bytes_moved(n, name), readings({
-        "triton (default)": lambda: sm.softmax_forward(x), "unmasked": lambda: sm.softmax_forward(x, full=True),
+        "triton (default)": lambda: sm.softmax_forward(x), "masked": lambda: sm.softmax_forward(x, full=False),
+        "unmasked": lambda: sm.softmax_forward(x, full=True),
         "compile": _compiled("softmax", n, dtype, device)})))
     out += layernorm_against_default(n, dtype, device, {
         "every full row unmasked": dict(UNMASKED_COLS={2: (1, 1 << 14), 4: (1, 1 << 14)})})

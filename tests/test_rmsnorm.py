@@ -88,6 +88,22 @@ def test_unmasked_cols_names_the_rows_that_drop_the_mask(monkeypatch):
     assert calls == [False, True, False, False]
 
 
+def test_default_reload_and_unmasked_rows_follow_the_tables(monkeypatch):
+    """RELOAD_MIN_COLS and UNMASKED_COLS decide the launch: fp32 rows of 4096 and 8192 read again with 16 warps and
+    unmasked, of 2048 held and unmasked, of 1024 held and masked; bf16 rows of 8192 read again, masked."""
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append((kw["RELOAD"], kw["FULL"], kw["num_warps"]))
+    monkeypatch.setattr(rms, "_rmsnorm_fwd_kernel", Spy())
+    for cols, dtype in [(8192, torch.float32), (4096, torch.float32), (2048, torch.float32), (1024, torch.float32),
+                        (8192, torch.bfloat16)]:
+        rms.rmsnorm_triton(torch.zeros((2, cols), dtype=dtype), torch.ones(cols, dtype=dtype))
+    assert [(r, f) for r, f, _ in seen] == [(True, True), (True, True), (False, True), (False, False), (True, False)]
+    assert [w for r, _, w in seen if r] == [rms.RELOAD_WARPS] * 3
+
+
 @pytest.mark.parametrize("block_size", [None, 128], ids=["one-tile", "tiled-128"])
 def test_long_rows_through_tiled_loop(block_size):
     x, w = _inputs(3, 8192 + 37, torch.float32)

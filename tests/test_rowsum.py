@@ -52,11 +52,42 @@ def test_unmasked_tiles_give_the_masked_result(shape, block_m):
 
 @pytest.mark.parametrize("shape, block_m", [((6, 61), 1), ((7, 256), 4)])
 def test_full_is_ignored_where_a_tile_is_not_full(shape, block_m):
-    """A row shorter than its tile, or a last program with fewer rows than BLOCK_M, keeps its masks: asking for
-    full there must not read or write past the tensor (the interpreter would read neighbouring memory)."""
+    """A row shorter than its tile, or a last program with fewer rows than BLOCK_M, keeps its masks when full is
+    asked for: the sums stay right (a row read past its end would add its neighbour's values)."""
     x = _x(shape, torch.float32, seed=3)
     torch.testing.assert_close(rowsum_triton(x, block_m=block_m, full=True).double(), reference((x,)),
                                atol=1e-4, rtol=1e-5)
+
+
+def _launches(monkeypatch):
+    """The (FULL, BLOCK_M) of every row-sum launch, recorded instead of run."""
+    import kernels.rowsum as rs
+
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append((kw["FULL"], kw["BLOCK_M"]))
+    monkeypatch.setattr(rs, "_rowsum_kernel", Spy())
+    return seen
+
+
+def test_full_only_where_every_row_of_every_program_is_in_range(monkeypatch):
+    """A last program with fewer rows than BLOCK_M (7 rows of 4) or a row shorter than its tile (61 of 64) keeps its
+    masks even when full is asked for; whole tiles drop them (an unmasked store past s is what the interpreter would
+    not catch, hence the launch's arguments are checked)."""
+    seen = _launches(monkeypatch)
+    for shape, block_m in [((7, 256), 4), ((6, 61), 1), ((8, 256), 4), ((6, 64), 1)]:
+        rowsum_triton(_x(shape, torch.float32), block_m=block_m, full=True)
+    assert seen == [(False, 4), (False, 1), (True, 4), (True, 1)]
+
+
+def test_unmasked_cols_sets_the_default(monkeypatch):
+    """By default FULL where UNMASKED_COLS names the rows (bf16 rows of 8192, fp32 rows of 4096), not elsewhere."""
+    seen = _launches(monkeypatch)
+    for cols, dtype in [(8192, torch.bfloat16), (4096, torch.float32), (8192, torch.float32), (4096, torch.bfloat16)]:
+        rowsum_triton(torch.zeros((2, cols), dtype=dtype))
+    assert [full for full, _ in seen] == [True, True, False, False]
 
 
 def test_accumulates_in_fp32_for_bfloat16():

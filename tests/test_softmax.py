@@ -67,6 +67,24 @@ def test_forward_unmasked_full_rows_give_the_masked_result(reload):
                                atol=1e-6, rtol=1e-5)
 
 
+def test_default_reload_and_unmasked_rows_follow_the_tables(monkeypatch):
+    """RELOAD_MIN_COLS and UNMASKED_COLS decide the one-block launch: fp32 rows of 8192 read again and unmasked,
+    bf16 rows of 4096 unmasked, bf16 rows of 8192 held and masked; full=True on a row shorter than its block is
+    ignored."""
+    import kernels.softmax as sm
+
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append((kw["RELOAD"], kw["FULL"]))
+    monkeypatch.setattr(sm, "_softmax_fwd_row_kernel", Spy())
+    for cols, dtype, full in [(8192, torch.float32, None), (4096, torch.bfloat16, None), (8192, torch.bfloat16, None),
+                              (4096, torch.float32, None), (100, torch.float32, True)]:
+        softmax_forward(torch.zeros((2, cols), dtype=dtype), full=full)
+    assert seen == [(True, True), (False, True), (False, False), (False, False), (False, False)]
+
+
 def test_rows_longer_than_the_bound_take_the_online_kernel():
     x, dy = _inputs((2, MAX_FUSED_BLOCK + 1), torch.float32)
     torch.testing.assert_close(softmax_forward(x).double(), reference((x, dy)), atol=1e-7, rtol=1e-5)

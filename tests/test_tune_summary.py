@@ -128,7 +128,7 @@ def test_unmasked_runs_every_kind_but_the_asm_loads_on_the_cpu(capsys):
     assert [k for k, _, _ in out] == ["rowsum", "softmax", "layernorm", "rmsnorm"]
     kinds = {k: [v for v in variants if not v.endswith(("(2)", "(3)"))] for k, _, variants in out}
     assert kinds == {"rowsum": ["triton (default)", "masked", "unmasked", "asm ld.global"],
-                     "softmax": ["triton (default)", "unmasked", "compile"],
+                     "softmax": ["triton (default)", "masked", "unmasked", "compile"],
                      "layernorm": ["triton (default)", "every full row unmasked"],
                      "rmsnorm": ["triton (default)", "before round 34", "compile"]}
     err = capsys.readouterr().err
