@@ -15,10 +15,10 @@ loaded with the row, and register caps), "lnconfirm" (LayerNorm's default agains
 "wbprefetch" (LayerNorm with and without its weights asked of the L2 ahead, round 32), "onerow" (vecadd and SAXPY
 tiled from the program id against the 2-D split, round 33), "lnfull" (LayerNorm's held rows as long as their tile
 without the column mask, by default and everywhere, against the masked kernel, round 33), "l2hint" (row-sum's row
-through explicit 16-byte loads with L2 prefetch-size, read-only and no-L1 qualifiers, round 34), "rmsfull" (RMSNorm
-held and read-again rows with and without the column mask, beside torch.compile, round 34), "unmasked" (row-sum,
-softmax and LayerNorm rows without their column mask against the masked default, RMSNorm's default against its
-launch before round 34);
+through explicit 16-byte loads with L2 prefetch-size, read-only and no-L1 qualifiers: slower or a tie, round 34),
+"rmsfull" (RMSNorm held and read-again rows with and without the column mask, and Inductor's tiles of 2048, beside
+torch.compile, round 34), "unmasked" (row-sum, softmax and LayerNorm rows with and without their column mask beside
+the default, RMSNorm's default against its launch before round 34);
 tune_v16_rmscap.csv has "rmscap" (RMSNorm's fp32 rows under a register cap that fits one more row per SM, twice the
 warps, and Inductor's looped reduction over tiles x warps: commit a05f5cf, none faster, removed), "timeline"
 (per-program global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent
