@@ -8,7 +8,7 @@ wait for the kernel's completion. GPU only.
         --metrics gpu__time_duration.sum python scripts/ncu_durations.py profile > ncu.csv
     python scripts/ncu_durations.py summary --events events.csv --ncu ncu.csv --out durations.csv
 
-docs/performance.md (round 29) has what it found on the H200.
+docs/performance.md (round 30) has what it found on the H200.
 """
 import argparse
 import io

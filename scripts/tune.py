@@ -1143,23 +1143,28 @@ def launch_costs():
     return rows
 
 
+def _by_dtype(variants):
+    """A section that takes a torch dtype, called with the dtype's name as --dtypes gives it."""
+    return lambda n, d: variants(n, DTYPES[d])
+
+
 # Sections timed at every --n and --dtypes, in this order: (n, dtype name) -> [(kernel, bytes moved, {variant: fn})]
 PER_SIZE_SECTIONS = {
     "gelu": lambda n, d: [("gelu", *gelu_variants(n, DTYPES[d]))],
-    "elementwise": lambda n, d: elementwise_variants(n, DTYPES[d]),
-    "hints": lambda n, d: hint_variants(n, DTYPES[d]),
+    "elementwise": _by_dtype(elementwise_variants),
+    "hints": _by_dtype(hint_variants),
     "compile": compile_variants,
-    "rows": lambda n, d: row_variants(n, DTYPES[d]),
-    "tma": lambda n, d: tma_variants(n, DTYPES[d]),
-    "persist": lambda n, d: persist_variants(n, DTYPES[d]),
-    "lnchain": lambda n, d: lnchain_variants(n, DTYPES[d]),
-    "lnconfirm": lambda n, d: lnconfirm_variants(n, DTYPES[d]),
-    "wbprefetch": lambda n, d: wbprefetch_variants(n, DTYPES[d]),
+    "rows": _by_dtype(row_variants),
+    "tma": _by_dtype(tma_variants),
+    "persist": _by_dtype(persist_variants),
+    "lnchain": _by_dtype(lnchain_variants),
+    "lnconfirm": _by_dtype(lnconfirm_variants),
+    "wbprefetch": _by_dtype(wbprefetch_variants),
     "onerow": onerow_variants,
-    "lnfull": lambda n, d: lnfull_variants(n, DTYPES[d]),
-    "l2hint": lambda n, d: l2hint_variants(n, DTYPES[d]),
-    "rmsfull": lambda n, d: rmsfull_variants(n, DTYPES[d]),
-    "unmasked": lambda n, d: unmasked_variants(n, DTYPES[d]),
+    "lnfull": _by_dtype(lnfull_variants),
+    "l2hint": _by_dtype(l2hint_variants),
+    "rmsfull": _by_dtype(rmsfull_variants),
+    "unmasked": _by_dtype(unmasked_variants),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",
