@@ -596,6 +596,11 @@ def readings(kinds, times=3):
             print(f"  {name}: relative error against the default {err:.2g}", file=sys.stderr)
         except RuntimeError:
             pass  # checked() said why
+    return interleaved(kinds, times)
+
+
+def interleaved(kinds, times=3):
+    """{variant: fn} with every kind `times` times, in turn (the second reading of "x" named "x (2)")."""
     return {name if rep == 0 else f"{name} ({rep + 1})": fn for rep in range(times) for name, fn in kinds.items()}
 
 
@@ -762,6 +767,86 @@ def unmasked_variants(n, dtype, device="cuda"):
         "triton (default)": fn, "before round 34": swapped(rms, fn, RELOAD_MIN_COLS={2: 8192}, UNMASKED_COLS={}),
         "compile": _compiled("rmsnorm", n, dtype, device)})))
     return out
+
+
+@triton.jit
+def _chunk_sums(x_ptr, p_ptr, CHUNK: tl.constexpr):
+    pid = tl.program_id(0).to(tl.int64)
+    tl.store(p_ptr + pid, tl.sum(tl.load(x_ptr + pid * CHUNK + tl.arange(0, CHUNK)).to(tl.float32), axis=0))
+
+
+@triton.jit
+def _rowsum_split(x_ptr, part_ptr, count_ptr, s_ptr, stride_xm, SPLIT: tl.constexpr, CHUNK: tl.constexpr):
+    """Row sums in one launch, SPLIT programs a row: each stores its chunk's sum, then counts itself in; the row's
+    last program adds the parts and sets the count back to zero for the next call."""
+    pid = tl.program_id(0)
+    row = (pid // SPLIT).to(tl.int64)
+    x = tl.load(x_ptr + row * stride_xm + (pid % SPLIT) * CHUNK + tl.arange(0, CHUNK)).to(tl.float32)
+    tl.store(part_ptr + pid, tl.sum(x, axis=0))
+    tl.debug_barrier()  # every thread's part stored before the release below
+    arrived = tl.atomic_add(count_ptr + row, 1, sem="acq_rel", scope="gpu")
+    if arrived == SPLIT - 1:
+        parts = tl.load(part_ptr + row * SPLIT + tl.arange(0, SPLIT), cache_modifier=".cg")
+        tl.store(s_ptr + row, tl.sum(parts, axis=0).to(s_ptr.dtype.element_ty))
+        tl.store(count_ptr + row, 0)
+
+
+def chunk_sums(x, chunk_bytes, warps):
+    """One fp32 sum per contiguous chunk of chunk_bytes of a contiguous x: the least a read of x's bytes can do."""
+    chunk = chunk_bytes // x.element_size()
+    if x.numel() % chunk:
+        raise ValueError(f"{x.numel()} elements are not a whole number of chunks of {chunk}")
+    p = torch.empty(x.numel() // chunk, dtype=torch.float32, device=x.device)
+    _chunk_sums[(p.numel(),)](x, p, CHUNK=chunk, num_warps=warps)
+    return p
+
+
+def split_rowsum(split, warps):
+    """A row-sum of contiguous rows (a power of two long) by _rowsum_split, its parts and counts kept between calls
+    (the counts are zero again after each call)."""
+    state = {}
+
+    def fn(x):
+        n_rows, n_cols = x.shape
+        key = (x.shape, x.device)
+        if key not in state:
+            state.clear()
+            state[key] = (torch.empty(n_rows * split, dtype=torch.float32, device=x.device),
+                          torch.zeros(n_rows, dtype=torch.int32, device=x.device))
+        parts, counts = state[key]
+        s = torch.empty(n_rows, dtype=x.dtype, device=x.device)
+        _rowsum_split[(n_rows * split,)](x, parts, counts, s, x.stride(0), SPLIT=split, CHUNK=n_cols // split,
+                                         num_warps=warps)
+        return s
+    fn.counts = lambda: next(iter(state.values()))[1]
+    return fn
+
+
+def readfloor_variants(n, dtype, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: how fast can anything read the row-sum's bytes? Beside the default
+    (three readings each, interleaved): the row sums by the builtin, by cuBLAS (x @ ones), and in one launch of
+    2 or 4 programs a row (split_rowsum); then, no row sums but the same bytes: a whole-tensor torch.sum, the copy of
+    half the rows (read + write = x's bytes), and Triton chunk sums of 4-32 KiB a program (chunk_sums, the least a
+    read can do)."""
+    from kernels.rowsum import make_inputs, rowsum_triton
+
+    (x,) = make_inputs(n, dtype, device)
+    ones = torch.ones(n, dtype=dtype, device=device)
+    kinds = {"triton (default)": lambda: rowsum_triton(x), "builtin": lambda: x.sum(dim=1),
+             "cuBLAS x @ ones": lambda: torch.mv(x, ones)}
+    for split in (2, 4):
+        for warps in (4, 8):
+            kinds[f"one launch, {split} programs a row, {warps} warps"] = (
+                lambda f=split_rowsum(split, warps): f(x))
+    rows = readings(kinds)
+    half, dst = x[: n // 2], torch.empty_like(x[: n // 2])
+    floors = {"torch.sum, whole tensor": lambda: x.sum(), "copy_ of half the rows (same bytes)": lambda: dst.copy_(half)}
+    for chunk in (4096, 8192, 16384, 32768):
+        for warps in (4, 8):
+            floors[f"chunk sums, {chunk // 1024} KiB a program, {warps} warps"] = (
+                lambda c=chunk, w=warps: chunk_sums(x, c, w))
+    rows |= interleaved(floors)
+    return [("rowsum", rowsum_bytes(n, str(dtype).removeprefix("torch.")), rows)]
 
 
 def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
@@ -1165,6 +1250,7 @@ PER_SIZE_SECTIONS = {
     "l2hint": _by_dtype(l2hint_variants),
     "rmsfull": _by_dtype(rmsfull_variants),
     "unmasked": _by_dtype(unmasked_variants),
+    "readfloor": _by_dtype(readfloor_variants),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",

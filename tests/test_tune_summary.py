@@ -133,3 +133,42 @@ def test_unmasked_runs_every_kind_but_the_asm_loads_on_the_cpu(capsys):
                      "rmsnorm": ["triton (default)", "before round 34", "compile"]}
     err = capsys.readouterr().err
     assert err.count("failed") == 1 and "asm ld.global variant failed" in err and "wrong" not in err
+
+
+@pytest.mark.parametrize("split", [2, 4])
+def test_split_rowsum_adds_its_parts_and_leaves_the_counts_at_zero(split):
+    """One launch of `split` programs a row: the row's last program adds the parts; the counts are zero again after
+    the call, so a second call (on other values) is right too."""
+    import torch
+
+    fn = tune.split_rowsum(split, 4)
+    for seed in (0, 1):
+        x = torch.randn(16, 64, generator=torch.Generator().manual_seed(seed))
+        torch.testing.assert_close(fn(x), x.sum(dim=1), atol=1e-5, rtol=1e-5)
+        assert not fn.counts().any()
+
+
+def test_chunk_sums_sum_each_chunk_and_refuse_a_partial_one():
+    import torch
+
+    x = torch.randn(8, 64)
+    torch.testing.assert_close(tune.chunk_sums(x, 256, 4), x.reshape(-1, 64).sum(dim=1), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(tune.chunk_sums(x, 128, 4), x.reshape(-1, 32).sum(dim=1), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="whole number of chunks"):
+        tune.chunk_sums(x[:, :40].contiguous(), 512, 4)  # 320 elements, chunks of 128
+
+
+def test_readfloor_checks_the_row_sums_and_times_the_floors_beside_them(capsys):
+    import torch
+
+    [(kernel, moved, variants)] = tune.readfloor_variants(64, torch.float32, device="cpu")
+    assert kernel == "rowsum" and moved == (64 * 64 + 64) * 4
+    firsts = [v for v in variants if not v.endswith(("(2)", "(3)"))]
+    assert firsts[:3] == ["triton (default)", "builtin", "cuBLAS x @ ones"] and len(firsts) == 7 + 2 + 8
+    assert len(variants) == 3 * len(firsts)
+    torch.testing.assert_close(variants["one launch, 4 programs a row, 8 warps (3)"](), variants["builtin"](),
+                               atol=1e-4, rtol=1e-4)
+    half = variants["copy_ of half the rows (same bytes)"]()
+    assert half.shape == (32, 64)
+    assert variants["chunk sums, 4 KiB a program, 4 warps"]().shape == (4,)  # 64 x 64 fp32 = 16 KiB
+    assert "failed" not in capsys.readouterr().err
