@@ -120,10 +120,11 @@ def floor_variants():
     def _empty(x_ptr):
         pass
 
-    x = torch.zeros(1, device="cuda")
+    x, y = torch.zeros(1, device="cuda"), torch.zeros(1, device="cuda")
     return {"nothing between the events": lambda: None,
             "empty Triton kernel, 1 program": lambda: _empty[(1,)](x),
             "x.zero_() on 1 element": lambda: x.zero_(),
+            "y.copy_(x) on 1 element": lambda: y.copy_(x),
             "empty Triton kernel, 1056 programs": lambda: _empty[(1056,)](x)}
 
 
@@ -776,6 +777,12 @@ def _chunk_sums(x_ptr, p_ptr, CHUNK: tl.constexpr):
 
 
 @triton.jit
+def _copy_chunks(x_ptr, y_ptr, CHUNK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * CHUNK + tl.arange(0, CHUNK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+
+
+@triton.jit
 def _rowsum_split(x_ptr, part_ptr, count_ptr, s_ptr, stride_xm, SPLIT: tl.constexpr, CHUNK: tl.constexpr):
     """Row sums in one launch, SPLIT programs a row: each stores its chunk's sum, then counts itself in; the row's
     last program adds the parts and sets the count back to zero for the next call."""
@@ -799,6 +806,15 @@ def chunk_sums(x, chunk_bytes, warps):
     p = torch.empty(x.numel() // chunk, dtype=torch.float32, device=x.device)
     _chunk_sums[(p.numel(),)](x, p, CHUNK=chunk, num_warps=warps)
     return p
+
+
+def copy_chunks(x, y, chunk_bytes, warps):
+    """y = x (contiguous, a whole number of chunks), chunk_bytes a program: a Triton copy beside the driver's."""
+    chunk = chunk_bytes // x.element_size()
+    if x.numel() % chunk:
+        raise ValueError(f"{x.numel()} elements are not a whole number of chunks of {chunk}")
+    _copy_chunks[(x.numel() // chunk,)](x, y, CHUNK=chunk, num_warps=warps)
+    return y
 
 
 def split_rowsum(split, warps):
@@ -826,7 +842,7 @@ def readfloor_variants(n, dtype, device="cuda"):
     """[(kernel, bytes moved, {variant: fn})]: how fast can anything read the row-sum's bytes? Beside the default
     (three readings each, interleaved): the row sums by the builtin, by cuBLAS (x @ ones), and in one launch of
     2 or 4 programs a row (split_rowsum); then, no row sums but the same bytes: a whole-tensor torch.sum, the copy of
-    half the rows (read + write = x's bytes), and Triton chunk sums of 4-32 KiB a program (chunk_sums, the least a
+    half the rows (read + write = x's bytes) by the driver and by Triton (copy_chunks), and Triton chunk sums of 4-32 KiB a program (chunk_sums, the least a
     read can do)."""
     from kernels.rowsum import make_inputs, rowsum_triton
 
@@ -840,7 +856,9 @@ def readfloor_variants(n, dtype, device="cuda"):
                 lambda f=split_rowsum(split, warps): f(x))
     rows = readings(kinds)
     half, dst = x[: n // 2], torch.empty_like(x[: n // 2])
-    floors = {"torch.sum, whole tensor": lambda: x.sum(), "copy_ of half the rows (same bytes)": lambda: dst.copy_(half)}
+    floors = {"torch.sum, whole tensor": lambda: x.sum(), "copy_ of half the rows (same bytes)": lambda: dst.copy_(half),
+              "Triton copy of half the rows, 4 KiB a program, 4 warps": lambda: copy_chunks(half, dst, 4096, 4),
+              "Triton copy of half the rows, 8 KiB a program, 8 warps": lambda: copy_chunks(half, dst, 8192, 8)}
     for chunk in (4096, 8192, 16384, 32768):
         for warps in (4, 8):
             floors[f"chunk sums, {chunk // 1024} KiB a program, {warps} warps"] = (

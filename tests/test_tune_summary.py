@@ -164,11 +164,15 @@ def test_readfloor_checks_the_row_sums_and_times_the_floors_beside_them(capsys):
     [(kernel, moved, variants)] = tune.readfloor_variants(64, torch.float32, device="cpu")
     assert kernel == "rowsum" and moved == (64 * 64 + 64) * 4
     firsts = [v for v in variants if not v.endswith(("(2)", "(3)"))]
-    assert firsts[:3] == ["triton (default)", "builtin", "cuBLAS x @ ones"] and len(firsts) == 7 + 2 + 8
+    assert firsts[:3] == ["triton (default)", "builtin", "cuBLAS x @ ones"] and len(firsts) == 7 + 4 + 8
     assert len(variants) == 3 * len(firsts)
     torch.testing.assert_close(variants["one launch, 4 programs a row, 8 warps (3)"](), variants["builtin"](),
                                atol=1e-4, rtol=1e-4)
-    half = variants["copy_ of half the rows (same bytes)"]()
+    half = variants["copy_ of half the rows (same bytes)"]().clone()
     assert half.shape == (32, 64)
+    torch.testing.assert_close(variants["Triton copy of half the rows, 4 KiB a program, 4 warps"](), half, atol=0, rtol=0)
+    y = torch.zeros(16, 64)
+    x = torch.randn(16, 64)
+    assert tune.copy_chunks(x, y, 512, 4) is y and torch.equal(y, x)  # its own output, not the driver's copy's
     assert variants["chunk sums, 4 KiB a program, 4 warps"]().shape == (4,)  # 64 x 64 fp32 = 16 KiB
     assert "failed" not in capsys.readouterr().err
