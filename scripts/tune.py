@@ -18,7 +18,9 @@ without the column mask, by default and everywhere, against the masked kernel, r
 through explicit 16-byte loads with L2 prefetch-size, read-only and no-L1 qualifiers: slower or a tie, round 34),
 "rmsfull" (RMSNorm held and read-again rows with and without the column mask, and Inductor's tiles of 2048, beside
 torch.compile, round 34), "unmasked" (row-sum, softmax and LayerNorm rows with and without their column mask beside
-the default, RMSNorm's default against its launch before round 34);
+the default, RMSNorm's default against its launch before round 34), "readfloor" (how fast anything reads the row-sum's
+bytes: the builtin, cuBLAS, a one-launch split row, whole-tensor torch.sum, the copy of the same bytes by the driver
+and by Triton, Triton chunk sums of 4-32 KiB; round 35);
 tune_v16_rmscap.csv has "rmscap" (RMSNorm's fp32 rows under a register cap that fits one more row per SM, twice the
 warps, and Inductor's looped reduction over tiles x warps: commit a05f5cf, none faster, removed), "timeline"
 (per-program global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent
