@@ -800,22 +800,27 @@ def _rowsum_split(x_ptr, part_ptr, count_ptr, s_ptr, stride_xm, SPLIT: tl.conste
         tl.store(count_ptr + row, 0)
 
 
-def chunk_sums(x, chunk_bytes, warps):
-    """One fp32 sum per contiguous chunk of chunk_bytes of a contiguous x: the least a read of x's bytes can do."""
+def _chunks(x, chunk_bytes):
+    """(elements a chunk, chunks) of a contiguous x that is a whole number of chunks of chunk_bytes."""
     chunk = chunk_bytes // x.element_size()
-    if x.numel() % chunk:
-        raise ValueError(f"{x.numel()} elements are not a whole number of chunks of {chunk}")
-    p = torch.empty(x.numel() // chunk, dtype=torch.float32, device=x.device)
-    _chunk_sums[(p.numel(),)](x, p, CHUNK=chunk, num_warps=warps)
+    if not x.is_contiguous() or x.numel() % chunk:
+        raise ValueError(f"{x.numel()} elements{'' if x.is_contiguous() else ', not contiguous,'} are not a whole "
+                         f"number of chunks of {chunk}")
+    return chunk, x.numel() // chunk
+
+
+def chunk_sums(x, chunk_bytes, warps):
+    """One fp32 sum per contiguous chunk of chunk_bytes of x: the least a read of x's bytes can do."""
+    chunk, count = _chunks(x, chunk_bytes)
+    p = torch.empty(count, dtype=torch.float32, device=x.device)
+    _chunk_sums[(count,)](x, p, CHUNK=chunk, num_warps=warps)
     return p
 
 
 def copy_chunks(x, y, chunk_bytes, warps):
-    """y = x (contiguous, a whole number of chunks), chunk_bytes a program: a Triton copy beside the driver's."""
-    chunk = chunk_bytes // x.element_size()
-    if x.numel() % chunk:
-        raise ValueError(f"{x.numel()} elements are not a whole number of chunks of {chunk}")
-    _copy_chunks[(x.numel() // chunk,)](x, y, CHUNK=chunk, num_warps=warps)
+    """y = x, chunk_bytes a program: a Triton copy beside the driver's."""
+    chunk, count = _chunks(x, chunk_bytes)
+    _copy_chunks[(count,)](x, y, CHUNK=chunk, num_warps=warps)
     return y
 
 
@@ -844,8 +849,8 @@ def readfloor_variants(n, dtype, device="cuda"):
     """[(kernel, bytes moved, {variant: fn})]: how fast can anything read the row-sum's bytes? Beside the default
     (three readings each, interleaved): the row sums by the builtin, by cuBLAS (x @ ones), and in one launch of
     2 or 4 programs a row (split_rowsum); then, no row sums but the same bytes: a whole-tensor torch.sum, the copy of
-    half the rows (read + write = x's bytes) by the driver and by Triton (copy_chunks), and Triton chunk sums of 4-32 KiB a program (chunk_sums, the least a
-    read can do)."""
+    half the rows (read + write = x's bytes) by the driver and by Triton (copy_chunks), and Triton chunk sums of
+    4-32 KiB a program (chunk_sums, the least a read can do)."""
     from kernels.rowsum import make_inputs, rowsum_triton
 
     (x,) = make_inputs(n, dtype, device)
@@ -858,7 +863,8 @@ def readfloor_variants(n, dtype, device="cuda"):
                 lambda f=split_rowsum(split, warps): f(x))
     rows = readings(kinds)
     half, dst = x[: n // 2], torch.empty_like(x[: n // 2])
-    floors = {"torch.sum, whole tensor": lambda: x.sum(), "copy_ of half the rows (same bytes)": lambda: dst.copy_(half),
+    floors = {"torch.sum, whole tensor": lambda: x.sum(),
+              "copy_ of half the rows (same bytes)": lambda: dst.copy_(half),
               "Triton copy of half the rows, 4 KiB a program, 4 warps": lambda: copy_chunks(half, dst, 4096, 4),
               "Triton copy of half the rows, 8 KiB a program, 8 warps": lambda: copy_chunks(half, dst, 8192, 8)}
     for chunk in (4096, 8192, 16384, 32768):

@@ -156,6 +156,8 @@ def test_chunk_sums_sum_each_chunk_and_refuse_a_partial_one():
     torch.testing.assert_close(tune.chunk_sums(x, 128, 4), x.reshape(-1, 32).sum(dim=1), atol=1e-5, rtol=1e-5)
     with pytest.raises(ValueError, match="whole number of chunks"):
         tune.chunk_sums(x[:, :40].contiguous(), 512, 4)  # 320 elements, chunks of 128
+    with pytest.raises(ValueError, match="not contiguous"):
+        tune.copy_chunks(x[:, :32], torch.empty(8, 32), 128, 4)  # a whole number of chunks, but strided
 
 
 def test_readfloor_checks_the_row_sums_and_times_the_floors_beside_them(capsys):
@@ -170,7 +172,8 @@ def test_readfloor_checks_the_row_sums_and_times_the_floors_beside_them(capsys):
                                atol=1e-4, rtol=1e-4)
     half = variants["copy_ of half the rows (same bytes)"]().clone()
     assert half.shape == (32, 64)
-    torch.testing.assert_close(variants["Triton copy of half the rows, 4 KiB a program, 4 warps"](), half, atol=0, rtol=0)
+    torch.testing.assert_close(variants["Triton copy of half the rows, 4 KiB a program, 4 warps"](), half,
+                               atol=0, rtol=0)
     y = torch.zeros(16, 64)
     x = torch.randn(16, 64)
     assert tune.copy_chunks(x, y, 512, 4) is y and torch.equal(y, x)  # its own output, not the driver's copy's
