@@ -20,7 +20,8 @@ through explicit 16-byte loads with L2 prefetch-size, read-only and no-L1 qualif
 torch.compile, round 34), "unmasked" (row-sum, softmax and LayerNorm rows with and without their column mask beside
 the default, RMSNorm's default against its launch before round 34), "readfloor" (how fast anything reads the row-sum's
 bytes: the builtin, cuBLAS, a one-launch split row, whole-tensor torch.sum, the copy of the same bytes by the driver
-and by Triton, Triton chunk sums of 4-32 KiB; round 35);
+and by Triton, Triton chunk sums of 4-32 KiB; round 35), "smallrows" (row-sum's rows per program x warps on short inputs
+beside the builtin and torch.compile);
 tune_v16_rmscap.csv has "rmscap" (RMSNorm's fp32 rows under a register cap that fits one more row per SM, twice the
 warps, and Inductor's looped reduction over tiles x warps: commit a05f5cf, none faster, removed), "timeline"
 (per-program global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent
@@ -875,6 +876,21 @@ def readfloor_variants(n, dtype, device="cuda"):
     return [("rowsum", rowsum_bytes(n, str(dtype).removeprefix("torch.")), rows)]
 
 
+def smallrows_variants(n, dtype, device="cuda"):
+    """[(kernel, bytes moved, {variant: fn})]: row-sum's launch shapes for short, launch-bound inputs: rows per
+    program (BM 1, 2, 4) x warps (2, 4, 8) beside the default, the builtin and torch.compile (torch.compile led at
+    fp32 1024^2 in three sweeps, S10, S20 and S23), three readings each, interleaved."""
+    from kernels.rowsum import make_inputs, rowsum_triton
+
+    (x,) = make_inputs(n, dtype, device)
+    kinds = {"triton (default)": lambda: rowsum_triton(x), "builtin": lambda: x.sum(dim=1),
+             "compile": _compiled("rowsum", n, dtype, device)}
+    for bm in (1, 2, 4):
+        for warps in (2, 4, 8):
+            kinds[f"triton BM={bm} w={warps}"] = lambda bm=bm, w=warps: rowsum_triton(x, bm, None, w)
+    return [("rowsum", rowsum_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+
+
 def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
     """Where a kernel's time goes inside it: instrumented copies of the row-sum and LayerNorm kernels (held rows, the
     defaults' launches; LayerNorm also with its weights asked of the L2 by the first program, bf16) and of a plain
@@ -1277,6 +1293,7 @@ PER_SIZE_SECTIONS = {
     "rmsfull": _by_dtype(rmsfull_variants),
     "unmasked": _by_dtype(unmasked_variants),
     "readfloor": _by_dtype(readfloor_variants),
+    "smallrows": _by_dtype(smallrows_variants),
 }
 
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, "floor", "flush", "matmul", "intercept", "placement", "drift", "instances",

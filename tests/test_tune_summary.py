@@ -179,3 +179,13 @@ def test_readfloor_checks_the_row_sums_and_times_the_floors_beside_them(capsys):
     assert tune.copy_chunks(x, y, 512, 4) is y and torch.equal(y, x)  # its own output, not the driver's copy's
     assert variants["chunk sums, 4 KiB a program, 4 warps"]().shape == (4,)  # 64 x 64 fp32 = 16 KiB
     assert "failed" not in capsys.readouterr().err
+
+
+def test_smallrows_times_every_launch_shape_beside_builtin_and_compile(capsys):
+    import torch
+
+    [(kernel, moved, variants)] = tune.smallrows_variants(32, torch.float32, device="cpu")
+    firsts = [v for v in variants if not v.endswith(("(2)", "(3)"))]
+    assert kernel == "rowsum" and firsts[:3] == ["triton (default)", "builtin", "compile"] and len(firsts) == 12
+    torch.testing.assert_close(variants["triton BM=4 w=2 (3)"](), variants["builtin"](), atol=1e-5, rtol=1e-5)
+    assert "failed" not in capsys.readouterr().err
