@@ -21,7 +21,7 @@ torch.compile, round 34), "unmasked" (row-sum, softmax and LayerNorm rows with a
 the default, RMSNorm's default against its launch before round 34), "readfloor" (how fast anything reads the row-sum's
 bytes: the builtin, cuBLAS, a one-launch split row, whole-tensor torch.sum, the copy of the same bytes by the driver
 and by Triton, Triton chunk sums of 4-32 KiB; round 35), "smallrows" (row-sum's rows per program x warps on short inputs
-beside the builtin and torch.compile);
+beside the builtin and torch.compile, round 36);
 tune_v16_rmscap.csv has "rmscap" (RMSNorm's fp32 rows under a register cap that fits one more row per SM, twice the
 warps, and Inductor's looped reduction over tiles x warps: commit a05f5cf, none faster, removed), "timeline"
 (per-program global-timer stamps inside one call, round 30), "matmul" (the pointer kernel and the TMA persistent
@@ -56,6 +56,11 @@ from kernels.rowsum import bytes_moved as rowsum_bytes  # noqa: E402
 from rooflab.timing import CudaEventTimer, TimingConfig, measure, timer_for  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def dtype_key(dtype) -> str:
+    """A torch dtype's name as the kernels' byte models and the sweep's tolerances key it ("bfloat16")."""
+    return str(dtype).removeprefix("torch.")
 
 
 class FixedHoldTimer(CudaEventTimer):
@@ -290,7 +295,7 @@ def checked(fn, ref, dtype, what):
     from rooflab.kernel import DEFAULT_TOLERANCE
     from rooflab.sweep import relative_error
 
-    tol = DEFAULT_TOLERANCE[str(dtype).removeprefix("torch.")]
+    tol = DEFAULT_TOLERANCE[dtype_key(dtype)]
     try:
         err, _ = relative_error(fn(), ref)
     except Exception as exc:
@@ -382,7 +387,7 @@ def tma_variants(n, dtype, device="cuda"):
         v["triton (default, again)"] = v["triton (default)"]
         for k in [k for k in v if k.startswith("tma")]:
             v[k + " (again)"] = v[k]
-    dname = str(dtype).removeprefix("torch.")
+    dname = dtype_key(dtype)
     return [("rowsum", rowsum_bytes(n, dname), rs), ("layernorm", layernorm_bytes(n, dname), ln),
             ("rmsnorm", rmsnorm_bytes(n, dname), rms)]
 
@@ -496,7 +501,7 @@ def persist_variants(n, dtype, device="cuda"):
     for v in (rs, ln):
         v["triton (default, again)"] = v["triton (default)"]
         v["builtin (again)"] = v["builtin"]
-    dname = str(dtype).removeprefix("torch.")
+    dname = dtype_key(dtype)
     return [("rowsum", rowsum_bytes(n, dname), rs), ("layernorm", layernorm_bytes(n, dname), ln)]
 
 
@@ -536,7 +541,7 @@ def lnchain_variants(n, dtype, device="cuda"):
     from rooflab.kernel import DEFAULT_TOLERANCE
     from rooflab.sweep import relative_error
 
-    tol = DEFAULT_TOLERANCE[str(dtype).removeprefix("torch.")]
+    tol = DEFAULT_TOLERANCE[dtype_key(dtype)]
     for warps in (8, 16):
         for early in (False, True):
             for cap in (None, 64, 56, 48, 40, 32):
@@ -563,7 +568,7 @@ def lnchain_variants(n, dtype, device="cuda"):
                          f" spills={compiled.n_spills}{f' cap={cap}' if cap else ''}")
                 ln[label] = fn
     ln["triton (default, again)"] = ln["triton (default)"]
-    return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), ln)]
+    return [("layernorm", layernorm_bytes(n, dtype_key(dtype)), ln)]
 
 
 def swapped(module, fn, **tables):
@@ -616,7 +621,7 @@ def layernorm_against_default(n, dtype, device, variants):
     x, w, b = ln_inputs(n, dtype, device)
     fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
     kinds = {"triton (default)": fn} | {kind: swapped(ln, fn, **tables) for kind, tables in variants.items()}
-    return [("layernorm", layernorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+    return [("layernorm", layernorm_bytes(n, dtype_key(dtype)), readings(kinds))]
 
 
 def lnconfirm_variants(n, dtype, device="cuda"):
@@ -708,7 +713,7 @@ def l2hint_variants(n, dtype, device="cuda"):
     (x,) = make_inputs(n, dtype, device)
     kinds = {"triton (default)": lambda: rowsum_triton(x)}
     kinds |= {f"asm {k}": lambda v=v: rowsum_asm(x, v) for k, v in ROW_LOADS.items()}
-    return [("rowsum", rowsum_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+    return [("rowsum", rowsum_bytes(n, dtype_key(dtype)), readings(kinds))]
 
 
 def rowsum_asm(x, load):
@@ -740,7 +745,7 @@ def rmsfull_variants(n, dtype, device="cuda"):
             kinds[f"tiles of 2048, 16 warps, {'unmasked' if full else 'masked'}"] = (
                 lambda f=full: rmsnorm_triton(x, w, block_size=2048, num_warps=16, full=f))
     kinds["compile"] = _compiled("rmsnorm", n, dtype, device)
-    return [("rmsnorm", rmsnorm_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+    return [("rmsnorm", rmsnorm_bytes(n, dtype_key(dtype)), readings(kinds))]
 
 
 def unmasked_variants(n, dtype, device="cuda"):
@@ -753,7 +758,7 @@ def unmasked_variants(n, dtype, device="cuda"):
     from kernels import rowsum as rs
     from kernels import softmax as sm
 
-    name = str(dtype).removeprefix("torch.")
+    name = dtype_key(dtype)
     (x,) = rs.make_inputs(n, dtype, device)
     out = [("rowsum", rowsum_bytes(n, name), readings({
         "triton (default)": lambda: rs.rowsum_triton(x), "masked": lambda: rs.rowsum_triton(x, full=False),
@@ -873,7 +878,7 @@ def readfloor_variants(n, dtype, device="cuda"):
             floors[f"chunk sums, {chunk // 1024} KiB a program, {warps} warps"] = (
                 lambda c=chunk, w=warps: chunk_sums(x, c, w))
     rows |= interleaved(floors)
-    return [("rowsum", rowsum_bytes(n, str(dtype).removeprefix("torch.")), rows)]
+    return [("rowsum", rowsum_bytes(n, dtype_key(dtype)), rows)]
 
 
 def smallrows_variants(n, dtype, device="cuda"):
@@ -888,7 +893,7 @@ def smallrows_variants(n, dtype, device="cuda"):
     for bm in (1, 2, 4):
         for warps in (2, 4, 8):
             kinds[f"triton BM={bm} w={warps}"] = lambda bm=bm, w=warps: rowsum_triton(x, bm, None, w)
-    return [("rowsum", rowsum_bytes(n, str(dtype).removeprefix("torch.")), readings(kinds))]
+    return [("rowsum", rowsum_bytes(n, dtype_key(dtype)), readings(kinds))]
 
 
 def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
@@ -997,7 +1002,7 @@ def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
             last_by_sm = last_by_sm[used]
             ticks = torch.diff(torch.unique(torch.cat([t0, t1])))
             summary.append({
-                "kernel": "timeline", "n": n, "dtype": str(dtype).removeprefix("torch."), "variant": name,
+                "kernel": "timeline", "n": n, "dtype": dtype_key(dtype), "variant": name,
                 "run": run, "programs": len(t0), "sms": len(used), "span_us": span,
                 "rate_tbs": moved / span / 1e6,
                 "first_end_us": float(end.min()), "last_start_us": float(start.max()),
