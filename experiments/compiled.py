@@ -251,6 +251,9 @@ if "snakemake" in globals():
     sm = globals()["snakemake"]
     logging.basicConfig(level=logging.INFO, filename=sm.log[0], filemode="w",
                         format="%(asctime)s %(levelname)s %(message)s")
+    from rooflab.lifeline import follow_snakemake
+
+    follow_snakemake()  # a kill -9 of snakemake ends this job too
     from experiments.measure import DeviceMismatch
 
     try:

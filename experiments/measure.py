@@ -81,24 +81,10 @@ def checkpoint_identity(kernel, params: dict) -> str:
 
 
 def cell_store(out: str | Path) -> Path:
-    """results/raw/{gpu}/{kernel}.parquet -> results/raw/{gpu}/.cells/{kernel}.jsonl"""
-    out = Path(out)
-    return out.parent / ".cells" / f"{out.stem}.jsonl"
+    """results/raw/{gpu}/{kernel}.parquet -> results/raw/{gpu}/.cells/{kernel}.jsonl (see rooflab/store.py)"""
+    from rooflab.store import store_path
 
-
-def load_checkpoint(path: Path, identity: str) -> dict:
-    done = {}
-    if not path.exists():
-        return done
-    for line in path.read_text().splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:  # a line cut by a kill: measure that cell again
-            continue
-        # failed cells are measured again; so are skipped ones (cheap, and the reason may be gone: nvcc installed)
-        if row.get("_identity") == identity and row.get("status") not in ("failed", "skipped"):
-            done[(row["impl"], row["dtype"], int(row["size"]), row["pass"])] = row
-    return done
+    return store_path(out)
 
 
 def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = True) -> int:
@@ -111,6 +97,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
 
     from rooflab.io import RAW_COLUMNS, write_parquet
     from rooflab.kernel import load_kernel
+    from rooflab import store
     from rooflab.provenance import provenance
     from rooflab.sweep import run_cell
     from rooflab.timing import TimingConfig, timer_for
@@ -126,7 +113,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     ckpt = cell_store(out)
     if not params.get("reuse_cells", True):
         ckpt.unlink(missing_ok=True)
-    done = load_checkpoint(ckpt, identity)
+    done = store.load(ckpt, identity, kernel.name)  # checked line by line; bad lines quarantined
     if done:
         log.info("resuming %s: %d of %d cells already measured in %s", kernel_name, len(done), len(cells), ckpt)
     prov = {**provenance(params), **caches}
@@ -137,9 +124,6 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     tty = sys.__stderr__ is not None and sys.__stderr__.isatty()
     bar = tqdm(cells, desc=f"{gpu}/{kernel_name}", unit="cell", disable=not progress, file=sys.__stderr__,
                dynamic_ncols=True, mininterval=0.1 if tty else 30.0)
-    if ckpt.exists() and ckpt.stat().st_size and not ckpt.read_bytes().endswith(b"\n"):
-        with open(ckpt, "a") as fh:  # a line cut by a kill: end it, so the next cell starts a line of its own
-            fh.write("\n")
     with open(ckpt, "a") as fh:
         for cell in bar:
             bar.set_postfix_str(f"{cell.impl} {cell.dtype} {cell.size} {cell.pass_}", refresh=tty)
@@ -159,6 +143,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             fh.flush()
             os.fsync(fh.fileno())
 
+    store.compact(ckpt, kernel.name)  # one line per cell: re-checked skipped and failed cells replace their old lines
     df = pd.DataFrame(rows).drop(columns=["_identity"], errors="ignore")
     df = df.reindex(columns=RAW_COLUMNS + [c for c in df.columns if c not in RAW_COLUMNS])
     counts = df["status"].value_counts().to_dict()
@@ -215,6 +200,9 @@ if __name__ == "__main__" and "snakemake" not in globals():
 if "snakemake" in globals():
     sm = globals()["snakemake"]
     _setup_logging(sm.log[0])
+    from rooflab.lifeline import follow_snakemake
+
+    follow_snakemake()  # a kill -9 of snakemake ends this job too, before it measures or writes unattended
     try:
         rc = run(sm.wildcards.kernel, sm.wildcards.gpu, sm.output[0], dict(sm.params.sweep))
     except DeviceMismatch as exc:

@@ -42,11 +42,11 @@ def main(argv=None) -> int:
 
     from experiments.profiles import cell_callable
     from rooflab.kernel import load_kernel
-    from rooflab.sweep import Cell, _skip_reason
+    from rooflab.sweep import Cell, skip_reason
 
     kernel = load_kernel(args.kernel)
     pass_ = args.pass_ or kernel.passes[0]
-    reason = _skip_reason(kernel, Cell(kernel.name, args.impl, args.dtype, args.size, pass_), device, 0)
+    reason = skip_reason(kernel, Cell(kernel.name, args.impl, args.dtype, args.size, pass_), device, 0)
     if reason:
         print(f"ncu_cell: {args.kernel} {args.impl} {args.dtype} {args.size}: {reason}", file=sys.stderr)
         return 2

@@ -107,13 +107,13 @@ def launched_kernels(fn, device: str) -> tuple[str, list[str], int]:
 def profile_cell(kernel, impl: str, dtype: str, size: int, pass_: str, device: str, interpret_max_size: int = 0,
                  seed: int = 0) -> dict:
     """One row: skipped (with the reason), failed (with the error), or the launched kernels."""
-    from rooflab.sweep import Cell, _skip_reason
+    from rooflab.sweep import Cell, skip_reason
 
     row = {"kernel": kernel.name, "impl": impl, "dtype": dtype, "size": int(size), "pass": pass_,
            "activity": "cuda" if device == "cuda" else "cpu_aten", "status": "failed", "error": "",
            "compile_fallback": False}
     try:
-        reason = _skip_reason(kernel, Cell(kernel.name, impl, dtype, int(size), pass_), device, interpret_max_size)
+        reason = skip_reason(kernel, Cell(kernel.name, impl, dtype, int(size), pass_), device, interpret_max_size)
         if not reason and device == "cpu" and impl == "triton":
             reason = "Triton runs under TRITON_INTERPRET=1 on the CPU: numpy work, no kernels or aten ops to count"
         if reason:
@@ -187,6 +187,9 @@ if "snakemake" in globals():
     sm = globals()["snakemake"]
     logging.basicConfig(level=logging.INFO, filename=sm.log[0], filemode="w",
                         format="%(asctime)s %(levelname)s %(message)s")
+    from rooflab.lifeline import follow_snakemake
+
+    follow_snakemake()  # a kill -9 of snakemake ends this job too
     from experiments.measure import DeviceMismatch
 
     try:

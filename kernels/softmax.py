@@ -81,8 +81,8 @@ def _softmax_fwd_online_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_x
     row = tl.program_id(axis=0).to(tl.int64)
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
-    # Pass 1: running max m and running sum s = sum exp(x - m). Every tile holds at least one real column, so the
-    # tile max is finite and exp(m - m_new) is never exp(-inf + inf).
+    # Pass 1: running max m and running sum s = sum exp(x - m). A tile of only -inf (a masked prefix) leaves m at
+    # -inf: shift by 0 then, so exp(-inf - -inf) never makes a NaN (s stays 0 until a finite value arrives).
     m = -float("inf")
     s = 0.0
     for start in range(0, n_cols, BLOCK_N):
@@ -91,7 +91,8 @@ def _softmax_fwd_online_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_x
         x = tl.load(x_row + cols * stride_xn, mask=cols < n_cols, other=-float("inf"),
                     eviction_policy="evict_last").to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
-        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+        s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), axis=0)
         m = m_new
     # Pass 2: normalise.
     inv_s = 1.0 / s

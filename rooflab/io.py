@@ -95,6 +95,16 @@ def read_results(path: str | os.PathLike, columns=RAW_COLUMNS) -> pd.DataFrame:
         if unknown:
             raise ResultsError(f"{path}: unknown status value(s) {unknown} (known: {', '.join(STATUSES)}); "
                                f"not a rooflab results file. Delete it and rerun the job that writes it.")
+        if "median_ms" in columns:
+            ok = df[df["status"] == "ok"]
+            t = pd.to_numeric(ok["median_ms"], errors="coerce")
+            bad = ok[~((t > 0) & (t < float("inf")))]
+            if len(bad):
+                r = bad.iloc[0]
+                raise ResultsError(f"{path}: {len(bad)} ok row(s) without a finite time > 0 (first: {r['kernel']} "
+                                   f"{r['impl']} {r['dtype']} {r['size']} {r['pass']}: median_ms = "
+                                   f"{r['median_ms']!r}). Delete it and rerun the job that writes it (the cell "
+                                   f"store is checked on every read, so the bad cells are measured again).")
     return df
 
 

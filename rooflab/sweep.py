@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -121,7 +122,8 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
         # A working set under the L2 size may be served from cache even with our flush: say so.
         row["l2_resident"] = bool(l2_bytes) and row["working_set_bytes"] < l2_bytes
 
-        reason = _skip_reason(kernel, cell, device, interpret_max_size)
+        reason = skip_reason(kernel, cell, device, interpret_max_size) or \
+            memory_skip_reason(row["working_set_bytes"], device)
         if reason:
             row.update(status="skipped", error=reason)
             return row
@@ -204,7 +206,34 @@ def placements_for(wanted: int, working_set_bytes: float, device: str, free_byte
     return max(1, min(wanted, fit))
 
 
-def _skip_reason(kernel: Kernel, cell: Cell, device: str, interpret_max_size: int) -> str | None:
+def free_memory_bytes(device: str) -> tuple[float, float]:
+    """(free, total) bytes of the device's memory: CUDA's own count, or the host's available memory on the CPU."""
+    if device == "cuda":
+        import torch
+
+        free, total = torch.cuda.mem_get_info()
+        return float(free), float(total)
+    info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
+    kib = lambda key: float(info[key].split()[0]) * 1024  # noqa: E731
+    return kib("MemAvailable"), kib("MemTotal")
+
+
+def memory_skip_reason(working_set_bytes: float, device: str,
+                       free_total: tuple[float, float] | None = None) -> str | None:
+    """Why a cell cannot fit, or None: its inputs and outputs (the working set, a lower bound of what it allocates)
+    exceed the device's free memory. Such a cell is skipped up front with the numbers in its row; one that fits this
+    bound but runs out later still fails alone (an OutOfMemoryError row)."""
+    try:
+        free, total = free_total or free_memory_bytes(device)
+    except (OSError, KeyError, ValueError, RuntimeError):  # no way to tell here: let the cell try
+        return None
+    if working_set_bytes <= free:
+        return None
+    return (f"needs at least {working_set_bytes / 1e9:.3g} GB for its inputs and outputs, but the {device} has "
+            f"{free / 1e9:.3g} GB free of {total / 1e9:.3g} GB")
+
+
+def skip_reason(kernel: Kernel, cell: Cell, device: str, interpret_max_size: int) -> str | None:
     if cell.dtype not in kernel.dtypes:
         return f"{kernel.name} is not defined for {cell.dtype}"
     if cell.impl == "compile":

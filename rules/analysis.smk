@@ -8,7 +8,7 @@ rule metrics:
         script="analysis/metrics.py",
         specs="rooflab/gpus.py",
     output:
-        "results/metrics.parquet",
+        update("results/metrics.parquet"),
     log:
         "logs/analysis/metrics.log",
     conda:
@@ -25,8 +25,8 @@ rule compare_reference:
         repeatability=get_compare_repeatability,
         script="analysis/compare.py",
     output:
-        csv="results/compare/{gpu}.csv",
-        md="results/compare/{gpu}.md",
+        csv=update("results/compare/{gpu}.csv"),
+        md=update("results/compare/{gpu}.md"),
     params:
         settings=config.get("compare", {}),
     log:

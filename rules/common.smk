@@ -1,4 +1,6 @@
 # Shared helpers of the *.smk files: what exists, what `all` builds, cluster resources, the closing summary.
+# Every output is marked update(): snakemake leaves the last good file in place while its job runs and restores it
+# if the job fails, so a failed rerun never costs the last good results (each job also writes atomically).
 import glob
 import shutil
 from pathlib import Path

@@ -12,13 +12,13 @@ rule figure_gpu:
         script="figures/{fig}.py",
         common="figures/_common.py",
     output:
-        pdf="results/figures/{gpu}/{fig}.pdf",
-        png=report(
+        pdf=update("results/figures/{gpu}/{fig}.pdf"),
+        png=update(report(
             "results/figures/{gpu}/{fig}.png",
             category="Figures",
             subcategory="{fig}",
             labels={"figure": "{fig}", "gpu": "{gpu}", "kernel": "all"},
-        ),
+        )),
     log:
         "logs/figures/{gpu}/{fig}.log",
     wildcard_constraints:
@@ -36,13 +36,13 @@ rule figure_kernel:
         script="figures/{fig}.py",
         common="figures/_common.py",
     output:
-        pdf="results/figures/{gpu}/{fig}/{kernel}.pdf",
-        png=report(
+        pdf=update("results/figures/{gpu}/{fig}/{kernel}.pdf"),
+        png=update(report(
             "results/figures/{gpu}/{fig}/{kernel}.png",
             category="Figures",
             subcategory="{fig}",
             labels={"figure": "{fig}", "gpu": "{gpu}", "kernel": "{kernel}"},
-        ),
+        )),
     log:
         "logs/figures/{gpu}/{fig}/{kernel}.log",
     wildcard_constraints:
@@ -61,13 +61,13 @@ rule figure_fusion:
         script="figures/fusion.py",
         common="figures/_common.py",
     output:
-        pdf="results/figures/{gpu}/fusion.pdf",
-        png=report(
+        pdf=update("results/figures/{gpu}/fusion.pdf"),
+        png=update(report(
             "results/figures/{gpu}/fusion.png",
             category="Figures",
             subcategory="fusion",
             labels={"figure": "fusion", "gpu": "{gpu}", "kernel": "all"},
-        ),
+        )),
     log:
         "logs/figures/{gpu}/fusion.log",
     conda:

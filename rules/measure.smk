@@ -13,7 +13,7 @@ rule measure:
         kernel="kernels/{kernel}.py",
         code=MEASUREMENT_CODE,
     output:
-        "results/raw/{gpu}/{kernel}.parquet",
+        update("results/raw/{gpu}/{kernel}.parquet"),
     params:
         sweep=lambda wildcards: rcfg.sweep_params(config),
     log:
@@ -34,7 +34,7 @@ rule ceilings:
     input:
         script="experiments/ceilings.py",
     output:
-        "results/raw/{gpu}/ceilings.parquet",
+        update("results/raw/{gpu}/ceilings.parquet"),
     params:
         ceilings=lambda wildcards: {**config["ceilings"],
                                     **{k: config["timing"][k] for k in ("placements", "warm_translations", "instances")}},
@@ -64,7 +64,7 @@ rule profiles:
         code=MEASUREMENT_CODE,
         script="experiments/profiles.py",
     output:
-        "results/raw/{gpu}/profiles.parquet",
+        update("results/raw/{gpu}/profiles.parquet"),
     params:
         kernels=KERNELS,
         sweep=lambda wildcards: rcfg.sweep_params(config),
@@ -91,7 +91,7 @@ rule compiled:
         script="experiments/compiled.py",
         occupancy="rooflab/compiled.py",
     output:
-        "results/raw/{gpu}/compiled.parquet",
+        update("results/raw/{gpu}/compiled.parquet"),
     params:
         kernels=KERNELS,
         compiled=lambda wildcards: {"size": config["profile"]["size"], "extra_sizes": config.get("extra_sizes", []),
@@ -119,8 +119,8 @@ rule ncu:
         code=MEASUREMENT_CODE,
         script="experiments/ncu_cell.py",
     output:
-        csv="results/raw/{gpu}/ncu_{kernel}_{impl}_{dtype}_{size}.csv",
-        report="results/raw/{gpu}/ncu_{kernel}_{impl}_{dtype}_{size}.ncu-rep",
+        csv=update("results/raw/{gpu}/ncu_{kernel}_{impl}_{dtype}_{size}.csv"),
+        report=update("results/raw/{gpu}/ncu_{kernel}_{impl}_{dtype}_{size}.ncu-rep"),
     wildcard_constraints:
         impl="naive|builtin|compile|triton|cuda",
         dtype="float32|bfloat16|float16",

@@ -6,12 +6,12 @@ rule notebook:
         notebook="notebooks/kernel.ipynb",
         metrics="results/metrics.parquet",
     output:
-        ipynb="results/notebooks/{gpu}/{kernel}.ipynb",
-        html=report(
+        ipynb=update("results/notebooks/{gpu}/{kernel}.ipynb"),
+        html=update(report(
             "results/notebooks/{gpu}/{kernel}.html",
             category="Notebooks",
             labels={"notebook": "kernel", "gpu": "{gpu}", "kernel": "{kernel}"},
-        ),
+        )),
     log:
         "logs/notebooks/{gpu}/{kernel}.log",
     conda:

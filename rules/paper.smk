@@ -11,16 +11,16 @@ rule paper_inputs:
         kernel_docs=expand("kernels/{kernel}.py", kernel=KERNELS),
         repeatability=get_repeatability,
     output:
-        macros="results/paper/generated/macros.tex",
-        summary="results/paper/generated/table_summary.tex",
-        problems="results/paper/generated/table_problems.tex",
-        projection="results/paper/generated/table_projection.tex",
-        specs="results/paper/generated/table_specs.tex",
-        repeatability="results/paper/generated/table_repeatability.tex",
-        fixed_cost="results/paper/generated/table_fixed_cost.tex",
-        figures="results/paper/generated/figures.tex",
-        figures_projection="results/paper/generated/figures_projection.tex",
-        kernels="results/paper/generated/kernels.tex",
+        macros=update("results/paper/generated/macros.tex"),
+        summary=update("results/paper/generated/table_summary.tex"),
+        problems=update("results/paper/generated/table_problems.tex"),
+        projection=update("results/paper/generated/table_projection.tex"),
+        specs=update("results/paper/generated/table_specs.tex"),
+        repeatability=update("results/paper/generated/table_repeatability.tex"),
+        fixed_cost=update("results/paper/generated/table_fixed_cost.tex"),
+        figures=update("results/paper/generated/figures.tex"),
+        figures_projection=update("results/paper/generated/figures_projection.tex"),
+        kernels=update("results/paper/generated/kernels.tex"),
     log:
         "logs/paper/inputs.log",
     conda:
@@ -37,7 +37,7 @@ rule paper_pdf:
         generated=rules.paper_inputs.output,
         figures=get_figures,
     output:
-        report("results/paper/rooflab.pdf", category="Paper"),
+        update(report("results/paper/rooflab.pdf", category="Paper")),
     log:
         "logs/paper/latexmk.log",
     conda:
@@ -53,8 +53,8 @@ rule paper_sources:
         generated=rules.paper_inputs.output,
         figures=get_figures,
     output:
-        tarball="results/paper/rooflab-paper-src.tar.gz",
-        howto="results/paper/BUILD_THE_PDF_ELSEWHERE.txt",
+        tarball=update("results/paper/rooflab-paper-src.tar.gz"),
+        howto=update("results/paper/BUILD_THE_PDF_ELSEWHERE.txt"),
     log:
         "logs/paper/sources.log",
     conda:

@@ -498,7 +498,8 @@ def test_atomic_write_gives_the_file_normal_permissions(tmp_path):
 def test_results_from_before_later_columns_still_read(tmp_path):
     """A raw file written before loop_ms/enqueue_us/hold_us/placements existed reads with their defaults there (NaN;
     one placement: the cell was timed on one input set); other gaps still fail."""
-    old = pd.DataFrame([{c: None for c in rio.RAW_COLUMNS if c not in rio.LATER_COLUMNS} | {"status": "ok"}])
+    old = pd.DataFrame([{c: None for c in rio.RAW_COLUMNS if c not in rio.LATER_COLUMNS} |
+                        {"status": "ok", "median_ms": 0.5}])
     p = tmp_path / "old.parquet"
     old.to_parquet(p)
     df = rio.read_results(p)
@@ -509,3 +510,191 @@ def test_results_from_before_later_columns_still_read(tmp_path):
     old.drop(columns=["median_ms"]).to_parquet(p)
     with pytest.raises(rio.ResultsError, match="median_ms"):
         rio.read_results(p)
+
+
+# ------------------------------------------------------------------------------- the cell store heals itself
+
+def good_store(tmp_path, use_kernel):
+    """A finished sweep of the fake kernel (float32, naive, sizes 8/16/24): (parquet, store, its lines)."""
+    from experiments.measure import cell_store
+
+    out = tmp_path / "raw/cpu/fake.parquet"
+    use_kernel(fake_kernel())
+    assert measure_run(out, dtypes=["float32"], impls=["naive"]) == 0
+    store = cell_store(out)
+    return out, store, store.read_text().splitlines()
+
+
+def edit_line(line: str, **changes) -> str:
+    row = json.loads(line)
+    for k, v in changes.items():
+        if v is KeyError:
+            row.pop(k)
+        else:
+            row[k] = v
+    return json.dumps(row)
+
+
+BAD_STORE_LINES = {
+    "null": lambda line: "null",
+    "a list": lambda line: "[1, 2, 3]",
+    "a number": lambda line: "42",
+    "not JSON": lambda line: "{this is not json",
+    "cut by a kill": lambda line: line[: len(line) // 2],
+    "no impl": lambda line: edit_line(line, impl=KeyError),
+    "no size": lambda line: edit_line(line, size=KeyError),
+    "size 'abc'": lambda line: edit_line(line, size="abc"),
+    "size 2.5": lambda line: edit_line(line, size=2.5),
+    "size -8": lambda line: edit_line(line, size=-8),
+    "size true": lambda line: edit_line(line, size=True),
+    "impl 7": lambda line: edit_line(line, impl=7),
+    "unknown status": lambda line: edit_line(line, status="passed"),
+    "another kernel": lambda line: edit_line(line, kernel="gelu"),
+    "negative median": lambda line: edit_line(line, median_ms=-123, p20_ms=-124, min_ms=-125),
+    "zero median": lambda line: edit_line(line, median_ms=0.0, p20_ms=0.0, min_ms=0.0),
+    "NaN median": lambda line: edit_line(line, median_ms=float("nan")),
+    "infinite max": lambda line: edit_line(line, max_ms=float("inf")),
+    "median as a string": lambda line: edit_line(line, median_ms="0.5"),
+    "no median": lambda line: edit_line(line, median_ms=KeyError),
+    "p20 above the median": lambda line: edit_line(line, p20_ms=json.loads(line)["median_ms"] * 2),
+    "p80 below the median": lambda line: edit_line(line, p80_ms=json.loads(line)["median_ms"] / 2),
+    "no samples": lambda line: edit_line(line, n_samples=0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_STORE_LINES))
+def test_bad_store_line_is_quarantined_named_and_measured_again(tmp_path, use_kernel, caplog, case):
+    """Nothing in the store is trusted on reuse: a bad line goes to the quarantine file with a one-line warning
+    naming the file and line, its cell is measured again, and the parquet holds only good rows."""
+    from rooflab.store import quarantine_path
+
+    out, store, lines = good_store(tmp_path, use_kernel)
+    lines[1] = BAD_STORE_LINES[case](lines[1])  # the size-16 cell
+    store.write_text("\n".join(lines) + "\n")
+    out.unlink()
+    calls = []
+    use_kernel(fake_kernel(calls))
+    assert measure_run(out, dtypes=["float32"], impls=["naive"]) == 0
+    assert calls == [("naive", "float32", 16)]  # only the bad line's cell, measured again
+    warnings = [r.getMessage() for r in caplog.records if r.name == "rooflab.store"]
+    assert len(warnings) == 1 and f"{store}:2: " in warnings[0] and "quarantined" in warnings[0]
+    q = [json.loads(x) for x in quarantine_path(store).read_text().splitlines()]
+    assert len(q) == 1 and q[0]["line"] == 2 and q[0]["text"] == lines[1] and q[0]["problem"]
+    df = rio.read_results(out)
+    assert len(df) == 3 and (df.status == "ok").all() and (df.median_ms > 0).all()
+    calls.clear()  # healed: the next run reuses every cell and warns about nothing
+    caplog.clear()
+    assert measure_run(out, dtypes=["float32"], impls=["naive"]) == 0 and calls == []
+    assert not [r for r in caplog.records if r.name == "rooflab.store"]
+
+
+def test_reruns_do_not_grow_the_store(tmp_path, use_kernel):
+    """Skipped and failed cells are checked again on every run; the store keeps one line per cell."""
+    from experiments.measure import cell_store
+
+    out = tmp_path / "raw/cpu/fake.parquet"
+    use_kernel(fake_kernel(builtin=raiser(ValueError("bad"))))
+    params = dict(dtypes=["float32", "int8"], impls=["naive", "builtin"], allow_failures=True)
+    sizes = []
+    for _ in range(4):
+        assert measure_run(out, **params) == 0
+        sizes.append(len(cell_store(out).read_text().splitlines()))
+    assert sizes == [12, 12, 12, 12]  # 2 impls x 2 dtypes x 3 sizes, however often it runs
+    keys = [(r["impl"], r["dtype"], r["size"]) for r in store_rows(out)]
+    assert len(set(keys)) == len(keys)
+
+
+def test_ok_row_with_an_impossible_time_is_refused_by_the_reader(tmp_path):
+    """A raw parquet edited or written by someone else: an ok row without a time > 0 never reaches the metrics."""
+    from analysis.metrics import build
+
+    row = {c: None for c in rio.RAW_COLUMNS} | {"gpu": "cpu", "kernel": "gelu", "impl": "naive", "dtype": "float32",
+                                                 "size": 64, "pass": "fwd", "status": "ok", "median_ms": -123.0}
+    p = tmp_path / "raw/cpu/gelu.parquet"
+    p.parent.mkdir(parents=True)
+    pd.DataFrame([row]).to_parquet(p)
+    with pytest.raises(rio.ResultsError, match=r"gelu\.parquet: 1 ok row\(s\) without a finite time > 0 .*-123"):
+        rio.read_results(p)
+    with pytest.raises(rio.ResultsError):
+        build([p], [], tmp_path / "metrics.parquet")
+    assert not (tmp_path / "metrics.parquet").exists()
+
+
+# ---------------------------------------------------------------------------------- cells too large for memory
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_cell_too_large_for_memory_is_skipped_up_front(device):
+    from rooflab.sweep import memory_skip_reason
+
+    reason = memory_skip_reason(48e9, device, free_total=(20e9, 24e9))
+    assert reason == f"needs at least 48 GB for its inputs and outputs, but the {device} has 20 GB free of 24 GB"
+    assert memory_skip_reason(1e9, device, free_total=(20e9, 24e9)) is None
+
+
+def test_cell_too_large_for_memory_never_allocates(monkeypatch, use_kernel, tmp_path):
+    """A sweep whose largest cell cannot fit: that cell is a skipped row naming the memory; the rest are measured."""
+    import rooflab.sweep
+
+    calls = []
+    use_kernel(fake_kernel(calls))
+    # the fake kernel moves 2 n^2 4 bytes in float32: 2048 B at n = 16, 4608 B at n = 24
+    monkeypatch.setattr(rooflab.sweep, "free_memory_bytes", lambda device: (4000.0, 8000.0))
+    out = tmp_path / "raw/cpu/fake.parquet"
+    assert measure_run(out, dtypes=["float32"], impls=["naive"], allow_failures=True) == 0
+    assert sorted(calls) == [("naive", "float32", 8), ("naive", "float32", 16)]
+    df = rio.read_results(out).set_index("size")
+    assert df.loc[24, "status"] == "skipped"
+    assert "needs at least 4.61e-06 GB" in df.loc[24, "error"] and "4e-06 GB free" in df.loc[24, "error"]
+
+
+def test_host_memory_is_read():
+    from rooflab.sweep import free_memory_bytes
+
+    free, total = free_memory_bytes("cpu")
+    assert 0 < free <= total
+
+
+# ------------------------------------------------------------------------------ a job dies with its snakemake
+
+FOLLOWER = """
+import sys, time
+sys.path.insert(0, {repo!r})
+from rooflab.lifeline import follow_snakemake
+assert follow_snakemake(interval_s=0.1), "no snakemake ancestor found"
+while True:  # a job that would measure and write for ever
+    with open({beat!r}, "a") as fh:
+        fh.write("x")
+    time.sleep(0.05)
+"""
+
+
+def test_kill_9_of_snakemake_ends_its_job(tmp_path):
+    """snakemake runs a job's script through a shell; killing snakemake with SIGKILL must not leave the job
+    measuring and writing. A stand-in 'snakemake' process starts the job the same way and is killed."""
+    beat = tmp_path / "beat"
+    job = tmp_path / "job.py"
+    job.write_text(FOLLOWER.format(repo=str(REPO), beat=str(beat)))
+    # the stand-in: a python whose command line names snakemake, running the job under /bin/sh -c, as snakemake does
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1], shell=True)",
+                               f"{sys.executable} {job}", "snakemake"])
+    try:
+        deadline = time.time() + 30
+        while not (beat.exists() and beat.stat().st_size > 3):
+            assert time.time() < deadline, "the job never started"
+            time.sleep(0.05)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        time.sleep(1.0)  # the job notices within its interval (0.1 s) and ends
+        size = beat.stat().st_size
+        time.sleep(0.5)
+        assert beat.stat().st_size == size, "the job is still writing after its snakemake was killed"
+    finally:
+        subprocess.run(["pkill", "-9", "-f", str(job)], check=False)
+
+
+def test_no_snakemake_ancestor_follows_nothing():
+    from rooflab.lifeline import alive, is_snakemake, snakemake_ancestors
+
+    assert alive(os.getpid()) and not alive(2 ** 22 + 1)
+    assert not is_snakemake(os.getpid())  # pytest, even from a folder whose name mentions snakemake
+    assert all(is_snakemake(pid) for pid in snakemake_ancestors())

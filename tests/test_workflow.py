@@ -198,3 +198,22 @@ def test_reference_comparison_joins_all_when_a_reference_exists(repo):
         shutil.rmtree(repo / "data/reference/cpu", ignore_errors=True)
         shutil.rmtree(repo / "results/compare", ignore_errors=True)
     assert planned_jobs(repo) == []
+
+
+def test_failed_rerun_keeps_the_last_good_outputs(repo):
+    """A rerun whose job fails (here the metrics job, on a raw file it cannot read) leaves the last good
+    results/metrics.parquet in place, byte for byte (outputs are update(): snakemake restores them on failure)."""
+    raw = repo / "results/raw/cpu/gelu.parquet"
+    metrics = repo / "results/metrics.parquet"
+    good_raw, good_metrics = raw.read_bytes(), metrics.read_bytes()
+    stat = raw.stat()
+    try:
+        raw.write_bytes(b"PAR1 not a parquet file")
+        res = snakemake(repo, "--cores", "1", "results/metrics.parquet", "--configfile", "tiny.yaml")
+        assert res.returncode != 0
+        assert "Restored previous version of results/metrics.parquet" in res.stdout + res.stderr
+        assert metrics.read_bytes() == good_metrics
+    finally:
+        raw.write_bytes(good_raw)
+        os.utime(raw, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert planned_jobs(repo, "results/metrics.parquet") == []

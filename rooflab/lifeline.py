@@ -1,0 +1,85 @@
+"""A job dies with the snakemake that started it.
+
+``kill -9`` of snakemake leaves its job scripts running (they are children of a shell, not of snakemake itself), so
+a measurement would go on timing and writing the cell store with nobody waiting for it, and compete with the next
+run for the GPU. ``follow_snakemake`` starts a daemon thread that watches the snakemake ancestors and ends this
+process when one of them is gone. Linux only (/proc); elsewhere it does nothing.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+log = logging.getLogger("rooflab.lifeline")
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])  # the field after the (command), which may hold spaces
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def is_snakemake(pid: int) -> bool:
+    """A `snakemake ...` or `python -m snakemake ...` process (not one that merely mentions it in a path)."""
+    return any(os.path.basename(arg) == "snakemake" for arg in _argv(pid))
+
+
+def snakemake_ancestors(pid: int | None = None) -> list[int]:
+    """The pids of the ancestor processes running snakemake, nearest first (a job may run under a snakemake that
+    runs under the one the user started)."""
+    found = []
+    pid = _parent(pid or os.getpid())
+    while pid and pid > 1:
+        if is_snakemake(pid):
+            found.append(pid)
+        pid = _parent(pid)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie, killed but not yet reaped, counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def follow(pids: list[int], interval_s: float = 1.0, on_gone=None) -> threading.Thread:
+    """Watch ``pids``; when any is gone, call ``on_gone(pid)`` (default: log and end this process at once)."""
+
+    def gone(pid: int) -> None:
+        log.error("snakemake (pid %d) is gone: stopping this job so that it does not measure or write unattended",
+                  pid)
+        os._exit(3)
+
+    def watch() -> None:
+        stop = threading.Event()
+        while True:
+            dead = [pid for pid in pids if not alive(pid)]
+            if dead:
+                return (on_gone or gone)(dead[0])
+            stop.wait(interval_s)
+
+    thread = threading.Thread(target=watch, name="follow-snakemake", daemon=True)
+    thread.start()
+    return thread
+
+
+def follow_snakemake(interval_s: float = 1.0) -> list[int]:
+    """Follow the snakemake processes this job runs under, if any; returns their pids."""
+    pids = snakemake_ancestors()
+    if pids:
+        follow(pids, interval_s)
+    return pids
