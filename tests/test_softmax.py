@@ -101,6 +101,20 @@ def test_large_and_negative_values_are_stable(max_block):
     torch.testing.assert_close(y.double(), torch.softmax(x.double(), dim=1), atol=1e-7, rtol=1e-5)
 
 
+@pytest.mark.parametrize("prefix, cols, max_block", [(256, 600, 256), (512, 600, 256), (300, 300, 256),
+                                                      (16384, 20000, MAX_FUSED_BLOCK)])
+def test_rows_whose_leading_tiles_are_all_minus_inf_stay_finite(prefix, cols, max_block):
+    """A masked prefix (left padding) fills whole leading tiles of the online kernel with -inf: the running max
+    stays -inf there, and exp(-inf - -inf) must not poison the row with NaN (it did: every element of such a row
+    came out NaN). A row of only -inf is NaN, as torch's is."""
+    x, _ = _inputs((3, cols), torch.float32)
+    x[:, :prefix] = float("-inf")
+    y = softmax_forward(x, max_block)
+    want = torch.softmax(x.double(), dim=1)
+    assert torch.equal(torch.isnan(y), torch.isnan(want))
+    torch.testing.assert_close(y.double(), want, atol=1e-7, rtol=1e-5, equal_nan=True)
+
+
 @pytest.mark.parametrize("max_block", MAX_BLOCKS)
 @pytest.mark.parametrize("view", ["transpose", "column_slice"])
 def test_non_contiguous_inputs_through_strides(view, max_block):
