@@ -29,7 +29,8 @@ from rooflab.gpus import SPECS  # noqa: E402
 
 MATMUL_TILE = 128  # the output tile the wave model assumes (BLOCK_M = BLOCK_N = 128)
 CEILING_FOR_UNIT = {"fp32": "gemm_fp32", "tf32": "gemm_tf32", "bf16": "gemm_bf16", "fp16": "gemm_fp16"}
-CELL = ["gpu", "kernel", "dtype", "size", "pass"]
+# One cell of the sweep: speedups compare implementations within one cell only, so within one precision and math mode
+CELL = ["gpu", "kernel", "dtype", "math_mode", "size", "pass"]
 
 
 def attainable(ai, peak_flops, peak_bw):
@@ -70,7 +71,9 @@ def _own_spec_column(df: pd.DataFrame, prefix: str) -> np.ndarray:
 
 
 def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
-    df = raw.copy()
+    from rooflab.io import legacy_math_modes
+
+    df = raw.copy() if "math_mode" in raw else legacy_math_modes(raw)
     # Claimable: correct and timed, and (for torch.compile) really compiled; a silent eager fallback is flagged in
     # the raw row and must not pass for a compiled number.
     fallback = df["compile_fallback"].fillna(False).astype(bool) if "compile_fallback" in df else False

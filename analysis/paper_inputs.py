@@ -24,7 +24,7 @@ from rooflab.gpus import SPECS  # noqa: E402
 from rooflab.kernel import IMPL_LABEL as IMPL_NAME  # noqa: E402
 from rooflab.timing import TOUCH_STRIDE_BYTES  # noqa: E402
 
-DTYPE_TAG = {"float32": "Fp", "bfloat16": "Bf", "float16": "Half"}
+DTYPE_TAG = {"float32": "Fp", "tf32": "Tf", "bfloat16": "Bf", "float16": "Half"}
 IMPL_TAG = {"naive": "Naive", "builtin": "Builtin", "compile": "Compile", "triton": "Triton", "cuda": "Cuda"}
 # column heads of the summary table, short enough for the page (the caption says which are ours)
 IMPL_SHORT = {"naive": "naive", "builtin": "builtin", "compile": "compile", "triton": "Triton", "cuda": "CUDA"}

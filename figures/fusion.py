@@ -15,10 +15,10 @@ import seaborn as sns
 
 from figures._common import (IMPL_LABEL, PALETTE, gpu_name, impls_present, legend_outside, no_data_figure,
                              parse_args, save, setup)
+from rooflab.kernel import DTYPES
 
 SCOPE = "gpu"
 PROFILE_COLUMNS = ["gpu", "kernel", "impl", "dtype", "size", "n_kernels"]
-DTYPES = ["float32", "bfloat16", "float16"]
 
 
 def read_profiles(paths, gpu: str) -> tuple[pd.DataFrame, str]:

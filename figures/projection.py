@@ -14,9 +14,9 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from figures._common import IMPL_LABEL, claimable, gpu_name, no_data_figure, parse_args, save, setup
 from rooflab.gpus import SPECS
+from rooflab.kernel import DTYPES
 
 SCOPE = "gpu"
-DTYPES = ["float32", "bfloat16", "float16"]
 MODEL_COLORS = dict(zip(SPECS, ["#bdd7e7", "#6baed6", "#3182bd", "#08519c"]))
 
 

@@ -19,13 +19,15 @@ from matplotlib.lines import Line2D
 
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, no_data_figure, parse_args,
                              plain_log_ticks, save, setup, size_axis, time_label)
+from rooflab.kernel import DTYPES
+
 
 SCOPE = "gpu"
 CUBIC = {"matmul"}  # kernels whose work grows as N^3 (M = N = K); the rest as N^2
 
 
 def pick_dtype(df: pd.DataFrame) -> str:
-    for d in ("float32", "bfloat16", "float16"):
+    for d in DTYPES:
         if d in set(df["dtype"]):
             return d
     return df["dtype"].iloc[0]

@@ -13,9 +13,9 @@ import pandas as pd
 import seaborn as sns
 
 from figures._common import IMPL_LABEL, IMPL_ORDER, claimable, gpu_name, no_data_figure, parse_args, save, setup
+from rooflab.kernel import DTYPES
 
 SCOPE = "gpu"
-DTYPES = ["float32", "bfloat16", "float16"]
 LIMIT = 3.0  # colour saturates at 2^-3 = 0.125x and 2^3 = 8x
 
 

@@ -14,12 +14,12 @@ import pandas as pd
 
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, legend_outside, no_data_figure, parse_args, save,
                              setup, size_axis)
+from rooflab.kernel import DTYPES
 
 SCOPE = "gpu"
 KERNEL = "matmul"
 IMPLS = ["builtin", "triton"]
 TILE = 128
-DTYPES = ["float32", "bfloat16", "float16"]
 
 
 def draw(ax, d: pd.DataFrame, dtype: str) -> None:

@@ -4,12 +4,12 @@ The whole story of the kernel: the tiled Triton kernel, its launch wrapper, the 
 (cuBLAS for the product, then a separate ReLU kernel: the baseline a fused epilogue should beat), the float64
 reference, and the FLOP/byte model that the analysis uses.
 
-Precision. The Triton kernel accumulates in fp32 whatever the storage dtype. For float32 inputs ``tl.dot`` uses its
-default ``input_precision="tf32"`` on the GPU (10-bit mantissa inputs, fp32 accumulate: a relative error of 7.8e-4
-measured on an H200 with triton 3.6, whatever n), hence ``compute_unit("float32") == "tf32"`` and the float32 tolerance of 2e-3. The builtin ``torch.mm`` runs
-full fp32 unless ``torch.backends.cuda.matmul.allow_tf32`` is set (off by default), so at float32 the builtin does
-more work per FLOP than the Triton kernel: compare float32 speedups with that in mind. bfloat16/float16 use the
-tensor cores in their own dtype on both sides.
+Precision. The Triton kernel accumulates in fp32 whatever the storage dtype. For float32 inputs its products follow
+torch's own switch, as torch.mm does: IEEE fp32 (``input_precision="ieee"``) unless
+``torch.backends.cuda.matmul.allow_tf32`` is set, then TF32 (10-bit mantissa inputs: a relative error of 7.8e-4 on
+an H200 with triton 3.6). The sweep runs the two as two precisions, "float32" and "tf32" (rooflab.kernel.math_mode),
+so every implementation of a cell multiplies in the same mode and the tolerances tell them apart: 1e-4 for IEEE
+fp32, which a TF32 product fails. bfloat16/float16 use the tensor cores in their own dtype on both sides.
 
 Interpreter. Under TRITON_INTERPRET=1 a bfloat16 ``tl.dot`` returns garbage (numpy has no bfloat16), so the loaded
 tiles are upcast to fp32 before the dot only when interpreting (the DOT_IN_FP32 constexpr); on the GPU the dots stay
@@ -71,6 +71,7 @@ def _matmul_kernel(
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     ACTIVATION: tl.constexpr,  # "relu" or "none": the epilogue is compiled in only when asked for
     DOT_IN_FP32: tl.constexpr,  # True under the interpreter only (its bf16 dot is wrong)
+    INPUT_PRECISION: tl.constexpr,  # "ieee" or "tf32" for float32 operands (input_precision_for)
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
     # Grouped ordering: consecutive programs walk GROUP_M row-tiles down one column of tiles, so the B tiles they
@@ -102,7 +103,7 @@ def _matmul_kernel(
         if DOT_IN_FP32:
             a = a.to(tl.float32)
             b = b.to(tl.float32)
-        acc = tl.dot(a, b, acc)  # fp32 accumulator; fp32 inputs use tf32 on the GPU (the default)
+        acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)  # fp32 accumulator
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
@@ -114,7 +115,7 @@ def _matmul_kernel(
 
 _matmul_kernel_autotuned = triton.autotune(
     configs=autotune_configs(get_matmul_configs()),
-    key=["M", "N", "K"],  # the autotuner adds the tensors' dtypes to the key itself
+    key=["M", "N", "K", "INPUT_PRECISION"],  # the autotuner adds the tensors' dtypes to the key itself
     prune_configs_by={"early_config_prune": _prune_configs},
 )(_matmul_kernel)
 
@@ -153,6 +154,7 @@ def _matmul_tma_kernel(
     M, N, K,
     ACTIVATION: tl.constexpr, DOT_IN_FP32: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
     IN_DTYPE: tl.constexpr,  # the operands' dtype, for the autotuner's key: descriptors are not tensors to it
+    INPUT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)
@@ -175,7 +177,7 @@ def _matmul_tma_kernel(
             if DOT_IN_FP32:
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
-            acc = tl.dot(a, b, acc)
+            acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
         if ACTIVATION == "relu":
             acc = tl.maximum(acc, 0.0)
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
@@ -185,7 +187,7 @@ _matmul_tma_autotuned = triton.autotune(
     configs=autotune_configs(get_tma_configs()),
     # IN_DTYPE: without it a config tuned for float32 tiles (pruned to fit shared memory) was reused for bfloat16
     # of the same shape (the sweep runs float32 first): 433 instead of 780 TFLOP/s at 8192 on the H200
-    key=["M", "N", "K", "IN_DTYPE"],
+    key=["M", "N", "K", "IN_DTYPE", "INPUT_PRECISION"],
     prune_configs_by={"early_config_prune": _prune_tma_configs},
 )(_matmul_tma_kernel)
 
@@ -194,6 +196,11 @@ _matmul_tma_autotuned = triton.autotune(
 # on the host every call, and on the H200 a Python loop of 1024^3 TMA products ran at 91 us a call against cuBLAS's
 # 22 us (device time 5.9 us): a product must keep the GPU busy longer than that to hide it. 2^35 = 2048 x 4096^2.
 TMA_MIN_MNK = 2 ** 35
+
+
+def input_precision_for(dtype: torch.dtype) -> str:
+    """tl.dot's input precision: float32 products follow torch.backends.cuda.matmul.allow_tf32, as torch.mm's do."""
+    return "tf32" if dtype != torch.float32 or torch.backends.cuda.matmul.allow_tf32 else "ieee"
 
 
 def tma_ok(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -228,7 +235,7 @@ def _launch_tma(a, b, c, activation: str, config: dict | None) -> None:
         return (min(programs, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
 
     common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), NUM_PROGRAMS=programs,
-                  IN_DTYPE=str(a.dtype).removeprefix("torch."))
+                  IN_DTYPE=str(a.dtype).removeprefix("torch."), INPUT_PRECISION=input_precision_for(a.dtype))
     if config is None:
         _matmul_tma_autotuned[grid](a_desc, b_desc, c_desc, M, N, K, **common)
     else:
@@ -281,12 +288,13 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
         return c
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)  # noqa: E731
+    common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), INPUT_PRECISION=input_precision_for(a.dtype))
     if config is None:
-        _matmul_kernel_autotuned[grid](*args, ACTIVATION=activation, DOT_IN_FP32=interpreting())
+        _matmul_kernel_autotuned[grid](*args, **common)
     else:
         meta = dict(config)
         launch = {k: meta.pop(k) for k in ("num_warps", "num_stages") if k in meta}
-        _matmul_kernel[grid](*args, ACTIVATION=activation, DOT_IN_FP32=interpreting(), **meta, **launch)
+        _matmul_kernel[grid](*args, **common, **meta, **launch)
     return c
 
 
@@ -330,9 +338,10 @@ KERNEL = Kernel(
     bytes=bytes_moved,
     impls=eager(naive=matmul_naive, builtin=matmul_builtin, triton=matmul_triton),
     naive_fn=matmul_naive,
-    compute_unit=lambda dtype: {"float32": "tf32", "bfloat16": "bf16", "float16": "fp16"}[dtype],
-    dtypes=("float32", "bfloat16", "float16"),
-    # relative-norm against float64: tf32 inputs give 7.8e-4 on the H200; bf16/fp16 are limited by C's rounding
-    tolerance={"float32": 2e-3, "bfloat16": 1.6e-2, "float16": 5e-3},
+    compute_unit=lambda dtype: {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}[dtype],
+    dtypes=("float32", "tf32", "bfloat16", "float16"),
+    # relative-norm against float64: IEEE fp32 products stay far under 1e-4, tf32 inputs give 7.8e-4 on the H200;
+    # bf16/fp16 are limited by C's rounding
+    tolerance={"float32": 1e-4, "tf32": 2e-3, "bfloat16": 1.6e-2, "float16": 5e-3},
     problem=lambda n: f"{n}x{n}x{n}",
 )

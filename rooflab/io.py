@@ -22,7 +22,7 @@ RAW_COLUMNS = [
     "flops", "bytes", "working_set_bytes", "l2_bytes", "l2_ratio", "l2_resident",
     "sm_clock_before_mhz", "sm_clock_after_mhz", "mem_clock_before_mhz", "mem_clock_after_mhz",
     "gpu_temp_before_c", "gpu_temp_after_c", "mem_temp_before_c", "mem_temp_after_c", "power_before_w",
-    "power_after_w", "clock_throttled", "compile_fallback", "compute_unit",
+    "power_after_w", "clock_throttled", "compile_fallback", "compute_unit", "math_mode",
     "git_sha", "git_dirty", "config_hash", "host", "driver", "cuda", "torch", "triton", "python", "timestamp",
 ]
 # Columns added after results were first published: files written before them read with NaN there, not an error.
@@ -86,6 +86,8 @@ def read_results(path: str | os.PathLike, columns=RAW_COLUMNS) -> pd.DataFrame:
     for col, fill in LATER_COLUMNS.items():
         if col in columns and col not in df.columns:
             df[col] = fill
+    if "math_mode" in columns and "math_mode" not in df.columns and {"kernel", "impl", "dtype"} <= set(df.columns):
+        df = legacy_math_modes(df)
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ResultsError(f"{path}: not a rooflab results file (missing columns: {', '.join(missing[:8])}"
@@ -105,6 +107,23 @@ def read_results(path: str | os.PathLike, columns=RAW_COLUMNS) -> pd.DataFrame:
                                    f"{r['impl']} {r['dtype']} {r['size']} {r['pass']}: median_ms = "
                                    f"{r['median_ms']!r}). Delete it and rerun the job that writes it (the cell "
                                    f"store is checked on every read, so the bad cells are measured again).")
+    return df
+
+
+def legacy_math_modes(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before the math mode was recorded, read as what ran: every product in its storage dtype's mode,
+    except the float32 matmul of our Triton kernel, whose tl.dot ran TF32 (its default then) while torch's ran IEEE
+    fp32. That row becomes precision tf32 (compute unit tf32), so no speedup or ranking compares it with IEEE rows."""
+    from rooflab.kernel import MATH_MODE
+
+    df = df.copy()
+    tf32 = (df["kernel"] == "matmul") & (df["impl"] == "triton") & (df["dtype"] == "float32")
+    df.loc[tf32, "dtype"] = "tf32"
+    df["math_mode"] = df["dtype"].map(MATH_MODE)
+    if "compute_unit" in df:
+        product = df["kernel"] == "matmul"
+        df.loc[product & (df["dtype"] == "float32"), "compute_unit"] = "fp32"
+        df.loc[product & (df["dtype"] == "tf32"), "compute_unit"] = "tf32"
     return df
 
 

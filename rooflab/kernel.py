@@ -9,6 +9,7 @@ so allocation and input set-up stay outside the timed region.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,11 +20,15 @@ IMPLS = ("naive", "builtin", "compile", "triton", "cuda")
 # how figures and the paper name them
 IMPL_LABEL = {"naive": "naive PyTorch", "builtin": "PyTorch builtin", "compile": "torch.compile",
               "triton": "Triton (ours)", "cuda": "CUDA (ours)"}
-DTYPES = ("float32", "bfloat16", "float16")
-ELEMENT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
+# The precisions a cell can run in: a storage dtype and the math mode of its products. "tf32" stores float32 and
+# multiplies in TF32 (10-bit mantissa inputs, fp32 accumulate); "float32" multiplies in IEEE fp32. Only kernels
+# with products (matmul) define tf32, so a speedup or ranking within one precision never mixes the two modes.
+DTYPES = ("float32", "tf32", "bfloat16", "float16")
+ELEMENT_BYTES = {"float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2, "float64": 8}
+MATH_MODE = {"float32": "fp32-ieee", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}
 
 # Relative-norm tolerance ||out - ref|| / ||ref|| against a float64 reference, by dtype: travels with the dtype.
-DEFAULT_TOLERANCE = {"float32": 1e-5, "bfloat16": 1.6e-2, "float16": 2e-3}
+DEFAULT_TOLERANCE = {"float32": 1e-5, "tf32": 2e-3, "bfloat16": 1.6e-2, "float16": 2e-3}
 
 Inputs = Any  # a tuple of tensors (and scalars) made by Kernel.make_inputs
 Factory = Callable[[Inputs], Callable[[], Any]]
@@ -85,7 +90,33 @@ def torch_dtype(name: str):
     import torch
 
     try:
-        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
-                "float64": torch.float64}[name]
+        return {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16,
+                "float16": torch.float16, "float64": torch.float64}[name]
     except KeyError:
         raise ValueError(f"unsupported dtype '{name}': use one of {', '.join(DTYPES)}") from None
+
+
+@contextlib.contextmanager
+def math_mode(dtype: str):
+    """Run a cell in its precision's math mode: TF32 products for "tf32", IEEE fp32 for "float32" (torch's
+    matmul and cuDNN flags, which torch.mm, F.conv*, Inductor and our Triton matmul all follow); restored after."""
+    import torch
+
+    flags = (torch.backends.cuda.matmul, torch.backends.cudnn)
+    before = [f.allow_tf32 for f in flags]
+    try:
+        for f in flags:
+            f.allow_tf32 = dtype == "tf32"
+        yield
+    finally:
+        for f, b in zip(flags, before):
+            f.allow_tf32 = b
+
+
+def math_mode_ran(dtype: str) -> str:
+    """The math mode of float products as torch is set now (what a cell ran in): fp32-ieee, tf32, bf16 or fp16."""
+    import torch
+
+    if dtype in ("float32", "tf32"):
+        return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32-ieee"
+    return MATH_MODE[dtype]

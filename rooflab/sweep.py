@@ -17,7 +17,7 @@ from typing import Any
 
 from rooflab import clocks
 from rooflab.compiled import autotune_facts, autotune_snapshot, autotuners
-from rooflab.kernel import Kernel, torch_dtype
+from rooflab.kernel import MATH_MODE, Kernel, math_mode, math_mode_ran, torch_dtype
 from rooflab.timing import TimingConfig, cudagraph_median_ms, measure, timer_for
 
 
@@ -98,7 +98,14 @@ def sync(device: str) -> None:
 
 def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, interpret_max_size: int = 0,
              seed: int = 0, timer=None, l2_bytes: float = 0.0) -> dict[str, Any]:
-    """Measure one cell and return its row (without provenance)."""
+    """Measure one cell and return its row (without provenance), every implementation in the cell's math mode."""
+    with math_mode(cell.dtype):
+        return _run_cell(kernel, cell, device, timing, interpret_max_size=interpret_max_size, seed=seed,
+                         timer=timer, l2_bytes=l2_bytes)
+
+
+def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, interpret_max_size: int,
+              seed: int, timer, l2_bytes: float) -> dict[str, Any]:
     import torch
 
     kw = _kw(kernel, cell.pass_)
@@ -107,6 +114,7 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
         "problem": None, "pass": cell.pass_, "status": "failed", "error": "",
         "tolerance": kernel.tolerance.get(cell.dtype, float("nan")),
         "compute_unit": None, "compile_fallback": False,
+        "math_mode": math_mode_ran(cell.dtype) if cell.dtype in MATH_MODE else None,  # as torch is set for the cell
         "autotune_config": "", "autotune_ms": float("nan"),
         "warm_translations": False,  # measure() says whether the samples were taken with translations warmed
     }

@@ -9,6 +9,7 @@ import triton
 
 from kernels import matmul as mm
 from rooflab.sweep import relative_error
+from rooflab.kernel import math_mode, math_mode_ran, torch_dtype
 from rooflab.triton_utils import autotune_configs
 
 DTYPES = [  # (dtype, atol, rtol): the tolerance travels with the dtype
@@ -129,17 +130,18 @@ def test_flop_and_byte_model():
 def test_kernel_declaration():
     k = mm.KERNEL
     assert k.name == "matmul" and k.naive_fn is mm.matmul_naive
-    assert k.dtypes == ("float32", "bfloat16", "float16")
-    assert [k.compute_unit(d) for d in k.dtypes] == ["tf32", "bf16", "fp16"]
+    assert k.dtypes == ("float32", "tf32", "bfloat16", "float16")
+    assert [k.compute_unit(d) for d in k.dtypes] == ["fp32", "tf32", "bf16", "fp16"]
     assert set(k.impls) == {"naive", "builtin", "triton"}
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("dtype", ["float32", "tf32", "bfloat16", "float16"])
 @pytest.mark.parametrize("impl", ["naive", "builtin", "triton"])
 def test_every_impl_within_kernel_tolerance(impl, dtype):
     k = mm.KERNEL
-    inputs = k.make_inputs(96, getattr(torch, dtype), "cpu", seed=3)
-    rel, _ = relative_error(k.impls[impl](inputs)(), k.reference(inputs))
+    inputs = k.make_inputs(96, torch_dtype(dtype), "cpu", seed=3)
+    with math_mode(dtype):
+        rel, _ = relative_error(k.impls[impl](inputs)(), k.reference(inputs))
     assert rel <= k.tolerance[dtype]
 
 
@@ -194,3 +196,32 @@ def test_tma_autotuner_keys_on_dtype_and_auto_keeps_small_products_on_the_pointe
     assert 1024 ** 3 < mm.TMA_MIN_MNK <= 4096 ** 3
     a, b = _operands(64, 64, 64, torch.bfloat16)
     torch.testing.assert_close(mm.matmul_triton(a, b).to(torch.float64), _ref(a, b), atol=2e-2, rtol=1.6e-2)
+
+
+@pytest.mark.parametrize("dtype, precision, want", [
+    (torch.float32, "float32", "ieee"), (torch.float32, "tf32", "tf32"),
+    (torch.bfloat16, "float32", "tf32"), (torch.float16, "tf32", "tf32")])
+def test_float32_products_follow_torchs_tf32_switch(dtype, precision, want):
+    """Like for like: our float32 products are IEEE unless torch's would be TF32 (the tf32 precision sets it);
+    16-bit operands keep tl.dot's default."""
+    with math_mode(precision):
+        assert mm.input_precision_for(dtype) == want
+
+
+def test_precisions_set_and_restore_torchs_switch():
+    before = torch.backends.cuda.matmul.allow_tf32
+    for dtype, mode in (("tf32", "tf32"), ("float32", "fp32-ieee"), ("bfloat16", "bf16")):
+        with math_mode(dtype):
+            assert math_mode_ran(dtype) == mode
+            assert mm.input_precision_for(torch.float32) == ("tf32" if dtype == "tf32" else "ieee")
+        assert torch.backends.cuda.matmul.allow_tf32 == before
+
+
+def test_a_tf32_product_fails_the_float32_tolerance():
+    """The IEEE fp32 tolerance tells the modes apart: inputs rounded to TF32's 10-bit mantissa miss it."""
+    k = mm.KERNEL
+    a, b = k.make_inputs(256, torch.float32, "cpu", seed=1)
+    tf32 = lambda t: (t.view(torch.int32) & ~0x1FFF).view(torch.float32)  # noqa: E731  (keep 10 mantissa bits)
+    rel_tf32, _ = relative_error(torch.relu(tf32(a) @ tf32(b)), k.reference((a, b)))
+    rel_ieee, _ = relative_error(mm.matmul_triton(a, b), k.reference((a, b)))
+    assert rel_ieee <= k.tolerance["float32"] < rel_tf32 <= k.tolerance["tf32"]

@@ -232,3 +232,33 @@ def test_fixed_costs_take_a_repeated_size_at_its_median_and_report_no_line_that_
     f = fixed_costs(compute_metrics(pd.DataFrame(rows + flat), ceilings())).set_index("impl")
     assert f.loc["triton", "points"] == 3 and f.loc["triton", "fixed_us"] == pytest.approx(5.0)
     assert f.loc["builtin", ["fixed_us", "marginal_tbs", "fixed_share"]].isna().all()
+
+
+# --- like for like -------------------------------------------------------------------------------------------------
+
+def test_no_speedup_across_math_modes():
+    """fp32 IEEE and TF32 products are two precisions: a TF32 Triton row gets no speedup against IEEE torch rows,
+    and each is rated against its own mode's ceiling."""
+    mm = dict(kernel="matmul", size=4096, flops=2.0 * 4096 ** 3, bytes=12.0 * 4096 ** 2)
+    raw = pd.DataFrame([
+        raw_row(impl="builtin", dtype="float32", math_mode="fp32-ieee", compute_unit="fp32", median_ms=2.0, **mm),
+        raw_row(impl="triton", dtype="tf32", math_mode="tf32", compute_unit="tf32", median_ms=0.5, **mm),
+        raw_row(impl="triton", dtype="float32", math_mode="fp32-ieee", compute_unit="fp32", median_ms=2.5, **mm),
+        raw_row(impl="builtin", dtype="tf32", math_mode="tf32", compute_unit="tf32", median_ms=0.6, **mm)])
+    ceil = pd.concat([ceilings(), pd.DataFrame([{"gpu": "h200", "ceiling": "gemm_tf32", "value": 400e12}])])
+    m = compute_metrics(raw, ceil).set_index(["impl", "dtype"])
+    assert m.loc[("triton", "tf32"), "speedup_vs_builtin"] == pytest.approx(0.6 / 0.5)
+    assert m.loc[("triton", "float32"), "speedup_vs_builtin"] == pytest.approx(2.0 / 2.5)
+    assert m.loc[("triton", "tf32"), "peak_tflops_measured"] == pytest.approx(400)
+    assert m.loc[("builtin", "float32"), "peak_tflops_measured"] == pytest.approx(50)
+
+
+def test_rows_from_before_the_math_mode_compare_nothing_across_modes():
+    """The committed reference's float32 matmul: our tl.dot ran TF32 (its default then), torch's IEEE fp32. Read as
+    what ran, the Triton row is a tf32 row with no IEEE baseline: no '2.15x the builtin' across modes."""
+    mm = dict(kernel="matmul", size=4096, flops=2.0 * 4096 ** 3, bytes=12.0 * 4096 ** 2, compute_unit="tf32")
+    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=2.0, **mm), raw_row(impl="triton", median_ms=0.93, **mm)])
+    m = compute_metrics(raw, ceilings()).set_index("impl")
+    assert m.loc["triton", ["dtype", "math_mode", "compute_unit"]].tolist() == ["tf32", "tf32", "tf32"]
+    assert m.loc["builtin", ["dtype", "math_mode", "compute_unit"]].tolist() == ["float32", "fp32-ieee", "fp32"]
+    assert np.isnan(m.loc["triton", "speedup_vs_builtin"])

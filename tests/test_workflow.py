@@ -57,7 +57,9 @@ def planned_jobs(workdir: Path, *args: str) -> list[dict]:
     jobs = []
     for m in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n?)+)", out, flags=re.M):
         fields = dict(re.findall(r"^    (\w+): (.*)$", m.group(2), flags=re.M))
-        jobs.append({"rule": m.group(1), "output": fields.get("output", "").split(", "),
+        # outputs are update() (kept while their job runs): the dry run marks them so; the paths are what we compare
+        jobs.append({"rule": m.group(1), "output": [o.removesuffix(" (update)")
+                                                    for o in fields.get("output", "").split(", ")],
                      "reason": fields.get("reason", "")})
     if not jobs:
         assert "Nothing to be done" in out, out
@@ -216,4 +218,4 @@ def test_failed_rerun_keeps_the_last_good_outputs(repo):
     finally:
         raw.write_bytes(good_raw)
         os.utime(raw, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert planned_jobs(repo, "results/metrics.parquet") == []
+    assert planned_jobs(repo) == []  # the restored raw file and metrics are up to date: nothing to redo
