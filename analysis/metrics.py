@@ -50,10 +50,30 @@ def wave_efficiency(m: int, n: int, sms: int, tile: int = MATMUL_TILE) -> float:
 
 
 def measured_peaks(ceilings: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """{gpu: {'copy': B/s, 'gemm_bf16': FLOP/s, ...}} from the ceilings table."""
+    """{gpu: {'copy': B/s, 'gemm_bf16': FLOP/s, ...}} from the ceilings table (the newest run of each GPU)."""
+    if "run_id" in ceilings and len(ceilings):
+        newest = ceilings.sort_values("timestamp").groupby("gpu")["run_id"].last() if "timestamp" in ceilings \
+            else ceilings.groupby("gpu")["run_id"].last()
+        ceilings = ceilings[ceilings["run_id"] == ceilings["gpu"].map(newest)]
     out: dict[str, dict[str, float]] = {}
     for _, r in ceilings.iterrows():
         out.setdefault(r["gpu"], {})[r["ceiling"]] = float(r["value"])
+    return out
+
+
+def run_peaks(ceilings: pd.DataFrame) -> dict[tuple[str, str], dict[str, float]]:
+    """{(gpu, run_id): {ceiling: value, ..., 'clock_mhz': the SM clock the run's ceilings ran at}}."""
+    c = ceilings.copy()
+    if "run_id" not in c:
+        c["run_id"] = ""
+    c["run_id"] = c["run_id"].fillna("")
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    for (gpu, run), g in c.groupby(["gpu", "run_id"], sort=False):
+        peaks = {r["ceiling"]: float(r["value"]) for _, r in g.iterrows()}
+        clocks = g["sm_clock_after_mhz"] if "sm_clock_after_mhz" in g else pd.Series(dtype=float)
+        peaks["clock_mhz"] = float(clocks.median()) if clocks.notna().any() else np.nan
+        peaks["timestamp"] = str(g["timestamp"].max()) if "timestamp" in g else ""
+        out[(gpu, run)] = peaks
     return out
 
 
@@ -78,7 +98,6 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     # the raw row and must not pass for a compiled number.
     fallback = df["compile_fallback"].fillna(False).astype(bool) if "compile_fallback" in df else False
     ok = (df["status"] == "ok") & ~fallback
-    df["claimable"] = ok
     t = df["median_ms"].where(ok) * 1e-3
     df["achieved_gbps"] = df["bytes"] / t / 1e9
     df["achieved_tflops"] = df["flops"] / t / 1e12
@@ -99,11 +118,25 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
             for k, n in zip(df["kernel"], df["size"])
         ]
 
-    # Against the GPU measured on: its datasheet (if known) and its measured ceilings.
-    peaks = measured_peaks(ceilings)
-    own_bw = df["gpu"].map(lambda g: peaks.get(g, {}).get("copy", np.nan))
-    own_pf = [_peak_flops_measured(peaks.get(g, {}), u) for g, u in zip(df["gpu"], df["compute_unit"])]
-    own_pf = np.asarray(own_pf, dtype=float)
+    # Against the GPU measured on: its datasheet (if known) and the ceilings measured in the cell's own run; a cell
+    # whose run measured none (ceilings_same_run False) gets no measured roof rather than another run's.
+    peaks = run_peaks(ceilings)
+    if "run_id" not in df:
+        df["run_id"] = ""
+    df["run_id"] = df["run_id"].fillna("")
+    df["ceilings_same_run"] = [(g, r) in peaks for g, r in zip(df["gpu"], df["run_id"])]
+    own = [peaks.get((g, r), {}) for g, r in zip(df["gpu"], df["run_id"])]
+    own_bw = pd.Series([p.get("copy", np.nan) for p in own], index=df.index, dtype=float)
+    own_pf = np.asarray([_peak_flops_measured(p, u) for p, u in zip(own, df["compute_unit"])], dtype=float)
+    # Clocks: a cell whose SM clock sat under CLOCK_FRACTION of the clock its run's ceilings ran at (or of the
+    # card's maximum where the ceilings did not record one) is flagged and kept out of claims.
+    ceiling_clock = np.asarray([p.get("clock_mhz", np.nan) for p in own], dtype=float)
+    max_clock = df["sm_clock_max_mhz"].to_numpy(dtype=float) if "sm_clock_max_mhz" in df else np.full(len(df), np.nan)
+    df["ceiling_clock_mhz"] = np.where(np.isfinite(ceiling_clock), ceiling_clock, max_clock)
+    cell_clock = df["sm_clock_after_mhz"].to_numpy(dtype=float) if "sm_clock_after_mhz" in df else np.nan
+    df["clock_low"] = np.asarray(cell_clock < CLOCK_FRACTION * df["ceiling_clock_mhz"].to_numpy(), dtype=bool)
+    ok = ok & ~df["clock_low"]
+    df["claimable"] = ok
     df["peak_bandwidth_measured_gbps"] = own_bw / 1e9
     df["peak_tflops_measured"] = own_pf / 1e12
     att = attainable(df["arithmetic_intensity"], own_pf, own_bw)
@@ -128,13 +161,62 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         [df["arithmetic_intensity"] < df["ridge_point"], df["arithmetic_intensity"] >= df["ridge_point"]],
         ["memory", "compute"], default="unknown")
 
-    # Speedups within one run: baseline time / this time, among correct ("ok") cells only.
+    # A cell above its own run's roof beyond noise is a finding to explain, never a point silently above the line.
+    excess = df["roofline_fraction_measured"] - 1
+    rse = df["rse_median"].astype(float) if "rse_median" in df else pd.Series(np.nan, index=df.index)
+    df["above_roof"] = (excess > ROOF_SIGMA * rse.fillna(0)) & ok
+    df["above_roof_reason"] = [above_roof_reason(r) if a else "" for a, (_, r) in zip(df["above_roof"], df.iterrows())]
+
+    # Speedups within one cell (one precision and math mode), among correct, unthrottled cells, in the three frames:
+    # GPU time (median_ms), CUDA-graph replay (graph_median_ms), the Python loop (loop_ms); and the verdict in GPU
+    # time: faster / slower only beyond noise (VERDICT_SIGMA standard errors and the floor), else a tie.
+    key = pd.MultiIndex.from_frame(df[CELL])
     for base in ("builtin", "naive"):
-        b = df[ok & (df["impl"] == base)].set_index(CELL)["median_ms"]
-        b = b[~b.index.duplicated()]
-        key = pd.MultiIndex.from_frame(df[CELL])
-        df[f"speedup_vs_{base}"] = b.reindex(key).to_numpy() / df["median_ms"].where(ok).to_numpy()
+        for frame, col in FRAMES.items():
+            if col not in df:
+                df[col] = np.nan
+            b = df[ok & (df["impl"] == base)].set_index(CELL)[col]
+            b = b[~b.index.duplicated()]
+            name = f"speedup_vs_{base}" if frame == "gpu" else f"{frame}_speedup_vs_{base}"
+            df[name] = b.reindex(key).to_numpy() / df[col].where(ok).to_numpy()
+        b_rse = df[ok & (df["impl"] == base)].set_index(CELL)["rse_median"] if "rse_median" in df else None
+        if b_rse is not None:
+            b_rse = b_rse[~b_rse.index.duplicated()].reindex(key).to_numpy(dtype=float)
+            noise = noise_floor(df, b_rse)
+            s_ = df[f"speedup_vs_{base}"].to_numpy(dtype=float)
+            df[f"verdict_vs_{base}"] = np.select([~np.isfinite(s_), s_ - 1 > noise, 1 - s_ > noise],
+                                                 ["", "faster", "slower"], default="tie")
     return df
+
+
+CLOCK_FRACTION = 0.9  # a cell's SM clock under 90 % of its run's ceiling clock: flagged, no claim
+ROOF_SIGMA = 3.0  # above the roof by more than 3 standard errors of its median: a finding
+VERDICT_SIGMA = 3.0
+# Floors of a verdict by cell length (analysis/compare.py's settings: what the same code moves between processes)
+FRAMES = {"gpu": "median_ms", "graph": "graph_median_ms", "loop": "loop_ms"}
+
+
+def noise_floor(df: pd.DataFrame, base_rse: np.ndarray) -> np.ndarray:
+    """The relative change a verdict must exceed: VERDICT_SIGMA combined standard errors of the two medians, and at
+    least the floor for the cell's length (compare.DEFAULTS: 10 % under short_cell_us, 2 % above)."""
+    from analysis.compare import DEFAULTS
+
+    rse = df["rse_median"].to_numpy(dtype=float)
+    sigma = VERDICT_SIGMA * np.sqrt(np.nan_to_num(rse) ** 2 + np.nan_to_num(base_rse) ** 2)
+    short = df["median_ms"].to_numpy(dtype=float) * 1e3 < DEFAULTS["short_cell_us"]
+    floor = np.where(short, DEFAULTS["short_min_rel_change"], DEFAULTS["min_rel_change"])
+    return np.maximum(sigma, floor)
+
+
+def above_roof_reason(r: pd.Series) -> str:
+    """Why a cell can sit above its measured roof: the explanation the paper lists beside it."""
+    if r.get("l2_resident"):
+        return "working set under the L2: served partly from cache despite the flush"
+    if r.get("bound") == "compute":
+        return ("faster than every GEMM the ceilings job timed in this mode (cuBLAS and our Triton, "
+                "at its shapes): the compute ceiling is a measured GEMM, not the hardware's peak")
+    return ("reads more than it writes: the copy ceiling moves equal read and write traffic, and HBM turns "
+            "read-heavy traffic around faster than an even mix")
 
 
 # The fit of fixed_costs uses the sizes from here on: smaller cells sit on the launch floor, not on the line.

@@ -3,15 +3,18 @@
 The analysis draws these beside the datasheet figures (rooflab/gpus.py): a roofline against the datasheet alone
 hides the 10-15 % that no kernel reaches (see shared reference: copy ~4.28 TB/s on our H200 vs 4.8 datasheet).
 
-- copy: ``dst.copy_(src)`` over a large buffer (4 GiB on a GPU); bandwidth counts bytes read + bytes written.
+- copy_large: ``dst.copy_(src)`` over a large buffer (4 GiB on a GPU); bandwidth counts bytes read + written.
 - copy_<dtype>_<N> (``same_size_copies``): the same copy over an N x N tensor, timed like a sweep cell of that
   size, rotating through as many input placements as a cell (``placements``), its address translations warmed
   when a cell's are (``warm_translations``), its samples pooled from as many fresh starts (``instances``). A cell
   pays a fixed cost per call (launch, the cold first accesses after the flush: 3-4 us on the H200, see
   scripts/tune.py --sections floor) that a 1 ms copy amortises and a 33-65 us bf16 cell at 8192^2 does not; this
   row is the wall at the cell's own size.
-- gemm_<unit>: cuBLAS (``torch.mm``) at n^3 on random data (never zeros: they run faster), 2 n^3 FLOP per call;
-  fp32 with TF32 off, tf32 with it on, bf16, fp16.
+- gemm_<unit>_<source>_<n>: cuBLAS (``torch.mm``) and, on a GPU, our Triton GEMM without its epilogue, at each n^3 of
+  ``gemm_sizes`` on random data (never zeros: they run faster), 2 n^3 FLOP per call; fp32 with IEEE products, tf32
+  with TF32 ones (rooflab.kernel.math_mode), bf16, fp16. SM clocks are read before and after each.
+- copy and gemm_<unit>: the roofs cells are rated against, the best of the measurements above (``best_of`` names
+  which). Every row carries the run's id; the file keeps earlier runs' rows, since their cells are rated against them.
 Timed with the same adaptive timer as the sweep (median).
 """
 
@@ -25,13 +28,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 log = logging.getLogger("rooflab.ceilings")
 
 
-def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int, same_size_copies=(),
+def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes=(8192,), same_size_copies=(),
                      same_size_dtypes=("float32", "bfloat16"), placements: int = 1,
                      warm_translations: bool = False, instances: int = 1) -> list[dict]:
     import torch
 
     from experiments.measure import check_device
-    from rooflab.kernel import torch_dtype
+    from rooflab import clocks
+    from rooflab.kernel import math_mode, torch_dtype
     from rooflab.sweep import placements_for
     from rooflab.timing import TimingConfig, measure, timer_for
 
@@ -46,7 +50,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int, same_size_copies
     dst = torch.empty_like(src)
     stats = measure(lambda: dst.copy_(src), timer, cfg)
     moved = 2.0 * n_copy * 4
-    rows.append({"ceiling": "copy", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3),
+    rows.append({"ceiling": "copy_large", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3),
                  "bytes": moved, "flops": 0.0, **stats})
     log.info("copy %.3f GB buffer: %.1f GB/s (read + write)", n_copy * 4 / 1e9, rows[-1]["value"] / 1e9)
     del src, dst
@@ -67,41 +71,75 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_size: int, same_size_copies
             log.info("copy %s %d^2: %.1f GB/s", dname, n, rows[-1]["value"] / 1e9)
             del pairs, fns
 
-    n = gemm_size
-    tf32_before = torch.backends.cuda.matmul.allow_tf32
-    for unit, dtype, tf32 in [("fp32", torch.float32, False), ("tf32", torch.float32, True),
-                              ("bf16", torch.bfloat16, None), ("fp16", torch.float16, None)]:
+    for unit, dtype in [("fp32", "float32"), ("tf32", "tf32"), ("bf16", "bfloat16"), ("fp16", "float16")]:
         if device == "cpu" and unit == "tf32":
             continue  # no tensor cores on the CPU
-        g = torch.Generator(device=device).manual_seed(0)
-        a = torch.randn((n, n), generator=g, device=device).to(dtype)
-        b = torch.randn((n, n), generator=g, device=device).to(dtype)
-        if tf32 is not None:
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-        try:
-            stats = measure(lambda: torch.mm(a, b), timer, cfg)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = tf32_before
-        flops = 2.0 * n ** 3
-        rows.append({"ceiling": f"gemm_{unit}", "unit": "FLOP/s", "value": flops / (stats["median_ms"] * 1e-3),
-                     "bytes": 3.0 * n * n * a.element_size(), "flops": flops, **stats})
-        log.info("gemm %s n=%d: %.1f TFLOP/s", unit, n, rows[-1]["value"] / 1e12)
-    return rows
+        for n in gemm_sizes:
+            g = torch.Generator(device=device).manual_seed(0)
+            a = torch.randn((n, n), generator=g, device=device).to(torch_dtype(dtype))
+            b = torch.randn((n, n), generator=g, device=device).to(torch_dtype(dtype))
+            for source, fn in gemm_sources(device):
+                with math_mode(dtype):  # fp32 products IEEE, tf32 TF32: cuBLAS and Triton alike
+                    try:
+                        row = clocks.prefixed("before")
+                        stats = measure(lambda: fn(a, b), timer, cfg)
+                        row.update(clocks.prefixed("after"))
+                    except Exception as exc:  # a GEMM that cannot run here is no ceiling; the others still are
+                        log.warning("gemm %s %s n=%d failed: %s: %s", unit, source, n, type(exc).__name__, exc)
+                        continue
+                flops = 2.0 * n ** 3
+                rows.append({"ceiling": f"gemm_{unit}_{source}_{n}", "unit": "FLOP/s",
+                             "value": flops / (stats["median_ms"] * 1e-3), "bytes": 3.0 * n * n * a.element_size(),
+                             "flops": flops, "source": source, **row, **stats})
+                log.info("gemm %s %s n=%d: %.1f TFLOP/s", unit, source, n, rows[-1]["value"] / 1e12)
+            del a, b
+    return rows + best_of(rows)
+
+
+def gemm_sources(device: str) -> list[tuple[str, object]]:
+    """The GEMMs a compute ceiling is the best of: cuBLAS, and on a GPU our Triton GEMM (no epilogue)."""
+    import torch
+
+    sources = [("cublas", torch.mm)]
+    if device == "cuda":
+        from kernels.matmul import matmul_triton
+
+        sources.append(("triton", lambda a, b: matmul_triton(a, b, activation="none")))
+    return sources
+
+
+def best_of(rows: list[dict]) -> list[dict]:
+    """The ceilings the analysis rates cells against: ``copy``, the fastest copy measured (the large one or one at a
+    cell's size), and ``gemm_<unit>``, the fastest GEMM of that math mode over every shape and source. Each names
+    the measurement it is (``best_of``): a cell above such a roof is a finding, not a plotting accident."""
+    out = []
+    groups = {"copy": [r for r in rows if r["ceiling"].startswith("copy")]}
+    for r in rows:
+        if r["ceiling"].startswith("gemm_"):
+            groups.setdefault("gemm_" + r["ceiling"].split("_")[1], []).append(r)
+    for name, members in groups.items():
+        if members:
+            top = max(members, key=lambda r: r["value"])
+            out.append({**top, "ceiling": name, "best_of": top["ceiling"]})
+    return out
 
 
 def run(gpu: str, out: str, params: dict) -> None:
     import pandas as pd
 
-    from rooflab.io import CEILING_COLUMNS, write_parquet
+    from rooflab.io import CEILING_COLUMNS, read_results, write_parquet
     from rooflab.provenance import provenance
 
-    rows = measure_ceilings(gpu, int(params.get("copy_bytes", 4 << 30)), int(params.get("gemm_size", 8192)),
+    rows = measure_ceilings(gpu, int(params.get("copy_bytes", 4 << 30)), [int(n) for n in params["gemm_sizes"]],
                             [int(n) for n in params.get("same_size_copies", [])],
                             params.get("same_size_dtypes", ["float32", "bfloat16"]),
                             int(params.get("placements", 1)), bool(params.get("warm_translations", False)),
                             int(params.get("instances", 1)))
     prov = provenance(params)
     df = pd.DataFrame([{**r, "gpu": gpu, **prov} for r in rows])
+    if Path(out).exists():  # the ceilings of earlier runs stay: their cells are rated against them
+        earlier = read_results(out, CEILING_COLUMNS)
+        df = pd.concat([earlier[earlier["run_id"] != prov["run_id"]], df], ignore_index=True)
     df = df.reindex(columns=CEILING_COLUMNS + [c for c in df.columns if c not in CEILING_COLUMNS])
     write_parquet(df, out)
 

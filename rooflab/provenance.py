@@ -81,8 +81,24 @@ def _static() -> dict:
     }
 
 
+def run_id() -> str:
+    """The run a measurement belongs to: its cells are rated against the ceilings of the same run (metrics).
+
+    One DAG invocation is one run: the Snakefile sets ROOFLAB_RUN_ID once, and every job it starts inherits it. A
+    job started by hand gets an id of its own (the UTC time and the process)."""
+    if not os.environ.get("ROOFLAB_RUN_ID"):
+        os.environ["ROOFLAB_RUN_ID"] = new_run_id()
+    return os.environ["ROOFLAB_RUN_ID"]
+
+
+def new_run_id() -> str:
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{now}-{socket.gethostname()[:24]}-{os.getpid()}"
+
+
 def provenance(config: dict | None = None) -> dict:
     row = dict(_static())
+    row["run_id"] = run_id()
     row["config_hash"] = config_hash(config or {})
     row["timestamp"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     return row

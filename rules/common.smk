@@ -2,10 +2,16 @@
 # Every output is marked update(): snakemake leaves the last good file in place while its job runs and restores it
 # if the job fails, so a failed rerun never costs the last good results (each job also writes atomically).
 import glob
+import os
 import shutil
 from pathlib import Path
 
 ENV = "../envs/rooflab.yaml"
+
+# One invocation is one run: every job inherits this id, and each cell is rated against its own run's ceilings.
+from rooflab.provenance import new_run_id
+
+os.environ.setdefault("ROOFLAB_RUN_ID", new_run_id())
 
 # Committed reference datasets (data/reference/<gpu>/*.parquet) for GPUs not measured in this run: the paper's
 # headline numbers come from there when no GPU is present.

@@ -262,3 +262,57 @@ def test_rows_from_before_the_math_mode_compare_nothing_across_modes():
     assert m.loc["triton", ["dtype", "math_mode", "compute_unit"]].tolist() == ["tf32", "tf32", "tf32"]
     assert m.loc["builtin", ["dtype", "math_mode", "compute_unit"]].tolist() == ["float32", "fp32-ieee", "fp32"]
     assert np.isnan(m.loc["triton", "speedup_vs_builtin"])
+
+
+def test_cells_are_rated_against_their_own_runs_ceilings():
+    """Two runs on one GPU with different ceilings: each cell's roof is its own run's; a cell whose run measured no
+    ceilings gets no measured roof at all (never another run's)."""
+    raw = pd.DataFrame([raw_row(run_id="a", median_ms=0.1), raw_row(run_id="b", median_ms=0.1),
+                        raw_row(run_id="c", median_ms=0.1)])
+    ceil = pd.concat([ceilings(copy=4e12).assign(run_id="a"), ceilings(copy=2e12).assign(run_id="b")])
+    m = compute_metrics(raw, ceil).set_index("run_id")
+    assert m.loc["a", "peak_bandwidth_measured_gbps"] == pytest.approx(4000)
+    assert m.loc["b", "peak_bandwidth_measured_gbps"] == pytest.approx(2000)
+    assert m.loc[["a", "b"], "ceilings_same_run"].all() and not m.loc["c", "ceilings_same_run"]
+    assert np.isnan(m.loc["c", "bandwidth_fraction_measured"])
+
+
+def test_a_cell_under_90_percent_of_its_runs_ceiling_clock_is_no_claim():
+    ceil = ceilings().assign(sm_clock_after_mhz=1980.0)
+    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.2, sm_clock_after_mhz=1500.0),
+                        raw_row(impl="triton", median_ms=0.1, sm_clock_after_mhz=1900.0)])
+    m = compute_metrics(raw, ceil).set_index("impl")
+    assert m.loc["builtin", "ceiling_clock_mhz"] == 1980.0
+    assert m.loc["builtin", "clock_low"] and not m.loc["builtin", "claimable"]
+    assert not m.loc["triton", "clock_low"] and m.loc["triton", "claimable"]
+    assert np.isnan(m.loc["triton", "speedup_vs_builtin"])  # no claim against a throttled baseline
+    # ceilings that recorded no clock: the card's maximum is the reference
+    m = compute_metrics(raw.assign(sm_clock_max_mhz=1980.0), ceilings()).set_index("impl")
+    assert m.loc["builtin", "clock_low"] and not m.loc["triton", "clock_low"]
+
+
+def test_a_cell_above_its_roof_beyond_noise_is_a_finding_with_a_reason():
+    raw = pd.DataFrame([raw_row(median_ms=8.0 * 4096 ** 2 / 4.2e12 * 1e3, rse_median=0.002),   # 5 % above
+                        raw_row(impl="builtin", median_ms=8.0 * 4096 ** 2 / 4.04e12 * 1e3, rse_median=0.005)])
+    m = compute_metrics(raw, ceilings(copy=4e12)).set_index("impl")
+    assert m.loc["triton", "above_roof"] and "reads more than it writes" in m.loc["triton", "above_roof_reason"]
+    assert not m.loc["builtin", "above_roof"]  # 1 % above with 0.5 % standard error: inside noise
+
+
+@pytest.mark.parametrize("ours_ms, rse, verdict", [(0.0652, 0.003, "tie"), (0.0600, 0.003, "faster"),
+                                                   (0.0700, 0.003, "slower"), (0.0630, 0.02, "tie")])
+def test_faster_only_beyond_noise(ours_ms, rse, verdict):
+    """65.2 vs 65.2 us is a tie, not a win; so is 3 % inside 3 combined standard errors of 2 % each."""
+    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.0652, rse_median=rse),
+                        raw_row(impl="triton", median_ms=ours_ms, rse_median=rse)])
+    m = compute_metrics(raw, ceilings()).set_index("impl")
+    assert m.loc["triton", "verdict_vs_builtin"] == verdict
+
+
+def test_speedups_in_all_three_frames():
+    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.0074, graph_median_ms=0.00735, loop_ms=0.030),
+                        raw_row(impl="triton", median_ms=0.0063, graph_median_ms=0.00737, loop_ms=0.050)])
+    m = compute_metrics(raw, ceilings()).set_index("impl").loc["triton"]
+    assert m["speedup_vs_builtin"] == pytest.approx(0.0074 / 0.0063)
+    assert m["graph_speedup_vs_builtin"] == pytest.approx(0.00735 / 0.00737)
+    assert m["loop_speedup_vs_builtin"] == pytest.approx(0.6)

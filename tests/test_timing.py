@@ -189,10 +189,15 @@ def test_ceilings_schema_on_the_cpu(tmp_path):
     from rooflab.io import CEILING_COLUMNS
 
     out = tmp_path / "ceilings.parquet"
-    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_size": 64})
+    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_sizes": [64]})
     df = pd.read_parquet(out)
     assert list(df.columns[: len(CEILING_COLUMNS)]) == CEILING_COLUMNS
-    assert list(df["ceiling"]) == ["copy", "gemm_fp32", "gemm_bf16", "gemm_fp16"]  # no tf32 on the CPU
+    # each measurement, then the roofs: the best copy and the best GEMM per math mode (no tf32 on the CPU)
+    assert list(df["ceiling"]) == ["copy_large", "gemm_fp32_cublas_64", "gemm_bf16_cublas_64", "gemm_fp16_cublas_64",
+                                   "copy", "gemm_fp32", "gemm_bf16", "gemm_fp16"]
+    roofs = df.set_index("ceiling")
+    assert roofs.loc["copy", "best_of"] == "copy_large" and roofs.loc["gemm_bf16", "best_of"] == "gemm_bf16_cublas_64"
+    assert df["run_id"].nunique() == 1 and df["run_id"].iloc[0]
     for col in ("value", "median_ms", "bytes", "flops"):
         assert df[col].dtype == np.float64 and df[col].notna().all(), col
     assert (df["value"] > 0).all() and set(df["timer"]) == {"host"}
@@ -202,7 +207,7 @@ def test_same_size_copies_are_their_own_ceilings(tmp_path):
     from experiments.ceilings import run
 
     out = tmp_path / "ceilings.parquet"
-    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_size": 64, "same_size_copies": [64, 128],
+    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_sizes": [64], "same_size_copies": [64, 128],
                           "same_size_dtypes": ["float32", "bfloat16"]})
     df = pd.read_parquet(out).set_index("ceiling")
     names = ["copy_float32_64", "copy_bfloat16_64", "copy_float32_128", "copy_bfloat16_128"]
@@ -210,11 +215,33 @@ def test_same_size_copies_are_their_own_ceilings(tmp_path):
     assert df.loc["copy_bfloat16_128", "bytes"] == 2 * 128 * 128 * 2  # read + write, at the dtype's width
     assert (df.loc[names, "value"] > 0).all()
     assert not df["warm_translations"].any()  # off unless the sweep's timing turns it on
-    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_size": 64, "same_size_copies": [64],
+    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_sizes": [64], "same_size_copies": [64],
                           "same_size_dtypes": ["float32"], "warm_translations": True, "placements": 2})
     df = pd.read_parquet(out).set_index("ceiling")
     assert df.loc["copy_float32_64", "warm_translations"] and df.loc["copy_float32_64", "placements"] == 2
-    assert not df.loc["copy", "warm_translations"]  # the large copy is the device's ceiling, timed plainly
+    assert not df.loc["copy_large", "warm_translations"]  # the large copy is timed plainly
+    assert df.loc["copy", "value"] == df.loc[[n for n in df.index if n.startswith("copy_")], "value"].max()
+
+
+def test_ceilings_are_the_best_of_what_was_measured_and_earlier_runs_are_kept(tmp_path, monkeypatch):
+    """A roof is the fastest measurement of its kind (so no cell sits above it by the choice of one copy or one
+    GEMM shape); a new run's ceilings join the file beside the earlier runs' (their cells are rated against them)."""
+    from experiments.ceilings import best_of, run
+
+    rows = [{"ceiling": "copy_large", "value": 4.0}, {"ceiling": "copy_bfloat16_8192", "value": 4.1},
+            {"ceiling": "gemm_bf16_cublas_4096", "value": 600.0}, {"ceiling": "gemm_bf16_triton_8192", "value": 690.0},
+            {"ceiling": "gemm_bf16_cublas_8192", "value": 650.0}, {"ceiling": "gemm_fp32_cublas_8192", "value": 50.0}]
+    roofs = {r["ceiling"]: (r["value"], r["best_of"]) for r in best_of(rows)}
+    assert roofs == {"copy": (4.1, "copy_bfloat16_8192"), "gemm_bf16": (690.0, "gemm_bf16_triton_8192"),
+                     "gemm_fp32": (50.0, "gemm_fp32_cublas_8192")}
+    out = tmp_path / "ceilings.parquet"
+    monkeypatch.setenv("ROOFLAB_RUN_ID", "run-a")
+    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_sizes": [64]})
+    monkeypatch.setenv("ROOFLAB_RUN_ID", "run-b")
+    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_sizes": [64]})
+    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_sizes": [64]})  # the same run again replaces its own rows
+    df = pd.read_parquet(out)
+    assert df.groupby("run_id").size().to_dict() == {"run-a": 8, "run-b": 8}
 
 
 def test_hold_covers_the_slowest_enqueue_with_margin_and_is_capped():
