@@ -24,7 +24,7 @@ TINY = {
     "extra_sizes": [],
     "interpret_max_size": 64,
     "timing": {"warmup_ms": 1, "min_samples": 3, "max_samples": 5, "max_time_s": 0.01},
-    "ceilings": {"copy_bytes": 1048576, "gemm_size": 64},
+    "ceilings": {"copy_bytes": 1048576, "gemm_sizes": [64]},
     "profile": {"size": 64},
 }
 
