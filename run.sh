@@ -3,7 +3,8 @@
 #   ./run.sh            run the whole DAG (snakemake --cores 1 all) and write the HTML report
 #   ./run.sh test       run the test suite (what .ci/run calls) and snakemake --lint
 #   ./run.sh wheelhouse [PYVER]   build wheelhouse/py<PYVER> for an offline GPU node (default 3.12)
-# Extra arguments after `all` go to snakemake, e.g. ./run.sh all --config 'kernels=["gelu"]'.
+# Extra arguments after `all` go to snakemake, e.g. ./run.sh all --config 'kernels=["gelu"]'; the report follows only
+# a run that builds (not -n, --lint, --unlock, --list-*, --summary, -h, ...).
 #
 # Environment: PYTHON (interpreter to set up from, default python3), TORCH_SPEC (torch to install when none is
 # importable, default the CPU build torch==2.13.0), WHEELHOUSE (folder of wheels for offline installs, default
@@ -40,6 +41,27 @@ pip_install() {  # pip install, offline from the wheelhouse when there is one
   fi
 }
 
+# What requirements.txt provides that the run imports (module[:pip name]) or calls (console scripts): checked on
+# every run, because a package uninstalled after the install leaves the requirements stamp matching.
+REQUIRED_MODULES="torch triton snakemake snakemake_executor_plugin_slurm papermill ipykernel nbconvert pandas pyarrow
+  numpy matplotlib seaborn tqdm pynvml:nvidia-ml-py jsonschema yaml:pyyaml pytest"
+REQUIRED_SCRIPTS="snakemake papermill jupyter"
+
+missing_requirements() {  # what $PY's environment lacks of the above, one a line
+  # shellcheck disable=SC2086
+  "$PY" - $REQUIRED_MODULES <<'EOF' || true
+import importlib, sys
+for spec in sys.argv[1:]:
+    module, _, pip_name = spec.partition(":")
+    try:
+        importlib.import_module(module)
+    except Exception as e:
+        print(f"{pip_name or module} ({type(e).__name__}: {e})")
+EOF
+  local s
+  for s in $REQUIRED_SCRIPTS; do command -v "$s" >/dev/null || echo "$s (console script not on PATH)"; done
+}
+
 setup_python() {
   # 1. an existing project venv; 2. an interpreter that already has torch (a GPU node's image, a user's env);
   # 3. a new .venv with the CPU build of torch.
@@ -57,14 +79,44 @@ setup_python() {
   fi
   local stamp
   stamp="$(dirname "$PY")/.rooflab-requirements.sha"
-  local want
+  local want missing
   want=$(sha256sum requirements.txt | cut -c1-16)
-  if [ ! -f "$stamp" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  export PATH="$(dirname "$PY"):$PATH"
+  missing=$(missing_requirements)
+  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ -n "$missing" ]; then
+    if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+      log "requirements.txt was installed, but the environment of $PY lacks:"
+      sed 's/^/  /' <<<"$missing" >&2
+    fi
     log "installing requirements.txt"
+    if grep -q '^torch ' <<<"$missing"; then  # before the rest: a plain `torch` requirement pulls a CUDA build
+      pip_install "$PY" "${TORCH_SPEC:-torch==2.13.0}"
+    fi
     pip_install "$PY" -r requirements.txt
+    missing=$(missing_requirements)
+    if [ -n "$missing" ]; then  # files deleted under an intact install: pip sees nothing to do
+      log "ERROR: still missing after installing requirements.txt (pip install --force-reinstall them):"
+      sed 's/^/  /' <<<"$missing" >&2
+      exit 1
+    fi
     echo "$want" > "$stamp" 2>/dev/null || true
   fi
-  export PATH="$(dirname "$PY"):$PATH"
+}
+
+builds() {  # whether snakemake with these arguments runs jobs, after which the report is worth writing
+  local a
+  for a in "$@"; do
+    case "$a" in
+      -n|--dry-run|--dryrun|-t|--touch|--unlock|--lint|--lint=*|-l|--list*|--l[ciptu]|-S|--summary|-D|\
+      --detailed-summary|--dag|--dag=*|--d3dag|--rulegraph*|--filegraph*|--cm|--cleanup-metadata|--cleanup-shadow|\
+      --archive|--delete-all-output|--delete-temp-output|--containerize*|--export-cwl|--generate-unit-tests|\
+      --print-compilation|--conda-create-envs-only|--conda-cleanup-envs|--report|--report=*|-h|--help|-v|--version)
+        return 1 ;;
+      -[!-]*)  # a cluster of short flags, e.g. -np
+        [[ $a =~ ^-[Ffkp]*[ntlSDhv] ]] && return 1 ;;
+    esac
+  done
+  return 0
 }
 
 setup_tex() {  # best effort: the DAG builds everything but the PDF without TeX, and says so
@@ -85,10 +137,16 @@ setup_tex() {  # best effort: the DAG builds everything but the PDF without TeX,
 case "$cmd" in
   all)
     setup_python
+    # Configfiles that do not parse are named with line and column here (snakemake says only "not valid JSON or
+    # YAML"); without one, this says which configuration runs and why.
+    note=$("$PY" -m rooflab.config "$@")
+    [ -z "$note" ] || log "$note"
     setup_tex
     snakemake --cores 1 all "$@"
-    snakemake --report results/report.html "$@" >results/report.log 2>&1 \
-      && log "report: results/report.html" || log "report failed: see results/report.log"
+    if builds "$@"; then
+      snakemake --report results/report.html "$@" >results/report.log 2>&1 \
+        && log "report: results/report.html" || log "report failed: see results/report.log"
+    fi
     ;;
   test)
     setup_python

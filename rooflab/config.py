@@ -1,12 +1,16 @@
 """Configuration helpers for the Snakefile: which config is the default here, and the checks a schema cannot make.
 
 Kept free of torch imports: the Snakefile is parsed for every job (and on cluster nodes).
+
+`python -m rooflab.config SNAKEMAKE_ARGS...` (run.sh, before snakemake): checks that every --configfile exists and
+parses (snakemake says only "not valid JSON or YAML"), and says which configuration runs when none is given.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-from rooflab.gpus import CPU_KEY, SPECS, detect_key, nvidia_smi_names
+from rooflab.gpus import CPU_KEY, SPECS, detect_gpus, detect_key, gpu_names
 from rooflab.kernel import kernel_names
 
 
@@ -17,7 +21,52 @@ class ConfigError(ValueError):
 def default_configfile(basedir: str | Path) -> Path:
     """config/config.yaml on a machine with an NVIDIA GPU, else the embedded CPU configuration."""
     basedir = Path(basedir)
-    return basedir / ("config/config.yaml" if nvidia_smi_names() else "config/cpu.yaml")
+    return basedir / ("config/config.yaml" if gpu_names() else "config/cpu.yaml")
+
+
+def configfile_args(args: list[str]) -> list[str]:
+    """The files snakemake takes from --configfile/--configfiles in `args` (each option takes every word up to the
+    next option) and from --configfile=FILE."""
+    files, taking = [], False
+    for a in args:
+        if a in ("--configfile", "--configfiles"):
+            taking = True
+        elif a.startswith(("--configfile=", "--configfiles=")):
+            files.append(a.partition("=")[2])
+            taking = False
+        elif a.startswith("-"):
+            taking = False
+        elif taking:
+            files.append(a)
+    return files
+
+
+def configfile_problem(path: str | Path) -> str | None:
+    """Why snakemake could not read the configfile `path` (missing, unreadable, neither JSON nor YAML, not a
+    mapping), or None."""
+    import json
+
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            try:
+                data = json.load(f)  # snakemake's order: JSON, then YAML
+            except ValueError:
+                f.seek(0)
+                data = yaml.safe_load(f)
+    except FileNotFoundError:
+        return (f"configfile {path} not found (in {Path.cwd()}); note that --configfile takes every word up to the "
+                f"next option, so put targets before it")
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return f"configfile {path}{where}: not valid YAML:\n{e}"
+    except (OSError, UnicodeDecodeError) as e:
+        return f"configfile {path} cannot be read: {e}"
+    if not isinstance(data, dict):
+        return f"configfile {path}: needs keys at the top level (key: value), found {type(data).__name__}"
+    return None
 
 
 def load_schema(basedir: str | Path) -> dict:
@@ -60,15 +109,22 @@ def coerce(config: dict, schema: dict) -> dict:
     return walk(config, schema)
 
 
-def check_schema(config: dict, schema: dict) -> None:
+def check_schema(config: dict, schema: dict, sources: list | None = None) -> None:
     """Every schema violation at once, one line each naming the key and the value (snakemake's own validate
-    reports only the first, after a dump of the schema)."""
+    reports only the first, after a dump of the schema). `sources`: the configfiles read, named for a key that is
+    required and missing."""
     from jsonschema import Draft202012Validator
 
     problems = []
     for err in sorted(Draft202012Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.path))):
         key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.path).lstrip(".")
-        if key:
+        if err.validator == "required":
+            where = ", ".join(map(str, sources or [])) or "the configuration"
+            for k in err.validator_value:  # jsonschema reports each missing key with the whole list
+                line = f"config key '{f'{key}.' if key else ''}{k}' is required and has no default: set it in {where}"
+                if k not in err.instance and line not in problems:
+                    problems.append(line)
+        elif key:
             problems.append(f"config key '{key}' = {err.instance!r}: {err.message}")
         else:
             problems.append(f"config: {err.message}")
@@ -110,3 +166,23 @@ def cluster_resource(config: dict, gpu: str, key: str):
     """config['cluster'][gpu][key] for profiles/slurm, or None: an unset resource is left out of the sbatch call
     (an empty string would still reach it, e.g. as `-C ''`)."""
     return (config.get("cluster") or {}).get(gpu, {}).get(key) or None
+
+
+def main(args: list[str]) -> int:
+    files = configfile_args(args)
+    problems = list(filter(None, map(configfile_problem, files)))
+    for problem in problems:
+        print(f"ERROR: {problem}", file=sys.stderr)
+    if problems:
+        return 2
+    if not files and not any(a.startswith("--profile") for a in args):  # a profile may name its own configfiles
+        source, names = detect_gpus()
+        if names:
+            print(f"{source} lists {', '.join(names)}: running the GPU sweep, config/config.yaml")
+        else:
+            print("no NVIDIA GPU here (NVML and nvidia-smi find none): running the CPU default, config/cpu.yaml")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
