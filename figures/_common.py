@@ -18,10 +18,15 @@ import seaborn as sns  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analysis.claims import CPU_FRAME_LABEL, FRAME_LABEL, over_roof  # noqa: E402
+from rooflab.gpus import CPU_KEY  # noqa: E402
 from rooflab.kernel import IMPL_LABEL, IMPLS  # noqa: E402
 
 IMPL_ORDER = list(IMPLS)
 PALETTE = dict(zip(IMPL_ORDER, sns.color_palette("colorblind", len(IMPL_ORDER))))
+# A point above its own run's roof: drawn, but never silently (it is listed in the paper's findings table)
+FINDING_LABEL = "above its roof (findings table)"
+FINDING_STYLE = {"marker": "*", "s": 140, "facecolors": "none", "edgecolors": "black", "linewidths": 0.9, "zorder": 5}
 
 
 def parse_args(scope: str, argv=None, profiles: bool = False) -> argparse.Namespace:
@@ -62,6 +67,33 @@ def claimable(metrics: pd.DataFrame, gpu: str, kernel: str | None = None) -> pd.
     if kernel is not None:
         df = df[df["kernel"] == kernel]
     return df.copy()
+
+
+def is_cpu(gpu: str) -> bool:
+    """The CPU gets only the concepts that apply to it: host time, no CUDA graph, no launch floor, no datasheet."""
+    return gpu == CPU_KEY
+
+
+def time_frame(gpu: str) -> str:
+    """The frame of a row's median: GPU time on a GPU, host time on the CPU (analysis/claims.py)."""
+    return CPU_FRAME_LABEL["gpu"] if is_cpu(gpu) else FRAME_LABEL["gpu"]
+
+
+def mark_findings(ax, df: pd.DataFrame, x: str, y: str) -> None:
+    """Ring every point of `df` above its roof (analysis/claims.over_roof), labelled for the legend."""
+    over = df[over_roof(df)] if "roofline_fraction_measured" in df else df.iloc[:0]
+    if len(over):
+        ax.scatter(over[x], over[y], label=FINDING_LABEL, **FINDING_STYLE)
+
+
+def spread(df: pd.DataFrame, nbytes: bool = False) -> tuple[pd.Series, pd.Series] | None:
+    """Each cell's p20-p80 spread as (low, high): times in ms, or as achieved GB/s (the p80 time gives the low
+    rate); None where the rows carry no quantiles."""
+    if not {"p20_ms", "p80_ms"} <= set(df.columns) or df[["p20_ms", "p80_ms"]].isna().all().all():
+        return None
+    if not nbytes:
+        return df["p20_ms"], df["p80_ms"]
+    return df["bytes"] / (df["p80_ms"] * 1e-3) / 1e9, df["bytes"] / (df["p20_ms"] * 1e-3) / 1e9
 
 
 def impls_present(df: pd.DataFrame) -> list[str]:

@@ -67,9 +67,10 @@ def main(argv=None):
     dtypes = [d for d in DTYPES if d in set(df["dtype"])] or sorted(set(df["dtype"]))
     kernels = sorted(set(df["kernel"]))
     impls = impls_present(df)
-    fig, axes = plt.subplots(1, len(dtypes), figsize=(max(4.5, 0.55 * len(kernels) * len(impls) / 2 + 1.5)
-                                                      * len(dtypes) + 2.2, 4.2), squeeze=False, sharey=True)
-    for ax, dtype in zip(axes[0], dtypes):
+    # one panel a row: the kernels side by side, readable at the width of a page
+    fig, axes = plt.subplots(len(dtypes), 1, figsize=(max(6.0, 0.22 * len(kernels) * len(impls) + 2.5),
+                                                      2.6 * len(dtypes) + 0.8), squeeze=False, sharey=True)
+    for ax, dtype in zip(axes[:, 0], dtypes):
         d = df[df["dtype"] == dtype]
         sns.barplot(data=d, x="kernel", y="n_kernels", hue="impl", order=kernels, hue_order=impls, palette=PALETTE,
                     ax=ax, errorbar=None)
@@ -77,12 +78,12 @@ def main(argv=None):
             ax.bar_label(container, fmt="%.0f", fontsize=7, padding=1)
         size = ", ".join(str(int(s)) for s in sorted(set(d["size"])))
         ax.set_title(f"{dtype} (N = {size})", fontsize=10)
-        ax.set_xlabel("kernel")
-        ax.set_ylabel(what_is_counted(df))
-        ax.tick_params(axis="x", rotation=30, labelsize=8)
-        if ax is not axes[0][-1] and ax.get_legend():
+        ax.set_xlabel("kernel" if ax is axes[-1][0] else "")
+        ax.set_ylabel(what_is_counted(df).replace(" per call", "\nper call"), fontsize=8)
+        ax.tick_params(axis="x", rotation=0, labelsize=8)
+        if ax is not axes[0][0] and ax.get_legend():
             ax.get_legend().remove()
-    legend_outside(axes[0][-1], labels_map=IMPL_LABEL)
+    legend_outside(axes[0][0], labels_map=IMPL_LABEL)
     if "aten" in what_is_counted(df):
         title = f"Operators per call on {gpu_name(args.gpu)} (aten ops stand in for launches)"
     fig.suptitle(f"{title}: fused kernels run once, the naive expression once per operation", fontsize=11)

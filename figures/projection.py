@@ -1,9 +1,13 @@
 """Cross-GPU projection: the roofline-model time of each kernel at its largest size on the A100, H100, H200 and
-B200 datasheets, beside the time measured here (fastest correct implementation, and the builtin). Message: how
-far the GPU we have sits from what the model says each datasheet GPU would take, and where a bigger GPU would help.
+B200 datasheets, calibrated by this GPU, beside the GPU time measured here (fastest correct implementation, ties
+named, and the builtin). Message: what the model says each datasheet GPU would take, how far off the model is here,
+and where a bigger GPU would help.
 
-model_time_ms_<gpu> = max(FLOPs / peak FLOP/s of the kernel's unit, bytes / peak bandwidth)  (analysis/metrics.py;
-it depends on the kernel, dtype and size only, not on the implementation). Log time axis; one panel per dtype.
+Model (analysis/calibration.py): each datasheet peak scaled by this GPU's measured / datasheet ratio per resource
+(copy bandwidth; best GEMM per compute unit), model_ms = max(FLOPs / scaled peak, bytes / scaled bandwidth). Its
+whiskers span the range of measured / model of this GPU's fastest cells of the same bound: the calibration error,
+measured. A GPU without a datasheet entry is not calibrated (no whiskers, raw datasheet model); the CPU is not
+projected at all (its figure says so, and the paper leaves it out). Log time axis; one panel per dtype.
 """
 from __future__ import annotations
 
@@ -12,26 +16,39 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from figures._common import IMPL_LABEL, claimable, gpu_name, no_data_figure, parse_args, save, setup
+from analysis import calibration
+from figures._common import IMPL_LABEL, claimable, gpu_name, is_cpu, no_data_figure, parse_args, save, setup
 from rooflab.gpus import SPECS
 from rooflab.kernel import DTYPES
 
 SCOPE = "gpu"
+IMPL_SHORT = {"naive": "naive", "builtin": "builtin", "compile": "compile", "triton": "Triton", "cuda": "CUDA"}
 MODEL_COLORS = dict(zip(SPECS, ["#bdd7e7", "#6baed6", "#3182bd", "#08519c"]))
 
 
-def projection_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (kernel, dtype) at the largest size: model time per spec GPU, best and builtin measured time."""
+def projection_table(df: pd.DataFrame, gpu: str) -> tuple[pd.DataFrame, bool]:
+    """(table, calibrated): one row per (kernel, dtype) at the largest size: the calibrated model time per spec GPU
+    with the whisker factors (lo, hi) of its bound, best (ties named) and builtin measured time. Uncalibrated (the
+    raw datasheet model, no whiskers) where this GPU has no datasheet entry."""
+    t, r = calibration.projections(df, gpu)
+    calibrated = np.isfinite(r["bandwidth"])
+    err = calibration.error(t).set_index("bound")
     big = df[df["size"] == df.groupby(["kernel", "dtype"])["size"].transform("max")]
     rows = []
-    for (kernel, dtype), g in big.groupby(["kernel", "dtype"]):
-        best = g.loc[g["median_ms"].idxmin()]
-        row = {"kernel": kernel, "dtype": dtype, "size": int(best["size"]), "best_impl": best["impl"],
-               "measured_best_ms": best["median_ms"],
-               "measured_builtin_ms": g.loc[g["impl"] == "builtin", "median_ms"].min()}
-        row.update({f"model_{key}_ms": g[f"model_time_ms_{key}"].iloc[0] for key in SPECS})
+    for best in t.itertuples():
+        g = big[(big["kernel"] == best.kernel) & (big["dtype"] == best.dtype)]
+        names = [IMPL_LABEL[i] for i in best.fastest] if len(best.fastest) == 1 else \
+            [IMPL_SHORT[i] for i in best.fastest]
+        row = {"kernel": best.kernel, "dtype": best.dtype, "size": int(best.size),
+               "best_impl": " = ".join(names) + (" (tie)" if len(names) > 1 else ""),
+               "measured_best_ms": best.median_ms,
+               "measured_builtin_ms": g.loc[g["impl"] == "builtin", "median_ms"].min(),
+               "lo": err.loc[best.bound, "min"] if best.bound in err.index else np.nan,
+               "hi": err.loc[best.bound, "max"] if best.bound in err.index else np.nan}
+        row.update({f"model_{key}_ms": getattr(best, f"model_ms_{key}") if calibrated
+                    else g[f"model_time_ms_{key}"].iloc[0] for key in SPECS})
         rows.append(row)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), calibrated
 
 
 def main(argv=None):
@@ -41,36 +58,53 @@ def main(argv=None):
     df = claimable(metrics, args.gpu)
     df = df[df["pass"] == "fwd"]
     here = gpu_name(args.gpu)
-    title = f"Roofline-model time on four datasheet GPUs vs measured on {here}"
+    title = f"Roofline-model time on four datasheet GPUs vs GPU time measured on {here}"
+    if is_cpu(args.gpu):
+        no_data_figure(args, title, "not drawn for the CPU: a CPU's times say nothing of a GPU's")
+        return
     if df.empty:
         no_data_figure(args, title, f"no correct, timed measurements on {args.gpu}")
         return
-    table = projection_table(df)
+    table, calibrated = projection_table(df, args.gpu)
+    model = f"model, calibrated to {args.gpu}" if calibrated else "model (datasheet, uncalibrated)"
     dtypes = [d for d in DTYPES if d in set(table["dtype"])]
     kernels = sorted(set(table["kernel"]))
-    fig, axes = plt.subplots(1, len(dtypes), figsize=(4.6 * len(dtypes) + 2.6, 0.55 * len(kernels) + 1.8),
+    ncols = min(2, len(dtypes))  # two panels a row: readable at the width of a page
+    nrows = -(-len(dtypes) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols + 3.2, nrows * (0.55 * len(kernels) + 1.6)),
                              squeeze=False, sharey=True)
-    series = [(f"model_{k}_ms", f"model: {s.name}", MODEL_COLORS[k]) for k, s in SPECS.items()]
-    series += [("measured_builtin_ms", f"measured here: PyTorch builtin", "#fdae6b"),
-               ("measured_best_ms", f"measured here: fastest impl", "#d94801")]
+    series = [(f"model_{k}_ms", f"{model}: {s.name}", MODEL_COLORS[k]) for k, s in SPECS.items()]
+    series += [("measured_builtin_ms", "measured here (GPU time): PyTorch builtin", "#fdae6b"),
+               ("measured_best_ms", "measured here (GPU time): fastest impl", "#d94801")]
     height = 0.8 / len(series)
     y = np.arange(len(kernels))
-    for ax, dtype in zip(axes[0], dtypes):
+    for ax in axes.flat[len(dtypes):]:
+        ax.set_axis_off()
+    for ax, dtype in zip(axes.flat, dtypes):
         t = table[table["dtype"] == dtype].set_index("kernel").reindex(kernels)
         for i, (col, label, color) in enumerate(series):
-            ax.barh(y + (i - (len(series) - 1) / 2) * height, t[col] * 1e3, height=height, color=color, label=label)
+            v = t[col].to_numpy(dtype=float) * 1e3
+            whiskers = None
+            if col.startswith("model_") and calibrated:  # the calibration error measured here, by bound
+                lo, hi = t["lo"].to_numpy(dtype=float), t["hi"].to_numpy(dtype=float)
+                whiskers = np.nan_to_num([v - v * np.minimum(lo, 1), v * np.maximum(hi, 1) - v])
+            ax.barh(y + (i - (len(series) - 1) / 2) * height, v, height=height, color=color, label=label,
+                    xerr=whiskers, error_kw={"elinewidth": 0.6, "capsize": 1.5, "ecolor": "0.35"})
         offset = (len(series) - 1) / 2 * height
         for yi, kernel in zip(y, kernels):
             if isinstance(t.loc[kernel, "best_impl"], str):
-                ax.annotate(IMPL_LABEL[t.loc[kernel, "best_impl"]], (t.loc[kernel, "measured_best_ms"] * 1e3, yi + offset),
+                ax.annotate(t.loc[kernel, "best_impl"], (t.loc[kernel, "measured_best_ms"] * 1e3, yi + offset),
                             textcoords="offset points", xytext=(3, 0), va="center", fontsize=6.5, color="#d94801")
         ax.set_xscale("log")
         values = t[[c for c, _, _ in series]].to_numpy(dtype=float) * 1e3
+        if calibrated:
+            values = np.concatenate([values.ravel(), (t[[c for c, _, _ in series[:-2]]].to_numpy(dtype=float).T
+                                                      * t["hi"].clip(lower=1).to_numpy(dtype=float)).ravel() * 1e3])
         lo, hi = np.nanmin(values), np.nanmax(values)
         ax.set_xlim(lo / 1.5, hi * (hi / lo) ** 0.35 * 1.5)  # room right of the longest bar for its label
         decades = np.log10(hi / lo)
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0,) if decades > 2 else (1.0, 2.0, 5.0)))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}" if v < 1e4 else f"{v:,.0f}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_title(dtype, fontsize=10)
         ax.set_xlabel("time per call at the largest N [µs], log")
@@ -79,9 +113,10 @@ def main(argv=None):
                             for k in kernels], fontsize=8)
         ax.tick_params(axis="x", labelsize=8)
     axes[0][0].invert_yaxis()  # the y axis is shared: invert it once
-    handles, labels = axes[0][-1].get_legend_handles_labels()
+    handles, labels = axes[0][0].get_legend_handles_labels()
     axes[0][-1].legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.suptitle(f"{title}: bars right of the models = time the model does not explain", fontsize=11)
+    whisker = "; whiskers: measured / model here, by bound" if calibrated else ""
+    fig.suptitle(f"{title}\nbars right of the models = time the model does not explain{whisker}", fontsize=11)
     fig.tight_layout()
     save(fig, args)
 

@@ -1,7 +1,9 @@
 """Roofline of one GPU: measured points (coloured by implementation, shaped by kernel) under the datasheet and the
 measured ceilings, ridge points marked. Message: how far each implementation sits from what the hardware allows.
 
-Log-log axes: x = arithmetic intensity (FLOP/byte, from the kernel's own model), y = achieved TFLOP/s.
+Log-log axes: x = arithmetic intensity (FLOP/byte, from the kernel's own model), y = achieved TFLOP/s in the
+median's frame (GPU time; host time on the CPU, which has measured roofs only). A point above its roof is ringed:
+it is in the paper's findings table.
 """
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from figures._common import IMPL_LABEL, PALETTE, claimable, impls_present, no_data, parse_args, save, setup
+from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, mark_findings, no_data,
+                             parse_args, save, setup, time_frame)
 from rooflab.gpus import spec_for
 
 SCOPE = "gpu"
@@ -52,12 +55,13 @@ def main(argv=None):
         roof(ax, ai, peak, bw, unit, "measured", "--", "tab:red")
     sns.scatterplot(data=df, x="arithmetic_intensity", y="achieved_tflops", hue="impl", style="kernel",
                     hue_order=impls_present(df), palette=PALETTE, ax=ax, s=30, alpha=0.85)
+    mark_findings(ax, df, "arithmetic_intensity", "achieved_tflops")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity [FLOP/byte]")
-    ax.set_ylabel("achieved [TFLOP/s]")
-    name = spec.name if spec else args.gpu
-    ax.set_title(f"Roofline on {name}: how far each implementation sits below the ceilings", fontsize=11)
+    ax.set_ylabel(f"achieved [TFLOP/s], {time_frame(args.gpu)}")
+    ax.set_title(f"Roofline on {gpu_name(args.gpu)} ({time_frame(args.gpu)}): how far each implementation sits "
+                 "below the ceilings", fontsize=11)
     handles, labels = ax.get_legend_handles_labels()
     labels = [IMPL_LABEL.get(lab, lab) for lab in labels]
     ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))

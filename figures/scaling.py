@@ -2,11 +2,12 @@
 sees of small problems is a launch-bound plateau (time flat in N), while the device time under it keeps shrinking;
 large problems follow the work (N^2 for elementwise and row kernels, N^3 for matmul).
 
-Solid: median_ms (device time of one call, L2 flushed, stream held so host launch cost is not timed); dashed:
-graph_median_ms (CUDA-graph replay); thin with crosses: loop_ms (back-to-back calls from Python, launch included:
-the plateau). Grey dotted: a guide with the kernel's own scaling, anchored at the fastest time at the largest size;
-grey dash-dot: the launch floor (fastest loop time at the smallest size). One dtype per figure (float32 where
-measured) so that the panels stay readable.
+The three frames: solid, median_ms (GPU time of one call, L2 flushed, stream held so host launch cost is not
+timed), with its p20-p80 band; dashed, graph_median_ms (CUDA graph replay); thin with crosses, loop_ms (Python
+loop: back-to-back calls, launch included: the plateau). Grey dotted: a guide with the kernel's own scaling,
+anchored at the fastest time at the largest size; grey dash-dot: the launch floor (fastest loop time at the
+smallest size). On the CPU only what applies is drawn: host time and the Python loop, no CUDA graph, no launch
+floor. One dtype per figure (float32 where measured) so that the panels stay readable.
 """
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, no_data_figure, parse_args,
-                             plain_log_ticks, save, setup, size_axis, time_label)
+from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, is_cpu, no_data_figure,
+                             parse_args, plain_log_ticks, save, setup, size_axis, spread, time_frame, time_label)
 from rooflab.kernel import DTYPES
 
 
@@ -33,10 +34,15 @@ def pick_dtype(df: pd.DataFrame) -> str:
     return df["dtype"].iloc[0]
 
 
-def draw(ax, k: pd.DataFrame, kernel: str) -> None:
+def draw(ax, k: pd.DataFrame, kernel: str, floor_line: bool = True) -> None:
+    """One kernel's panel: every implementation in the three frames, the median with its p20-p80 band; the launch
+    floor only where launches exist (floor_line)."""
     for impl in impls_present(k):
         g = k[k["impl"] == impl].sort_values("size")
         ax.plot(g["size"], g["median_ms"], "-o", color=PALETTE[impl], ms=3.5, lw=1.4)
+        band = spread(g)
+        if band is not None:
+            ax.fill_between(g["size"], band[0], band[1], color=PALETTE[impl], alpha=0.2, lw=0)
         graph = g.dropna(subset=["graph_median_ms"])
         if len(graph):
             ax.plot(graph["size"], graph["graph_median_ms"], "--", color=PALETTE[impl], lw=1.0, alpha=0.8)
@@ -52,11 +58,12 @@ def draw(ax, k: pd.DataFrame, kernel: str) -> None:
     mid = len(sizes) // 2
     ax.annotate(f"∝ N$^{power}$", (sizes[mid], guide[mid]), textcoords="offset points", xytext=(6, -8),
                 fontsize=8, color="0.35")
-    smallest = k[k["size"] == sizes.min()]
-    floor = smallest["loop_ms"].min() if smallest["loop_ms"].notna().any() else smallest["median_ms"].min()
-    ax.axhline(floor, color="0.5", ls="-.", lw=0.8)
-    ax.annotate(f"floor {time_label(floor)}", (n_max, floor), textcoords="offset points", xytext=(-2, 3),
-                ha="right", fontsize=7, color="0.4")
+    if floor_line:
+        smallest = k[k["size"] == sizes.min()]
+        floor = smallest["loop_ms"].min() if smallest["loop_ms"].notna().any() else smallest["median_ms"].min()
+        ax.axhline(floor, color="0.5", ls="-.", lw=0.8)
+        ax.annotate(f"floor {time_label(floor)}", (n_max, floor), textcoords="offset points", xytext=(-2, 3),
+                    ha="right", fontsize=7, color="0.4")
     size_axis(ax, sizes)
     ax.set_yscale("log")
     plain_log_ticks(ax.yaxis, np.concatenate([k["median_ms"], k["graph_median_ms"].dropna(), k["loop_ms"].dropna(),
@@ -84,23 +91,31 @@ def main(argv=None):
     ncols = min(4, len(kernels))
     nrows = math.ceil(len(kernels) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols + 2.2, 2.8 * nrows + 0.8), squeeze=False)
+    cpu = is_cpu(args.gpu)
     for ax, kernel in zip(axes.flat, kernels):
-        draw(ax, df[df["kernel"] == kernel], kernel)
+        draw(ax, df[df["kernel"] == kernel], kernel, floor_line=not cpu)
     for ax in axes.flat[len(kernels):]:
         ax.set_axis_off()
     for ax in axes[:, 0]:
-        ax.set_ylabel("median time [ms]")
+        ax.set_ylabel(f"time [ms], {time_frame(args.gpu)} median")
     for ax in axes[-1, :]:
         ax.set_xlabel("N (N x N; matmul N x N x N)")
     impls = impls_present(df)
     handles = [Line2D([], [], color=PALETTE[i], marker="o", ms=3.5, label=IMPL_LABEL[i]) for i in impls]
-    handles += [Line2D([], [], color="0.3", ls="-", label="device time, L2 flushed"),
-                Line2D([], [], color="0.3", ls="--", label="CUDA graph replay"),
-                Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop (launch incl.)"),
-                Line2D([], [], color="0.35", ls=":", label="work scaling guide"),
-                Line2D([], [], color="0.5", ls="-.", label="launch floor")]
+    if cpu:
+        handles += [Line2D([], [], color="0.3", ls="-", label="host time, one call (p20-p80 band)"),
+                    Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop"),
+                    Line2D([], [], color="0.35", ls=":", label="work scaling guide")]
+    else:
+        handles += [Line2D([], [], color="0.3", ls="-", label="GPU time, L2 flushed (p20-p80 band)"),
+                    Line2D([], [], color="0.3", ls="--", label="CUDA graph replay"),
+                    Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop (launch incl.)"),
+                    Line2D([], [], color="0.35", ls=":", label="work scaling guide"),
+                    Line2D([], [], color="0.5", ls="-.", label="launch floor")]
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=8, frameon=False)
-    fig.suptitle(f"{title} ({dtype}): flat = launch-bound, then time follows the work", fontsize=11)
+    message = "flat = per-call overhead, then time follows the work" if cpu else \
+        "flat = launch-bound, then time follows the work"
+    fig.suptitle(f"{title} ({dtype}): {message}", fontsize=11)
     fig.tight_layout()
     save(fig, args)
 

@@ -4,16 +4,17 @@ tiles leave the last wave of SMs part-empty (N = 1793: 15^2 = 225 tiles on 132 S
 model predicts; sizes that are no multiple of 128 are marked.
 
 Model (analysis/metrics.py): wave_model_tflops = peak_tflops_measured x wave_efficiency, with
-wave_efficiency = tiles / (ceil(tiles / SMs) x SMs). The GPU's SM count comes from its datasheet entry; on a device
-without one (the CPU) only the measurements are drawn.
+wave_efficiency = tiles / (ceil(tiles / SMs) x SMs). The GPU's SM count comes from its datasheet entry; on a GPU
+without one only the measurements are drawn. Waves of SMs do not exist on the CPU: its figure says so, and the paper
+leaves it out. Rates are in GPU time; a point above its roof is ringed (the paper's findings table).
 """
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, legend_outside, no_data_figure, parse_args, save,
-                             setup, size_axis)
+from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, is_cpu, mark_findings, no_data_figure,
+                             parse_args, save, setup, size_axis)
 from rooflab.kernel import DTYPES
 
 SCOPE = "gpu"
@@ -27,6 +28,7 @@ def draw(ax, d: pd.DataFrame, dtype: str) -> None:
         g = d[d["impl"] == impl].sort_values("size")
         if len(g):
             ax.plot(g["size"], g["achieved_tflops"], "-o", ms=4, lw=1.5, color=PALETTE[impl], label=IMPL_LABEL[impl])
+    mark_findings(ax, d, "size", "achieved_tflops")
     model = d.dropna(subset=["wave_model_tflops"]).drop_duplicates("size").sort_values("size")
     if len(model):
         ax.plot(model["size"], model["wave_model_tflops"], "--x", color="0.3", lw=1.1, ms=5,
@@ -61,6 +63,9 @@ def main(argv=None):
             df[col] = float("nan")
     name = gpu_name(args.gpu)
     title = f"Matmul wave quantisation on {name}"
+    if is_cpu(args.gpu):
+        no_data_figure(args, title, "not drawn for the CPU: it has no waves of SMs to quantise")
+        return
     dtypes = [d for d in DTYPES if d in set(df["dtype"])]
     if not dtypes:
         no_data_figure(args, title, f"no data: no correct, timed matmul (Triton or builtin) on {args.gpu}")
@@ -68,8 +73,13 @@ def main(argv=None):
     fig, axes = plt.subplots(1, len(dtypes), figsize=(4.2 * len(dtypes) + 2.4, 4.2), squeeze=False)
     for ax, dtype in zip(axes[0], dtypes):
         draw(ax, df[df["dtype"] == dtype], dtype)
-    axes[0][0].set_ylabel("achieved [TFLOP/s]")
-    legend_outside(axes[0][-1])
+    axes[0][0].set_ylabel("achieved [TFLOP/s], GPU time")
+    seen = {}
+    for ax in axes[0]:  # every panel's entries once (a finding may sit in any panel)
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    axes[0][-1].legend(list(seen.values()), list(seen), fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                       frameon=False)
     sms = "" if df["wave_efficiency"].notna().any() else " (no SM count for this device: model not drawn)"
     fig.suptitle(f"{title}: partly filled last waves of 128 x 128 tiles cost throughput{sms}", fontsize=11)
     fig.tight_layout()

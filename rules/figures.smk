@@ -1,5 +1,6 @@
 # Figures: one script per figure (figures/<name>.py), PDF for the paper and PNG for the report.
-# The script is an input, so editing it redraws that figure (and rebuilds the paper) only.
+# The script is an input, so editing it redraws that figure (and rebuilds the paper) only; so are the claim rules the
+# figures share with the paper (analysis/claims.py: ties, findings; analysis/calibration.py: projections).
 # Every PNG enters the report tagged with its figure, GPU and kernel ('all' for a figure of the whole GPU).
 
 # Figures that read more than the metrics get their own rule (below); the generic rules leave them alone.
@@ -11,6 +12,7 @@ rule figure_gpu:
         metrics="results/metrics.parquet",
         script="figures/{fig}.py",
         common="figures/_common.py",
+        claims=["analysis/claims.py", "analysis/calibration.py"],
     output:
         pdf=update("results/figures/{gpu}/{fig}.pdf"),
         png=update(report(
@@ -35,6 +37,7 @@ rule figure_kernel:
         metrics="results/metrics.parquet",
         script="figures/{fig}.py",
         common="figures/_common.py",
+        claims=["analysis/claims.py", "analysis/calibration.py"],
     output:
         pdf=update("results/figures/{gpu}/{fig}/{kernel}.pdf"),
         png=update(report(
@@ -60,6 +63,7 @@ rule figure_fusion:
         profiles=get_profiles_of,
         script="figures/fusion.py",
         common="figures/_common.py",
+        claims=["analysis/claims.py", "analysis/calibration.py"],
     output:
         pdf=update("results/figures/{gpu}/fusion.pdf"),
         png=update(report(

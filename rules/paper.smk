@@ -1,5 +1,6 @@
 # Paper: generated LaTeX inputs from the metrics, then latexmk. Without a TeX engine, `all` packs the sources and
-# says how to build the PDF elsewhere.
+# says how to build the PDF elsewhere. The ceilings' folders tell the paper where each dataset comes from
+# (results/raw/<gpu>: this run; data/reference/<gpu>: the committed reference).
 
 
 rule paper_inputs:
@@ -10,17 +11,23 @@ rule paper_inputs:
         script="analysis/paper_inputs.py",
         kernel_docs=expand("kernels/{kernel}.py", kernel=KERNELS),
         repeatability=get_repeatability,
+        profiles=get_profiles,
+        modules=["analysis/claims.py", "analysis/origin.py", "analysis/calibration.py"],
     output:
         macros=update("results/paper/generated/macros.tex"),
         summary=update("results/paper/generated/table_summary.tex"),
         problems=update("results/paper/generated/table_problems.tex"),
         projection=update("results/paper/generated/table_projection.tex"),
+        calibration=update("results/paper/generated/table_calibration.tex"),
         specs=update("results/paper/generated/table_specs.tex"),
         repeatability=update("results/paper/generated/table_repeatability.tex"),
         fixed_cost=update("results/paper/generated/table_fixed_cost.tex"),
+        findings=update("results/paper/generated/table_findings.tex"),
+        provenance=update("results/paper/generated/table_provenance.tex"),
         figures=update("results/paper/generated/figures.tex"),
         figures_projection=update("results/paper/generated/figures_projection.tex"),
         kernels=update("results/paper/generated/kernels.tex"),
+        cpu=update("results/paper/generated/cpu.tex"),
     log:
         "logs/paper/inputs.log",
     conda:
@@ -28,6 +35,7 @@ rule paper_inputs:
     shell:
         "python -m analysis.paper_inputs --metrics {input.metrics} --ceilings {input.ceilings} "
         "--figdir results/figures --outdir results/paper/generated --repeatability {input.repeatability} "
+        "--profiles {input.profiles} "
         "> {log} 2>&1"
 
 

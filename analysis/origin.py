@@ -1,0 +1,124 @@
+"""Where every number comes from: per dataset (a device measured in this run, or a committed reference under
+data/reference/<gpu>), the runs that made its rows, with their commits, dates, software versions, timing settings
+and how many rows each contributed. The paper's "Environment and provenance" table and its title line.
+
+A run is one DAG invocation (run_id). Rows written before run ids existed have none: they are grouped by commit and
+date instead, which is what told such runs apart.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+THIS_RUN = "this run"
+REFERENCE = "committed reference"
+VERSIONS = [("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"), ("triton", "Triton"), ("python", "Python")]
+TIMING = [("timer", "timer"), ("placements", "placements"), ("instances", "instances")]
+
+
+def source_of(directory: str) -> str:
+    """'this run' for results/raw/<gpu> (measured by this workflow), else 'committed reference'."""
+    parts = Path(directory).parts
+    return THIS_RUN if parts[:2] == ("results", "raw") else REFERENCE
+
+
+def sources_from_paths(paths) -> dict[str, str]:
+    """{gpu: dataset directory} from the ceilings files the analysis read (<dir>/<gpu>/ceilings.parquet)."""
+    return {Path(p).parent.name: str(Path(p).parent) for p in paths}
+
+
+def _text(values: pd.Series) -> pd.Series:
+    return values.fillna("").astype(str).str.strip()
+
+
+def run_key(df: pd.DataFrame) -> pd.Series:
+    """run_id, or for a legacy row without one 'legacy <commit> <date>' (one commit measured on one day)."""
+    rid = _text(df["run_id"]) if "run_id" in df else pd.Series("", index=df.index)
+    sha = _text(df["git_sha"]).str.slice(0, 7) if "git_sha" in df else pd.Series("", index=df.index)
+    day = _text(df["timestamp"]).str.slice(0, 10) if "timestamp" in df else pd.Series("", index=df.index)
+    return rid.where(rid != "", "legacy " + sha + " " + day)
+
+
+def _distinct(g: pd.DataFrame, col: str, integer: bool = False) -> str:
+    if col not in g:
+        return ""
+    v = g[col].dropna()
+    if integer:
+        v = pd.to_numeric(v, errors="coerce").dropna().astype(int)
+    v = [str(x) for x in dict.fromkeys(v.tolist()) if str(x).strip()]
+    return "/".join(sorted(v, key=lambda s: (len(s), s)))
+
+
+def runs(metrics: pd.DataFrame, ceilings: pd.DataFrame, sources: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per (device, run): source ('this run' | 'committed reference'), directory, run, commits (short,
+    '+dirty' where the tree had changes), dates, host, versions, timing settings, and the cell and ceiling rows the
+    run contributed. Devices without a source given count as measured in this run (results/raw/<gpu>)."""
+    sources = sources or {}
+    frames = []
+    for kind, df in (("cells", metrics), ("ceilings", ceilings)):
+        if len(df):
+            frames.append(df.assign(_kind=kind, _run=run_key(df)))
+    cols = ["gpu", "source", "directory", "run", "legacy", "commits", "dates", "host"] + [c for c, _ in VERSIONS] + \
+        [c for c, _ in TIMING] + ["cells", "ceilings"]
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    rows = pd.concat(frames, ignore_index=True)
+    out = []
+    for (gpu, run), g in rows.groupby(["gpu", "_run"], sort=True):
+        directory = sources.get(gpu, f"results/raw/{gpu}")
+        sha = _text(g["git_sha"]).str.slice(0, 7) if "git_sha" in g else pd.Series(dtype=str)
+        dirty = g["git_dirty"].fillna(False).astype(bool) if "git_dirty" in g else pd.Series(False, index=g.index)
+        commits = sorted({s + ("+dirty" if d else "") for s, d in zip(sha, dirty) if s})
+        days = sorted({d for d in _text(g["timestamp"]).str.slice(0, 10) if d}) if "timestamp" in g else []
+        cells = g[g["_kind"] == "cells"]
+        out.append({"gpu": gpu, "source": source_of(directory), "directory": directory, "run": run,
+                    "legacy": run.startswith("legacy "), "commits": ", ".join(commits),
+                    "dates": days[0] + (f" to {days[-1]}" if len(days) > 1 else "") if days else "",
+                    "host": _distinct(g, "host"),
+                    **{c: _distinct(g, c) for c, _ in VERSIONS},
+                    **{c: _distinct(cells, c, integer=c != "timer") for c, _ in TIMING},
+                    "cells": int(len(cells)), "ceilings": int((g["_kind"] == "ceilings").sum())})
+    return pd.DataFrame(out, columns=cols)
+
+
+def dataset_label(gpu: str, directory: str) -> str:
+    """'h200: committed reference, data/reference/h200' or 'cpu: this run, results/raw/cpu'."""
+    return f"{gpu}: {source_of(directory)}, {directory}"
+
+
+def origin_phrase(gpu: str, directory: str) -> str:
+    """For the title line: 'h200 from the committed reference data/reference/h200', 'cpu from this run
+    (results/raw/cpu)'."""
+    if source_of(directory) == THIS_RUN:
+        return f"{gpu} from this run ({directory})"
+    return f"{gpu} from the committed reference {directory}"
+
+
+def _versions(row) -> str:
+    return ", ".join(f"{label} {getattr(row, c)}" for c, label in VERSIONS if getattr(row, c))
+
+
+def provenance_table(r: pd.DataFrame, tex_escape) -> str:
+    """The runs of ``runs()`` as a booktabs tabular: one block per dataset (its label on a line of its own, with the
+    versions when all its runs share them), one line per run; '--' for rows without a run id (grouped by commit and
+    date)."""
+    if r.empty:
+        return "\\begin{center}No measured rows.\\end{center}\n"
+    lines = ["\\begin{tabular}{lllrrp{4.6cm}p{2.7cm}}", "\\toprule",
+             "run & commit & date & cells & ceil. & versions & timing \\\\"]
+    for (gpu, directory), g in r.groupby(["gpu", "directory"], sort=False):
+        shared = {_versions(row) for row in g.itertuples()}  # one set of versions: said once, under the dataset
+        shared = shared.pop() if len(shared) == 1 and len(g) > 1 else ""
+        lines += ["\\midrule", f"\\multicolumn{{7}}{{l}}{{\\emph{{{tex_escape(dataset_label(gpu, directory))}}}}} \\\\"]
+        if shared:
+            lines.append(f"\\multicolumn{{7}}{{l}}{{every run: {tex_escape(shared)}}} \\\\")
+        for row in g.itertuples():
+            run = "--" if row.legacy else f"\\texttt{{{tex_escape(row.run)}}}"
+            versions = "as above" if shared else _versions(row)
+            timing = "; ".join(getattr(row, c) if c == "timer" else
+                               f"{getattr(row, c)} {label if getattr(row, c) != '1' else label[:-1]}"
+                               for c, label in TIMING if getattr(row, c))
+            lines.append(" & ".join([run, tex_escape(row.commits), tex_escape(row.dates), str(row.cells),
+                                     str(row.ceilings), tex_escape(versions), tex_escape(timing)]) + " \\\\")
+    return "\n".join(lines + ["\\bottomrule", "\\end{tabular}", ""])
