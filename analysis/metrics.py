@@ -78,7 +78,9 @@ def run_peaks(ceilings: pd.DataFrame) -> dict[tuple[str, str], dict[str, float]]
 
 
 def _peak_flops_measured(peaks: dict, unit: str) -> float:
-    return peaks.get(CEILING_FOR_UNIT[unit], peaks.get("gemm_fp32", np.nan))
+    """The measured compute ceiling of the unit's own math mode; NaN where that mode was not measured (never
+    another mode's: TF32 cells rated against an fp32 roof would sit far above it)."""
+    return peaks.get(CEILING_FOR_UNIT.get(unit, ""), np.nan)
 
 
 def _own_spec_column(df: pd.DataFrame, prefix: str) -> np.ndarray:
@@ -179,13 +181,16 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
             b = b[~b.index.duplicated()]
             name = f"speedup_vs_{base}" if frame == "gpu" else f"{frame}_speedup_vs_{base}"
             df[name] = b.reindex(key).to_numpy() / df[col].where(ok).to_numpy()
-        b_rse = df[ok & (df["impl"] == base)].set_index(CELL)["rse_median"] if "rse_median" in df else None
-        if b_rse is not None:
-            b_rse = b_rse[~b_rse.index.duplicated()].reindex(key).to_numpy(dtype=float)
-            noise = noise_floor(df, b_rse)
-            s_ = df[f"speedup_vs_{base}"].to_numpy(dtype=float)
-            df[f"verdict_vs_{base}"] = np.select([~np.isfinite(s_), s_ - 1 > noise, 1 - s_ > noise],
-                                                 ["", "faster", "slower"], default="tie")
+        if "rse_median" not in df:
+            continue
+        b_rse = df[ok & (df["impl"] == base)].set_index(CELL)["rse_median"]
+        b_rse = b_rse[~b_rse.index.duplicated()].reindex(key).to_numpy(dtype=float)
+        for frame, col in FRAMES.items():
+            prefix = "" if frame == "gpu" else f"{frame}_"
+            noise = noise_floor(df, b_rse, col)
+            s_ = df[f"{prefix}speedup_vs_{base}"].to_numpy(dtype=float)
+            df[f"{prefix}verdict_vs_{base}"] = np.select([~np.isfinite(s_), s_ - 1 > noise, 1 - s_ > noise],
+                                                         ["", "faster", "slower"], default="tie")
     return df
 
 
@@ -196,15 +201,18 @@ VERDICT_SIGMA = 3.0
 FRAMES = {"gpu": "median_ms", "graph": "graph_median_ms", "loop": "loop_ms"}
 
 
-def noise_floor(df: pd.DataFrame, base_rse: np.ndarray) -> np.ndarray:
+def noise_floor(df: pd.DataFrame, base_rse: np.ndarray, col: str = "median_ms") -> np.ndarray:
     """The relative change a verdict must exceed: VERDICT_SIGMA combined standard errors of the two medians, and at
-    least the floor for the cell's length (compare.DEFAULTS: 10 % under short_cell_us, 2 % above)."""
+    least the floor for the cell's length in its frame (compare.DEFAULTS: under short_cell_us 10 %, or 5 % on
+    CUDA-graph medians, which carry no launch jitter; 2 % above). The standard errors are the GPU-time samples':
+    the graph and loop medians have none of their own, so the floor carries those frames."""
     from analysis.compare import DEFAULTS
 
     rse = df["rse_median"].to_numpy(dtype=float)
     sigma = VERDICT_SIGMA * np.sqrt(np.nan_to_num(rse) ** 2 + np.nan_to_num(base_rse) ** 2)
-    short = df["median_ms"].to_numpy(dtype=float) * 1e3 < DEFAULTS["short_cell_us"]
-    floor = np.where(short, DEFAULTS["short_min_rel_change"], DEFAULTS["min_rel_change"])
+    short = df[col].to_numpy(dtype=float) * 1e3 < DEFAULTS["short_cell_us"]
+    short_floor = DEFAULTS["short_graph_min_rel_change" if col == "graph_median_ms" else "short_min_rel_change"]
+    floor = np.where(short, short_floor, DEFAULTS["min_rel_change"])
     return np.maximum(sigma, floor)
 
 

@@ -71,10 +71,16 @@ def get_profiles(wildcards=None):
             if p.startswith("results/") or Path(workflow.basedir, p).exists()]
 
 
+# Figures of concepts a CPU does not have: waves of SM-sized tiles, projections onto GPU datasheets.
+GPU_ONLY_FIGURES = {"wave", "projection"}
+
+
 def get_figures(wildcards=None):
     out = []
     for gpu in ANALYSIS_GPUS:
         for fig in GPU_FIGURES:
+            if gpu == "cpu" and fig in GPU_ONLY_FIGURES:
+                continue
             out += [f"results/figures/{gpu}/{fig}.pdf", f"results/figures/{gpu}/{fig}.png"]
         for fig in KERNEL_FIGURES:
             for kernel in KERNELS:

@@ -316,3 +316,21 @@ def test_speedups_in_all_three_frames():
     assert m["speedup_vs_builtin"] == pytest.approx(0.0074 / 0.0063)
     assert m["graph_speedup_vs_builtin"] == pytest.approx(0.00735 / 0.00737)
     assert m["loop_speedup_vs_builtin"] == pytest.approx(0.6)
+
+
+def test_verdicts_in_every_frame():
+    """1.17x in GPU time, a tie under CUDA graphs, slower from the Python loop: all three said, none hidden."""
+    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.0074, graph_median_ms=0.00735, loop_ms=0.030,
+                                rse_median=0.004),
+                        raw_row(impl="triton", median_ms=0.0063, graph_median_ms=0.00737, loop_ms=0.050,
+                                rse_median=0.004)])
+    m = compute_metrics(raw, ceilings()).set_index("impl").loc["triton"]
+    assert (m["verdict_vs_builtin"], m["graph_verdict_vs_builtin"], m["loop_verdict_vs_builtin"]) == \
+        ("faster", "tie", "slower")
+
+
+def test_a_mode_without_its_ceiling_gets_no_roof():
+    mm = dict(kernel="matmul", size=4096, flops=2.0 * 4096 ** 3, bytes=12.0 * 4096 ** 2)
+    raw = pd.DataFrame([raw_row(impl="triton", dtype="tf32", math_mode="tf32", compute_unit="tf32", **mm)])
+    m = compute_metrics(raw, ceilings()).iloc[0]  # ceilings measured fp32 and bf16 only
+    assert np.isnan(m["peak_tflops_measured"]) and np.isnan(m["roofline_fraction_measured"])
