@@ -44,7 +44,7 @@ pip_install() {  # pip install, offline from the wheelhouse when there is one
 # What requirements.txt provides that the run imports (module[:pip name]) or calls (console scripts): checked on
 # every run, because a package uninstalled after the install leaves the requirements stamp matching.
 REQUIRED_MODULES="torch triton snakemake snakemake_executor_plugin_slurm papermill ipykernel nbconvert pandas pyarrow
-  numpy matplotlib seaborn tqdm pynvml:nvidia-ml-py jsonschema yaml:pyyaml pytest"
+  numpy matplotlib seaborn tqdm pynvml:nvidia-ml-py jsonschema yaml:pyyaml pytest hypothesis"
 REQUIRED_SCRIPTS="snakemake papermill jupyter"
 
 missing_requirements() {  # what $PY's environment lacks of the above, one a line

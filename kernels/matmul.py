@@ -108,7 +108,8 @@ def _matmul_kernel(
         b_ptrs += BLOCK_K * stride_bk
 
     if ACTIVATION == "relu":
-        acc = tl.maximum(acc, 0.0)
+        # propagate_nan: relu(NaN) is NaN, as torch.relu's; the default max returns 0 for NaN on the GPU
+        acc = tl.maximum(acc, 0.0, propagate_nan=tl.PropagateNan.ALL)
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
@@ -179,7 +180,7 @@ def _matmul_tma_kernel(
                 b = b.to(tl.float32)
             acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
         if ACTIVATION == "relu":
-            acc = tl.maximum(acc, 0.0)
+            acc = tl.maximum(acc, 0.0, propagate_nan=tl.PropagateNan.ALL)  # relu(NaN) = NaN, as above
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 

@@ -1,7 +1,8 @@
 #!/bin/bash
 # One-call GPU check of the "measurement you can trust" jobs, without snakemake (the device image has none):
-# kernel-launch profiles, compiled-kernel facts, autotune/cache columns of a sweep, one ncu cell, repeatability.
-#   OUT=/tmp/trust bash scripts/trust_check_gpu.sh      (about 5 minutes on an H200; every step has a timeout)
+# kernel-launch profiles, compiled-kernel facts, autotune/cache columns of a sweep, one ncu cell, repeatability, and
+# the property tests (tests/test_properties.py) of every Triton wrapper on the GPU.
+#   OUT=/tmp/trust bash scripts/trust_check_gpu.sh      (about 9 minutes on an H200; every step has a timeout)
 # Each step's result lands in $OUT; the last step prints the columns worth reading.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
@@ -50,6 +51,18 @@ fi
 step "repeatability (two processes)"
 timeout 180 $PY scripts/repeatability.py --gpu "$GPU" --kernels gelu --sizes 256 4096 --dtypes bfloat16 \
   --impls builtin triton --out "$OUT/repeatability.csv" 2>&1 | grep -v 'cell/s' | tail -9
+
+step "property tests (hypothesis profile gpu: every Triton wrapper against torch, bf16 included; about 4 minutes)"
+if ! $PY -c "import hypothesis" 2>/dev/null; then  # an offline node: from the wheelhouse (./run.sh wheelhouse)
+  WH=wheelhouse/py$($PY -c 'import sys; print("%d%d" % sys.version_info[:2])')
+  $PY -m pip install -q --no-index --find-links "$WH" 'hypothesis>=6.100,<7' 2>&1 | tail -2
+fi
+# --noconftest: tests/conftest.py sets TRITON_INTERPRET=1 (CPU tensors through the interpreter); without it the
+# wrappers run compiled, on the GPU
+env -u TRITON_INTERPRET ROOFLAB_HYPOTHESIS_PROFILE=gpu timeout 480 $PY -m pytest -q -p no:cacheprovider --noconftest \
+  tests/test_properties.py > "$OUT/properties.log" 2>&1
+echo "pytest rc $?"
+grep -E "^E +(Assertion|at \(|[A-Za-z]*Error)|^FAILED|passed|failed" "$OUT/properties.log" | tail -25
 
 step summary
 $PY - "$OUT" <<'PYEOF'
