@@ -3,17 +3,12 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._launch import ELEMENTWISE, values
 from rooflab.triton_utils import check_device
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-# (elements per program, num_warps) by dtype, from scripts/tune.py --sections elementwise on the H200
-# (data/reference/h200/tune_v2.csv, tune_v5.csv): 32 B a thread in 16-bit dtypes (16 elements), 32 B in fp32 (8
-# elements, Inductor's XBLOCK 1024 / 4 warps). At 8192^2 bf16 2048/4 ran 92.4 us against 4096/8's 93.7 (builtin
-# 92.1-92.4). fp32 1024/4 against 4096/8 in three calls: 183.9 vs 185.8, 183.5 vs 185.4 (1-D), 184.2 vs 185.5 us at
-# 8192^2, 46.7 vs 47.5 at 4096^2 (builtin 183.9-184.5, 46.3-47.3). At N <= 2048 the variants are within the run's
-# noise (builtin timed twice differs by up to 16 %).
-LAUNCH = {torch.float32: (1024, 4), torch.bfloat16: (2048, 4), torch.float16: (2048, 4)}
+# (elements per program, num_warps) by dtype
+LAUNCH = {getattr(torch, name): launch for name, launch in values(ELEMENTWISE["LAUNCH"]).items()}
 
 
 def elementwise_tile(n_cols: int, elements: int) -> tuple[int, int]:
@@ -47,17 +42,12 @@ def binary_operands(name: str, x: torch.Tensor, y: torch.Tensor):
 
 def tile_launch(views, elements: int | None = None, num_warps: int | None = None, one_row: bool | None = None):
     """(meta, num_warps, grid, strides) for one program per BLOCK_M x BLOCK_N tile over same-shape 2-D views;
-    ``elements`` (per program) and ``num_warps`` default to LAUNCH for the views' dtype. ``meta`` holds the
-    constexprs BLOCK_M, BLOCK_N and ONE_ROW (see ``tile``).
-
-    ``strides`` flattens (row stride, column stride) of each view, in order. A single-row view gets row stride 0
-    (its only row index is 0, so the addresses do not change) because Triton specialises integer arguments
-    divisible by 16: a zero stride proves the row start aligned, and the unmasked interior tiles then load and store
-    16-byte vectors. With the true stride n (1793^2 is odd) every access stayed scalar.
-
-    ``one_row`` (default: the views have one row) takes a single-row view's tile from the program id alone, without
-    the integer division of the 2-D split, with BLOCK_M = 1 (a row shorter than ``elements`` gets a shorter tile,
-    not copies of itself); False keeps the 2-D split (for probes); True on several rows is refused.
+    ``elements`` (per program) and ``num_warps`` default to LAUNCH for the views' dtype; ``meta`` holds the
+    constexprs BLOCK_M, BLOCK_N and ONE_ROW (see ``tile``). ``strides``: (row, column) stride of each view; a
+    single-row view gets row stride 0, which Triton's divisibility-by-16 specialisation takes as an aligned row
+    start, so interior tiles move 16-byte vectors (with the odd true stride of 1793^2 they stayed scalar).
+    ``one_row`` (default: the views have one row) numbers a single-row view's tiles by the program id alone, with
+    BLOCK_M = 1; False keeps the 2-D split (for probes); True on several rows is refused.
     """
     n_rows, n_cols = views[0].shape
     if one_row is None:
@@ -78,15 +68,12 @@ def tile_launch(views, elements: int | None = None, num_warps: int | None = None
 
 @triton.jit
 def tile(pid, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
-    """(rows, cols, interior) of program ``pid``'s tile: rows as a (BLOCK_M, 1) and cols as a (1, BLOCK_N) int64
-    index (8192^2 * 4 B > 2^31), and whether the tile lies wholly inside (no mask needed), computed in int64 too so
-    that a tile ending past 2^31 elements is not taken for an interior one.
+    """(rows, cols, interior) of program ``pid``'s tile: rows (BLOCK_M, 1) and cols (1, BLOCK_N) as int64 indices
+    (8192^2 * 4 B > 2^31), and whether the tile lies wholly inside (no mask needed), also in int64.
 
     Tiles are numbered row-major over the (n_rows / BLOCK_M) x (n_cols / BLOCK_N) split. A single-row view
-    (ONE_ROW, BLOCK_M = 1) numbers its tiles along the row, so the program id is the column tile: no integer
-    division by the tile count, whose dependent chain (I2F, MUFU.RCP, F2I, IMADs) makes a program run 56 instead of
-    23 instructions before its first load (sm_90; 53 and 20 when round 33 of docs/performance.md measured it, before
-    the interior check was widened to int64).
+    (ONE_ROW, BLOCK_M = 1) takes the program id as its column tile: no integer division, whose dependent chain
+    made a program run 56 instead of 23 instructions before its first load (sm_90; docs/performance.md round 33).
     """
     if ONE_ROW:
         tl.static_assert(BLOCK_M == 1, "a single-row view's tile is one row")

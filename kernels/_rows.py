@@ -1,23 +1,21 @@
-"""What the row-wise kernels (layernorm, rmsnorm, softmax, rowsum) share: one place, not repeated per file.
+"""What the row-wise kernels (layernorm, rmsnorm, softmax, rowsum) share.
 
-The launch heuristic: one program per row; a row that fits in one block stays in registers (one read of x), a
-longer row is walked in BLOCK_SIZE tiles. The masks: where a row is a whole number of tiles, bound_mask drops them
-(the kernels' FULL), by each kernel's UNMASKED_COLS table (names_row, unmasked). And an L2 prefetch. The leading
-underscore keeps this file out of the kernel registry.
+The launch heuristic (one program per row; a row that fits in one block stays in registers, a longer one is walked
+in BLOCK_SIZE tiles), the tables' lookups (held_min_warps, names_row, unmasked), the mask that a row a whole number
+of tiles long drops (bound_mask) and an L2 prefetch. The leading underscore keeps it out of the kernel registry.
 """
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
+from kernels._launch import ROWS, values
 from rooflab.triton_utils import interpreting
 
-# Widest tile one program holds in registers: 16384 fp32 values across 16 warps is 32 values a thread, which leaves
-# room for the weight (and bias) tile without spilling. Longer rows take the tiled loop.
-MAX_BLOCK_SIZE = 16384
-# Bytes of the row each thread should load: 64 B is four 16-byte vector loads, enough to keep the memory pipe busy.
-BYTES_PER_THREAD = 64
-MIN_WARPS, MAX_WARPS = 4, 16
+MAX_BLOCK_SIZE = values(ROWS["MAX_BLOCK_SIZE"])  # longest row one program holds
+BYTES_PER_THREAD = values(ROWS["BYTES_PER_THREAD"])
+MIN_WARPS, MAX_WARPS = values(ROWS["WARPS"])
+L2_LINE_BYTES = 128  # a prefetch asks for the line that holds its address
 
 
 def row_launch_params(n_cols: int, element_size: int) -> tuple[int, int]:
@@ -37,7 +35,7 @@ def row_launch_params(n_cols: int, element_size: int) -> tuple[int, int]:
 
 def held_min_warps(table: dict[int, tuple[int, int]], n_cols: int, element_size: int, warps: int) -> int:
     """``warps`` raised to a kernel's own minimum for held rows: ``table`` maps an element size to (columns, warps),
-    rows of at least that many columns take at least that many warps (the kernel files say what measured it)."""
+    rows of at least that many columns take at least that many warps (kernels/_launch.py says why)."""
     min_cols, min_warps = table.get(element_size, (n_cols + 1, 0))
     return max(warps, min_warps) if n_cols >= min_cols else warps
 
@@ -57,29 +55,20 @@ def unmasked(table: dict[int, tuple[int, int]], full: bool | None, n_cols: int, 
 
 @triton.jit
 def bound_mask(offsets, bound, FULL: tl.constexpr):
-    """offsets < bound, or, where the caller knows every offset is in range (FULL: a row a whole number of tiles
-    long, programs of whole rows), a constant all-true mask: the compiler then drops the load and store predicates
-    and the selects they guard (Inductor's rows of a constant length have none either). Measured per kernel: each
-    file's UNMASKED_COLS says where it is faster."""
+    """offsets < bound, or, where the caller knows every offset is in range (FULL), a constant all-true mask: the
+    compiler then drops the predicates and the selects they guard. Each kernel's UNMASKED_COLS says where."""
     if FULL:
         return tl.full(offsets.shape, 1, tl.int1)
     else:
         return offsets < bound
 
 
-# Bytes of one L2 line: a prefetch asks for the line that holds its address.
-L2_LINE_BYTES = 128
-
-
 @triton.jit
 def l2_prefetch(ptrs, mask):
-    """Ask the L2 for the lines that hold ptrs, where mask holds (PTX prefetch.global.L2, any NVIDIA GPU; ptxas
-    keeps it where it stands, among the loads): nothing is waited for and no register holds the data, so a load of
-    those bytes later finds them in the L2 instead of queueing behind every byte already in flight. Each request
-    costs the issuing program dearly (from every program of a LayerNorm call: 2.4x slower), so callers ask from a
-    few programs only. GPU only (the interpreter runs no inline assembly): callers guard it with a constexpr that
-    can_prefetch() sets. (The one-instruction bulk form, cp.async.bulk.prefetch.L2, ptxas moves after the first use
-    of the row: docs/performance.md, round 32.)"""
+    """Ask the L2 for the lines that hold ptrs where mask holds (PTX prefetch.global.L2): nothing waits and no
+    register holds the data, so a later load of them hits the L2. Each request costs the asking program dearly, so
+    callers ask from a few programs only. GPU only (the interpreter runs no inline assembly): callers guard it with
+    a constexpr that can_prefetch() sets."""
     tl.inline_asm_elementwise(
         "{ .reg .pred p; setp.ne.u32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
         "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)

@@ -1,13 +1,12 @@
-"""GeLU, tanh approximation: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise over an N x N tensor.
+"""GeLU, tanh approximation, elementwise over an N x N tensor: y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 
-The whole story of the kernel: the Triton kernel, its launch wrapper, a hand-written CUDA kernel (compiled on first
-use by torch.utils.cpp_extension.load_inline; skipped with a reason where there is no GPU or nvcc), the naive PyTorch
-expression (several kernels, as a student writes it), the builtin, the float64 reference, and the FLOP/byte model that
-the analysis uses.
+One program per BLOCK_SIZE elements, math in fp32 whatever the storage dtype; full blocks load and store without a
+mask. The identity 0.5 (1 + tanh(u)) = sigmoid(2u) avoids libdevice's tanh (the interpreter has none); the default
+form folds it into x / (1 + 2^(x (C1 + C2 x^2))) with the fast division. Also here: a hand-written CUDA kernel
+(kernels/cuda/gelu.cu, compiled on first use; skipped with a reason where there is no GPU or nvcc), the naive
+PyTorch expression, the builtin, the float64 reference and the FLOP/byte model.
 
-References: Hendrycks & Gimpel, "Gaussian Error Linear Units" (2016); Triton tutorial 01-vector-add for the launch
-pattern. The identity 0.5 (1 + tanh(u)) = sigmoid(2u) lets the kernel avoid libdevice's tanh (unsupported by the
-Triton interpreter) with no loss of accuracy.
+References: Hendrycks & Gimpel, "Gaussian Error Linear Units" (2016); Triton tutorial 01-vector-add.
 """
 from __future__ import annotations
 
@@ -18,6 +17,8 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from kernels._cuda import build_cuda, cuda_source
+from kernels._launch import GELU, values
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
@@ -26,7 +27,7 @@ SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 # -2 sqrt(2/pi) log2(e), and times 0.044715: 2^(x (C1 + C2 x^2)) == exp(-2u), u = sqrt(2/pi) (x + 0.044715 x^3)
 GELU_C1: tl.constexpr = tl.constexpr(-2.0 * SQRT_2_OVER_PI / math.log(2.0))
 GELU_C2: tl.constexpr = tl.constexpr(-2.0 * SQRT_2_OVER_PI / math.log(2.0) * 0.044715)
-FLOPS_PER_ELEMENT = 9  # x^3 (2 mul), *0.044715, +x, *sqrt(2/pi), tanh (1), +1, *0.5, *x
+LAUNCH = {getattr(torch, name): launch for name, launch in values(GELU["LAUNCH"]).items()}  # (BLOCK_SIZE, warps)
 
 
 @triton.jit
@@ -58,14 +59,6 @@ def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr, PRECISE: tl
         tl.store(y_ptr + offsets, _gelu_tanh(x, PRECISE).to(y_ptr.dtype.element_ty), mask=mask)
 
 
-# (BLOCK_SIZE, num_warps) by dtype, from scripts/tune.py on the H200 (flushed medians). fp32: 1024/8 reached 4118
-# GB/s at 8192^2 (0.97 of that run's copy; tune_elementwise.csv) and stayed the best after the fast-division form
-# (0.998, tune_v2.csv). 16-bit: with the fast form 2048/4 ran 63.6 us at 8192^2 bf16 (0.98 of copy)
-# against 4096/4's 64.8, and was the fastest or within 0.1 us of it at 1024 and 2048 (not at 1793: 7.36 us against
-# 2048/8's 6.82; docs/performance.md round 10).
-LAUNCH = {torch.float32: (1024, 8), torch.bfloat16: (2048, 4), torch.float16: (2048, 4)}
-
-
 def gelu_triton(x: torch.Tensor, block_size: int | None = None, num_warps: int | None = None,
                 precise: bool = False) -> torch.Tensor:
     """Check the input; allocate the output; launch one program per BLOCK_SIZE elements. ``precise`` divides with
@@ -87,72 +80,9 @@ def gelu_triton(x: torch.Tensor, block_size: int | None = None, num_warps: int |
     return y
 
 
-# Hand-written CUDA: a grid-stride loop over 16-byte packs (4 fp32 or 8 bf16) when both pointers are 16-byte
-# aligned, then a scalar grid-stride loop over the tail (or over everything when unaligned). Math in float.
-CUDA_SOURCE = r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <cuda_runtime.h>
-#include <math.h>
-
-template <typename scalar_t, int VEC>
-struct alignas(sizeof(scalar_t) * VEC) Pack {
-  scalar_t v[VEC];
-};
-
-__device__ __forceinline__ float gelu_tanh(float x) {
-  const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);  // sqrt(2/pi) (x + 0.044715 x^3)
-  return 0.5f * x * (1.0f + tanhf(u));
-}
-
-// Packs [0, n_packs) as VEC-wide vectors, then elements [n_packs * VEC, n) one at a time.
-template <typename scalar_t, int VEC>
-__global__ void gelu_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int64_t n, int64_t n_packs) {
-  using P = Pack<scalar_t, VEC>;
-  const int64_t stride = (int64_t)blockDim.x * gridDim.x;
-  const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-  const P* xp = reinterpret_cast<const P*>(x);
-  P* yp = reinterpret_cast<P*>(y);
-  for (int64_t i = tid; i < n_packs; i += stride) {
-    const P p = xp[i];
-    P out;
-    for (int k = 0; k < VEC; ++k) out.v[k] = static_cast<scalar_t>(gelu_tanh(static_cast<float>(p.v[k])));
-    yp[i] = out;
-  }
-  for (int64_t i = n_packs * VEC + tid; i < n; i += stride) {
-    y[i] = static_cast<scalar_t>(gelu_tanh(static_cast<float>(x[i])));
-  }
-}
-
-template <typename scalar_t>
-static void launch(const torch::Tensor& x, torch::Tensor& y) {
-  constexpr int VEC = 16 / sizeof(scalar_t);
-  constexpr int THREADS = 256;
-  const int64_t n = x.numel();
-  const scalar_t* xp = x.data_ptr<scalar_t>();
-  scalar_t* yp = y.data_ptr<scalar_t>();
-  const bool aligned = reinterpret_cast<uintptr_t>(xp) % 16 == 0 && reinterpret_cast<uintptr_t>(yp) % 16 == 0;
-  const int64_t n_packs = aligned ? n / VEC : 0;
-  const int64_t work = n_packs > 0 ? n_packs : n;
-  const int64_t max_blocks = (int64_t)at::cuda::getCurrentDeviceProperties()->multiProcessorCount * 32;
-  const int64_t blocks = std::min<int64_t>((work + THREADS - 1) / THREADS, max_blocks);
-  gelu_kernel<scalar_t, VEC><<<blocks, THREADS, 0, at::cuda::getCurrentCUDAStream()>>>(xp, yp, n, n_packs);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-torch::Tensor gelu_cuda(torch::Tensor x) {
-  TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
-  TORCH_CHECK(x.is_contiguous(), "x must be contiguous");
-  TORCH_CHECK(x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16, "x must be float32 or bfloat16");
-  const at::cuda::OptionalCUDAGuard guard(x.device());
-  auto y = torch::empty_like(x);
-  if (x.numel() == 0) return y;
-  if (x.scalar_type() == at::kFloat) launch<float>(x, y);
-  else launch<at::BFloat16>(x, y);
-  return y;
-}
-"""
+# Hand-written CUDA (kernels/cuda/gelu.cu): a grid-stride loop over 16-byte packs (4 fp32 or 8 bf16) when both
+# pointers are 16-byte aligned, then a scalar grid-stride loop over the tail (or everything when unaligned).
+CUDA_SOURCE = cuda_source("gelu")
 CPP_SOURCE = "torch::Tensor gelu_cuda(torch::Tensor x);"
 CUDA_DTYPES = (torch.float32, torch.bfloat16)
 _cuda_module = None  # compiled on first use
@@ -161,10 +91,7 @@ _cuda_module = None  # compiled on first use
 def _cuda():
     global _cuda_module
     if _cuda_module is None:
-        from torch.utils.cpp_extension import load_inline
-
-        _cuda_module = load_inline(name="rooflab_gelu_cuda", cpp_sources=CPP_SOURCE, cuda_sources=CUDA_SOURCE,
-                                   functions=["gelu_cuda"], extra_cuda_cflags=["-O3"], verbose=False)
+        _cuda_module = build_cuda("gelu", CPP_SOURCE, ["gelu_cuda"])
     return _cuda_module
 
 
@@ -200,6 +127,9 @@ def reference(inputs) -> torch.Tensor:
 def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
     g = torch.Generator(device=device).manual_seed(seed)
     return (torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype),)
+
+
+FLOPS_PER_ELEMENT = 9  # x^3 (2 mul), *0.044715, +x, *sqrt(2/pi), tanh (1), +1, *0.5, *x
 
 
 def flops(n: int) -> float:

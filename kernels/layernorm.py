@@ -1,13 +1,11 @@
 """LayerNorm forward over the last dimension of an N x N input: y = (x - mean) / sqrt(var + eps) * weight + bias.
 
-The whole story of the kernel: the fused Triton kernel (one program per row, statistics in fp32), its launch wrapper,
-the naive PyTorch expression (mean, centre, variance, scale: each its own pass over memory), the builtin
-(F.layer_norm), the float64 reference, and the FLOP/byte model that the analysis uses.
-
-A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is read once and kept in registers; a
-longer row is walked in tiles twice: once for both statistics, by Welford's update in every lane of the tile
-(a running mean and sum of squared deviations, not E[x^2] - E[x]^2, which cancels badly when |mean| >> std) and
-one combining reduction at the end (torch.compile's LayerNorm does the same), and once more to normalise and store.
+One program per row, statistics in fp32. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns)
+is read once and kept in registers. A longer row is walked in tiles twice: once for both statistics, by Welford's
+update in every lane (a running mean and sum of squared deviations, not E[x^2] - E[x]^2, which cancels badly when
+|mean| >> std) and one combining reduction at the end, as torch.compile's LayerNorm does; then once more to
+normalise and store. The launch choices (tiles, warps, early weights and their L2 prefetch, a register cap,
+unmasked rows) are tables in kernels/_launch.py.
 
 References: Ba, Kiros & Hinton, "Layer Normalization" (2016); Triton tutorial 05-layer-norm; Liger-Kernel's
 ops/layer_norm.py.
@@ -19,64 +17,21 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from kernels._launch import LAYERNORM, values
 from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, held_min_warps, l2_prefetch, names_row,
                            row_launch_params, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
 EPS = 1e-5
-# Rows too long to hold walk tiles; by element size, (tile, num_warps) where the shared heuristic's tile is not the
-# best. 16-bit rows: 4096 x 8 warps. H200, 2048 x 32768 / 1024 x 65536 bf16
-# (data/reference/h200/tune_v7_layernorm_long_rows.csv): 93.5 / 103.8 us, against 169 / 149 with the heuristic's
-# 16384 x 16 (128 registers and a spilled stack) and 106.9 / 116.6 before (three reads).
-# fp32 keeps the heuristic's 16384 x 16: 190-192 / 185.5 us (before: 208 / 222).
-TILED_LAUNCH = {2: (4096, 8)}
-# Held rows (one tile) of at least this many columns take at least this many warps, by element size, where the shared
-# heuristic gives fewer: fp32 rows of 2048 get 4 warps from it (16 values a thread). H200, 2048^2 fp32, 8 starts per
-# variant (data/reference/h200/tune_v12_small_rows_fp32.csv): 12.19 us with 8 warps against 13.25-14.18 with 4 (five
-# readings) and torch.compile's 12.32; at 1024 columns 8 warps are slower (7.20 against 6.27-6.59 us). Keyed on the
-# row's columns, not its tile: rows of 1025-2047 (the sweep's 1793) hold a 2048 tile too but were not measured with
-# 8 warps, and keep 4 (at 1793 ahead of torch.compile with them: 14.40 against 15.07 us in S11).
-# 16-bit rows of 4096 take 8 warps too: 19.78 us against 20.32-20.96 with the heuristic's 4 in the first reading
-# (bf16 4096^2, data/reference/h200/tune_v13_lnchain.csv), a tie in the second (20.38-20.45 against 20.30-21.02,
-# tune_v13_lnconfirm.csv): no gain is claimed; kept because the reference (S12, S13) was measured with it.
-HELD_MIN_WARPS = {4: (2048, 8), 2: (4096, 8)}
-# Held rows of (fewest, most) columns, by element size, load the weight and bias together with the row, before
-# the two reductions, so a row's chain ends at its store instead of waiting on one more L2 round trip after them
-# (docs/performance.md, round 31). It costs registers (fp32 rows of 8192 at 16 warps: 64 instead of 40, two rows per
-# SM instead of three) and pays where the rows are long. H200, 4 starts, three readings each, interleaved
-# (tune_v13_lnconfirm.csv): fp32 8192^2 127.1-127.7 us against 129.8-130.3; 4096^2 33.3-33.5 against 34.7-35.0.
-# 16-bit rows lose (round 11; bf16 8192^2 at 8 warps: 80 registers, 70.4 against 67.0 us, tune_v13_lnchain.csv).
-# fp32 rows of 8193-16384 (a 16384 tile) were not measured with it, and load the weights late.
-WB_EARLY_COLS = {4: (4096, 8192)}
-# ptxas register caps (the launch option maxnreg) by (element size, columns, warps): bf16 rows of 8192 at 8 warps
-# keep four rows per SM either way (64 registers), but ptxas schedules them differently under the cap: 65.6-66.3 us
-# against 66.8-67.1 uncapped (tune_v13_lnconfirm.csv, three readings each). Keyed on the row's columns (rows of
-# 4097-8191 share the tile but were not measured); measured in bf16, fp16 rows have the same registers and take it.
-REGISTER_CAP = {(2, 8192, 8): 64}
-# Held rows that load their weights after the reductions (not WB_EARLY): the first PREFETCH_PROGRAMS programs ask
-# the L2 for the weight's and bias's lines (kernels/_rows.l2_prefetch), so the first wave's loads of them hit the L2
-# instead of waiting behind every row in flight: inside one call LayerNorm's first programs finished 3.3-3.6 us
-# after the kernel began, row-sum's 0.8-1.3 us (docs/performance.md, round 32). H200, bf16 8192^2, 4 starts, three
-# readings (data/reference/h200/tune_v14_wbprefetch_timeline.csv): 65.65-65.76 us against 65.70-66.13 without it,
-# and 0.8-1.0 us off the kernel's own span in each of five paired timelines; a tie at 4096 and at 2048 fp32. Each
-# asking program pays several microseconds for its requests (the first 528 asking: 71.0-71.3 us; every program:
-# 156.6-157.1 us), so one asks. 0: off.
-PREFETCH_PROGRAMS = 1
-# Held rows of (fewest, most) columns, by element size, that are exactly as long as their tile skip the column mask
-# (the kernel's FULL: a constant all-true mask, which the compiler folds away with the selects it guards). H200,
-# 4 starts, three readings each, interleaved, in two calls (data/reference/h200/tune_v15_onerow_lnfull.csv): fp32
-# 2048^2 11.74-12.26 and 11.49-11.94 us against 12.32-12.54 and 11.81-12.58 masked; 4096^2 33.12-33.31 against
-# 33.44-33.60 in the first call but 33.66-34.02 against 33.38-33.82 in the second (a tie; kept because the reference,
-# S17, was measured with it); fp32 8192^2 128.5-129.3 against 127.4-127.8, and bf16 a tie at 4096 and 8192 (536 ->
-# 464 instructions for a bf16 row of 8192, no faster). bf16 2048 was faster in the one call that measured it
-# (8.58-8.78 against 8.90-8.93 us), not adopted on one reading. So only fp32 rows of 2048-4096 take it
-# (docs/performance.md, round 33).
-UNMASKED_COLS = {4: (2048, 4096)}
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-# Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
-# divisions and rsqrt (O(N) in all) are left out.
-FLOPS_PER_ELEMENT = 7
+# The launch tables, read at each call (tests and scripts/tune.py swap them): see kernels/_launch.py.
+TILED_LAUNCH = values(LAYERNORM["TILED_LAUNCH"])  # rows too long to hold: element size -> (tile, warps)
+HELD_MIN_WARPS = values(LAYERNORM["HELD_MIN_WARPS"])  # held rows: element size -> (columns, fewest warps)
+WB_EARLY_COLS = values(LAYERNORM["WB_EARLY_COLS"])  # held rows loading weight and bias with x: (fewest, most) cols
+REGISTER_CAP = values(LAYERNORM["REGISTER_CAP"])  # maxnreg by (element size, columns, warps)
+PREFETCH_PROGRAMS = values(LAYERNORM["PREFETCH_PROGRAMS"])  # programs asking the L2 for the weights; 0: off
+UNMASKED_COLS = values(LAYERNORM["UNMASKED_COLS"])  # held rows as long as their tile, no column mask
 
 
 @triton.jit
@@ -192,9 +147,7 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
     Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py) and TILED_LAUNCH, e.g. to test the tiled path on
     short rows. Held rows take at least HELD_MIN_WARPS warps; launch_options adds the early weights, their L2
-    prefetch and a register cap.
-    A one-tile row stays in registers: reading it again from the L2 (RMSNorm's reload) was slower here, in both
-    the three-read and the one-shifted-reduction form (docs/performance.md, rounds 15 and 18).
+    prefetch, the column mask and a register cap. (A held row read again from the L2, as RMSNorm's, was slower.)
     """
     check_device(x, weight, bias)
     if x.dim() != 2:
@@ -248,6 +201,11 @@ def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
     weight = 1.0 + 0.1 * torch.randn((n,), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
     bias = 0.1 * torch.randn((n,), generator=g, device=device, dtype=torch.float32)
     return x.to(dtype), weight.to(dtype), bias.to(dtype)
+
+
+# Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
+# divisions and rsqrt (O(N) in all) are left out.
+FLOPS_PER_ELEMENT = 7
 
 
 def flops(n: int) -> float:

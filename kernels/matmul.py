@@ -1,22 +1,13 @@
-"""Matrix multiply with a fused ReLU epilogue: C = relu(A @ B), A (M, K), B (K, N), C (M, N); swept with M = N = K = n.
+"""Matrix multiply with a fused ReLU epilogue: C = relu(A @ B), A (M, K), B (K, N); swept with M = N = K = n.
 
-The whole story of the kernel: the tiled Triton kernel, its launch wrapper, the naive PyTorch expression, the builtin
-(cuBLAS for the product, then a separate ReLU kernel: the baseline a fused epilogue should beat), the float64
-reference, and the FLOP/byte model that the analysis uses.
+Two Triton kernels, fp32 accumulation whatever the storage dtype: one program per output tile over pointers, in
+grouped order for L2 reuse (any strides), and on Hopper a persistent grid whose A and B tiles arrive through TMA
+descriptors (large aligned products). float32 products follow torch's switch, as torch.mm's do: IEEE fp32 unless
+torch.backends.cuda.matmul.allow_tf32, then TF32; the sweep runs "float32" and "tf32" as two precisions
+(rooflab.kernel.math_mode). Under TRITON_INTERPRET=1 the tiles are upcast to fp32 before the dot (DOT_IN_FP32: the
+interpreter's bf16 dot is wrong) and fp32 dots are exact. The builtin is cuBLAS, then a separate ReLU kernel.
 
-Precision. The Triton kernel accumulates in fp32 whatever the storage dtype. For float32 inputs its products follow
-torch's own switch, as torch.mm does: IEEE fp32 (``input_precision="ieee"``) unless
-``torch.backends.cuda.matmul.allow_tf32`` is set, then TF32 (10-bit mantissa inputs: a relative error of 7.8e-4 on
-an H200 with triton 3.6). The sweep runs the two as two precisions, "float32" and "tf32" (rooflab.kernel.math_mode),
-so every implementation of a cell multiplies in the same mode and the tolerances tell them apart: 1e-4 for IEEE
-fp32, which a TF32 product fails. bfloat16/float16 use the tensor cores in their own dtype on both sides.
-
-Interpreter. Under TRITON_INTERPRET=1 a bfloat16 ``tl.dot`` returns garbage (numpy has no bfloat16), so the loaded
-tiles are upcast to fp32 before the dot only when interpreting (the DOT_IN_FP32 constexpr); on the GPU the dots stay
-bf16/fp16 tensor-core dots. The interpreter also computes fp32 dots exactly, not in tf32.
-
-References: Triton tutorial 03-matrix-multiplication (grouped ordering for L2 reuse, autotuned tiles, fused
-activation as a constexpr epilogue).
+References: Triton tutorials 03-matrix-multiplication and 09-persistent-matmul.
 """
 from __future__ import annotations
 
@@ -25,6 +16,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from kernels._launch import MATMUL, values
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import autotune_configs, check_device, interpreting
 
@@ -33,35 +25,7 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # H200: 228 KiB of shared memory per SM, 227 KiB usable by one block; configs whose pipelined tiles need more are
 # dropped before compiling (they would fail with OutOfResources anyway, after costing a compile).
 SMEM_LIMIT_BYTES = 227 * 1024
-
-
-def get_matmul_configs() -> list[triton.Config]:
-    """The one list of tile configs. Hopper-friendly first (wgmma wants BLOCK_M a multiple of 64, 8 warps for the
-    widest tiles); smaller tiles keep small or skinny problems from idling most SMs. Under the interpreter only the
-    first is used (rooflab.triton_utils.autotune_configs)."""
-    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 4), (128, 128, 64, 8, 4, 8),
-                     (128, 128, 32, 8, 4, 4), (64, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4), (64, 256, 32, 8, 4, 4),
-                     (256, 128, 64, 8, 3, 8), (64, 64, 64, 8, 4, 4), (64, 32, 32, 8, 5, 2)])
-
-
-def _configs(tiles, pre_hook=None) -> list[triton.Config]:
-    """triton.Configs from (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps) tuples."""
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
-                          num_stages=stages, num_warps=warps, pre_hook=pre_hook)
-            for bm, bn, bk, group_m, stages, warps in tiles]
-
-
-def _smem_bytes(config: triton.Config, element_size: int) -> int:
-    """Shared memory the software pipeline keeps: one A and one B tile per stage."""
-    kw = config.kwargs
-    return config.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_size
-
-
-def _prune_configs(configs, named_args, **kwargs):
-    """Drop configs whose pipelined tiles cannot fit in shared memory at this dtype (float32 tiles are twice as big)."""
-    element_size = named_args["a_ptr"].element_size()
-    kept = [c for c in configs if _smem_bytes(c, element_size) <= SMEM_LIMIT_BYTES]
-    return kept or configs[-1:]
+TMA_MIN_MNK = values(MATMUL["TMA_MIN_MNK"])  # "auto" takes TMA for products of this many multiply-adds
 
 
 @triton.jit
@@ -114,41 +78,9 @@ def _matmul_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
 
-_matmul_kernel_autotuned = triton.autotune(
-    configs=autotune_configs(get_matmul_configs()),
-    key=["M", "N", "K", "INPUT_PRECISION"],  # the autotuner adds the tensors' dtypes to the key itself
-    prune_configs_by={"early_config_prune": _prune_configs},
-)(_matmul_kernel)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Hopper path: TMA tensor descriptors and a persistent grid (Triton tutorial 09-persistent-matmul). One program per
-# SM walks the output tiles in grouped order; the tiles of A and B arrive through the TMA engine into shared memory
-# (no address arithmetic or masks in the loop: the descriptor pads out-of-bounds reads with zeros and clips the
-# store), and the K loop is software-pipelined over num_stages buffers.
-
-def get_tma_configs() -> list[triton.Config]:
-    """Tiles for the TMA kernel; the pre-hook gives each descriptor its block shape for the config being run."""
-    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 128, 64, 8, 3, 4), (128, 64, 64, 8, 4, 4),
-                     (64, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4), (128, 256, 64, 4, 4, 8)],
-                    pre_hook=_set_block_shapes)
-
-
-def _set_block_shapes(nargs):
-    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
-    nargs["a_desc"].block_shape = [bm, bk]
-    nargs["b_desc"].block_shape = [bk, bn]
-    nargs["c_desc"].block_shape = [bm, bn]
-
-
-def _prune_tma_configs(configs, named_args, **kwargs):
-    element_size = named_args["c_desc"].base.element_size()
-    kept = [c for c in configs
-            if _smem_bytes(c, element_size) + c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] * element_size
-            <= SMEM_LIMIT_BYTES]
-    return kept or configs[-1:]
-
-
+# Hopper: TMA tensor descriptors on a persistent grid (Triton tutorial 09). One program per SM walks the output tiles
+# in grouped order; A and B tiles arrive through the TMA engine (out-of-bounds reads padded with zeros, the store
+# clipped: no masks in the loop), and the K loop is software-pipelined over num_stages buffers.
 @triton.jit
 def _matmul_tma_kernel(
     a_desc, b_desc, c_desc,
@@ -184,6 +116,64 @@ def _matmul_tma_kernel(
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
+def get_matmul_configs() -> list[triton.Config]:
+    """The one list of tile configs. Hopper-friendly first (wgmma wants BLOCK_M a multiple of 64, 8 warps for the
+    widest tiles); smaller tiles keep small or skinny problems from idling most SMs. Under the interpreter only the
+    first is used (rooflab.triton_utils.autotune_configs)."""
+    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 4), (128, 128, 64, 8, 4, 8),
+                     (128, 128, 32, 8, 4, 4), (64, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4), (64, 256, 32, 8, 4, 4),
+                     (256, 128, 64, 8, 3, 8), (64, 64, 64, 8, 4, 4), (64, 32, 32, 8, 5, 2)])
+
+
+def _configs(tiles, pre_hook=None) -> list[triton.Config]:
+    """triton.Configs from (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps) tuples."""
+    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
+                          num_stages=stages, num_warps=warps, pre_hook=pre_hook)
+            for bm, bn, bk, group_m, stages, warps in tiles]
+
+
+def _smem_bytes(config: triton.Config, element_size: int) -> int:
+    """Shared memory the software pipeline keeps: one A and one B tile per stage."""
+    kw = config.kwargs
+    return config.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_size
+
+
+def _prune_configs(configs, named_args, **kwargs):
+    """Drop configs whose pipelined tiles cannot fit in shared memory at this dtype (float32 tiles are twice as big)."""
+    element_size = named_args["a_ptr"].element_size()
+    kept = [c for c in configs if _smem_bytes(c, element_size) <= SMEM_LIMIT_BYTES]
+    return kept or configs[-1:]
+
+
+def get_tma_configs() -> list[triton.Config]:
+    """Tiles for the TMA kernel; the pre-hook gives each descriptor its block shape for the config being run."""
+    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 128, 64, 8, 3, 4), (128, 64, 64, 8, 4, 4),
+                     (64, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4), (128, 256, 64, 4, 4, 8)],
+                    pre_hook=_set_block_shapes)
+
+
+def _set_block_shapes(nargs):
+    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
+    nargs["a_desc"].block_shape = [bm, bk]
+    nargs["b_desc"].block_shape = [bk, bn]
+    nargs["c_desc"].block_shape = [bm, bn]
+
+
+def _prune_tma_configs(configs, named_args, **kwargs):
+    element_size = named_args["c_desc"].base.element_size()
+    kept = [c for c in configs
+            if _smem_bytes(c, element_size) + c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] * element_size
+            <= SMEM_LIMIT_BYTES]
+    return kept or configs[-1:]
+
+
+_matmul_kernel_autotuned = triton.autotune(
+    configs=autotune_configs(get_matmul_configs()),
+    key=["M", "N", "K", "INPUT_PRECISION"],  # the autotuner adds the tensors' dtypes to the key itself
+    prune_configs_by={"early_config_prune": _prune_configs},
+)(_matmul_kernel)
+
+
 _matmul_tma_autotuned = triton.autotune(
     configs=autotune_configs(get_tma_configs()),
     # IN_DTYPE: without it a config tuned for float32 tiles (pruned to fit shared memory) was reused for bfloat16
@@ -191,12 +181,6 @@ _matmul_tma_autotuned = triton.autotune(
     key=["M", "N", "K", "IN_DTYPE", "INPUT_PRECISION"],
     prune_configs_by={"early_config_prune": _prune_tma_configs},
 )(_matmul_tma_kernel)
-
-
-# Below this many multiply-adds "auto" takes the pointer kernel: the TMA launch builds three tensor-map descriptors
-# on the host every call, and on the H200 a Python loop of 1024^3 TMA products ran at 91 us a call against cuBLAS's
-# 22 us (device time 5.9 us): a product must keep the GPU busy longer than that to hide it. 2^35 = 2048 x 4096^2.
-TMA_MIN_MNK = 2 ** 35
 
 
 def input_precision_for(dtype: torch.dtype) -> str:

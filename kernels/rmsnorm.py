@@ -1,14 +1,10 @@
 """RMSNorm forward over the last dimension of an N x N input: y = x / sqrt(mean(x^2) + eps) * weight.
 
-The whole story of the kernel: the fused Triton kernel (one program per row, the sum of squares in fp32), its launch
-wrapper, the naive PyTorch expression, the builtin (F.rms_norm, in torch since 2.4), the float64 reference, and the
-FLOP/byte model that the analysis uses.
-
-A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is read once and kept in registers, or,
-for the rows RELOAD_MIN_COLS names (16-bit rows of 8192 columns and fp32 rows of 4096 and more), read twice: the
-second read comes from the L2 and frees the registers for more rows per SM. A longer row is walked in tiles twice:
-once for the sum of squares, once to normalise and store. Rows a whole number of tiles long that UNMASKED_COLS
-names drop the column mask.
+One program per row, the sum of squares in fp32. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE
+columns) is read once and kept in registers, or, for the rows RELOAD_MIN_COLS names, read twice, the second time
+from the L2, which frees the registers for more rows per SM (Inductor's shape). A longer row is walked in tiles
+twice: once for the sum of squares, once to normalise and store. Rows a whole number of tiles long that
+UNMASKED_COLS names drop the column mask. The tables are in kernels/_launch.py.
 
 References: Zhang & Sennrich, "Root Mean Square Layer Normalization" (2019); Liger-Kernel's ops/rms_norm.py.
 """
@@ -19,31 +15,17 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from kernels._launch import RMSNORM, values
 from kernels._rows import bound_mask, row_launch_params, unmasked
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-# Rows of at least this many columns, by element size, are read twice with 16 warps (``reload``) instead of held in
-# registers: 16-bit rows of 8192 and fp32 rows of 4096 and more (fp16 and longer rows follow by the same logic).
-# scripts/tune.py on the H200, three readings each, interleaved (docs/performance.md rounds 15 and 34):
-# - bf16 8192^2 (tune_v5.csv): 63.4 us against 65.1-65.7 held (torch.compile, the same shape: 63.5); bf16 4096^2
-#   20.3 against 18.4-18.6, so shorter 16-bit rows stay held.
-# - fp32 8192^2 (tune_v18_l2hint_rmsfull.csv): held 129.3-129.7 us, read again 128.6-128.9 masked and 126.0-126.3
-#   unmasked, torch.compile 126.9-127.0; the next call (tune_v19_unmasked.csv): 125.7-125.8 against 127.2-127.5 as
-#   before and torch.compile's 126.5-126.8.
-# - fp32 4096^2: read again 32.5-33.1 us masked and 32.7-33.1 unmasked against 33.0-33.6 held, torch.compile
-#   32.6-32.7 (tune_v20_rms_fp32.csv); in tune_v18 32.8-33.4 and 32.9-33.3 against 33.2-33.6, compile 32.9-33.6.
-RELOAD_MIN_COLS = {2: 8192, 4: 4096}
-RELOAD_WARPS = 16
-# Rows of (fewest, most) columns, by element size, that are a whole number of tiles long skip the column mask
-# (kernels/_rows.bound_mask): fp32 rows of 8192 (above) and 2048, held, 11.30-11.36 us unmasked against
-# 11.62-12.00 masked and torch.compile's 11.90-12.29 (tune_v20_rms_fp32.csv); at 4096 a tie either way. bf16 rows of
-# 8192 read again: a tie (63.44-63.90 us unmasked, 63.44-63.81 masked), as were held bf16 rows of 4096.
-UNMASKED_COLS = {4: (2048, 8192)}
-# Per element: square, sum, * rstd, * weight. The per-row division and rsqrt (O(N) in all) are left out.
-FLOPS_PER_ELEMENT = 4
+# The launch tables, read at each call (tests and scripts/tune.py swap them): see kernels/_launch.py.
+RELOAD_MIN_COLS = values(RMSNORM["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
+RELOAD_WARPS = values(RMSNORM["RELOAD_WARPS"])  # ... with this many warps
+UNMASKED_COLS = values(RMSNORM["UNMASKED_COLS"])  # element size -> (fewest, most) columns without a column mask
 
 
 @triton.jit
@@ -157,6 +139,10 @@ def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
     x = torch.randn((n, n), generator=g, device=device, dtype=torch.float32)
     weight = 1.0 + 0.1 * torch.randn((n,), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
     return x.to(dtype), weight.to(dtype)
+
+
+# Per element: square, sum, * rstd, * weight. The per-row division and rsqrt (O(N) in all) are left out.
+FLOPS_PER_ELEMENT = 4
 
 
 def flops(n: int) -> float:

@@ -1,19 +1,11 @@
-"""Row sum: s[i] = sum_j x[i, j] over an N x N matrix, one value per row.
+"""Row sum: s[i] = sum_j x[i, j] over an N x N matrix, one value per row, accumulated in fp32.
 
-The whole story of the kernel: the Triton kernel, its launch wrapper, the naive PyTorch expression, the builtin, the
-float64 reference, and the FLOP/byte model that the analysis uses. A reduction reads N^2 elements and writes only N,
-so it is memory-bound; the question is whether a reduction reaches copy bandwidth.
-
-A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is loaded whole, in one go, and reduced
-in-block (tl.sum); short rows are packed several to a program. Longer rows are walked in BLOCK_N columns,
-accumulating in an fp32 register tile reduced once at the end. Either way the sum is in fp32, so the storage dtype
-(bfloat16 too) never limits the accumulation. The output has the input's dtype.
-
-History: the first version looped over every row in 1-4K tiles under @triton.autotune; on the H200 it reached only
-about half of the copy bandwidth at 8192^2 (2075 GB/s fp32), because each loop step waits for its own loads.
-Now the one-row-per-program form reads its bytes as fast as anything on the H200 reads them: Triton chunk sums of
-4-32 KiB, cuBLAS, PyTorch's whole-tensor sum and the driver's copy of as many bytes are none faster
-(docs/performance.md round 35).
+A reduction reads N^2 elements and writes only N, so it is memory-bound: the question is whether it reaches copy
+bandwidth. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is loaded whole, in one go, and
+reduced in-block (tl.sum); short rows are packed several to a program. Longer rows are walked in BLOCK_N columns into
+an fp32 register tile reduced once at the end. The output has the input's dtype. On the H200 the one-row-per-program
+form reads its bytes as fast as anything there reads them (docs/performance.md round 35). Launch tables:
+kernels/_launch.py.
 
 References: Triton tutorial 02-fused-softmax (row reductions) and 05-layer-norm (the tiled loop over a long row).
 """
@@ -23,41 +15,16 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._launch import ROWSUM, values
 from kernels._rows import MAX_BLOCK_SIZE, bound_mask, row_launch_params, unmasked
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
-FLOPS_PER_ELEMENT = 1  # one add per element read (N - 1 per row, counted as N)
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-
-# Longest row one program holds whole (in registers, one load per element, no loop): the same bound as the other
-# row kernels; longer rows take the tiled loop.
-MAX_BLOCK_N = MAX_BLOCK_SIZE
-# Shortest tile a program should own: short rows are packed BLOCK_M to a program so each program still moves
-# enough bytes to be worth its launch slot.
-MIN_TILE_ELEMENTS = 4096
-# Rows of (fewest, most) columns, by element size, exactly one tile long and filling whole programs, skip the masks
-# (kernels/_rows.bound_mask). H200, three readings each, interleaved (docs/performance.md round 34): fp32 4096^2
-# 18.94-19.52 us unmasked against 19.58-19.68 masked (tune_v19_unmasked.csv), and the sweep's cell 19.09 against
-# 19.65 (S20 against S10). bf16 8192^2: 33.28-33.60 against 33.70-34.02 in one call, a tie in the next (33.23-33.74
-# against 33.22-33.46, tune_v19b_rowsum_confirm.csv), 33.76 in the sweep against S10's masked 33.54 (within its
-# starts' spread): no gain shown; unmasked because the reference (S20) measured it so. A tie at fp32 8192 and bf16
-# 4096, so those keep their masks.
-UNMASKED_COLS = {2: (8192, 8192), 4: (4096, 4096)}
-
-
-def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps) for rows of n_cols elements.
-
-    A whole row per program when it fits (BLOCK_N = next power of two >= n_cols, up to MAX_BLOCK_N); rows shorter
-    than MIN_TILE_ELEMENTS are packed several to a program. num_warps: the shared row heuristic (kernels/_rows.py)
-    on the bytes of the whole tile.
-    """
-    block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK_N)
-    block_m = max(1, MIN_TILE_ELEMENTS // block_n)
-    _, num_warps = row_launch_params(block_m * block_n, element_size)
-    return block_m, block_n, num_warps
+MAX_BLOCK_N = MAX_BLOCK_SIZE  # longest row one program holds whole; longer rows take the tiled loop
+# The launch tables, read at each call (tests and scripts/tune.py swap them): see kernels/_launch.py.
+MIN_TILE_ELEMENTS = values(ROWSUM["MIN_TILE_ELEMENTS"])  # short rows are packed to this many elements a program
+UNMASKED_COLS = values(ROWSUM["UNMASKED_COLS"])  # element size -> (fewest, most) columns without masks
 
 
 @triton.jit
@@ -82,6 +49,19 @@ def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
             acc += tl.load(row_ptrs + c[None, :] * stride_xn, mask=mask, other=0.0).to(tl.float32)
         s = tl.sum(acc, axis=1)  # (BLOCK_M,): one in-block reduction per row, after the loop
     tl.store(s_ptr + rows * stride_s, s.to(s_ptr.dtype.element_ty), mask=row_mask)
+
+
+def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, num_warps) for rows of n_cols elements.
+
+    A whole row per program when it fits (BLOCK_N = next power of two >= n_cols, up to MAX_BLOCK_N); rows shorter
+    than MIN_TILE_ELEMENTS are packed several to a program. num_warps: the shared row heuristic (kernels/_rows.py)
+    on the bytes of the whole tile.
+    """
+    block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK_N)
+    block_m = max(1, MIN_TILE_ELEMENTS // block_n)
+    _, num_warps = row_launch_params(block_m * block_n, element_size)
+    return block_m, block_n, num_warps
 
 
 def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | None = None,
@@ -135,6 +115,9 @@ def reference(inputs) -> torch.Tensor:
 def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
     g = torch.Generator(device=device).manual_seed(seed)
     return (torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype),)
+
+
+FLOPS_PER_ELEMENT = 1  # one add per element read (N - 1 per row, counted as N)
 
 
 def flops(n: int) -> float:

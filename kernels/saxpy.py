@@ -18,9 +18,6 @@ import triton.language as tl
 from kernels._elementwise import binary_operands, tile, tile_launch
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 
-FLOPS_PER_ELEMENT = 2  # one multiply, one add
-
-
 @triton.jit
 def _saxpy_kernel(x_ptr, y_ptr, z_ptr, a, n_rows, n_cols,
                   stride_xm, stride_xn, stride_ym, stride_yn, stride_zm, stride_zn,
@@ -77,6 +74,9 @@ def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
     x = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
     y = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
     return a, x, y
+
+
+FLOPS_PER_ELEMENT = 2  # one multiply, one add
 
 
 def flops(n: int) -> float:

@@ -1,58 +1,34 @@
 """Softmax over the rows of an N x N matrix, forward and backward: y = exp(x - max) / sum(exp(x - max)).
 
-The whole story of the kernel: the Triton kernels (forward, two ways, and backward), their launch wrappers and the
-autograd Function that joins them, a hand-written CUDA forward and backward, the naive PyTorch expression, the
-builtin, the float64 reference, and the FLOP/byte model that the analysis uses. Two passes are measured: "fwd" and
-"fwd+bwd" (forward, then backward with a fixed seeded upstream gradient, returning the input gradient).
-
-Forward, chosen by row length:
-- rows of at most MAX_FUSED_BLOCK elements: one program per row holds the whole row in registers (padded to a power
-  of two with -inf, which exp sends to 0): read x once, write y once; fp32 rows of 8192 and more (RELOAD_MIN_COLS)
-  read x a second time, from the L2, instead of holding the exponentials across the sum; 16-bit rows of 8192 and
-  more (HELD_MIN_WARPS) are held by 16 warps.
-- longer rows: online softmax over tiles of MAX_FUSED_BLOCK (Milakov & Gimelshein, 2018): pass 1 keeps a running max
-  m and a running sum s, rescaling s by exp(m_old - m_new) when the max grows; pass 2 writes exp(x - m) / s.
-Backward: dx = y * (dy - sum_j(dy_j y_j)), one program per row, or two passes over tiles for long rows.
-Row statistics (max, sum, dot) are always fp32, whatever the storage dtype.
+Forward: a row of at most MAX_FUSED_BLOCK elements is held in registers by one program (padded to a power of two with
+-inf, which exp sends to 0): x read once, y written once; the rows RELOAD_MIN_COLS names read x again, from the L2,
+instead of holding the exponentials across the sum. Longer rows: online softmax over tiles, a running max m and sum
+s, rescaled by exp(m_old - m_new) when m grows, then a second pass writes exp(x - m) / s. Backward:
+dx = y * (dy - sum_j dy_j y_j), one program per row, two passes over tiles for long rows. Row statistics are fp32.
+Passes: "fwd" and "fwd+bwd" (a fixed seeded upstream gradient). Also here: hand-written CUDA (kernels/cuda/softmax.cu).
 
 References: Triton tutorial 02-fused-softmax; Liger-Kernel ops/softmax.py (autograd Function); Milakov &
 Gimelshein, "Online normalizer calculation for softmax" (2018).
 """
 from __future__ import annotations
 
-
 import torch
 import triton
 import triton.language as tl
 
+from kernels._cuda import build_cuda, cuda_source
+from kernels._launch import SOFTMAX, values
 from kernels._rows import MAX_BLOCK_SIZE, bound_mask, held_min_warps, row_launch_params, unmasked
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.triton_utils import check_device
 
-# Longest row held in registers by one program, and the tile of the online kernels for longer rows: the bound shared
-# by the row-wise kernels (kernels/_rows.py), as are num_warps (about 64 B of the tile per thread).
-MAX_FUSED_BLOCK = MAX_BLOCK_SIZE
-FWD_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, add (sum), multiply by 1/sum
-BWD_FLOPS_PER_ELEMENT = 4  # dy*y, add (dot), subtract, multiply
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from x's
-# Forward rows of at least this many columns, by element size, are read twice with 16 warps (``reload``) instead of
-# holding their exponentials in registers: fp32 rows of 8192 and more (measured at 8192). scripts/tune.py --sections
-# rows on the H200 (tune_v5.csv), 8192^2 fp32: 125.8 us against 129.4 held (torch.compile, the same shape: 126.5);
-# bf16 8192^2 66.9-73.6 against 66.0-66.2, so 16-bit rows stay held.
-RELOAD_MIN_COLS = {4: 8192}  # the row heuristic already gives these rows 16 warps (its cap)
-# Held (not read again) rows, by element size: (columns, warps), rows of at least that many columns take at least
-# that many warps instead of the heuristic's (bf16 8192: 16 instead of 8, four elements a thread instead of eight).
-# tune.py --sections rows on the H200, bf16 8192^2 forward: faster in six tune calls of six (five in tune_v5*.csv and
-# tune_placement*.csv, mean 64.8 vs 65.6 us; the sixth in docs/performance.md round 19, 65.36 vs 65.44).
-HELD_MIN_WARPS = {2: (8192, 16)}
-# Forward rows of (fewest, most) columns, by element size, exactly one block long, skip the column mask
-# (kernels/_rows.bound_mask). tune.py --sections unmasked on the H200, three readings each, interleaved, in two
-# calls (tune_v19_unmasked.csv, tune_v21_unmasked_confirm.csv; docs/performance.md round 34): bf16 4096^2 18.18-18.72
-# and 18.24-18.61 us unmasked against 18.69-18.85 and 18.58-19.01 masked; fp32 8192^2 124.75-124.86 and
-# 124.67-125.28 against 124.96-125.25 and 125.14-125.33. bf16 8192 and fp32 4096 were ties.
-UNMASKED_COLS = {2: (4096, 4096), 4: (8192, 8192)}
+MAX_FUSED_BLOCK = MAX_BLOCK_SIZE  # longest row held by one program, and the online kernels' tile
+# The launch tables, read at each call (tests and scripts/tune.py swap them): see kernels/_launch.py.
+RELOAD_MIN_COLS = values(SOFTMAX["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
+HELD_MIN_WARPS = values(SOFTMAX["HELD_MIN_WARPS"])  # held rows: element size -> (columns, fewest warps)
+UNMASKED_COLS = values(SOFTMAX["UNMASKED_COLS"])  # element size -> (fewest, most) columns without a column mask
 
 
 @triton.jit
@@ -228,176 +204,10 @@ def softmax_triton(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.T
     return TritonSoftmax.apply(x, max_block)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Hand-written CUDA: one block per row, three sweeps over the row (max, sum of exp, write; the row is re-read from
-# L1/L2), block reductions by warp shuffles then shared memory. 16-byte vector loads when every row is aligned.
-CUDA_SOURCE = r"""
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
-#include <c10/cuda/CUDAGuard.h>
-#include <cuda_runtime.h>
-#include <math.h>
-
-template <typename scalar_t, int VEC>
-struct alignas(sizeof(scalar_t) * VEC) Pack {
-  scalar_t v[VEC];
-};
-
-// Reduce v over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
-template <bool IS_MAX>
-__device__ float block_reduce(float v, float* shared) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
-  for (int o = 16; o > 0; o >>= 1) {
-    const float w = __shfl_xor_sync(0xffffffff, v, o);
-    v = IS_MAX ? fmaxf(v, w) : v + w;
-  }
-  __syncthreads();  // earlier readers of shared[0] are done before it is overwritten
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < n_warps ? shared[lane] : (IS_MAX ? -INFINITY : 0.0f);
-    for (int o = 16; o > 0; o >>= 1) {
-      const float w = __shfl_xor_sync(0xffffffff, v, o);
-      v = IS_MAX ? fmaxf(v, w) : v + w;
-    }
-    if (lane == 0) shared[0] = v;
-  }
-  __syncthreads();
-  return shared[0];
-}
-
-template <typename scalar_t, int VEC>
-__global__ void softmax_fwd_kernel(const scalar_t* __restrict__ x, scalar_t* __restrict__ y, int64_t n_cols) {
-  __shared__ float shared[32];
-  using P = Pack<scalar_t, VEC>;
-  const int64_t row = blockIdx.x;
-  const P* xr = reinterpret_cast<const P*>(x + row * n_cols);
-  P* yr = reinterpret_cast<P*>(y + row * n_cols);
-  const int64_t n_packs = n_cols / VEC;
-
-  float m = -INFINITY;
-  for (int64_t i = threadIdx.x; i < n_packs; i += blockDim.x) {
-    const P p = xr[i];
-    for (int k = 0; k < VEC; ++k) m = fmaxf(m, static_cast<float>(p.v[k]));
-  }
-  m = block_reduce<true>(m, shared);
-
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < n_packs; i += blockDim.x) {
-    const P p = xr[i];
-    for (int k = 0; k < VEC; ++k) s += expf(static_cast<float>(p.v[k]) - m);
-  }
-  const float inv_s = 1.0f / block_reduce<false>(s, shared);
-
-  for (int64_t i = threadIdx.x; i < n_packs; i += blockDim.x) {
-    const P p = xr[i];
-    P out;
-    for (int k = 0; k < VEC; ++k) out.v[k] = static_cast<scalar_t>(expf(static_cast<float>(p.v[k]) - m) * inv_s);
-    yr[i] = out;
-  }
-}
-
-template <typename scalar_t, int VEC>
-__global__ void softmax_bwd_kernel(const scalar_t* __restrict__ y, const scalar_t* __restrict__ dy,
-                                   scalar_t* __restrict__ dx, int64_t n_cols) {
-  __shared__ float shared[32];
-  using P = Pack<scalar_t, VEC>;
-  const int64_t row = blockIdx.x;
-  const P* yr = reinterpret_cast<const P*>(y + row * n_cols);
-  const P* dyr = reinterpret_cast<const P*>(dy + row * n_cols);
-  P* dxr = reinterpret_cast<P*>(dx + row * n_cols);
-  const int64_t n_packs = n_cols / VEC;
-
-  float dot = 0.0f;
-  for (int64_t i = threadIdx.x; i < n_packs; i += blockDim.x) {
-    const P a = yr[i], b = dyr[i];
-    for (int k = 0; k < VEC; ++k) dot += static_cast<float>(a.v[k]) * static_cast<float>(b.v[k]);
-  }
-  dot = block_reduce<false>(dot, shared);
-
-  for (int64_t i = threadIdx.x; i < n_packs; i += blockDim.x) {
-    const P a = yr[i], b = dyr[i];
-    P out;
-    for (int k = 0; k < VEC; ++k) {
-      const float yk = static_cast<float>(a.v[k]);
-      out.v[k] = static_cast<scalar_t>(yk * (static_cast<float>(b.v[k]) - dot));
-    }
-    dxr[i] = out;
-  }
-}
-
-static int threads_for(int64_t n_packs) {
-  return n_packs >= 4096 ? 1024 : (n_packs >= 1024 ? 512 : 256);
-}
-
-// 16-byte packs when every row starts 16-byte aligned, else one element at a time.
-static bool rows_aligned(int64_t n_cols, int64_t elem_bytes, std::initializer_list<const void*> ptrs) {
-  if ((n_cols * elem_bytes) % 16 != 0) return false;
-  for (const void* p : ptrs) if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return true;
-}
-
-template <typename scalar_t>
-static void launch_fwd(const torch::Tensor& x, torch::Tensor& y) {
-  const int64_t n_rows = x.size(0), n_cols = x.size(1);
-  constexpr int VEC = 16 / sizeof(scalar_t);
-  auto stream = at::cuda::getCurrentCUDAStream();
-  const scalar_t* xp = x.data_ptr<scalar_t>();
-  scalar_t* yp = y.data_ptr<scalar_t>();
-  if (rows_aligned(n_cols, sizeof(scalar_t), {xp, yp})) {
-    softmax_fwd_kernel<scalar_t, VEC><<<n_rows, threads_for(n_cols / VEC), 0, stream>>>(xp, yp, n_cols);
-  } else {
-    softmax_fwd_kernel<scalar_t, 1><<<n_rows, threads_for(n_cols), 0, stream>>>(xp, yp, n_cols);
-  }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-template <typename scalar_t>
-static void launch_bwd(const torch::Tensor& y, const torch::Tensor& dy, torch::Tensor& dx) {
-  const int64_t n_rows = y.size(0), n_cols = y.size(1);
-  constexpr int VEC = 16 / sizeof(scalar_t);
-  auto stream = at::cuda::getCurrentCUDAStream();
-  const scalar_t* yp = y.data_ptr<scalar_t>();
-  const scalar_t* dyp = dy.data_ptr<scalar_t>();
-  scalar_t* dxp = dx.data_ptr<scalar_t>();
-  if (rows_aligned(n_cols, sizeof(scalar_t), {yp, dyp, dxp})) {
-    softmax_bwd_kernel<scalar_t, VEC><<<n_rows, threads_for(n_cols / VEC), 0, stream>>>(yp, dyp, dxp, n_cols);
-  } else {
-    softmax_bwd_kernel<scalar_t, 1><<<n_rows, threads_for(n_cols), 0, stream>>>(yp, dyp, dxp, n_cols);
-  }
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-}
-
-static void check_input(const torch::Tensor& t, const char* name) {
-  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
-  TORCH_CHECK(t.dim() == 2, name, " must be 2-D");
-  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
-  TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16, name,
-              " must be float32 or bfloat16");
-}
-
-torch::Tensor softmax_fwd(torch::Tensor x) {
-  check_input(x, "x");
-  const at::cuda::OptionalCUDAGuard guard(x.device());
-  auto y = torch::empty_like(x);
-  if (x.numel() == 0) return y;
-  if (x.scalar_type() == at::kFloat) launch_fwd<float>(x, y);
-  else launch_fwd<at::BFloat16>(x, y);
-  return y;
-}
-
-torch::Tensor softmax_bwd(torch::Tensor y, torch::Tensor dy) {
-  check_input(y, "y");
-  check_input(dy, "dy");
-  TORCH_CHECK(y.sizes() == dy.sizes() && y.scalar_type() == dy.scalar_type(), "y and dy must match");
-  const at::cuda::OptionalCUDAGuard guard(y.device());
-  auto dx = torch::empty_like(y);
-  if (y.numel() == 0) return dx;
-  if (y.scalar_type() == at::kFloat) launch_bwd<float>(y, dy, dx);
-  else launch_bwd<at::BFloat16>(y, dy, dx);
-  return dx;
-}
-"""
+# Hand-written CUDA (kernels/cuda/softmax.cu): one block per row, three sweeps over the row (max, sum of exp, write;
+# the row is re-read from L1/L2), block reductions by warp shuffles then shared memory; 16-byte vector loads when
+# every row is aligned.
+CUDA_SOURCE = cuda_source("softmax")
 CPP_SOURCE = """
 torch::Tensor softmax_fwd(torch::Tensor x);
 torch::Tensor softmax_bwd(torch::Tensor y, torch::Tensor dy);
@@ -409,11 +219,7 @@ _cuda_module = None  # compiled on first use
 def _cuda():
     global _cuda_module
     if _cuda_module is None:
-        from torch.utils.cpp_extension import load_inline
-
-        _cuda_module = load_inline(name="rooflab_softmax_cuda", cpp_sources=CPP_SOURCE, cuda_sources=CUDA_SOURCE,
-                                   functions=["softmax_fwd", "softmax_bwd"], extra_cuda_cflags=["-O3"],
-                                   verbose=False)
+        _cuda_module = build_cuda("softmax", CPP_SOURCE, ["softmax_fwd", "softmax_bwd"])
     return _cuda_module
 
 
@@ -447,7 +253,6 @@ def softmax_cuda(x: torch.Tensor) -> torch.Tensor:
     return CudaSoftmax.apply(x)
 
 
-# ---------------------------------------------------------------------------------------------------------------------
 def softmax_naive_fwd(x: torch.Tensor) -> torch.Tensor:
     """The unfused expression: every line is its own kernel and its own pass over memory."""
     m = x.max(dim=1, keepdim=True).values  # 1 kernel: read N^2, write N
@@ -478,6 +283,9 @@ def reference(inputs, pass_: str = "fwd") -> torch.Tensor:
     return x64.grad
 
 
+GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from x's
+
+
 def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
     """x (requires_grad=False; fwd+bwd factories make their own leaf) and the fixed upstream gradient grad_y."""
     g = torch.Generator(device=device).manual_seed(seed)
@@ -506,6 +314,10 @@ def _factory(softmax_fn):
         return fwd_bwd
 
     return make
+
+
+FWD_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, add (sum), multiply by 1/sum
+BWD_FLOPS_PER_ELEMENT = 4  # dy*y, add (dot), subtract, multiply
 
 
 def flops(n: int, pass_: str = "fwd") -> float:

@@ -61,12 +61,14 @@ def eager(**fns: Callable[..., Any]) -> dict[str, Factory]:
 
 def measurement_code() -> list[str]:
     """Files (relative to the repo) whose change invalidates every measured cell, besides the kernel's own file:
-    the measurement machinery and the kernels' shared helpers (kernels/_*.py). Inputs of every measurement job."""
+    the measurement machinery, the kernels' shared helpers and launch tables (kernels/_*.py) and CUDA sources
+    (kernels/cuda/*.cu). Inputs of every measurement job."""
     repo = KERNELS_DIR.parent
     core = ["rooflab/sweep.py", "rooflab/timing.py", "rooflab/kernel.py", "rooflab/clocks.py",
             "rooflab/triton_utils.py", "rooflab/cuda_ext.py"]
     helpers = sorted(str(p.relative_to(repo)) for p in KERNELS_DIR.glob("_*.py") if p.name != "__init__.py")
-    return [f for f in core if (repo / f).exists()] + helpers
+    cuda = sorted(str(p.relative_to(repo)) for p in KERNELS_DIR.glob("cuda/*.cu"))  # the CUDA implementations
+    return [f for f in core if (repo / f).exists()] + helpers + cuda
 
 
 def kernel_names(kernels_dir: Path = KERNELS_DIR) -> list[str]:

@@ -1,0 +1,137 @@
+"""The launch choices of the Triton kernels, as data: one table per kernel, one Choice per entry.
+
+Each Choice holds the value a kernel reads, a one-line reason and its evidence: the tune.py CSV that measured it
+(data/tuning/<file>), or None for a rule of thumb no tune run decided. The measurements behind each entry, with their
+readings, are in docs/decisions.md and docs/performance.md. Kernels read the bare values through ``values`` into
+module attributes of the same names (``kernels.layernorm.UNMASKED_COLS``), which tests and scripts/tune.py swap.
+
+Keys: an element size in bytes (2: bfloat16 and float16, 4: float32) or a dtype name. Row tables give, per key,
+(columns, warps): rows of at least that many columns take at least that many warps; or (fewest, most) columns.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class Choice(NamedTuple):
+    value: Any
+    reason: str
+    evidence: str | None  # data/tuning/<file>.csv, or None: no tune run decided it
+
+
+def values(table):
+    """The bare values a kernel reads: {key: value} for a table of Choices, the value for one Choice."""
+    return table.value if isinstance(table, Choice) else {k: c.value for k, c in table.items()}
+
+
+T = "data/tuning/"
+
+# The shared one-program-per-row heuristic (kernels/_rows.row_launch_params).
+ROWS = {
+    "MAX_BLOCK_SIZE": Choice(16384, "widest row held in registers: 32 fp32 values a thread at 16 warps, room for "
+                                    "the weight tile without spilling; longer rows take the tiled loop", None),
+    "BYTES_PER_THREAD": Choice(64, "each thread loads about four 16-byte vectors of the tile", None),
+    "WARPS": Choice((4, 16), "(fewest, most) warps the heuristic gives", None),
+}
+
+# Elementwise kernels over two operands (vecadd, saxpy): dtype -> (elements per program, num_warps).
+ELEMENTWISE = {
+    "LAUNCH": {
+        "float32": Choice((1024, 4), "Inductor's XBLOCK 1024 / 4 warps beat 4096 / 8 in three calls at 8192^2",
+                          T + "tune_v5_looped_reload_and_elementwise.csv"),
+        "bfloat16": Choice((2048, 4), "two 16-byte loads a thread beat 4096 / 8 at 8192^2", T + "tune_v2.csv"),
+        "float16": Choice((2048, 4), "as bfloat16 (the same bytes a thread)", T + "tune_v2.csv"),
+    },
+}
+
+# GeLU: dtype -> (BLOCK_SIZE, num_warps).
+GELU = {
+    "LAUNCH": {
+        "float32": Choice((1024, 8), "0.97-0.998 of the copy at 8192^2, before and after the fast division",
+                          T + "tune_elementwise.csv"),
+        "bfloat16": Choice((2048, 4), "with the fast division ahead of 4096 / 4 at 8192^2; not at 1793",
+                           T + "tune_v2.csv"),
+        "float16": Choice((2048, 4), "as bfloat16 (the same bytes a thread)", T + "tune_v2.csv"),
+    },
+}
+
+LAYERNORM = {
+    # rows too long to hold: element size -> (tile, num_warps) in place of the heuristic's 16384 x 16
+    "TILED_LAUNCH": {
+        2: Choice((4096, 8), "16-bit long rows spilled at 16384 x 16; 4096 x 8 is the fastest two-read walk",
+                  T + "tune_v7_layernorm_long_rows.csv"),
+    },
+    # held rows: element size -> (columns, warps); keyed on columns, so rows of 1025-2047 keep the heuristic
+    "HELD_MIN_WARPS": {
+        4: Choice((2048, 8), "fp32 rows of 2048: 8 warps beat 4 and torch.compile; slower at 1024",
+                  T + "tune_v12_small_rows_fp32.csv"),
+        2: Choice((4096, 8), "a tie with 4 warps at 4096, kept because the reference (S12, S13) ran with it",
+                  T + "tune_v13_lnconfirm.csv"),
+    },
+    # held rows of (fewest, most) columns load weight and bias with the row, before the reductions
+    "WB_EARLY_COLS": {
+        4: Choice((4096, 8192), "the row's chain ends at its store; 16-bit rows lose (more registers)",
+                  T + "tune_v13_lnconfirm.csv"),
+    },
+    # ptxas register cap (maxnreg) by (element size, columns, num_warps) of a held row
+    "REGISTER_CAP": {
+        (2, 8192, 8): Choice(64, "same four rows per SM, better scheduled under the cap (fp16 follows bf16)",
+                             T + "tune_v13_lnconfirm.csv"),
+    },
+    "PREFETCH_PROGRAMS": Choice(1, "the first program asks the L2 for the weights of late-loading held rows; "
+                                   "every asking program pays for it", T + "tune_v14_wbprefetch_timeline.csv"),
+    # held rows of (fewest, most) columns exactly as long as their tile drop the column mask
+    "UNMASKED_COLS": {
+        4: Choice((2048, 4096), "faster at 2048; a tie at 4096 kept because the reference (S17) ran with it",
+                  T + "tune_v15_onerow_lnfull.csv"),
+    },
+}
+
+RMSNORM = {
+    # rows of at least this many columns, by element size, are read twice (the second from the L2), not held
+    "RELOAD_MIN_COLS": {
+        2: Choice(8192, "frees registers for more rows per SM; 16-bit rows of 4096 are faster held",
+                  T + "tune_v5.csv"),
+        4: Choice(4096, "ahead of held at 4096 and 8192, level with torch.compile", T + "tune_v20_rms_fp32.csv"),
+    },
+    "RELOAD_WARPS": Choice(16, "rows read twice run with 16 warps (8 were slower)", T + "tune_v5.csv"),
+    # rows of (fewest, most) columns, a whole number of tiles long, drop the column mask
+    "UNMASKED_COLS": {
+        4: Choice((2048, 8192), "faster at 2048 and 8192, a tie at 4096; 16-bit rows a tie",
+                  T + "tune_v20_rms_fp32.csv"),
+    },
+}
+
+SOFTMAX = {
+    # forward rows of at least this many columns, by element size, are read twice with 16 warps, not held
+    "RELOAD_MIN_COLS": {
+        4: Choice(8192, "fp32 rows of 8192 read twice beat held and torch.compile; 16-bit rows lose",
+                  T + "tune_v5.csv"),
+    },
+    # held forward rows: element size -> (columns, warps)
+    "HELD_MIN_WARPS": {
+        2: Choice((8192, 16), "16 warps (four elements a thread) faster in six tune calls of six",
+                  T + "tune_v5.csv"),
+    },
+    # forward rows of (fewest, most) columns, exactly one block long, drop the column mask
+    "UNMASKED_COLS": {
+        2: Choice((4096, 4096), "faster in two calls; bf16 8192 a tie", T + "tune_v21_unmasked_confirm.csv"),
+        4: Choice((8192, 8192), "faster in two calls; fp32 4096 a tie", T + "tune_v21_unmasked_confirm.csv"),
+    },
+}
+
+ROWSUM = {
+    "MIN_TILE_ELEMENTS": Choice(4096, "short rows are packed to this many elements a program; no shape with "
+                                      "more, smaller programs was faster", T + "tune_v23_smallrows.csv"),
+    # rows of (fewest, most) columns, exactly one tile long, in whole programs, drop the masks
+    "UNMASKED_COLS": {
+        2: Choice((8192, 8192), "a tie in the second call, kept because the reference (S20) ran with it",
+                  T + "tune_v19b_rowsum_confirm.csv"),
+        4: Choice((4096, 4096), "faster in the tune call and in the sweep", T + "tune_v19_unmasked.csv"),
+    },
+}
+
+MATMUL = {
+    "TMA_MIN_MNK": Choice(2 ** 35, "the TMA launch builds three tensor maps a call (about 90 us of host time): "
+                                   "smaller products take the pointer kernel", None),
+}
