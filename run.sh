@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # rooflab's one entry point. Sets up what is missing, then:
 #   ./run.sh            run the whole DAG (snakemake --cores 1 all) and write the HTML report
-#   ./run.sh test       run the test suite (what .ci/run calls) and snakemake --lint
+#   ./run.sh test       run the test suite (what .ci/run calls) and snakemake --lint (installs requirements-dev.txt)
 #   ./run.sh wheelhouse [PYVER]   build wheelhouse/py<PYVER> for an offline GPU node (default 3.12)
+#   ./run.sh lock       write requirements.lock: the exact versions of this environment (pip freeze, less rooflab)
+# Setup installs torch, then requirements.txt, then rooflab itself (pip install --no-deps -e .: `import rooflab`
+# works from anywhere).
 # Extra arguments after `all` go to snakemake, e.g. ./run.sh all --config 'kernels=["gelu"]'; the report follows only
 # a run that builds (not -n, --lint, --unlock, --list-*, --summary, -h, ...).
 #
@@ -42,14 +45,16 @@ pip_install() {  # pip install, offline from the wheelhouse when there is one
 }
 
 # What requirements.txt provides that the run imports (module[:pip name]) or calls (console scripts): checked on
-# every run, because a package uninstalled after the install leaves the requirements stamp matching.
+# every run, because a package uninstalled after the install leaves the requirements stamp matching. DEV_MODULES:
+# requirements-dev.txt's, checked for ./run.sh test only.
 REQUIRED_MODULES="torch triton snakemake snakemake_executor_plugin_slurm papermill ipykernel nbconvert pandas pyarrow
-  numpy matplotlib seaborn tqdm pynvml:nvidia-ml-py jsonschema yaml:pyyaml pytest hypothesis"
-REQUIRED_SCRIPTS="snakemake papermill jupyter"
+  numpy matplotlib seaborn tqdm pynvml:nvidia-ml-py jsonschema yaml:pyyaml ninja"
+REQUIRED_SCRIPTS="snakemake papermill jupyter ninja"
+DEV_MODULES="pytest hypothesis"
 
-missing_requirements() {  # what $PY's environment lacks of the above, one a line
+missing_requirements() {  # what $PY's environment lacks of the above (and of $1's extra modules), one a line
   # shellcheck disable=SC2086
-  "$PY" - $REQUIRED_MODULES <<'EOF' || true
+  "$PY" - $REQUIRED_MODULES ${1:-} <<'EOF' || true
 import importlib, sys
 for spec in sys.argv[1:]:
     module, _, pip_name = spec.partition(":")
@@ -62,9 +67,11 @@ EOF
   for s in $REQUIRED_SCRIPTS; do command -v "$s" >/dev/null || echo "$s (console script not on PATH)"; done
 }
 
-setup_python() {
+setup_python() {  # setup_python [dev]: dev installs requirements-dev.txt (the runtime's and the test tools)
   # 1. an existing project venv; 2. an interpreter that already has torch (a GPU node's image, a user's env);
   # 3. a new .venv with the CPU build of torch.
+  local reqs=requirements.txt extra=""
+  if [ "${1:-}" = dev ]; then reqs=requirements-dev.txt; extra=$DEV_MODULES; fi
   if [ -x .venv/bin/python ]; then
     PY=$ROOT/.venv/bin/python
   elif "$PYTHON" -c 'import torch' 2>/dev/null; then
@@ -78,29 +85,49 @@ setup_python() {
     pip_install "$PY" "${TORCH_SPEC:-torch==2.13.0}"
   fi
   local stamp
-  stamp="$(dirname "$PY")/.rooflab-requirements.sha"
+  stamp="$(dirname "$PY")/.rooflab-${reqs%.txt}.sha"
   local want missing
-  want=$(sha256sum requirements.txt | cut -c1-16)
+  # shellcheck disable=SC2046
+  want=$(cat requirements.txt $([ "$reqs" = requirements.txt ] || echo "$reqs") | sha256sum | cut -c1-16)
   export PATH="$(dirname "$PY"):$PATH"
-  missing=$(missing_requirements)
+  missing=$(missing_requirements "$extra")
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ] || [ -n "$missing" ]; then
     if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
-      log "requirements.txt was installed, but the environment of $PY lacks:"
+      log "$reqs was installed, but the environment of $PY lacks:"
       sed 's/^/  /' <<<"$missing" >&2
     fi
-    log "installing requirements.txt"
-    if grep -q '^torch ' <<<"$missing"; then  # before the rest: a plain `torch` requirement pulls a CUDA build
+    log "installing $reqs"
+    # torch first, never from the requirements: a plain `torch` requirement pulls a CUDA build
+    if grep -q '^torch ' <<<"$missing"; then
       pip_install "$PY" "${TORCH_SPEC:-torch==2.13.0}"
     fi
-    pip_install "$PY" -r requirements.txt
-    missing=$(missing_requirements)
+    pip_install "$PY" -r "$reqs"
+    missing=$(missing_requirements "$extra")
     if [ -n "$missing" ]; then  # files deleted under an intact install: pip sees nothing to do
-      log "ERROR: still missing after installing requirements.txt (pip install --force-reinstall them):"
+      log "ERROR: still missing after installing $reqs (pip install --force-reinstall them):"
       sed 's/^/  /' <<<"$missing" >&2
       exit 1
     fi
     echo "$want" > "$stamp" 2>/dev/null || true
   fi
+  setup_project
+}
+
+setup_project() {  # rooflab itself, editable (pip install --no-deps -e .): again when pyproject.toml, the checkout's
+  # place or its set of packages changes, or when `import rooflab` fails outside the checkout
+  local stamp want
+  stamp="$(dirname "$PY")/.rooflab-project.sha"
+  want=$( (cat pyproject.toml; echo "$ROOT"; ls -d ./*/__init__.py 2>/dev/null || true) | sha256sum | cut -c1-16)
+  if [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] && (cd / && "$PY" -c 'import rooflab' 2>/dev/null); then
+    return 0
+  fi
+  log "installing rooflab itself (pip install --no-deps -e .): import rooflab works from anywhere"
+  if "$PY" -c 'import setuptools, sys; sys.exit(int(setuptools.__version__.split(".")[0]) < 64)' 2>/dev/null; then
+    pip_install "$PY" --no-deps --no-build-isolation -e .
+  else  # an isolated build fetches setuptools (offline: from the wheelhouse, which carries it)
+    pip_install "$PY" --no-deps -e .
+  fi
+  echo "$want" > "$stamp" 2>/dev/null || true
 }
 
 builds() {  # whether snakemake with these arguments runs jobs, after which the report is worth writing
@@ -149,7 +176,7 @@ case "$cmd" in
     fi
     ;;
   test)
-    setup_python
+    setup_python dev
     setup_tex
     export TRITON_INTERPRET=1
     snakemake --lint
@@ -162,6 +189,7 @@ case "$cmd" in
     # The node already has torch, triton, numpy, pandas, pyarrow, matplotlib and seaborn; bring the rest.
     grep -vE '^(#|torch|triton|numpy|pandas|pyarrow|matplotlib|seaborn)' requirements.txt | grep -v '^$' \
       > "$out/requirements-offline.txt"
+    echo 'setuptools>=64' >> "$out/requirements-offline.txt"  # to build the editable rooflab where the node has none
     # A real interpreter of that version (pyenv shims of other versions only pretend to be one).
     py=$(ls -d "$HOME"/.pyenv/versions/$ver*/bin/python 2>/dev/null | tail -1 || true)
     [ -z "$py" ] && "python$ver" -c pass 2>/dev/null && py=$(command -v "python$ver")
@@ -175,7 +203,23 @@ case "$cmd" in
     for name in ${WHEELHOUSE_DROP:-}; do rm -f "$out/$name"-*.whl; done
     log "wheelhouse: $out ($(du -sh "$out" | cut -f1)). Copy the repository with it to the node and run ./run.sh there."
     ;;
+  lock)
+    setup_python
+    frozen=$("$PY" -m pip freeze --exclude-editable --exclude rooflab)
+    {
+      echo "# The exact versions of a working environment: $("$PY" --version), $(uname -sm), written by ./run.sh lock"
+      echo "# ($(date -u +%Y-%m-%d): pip freeze, less rooflab itself). Reproduce it (same Python, same platform):"
+      echo "#   python3 -m venv .venv && .venv/bin/pip install -r requirements.lock"
+      echo "#   .venv/bin/pip install --no-deps -e .   # rooflab itself; ./run.sh then uses that .venv"
+      if grep -q '^torch==.*+cpu' <<<"$frozen"; then
+        echo "--extra-index-url https://download.pytorch.org/whl/cpu"  # where the +cpu build of torch comes from
+      fi
+      echo "$frozen"
+    } > requirements.lock.tmp
+    mv requirements.lock.tmp requirements.lock
+    log "requirements.lock: $(grep -c '==' requirements.lock) packages pinned"
+    ;;
   *)
-    die "unknown command '$cmd': use ./run.sh [all|test|wheelhouse]"
+    die "unknown command '$cmd': use ./run.sh [all|test|wheelhouse|lock]"
     ;;
 esac

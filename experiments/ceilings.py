@@ -15,7 +15,8 @@ hides the 10-15 % that no kernel reaches (see shared reference: copy ~4.28 TB/s 
   with TF32 ones (rooflab.kernel.math_mode), bf16, fp16. SM clocks are read before and after each.
 - copy and gemm_<unit>: the roofs cells are rated against, the best of the measurements above (``best_of`` names
   which). Every row carries the run's id; the file keeps earlier runs' rows, since their cells are rated against them.
-Timed with the same adaptive timer as the sweep (median).
+Timed with the same adaptive timer as the sweep (median), under the settings of ``ceilings.timing`` in
+config/schema.yaml (a longer warm-up, no loop time): every setting, and its default, comes from the validated config.
 """
 
 import dataclasses
@@ -23,25 +24,22 @@ import logging
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 log = logging.getLogger("rooflab.ceilings")
 
 
-def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes=(8192,), same_size_copies=(),
-                     same_size_dtypes=("float32", "bfloat16"), placements: int = 1,
-                     warm_translations: bool = False, instances: int = 1) -> list[dict]:
+def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, same_size_dtypes, cfg,
+                     placements: int, warm_translations: bool, instances: int) -> list[dict]:
+    """``cfg``: the ceilings' TimingConfig (``ceilings.timing``); ``placements``, ``warm_translations`` and
+    ``instances``: the sweep's, for the copies timed like a cell."""
     import torch
 
     from experiments.measure import check_device
     from rooflab import clocks
     from rooflab.kernel import math_mode, torch_dtype
     from rooflab.sweep import placements_for
-    from rooflab.timing import TimingConfig, measure, timer_for
+    from rooflab.timing import measure, timer_for
 
     device, _ = check_device(gpu)
-    cfg = TimingConfig(warmup_ms=50 if device == "cuda" else 5, min_samples=10, max_time_s=2.0,
-                       max_samples=500, loop_ms=0)
     timer = timer_for(device, cfg)
     rows = []
 
@@ -124,17 +122,30 @@ def best_of(rows: list[dict]) -> list[dict]:
     return out
 
 
+def settings(params: dict) -> dict:
+    """The rule's params (config ceilings.*, and the sweep's timing.placements, warm_translations and instances) over
+    the schema's defaults: a caller that leaves a key out gets what the DAG's validated config would hold."""
+    from rooflab.config import schema_defaults
+
+    defaults = schema_defaults()
+    cell = {k: defaults["timing"][k] for k in ("placements", "warm_translations", "instances")}
+    given = dict(params)
+    timing = {**defaults["ceilings"]["timing"], **given.pop("timing", {})}
+    return {**defaults["ceilings"], **cell, **given, "timing": timing}
+
+
 def run(gpu: str, out: str, params: dict) -> None:
     import pandas as pd
 
     from rooflab.io import CEILING_COLUMNS, read_results, write_parquet
     from rooflab.provenance import provenance
+    from rooflab.timing import TimingConfig
 
-    rows = measure_ceilings(gpu, int(params.get("copy_bytes", 4 << 30)), [int(n) for n in params["gemm_sizes"]],
-                            [int(n) for n in params.get("same_size_copies", [])],
-                            params.get("same_size_dtypes", ["float32", "bfloat16"]),
-                            int(params.get("placements", 1)), bool(params.get("warm_translations", False)),
-                            int(params.get("instances", 1)))
+    p = settings(params)
+    rows = measure_ceilings(gpu, int(p["copy_bytes"]), [int(n) for n in p["gemm_sizes"]],
+                            [int(n) for n in p["same_size_copies"]], list(p["same_size_dtypes"]),
+                            TimingConfig.from_config(p["timing"]), int(p["placements"]),
+                            bool(p["warm_translations"]), int(p["instances"]))
     prov = provenance(params)
     df = pd.DataFrame([{**r, "gpu": gpu, **prov} for r in rows])
     if Path(out).exists():  # the ceilings of earlier runs stay: their cells are rated against them

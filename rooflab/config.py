@@ -7,6 +7,8 @@ parses (snakemake says only "not valid JSON or YAML"), and says which configurat
 """
 from __future__ import annotations
 
+import copy
+import functools
 import sys
 from pathlib import Path
 
@@ -69,10 +71,44 @@ def configfile_problem(path: str | Path) -> str | None:
     return None
 
 
-def load_schema(basedir: str | Path) -> dict:
+REPO = Path(__file__).resolve().parent.parent
+
+
+def load_schema(basedir: str | Path = REPO) -> dict:
     import yaml
 
     return yaml.safe_load((Path(basedir) / "config/schema.yaml").read_text())
+
+
+def fill_defaults(config: dict, schema: dict) -> dict:
+    """`config` with the schema's defaults filled in where a key is missing, nested objects too: what
+    snakemake.utils.validate fills (the DAG's validated config), without snakemake."""
+    out = dict(config)
+    for key, node in schema.get("properties", {}).items():
+        if key not in out and "default" in node:
+            out[key] = copy.deepcopy(node["default"])
+        if isinstance(out.get(key), dict) and node.get("type") == "object":
+            out[key] = fill_defaults(out[key], node)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults() -> dict:
+    return fill_defaults({}, load_schema())
+
+
+def schema_defaults() -> dict:
+    """Every default of config/schema.yaml (read once), as the validated config holds them: the one place a setting's
+    default is written. rooflab.timing.TimingConfig takes its defaults from ``schema_defaults()["timing"]``."""
+    return copy.deepcopy(_defaults())
+
+
+def validated_config(path: str | Path) -> dict:
+    """A configfile as the DAG sees it after validation: its keys over the schema's defaults (for scripts that read a
+    config outside snakemake; the schema's checks are the DAG's: check_schema)."""
+    import yaml
+
+    return fill_defaults(yaml.safe_load(Path(path).read_text()) or {}, load_schema())
 
 
 def coerce(config: dict, schema: dict) -> dict:

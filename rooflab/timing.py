@@ -53,24 +53,31 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from rooflab.config import schema_defaults
+
+
+# The defaults are config/schema.yaml's (timing.*), read once: the one place a timing default is written, so a bare
+# TimingConfig() times as the validated config of a run that sets no timing key does (tests/test_config.py).
+_DEFAULT = schema_defaults()["timing"]
+
 
 @dataclass(frozen=True)
 class TimingConfig:
-    warmup_ms: float = 25.0  # warm-up by time, not count
-    min_samples: int = 10
-    max_samples: int = 2000
-    target_rse: float = 0.005  # relative standard error of the median
-    max_time_s: float = 2.0  # cap on measured + flush time per cell
-    min_time_s: float = 0.0  # sample for at least this long, however small the standard error (see stop_reason)
-    instances: int = 1  # fresh starts (outputs, warm-up, hold) a cell's samples are pooled from (see measure)
-    flush_l2: bool = True
-    cudagraph: bool = True
-    flush_mode: str = "read"  # evict the L2 by reading a buffer (no dirty lines left to write back) or "write"
-    hold_stream: bool = True  # spin before each sample so the host's launch cost is not timed (NVBench method)
-    loop_ms: float = 10.0  # length of the back-to-back loop that gives loop_ms (0: do not measure it)
-    placements: int = 1  # input sets at distinct addresses a cell rotates through (see Rotation)
-    flush_buffers: int = 1  # flush buffers at distinct addresses the samples rotate through
-    warm_translations: bool = False  # after each flush, touch every 64 KiB of the next call's buffers (see Rotation)
+    warmup_ms: float = float(_DEFAULT["warmup_ms"])  # warm-up by time, not count
+    min_samples: int = int(_DEFAULT["min_samples"])
+    max_samples: int = int(_DEFAULT["max_samples"])
+    target_rse: float = float(_DEFAULT["target_rse"])  # relative standard error of the median
+    max_time_s: float = float(_DEFAULT["max_time_s"])  # cap on measured + flush time per cell
+    min_time_s: float = float(_DEFAULT["min_time_s"])  # sample this long, however small the error (stop_reason)
+    instances: int = int(_DEFAULT["instances"])  # fresh starts (outputs, warm-up, hold) a cell's samples pool (measure)
+    flush_l2: bool = bool(_DEFAULT["flush_l2"])
+    cudagraph: bool = bool(_DEFAULT["cudagraph"])
+    flush_mode: str = str(_DEFAULT["flush_mode"])  # evict the L2 by reading a buffer (no dirty lines) or "write"
+    hold_stream: bool = bool(_DEFAULT["hold_stream"])  # spin before each sample: host launch cost not timed (NVBench)
+    loop_ms: float = float(_DEFAULT["loop_ms"])  # length of the back-to-back loop that gives loop_ms (0: not measured)
+    placements: int = int(_DEFAULT["placements"])  # input sets at distinct addresses a cell rotates through (Rotation)
+    flush_buffers: int = int(_DEFAULT["flush_buffers"])  # flush buffers at distinct addresses samples rotate through
+    warm_translations: bool = bool(_DEFAULT["warm_translations"])  # after each flush, touch every 64 KiB (Rotation)
 
     @classmethod
     def from_config(cls, d: dict | None) -> "TimingConfig":

@@ -12,7 +12,8 @@ rule paper_inputs:
         kernel_docs=expand("kernels/{kernel}.py", kernel=KERNELS),
         repeatability=get_repeatability,
         profiles=get_profiles,
-        modules=["analysis/claims.py", "analysis/origin.py", "analysis/calibration.py"],
+        modules=["analysis/claims.py", "analysis/origin.py", "analysis/calibration.py", "analysis/latex.py",
+                 "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py"],
     output:
         macros=update("results/paper/generated/macros.tex"),
         summary=update("results/paper/generated/table_summary.tex"),

@@ -45,7 +45,7 @@ def script(path: Path, text: str) -> Path:
 @pytest.fixture
 def checkout(tmp_path):
     """run.sh and what it reads, with an installed fake .venv (stamp current, scripts present)."""
-    for rel in ("run.sh", "requirements.txt"):
+    for rel in ("run.sh", "requirements.txt", "requirements-dev.txt", "pyproject.toml"):
         shutil.copy2(REPO / rel, tmp_path / rel)
     for rel in ("rooflab", "config"):
         shutil.copytree(REPO / rel, tmp_path / rel, ignore=shutil.ignore_patterns("__pycache__"))
@@ -54,11 +54,19 @@ def checkout(tmp_path):
     script(venv / "bin/python", FAKE_PYTHON.format(python=sys.executable))
     (venv / "blocked").mkdir()
     script(venv / "fake-snakemake", RECORDER)
-    for name in ("snakemake", "papermill", "jupyter"):
+    for name in ("snakemake", "papermill", "jupyter", "ninja"):
         script(venv / "bin" / name, RECORDER)
     stamp = hashlib.sha256((tmp_path / "requirements.txt").read_bytes()).hexdigest()[:16]
     (venv / "bin/.rooflab-requirements.sha").write_text(stamp + "\n")
+    (venv / "bin/.rooflab-project.sha").write_text(project_stamp(tmp_path) + "\n")
     return tmp_path
+
+
+def project_stamp(root: Path) -> str:
+    """run.sh's stamp of the editable install: pyproject.toml, the checkout's place and its packages."""
+    packages = "".join(f"./{p.parent.name}/__init__.py\n" for p in sorted(root.glob("*/__init__.py")))
+    text = (root / "pyproject.toml").read_bytes() + f"{root}\n".encode() + packages.encode()
+    return hashlib.sha256(text).hexdigest()[:16]
 
 
 def run_sh(checkout: Path, *args: str, extra_path: Path | None = None) -> subprocess.CompletedProcess:
@@ -89,16 +97,118 @@ def test_run_sh_reinstalls_a_package_missing_behind_a_current_stamp(checkout):
     assert snakemake_calls(checkout)[0] == "--cores 1 all"
 
 
+def requirement_lines(name: str) -> list[str]:
+    return [line.strip() for line in (REPO / name).read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+
+
+def requirement_name(spec: str) -> str:
+    import re
+
+    return re.split(r"[\[<>=!~ ]", spec)[0].lower().replace("_", "-")
+
+
 def test_run_sh_checks_only_what_requirements_txt_installs():
-    """Else a module that requirements.txt does not bring would be missing after every install."""
+    """Else a module that requirements.txt does not bring would be missing after every install; the test tools are
+    requirements-dev.txt's and checked for ./run.sh test only."""
     import re
 
     text = (REPO / "run.sh").read_text()
-    modules = re.search(r'^REQUIRED_MODULES="([^"]*)"', text, flags=re.M).group(1).split()
-    wanted = {spec.partition(":")[2] or spec.partition(":")[0] for spec in modules}
-    listed = {re.split(r"[\[<>=!~ ]", line)[0].lower() for line in (REPO / "requirements.txt").read_text().splitlines()
-              if line.strip() and not line.startswith("#")}
-    assert wanted <= {name.replace("-", "_") for name in listed} | listed, wanted - listed
+
+    def names(var):
+        specs = re.search(rf'^{var}="([^"]*)"', text, flags=re.M).group(1).split()
+        return {(spec.partition(":")[2] or spec.partition(":")[0]).replace("_", "-") for spec in specs}
+
+    runtime = {requirement_name(s) for s in requirement_lines("requirements.txt")}
+    assert names("REQUIRED_MODULES") - {"torch"} <= runtime, names("REQUIRED_MODULES") - runtime
+    assert "torch" in names("REQUIRED_MODULES")  # installed first, by run.sh itself (TORCH_SPEC)
+    dev = {requirement_name(s) for s in requirement_lines("requirements-dev.txt") if not s.startswith("-r")}
+    assert names("DEV_MODULES") == dev == {"pytest", "hypothesis"}
+    assert not names("REQUIRED_MODULES") & dev
+
+
+# 1b. Requirements: runtime and development apart, one list in every place that needs one, a lock, the package.
+
+def test_requirements_are_split_and_in_sync_everywhere():
+    import tomllib
+
+    runtime = requirement_lines("requirements.txt")
+    names = [requirement_name(s) for s in runtime]
+    assert len(names) == len(set(names)), "a package listed twice"
+    assert "snakemake[reports]" in [s.split(">")[0].split("<")[0] for s in runtime]
+    assert "ninja" in names  # torch.utils.cpp_extension builds the CUDA implementations with it
+    assert not {"torch", "pytest", "hypothesis"} & set(names)
+    assert requirement_lines("requirements-dev.txt") == ["-r requirements.txt", "pytest>=8,<10", "hypothesis>=6.100,<7"]
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    torch = [s for s in project["dependencies"] if requirement_name(s) == "torch"]
+    assert len(torch) == 1 and [s for s in project["dependencies"] if s not in torch] == runtime
+    assert project["optional-dependencies"]["dev"] == requirement_lines("requirements-dev.txt")[1:]
+    assert project["name"] == "rooflab" and project["requires-python"] == ">=3.11"
+    citation = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert project["version"] == str(citation["version"])
+
+    # snakemake --use-conda copies the env file elsewhere and hashes its text: it lists every package itself
+    env = yaml.safe_load((REPO / "envs/rooflab.yaml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert pip == project["dependencies"], "envs/rooflab.yaml's pip list is pyproject.toml's dependencies"
+    assert not any(s.startswith("-") for s in pip)
+
+    # the torch run.sh installs by default is one the project accepts
+    import re
+
+    from packaging.specifiers import SpecifierSet
+
+    default = re.search(r"TORCH_SPEC:-torch==([0-9.]+)", (REPO / "run.sh").read_text()).group(1)
+    assert default in SpecifierSet(torch[0].removeprefix("torch"))
+
+
+def test_the_lock_pins_every_requirement_within_its_range():
+    from packaging.requirements import Requirement
+
+    lock = {}
+    for line in (REPO / "requirements.lock").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            lock[requirement_name(name)] = version.strip()
+    assert "rooflab" not in lock
+    project = __import__("tomllib").loads((REPO / "pyproject.toml").read_text())["project"]
+    for spec in project["dependencies"] + project["optional-dependencies"]["dev"]:
+        req = Requirement(spec)
+        name = requirement_name(req.name)
+        assert name in lock, f"{name} is not in requirements.lock: ./run.sh lock"
+        assert req.specifier.contains(lock[name], prereleases=True), (name, lock[name], str(req.specifier))
+
+
+def test_rooflab_imports_from_anywhere():
+    """The editable install (run.sh's setup): the package, not the working directory, makes the imports work."""
+    res = subprocess.run([sys.executable, "-c", "import rooflab, kernels, experiments, analysis.paper_inputs, figures;"
+                          "print(rooflab.__file__)"], cwd="/", capture_output=True, text=True,
+                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert res.returncode == 0, res.stderr
+    assert Path(res.stdout.strip()).parent == REPO / "rooflab"
+
+
+def test_run_sh_installs_the_project_editable_once(checkout):
+    (checkout / ".venv/bin/.rooflab-project.sha").unlink()
+    res = run_sh(checkout, "all")
+    assert res.returncode == 0, res.stderr
+    pip = (checkout / ".venv/pip.log").read_text().splitlines()
+    assert len(pip) == 1 and "--no-deps" in pip[0] and pip[0].endswith("-e ."), pip
+    res = run_sh(checkout, "all")
+    assert res.returncode == 0 and len((checkout / ".venv/pip.log").read_text().splitlines()) == 1, res.stderr
+
+
+def test_run_sh_all_needs_no_test_tools_and_test_installs_them(checkout):
+    blocked = "raise ModuleNotFoundError(\"No module named 'hypothesis'\")\n"
+    (checkout / ".venv/blocked/hypothesis.py").write_text(blocked)
+    res = run_sh(checkout, "all")
+    assert res.returncode == 0 and not (checkout / ".venv/pip.log").exists(), res.stderr
+    script(checkout / "tests/test_nothing.py", "def test_nothing():\n    pass\n")
+    res = run_sh(checkout, "test", "-p", "no:cacheprovider")
+    assert "installing requirements-dev.txt" in res.stderr, res.stderr
+    assert "-m pip install -q -r requirements-dev.txt" in (checkout / ".venv/pip.log").read_text()
+    assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_run_sh_installs_nothing_when_the_environment_is_complete(checkout):

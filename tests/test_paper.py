@@ -246,3 +246,25 @@ def test_fixed_cost_macros_read_na_without_large_sizes(generated):
     macros = defined_macros(generated["macros"])  # the synthetic frame stops at 1793
     assert macros["FixedShareMax"] == "n/a" and macros["FitMinSize"] == "2048"
     assert "No memory-bound kernel" in generated["table_fixed_cost"]
+
+
+def test_the_matmul_comparison_states_the_clocks_each_side_ran_at():
+    """A throttled cuBLAS cell makes no claim, and the paper says at which clocks the two sides ran."""
+    import pandas as pd
+
+    from analysis.latex import Macros
+    from analysis.macros import clock_macros
+
+    rows = pd.DataFrame([
+        {"gpu": "h200", "kernel": "matmul", "impl": "builtin", "dtype": "bfloat16", "size": 8192, "status": "ok",
+         "sm_clock_after_mhz": 1500.0, "clock_low": True, "ceiling_clock_mhz": 1935.0},
+        {"gpu": "h200", "kernel": "matmul", "impl": "triton", "dtype": "bfloat16", "size": 8192, "status": "ok",
+         "sm_clock_after_mhz": 1935.0, "clock_low": False, "ceiling_clock_mhz": 1935.0}])
+    m = Macros()
+    clock_macros(m, rows, "h200")
+    text = m.text()
+    for name, value in (("MatmulBuiltinSmClockMhzBf", "1{,}500"), ("MatmulTritonSmClockMhzBf", "1{,}935"),
+                        ("ClockLowCells", "1"), ("ClockLowMatmulCells", "1"), ("MatmulClockSize", "8192")):
+        assert f"\\newcommand{{\\{name}}}{{{value}}}" in text, name
+    tex = (Path(__file__).resolve().parent.parent / "paper" / "main.tex").read_text()
+    assert "\\MatmulBuiltinSmClockMhzBf{}" in tex and "\\MatmulTritonSmClockMhzBf{}" in tex

@@ -1,0 +1,209 @@
+"""The generated prose of the paper: figure lists (only figures that show data), one section per kernel, and the
+CPU's own section."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from analysis import origin
+from analysis.claims import CPU_FRAME_LABEL, FRAME_MEANING, NO_FRAME, findings, impl_names, tied_best
+from analysis.latex import DTYPE_TAG, IMPL_TAG, Macros, camel, figure, pass_tag, tex_escape
+from analysis.selection import largest, timed
+from analysis.tables import cpu_ceilings_table, cpu_summary_table, findings_table, kernel_table
+from rooflab.gpus import CPU_KEY, SPECS
+from rooflab.kernel import IMPL_LABEL as IMPL_NAME
+
+GPU_TIME = f"GPU time ({FRAME_MEANING['gpu']})"
+# The figures of one GPU, in the order the paper shows them, with what each says (and in which frame).
+GPU_FIGURE_CAPTIONS = {
+    "roofline": f"Roofline in {GPU_TIME}: measured points against the datasheet (solid) and measured (dashed) "
+                "ceilings; starred points lie above their roof (Table~\\ref{tab:findings}).",
+    "speedup": f"Speedup over the PyTorch builtin in {GPU_TIME}, per kernel, implementation and size (blue: faster, "
+               "red: slower, beyond noise; white: a tie within noise); blank cells have no correct, timed pair.",
+    "scaling": "Time against size per kernel (log-log). Solid: GPU time of one call (L2 flushed), with its p20--p80 "
+               "band; dashed: CUDA graph replay; thin with crosses: Python loop, back-to-back calls with launch "
+               "included, which sit on the launch floor at small sizes; dotted guides show the N$^2$ or N$^3$ work.",
+    "fusion": f"GPU kernels launched per call (torch.profiler; a count, {NO_FRAME}): what fusing an expression "
+              "into one kernel saves.",
+}
+PROJECTION_FIGURE_CAPTIONS = {
+    "projection": "Roofline model (calibrated: each datasheet peak scaled by this device's measured / datasheet "
+                  "ratio) of each kernel at its largest size on four datasheet GPUs, its whiskers the range of "
+                  "measured / model on this device; beside them the GPU time measured here (builtin and fastest).",
+    "wave": f"Matrix product in {GPU_TIME}: achieved TFLOP/s of Triton and the builtin against N, beside the "
+            "wave-quantisation model scaled to the measured cuBLAS peak; sizes that are no multiple of the 128 tile "
+            "are marked.",
+}
+KERNEL_FIGURE_CAPTIONS = {
+    "bandwidth": f"Achieved bandwidth in {GPU_TIME} against size, per implementation and dtype, bars from the "
+                 "p80 to the p20 time; dashed: measured copy bandwidth.",
+}
+# The CPU's figures: only those whose concepts apply (no datasheet roof, no CUDA graph, no wave model, no projection).
+CPU_FIGURE_CAPTIONS = {
+    "roofline": "Roofline of the CPU in host time: points against the copy and GEMM ceilings measured on this CPU "
+                "(dashed); the CPU has no datasheet roof.",
+    "speedup": "Speedup over the PyTorch builtin on the CPU in host time (one call), per kernel, implementation and "
+               "size (blue: faster, red: slower, beyond noise; white: a tie within noise).",
+    "scaling": "Time against size on the CPU (log-log). Solid: host time of one call, with its p20--p80 band; thin "
+               "with crosses: Python loop, back-to-back calls; dotted guides show the N$^2$ or N$^3$ work.",
+    "fusion": f"aten operators dispatched per call on the CPU (torch.profiler; a count, {NO_FRAME}): nothing "
+              "is launched on a CPU, so the operators stand in for launches.",
+}
+
+
+def has_data(fig: str, metrics: pd.DataFrame, gpu: str, launch_counts: set[str] | None,
+             kernel: str | None = None) -> bool:
+    """Whether a figure of this GPU (and kernel) shows data: the paper never includes a figure that only says
+    'no data'. launch_counts: the GPUs with profile rows (None: not known, the fusion figure is taken as drawn)."""
+    ok = timed(metrics, gpu)
+    if kernel is not None:
+        ok = ok[(ok["kernel"] == kernel) & (ok["pass"] == "fwd")]
+    if fig == "fusion":
+        return launch_counts is None or gpu in launch_counts
+    if fig == "speedup":
+        return bool(ok.loc[ok["impl"] != "builtin", "speedup_vs_builtin"].notna().any())
+    if fig == "wave":
+        return gpu in SPECS and bool((ok["kernel"] == "matmul").any())
+    if fig == "projection":
+        return gpu != CPU_KEY and bool((ok["pass"] == "fwd").any())
+    return not ok.empty
+
+
+def figures_tex(metrics: pd.DataFrame, gpus: list[str], figdir: str, captions: dict[str, str],
+                sources: dict[str, str], launch_counts: set[str] | None = None) -> str:
+    """The figures of each GPU that exist and show data, their captions naming the GPU and its source."""
+    out = []
+    for fig, caption in captions.items():
+        for g in gpus:
+            path = f"{figdir}/{g}/{fig}.pdf"
+            if Path(path).exists() and has_data(fig, metrics, g, launch_counts):
+                where = tex_escape(origin.dataset_label(g, sources.get(g, f"results/raw/{g}")))
+                out.append(figure(path, f"{caption} ({where})", f"fig:{fig}-{g}"))
+    return "\n".join(out) or "% no figures found\n"
+
+
+def kernel_summary(kernel: str) -> str:
+    """The first sentence of kernels/<kernel>.py's docstring, read without importing it (no torch needed)."""
+    path = Path(__file__).resolve().parent.parent / "kernels" / f"{kernel}.py"
+    try:
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    except (OSError, SyntaxError):
+        return ""
+    first = doc.strip().split("\n\n")[0].replace("\n", " ")
+    return first.split(". ")[0].rstrip(".") + "."
+
+
+def best_sentence(k: str, tag: str, what: str, best: pd.DataFrame) -> str:
+    """Who is fastest in one (dtype, pass) at the largest size, a tie named as one with every tied time."""
+    first = f"{k}{IMPL_TAG[best['impl'].iloc[0]]}"
+    if len(best) == 1:
+        return (f"In {what} at $N=\\{k}LargestSize$ the fastest correct implementation in GPU time is "
+                f"\\{k}BestImpl{tag}{{}}: \\{k}BestTimeUs{tag}~\\si{{\\micro\\second}}, \\{first}Gbps{tag}~GB/s "
+                f"(\\{first}Tflops{tag}~TFLOP/s), \\{first}RooflineFraction{tag}{{}} of the measured roofline.")
+    times = impl_names(best["impl"], {i: f"\\{k}{IMPL_TAG[i]}TimeUs{tag}{{}}" for i in best["impl"]})
+    return (f"In {what} at $N=\\{k}LargestSize$ \\{k}BestImpl{tag}{{}} tie in GPU time, within noise "
+            f"({times}~\\si{{\\micro\\second}}); {tex_escape(IMPL_NAME[best['impl'].iloc[0]])}, the lowest "
+            f"median, reaches \\{first}Gbps{tag}~GB/s "
+            f"(\\{first}Tflops{tag}~TFLOP/s), \\{first}RooflineFraction{tag}{{}} of the measured roofline.")
+
+
+def speedup_sentence(base: str, tag: str, against: str) -> str:
+    """A speedup in its three frames, with the GPU-time verdict."""
+    suffix, name = ("", "the PyTorch builtin") if against == "builtin" else ("Naive", "naive PyTorch")
+    return (f" Against {name} it runs at \\{base}Speedup{suffix}{tag}$\\times$ in GPU time "
+            f"(verdict: \\{base}Verdict{suffix}{tag}), \\{base}GraphSpeedup{suffix}{tag}$\\times$ from a CUDA graph "
+            f"and \\{base}LoopSpeedup{suffix}{tag}$\\times$ in a Python loop.")
+
+
+def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir: str) -> str:
+    out = []
+    for kernel in kernels:
+        k, label = camel(kernel), re.sub(r"[^a-z0-9]+", "-", kernel)
+        out.append(f"\\subsection{{{tex_escape(kernel)}}}\n\\label{{sec:{label}}}\n")
+        summary = kernel_summary(kernel)
+        if summary:
+            out.append(tex_escape(summary) + "\n")
+        rows = metrics[(metrics["kernel"] == kernel) & (metrics["gpu"] == gpu)]
+        ok = timed(rows, gpu)
+        if ok.empty:
+            counts = ", ".join(f"{n} {tex_escape(st)}" for st, n in rows["status"].value_counts().items())
+            out.append(f"No timed measurement of this kernel on the headline device ({counts or 'no cells'}).\n")
+            continue
+        big = largest(ok)
+        for (dtype, pass_), g in big.groupby(["dtype", "pass"]):
+            tag = DTYPE_TAG[dtype] + pass_tag(pass_)
+            best = tied_best(g)
+            impl = best["impl"].iloc[0]
+            base = f"{k}{IMPL_TAG[impl]}"
+            what = f"{tex_escape(dtype)}" + ("" if pass_ == "fwd" else f" ({tex_escape(pass_)})")
+            against = "naive" if impl == "builtin" else "builtin"
+            out.append(best_sentence(k, tag, what, best) + speedup_sentence(base, tag, against)
+                       + f" At \\{k}Intensity{tag}~FLOP/byte the kernel is \\{k}Bound{tag}-bound here, and its "
+                       f"measured time is \\{base}ModelRatio{tag}$\\times$ the roofline-model time from the measured "
+                       "ceilings.\n")
+        out.append("\\begin{table}[!htbp]\n\\centering\\footnotesize\\setlength{\\tabcolsep}{2pt}\n"
+                   f"\\caption{{{tex_escape(kernel)} at the largest size on the headline device, in three frames: "
+                   "GPU time (median time, achieved rate, fraction of the measured roofline, speedups over the "
+                   "builtin and naive PyTorch, the verdict against the builtin), CUDA graph and Python loop (time "
+                   f"and speedup over the builtin).}}\n\\label{{tab:{label}}}\n" + kernel_table(big)
+                   + "\\end{table}\n")
+        for fig, caption in KERNEL_FIGURE_CAPTIONS.items():
+            path = f"{figdir}/{gpu}/{fig}/{kernel}.pdf"
+            if Path(path).exists() and has_data(fig, metrics, gpu, None, kernel):
+                out.append(figure(path, f"{tex_escape(kernel)}: {caption}", f"fig:{fig}-{label}", "0.8\\linewidth"))
+        out.append("\\clearpage\n")
+    return "\n".join(out)
+
+
+def cpu_section(m: Macros, metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str, sources: dict[str, str],
+                launch_counts: set[str] | None) -> str:
+    """The CPU's own section (its Cpu* macros into `m`): only the concepts that apply to a CPU. Empty without CPU
+    rows."""
+    if metrics.empty:
+        return "% no CPU data: no CPU section\n"
+    rows = metrics[metrics["gpu"] == CPU_KEY]
+    where = tex_escape(origin.dataset_label(CPU_KEY, sources.get(CPU_KEY, f"results/raw/{CPU_KEY}")))
+    m.add("CpuCellsTotal", str(len(rows)))
+    for status in ("ok", "not_timed", "mismatch", "failed", "skipped"):
+        m.add(f"CpuCells{camel(status)}", str(int((rows["status"] == status).sum())))
+    m.add("CpuSource", where, "where the CPU rows come from")
+    found = findings(rows)
+    m.add("CpuFindingsAboveRoof", str(int(found["beyond_noise"].sum())), "CPU cells above their roof beyond noise")
+    out = [f"\\section{{CPU results ({tex_escape(origin.source_of(sources.get(CPU_KEY, 'results/raw/cpu')))})}}\n"
+           "\\label{sec:cpu}\n",
+           "These cells ran on the host CPU (\\CpuSource{}). They are kept apart from the GPU results: no CPU row "
+           "enters a GPU figure, table or number. Only what applies to a CPU is reported here. The PyTorch "
+           "implementations are timed with the host clock in two frames: \\emph{host time} (one call) and the "
+           "\\emph{Python loop} (back-to-back calls); there is no CUDA graph, no cache flush and no launch to hide. "
+           "Triton runs under its interpreter for correctness and is not timed; the hand-written CUDA is skipped. "
+           "The CPU has no datasheet entry, so its only roofs are the copy and the GEMMs measured on it (no TF32 "
+           "unit, no wave model, no projection), and the profiler counts the aten operators a call dispatches "
+           "instead of GPU kernels launched. Of the \\CpuCellsTotal{} CPU cells, \\CpuCellsOk{} were checked and "
+           "timed, \\CpuCellsNotTimed{} checked only, \\CpuCellsSkipped{} skipped, \\CpuCellsMismatch{} gave a "
+           "wrong answer and \\CpuCellsFailed{} failed (Section~\\ref{sec:problems} lists the GPU's; the CPU's "
+           "are in \\texttt{results/metrics.parquet}); \\CpuFindingsAboveRoof{} timed cells exceed their roof "
+           "beyond noise.\n",
+           "\\begin{table}[!htbp]\n\\centering\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
+           f"\\caption{{CPU ({where}): time per call at the largest size in host time and in a Python loop, per "
+           "implementation, and the fastest in host time (a tie within noise named as one).}\n"
+           "\\label{tab:cpu-summary}\n" + cpu_summary_table(rows) + "\\end{table}\n",
+           "\\begin{table}[!htbp]\n\\centering\\small\n"
+           f"\\caption{{Ceilings measured on the CPU ({where}), in host time: the copy and the best GEMM per math "
+           "mode.}\n\\label{tab:cpu-ceilings}\n" + cpu_ceilings_table(ceilings) + "\\end{table}\n",
+           "\\begin{table}[!htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{3pt}\n"
+           f"\\caption{{Environment and provenance of the CPU data ({where}): its runs, commits, dates, versions, "
+           "timing settings and the rows each contributed.}\n\\label{tab:cpu-provenance}\n"
+           + origin.provenance_table(origin.runs(rows, ceilings[ceilings["gpu"] == CPU_KEY], sources), tex_escape)
+           + "\\end{table}\n"]
+    if len(found):
+        out.append("\\begin{table}[!htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{3pt}\n"
+                   f"\\caption{{CPU cells above their roof, in host time ({where}).}}\n\\label{{tab:cpu-findings}}\n"
+                   + findings_table(rows).replace("GPU time", CPU_FRAME_LABEL["gpu"]) + "\\end{table}\n")
+    for fig, caption in CPU_FIGURE_CAPTIONS.items():
+        path = f"{figdir}/{CPU_KEY}/{fig}.pdf"
+        if Path(path).exists() and has_data(fig, rows, CPU_KEY, launch_counts):
+            out.append(figure(path, f"{caption} ({where})", f"fig:{fig}-{CPU_KEY}"))
+    return "\n".join(out) + "\\clearpage\n"

@@ -1,0 +1,42 @@
+"""Which rows the paper may quote from: the headline GPU, its correct and timed cells, the largest size, verdicts,
+our kernels' fixed-cost fit."""
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.metrics import fixed_costs
+from rooflab.gpus import CPU_KEY
+
+def headline_gpu(metrics: pd.DataFrame) -> str:
+    """The first GPU with timed data ('' where no GPU has any: the CPU is never the GPU paper's headline)."""
+    gpus = [g for g in dict.fromkeys(metrics.loc[metrics["status"] == "ok", "gpu"]) if g != CPU_KEY]
+    return gpus[0] if gpus else ""
+
+
+def most_common(df: pd.DataFrame, column: str, absent: str) -> str:
+    """The most common value of an integer column, as text; `absent` where the column or its values are missing."""
+    values = df[column].dropna() if column in df else pd.Series(dtype=float)
+    return str(int(values.mode().iloc[0])) if not values.empty else absent
+
+
+def timed(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    """Rows the text may claim from: this GPU, correct and timed."""
+    ok = metrics["claimable"] if "claimable" in metrics else metrics["status"] == "ok"
+    return metrics[ok & (metrics["gpu"] == gpu)]
+
+
+def largest(ok: pd.DataFrame) -> pd.DataFrame:
+    """Per (kernel, dtype, pass), the rows at the largest size measured."""
+    return ok[ok["size"] == ok.groupby(["kernel", "dtype", "pass"])["size"].transform("max")]
+
+
+def verdict(row: pd.Series, base: str) -> str:
+    """faster / slower (beyond noise) / tie, in GPU time, of a row against `base`; n/a without a verdict."""
+    v = row.get(f"verdict_vs_{base}", "")
+    return v if isinstance(v, str) and v else "n/a"
+
+
+def ours_fixed_costs(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    """The fixed-cost fit (analysis/metrics.fixed_costs) of our Triton kernels on this GPU, every pass."""
+    f = fixed_costs(metrics)
+    return f[(f["gpu"] == gpu) & (f["impl"] == "triton")]
