@@ -17,17 +17,14 @@ peak_tflops_measured: its own run's ceilings), their median over the GPU's claim
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.claims import tied_best  # noqa: E402
-from analysis.metrics import model_time_s  # noqa: E402
-from rooflab.gpus import SPECS  # noqa: E402
+from analysis.claims import tied_best
+from analysis.metrics import model_time_s
+from rooflab.gpus import SPECS
 
 UNITS = ("fp32", "tf32", "bf16", "fp16")
 

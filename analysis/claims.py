@@ -10,17 +10,14 @@ On the CPU the median is host time (one call, the host's clock) and there is no 
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.metrics import ROOF_SIGMA, noise_floor  # noqa: E402
-from rooflab.gpus import CPU_KEY  # noqa: E402
-from rooflab.kernel import IMPL_LABEL  # noqa: E402
+from analysis.metrics import ROOF_SIGMA, noise_floor
+from rooflab.gpus import CPU_KEY
+from rooflab.kernel import IMPL_LABEL
 
 FRAME_LABEL = {"gpu": "GPU time", "graph": "CUDA graph", "loop": "Python loop"}
 CPU_FRAME_LABEL = {"gpu": "host time", "loop": "Python loop"}

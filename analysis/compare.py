@@ -28,16 +28,13 @@ they come from, and the largest moves).
 """
 
 import logging
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.repeatability import EVENT_MIN_MS, GRAPH_MAX_MS  # noqa: E402  (the classes its summary uses)
-from rooflab.io import read_raw_many, write_text  # noqa: E402
+from analysis.repeatability import EVENT_MIN_MS, GRAPH_MAX_MS  # the classes its summary uses
+from rooflab.io import read_raw_many, write_text
 
 KEY = ["kernel", "impl", "dtype", "size", "pass"]
 DEFAULTS = {"k_sigma": 3.0, "min_rel_change": 0.02, "short_min_rel_change": 0.10, "short_graph_min_rel_change": 0.05,

@@ -17,15 +17,12 @@ Peaks come from rooflab/gpus.py (datasheet) and results/raw/<gpu>/ceilings.parqu
 """
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rooflab.gpus import SPECS  # noqa: E402
+from rooflab.gpus import SPECS
 
 MATMUL_TILE = 128  # the output tile the wave model assumes (BLOCK_M = BLOCK_N = 128)
 CEILING_FOR_UNIT = {"fp32": "gemm_fp32", "tf32": "gemm_tf32", "bf16": "gemm_bf16", "fp16": "gemm_fp16"}

@@ -16,9 +16,7 @@ saying so. A kernel that fails is a 'failed' row with the error; this job never 
 import logging
 import sys
 import traceback
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 log = logging.getLogger("rooflab.compiled")
 

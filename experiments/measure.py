@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # also when run by hand, outside the DAG
 
 log = logging.getLogger("rooflab.measure")
 

@@ -11,9 +11,7 @@ none`` keeps the GPU's own clocks (ncu otherwise locks them to base, unlike the 
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 NVTX_RANGE = "rooflab_cell"  # the rule's --nvtx-include names it: "rooflab_cell/" (a push/pop range)
 WARMUP_CALLS = 3

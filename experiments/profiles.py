@@ -19,9 +19,7 @@ A cell that fails is a row with status 'failed' and the error: this job never fa
 import logging
 import sys
 import traceback
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 log = logging.getLogger("rooflab.profiles")
 

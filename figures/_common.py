@@ -6,7 +6,6 @@ Each figure script draws one figure with one message:
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -16,11 +15,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.claims import CPU_FRAME_LABEL, FRAME_LABEL, over_roof  # noqa: E402
-from rooflab.gpus import CPU_KEY  # noqa: E402
-from rooflab.kernel import IMPL_LABEL, IMPLS  # noqa: E402
+from analysis.claims import CPU_FRAME_LABEL, FRAME_LABEL, over_roof
+from rooflab.gpus import CPU_KEY
+from rooflab.kernel import IMPL_LABEL, IMPLS
 
 IMPL_ORDER = list(IMPLS)
 PALETTE = dict(zip(IMPL_ORDER, sns.color_palette("colorblind", len(IMPL_ORDER))))
