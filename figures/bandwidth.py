@@ -11,12 +11,13 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from figures import SCOPES
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, mark_findings, no_data,
                              parse_args, save, setup, size_axis, spread, time_frame)
 from rooflab.gpus import spec_for
 from rooflab.kernel import DTYPES
 
-SCOPE = "kernel"
+SCOPE = SCOPES["bandwidth"]
 DTYPE_STYLE = dict(zip(DTYPES, [("-", "o"), ("-.", "D"), ("--", "s"), (":", "^")]))
 
 

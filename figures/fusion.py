@@ -13,11 +13,12 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
+from figures import SCOPES
 from figures._common import (IMPL_LABEL, PALETTE, gpu_name, impls_present, legend_outside, no_data_figure,
                              parse_args, save, setup)
 from rooflab.kernel import DTYPES
 
-SCOPE = "gpu"
+SCOPE = SCOPES["fusion"]
 PROFILE_COLUMNS = ["gpu", "kernel", "impl", "dtype", "size", "n_kernels"]
 
 

@@ -17,11 +17,12 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from analysis import calibration
+from figures import SCOPES
 from figures._common import IMPL_LABEL, claimable, gpu_name, is_cpu, no_data_figure, parse_args, save, setup
 from rooflab.gpus import SPECS
 from rooflab.kernel import DTYPES
 
-SCOPE = "gpu"
+SCOPE = SCOPES["projection"]
 IMPL_SHORT = {"naive": "naive", "builtin": "builtin", "compile": "compile", "triton": "Triton", "cuda": "CUDA"}
 MODEL_COLORS = dict(zip(SPECS, ["#bdd7e7", "#6baed6", "#3182bd", "#08519c"]))
 

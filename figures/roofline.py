@@ -12,11 +12,12 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from figures import SCOPES
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, mark_findings, no_data,
                              parse_args, save, setup, time_frame)
 from rooflab.gpus import spec_for
 
-SCOPE = "gpu"
+SCOPE = SCOPES["roofline"]
 
 
 def roof(ax, ai, peak_flops, peak_bw, unit, kind, style, color):

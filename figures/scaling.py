@@ -18,12 +18,13 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from figures import SCOPES
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, is_cpu, no_data_figure,
                              parse_args, plain_log_ticks, save, setup, size_axis, spread, time_frame, time_label)
 from rooflab.kernel import DTYPES
 
 
-SCOPE = "gpu"
+SCOPE = SCOPES["scaling"]
 CUBIC = {"matmul"}  # kernels whose work grows as N^3 (M = N = K); the rest as N^2
 
 

@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from figures import SCOPES
 from figures._common import (IMPL_LABEL, IMPL_ORDER, claimable, gpu_name, no_data_figure, parse_args, save, setup,
                              time_frame)
 from rooflab.kernel import DTYPES
 
-SCOPE = "gpu"
+SCOPE = SCOPES["speedup"]
 LIMIT = 3.0  # colour saturates at 2^-3 = 0.125x and 2^3 = 8x
 
 

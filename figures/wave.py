@@ -13,11 +13,12 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from figures import SCOPES
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, is_cpu, mark_findings, no_data_figure,
                              parse_args, save, setup, size_axis)
 from rooflab.kernel import DTYPES
 
-SCOPE = "gpu"
+SCOPE = SCOPES["wave"]
 KERNEL = "matmul"
 IMPLS = ["builtin", "triton"]
 TILE = 128

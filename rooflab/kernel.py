@@ -51,7 +51,8 @@ class Kernel:
     problem: Callable[[int], str] = lambda n: f"{n}x{n}"
     passes: tuple[str, ...] = ("fwd",)
     skip_reason: Callable[[str, str], str | None] = lambda impl, device: None  # impl unavailable here -> why
-    source: str = ""
+    source: str = ""  # the kernel file (set by load_kernel)
+    module: Any = None  # the kernel's module, which holds its autotuners (set by load_kernel)
 
 
 def eager(**fns: Callable[..., Any]) -> dict[str, Factory]:
@@ -85,6 +86,7 @@ def load_kernel(name: str) -> Kernel:
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kernels/{name}.py must define KERNEL = Kernel(...)")
     kernel.source = str(Path(module.__file__).resolve())
+    kernel.module = module
     return kernel
 
 

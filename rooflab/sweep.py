@@ -8,7 +8,6 @@ answer: kept out of speedups and claims), failed (raised), skipped (not availabl
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 import traceback
@@ -145,8 +144,7 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
         fn = factory(inputs, **kw)
 
         # The kernel's own module (kernels/<name>.py) holds its autotuners; the factory may be built elsewhere.
-        tuned = autotune_snapshot(autotuners(sys.modules.get(f"kernels.{kernel.name}"))) \
-            if cell.impl == "triton" else []
+        tuned = autotune_snapshot(autotuners(kernel.module)) if cell.impl == "triton" else []
         sync(device)
         t0 = time.perf_counter()
         out = fn()  # the cold call: JIT compile / autotune / dynamo trace happen here

@@ -27,14 +27,10 @@ COMPARE_GPUS = sorted(
 )
 
 # Figures: one script each under figures/; 'gpu' figures are drawn once per GPU, 'kernel' ones per GPU and kernel.
-GPU_FIGURES = sorted(
-    p.stem for p in Path(workflow.basedir, "figures").glob("*.py")
-    if not p.stem.startswith("_") and "SCOPE = \"gpu\"" in p.read_text()
-)
-KERNEL_FIGURES = sorted(
-    p.stem for p in Path(workflow.basedir, "figures").glob("*.py")
-    if not p.stem.startswith("_") and "SCOPE = \"kernel\"" in p.read_text()
-)
+from figures import GPU_ONLY, SCOPES
+
+GPU_FIGURES = sorted(f for f, scope in SCOPES.items() if scope == "gpu")
+KERNEL_FIGURES = sorted(f for f, scope in SCOPES.items() if scope == "kernel")
 
 HAVE_TEX = bool(shutil.which("latexmk") and shutil.which("pdflatex"))
 PAPER = "results/paper/rooflab.pdf" if HAVE_TEX else "results/paper/BUILD_THE_PDF_ELSEWHERE.txt"
@@ -71,15 +67,11 @@ def get_profiles(wildcards=None):
             if p.startswith("results/") or Path(workflow.basedir, p).exists()]
 
 
-# Figures of concepts a CPU does not have: waves of SM-sized tiles, projections onto GPU datasheets.
-GPU_ONLY_FIGURES = {"wave", "projection"}
-
-
 def get_figures(wildcards=None):
     out = []
     for gpu in ANALYSIS_GPUS:
         for fig in GPU_FIGURES:
-            if gpu == "cpu" and fig in GPU_ONLY_FIGURES:
+            if gpu == "cpu" and fig in GPU_ONLY:
                 continue
             out += [f"results/figures/{gpu}/{fig}.pdf", f"results/figures/{gpu}/{fig}.png"]
         for fig in KERNEL_FIGURES:

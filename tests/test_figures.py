@@ -1,5 +1,5 @@
 """Every figure script draws from a small synthetic metrics frame (and says 'no data' without one), writing a
-non-empty PDF and PNG. Scripts are found the way rules/common.smk finds them: by their SCOPE line. And what the
+non-empty PDF and PNG. Scripts are found the way rules/common.smk finds them: in figures.SCOPES. And what the
 figures claim: each cell's spread drawn, no point above its roof unless the findings table lists it, ties white, the
 CPU drawn with its own concepts only."""
 import importlib
@@ -14,11 +14,18 @@ from matplotlib.container import ErrorbarContainer
 
 from analysis.claims import findings
 from analysis.metrics import compute_metrics
+from figures import GPU_ONLY, SCOPES
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = {p.stem: re.search(r'^SCOPE = "(\w+)"', p.read_text(), re.M)
-           for p in sorted((ROOT / "figures").glob("*.py")) if not p.stem.startswith("_")}
-SCRIPTS = {name: m.group(1) for name, m in SCRIPTS.items() if m}
+SCRIPTS = dict(SCOPES)
+
+
+def test_every_figure_script_is_registered_and_every_registered_one_exists():
+    """figures.SCOPES is how the DAG finds the figures: a script missing from it would never be drawn."""
+    on_disk = {p.stem for p in (ROOT / "figures").glob("*.py") if not p.stem.startswith("_")}
+    assert on_disk == set(SCOPES) and GPU_ONLY <= set(SCOPES)
+    for name, scope in SCOPES.items():
+        assert importlib.import_module(f"figures.{name}").SCOPE == scope
 
 
 def synthetic_raw() -> pd.DataFrame:
