@@ -3,7 +3,6 @@ non-empty PDF and PNG. Scripts are found the way rules/common.smk finds them: in
 figures claim: each cell's spread drawn, no point above its roof unless the findings table lists it, ties white, the
 CPU drawn with its own concepts only."""
 import importlib
-import re
 from pathlib import Path
 
 import numpy as np
