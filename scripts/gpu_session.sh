@@ -2,7 +2,7 @@
 # One device call: optionally tune and check ncu, run the DAG for the given kernels, optionally the repeatability
 # benchmark, and pack everything under $OUT (the device tool brings back only a few files). Usage:
 #   scripts/gpu_session.sh '["gelu","vecadd"]'        (or none: no DAG run)
-# Environment: TUNE="--sections rows --n 8192" (arguments of scripts/tune.py), NCU_TEST=1 (one ncu call outside the
+# Environment: TUNE="rows --n 8192" (arguments of python -m lab), NCU_TEST=1 (one ncu call outside the
 # DAG), EXTRA (more --config items for the DAG run), REPEAT="--kernels gelu --impls builtin triton" (arguments of
 # scripts/repeatability.py), BUDGET_S (time limit of the DAG run), SKIP_BUILD=1 (no CUDA extension prebuild),
 # RESTORE=results.tgz (a previous call's results, cell checkpoints included: the sweep resumes where it stopped).
@@ -12,7 +12,7 @@ kernels=$1
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
 if [ -n "${TUNE:-}" ]; then
-  python3 scripts/tune.py $TUNE --out "$OUT/tune.csv" > "$OUT/tune.txt" 2>&1
+  python3 -m lab $TUNE --out "$OUT/tune.csv" > "$OUT/tune.txt" 2>&1
   echo "tune exit: $?"
 fi
 if [ -n "${NCU_TEST:-}" ]; then

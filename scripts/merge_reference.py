@@ -1,8 +1,9 @@
 """Merge one device call's results into the committed reference dataset (data/reference/<gpu>/).
 
 For each kernel the call measured, its raw parquet replaces the reference's, and its rows replace that kernel's
-rows in profiles.parquet and compiled.parquet; the call's ceilings are kept beside, as ceilings_<label>.parquet
-(ratios are taken within one call). With --impls (a call that measured some implementations only, e.g.
+rows in profiles.parquet and compiled.parquet; the call's ceilings are kept apart, as
+data/tuning/ceilings_<label>.parquet (ratios are taken within one call; the DAG reads the reference's own
+ceilings.parquet only). With --impls (a call that measured some implementations only, e.g.
 ``--config impls=[builtin,triton]``) only those implementations' rows are replaced, the others' kept (compiled rows,
 which describe our Triton kernels, only when triton is among them). The README's table of calls is edited by hand.
 
@@ -25,12 +26,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", type=Path, help="the call's results/ folder (with raw/<gpu>/)")
     ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--label", required=True, help="the call's name, e.g. s8: ceilings_<label>.parquet")
+    ap.add_argument("--label", required=True, help="the call's name, e.g. s8: <tuning-dir>/ceilings_<label>.parquet "
+                    "(data/tuning holds the H200's calls: name another GPU's calls apart, e.g. h100_s1)")
     ap.add_argument("--kernels", nargs="+", required=True)
     ap.add_argument("--impls", nargs="+", default=None,
                     help="replace only these implementations' rows (default: every row of the kernels)")
     ap.add_argument("--reference-dir", type=Path, default=REPO / "data" / "reference")
+    ap.add_argument("--tuning-dir", type=Path, default=None,
+                    help="where the call's ceilings go (default: tuning/ beside the reference dir, data/tuning)")
     args = ap.parse_args(argv)
+    tuning = args.tuning_dir or args.reference_dir.parent / "tuning"
     raw, ref = args.results / "raw" / args.gpu, args.reference_dir / args.gpu
     if not ref.is_dir():
         raise SystemExit(f"no reference folder {ref}: create it (and its README) for a new GPU first")
@@ -75,8 +80,8 @@ def main(argv=None):
         write_parquet(pd.concat([kept, mine], ignore_index=True), ref / f"{name}.parquet")
         print(f"{name}: {len(mine)} rows of {', '.join(args.kernels)} replace "
               f"{len(old[name]) - len(kept)}")
-    write_parquet(new["ceilings"], ref / f"ceilings_{args.label}.parquet")
-    print(f"ceilings_{args.label}.parquet written")
+    write_parquet(new["ceilings"], tuning / f"ceilings_{args.label}.parquet")
+    print(f"{tuning / f'ceilings_{args.label}.parquet'} written")
 
 
 def read(path: Path, gpu: str, whose: str = "the call") -> pd.DataFrame:

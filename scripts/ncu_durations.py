@@ -8,7 +8,7 @@ wait for the kernel's completion. GPU only.
         --metrics gpu__time_duration.sum python scripts/ncu_durations.py profile > ncu.csv
     python scripts/ncu_durations.py summary --events events.csv --ncu ncu.csv --out durations.csv
 
-docs/performance.md (round 30) has what it found on the H200.
+docs/decisions.md (round 30) has what it found on the H200; its CSV is data/tuning/ncu_durations_s12.csv.
 """
 import argparse
 import io
@@ -29,7 +29,7 @@ PROFILED_CALLS = 3  # kernel launches per call under ncu (its median is kept)
 NOT_KERNELS = {"copy_"}
 
 
-# The calls compared, in order (scripts/tune.py row_calls has them all).
+# The calls compared, in order (lab/floor.py row_calls has them all).
 CALLS = ("copy_", "rowsum triton", "layernorm triton", "layernorm builtin", "rmsnorm triton", "softmax fwd triton",
          "gelu triton")
 
@@ -37,7 +37,7 @@ CALLS = ("copy_", "rowsum triton", "layernorm triton", "layernorm builtin", "rms
 def calls(dtype):
     """{name: fn} with one kernel launch each, on (N, N) inputs of dtype as the sweep makes them."""
     from kernels.layernorm import make_inputs
-    from scripts.tune import row_calls
+    from lab.floor import row_calls
 
     every = row_calls(*make_inputs(N, dtype, "cuda"))
     return {name: every[name][1] for name in CALLS}
@@ -46,7 +46,7 @@ def calls(dtype):
 def time_calls(out):
     """Each call timed with the sweep's timer and 4 starts: the event-side medians."""
     from rooflab.timing import CudaEventTimer, measure
-    from scripts.tune import sweep_timing
+    from lab.common import sweep_timing
 
     timer = CudaEventTimer(flush_l2=True)
     cfg = sweep_timing(instances=4)

@@ -41,7 +41,8 @@ def test_the_calls_rows_replace_its_kernels_rows_and_keep_the_others(folders):
     assert prof.to_dict() == {"gelu": 9, "rowsum": 1}
     comp = pd.read_parquet(ref / "h200" / "compiled.parquet").set_index("kernel")["num_warps"]
     assert comp.to_dict() == {"gelu": 4, "rowsum": 8}
-    assert pd.read_parquet(ref / "h200" / "ceilings_s9.parquet")["value"].tolist() == [4.3e12]
+    assert not (ref / "h200" / "ceilings_s9.parquet").exists()  # the call's ceilings go to tuning/, not the DAG's
+    assert pd.read_parquet(ref.parent / "tuning" / "ceilings_s9.parquet")["value"].tolist() == [4.3e12]
 
 
 def test_a_missing_input_writes_nothing(folders):
@@ -50,7 +51,7 @@ def test_a_missing_input_writes_nothing(folders):
     r = run(results, "--label", "s9", "--kernels", "rowsum", "--reference-dir", ref)
     assert r.returncode != 0 and "compiled.parquet is missing" in r.stderr and "Nothing was written" in r.stderr
     assert pd.read_parquet(ref / "h200" / "rowsum.parquet")["git_sha"].tolist() == ["old"]
-    assert not (ref / "h200" / "ceilings_s9.parquet").exists()
+    assert not (ref / "h200" / "ceilings_s9.parquet").exists() and not (ref.parent / "tuning").exists()
 
 
 def test_rows_of_another_kernel_or_gpu_are_refused(folders):
@@ -117,3 +118,11 @@ def test_impls_the_calls_profiles_lack_are_refused(folders):
     r = run(results, "--label", "s9", "--kernels", "rowsum", "--impls", "builtin", "--reference-dir", ref)
     assert r.returncode != 0 and "profiles.parquet has no rowsum rows of ['builtin']" in r.stderr
     pd.testing.assert_frame_equal(pd.read_parquet(ref / "h200" / "profiles.parquet"), before)
+
+
+def test_the_calls_ceilings_go_to_the_tuning_dir_given(folders, tmp_path):
+    results, ref = folders
+    r = run(results, "--label", "s9", "--kernels", "rowsum", "--reference-dir", ref, "--tuning-dir", tmp_path / "t")
+    assert r.returncode == 0, r.stderr
+    assert pd.read_parquet(tmp_path / "t" / "ceilings_s9.parquet")["value"].tolist() == [4.3e12]
+    assert not (ref.parent / "tuning").exists()
