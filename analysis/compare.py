@@ -8,7 +8,7 @@ For every GPU measured in this run that has a reference under data/reference/<gp
     verdict    = slower (rel_change > noise) | faster (rel_change < -noise) | same
 
 rse is each row's own relative standard error of the median (rooflab/timing.py). It does not see what moves a cell
-between processes (docs/performance.md, rounds 21-22: an unchanged cell of 57 us moved 2.7 %, one of 5 us 30 %), so
+between processes (docs/archive/performance-rounds.md, rounds 21-22: an unchanged cell of 57 us moved 2.7 %, one of 5 us 30 %), so
 the floor is that between-process move, by the cell's length:
 
 - cells under short_cell_us (either run) are compared on their CUDA-graph medians when both runs have them (launch

@@ -8,7 +8,7 @@ hides the 10-15 % that no kernel reaches (see shared reference: copy ~4.28 TB/s 
   size, rotating through as many input placements as a cell (``placements``), its address translations warmed
   when a cell's are (``warm_translations``), its samples pooled from as many fresh starts (``instances``). A cell
   pays a fixed cost per call (launch, the cold first accesses after the flush: 3-4 us on the H200, see
-  scripts/tune.py --sections floor) that a 1 ms copy amortises and a 33-65 us bf16 cell at 8192^2 does not; this
+  python -m lab floor) that a 1 ms copy amortises and a 33-65 us bf16 cell at 8192^2 does not; this
   row is the wall at the cell's own size.
 - gemm_<unit>_<source>_<n>: cuBLAS (``torch.mm``) and, on a GPU, our Triton GEMM without its epilogue, at each n^3 of
   ``gemm_sizes`` on random data (never zeros: they run faster), 2 n^3 FLOP per call; fp32 with IEEE products, tf32

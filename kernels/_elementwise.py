@@ -73,7 +73,7 @@ def tile(pid, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_
 
     Tiles are numbered row-major over the (n_rows / BLOCK_M) x (n_cols / BLOCK_N) split. A single-row view
     (ONE_ROW, BLOCK_M = 1) takes the program id as its column tile: no integer division, whose dependent chain
-    made a program run 56 instead of 23 instructions before its first load (sm_90; docs/performance.md round 33).
+    made a program run 56 instead of 23 instructions before its first load (sm_90; docs/archive/performance-rounds.md round 33).
     """
     if ONE_ROW:
         tl.static_assert(BLOCK_M == 1, "a single-row view's tile is one row")

@@ -1,9 +1,9 @@
 """The launch choices of the Triton kernels, as data: one table per kernel, one Choice per entry.
 
-Each Choice holds the value a kernel reads, a one-line reason and its evidence: the tune.py CSV that measured it
+Each Choice holds the value a kernel reads, a one-line reason and its evidence: the lab CSV (data/tuning/) that measured it
 (data/tuning/<file>), or None for a rule of thumb no tune run decided. The measurements behind each entry, with their
-readings, are in docs/decisions.md and docs/performance.md. Kernels read the bare values through ``values`` into
-module attributes of the same names (``kernels.layernorm.UNMASKED_COLS``), which tests and scripts/tune.py swap.
+readings, are in docs/decisions.md and docs/archive/performance-rounds.md. Kernels read the bare values through ``values`` into
+module attributes of the same names (``kernels.layernorm.UNMASKED_COLS``), which tests and the lab (python -m lab) swap.
 
 Keys: an element size in bytes (2: bfloat16 and float16, 4: float32) or a dtype name. Row tables give, per key,
 (columns, warps): rows of at least that many columns take at least that many warps; or (fewest, most) columns.

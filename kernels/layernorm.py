@@ -25,7 +25,7 @@ from rooflab.triton_utils import check_device
 
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-# The launch tables, read at each call (tests and scripts/tune.py swap them): see kernels/_launch.py.
+# The launch tables, read at each call (tests and the lab swap them): see kernels/_launch.py.
 TILED_LAUNCH = values(LAYERNORM["TILED_LAUNCH"])  # rows too long to hold: element size -> (tile, warps)
 HELD_MIN_WARPS = values(LAYERNORM["HELD_MIN_WARPS"])  # held rows: element size -> (columns, fewest warps)
 WB_EARLY_COLS = values(LAYERNORM["WB_EARLY_COLS"])  # held rows loading weight and bias with x: (fewest, most) cols

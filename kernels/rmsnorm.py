@@ -22,7 +22,7 @@ from rooflab.triton_utils import check_device
 
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-# The launch tables, read at each call (tests and scripts/tune.py swap them): see kernels/_launch.py.
+# The launch tables, read at each call (tests and the lab swap them): see kernels/_launch.py.
 RELOAD_MIN_COLS = values(RMSNORM["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
 RELOAD_WARPS = values(RMSNORM["RELOAD_WARPS"])  # ... with this many warps
 UNMASKED_COLS = values(RMSNORM["UNMASKED_COLS"])  # element size -> (fewest, most) columns without a column mask

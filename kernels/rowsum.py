@@ -4,7 +4,7 @@ A reduction reads N^2 elements and writes only N, so it is memory-bound: the que
 bandwidth. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is loaded whole, in one go, and
 reduced in-block (tl.sum); short rows are packed several to a program. Longer rows are walked in BLOCK_N columns into
 an fp32 register tile reduced once at the end. The output has the input's dtype. On the H200 the one-row-per-program
-form reads its bytes as fast as anything there reads them (docs/performance.md round 35). Launch tables:
+form reads its bytes as fast as anything there reads them (docs/archive/performance-rounds.md round 35). Launch tables:
 kernels/_launch.py.
 
 References: Triton tutorial 02-fused-softmax (row reductions) and 05-layer-norm (the tiled loop over a long row).
@@ -22,7 +22,7 @@ from rooflab.triton_utils import check_device
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_BLOCK_N = MAX_BLOCK_SIZE  # longest row one program holds whole; longer rows take the tiled loop
-# The launch tables, read at each call (tests and scripts/tune.py swap them): see kernels/_launch.py.
+# The launch tables, read at each call (tests and the lab swap them): see kernels/_launch.py.
 MIN_TILE_ELEMENTS = values(ROWSUM["MIN_TILE_ELEMENTS"])  # short rows are packed to this many elements a program
 UNMASKED_COLS = values(ROWSUM["UNMASKED_COLS"])  # element size -> (fewest, most) columns without masks
 

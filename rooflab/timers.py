@@ -13,7 +13,7 @@ Three times per cell, each answering its own question:
   timed call then has to write back to HBM as it evicts them -- the harness's traffic charged to the kernel. On the
   H200 that cost a same-size ``copy_`` 6 % at 8192^2 bf16 (3964 vs 4222 GB/s) and 9 % at 2048^2 fp32; reading the
   buffer evicts just as well (a 2048^2 copy: 2937 GB/s read-flushed, 4153 with a warm L2) and leaves clean lines.
-  ``flush_mode: write`` keeps the old behaviour for comparison (scripts/tune.py --sections flush).
+  ``flush_mode: write`` keeps the old behaviour for comparison (python -m lab flush).
 * ``graph_median_ms``: ``triton.testing.do_bench_cudagraph`` as is (launch overhead removed, no flush): what a
   CUDA-graph replay of the call costs.
 * ``loop_ms``: back-to-back calls from Python with one synchronisation at the end (no flush, no hold): the time per
@@ -227,7 +227,7 @@ class Rotation:
 
     Why: on the H200 where a cell's buffers sit in memory moves its time, and the offset is fixed for an allocation:
     six allocations of one 1024^2 bf16 add measured 5.6-6.8 us (the same allocation again: 6.70 and 6.75 us), six of
-    an 8192^2 bf16 GeLU 63.6-64.8 us (scripts/tune.py --sections placement). A cell timed on one allocation carries
+    an 8192^2 bf16 GeLU 63.6-64.8 us (python -m lab placement). A cell timed on one allocation carries
     that offset, and a second process, with other addresses, another one: the between-process spread the
     repeatability benchmark measures. Rotating through several placements puts their mix, not one draw, in every
     sample set. Timers need not know: they call this like any closure.
@@ -266,7 +266,7 @@ class Rotation:
 
         Why: after the flush a small cell's time depended on whether the address translations of its buffers had
         survived: six allocations of a 1024^2 bf16 add measured 5.41-6.51 us, and 5.66-5.76 us (1.7 % apart) with
-        the input and output pages touched first (docs/performance.md, round 22). The data stay cold: one line in
+        the input and output pages touched first (docs/archive/performance-rounds.md, round 22). The data stay cold: one line in
         512 is read. With warming off (the default) this does nothing."""
         if self.inputs is None:
             return

@@ -89,8 +89,7 @@ def test_every_launch_choice_has_a_one_line_reason_and_its_evidence(where, choic
     if choice.evidence is not None:
         name = choice.evidence.removeprefix("data/tuning/")
         assert choice.evidence == f"data/tuning/{name}" and name.endswith(".csv")
-        # the tune CSVs move from data/reference/h200/ to data/tuning/: either place holds the evidence
-        assert (REPO / "data/tuning" / name).exists() or (REPO / "data/reference/h200" / name).exists(), name
+        assert (REPO / "data/tuning" / name).exists(), name
 
 
 READERS = {  # kernel module -> (its table in kernels/_launch.py, the attributes it reads from it)

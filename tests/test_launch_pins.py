@@ -107,7 +107,7 @@ def record_rows() -> dict:
                                                lambda: sm.softmax_forward(x))
         out[f"softmax.bwd/{case}"] = _recorded(sm, ("_softmax_bwd_row_kernel", "_softmax_bwd_tiled_kernel"),
                                                lambda: sm.softmax_backward(x, x))
-    for dtype in DTYPES:  # the knobs tests and tune.py turn
+    for dtype in DTYPES:  # the knobs tests and the lab turn
         x = torch.empty((3, 2048), dtype=dtype)
         w = torch.empty((2048,), dtype=dtype)
         for kw in ({"block_size": 512}, {"block_size": 4096}, {"num_warps": 2}, {"block_size": 256, "num_warps": 8}):
