@@ -36,7 +36,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
     from experiments.measure import check_device
     from rooflab import clocks
     from rooflab.kernel import math_mode, torch_dtype
-    from rooflab.sweep import placements_for
+    from rooflab.cell import placements_for
     from rooflab.timing import measure, timer_for
 
     device, _ = check_device(gpu)

@@ -7,7 +7,7 @@ modules records the CompiledKernel its ``run`` returns (autotuning benchmarks ev
 so each config appears, the chosen one flagged ``autotune_best``). From each compiled kernel, with no profiler:
 registers per thread and spills (from the driver's cuModuleLoad, CompiledKernel.n_regs / n_spills), shared memory,
 num_warps, num_stages, the PTX's global loads and stores by vector width, and the theoretical occupancy those
-imply (rooflab/compiled.py).
+imply (rooflab/kernel_facts.py).
 
 On the CPU, Triton's interpreter compiles nothing: the file keeps the schema with one 'skipped' row per kernel
 saying so. A kernel that fails is a 'failed' row with the error; this job never fails the DAG for one kernel.
@@ -18,7 +18,7 @@ import sys
 import traceback
 
 
-log = logging.getLogger("rooflab.compiled")
+log = logging.getLogger("rooflab.kernel_facts")
 
 COMPILED_COLUMNS = [
     "gpu", "kernel", "pass", "dtype", "size", "status", "error", "function", "kernel_name", "signature",
@@ -125,7 +125,7 @@ def _signature(kernel) -> str:
 
 def kernel_facts(jit, kernel, tuner, limits) -> dict:
     """One row of facts from a CompiledKernel (after at least one launch, so n_regs is known)."""
-    from rooflab.compiled import global_access_widths, occupancy
+    from rooflab.kernel_facts import global_access_widths, occupancy
 
     if getattr(kernel, "n_regs", None) is None and hasattr(kernel, "_init_handles"):
         kernel._init_handles()  # loads the binary: n_regs and n_spills come from the driver
@@ -166,7 +166,7 @@ def compiled_rows(kernel_name: str, gpu: str, sizes, seed: int = 0, dtypes=None)
     import torch
 
     from experiments.profiles import cell_callable
-    from rooflab.compiled import limits_for
+    from rooflab.kernel_facts import limits_for
     from rooflab.kernel import load_kernel
 
     kernel = load_kernel(kernel_name)

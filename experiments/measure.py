@@ -58,7 +58,7 @@ def check_device(gpu: str) -> tuple[str, float]:
 
 
 def cells_for(kernel, params: dict):
-    from rooflab.sweep import Cell
+    from rooflab.cell import Cell
 
     sizes = sorted(set(int(s) for s in params["sizes"]) | set(int(s) for s in params.get("extra_sizes", [])))
     dtypes = [d for d in params["dtypes"] if d in kernel.dtypes] + \
@@ -88,7 +88,7 @@ def cell_store(out: str | Path) -> Path:
 
 def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = True) -> int:
     prepare_environment(gpu, params)
-    from rooflab.compiled import compile_caches
+    from rooflab.kernel_facts import compile_caches
 
     caches = compile_caches()  # before anything compiles: is this a cold or a warm start?
     import pandas as pd
@@ -98,7 +98,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     from rooflab.kernel import load_kernel
     from rooflab import store
     from rooflab.provenance import provenance
-    from rooflab.sweep import run_cell
+    from rooflab.cell import run_cell
     from rooflab.timing import TimingConfig, timer_for
 
     device, l2_bytes = check_device(gpu)

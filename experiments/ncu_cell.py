@@ -40,7 +40,7 @@ def main(argv=None) -> int:
 
     from experiments.profiles import cell_callable
     from rooflab.kernel import load_kernel
-    from rooflab.sweep import Cell, skip_reason
+    from rooflab.cell import Cell, skip_reason
 
     kernel = load_kernel(args.kernel)
     pass_ = args.pass_ or kernel.passes[0]

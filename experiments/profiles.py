@@ -43,7 +43,7 @@ def cell_callable(kernel, impl: str, dtype: str, size: int, pass_: str, device: 
     The returned function carries ``fell_back`` (a probe: did torch.compile run eager?) for impl 'compile'.
     """
     from rooflab.kernel import torch_dtype
-    from rooflab.sweep import _kw, compiled_factory
+    from rooflab.cell import _kw, compiled_factory
 
     kw = _kw(kernel, pass_)
     inputs = kernel.make_inputs(int(size), torch_dtype(dtype), device, seed)
@@ -105,7 +105,7 @@ def launched_kernels(fn, device: str) -> tuple[str, list[str], int]:
 def profile_cell(kernel, impl: str, dtype: str, size: int, pass_: str, device: str, interpret_max_size: int = 0,
                  seed: int = 0) -> dict:
     """One row: skipped (with the reason), failed (with the error), or the launched kernels."""
-    from rooflab.sweep import Cell, skip_reason
+    from rooflab.cell import Cell, skip_reason
 
     row = {"kernel": kernel.name, "impl": impl, "dtype": dtype, "size": int(size), "pass": pass_,
            "activity": "cuda" if device == "cuda" else "cpu_aten", "status": "failed", "error": "",

@@ -37,7 +37,7 @@ def timed(fn, timer, cfg):
 def compiled(name, n, dtype, device="cuda"):
     """torch.compile of a kernel's naive expression on its own inputs (compiled here, outside the timing)."""
     from rooflab.kernel import load_kernel
-    from rooflab.sweep import _kw
+    from rooflab.cell import _kw
 
     kernel = load_kernel(name)
     fn = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False)  # no dynamo reset: others stay compiled
@@ -50,7 +50,7 @@ def checked(fn, ref, dtype, what):
     """fn, once checked against ref (relative error norm within the dtype's sweep tolerance). A variant that fails or
     is wrong is no result: it raises when timed, so its time is NaN."""
     from rooflab.kernel import DEFAULT_TOLERANCE
-    from rooflab.sweep import relative_error
+    from rooflab.cell import relative_error
 
     tol = DEFAULT_TOLERANCE[dtype_key(dtype)]
     try:
@@ -87,7 +87,7 @@ def swapped(module, fn, **tables):
 def readings(kinds, times=3):
     """{variant: fn} with every kind timed `times` times, interleaved, each checked once against the first kind
     (checked: a wrong or failing kind is timed as NaN)."""
-    from rooflab.sweep import relative_error
+    from rooflab.cell import relative_error
 
     ref = next(iter(kinds.values()))()
     dtype = (ref[0] if isinstance(ref, (tuple, list)) else ref).dtype
@@ -119,9 +119,9 @@ def sweep_timing(**changes) -> TimingConfig:
 
 def placement_fns(kernel, impl: str, n: int, dtype_name: str, pass_: str, count: int):
     """`count` input sets of one cell (same seed, so same values, at distinct addresses) and a closure over each, as
-    rooflab/sweep.run_cell builds them."""
+    rooflab/cell.run_cell builds them."""
     from rooflab.kernel import torch_dtype
-    from rooflab.sweep import _kw
+    from rooflab.cell import _kw
 
     sets = [kernel.make_inputs(n, torch_dtype(dtype_name), "cuda", seed=0) for _ in range(count)]
     return sets, [kernel.impls[impl](one, **_kw(kernel, pass_)) for one in sets]

@@ -7,7 +7,7 @@ def compile_variants(n, dtype_name):
     """[(kernel, bytes moved, {variant: fn})]: our Triton against torch.compile of the naive expression, each timed
     twice, interleaved. Set TORCHINDUCTOR_CACHE_DIR to keep Inductor's generated kernels (and chosen configs)."""
     from rooflab.kernel import load_kernel, torch_dtype
-    from rooflab.sweep import _kw
+    from rooflab.cell import _kw
 
     out = []
     for name in ("rmsnorm", "layernorm", "softmax", "rowsum", "vecadd", "saxpy", "gelu"):

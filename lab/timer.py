@@ -69,7 +69,7 @@ def placement_rows(timer, placements=6):
     stride, inputs alone as a third variant, and 4 rotating flush buffers (timing.flush_buffers) as a fourth:
     docs/archive/performance-rounds.md, round 22."""
     from rooflab.kernel import load_kernel, torch_dtype
-    from rooflab.sweep import _kw
+    from rooflab.cell import _kw
 
     modes = {"sweep timing": sweep_timing(warm_translations=False),
              "translations warmed": sweep_timing(warm_translations=True)}

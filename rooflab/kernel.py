@@ -65,7 +65,7 @@ def measurement_code() -> list[str]:
     the measurement machinery, the kernels' shared helpers and launch tables (kernels/_*.py) and CUDA sources
     (kernels/cuda/*.cu). Inputs of every measurement job."""
     repo = KERNELS_DIR.parent
-    core = ["rooflab/sweep.py", "rooflab/timing.py", "rooflab/timers.py", "rooflab/kernel.py", "rooflab/clocks.py",
+    core = ["rooflab/cell.py", "rooflab/timing.py", "rooflab/timers.py", "rooflab/kernel.py", "rooflab/clocks.py",
             "rooflab/triton_utils.py", "rooflab/cuda_ext.py"]
     helpers = sorted(str(p.relative_to(repo)) for p in KERNELS_DIR.glob("_*.py") if p.name != "__init__.py")
     cuda = sorted(str(p.relative_to(repo)) for p in KERNELS_DIR.glob("cuda/*.cu"))  # the CUDA implementations

@@ -89,7 +89,7 @@ rule compiled:
         kernels=expand("kernels/{kernel}.py", kernel=KERNELS),
         code=MEASUREMENT_CODE,
         script="experiments/compiled.py",
-        occupancy="rooflab/compiled.py",
+        occupancy="rooflab/kernel_facts.py",
     output:
         update("results/raw/{gpu}/compiled.parquet"),
     params:

@@ -1,8 +1,8 @@
-"""Occupancy arithmetic and PTX access counting (rooflab/compiled.py), and the CPU schema of compiled.parquet."""
+"""Occupancy arithmetic and PTX access counting (rooflab/kernel_facts.py), and the CPU schema of compiled.parquet."""
 import pandas as pd
 import pytest
 
-from rooflab.compiled import LIMITS, global_access_widths, limits_for, occupancy
+from rooflab.kernel_facts import LIMITS, global_access_widths, limits_for, occupancy
 
 H200 = limits_for("h200")
 

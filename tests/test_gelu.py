@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.gelu import KERNEL, gelu_naive, gelu_triton
-from rooflab.sweep import relative_error
+from rooflab.cell import relative_error
 
 CASES = [  # (dtype, tolerance on ||out - ref|| / ||ref||)
     (torch.float32, 1e-6),

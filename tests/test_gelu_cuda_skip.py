@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from rooflab.kernel import load_kernel
-from rooflab.sweep import Cell, run_cell
+from rooflab.cell import Cell, run_cell
 from rooflab.timing import TimingConfig
 
 

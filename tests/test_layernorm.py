@@ -4,7 +4,7 @@ import torch
 
 from kernels import layernorm as ln
 from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
-from rooflab.sweep import relative_error
+from rooflab.cell import relative_error
 
 DTYPES = [  # (dtype, atol, rtol): the tolerance travels with the dtype
     (torch.float32, 1e-5, 1e-5),

@@ -8,7 +8,7 @@ import torch
 import triton
 
 from kernels import matmul as mm
-from rooflab.sweep import relative_error
+from rooflab.cell import relative_error
 from rooflab.kernel import math_mode, math_mode_ran, torch_dtype
 from rooflab.triton_utils import autotune_configs
 

@@ -25,7 +25,7 @@ from triton.compiler.errors import CompilationError
 from rooflab import config as rcfg
 from rooflab import io as rio
 from rooflab.kernel import ELEMENT_BYTES, Kernel, kernel_names, load_kernel
-from rooflab.sweep import Cell, _kw, relative_error, run_cell
+from rooflab.cell import Cell, _kw, relative_error, run_cell
 from rooflab.timing import TimingConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -625,7 +625,7 @@ def test_ok_row_with_an_impossible_time_is_refused_by_the_reader(tmp_path):
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_cell_too_large_for_memory_is_skipped_up_front(device):
-    from rooflab.sweep import memory_skip_reason
+    from rooflab.cell import memory_skip_reason
 
     reason = memory_skip_reason(48e9, device, free_total=(20e9, 24e9))
     assert reason == f"needs at least 48 GB for its inputs and outputs, but the {device} has 20 GB free of 24 GB"
@@ -634,12 +634,12 @@ def test_cell_too_large_for_memory_is_skipped_up_front(device):
 
 def test_cell_too_large_for_memory_never_allocates(monkeypatch, use_kernel, tmp_path):
     """A sweep whose largest cell cannot fit: that cell is a skipped row naming the memory; the rest are measured."""
-    import rooflab.sweep
+    import rooflab.cell
 
     calls = []
     use_kernel(fake_kernel(calls))
     # the fake kernel moves 2 n^2 4 bytes in float32: 2048 B at n = 16, 4608 B at n = 24
-    monkeypatch.setattr(rooflab.sweep, "free_memory_bytes", lambda device: (4000.0, 8000.0))
+    monkeypatch.setattr(rooflab.cell, "free_memory_bytes", lambda device: (4000.0, 8000.0))
     out = tmp_path / "raw/cpu/fake.parquet"
     assert measure_run(out, dtypes=["float32"], impls=["naive"], allow_failures=True) == 0
     assert sorted(calls) == [("naive", "float32", 8), ("naive", "float32", 16)]
@@ -649,7 +649,7 @@ def test_cell_too_large_for_memory_never_allocates(monkeypatch, use_kernel, tmp_
 
 
 def test_host_memory_is_read():
-    from rooflab.sweep import free_memory_bytes
+    from rooflab.cell import free_memory_bytes
 
     free, total = free_memory_bytes("cpu")
     assert 0 < free <= total

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from kernels import rmsnorm as rms
-from rooflab.sweep import relative_error
+from rooflab.cell import relative_error
 
 DTYPES = [  # (dtype, atol, rtol): the tolerance travels with the dtype
     (torch.float32, 1e-5, 1e-5),

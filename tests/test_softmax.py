@@ -5,7 +5,7 @@ import torch
 
 from kernels.softmax import (KERNEL, MAX_FUSED_BLOCK, reference, softmax_backward, softmax_forward,
                              softmax_naive, softmax_triton)
-from rooflab.sweep import relative_error
+from rooflab.cell import relative_error
 
 SHAPES = [(1, 1), (3, 17), (1, 300), (37, 1793), (4, 2048)]
 TOLERANCES = [(torch.float32, 1e-6, 1e-5), (torch.bfloat16, 1e-4, 2e-2)]

@@ -321,7 +321,7 @@ def test_measure_rotates_a_list_of_closures_and_records_how_many():
 
 
 def test_placements_shrink_to_what_fits_in_a_share_of_free_memory():
-    from rooflab.sweep import PLACEMENT_MEMORY_SHARE, placements_for
+    from rooflab.cell import PLACEMENT_MEMORY_SHARE, placements_for
 
     gib = float(1 << 30)
     assert placements_for(4, 0.5 * gib, "cuda", free_bytes=100 * gib) == 4
@@ -347,7 +347,7 @@ def test_compiled_factory_compiles_once_for_all_placements():
     import torch
 
     from rooflab.kernel import load_kernel
-    from rooflab.sweep import compiled_factory
+    from rooflab.cell import compiled_factory
 
     kernel = load_kernel("vecadd")
     make, fell_back = compiled_factory(kernel)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rooflab import clocks
-from rooflab.compiled import autotune_facts, autotune_snapshot, autotuners
+from rooflab.kernel_facts import autotune_facts, autotune_snapshot, autotuners
 from rooflab.kernel import MATH_MODE, Kernel, math_mode, math_mode_ran, torch_dtype
 from rooflab.timing import TimingConfig, cudagraph_median_ms, measure, timer_for
 
