@@ -11,15 +11,13 @@ which describe our Triton kernels, only when triton is among them). The README's
     python scripts/merge_reference.py RESULTS_DIR --label s14 --kernels matmul --impls builtin triton
 """
 import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from rooflab.io import write_parquet  # noqa: E402  (atomic: a killed merge leaves whole files)
+from rooflab.io import write_parquet  # (atomic: a killed merge leaves whole files)
 
 
 def main(argv=None):

@@ -12,14 +12,12 @@ docs/decisions.md (round 30) has what it found on the H200; its CSV is data/tuni
 """
 import argparse
 import io
-import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-import pandas as pd  # noqa: E402
-import torch  # noqa: E402
+import pandas as pd
+import torch
 
 N = 8192
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}

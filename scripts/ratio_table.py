@@ -19,9 +19,8 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from analysis.compare import DEFAULTS  # noqa: E402  (k_sigma: how many standard errors a difference must exceed)
+from analysis.compare import DEFAULTS  # (k_sigma: how many standard errors a difference must exceed)
 
 MATMUL_GOALS = {1024: 0.80, 2048: 0.90, 4096: 1.00, 8192: 1.00}
 

@@ -26,9 +26,8 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 
-from analysis.repeatability import summarize  # noqa: E402  (the summary the paper shows too)
+from analysis.repeatability import summarize  # (the summary the paper shows too)
 
 KEY = ["kernel", "impl", "dtype", "size", "pass"]
 

@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # run as a script too (conftest.py sets it under pytest)
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
+import torch
 
 PINS = Path(__file__).with_name("launch_pins.json")
 DTYPES = (torch.float32, torch.bfloat16, torch.float16)
