@@ -14,7 +14,6 @@ import argparse
 import io
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
 
 import pandas as pd
 import torch
