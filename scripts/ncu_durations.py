@@ -14,7 +14,6 @@ import argparse
 import io
 from pathlib import Path
 
-
 import pandas as pd
 import torch
 
