@@ -2,7 +2,6 @@
 CPU's own section."""
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
@@ -86,14 +85,14 @@ def figures_tex(metrics: pd.DataFrame, gpus: list[str], figdir: str, captions: d
 
 
 def kernel_summary(kernel: str) -> str:
-    """The first sentence of kernels/<kernel>.py's docstring, read without importing it (no torch needed)."""
-    path = Path(__file__).resolve().parent.parent / "kernels" / f"{kernel}.py"
-    try:
-        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
-    except (OSError, SyntaxError):
+    """What the kernel computes, as its file declares it (``KERNEL.description``), as a sentence; "" for a name no
+    kernel file has (a dataset of a kernel since removed)."""
+    from rooflab.kernel import kernel_names, load_kernel
+
+    if kernel not in kernel_names():
         return ""
-    first = doc.strip().split("\n\n")[0].replace("\n", " ")
-    return first.split(". ")[0].rstrip(".") + "."
+    text = load_kernel(kernel).description.strip().rstrip(".")
+    return text[:1].upper() + text[1:] + "." if text else ""
 
 
 def best_sentence(k: str, tag: str, what: str, best: pd.DataFrame) -> str:

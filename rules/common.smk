@@ -6,8 +6,6 @@ import os
 import shutil
 from pathlib import Path
 
-ENV = "../envs/rooflab.yaml"
-
 # One invocation is one run: every job inherits this id, and each cell is rated against its own run's ceilings.
 from rooflab.provenance import new_run_id
 

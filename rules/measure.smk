@@ -24,8 +24,6 @@ rule measure:
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
         runtime=get_cluster("runtime", default=60),
-    conda:
-        ENV
     script:
         "../experiments/measure.py"
 
@@ -46,8 +44,6 @@ rule ceilings:
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
         runtime=get_cluster("runtime", default=60),
-    conda:
-        ENV
     script:
         "../experiments/ceilings.py"
 
@@ -77,8 +73,6 @@ rule profiles:
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
         runtime=get_cluster("runtime", default=60),
-    conda:
-        ENV
     script:
         "../experiments/profiles.py"
 
@@ -105,8 +99,6 @@ rule compiled:
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
         runtime=get_cluster("runtime", default=60),
-    conda:
-        ENV
     script:
         "../experiments/compiled.py"
 
@@ -133,8 +125,6 @@ rule ncu:
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
         runtime=get_cluster("runtime", default=60),
-    conda:
-        ENV
     shell:
         "(command -v ncu >/dev/null || {{ echo 'ncu (Nsight Compute) is not on the PATH' >&2; exit 3; }}; "
         " ncu --clock-control none --nvtx --nvtx-include rooflab_cell/ --target-processes all --force-overwrite"

@@ -268,3 +268,14 @@ def test_the_matmul_comparison_states_the_clocks_each_side_ran_at():
         assert f"\\newcommand{{\\{name}}}{{{value}}}" in text, name
     tex = (Path(__file__).resolve().parent.parent / "paper" / "main.tex").read_text()
     assert "\\MatmulBuiltinSmClockMhzBf{}" in tex and "\\MatmulTritonSmClockMhzBf{}" in tex
+
+
+def test_a_kernel_section_opens_with_what_the_kernel_file_declares(monkeypatch):
+    """The summary is KERNEL.description, an explicit declaration, not a parse of the file's docstring."""
+    from analysis.sections import kernel_summary
+    from rooflab.kernel import load_kernel
+
+    assert kernel_summary("vecadd") == "Vector add x + y, elementwise over N x N."
+    monkeypatch.setattr(load_kernel("vecadd"), "description", "a sum of two tensors")
+    assert kernel_summary("vecadd") == "A sum of two tensors."
+    assert kernel_summary("no_such_kernel") == ""
