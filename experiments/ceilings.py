@@ -33,7 +33,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
     ``instances``: the sweep's, for the copies timed like a cell."""
     import torch
 
-    from experiments.measure import check_device
+    from rooflab.device import check_device
     from rooflab import clocks
     from rooflab.kernel import math_mode, torch_dtype
     from rooflab.cell import placements_for
@@ -162,7 +162,7 @@ if "snakemake" in globals():
     from rooflab.lifeline import follow_snakemake
 
     follow_snakemake()  # a kill -9 of snakemake ends this job too
-    from experiments.measure import DeviceMismatch
+    from rooflab.device import DeviceMismatch
 
     try:
         run(sm.wildcards.gpu, sm.output[0], dict(sm.params.ceilings))

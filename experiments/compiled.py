@@ -208,7 +208,7 @@ def compiled_rows(kernel_name: str, gpu: str, sizes, seed: int = 0, dtypes=None)
 def run(gpu: str, kernels, out: str, params: dict) -> None:
     import pandas as pd
 
-    from experiments.measure import check_device, prepare_environment
+    from rooflab.device import check_device, prepare_environment
     from rooflab.io import write_parquet
     from rooflab.provenance import provenance
 
@@ -252,7 +252,7 @@ if "snakemake" in globals():
     from rooflab.lifeline import follow_snakemake
 
     follow_snakemake()  # a kill -9 of snakemake ends this job too
-    from experiments.measure import DeviceMismatch
+    from rooflab.device import DeviceMismatch
 
     try:
         run(sm.wildcards.gpu, list(sm.params.kernels), sm.output[0], dict(sm.params.compiled))

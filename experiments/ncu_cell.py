@@ -28,7 +28,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
 
-    from experiments.measure import check_device, prepare_environment
+    from rooflab.device import check_device, prepare_environment
 
     prepare_environment(args.gpu, {})
     device, _ = check_device(args.gpu)

@@ -138,7 +138,7 @@ def profile_cell(kernel, impl: str, dtype: str, size: int, pass_: str, device: s
 def run(gpu: str, kernels, out: str, params: dict) -> None:
     import pandas as pd
 
-    from experiments.measure import check_device, prepare_environment
+    from rooflab.device import check_device, prepare_environment
     from rooflab.io import write_parquet
     from rooflab.kernel import IMPLS, load_kernel
     from rooflab.provenance import provenance
@@ -188,7 +188,7 @@ if "snakemake" in globals():
     from rooflab.lifeline import follow_snakemake
 
     follow_snakemake()  # a kill -9 of snakemake ends this job too
-    from experiments.measure import DeviceMismatch
+    from rooflab.device import DeviceMismatch
 
     try:
         run(sm.wildcards.gpu, list(sm.params.kernels), sm.output[0], params_from(sm))
