@@ -299,7 +299,8 @@ def test_compile_graph_break_is_a_failed_row_not_silent_eager():
 # -------------------------------------------------------------------------------------------------- wrong device
 
 def test_gpu_not_present_errors_and_writes_nothing(tmp_path, use_kernel):
-    from rooflab.device import DeviceMismatch, cell_store, main, run
+    from experiments.measure import cell_store, main, run
+    from rooflab.device import DeviceMismatch
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU box: asking for a GPU that is not there")
