@@ -69,4 +69,5 @@ onsuccess:
 
 
 onerror:
+    outdate_restored(log)
     print_summary(ok=False)
