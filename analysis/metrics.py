@@ -59,7 +59,7 @@ def measured_peaks(ceilings: pd.DataFrame) -> dict[str, dict[str, float]]:
 
 
 def run_peaks(ceilings: pd.DataFrame) -> dict[tuple[str, str], dict[str, float]]:
-    """{(gpu, run_id): {ceiling: value, ..., 'clock_mhz': the SM clock the run's ceilings ran at}}."""
+    """{(gpu, run_id): {ceiling: value, '<ceiling>@clock': the SM clock it ran at (where recorded), 'timestamp'}}."""
     c = ceilings.copy()
     if "run_id" not in c:
         c["run_id"] = ""
@@ -67,8 +67,8 @@ def run_peaks(ceilings: pd.DataFrame) -> dict[tuple[str, str], dict[str, float]]
     out: dict[tuple[str, str], dict[str, float]] = {}
     for (gpu, run), g in c.groupby(["gpu", "run_id"], sort=False):
         peaks = {r["ceiling"]: float(r["value"]) for _, r in g.iterrows()}
-        clocks = g["sm_clock_after_mhz"] if "sm_clock_after_mhz" in g else pd.Series(dtype=float)
-        peaks["clock_mhz"] = float(clocks.median()) if clocks.notna().any() else np.nan
+        if "sm_clock_after_mhz" in g:  # the clock each roof ran at ("copy@clock", "gemm_bf16@clock", ...)
+            peaks.update({f"{r['ceiling']}@clock": float(r["sm_clock_after_mhz"]) for _, r in g.iterrows()})
         peaks["timestamp"] = str(g["timestamp"].max()) if "timestamp" in g else ""
         out[(gpu, run)] = peaks
     return out
@@ -117,19 +117,27 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
             for k, n in zip(df["kernel"], df["size"])
         ]
 
-    # Against the GPU measured on: its datasheet (if known) and the ceilings measured in the cell's own run; a cell
-    # whose run measured none (ceilings_same_run False) gets no measured roof rather than another run's.
+    # Against the GPU measured on: its datasheet (if known) and the ceilings measured in the cell's own run. A cell
+    # whose run measured none (a rerun of one kernel after an edit) is rated against the newest ceilings of that
+    # GPU instead, and says so: ceilings_same_run False, ceilings_run_id names the run.
     peaks = run_peaks(ceilings)
     if "run_id" not in df:
         df["run_id"] = ""
     df["run_id"] = df["run_id"].fillna("")
+    newest = {}
+    for (g, r), p in sorted(peaks.items(), key=lambda kv: kv[1].get("timestamp", "")):
+        newest[g] = r
     df["ceilings_same_run"] = [(g, r) in peaks for g, r in zip(df["gpu"], df["run_id"])]
-    own = [peaks.get((g, r), {}) for g, r in zip(df["gpu"], df["run_id"])]
+    df["ceilings_run_id"] = [r if (g, r) in peaks else newest.get(g, "") for g, r in zip(df["gpu"], df["run_id"])]
+    own = [peaks.get((g, r), {}) for g, r in zip(df["gpu"], df["ceilings_run_id"])]
     own_bw = pd.Series([p.get("copy", np.nan) for p in own], index=df.index, dtype=float)
     own_pf = np.asarray([_peak_flops_measured(p, u) for p, u in zip(own, df["compute_unit"])], dtype=float)
-    # Clocks: a cell whose SM clock sat under CLOCK_FRACTION of the clock its run's ceilings ran at (or of the
-    # card's maximum where the ceilings did not record one) is flagged and kept out of claims.
-    ceiling_clock = np.asarray([p.get("clock_mhz", np.nan) for p in own], dtype=float)
+    # Clocks: a cell whose SM clock sat under CLOCK_FRACTION of the clock of the roof it is rated against (the GEMM
+    # of its mode above the ridge, the copy below; the card's maximum where the ceilings recorded no clock) is
+    # flagged and kept out of claims.
+    compute = np.nan_to_num(df["arithmetic_intensity"].to_numpy(dtype=float) * own_bw.to_numpy()) >= own_pf
+    roof = [CEILING_FOR_UNIT.get(u, "") if c else "copy" for u, c in zip(df["compute_unit"], compute)]
+    ceiling_clock = np.asarray([p.get(f"{name}@clock", np.nan) for p, name in zip(own, roof)], dtype=float)
     max_clock = df["sm_clock_max_mhz"].to_numpy(dtype=float) if "sm_clock_max_mhz" in df else np.full(len(df), np.nan)
     df["ceiling_clock_mhz"] = np.where(np.isfinite(ceiling_clock), ceiling_clock, max_clock)
     cell_clock = df["sm_clock_after_mhz"].to_numpy(dtype=float) if "sm_clock_after_mhz" in df else np.nan

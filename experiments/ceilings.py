@@ -49,7 +49,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
     stats = measure(lambda: dst.copy_(src), timer, cfg)
     moved = 2.0 * n_copy * 4
     rows.append({"ceiling": "copy_large", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3),
-                 "bytes": moved, "flops": 0.0, **stats})
+                 "bytes": moved, "flops": 0.0, **stats, **clocks.prefixed("after")})
     log.info("copy %.3f GB buffer: %.1f GB/s (read + write)", n_copy * 4 / 1e9, rows[-1]["value"] / 1e9)
     del src, dst
     for n in same_size_copies:
@@ -63,7 +63,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
             fns = [lambda x=x, y=y: y.copy_(x) for x, y in pairs]
             # timed as a cell of this size is: the same placements, translation warming and fresh starts
             same = dataclasses.replace(cfg, warm_translations=warm_translations, instances=instances)
-            stats = measure(fns, timer, same, inputs=pairs)
+            stats = {**measure(fns, timer, same, inputs=pairs), **clocks.prefixed("after")}
             rows.append({"ceiling": f"copy_{dname}_{n}", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3),
                          "bytes": moved, "flops": 0.0, **stats})
             log.info("copy %s %d^2: %.1f GB/s", dname, n, rows[-1]["value"] / 1e9)

@@ -218,7 +218,9 @@ def free_memory_bytes(device: str) -> tuple[float, float]:
         import torch
 
         free, total = torch.cuda.mem_get_info()
-        return float(free), float(total)
+        # what torch's caching allocator holds but no tensor uses is free to this cell too
+        cached = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+        return float(free + cached), float(total)
     info = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines() if ":" in line)
     kib = lambda key: float(info[key].split()[0]) * 1024  # noqa: E731
     return kib("MemAvailable"), kib("MemTotal")

@@ -266,19 +266,21 @@ def test_rows_from_before_the_math_mode_compare_nothing_across_modes():
 
 def test_cells_are_rated_against_their_own_runs_ceilings():
     """Two runs on one GPU with different ceilings: each cell's roof is its own run's; a cell whose run measured no
-    ceilings gets no measured roof at all (never another run's)."""
+    ceilings is rated against the newest run's, and flagged."""
     raw = pd.DataFrame([raw_row(run_id="a", median_ms=0.1), raw_row(run_id="b", median_ms=0.1),
                         raw_row(run_id="c", median_ms=0.1)])
-    ceil = pd.concat([ceilings(copy=4e12).assign(run_id="a"), ceilings(copy=2e12).assign(run_id="b")])
+    ceil = pd.concat([ceilings(copy=4e12).assign(run_id="a", timestamp="2026-12-01T07:00"),
+                      ceilings(copy=2e12).assign(run_id="b", timestamp="2026-12-01T08:00")])
     m = compute_metrics(raw, ceil).set_index("run_id")
     assert m.loc["a", "peak_bandwidth_measured_gbps"] == pytest.approx(4000)
     assert m.loc["b", "peak_bandwidth_measured_gbps"] == pytest.approx(2000)
     assert m.loc[["a", "b"], "ceilings_same_run"].all() and not m.loc["c", "ceilings_same_run"]
-    assert np.isnan(m.loc["c", "bandwidth_fraction_measured"])
+    # run c measured no ceilings (one kernel rerun after an edit): the newest run's, flagged as another run's
+    assert m.loc["c", "ceilings_run_id"] == "b" and m.loc["c", "peak_bandwidth_measured_gbps"] == pytest.approx(2000)
 
 
 def test_a_cell_under_90_percent_of_its_runs_ceiling_clock_is_no_claim():
-    ceil = ceilings().assign(sm_clock_after_mhz=1980.0)
+    ceil = ceilings().assign(sm_clock_after_mhz=1980.0)  # the copy the memory-bound cells are rated against
     raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.2, sm_clock_after_mhz=1500.0),
                         raw_row(impl="triton", median_ms=0.1, sm_clock_after_mhz=1900.0)])
     m = compute_metrics(raw, ceil).set_index("impl")
@@ -334,3 +336,15 @@ def test_a_mode_without_its_ceiling_gets_no_roof():
     raw = pd.DataFrame([raw_row(impl="triton", dtype="tf32", math_mode="tf32", compute_unit="tf32", **mm)])
     m = compute_metrics(raw, ceilings()).iloc[0]  # ceilings measured fp32 and bf16 only
     assert np.isnan(m["peak_tflops_measured"]) and np.isnan(m["roofline_fraction_measured"])
+
+
+def test_a_cell_is_clock_checked_against_the_roof_it_is_rated_against():
+    """A power-capped GEMM runs slower clocks than a copy: a matmul cell is held to the GEMM ceiling's clock."""
+    mm = dict(kernel="matmul", size=8192, flops=2.0 * 8192 ** 3, bytes=6.0 * 8192 ** 2, dtype="bfloat16",
+              compute_unit="bf16", median_ms=1.5)
+    ceil = ceilings().assign(sm_clock_after_mhz=[1980.0, 1980.0, 1500.0])  # copy, gemm_fp32, gemm_bf16
+    raw = pd.DataFrame([raw_row(impl="builtin", sm_clock_after_mhz=1450.0, **mm),
+                        raw_row(impl="triton", sm_clock_after_mhz=1300.0, **mm)])
+    m = compute_metrics(raw, ceil).set_index("impl")
+    assert (m["ceiling_clock_mhz"] == 1500.0).all()
+    assert not m.loc["builtin", "clock_low"] and m.loc["triton", "clock_low"]
