@@ -146,17 +146,6 @@ builds() {  # whether snakemake with these arguments runs jobs, after which the 
   return 0
 }
 
-lint() {  # snakemake --lint: any lint fails, but the one the workflow answers by design (no conda: docs/workflow.md)
-  local out other
-  out=$(snakemake --lint 2>&1) && return 0
-  other=$(grep -E '^    \* ' <<<"$out" | grep -vF '* Specify a conda environment or container for each rule.:' || true)
-  if [ -n "$other" ] || ! grep -qE '^    \* ' <<<"$out"; then
-    printf '%s\n' "$out" >&2
-    die "snakemake --lint failed"
-  fi
-  log "snakemake --lint: clean, but for 'Specify a conda environment', answered by design (docs/workflow.md)"
-}
-
 setup_tex() {  # best effort: the DAG builds everything but the PDF without TeX, and says so
   command -v latexmk >/dev/null && command -v pdflatex >/dev/null && return 0
   [ "${ROOFLAB_NO_TEX:-0}" = 1 ] && return 0
@@ -190,7 +179,7 @@ case "$cmd" in
     setup_python dev
     setup_tex
     export TRITON_INTERPRET=1
-    lint
+    snakemake --lint
     python -m pytest -q -p no:cacheprovider tests "$@"
     ;;
   wheelhouse)

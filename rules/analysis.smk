@@ -11,6 +11,8 @@ rule metrics:
         update("results/metrics.parquet"),
     log:
         "logs/analysis/metrics.log",
+    conda:
+        ENV
     script:
         "../analysis/metrics.py"
 
@@ -29,5 +31,7 @@ rule compare_reference:
         settings=config.get("compare", {}),
     log:
         "logs/analysis/compare_{gpu}.log",
+    conda:
+        ENV
     script:
         "../analysis/compare.py"

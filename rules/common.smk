@@ -7,6 +7,8 @@ import re
 import shutil
 from pathlib import Path
 
+ENV = "../envs/rooflab.yaml"
+
 # One invocation is one run: every job inherits this id, and each cell is rated against its own run's ceilings.
 from rooflab.provenance import new_run_id
 

@@ -25,6 +25,8 @@ rule figure_gpu:
         "logs/figures/{gpu}/{fig}.log",
     wildcard_constraints:
         fig="|".join(f for f in GPU_FIGURES if f not in OWN_RULE_FIGURES) or "NONE",
+    conda:
+        ENV
     shell:
         "python -m figures.{wildcards.fig} --metrics {input.metrics} --gpu {wildcards.gpu} "
         "--pdf {output.pdf} --png {output.png} > {log} 2>&1"
@@ -48,6 +50,8 @@ rule figure_kernel:
         "logs/figures/{gpu}/{fig}/{kernel}.log",
     wildcard_constraints:
         fig="|".join(KERNEL_FIGURES) or "NONE",
+    conda:
+        ENV
     shell:
         "python -m figures.{wildcards.fig} --metrics {input.metrics} --gpu {wildcards.gpu} --kernel {wildcards.kernel} "
         "--pdf {output.pdf} --png {output.png} > {log} 2>&1"
@@ -70,6 +74,8 @@ rule figure_fusion:
         )),
     log:
         "logs/figures/{gpu}/fusion.log",
+    conda:
+        ENV
     shell:
         "python -m figures.fusion --metrics {input.metrics} --gpu {wildcards.gpu} --profiles {input.profiles} "
         "--pdf {output.pdf} --png {output.png} > {log} 2>&1"

@@ -24,6 +24,8 @@ rule measure:
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
         runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
     script:
         "../experiments/measure.py"
 
@@ -44,6 +46,8 @@ rule ceilings:
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
         runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
     script:
         "../experiments/ceilings.py"
 
@@ -73,6 +77,8 @@ rule profiles:
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
         runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
     script:
         "../experiments/profiles.py"
 
@@ -99,6 +105,8 @@ rule compiled:
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
         runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
     script:
         "../experiments/compiled.py"
 
@@ -125,6 +133,8 @@ rule ncu:
         constraint=get_cluster("constraint"),
         gres=get_cluster("gres"),
         runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
     shell:
         "(command -v ncu >/dev/null || {{ echo 'ncu (Nsight Compute) is not on the PATH' >&2; exit 3; }}; "
         " ncu --clock-control none --nvtx --nvtx-include rooflab_cell/ --target-processes all --force-overwrite"

@@ -14,6 +14,8 @@ rule notebook:
         )),
     log:
         "logs/notebooks/{gpu}/{kernel}.log",
+    conda:
+        ENV
     shell:
         "(papermill --kernel python3 --language python --no-progress-bar {input.notebook} {output.ipynb} "
         "-p kernel {wildcards.kernel} -p gpu {wildcards.gpu} -p metrics_path {input.metrics} "

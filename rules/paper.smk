@@ -31,6 +31,8 @@ rule paper_inputs:
         cpu=update("results/paper/generated/cpu.tex"),
     log:
         "logs/paper/inputs.log",
+    conda:
+        ENV
     shell:
         "python -m analysis.paper_inputs --metrics {input.metrics} --ceilings {input.ceilings} "
         "--figdir results/figures --outdir results/paper/generated --repeatability {input.repeatability} "
@@ -47,6 +49,8 @@ rule paper_pdf:
         update(report("results/paper/rooflab.pdf", category="Paper")),
     log:
         "logs/paper/latexmk.log",
+    conda:
+        ENV
     shell:
         "latexmk -pdf -interaction=nonstopmode -halt-on-error -outdir=results/paper/build {input.tex} "
         "> {log} 2>&1 && cp results/paper/build/main.pdf {output}"
@@ -62,6 +66,8 @@ rule paper_sources:
         howto=update("results/paper/BUILD_THE_PDF_ELSEWHERE.txt"),
     log:
         "logs/paper/sources.log",
+    conda:
+        ENV
     shell:
         "(tar czf {output.tarball} {input.tex} {input.generated} $(echo {input.figures} | tr ' ' '\\n' | grep '\\.pdf$') && "
         "printf '%s\\n' 'No TeX engine (latexmk + pdflatex) was found on this machine, so the PDF was not built.' "
