@@ -14,9 +14,12 @@ import json
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
+from rooflab.codehash import text_digest
 from rooflab.device import DeviceMismatch, check_device, prepare_environment
+from rooflab.prewarm import prewarm
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,15 +37,13 @@ def cells_for(kernel, params: dict):
 
 
 def checkpoint_identity(kernel, params: dict) -> str:
-    """Stored cells are reused only if the kernel source, measurement code and timing config are unchanged."""
-    h = hashlib.sha256(Path(kernel.source).read_bytes())
+    """Stored cells are reused only if the kernel's code, the measurement code and the timing config are unchanged.
+    Code, not text: comments, docstrings and layout are not part of it (rooflab/codehash.py)."""
+    from rooflab.codehash import code_digest
     from rooflab.kernel import measurement_code
 
-    for rel in measurement_code():
-        h.update((REPO / rel).read_bytes())
-    h.update(json.dumps({k: params.get(k) for k in ("timing", "seed", "interpret_max_size")},
-                        sort_keys=True).encode())
-    return h.hexdigest()[:16]
+    settings = json.dumps({k: params.get(k) for k in ("timing", "seed", "interpret_max_size")}, sort_keys=True)
+    return code_digest([kernel.source] + [REPO / rel for rel in measurement_code()], settings.encode())
 
 
 def cell_store(out: str | Path) -> Path:
@@ -80,7 +81,14 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
         ckpt.unlink(missing_ok=True)
     done = store.load(ckpt, identity, kernel.name)  # checked line by line; bad lines quarantined
     if done:
-        log.info("resuming %s: %d of %d cells already measured in %s", kernel_name, len(done), len(cells), ckpt)
+        log.info("reusing %d of %d cells of %s from %s: measured with the same code (identity %s)", len(done),
+                 len(cells), kernel_name, ckpt, identity)
+        text = text_digest(kernel.source)
+        edited = sum(1 for r in done.values() if r.get("_source_text", text) != text)
+        if edited:
+            log.info("%s changed since %d of them were measured, in comments, docstrings or layout only (its code "
+                     "is the same): they are reused, not measured again", kernel.source, edited)
+    prewarmed = prewarm(kernel, [c for c in cells if c.key not in done], gpu, params)
     prov = {**provenance(params), **caches}
     rows = []
     ckpt.parent.mkdir(parents=True, exist_ok=True)
@@ -95,21 +103,24 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             if cell.key in done:
                 rows.append(done[cell.key])
                 continue
+            t_cell = time.perf_counter()
             row = run_cell(kernel, cell, device, timing, interpret_max_size=int(params.get("interpret_max_size", 0)),
                            seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer)
-            row.update(gpu=gpu, **prov)
+            row["cell_s"] = time.perf_counter() - t_cell  # what the cell cost the sweep, compile included
+            row.update(gpu=gpu, prewarm_ms=prewarmed.get(cell.key, float("nan")), **prov)
             tb = row.pop("traceback", None)
             if tb:
                 log.error("cell %s failed:\n%s", cell, tb)
             log.info("%-8s %-9s %5d %-7s %-9s %s", cell.impl, cell.dtype, cell.size, cell.pass_, row["status"],
                      f"{row.get('median_ms', float('nan')):.4f} ms" if row["status"] == "ok" else row["error"])
             rows.append(row)
-            fh.write(json.dumps({**row, "_identity": identity}, default=str) + "\n")
+            fh.write(json.dumps({**row, "_identity": identity, "_source_text": text_digest(kernel.source)},
+                                default=str) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
 
     store.compact(ckpt, kernel.name)  # one line per cell: re-checked skipped and failed cells replace their old lines
-    df = pd.DataFrame(rows).drop(columns=["_identity"], errors="ignore")
+    df = pd.DataFrame(rows).drop(columns=["_identity", "_source_text"], errors="ignore")
     df = df.reindex(columns=RAW_COLUMNS + [c for c in df.columns if c not in RAW_COLUMNS])
     counts = df["status"].value_counts().to_dict()
     failed = df[df["status"] == "failed"]
@@ -148,10 +159,12 @@ def main(argv=None) -> int:
     ap.add_argument("--impls", nargs="+", default=list(IMPLS))
     ap.add_argument("--interpret-max-size", type=int, default=512)
     ap.add_argument("--allow-failures", action="store_true")
+    ap.add_argument("--no-prewarm", action="store_true", help="compile in the timing process only (rooflab/prewarm.py)")
     args = ap.parse_args(argv)
     _setup_logging(None)
     params = {"sizes": args.sizes, "dtypes": args.dtypes, "impls": args.impls, "timing": {},
-              "interpret_max_size": args.interpret_max_size, "allow_failures": args.allow_failures}
+              "interpret_max_size": args.interpret_max_size, "allow_failures": args.allow_failures,
+              "prewarm": not args.no_prewarm}
     try:
         return run(args.kernel, args.gpu, args.out, params)
     except DeviceMismatch as exc:

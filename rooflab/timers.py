@@ -14,8 +14,8 @@ Three times per cell, each answering its own question:
   H200 that cost a same-size ``copy_`` 6 % at 8192^2 bf16 (3964 vs 4222 GB/s) and 9 % at 2048^2 fp32; reading the
   buffer evicts just as well (a 2048^2 copy: 2937 GB/s read-flushed, 4153 with a warm L2) and leaves clean lines.
   ``flush_mode: write`` keeps the old behaviour for comparison (python -m lab flush).
-* ``graph_median_ms``: ``triton.testing.do_bench_cudagraph`` as is (launch overhead removed, no flush): what a
-  CUDA-graph replay of the call costs.
+* ``graph_median_ms``: ``triton.testing.do_bench_cudagraph``'s method with a graph of about 2 ms (launch overhead
+  removed, no flush): what a CUDA-graph replay of the call costs.
 * ``loop_ms``: back-to-back calls from Python with one synchronisation at the end (no flush, no hold): the time per
   call a training loop sees, launch overhead included. For small problems this is the launch-bound plateau; its
   host part is also recorded alone as ``enqueue_us`` (host time to enqueue one call, measured right after a
@@ -79,14 +79,15 @@ class HostTimer:
         return {"hold_us": float("nan"), "enqueue_us": float("nan"), "flush_buffers": 0}  # no flush on the CPU
 
 
-def _loop_ms(fn, min_ms: float, sync: Callable[[], None], repeats: int = 3) -> float:
-    """Median over `repeats` of (wall time of k back-to-back calls + one sync) / k, with k sized to take min_ms."""
+def _loop_ms(fn, min_ms: float, sync: Callable[[], None], repeats: int = 3, min_calls: int = 3) -> float:
+    """Median over `repeats` of (wall time of k back-to-back calls + one sync) / k, with k sized to take min_ms
+    (at least min_calls)."""
     sync()
     t0 = time.perf_counter()
     fn()
     sync()
     one = max(time.perf_counter() - t0, 1e-7)
-    k = int(min(max(min_ms * 1e-3 / one, 5), 100_000))
+    k = int(min(max(min_ms * 1e-3 / one, min_calls), 100_000))
     per_call = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -179,8 +180,9 @@ class CudaEventTimer:
         # Host cost of enqueuing one call, behind a long spin so the GPU never waits on the host meanwhile.
         enqueue = []
         for _ in range(5):
-            if self.cycles_per_us:
-                torch.cuda._sleep(int(self.cycles_per_us * 2000))
+            if self.cycles_per_us:  # a spin well past the slowest enqueue seen (2 ms before any)
+                spin_us = min(2000.0, max(200.0, 4 * max(enqueue))) if enqueue else 2000.0
+                torch.cuda._sleep(int(self.cycles_per_us * spin_us))
             t0 = time.perf_counter()
             fn()
             enqueue.append((time.perf_counter() - t0) * 1e6)

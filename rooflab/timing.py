@@ -61,6 +61,7 @@ class TimingConfig:
     placements: int = int(_DEFAULT["placements"])  # input sets at distinct addresses a cell rotates through (Rotation)
     flush_buffers: int = int(_DEFAULT["flush_buffers"])  # flush buffers at distinct addresses samples rotate through
     warm_translations: bool = bool(_DEFAULT["warm_translations"])  # after each flush, touch every 64 KiB (Rotation)
+    rewarm_ms: float = float(_DEFAULT["rewarm_ms"])  # warm-up of each start after the first (measure)
 
     @classmethod
     def from_config(cls, d: dict | None) -> "TimingConfig":
@@ -179,7 +180,8 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     for _ in range(instances):
         if fns is not None:  # rebinding frees the last instance's outputs before this one allocates its own
             call = Rotation(fns, inputs if warming else None)
-        timer.warmup(call, cfg.warmup_ms)
+        # The first start warms the clocks and caches; a later one only needs its own calls in flight again.
+        timer.warmup(call, cfg.warmup_ms if not medians else min(cfg.warmup_ms, cfg.rewarm_ms))
         if isinstance(call, Rotation):
             call.calls = 0
         mine: list[float] = []
@@ -212,8 +214,35 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     return out
 
 
-def cudagraph_median_ms(fn: Callable[[], object]) -> float:
-    """Median time per call with launch overhead removed (triton's do_bench_cudagraph; no L2 flush)."""
-    import triton.testing
+def cudagraph_median_ms(fn: Callable[[], object], target_ms: float = 2.0, replays: int = 10) -> float:
+    """Median time per call of CUDA-graph replays, launch overhead removed, no L2 flush: triton's
+    do_bench_cudagraph's method (a graph of n calls, replayed, timed with events, divided by n) with a graph of
+    about ``target_ms`` instead of its 25 ms, so the graph time costs a cell tens of milliseconds, not 0.3 s."""
+    import torch
 
-    return float(triton.testing.do_bench_cudagraph(fn, rep=25, return_mode="median"))
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        fn()  # warm (and whatever the first call allocates, outside the graph)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(3):
+            fn()
+        end.record()
+        end.synchronize()
+        estimate_ms = start.elapsed_time(end) / 3
+        n = int(min(1000, max(1, target_ms / max(estimate_ms, 1e-4))))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(n):
+                fn()
+        torch.cuda.synchronize()
+        graph.replay()  # the first replay uploads the graph
+        times = []
+        for _ in range(replays):
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) / n)
+    del graph
+    return float(np.median(times))

@@ -1,0 +1,82 @@
+"""The cell store's key is the code, not the text: comments, docstrings and layout do not re-measure a kernel."""
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from rooflab.codehash import code_digest
+
+REPO = Path(__file__).resolve().parent.parent
+
+KERNEL = '''"""A kernel."""
+import math
+
+
+def f(x):
+    """Doubles."""
+    return 2 * x  # twice
+'''
+
+
+def _measure_module():
+    spec = importlib.util.spec_from_file_location("measure_job", REPO / "experiments" / "measure.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("measure_job", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_comments_docstrings_and_layout_keep_the_digest(tmp_path):
+    p = tmp_path / "k.py"
+    p.write_text(KERNEL)
+    before = code_digest([p])
+    p.write_text(KERNEL.replace("# twice", "# two times, a comment edit").replace('"""Doubles."""', '"""Twice x."""')
+                 .replace("return 2 * x", "return   2*x"))
+    assert code_digest([p]) == before
+    p.write_text(KERNEL.replace('    """Doubles."""\n', ""))  # a docstring removed
+    assert code_digest([p]) == before
+
+
+def test_a_code_edit_changes_the_digest(tmp_path):
+    p = tmp_path / "k.py"
+    p.write_text(KERNEL)
+    before = code_digest([p])
+    p.write_text(KERNEL.replace("2 * x", "3 * x"))
+    assert code_digest([p]) != before
+    p.write_text(KERNEL.replace("import math", "import math as m"))
+    assert code_digest([p]) != before
+
+
+def test_cuda_comments_do_not_count(tmp_path):
+    p = tmp_path / "k.cu"
+    p.write_text("// a kernel\n__global__ void k(float* x) { x[0] = 1; /* one */ }\n")
+    before = code_digest([p])
+    p.write_text("// the kernel, reworded\n__global__ void k(float* x) {\n  x[0] = 1;\n}\n")
+    assert code_digest([p]) == before
+    p.write_text("__global__ void k(float* x) { x[0] = 2; }\n")
+    assert code_digest([p]) != before
+
+
+def test_the_cell_store_identity_follows_the_code(tmp_path):
+    measure = _measure_module()
+    src = tmp_path / "gelu.py"
+    src.write_text(KERNEL)
+    kernel = SimpleNamespace(source=str(src))
+    params = {"timing": {"placements": 2}, "seed": 0, "interpret_max_size": 300}
+    before = measure.checkpoint_identity(kernel, params)
+    src.write_text(KERNEL.replace("# twice", "# a new comment"))
+    assert measure.checkpoint_identity(kernel, params) == before
+    assert measure.checkpoint_identity(kernel, {**params, "seed": 1}) != before
+    src.write_text(KERNEL.replace("2 * x", "x + x"))
+    assert measure.checkpoint_identity(kernel, params) != before
+
+
+def test_prewarm_only_where_it_pays():
+    from rooflab.cell import Cell
+    from rooflab.prewarm import _needs_prewarm, workers_for
+
+    assert not _needs_prewarm(Cell("gelu", "compile", "float32", 256), "cpu")  # slower on a 2-core host
+    assert _needs_prewarm(Cell("gelu", "compile", "float32", 256), "cuda")
+    assert _needs_prewarm(Cell("matmul", "triton", "tf32", 8192), "cuda")
+    assert not _needs_prewarm(Cell("gelu", "builtin", "float32", 256), "cuda")
+    assert workers_for(30, cpus=16) == 8 and workers_for(3, cpus=16) == 3 and workers_for(30, cpus=2) == 2
