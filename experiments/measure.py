@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rooflab.codehash import text_digest
 from rooflab.device import DeviceMismatch, check_device, prepare_environment
-from rooflab.prewarm import prewarm
+from rooflab.prewarm import prewarm, start_cuda_builds
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -69,6 +69,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     from rooflab.timing import TimingConfig, timer_for
 
     device, l2_bytes = check_device(gpu)
+    start_cuda_builds(gpu)  # every kernel's, in the background: the first job to run starts them
     kernel = load_kernel(kernel_name)
     timing = TimingConfig.from_config(params.get("timing"))
     timer = timer_for(device, timing)  # one flush buffer and one spin calibration for the whole sweep

@@ -91,3 +91,39 @@ def _first_call(args):
     except Exception as exc:  # the timing process meets it again and records it
         log.debug("prewarm of %s failed: %s", cell, exc)
         return cell.key, float("nan")
+
+
+def start_cuda_builds(gpu: str, log_dir: str | os.PathLike = "logs/cuda") -> list[str]:
+    """Build every kernel's CUDA extension in the background, at once, from the first measurement job that runs:
+    an nvcc build takes about a minute, and the jobs of other kernels are timed meanwhile instead of waiting for
+    it in the job of its own kernel. A build already done or under way (torch's lock file) is not started again;
+    the kernel's own job waits on the lock if it comes first. Returns the kernels whose build was started."""
+    if gpu == "cpu":
+        return []
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from rooflab.cuda_ext import cuda_skip_reason
+    from rooflab.kernel import kernel_names
+
+    if cuda_skip_reason("cuda"):
+        return []
+    from torch.utils.cpp_extension import _get_build_directory
+
+    started = []
+    for name in kernel_names():
+        build = Path(_get_build_directory(f"rooflab_{name}_cuda", verbose=False))
+        source = Path(__file__).resolve().parent.parent / "kernels" / "cuda" / f"{name}.cu"
+        if not source.exists() or list(build.glob("*.so")) or (build / "lock").exists():
+            continue
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        code = (f"from rooflab.kernel import load_kernel, torch_dtype; k = load_kernel({name!r}); "
+                f"k.impls['cuda'](k.make_inputs(64, torch_dtype(k.dtypes[0]), 'cuda', 0))()")
+        with open(Path(log_dir) / f"{name}.log", "w") as fh:
+            subprocess.Popen([sys.executable, "-c", code], stdout=fh, stderr=subprocess.STDOUT,
+                             start_new_session=True, env={**os.environ, "MAX_JOBS": "4"})
+        started.append(name)
+    if started:
+        log.info("building the CUDA extensions of %s in the background (logs in %s)", ", ".join(started), log_dir)
+    return started
