@@ -53,7 +53,10 @@ def cell_store(out: str | Path) -> Path:
     return store_path(out)
 
 
-def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = True) -> int:
+def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = True,
+        describe_outputs: dict | None = None) -> int:
+    """Measure every cell of one kernel into ``out``; then, where ``describe_outputs`` names their files
+    (profiles=..., compiled=...), describe its kernels (``describe``)."""
     prepare_environment(gpu, params)
     from rooflab.kernel_facts import compile_caches
 
@@ -136,7 +139,31 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                   len(failed), len(df) - len(failed), ckpt, lines)
         return 1
     write_parquet(df, out)
+    describe(kernel_name, gpu, params, **(describe_outputs or {}))
     return 0
+
+
+def describe(kernel_name: str, gpu: str, params: dict, profiles: str | None = None,
+             compiled: str | None = None) -> None:
+    """The kernel's launch profile (experiments/profiles.py) and compiled-kernel facts (experiments/compiled.py),
+    in this process once its cells are timed: its caches, Inductor graphs and autotuner choices are warm here, so
+    they cost seconds, not the minutes of a fresh process compiling and autotuning everything again (on the H200
+    the eight kernels' profiles took 170 s as a job of their own). After the timing, so the profiler never runs
+    before a timed cell."""
+    from experiments import compiled as compiled_job
+    from experiments import profiles as profiles_job
+
+    size = int((params.get("profile") or {}).get("size", 4096))
+    for job, path, settings in (
+            (profiles_job, profiles, {**params, "size": size}),
+            (compiled_job, compiled, {"size": size, "extra_sizes": params.get("extra_sizes", []),
+                                      "dtypes": params.get("dtypes"), "seed": params.get("seed", 0),
+                                      "cache_dirs": params.get("cache_dirs", {})})):
+        if path:
+            t0 = time.perf_counter()
+            job.run(gpu, [kernel_name], path, settings)
+            log.info("%s of %s: %s in %.1f s", job.__name__.split(".")[-1], kernel_name, path,
+                     time.perf_counter() - t0)
 
 
 def _setup_logging(logfile: str | None) -> None:
@@ -160,14 +187,18 @@ def main(argv=None) -> int:
     ap.add_argument("--impls", nargs="+", default=list(IMPLS))
     ap.add_argument("--interpret-max-size", type=int, default=512)
     ap.add_argument("--allow-failures", action="store_true")
+    ap.add_argument("--profiles-out", help="also write the kernel's launch profile here (experiments/profiles.py)")
+    ap.add_argument("--compiled-out", help="also write its compiled-kernel facts here (experiments/compiled.py)")
+    ap.add_argument("--profile-size", type=int, default=256)
     ap.add_argument("--no-prewarm", action="store_true", help="compile in the timing process only (rooflab/prewarm.py)")
     args = ap.parse_args(argv)
     _setup_logging(None)
     params = {"sizes": args.sizes, "dtypes": args.dtypes, "impls": args.impls, "timing": {},
               "interpret_max_size": args.interpret_max_size, "allow_failures": args.allow_failures,
-              "prewarm": not args.no_prewarm}
+              "prewarm": not args.no_prewarm, "profile": {"size": args.profile_size}}
     try:
-        return run(args.kernel, args.gpu, args.out, params)
+        return run(args.kernel, args.gpu, args.out, params,
+                   describe_outputs={"profiles": args.profiles_out, "compiled": args.compiled_out})
     except DeviceMismatch as exc:
         log.error("%s", exc)
         return 2
@@ -183,7 +214,8 @@ if "snakemake" in globals():
 
     follow_snakemake()  # a kill -9 of snakemake ends this job too, before it measures or writes unattended
     try:
-        rc = run(sm.wildcards.kernel, sm.wildcards.gpu, sm.output[0], dict(sm.params.sweep))
+        rc = run(sm.wildcards.kernel, sm.wildcards.gpu, sm.output[0], dict(sm.params.sweep),
+                 describe_outputs={k: sm.output.get(k) for k in ("profiles", "compiled") if sm.output.get(k)})
     except DeviceMismatch as exc:
         log.error("%s", exc)
         print(f"ERROR: {exc}", file=sys.stderr)

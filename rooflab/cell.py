@@ -173,12 +173,17 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
                            for _ in range(placements_for(timing.placements, row["working_set_bytes"], device) - 1)]
         fns = [fn] + [factory(one, **kw) for one in sets[1:]]
         row.update(clocks.prefixed("before"))
+        t_sample = time.perf_counter()
+        row["check_s"] = t_sample - t0  # where a cell's time goes: compile, reference check, input sets
         row.update(measure(fns, timer, timing, inputs=sets))
+        row["sample_s"] = time.perf_counter() - t_sample  # warm-ups, samples and the Python loop
         row.update(clocks.prefixed("after"))
         del fns, sets
         if device == "cuda" and timing.cudagraph:
             try:
+                t_graph = time.perf_counter()
                 row["graph_median_ms"] = cudagraph_median_ms(fn)
+                row["graph_s"] = time.perf_counter() - t_graph
             except Exception as exc:  # graph capture is not possible for every implementation
                 row["graph_median_ms"] = float("nan")
                 row["error"] = f"cudagraph: {type(exc).__name__}: {exc}"[:500]

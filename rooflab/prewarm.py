@@ -22,15 +22,16 @@ import time
 
 log = logging.getLogger("rooflab.prewarm")
 
-COMPILING = ("compile", "triton", "cuda")  # implementations whose first call compiles
 MIN_CELLS = 4  # fewer than this: the pool's start-up (importing torch in each worker) costs more than it saves
 MAX_WORKERS = 8
 
 
-def _needs_prewarm(cell, device: str) -> bool:
-    # GPU only: on a 2-core host the workers' start-up and contention cost more than they save (a softmax sweep
-    # took 116 s with them, 92 s without), and the CPU interprets Triton and has no CUDA.
-    return device == "cuda" and cell.impl in COMPILING
+def _needs_prewarm(cell, device: str, autotuned: bool = True) -> bool:
+    """Only our autotuned Triton kernels (matmul: each config compiles, IEEE fp32 ones for seconds) on a GPU. The
+    rest compiles in about half a second a cell, which the pool's start-up and contention cost more than they
+    save: on the H200 RMSNorm's 42 compiling cells took 15 s in 8 workers against 14 s one by one in the timing
+    process (S24); on a 2-core host a softmax sweep took 116 s with workers, 92 s without."""
+    return device == "cuda" and autotuned and cell.impl == "triton"
 
 
 def workers_for(n_cells: int, cpus: int | None = None) -> int:
@@ -42,8 +43,11 @@ def workers_for(n_cells: int, cpus: int | None = None) -> int:
 def prewarm(kernel, cells, gpu: str, params: dict) -> dict:
     """First calls of the compiling cells among ``cells`` in a worker pool; {cell key: first-call ms} (NaN where
     the worker failed or skipped). Nothing when too few cells compile or ``params['prewarm']`` is false."""
+    from rooflab.kernel_facts import autotuners
+
     device = "cpu" if gpu == "cpu" else "cuda"
-    todo = [c for c in cells if _needs_prewarm(c, device)]
+    tuned = bool(autotuners(kernel.module))
+    todo = [c for c in cells if _needs_prewarm(c, device, tuned)]
     workers = workers_for(len(todo))
     if not params.get("prewarm", True) or len(todo) < MIN_CELLS or workers < 2:
         return {}

@@ -76,7 +76,8 @@ def test_prewarm_only_where_it_pays():
     from rooflab.prewarm import _needs_prewarm, workers_for
 
     assert not _needs_prewarm(Cell("gelu", "compile", "float32", 256), "cpu")  # slower on a 2-core host
-    assert _needs_prewarm(Cell("gelu", "compile", "float32", 256), "cuda")
-    assert _needs_prewarm(Cell("matmul", "triton", "tf32", 8192), "cuda")
-    assert not _needs_prewarm(Cell("gelu", "builtin", "float32", 256), "cuda")
+    assert not _needs_prewarm(Cell("gelu", "compile", "float32", 256), "cuda")  # slower on the H200 too
+    assert _needs_prewarm(Cell("matmul", "triton", "tf32", 8192), "cuda", autotuned=True)
+    assert not _needs_prewarm(Cell("rmsnorm", "triton", "float32", 8192), "cuda", autotuned=False)
+    assert not _needs_prewarm(Cell("matmul", "triton", "tf32", 8192), "cpu", autotuned=True)
     assert workers_for(30, cpus=16) == 8 and workers_for(3, cpus=16) == 3 and workers_for(30, cpus=2) == 2
