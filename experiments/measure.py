@@ -58,6 +58,9 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     """Measure every cell of one kernel into ``out``; then, where ``describe_outputs`` names their files
     (profiles=..., compiled=...), describe its kernels (``describe``)."""
     prepare_environment(gpu, params)
+    # Inductor's pool of compile workers: a graph here holds one or two kernels, so the pool's start-up (16
+    # processes on the H200 host) costs the cell it starts in more than it saves
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     from rooflab.kernel_facts import compile_caches
 
     caches = compile_caches()  # before anything compiles: is this a cold or a warm start?

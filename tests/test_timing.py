@@ -585,3 +585,18 @@ def test_a_cpu_cell_records_whether_translations_were_warmed(tmp_path):
     skipped = tmp_path / "cpu" / "saxpy.parquet"  # a cell that is not timed records no warming
     assert run("saxpy", "cpu", str(skipped), {**params, "impls": ["cuda"]}, progress=False) == 0
     assert not pd.read_parquet(skipped)["warm_translations"].any()
+
+
+def test_cells_of_a_few_microseconds_stop_at_the_looser_target():
+    # 3 % jitter: a 5 us cell stops by 'rse' at the 2 % target; the same jitter on 500 us goes on to the 0.5 % one
+    def jitter(scale, seed):
+        rng = np.random.default_rng(seed)
+        return lambda n: scale * (1 + 0.03 * rng.standard_normal(n))
+
+    cfg = TimingConfig(min_samples=10, max_samples=100_000, target_rse=0.005, max_time_s=1e9, instances=1,
+                       small_cell_us=20, small_target_rse=0.02)
+    small = measure(lambda: None, FakeTimer(jitter(0.005, 0)), cfg, clock=FakeClock())
+    large = measure(lambda: None, FakeTimer(jitter(0.5, 0)), cfg, clock=FakeClock())
+    assert small["stop_reason"] == large["stop_reason"] == "rse"
+    assert small["rse_median"] < 0.02 and large["rse_median"] < 0.005
+    assert small["n_samples"] < large["n_samples"] / 4
