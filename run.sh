@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rooflab's one entry point. Sets up what is missing, then:
-#   ./run.sh            run the whole DAG (snakemake --cores 1 all) and write the HTML report
+#   ./run.sh            run the whole DAG (snakemake --cores all, measurements one at a time) and the HTML report
 #   ./run.sh test       run the test suite (what .ci/run calls) and snakemake --lint (installs requirements-dev.txt)
 #   ./run.sh wheelhouse [PYVER]   build wheelhouse/py<PYVER> for an offline GPU node (default 3.12)
 #   ./run.sh lock       write requirements.lock: the exact versions of this environment (pip freeze, less rooflab)
@@ -130,6 +130,10 @@ setup_project() {  # rooflab itself, editable (pip install --no-deps -e .): agai
   echo "$want" > "$stamp" 2>/dev/null || true
 }
 
+dag_args() {  # the snakemake arguments of ./run.sh's DAG (scripts/bench_loop.py and bench_analysis.sh use them too)
+  echo "--cores all --resources measure_slot=1 host=$(nproc 2>/dev/null || echo 1)"
+}
+
 builds() {  # whether snakemake with these arguments runs jobs, after which the report is worth writing
   local a
   for a in "$@"; do
@@ -169,7 +173,9 @@ case "$cmd" in
     note=$("$PY" -m rooflab.config "$@")
     [ -z "$note" ] || log "$note"
     setup_tex
-    snakemake --cores 1 all "$@"
+    # Every core: figures, notebooks and the paper run in parallel. Measurement jobs hold the one measure_slot (never
+    # two at once), and on the CPU every host slot too (timing on the host runs alone): rules/measure.smk.
+    snakemake $(dag_args) all "$@"
     if builds "$@"; then
       snakemake --report results/report.html "$@" >results/report.log 2>&1 \
         && log "report: results/report.html" || log "report failed: see results/report.log"
@@ -203,6 +209,9 @@ case "$cmd" in
     for name in ${WHEELHOUSE_DROP:-}; do rm -f "$out/$name"-*.whl; done
     log "wheelhouse: $out ($(du -sh "$out" | cut -f1)). Copy the repository with it to the node and run ./run.sh there."
     ;;
+  dag-args)  # print them (for the benchmarks)
+    dag_args
+    ;;
   lock)
     setup_python
     frozen=$("$PY" -m pip freeze --exclude-editable --exclude rooflab)
@@ -220,6 +229,6 @@ case "$cmd" in
     log "requirements.lock: $(grep -c '==' requirements.lock) packages pinned"
     ;;
   *)
-    die "unknown command '$cmd': use ./run.sh [all|test|wheelhouse|lock]"
+    die "unknown command '$cmd': use ./run.sh [all|test|wheelhouse|lock|dag-args]"
     ;;
 esac

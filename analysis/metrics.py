@@ -281,8 +281,33 @@ def build(raw_paths, ceiling_paths, out: str) -> pd.DataFrame:
     return metrics
 
 
-if "snakemake" in globals():
-    sm = globals()["snakemake"]
-    with open(sm.log[0], "w") as fh:
-        m = build(sm.input.raw, sm.input.ceilings, sm.output[0])
-        print(f"{len(m)} rows, {int((m.status == 'ok').sum())} ok", file=fh)
+def concat(paths, out: str) -> pd.DataFrame:
+    """results/metrics.parquet: the per-(gpu, kernel) metrics files one after the other. Nothing is computed across
+    kernels (speedups compare implementations within one cell; ceilings are the device's), so this is the table one
+    build over every raw file would give."""
+    from rooflab.io import write_parquet
+
+    frames = [pd.read_parquet(p) for p in paths]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    write_parquet(df, out)
+    return df
+
+
+def main(argv=None) -> None:
+    """python -m analysis.metrics --raw R.parquet... --ceilings C.parquet... --out M.parquet   (compute)
+       python -m analysis.metrics --concat M1.parquet... --out results/metrics.parquet       (concatenate)"""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--raw", nargs="*", default=[])
+    ap.add_argument("--ceilings", nargs="*", default=[])
+    ap.add_argument("--concat", nargs="*", default=None, help="per-kernel metrics files to concatenate")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    m = concat(a.concat, a.out) if a.concat is not None else build(a.raw, a.ceilings, a.out)
+    status = m["status"] if "status" in m else pd.Series(dtype=str)
+    print(f"{len(m)} rows, {int((status == 'ok').sum())} ok")
+
+
+if __name__ == "__main__":
+    main()

@@ -122,3 +122,51 @@ def provenance_table(r: pd.DataFrame, tex_escape) -> str:
             lines.append(" & ".join([run, tex_escape(row.commits), tex_escape(row.dates), str(row.cells),
                                      str(row.ceilings), tex_escape(versions), tex_escape(timing)]) + " \\\\")
     return "\n".join(lines + ["\\bottomrule", "\\end{tabular}", ""])
+
+
+def freshness(metrics: pd.DataFrame, sources: dict[str, str] | None = None, current_run: str | None = None) -> list:
+    """Per device measured by this workflow (results/raw/<gpu>): which cells the run measured and which it kept from
+    earlier runs (a subset run, `--config kernels=[gelu]`, or a rerun that reused its cells). The run is
+    `current_run` (the invocation's ROOFLAB_RUN_ID) or, without one, the device's newest run. A list of dicts: gpu,
+    run, new ({kernel: cells}), kept ({kernel: cells}), earlier_runs (how many runs the kept cells come from)."""
+    sources = sources or {}
+    out = []
+    if metrics.empty:
+        return out
+    for gpu, g in metrics.groupby("gpu", sort=False):
+        if source_of(sources.get(gpu, f"results/raw/{gpu}")) != THIS_RUN:
+            continue
+        key = run_key(g)
+        run = current_run
+        if not run:
+            stamps = _text(g["timestamp"]) if "timestamp" in g else pd.Series("", index=g.index)
+            run = stamps.groupby(key).max().sort_values().index[-1]
+        new = g[key == run]
+        kept = g[key != run]
+        out.append({"gpu": gpu, "run": run, "new": new.groupby("kernel").size().to_dict(),
+                    "kept": kept.groupby("kernel").size().to_dict(), "earlier_runs": int(key[key != run].nunique())})
+    return out
+
+
+def _cells(counts: dict) -> str:
+    """'64 cells (gelu 40, vecadd 24)' or '40 cells of gelu'."""
+    n = sum(counts.values())
+    if len(counts) == 1:
+        return f"{n} cells of {next(iter(counts))}"
+    return f"{n} cells of {len(counts)} kernels ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})"
+
+
+def freshness_sentence(rows: list, this_run: bool = True) -> str:
+    """One sentence per device: 'On cpu, this run measured 40 cells of gelu; 448 cells of 7 kernels (...) are kept
+    from 2 earlier runs.' Empty without a device measured by this workflow."""
+    who = "this run" if this_run else "the latest run"
+    parts = []
+    for r in rows:
+        new, kept = r["new"], r["kept"]
+        if new and not kept:
+            parts.append(f"On {r['gpu']}, {who} measured every cell: {_cells(new)}.")
+            continue
+        earlier = f"{r['earlier_runs']} earlier run{'s' if r['earlier_runs'] != 1 else ''}"
+        head = f"On {r['gpu']}, {who} measured {_cells(new)}" if new else f"On {r['gpu']}, {who} measured no cell"
+        parts.append(f"{head}; {_cells(kept)} {'are' if sum(kept.values()) != 1 else 'is'} kept from {earlier}.")
+    return " ".join(parts)

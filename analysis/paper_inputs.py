@@ -45,11 +45,12 @@ OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "tab
 
 def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
              repeatability: dict[str, pd.DataFrame] | None = None, sources: dict[str, str] | None = None,
-             launch_counts: set[str] | None = None) -> dict[str, str]:
+             launch_counts: set[str] | None = None, current_run: str | None = None) -> dict[str, str]:
     """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame.
     ``repeatability``: per GPU key, the per-cell table of scripts/repeatability.py (optional). ``sources``: per
     device, the directory its rows were read from (results/raw/<gpu>: this run; else a committed reference).
-    ``launch_counts``: the devices with profile rows (None: unknown).
+    ``launch_counts``: the devices with profile rows (None: unknown). ``current_run``: the run building the paper
+    (ROOFLAB_RUN_ID), whose cells the paper calls measured in this run, the others kept (None: each device's newest).
 
     The GPU outputs are made from GPU rows and ceilings only; the CPU's rows go to `cpu` and its Cpu* macros."""
     sources = sources or {}
@@ -68,6 +69,11 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     gpu_runs = origin.runs(metrics_gpu, ceilings_gpu, sources)
     cpu_runs = origin.runs(metrics_cpu, ceilings.iloc[:0], sources)
     origin_macros(macros, gpu_runs, gpu, cpu_runs)
+    fresh = origin.freshness(metrics, sources, current_run)
+    macros.add("MeasuredThisRun", tex_escape(origin.freshness_sentence(fresh, this_run=bool(current_run))
+                                             or "No device was measured by this workflow: every dataset is a "
+                                             "committed reference."),
+               "per device measured here: the cells this run measured, and those kept from earlier runs")
     cpu = cpu_section(macros, metrics_cpu, ceilings, figdir, sources, launch_counts)
     return {
         "macros": macros.text(),
@@ -102,6 +108,8 @@ def read_launch_counts(paths) -> set[str]:
 
 def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
           repeatability_paths: list[str] = (), profile_paths: list[str] | None = None) -> None:
+    import os
+
     from rooflab.io import CEILING_COLUMNS, read_results, write_text
 
     metrics = pd.read_parquet(metrics_path)
@@ -110,7 +118,7 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
     runs = {Path(p).parent.name: pd.read_csv(p) for p in repeatability_paths}
     counts = None if profile_paths is None else read_launch_counts(profile_paths)
     for name, text in generate(metrics, ceilings, figdir, runs, origin.sources_from_paths(ceiling_paths),
-                               counts).items():
+                               counts, os.environ.get("ROOFLAB_RUN_ID") or None).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 
 

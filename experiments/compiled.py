@@ -1,5 +1,5 @@
 """Compiled-kernel facts of every Triton kernel (and autotune config) the sweep launches, written to
-results/raw/{gpu}/compiled.parquet.
+results/raw/{gpu}/compiled/{kernel}.parquet (one job per kernel; the committed reference keeps one compiled.parquet).
 
 For each kernel file, each pass and dtype, and each size (config profile.size, plus extra_sizes, whose odd shapes
 change Triton's specialisation), the Triton implementation runs once while every JITFunction of the kernels.*
@@ -255,7 +255,7 @@ if "snakemake" in globals():
     from rooflab.device import DeviceMismatch
 
     try:
-        run(sm.wildcards.gpu, list(sm.params.kernels), sm.output[0], dict(sm.params.compiled))
+        run(sm.wildcards.gpu, [sm.wildcards.kernel], sm.output[0], dict(sm.params.compiled))
     except DeviceMismatch as exc:
         log.error("%s", exc)
         print(f"ERROR: {exc}", file=sys.stderr)

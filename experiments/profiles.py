@@ -1,5 +1,6 @@
 """Kernel-launch profiles: which kernels one call of each (kernel, impl, dtype[, pass]) launches, at one size,
-written to results/raw/{gpu}/profiles.parquet.
+written to results/raw/{gpu}/profiles/{kernel}.parquet (one job per kernel; the committed reference keeps one
+profiles.parquet).
 
 The evidence behind "fusion": naive GeLU launches several CUDA kernels (one per PyTorch operation), F.gelu, the
 fused Triton kernel and a working torch.compile launch one. torch.compile silently running eager (dynamo's
@@ -191,7 +192,7 @@ if "snakemake" in globals():
     from rooflab.device import DeviceMismatch
 
     try:
-        run(sm.wildcards.gpu, list(sm.params.kernels), sm.output[0], params_from(sm))
+        run(sm.wildcards.gpu, [sm.wildcards.kernel], sm.output[0], params_from(sm))
     except DeviceMismatch as exc:
         log.error("%s", exc)
         print(f"ERROR: {exc}", file=sys.stderr)

@@ -1,7 +1,9 @@
 """What every figure script shares: its command line, the data it may claim from, and saving PDF + PNG.
 
 Each figure script draws one figure with one message:
-    python figures/<name>.py --metrics results/metrics.parquet --gpu h200 [--kernel gelu] --pdf X.pdf --png X.png
+    python -m figures.<name> --metrics M.parquet [M2.parquet ...] --gpu h200 [--kernel gelu] --pdf X.pdf --png X.png
+The DAG draws all the figures of one device, or of one (device, kernel), in one process: python -m figures
+(figures/__main__.py), from the per-kernel metrics results/metrics/<gpu>/<kernel>.parquet.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ FINDING_STYLE = {"marker": "*", "s": 140, "facecolors": "none", "edgecolors": "b
 
 def parse_args(scope: str, argv=None, profiles: bool = False) -> argparse.Namespace:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--metrics", required=True)
+    ap.add_argument("--metrics", required=True, nargs="+", help="metrics parquet files, read as one table")
     ap.add_argument("--gpu", required=True)
     if scope == "kernel":
         ap.add_argument("--kernel", required=True)
@@ -38,6 +40,19 @@ def parse_args(scope: str, argv=None, profiles: bool = False) -> argparse.Namesp
     ap.add_argument("--pdf", required=True)
     ap.add_argument("--png", required=True)
     return ap.parse_args(argv)
+
+
+_READ: dict[tuple[str, ...], pd.DataFrame] = {}
+
+
+def read_metrics(paths) -> pd.DataFrame:
+    """The metrics files as one table (a path or a list), read once per process: the figures drawn together share
+    it (each gets a copy)."""
+    key = tuple([paths] if isinstance(paths, (str, Path)) else paths)
+    if key not in _READ:
+        frames = [pd.read_parquet(p) for p in key]
+        _READ[key] = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return _READ[key].copy()
 
 
 def gpu_name(gpu: str) -> str:

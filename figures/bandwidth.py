@@ -13,7 +13,7 @@ from matplotlib.lines import Line2D
 
 from figures import SCOPES
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, mark_findings, no_data,
-                             parse_args, save, setup, size_axis, spread, time_frame)
+                             parse_args, read_metrics, save, setup, size_axis, spread, time_frame)
 from rooflab.gpus import spec_for
 from rooflab.kernel import DTYPES
 
@@ -40,7 +40,7 @@ def draw(ax, df: pd.DataFrame) -> None:
 def main(argv=None):
     args = parse_args(SCOPE, argv)
     setup()
-    metrics = pd.read_parquet(args.metrics)
+    metrics = read_metrics(args.metrics)
     df = claimable(metrics, args.gpu, args.kernel)
     df = df[df["pass"] == "fwd"]
     fig, ax = plt.subplots(figsize=(7, 4.5))

@@ -18,7 +18,8 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from analysis import calibration
 from figures import SCOPES
-from figures._common import IMPL_LABEL, claimable, gpu_name, is_cpu, no_data_figure, parse_args, save, setup
+from figures._common import (IMPL_LABEL, claimable, gpu_name, is_cpu, no_data_figure, parse_args, read_metrics, save,
+                             setup)
 from rooflab.gpus import SPECS
 from rooflab.kernel import DTYPES
 
@@ -55,7 +56,7 @@ def projection_table(df: pd.DataFrame, gpu: str) -> tuple[pd.DataFrame, bool]:
 def main(argv=None):
     args = parse_args(SCOPE, argv)
     setup()
-    metrics = pd.read_parquet(args.metrics)
+    metrics = read_metrics(args.metrics)
     df = claimable(metrics, args.gpu)
     df = df[df["pass"] == "fwd"]
     here = gpu_name(args.gpu)

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import seaborn as sns
 
 from figures import SCOPES
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, mark_findings, no_data,
-                             parse_args, save, setup, time_frame)
+                             parse_args, read_metrics, save, setup, time_frame)
 from rooflab.gpus import spec_for
 
 SCOPE = SCOPES["roofline"]
@@ -32,7 +31,7 @@ def roof(ax, ai, peak_flops, peak_bw, unit, kind, style, color):
 def main(argv=None):
     args = parse_args(SCOPE, argv)
     setup()
-    metrics = pd.read_parquet(args.metrics)
+    metrics = read_metrics(args.metrics)
     df = claimable(metrics, args.gpu)
     fig, ax = plt.subplots(figsize=(7.5, 5))
     if df.empty:

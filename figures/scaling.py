@@ -20,7 +20,8 @@ from matplotlib.lines import Line2D
 
 from figures import SCOPES
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, is_cpu, no_data_figure,
-                             parse_args, plain_log_ticks, save, setup, size_axis, spread, time_frame, time_label)
+                             parse_args, plain_log_ticks, read_metrics, save, setup, size_axis, spread, time_frame,
+                             time_label)
 from rooflab.kernel import DTYPES
 
 
@@ -76,7 +77,7 @@ def draw(ax, k: pd.DataFrame, kernel: str, floor_line: bool = True) -> None:
 def main(argv=None):
     args = parse_args(SCOPE, argv)
     setup()
-    metrics = pd.read_parquet(args.metrics)
+    metrics = read_metrics(args.metrics)
     df = claimable(metrics, args.gpu)
     df = df[df["pass"] == "fwd"]
     for col in ("graph_median_ms", "loop_ms"):  # results from before a column existed still draw

@@ -15,8 +15,8 @@ import pandas as pd
 import seaborn as sns
 
 from figures import SCOPES
-from figures._common import (IMPL_LABEL, IMPL_ORDER, claimable, gpu_name, no_data_figure, parse_args, save, setup,
-                             time_frame)
+from figures._common import (IMPL_LABEL, IMPL_ORDER, claimable, gpu_name, no_data_figure, parse_args, read_metrics,
+                             save, setup, time_frame)
 from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["speedup"]
@@ -50,7 +50,7 @@ def colours_and_labels(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def main(argv=None):
     args = parse_args(SCOPE, argv)
     setup()
-    metrics = pd.read_parquet(args.metrics)
+    metrics = read_metrics(args.metrics)
     df = claimable(metrics, args.gpu).dropna(subset=["speedup_vs_builtin"])
     title = f"Speedup over the PyTorch builtin on {gpu_name(args.gpu)} ({time_frame(args.gpu)})"
     if df[df["impl"] != "builtin"].empty:

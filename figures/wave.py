@@ -15,7 +15,7 @@ import pandas as pd
 
 from figures import SCOPES
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, is_cpu, mark_findings, no_data_figure,
-                             parse_args, save, setup, size_axis)
+                             parse_args, read_metrics, save, setup, size_axis)
 from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["wave"]
@@ -56,7 +56,7 @@ def draw(ax, d: pd.DataFrame, dtype: str) -> None:
 def main(argv=None):
     args = parse_args(SCOPE, argv)
     setup()
-    metrics = pd.read_parquet(args.metrics)
+    metrics = read_metrics(args.metrics)
     df = claimable(metrics, args.gpu, KERNEL)
     df = df[df["impl"].isin(IMPLS)]
     for col in ("wave_model_tflops", "wave_efficiency"):  # metrics from before the wave model: draw without it

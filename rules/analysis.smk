@@ -1,20 +1,39 @@
-# Analysis: raw timings of every GPU (measured here or from the reference dataset) -> results/metrics.parquet.
+# Analysis: raw timings of every GPU (measured here or from the reference dataset) -> per (gpu, kernel)
+# results/metrics/<gpu>/<kernel>.parquet (each kernel's figures and notebook read its own, so an edit of one kernel
+# recomputes that kernel only) -> results/metrics.parquet, their concatenation (the cross-kernel outputs).
+
+
+rule metrics_kernel:
+    input:
+        raw=get_raw_of,
+        ceilings=get_ceilings_of,
+        script="analysis/metrics.py",
+        specs="rooflab/gpus.py",
+    output:
+        update("results/metrics/{gpu}/{kernel}.parquet"),
+    log:
+        "logs/analysis/metrics/{gpu}/{kernel}.log",
+    resources:
+        host=1,
+    conda:
+        ENV
+    shell:
+        "python -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} --out {output} > {log} 2>&1"
 
 
 rule metrics:
     input:
-        raw=get_raw,
-        ceilings=get_ceilings,
-        script="analysis/metrics.py",
-        specs="rooflab/gpus.py",
+        get_metrics,
     output:
         update("results/metrics.parquet"),
     log:
         "logs/analysis/metrics.log",
+    resources:
+        host=1,
     conda:
         ENV
-    script:
-        "../analysis/metrics.py"
+    shell:
+        "python -m analysis.metrics --concat {input} --out {output} > {log} 2>&1"
 
 
 rule compare_reference:
@@ -31,6 +50,8 @@ rule compare_reference:
         settings=config.get("compare", {}),
     log:
         "logs/analysis/compare_{gpu}.log",
+    resources:
+        host=1,
     conda:
         ENV
     script:

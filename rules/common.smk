@@ -27,11 +27,41 @@ COMPARE_GPUS = sorted(
     g for g in GPUS if Path(workflow.basedir, config["reference_dir"], g, "ceilings.parquet").exists()
 )
 
+# Kernels: the run measures config kernels (KERNELS) only, but analyses every kernel with results. A kernel measured
+# by an earlier run (results/raw/<gpu>/<k>.parquet present) has no producing rule in a run that leaves it out
+# (the measure wildcard is held to KERNELS), so its file is read as it is: a subset run never shrinks the
+# figures, notebooks, report or paper, and the paper says which cells this run measured (analysis/origin.py).
+from rooflab.kernel import kernel_names
+
+KNOWN_KERNELS = kernel_names()
+MEASURED = "|".join(KERNELS)  # measured here (measure, profiles, compiled)
+
+
+def raw_path(gpu, kernel):
+    """Measured in this run, or taken from the committed reference dataset."""
+    if gpu in REFERENCE_GPUS:
+        return f"{config['reference_dir']}/{gpu}/{kernel}.parquet"
+    return f"results/raw/{gpu}/{kernel}.parquet"
+
+
+def kernels_of(gpu):
+    """The kernels analysed on a device: on one measured here, the run's kernels then those an earlier run measured
+    (results present); on a reference device, those of the reference dataset."""
+    if gpu in GPUS:
+        kept = [k for k in KNOWN_KERNELS if k not in KERNELS and Path(workflow.basedir, raw_path(gpu, k)).exists()]
+        return KERNELS + kept
+    return [k for k in dict.fromkeys(KERNELS + KNOWN_KERNELS) if Path(workflow.basedir, raw_path(gpu, k)).exists()]
+
+
+ANALYSED = {gpu: kernels_of(gpu) for gpu in ANALYSIS_GPUS}
+
 # Figures: one script each under figures/; 'gpu' figures are drawn once per GPU, 'kernel' ones per GPU and kernel.
 from figures import GPU_ONLY, SCOPES
 
 GPU_FIGURES = sorted(f for f, scope in SCOPES.items() if scope == "gpu")
 KERNEL_FIGURES = sorted(f for f, scope in SCOPES.items() if scope == "kernel")
+CPU_FIGURES = [f for f in GPU_FIGURES if f not in GPU_ONLY]
+DEVICES = "|".join(g for g in ANALYSIS_GPUS if g != "cpu") or "NONE"  # figures_gpu draws these, figures_cpu the CPU
 
 HAVE_TEX = bool(shutil.which("latexmk") and shutil.which("pdflatex"))
 PAPER = "results/paper/rooflab.pdf" if HAVE_TEX else "results/paper/BUILD_THE_PDF_ELSEWHERE.txt"
@@ -42,43 +72,89 @@ wildcard_constraints:
     kernel="[a-z0-9_]+",
 
 
-def raw_path(gpu, kernel):
-    """Measured in this run, or taken from the committed reference dataset."""
-    if gpu in REFERENCE_GPUS:
-        return f"{config['reference_dir']}/{gpu}/{kernel}.parquet"
-    return f"results/raw/{gpu}/{kernel}.parquet"
-
-
 def get_raw(wildcards=None):
-    out = []
-    for gpu in ANALYSIS_GPUS:
-        for kernel in KERNELS:
-            p = raw_path(gpu, kernel)
-            if gpu in GPUS or Path(workflow.basedir, p).exists():
-                out.append(p)
-    return out
+    return [raw_path(gpu, k) for gpu in ANALYSIS_GPUS for k in ANALYSED[gpu]]
+
+
+def get_raw_of(wildcards):
+    return raw_path(wildcards.gpu, wildcards.kernel)
 
 
 def get_ceilings(wildcards=None):
     return [raw_path(gpu, "ceilings") for gpu in ANALYSIS_GPUS]
 
 
+def get_ceilings_of(wildcards):
+    return raw_path(wildcards.gpu, "ceilings")
+
+
+def get_metrics(wildcards=None):
+    """Per (gpu, kernel) metrics, in the order results/metrics.parquet concatenates them."""
+    return [f"results/metrics/{gpu}/{k}.parquet" for gpu in ANALYSIS_GPUS for k in ANALYSED[gpu]]
+
+
+def get_metrics_of(wildcards):
+    """One device's per-kernel metrics: its figures of every kernel."""
+    return [f"results/metrics/{wildcards.gpu}/{k}.parquet" for k in ANALYSED[wildcards.gpu]]
+
+
+def get_cpu_metrics(wildcards=None):
+    return [f"results/metrics/cpu/{k}.parquet" for k in ANALYSED.get("cpu", [])]
+
+
+def _per_kernel(name):
+    """results/raw/<gpu>/<name>/<kernel>.parquet of every kernel analysed on a device measured here (the run's
+    kernels: written by their rule; the others: where an earlier run left one), and the reference's single
+    <name>.parquet where committed."""
+    out = []
+    for gpu in ANALYSIS_GPUS:
+        if gpu in GPUS:
+            for k in ANALYSED[gpu]:
+                p = f"results/raw/{gpu}/{name}/{k}.parquet"
+                if k in KERNELS or Path(workflow.basedir, p).exists():
+                    out.append(p)
+        elif Path(workflow.basedir, config["reference_dir"], gpu, f"{name}.parquet").exists():
+            out.append(f"{config['reference_dir']}/{gpu}/{name}.parquet")
+    return out
+
+
 def get_profiles(wildcards=None):
-    return [p for p in (raw_path(gpu, "profiles") for gpu in ANALYSIS_GPUS)
-            if p.startswith("results/") or Path(workflow.basedir, p).exists()]
+    return _per_kernel("profiles")
+
+
+def get_profiles_of(wildcards):
+    """This device's profiles (the fusion figure); none: the figure says 'no data' instead of the DAG failing."""
+    return [p for p in get_profiles() if f"/{wildcards.gpu}/" in p]
+
+
+def get_cpu_profiles(wildcards=None):
+    return [p for p in get_profiles() if "/cpu/" in p]
+
+
+# For rules/measure.smk (the lint wants rule files free of functions).
+def get_compiled(wildcards=None):
+    """Facts of the compiled Triton kernels, on the GPUs of this run: the CPU runs Triton in the interpreter, and
+    compiles none."""
+    return [p for p in _per_kernel("compiled") if p.startswith("results/") and not p.startswith("results/raw/cpu/")]
 
 
 def get_figures(wildcards=None):
     out = []
     for gpu in ANALYSIS_GPUS:
-        for fig in GPU_FIGURES:
-            if gpu == "cpu" and fig in GPU_ONLY:
-                continue
+        for fig in CPU_FIGURES if gpu == "cpu" else GPU_FIGURES:
             out += [f"results/figures/{gpu}/{fig}.pdf", f"results/figures/{gpu}/{fig}.png"]
         for fig in KERNEL_FIGURES:
-            for kernel in KERNELS:
+            for kernel in ANALYSED[gpu]:
                 out += [f"results/figures/{gpu}/{fig}/{kernel}.pdf", f"results/figures/{gpu}/{fig}/{kernel}.png"]
     return out
+
+
+def get_notebooks(wildcards=None):
+    return [f"results/notebooks/{gpu}/{k}.html" for gpu in GPUS for k in ANALYSED[gpu]]
+
+
+def get_kernel_docs(wildcards=None):
+    return [f"kernels/{k}.py" for k in dict.fromkeys(k for g in ANALYSIS_GPUS for k in ANALYSED[g])]
 
 
 def get_final_outputs(wildcards=None):
@@ -86,19 +162,27 @@ def get_final_outputs(wildcards=None):
         get_raw()
         + get_ceilings()
         + get_profiles()
-        + get_compiled()  # rules/measure.smk, as get_ncu
+        + get_compiled()
         + get_ncu()
         + ["results/metrics.parquet"]
         + get_figures()
         + get_comparisons()
-        + expand("results/notebooks/{gpu}/{kernel}.html", gpu=GPUS, kernel=KERNELS)
+        + get_notebooks()
         + [PAPER]
     )
 
 
-# For rules/measure.smk and rules/figures.smk (the lint wants rule files free of functions).
-def get_compiled(wildcards=None):
-    return [f"results/raw/{gpu}/compiled.parquet" for gpu in GPUS]
+def host_slots(wildcards):
+    """Host slots a timing job (measure, ceilings) holds (run.sh: --resources host=<cores>; every other job holds
+    one): on the CPU it times on the host, so it holds them all and runs alone; on a GPU one, beside the analysis."""
+    return 1_000_000 if wildcards.gpu == "cpu" else 1
+
+
+def device_slot(wildcards):
+    """The measure_slot a job that runs kernels without timing them (profiles, compiled, ncu) holds: on a GPU the
+    device's one slot, as a timing job (never beside a measurement); on the CPU none (a timing job there holds
+    every host slot, so none runs beside it anyway)."""
+    return 0 if wildcards.gpu == "cpu" else 1
 
 
 def get_repeatability(wildcards=None):
@@ -119,7 +203,7 @@ def get_comparisons(wildcards=None):
 
 def get_compare_now(wildcards):
     """This run's raw files of the kernels the reference also has."""
-    return [f"results/raw/{wildcards.gpu}/{k}.parquet" for k in KERNELS
+    return [f"results/raw/{wildcards.gpu}/{k}.parquet" for k in ANALYSED[wildcards.gpu]
             if Path(workflow.basedir, config["reference_dir"], wildcards.gpu, f"{k}.parquet").exists()]
 
 
@@ -131,7 +215,7 @@ def get_compare_repeatability(wildcards):
 
 
 def get_compare_reference(wildcards):
-    return [p for p in (f"{config['reference_dir']}/{wildcards.gpu}/{k}.parquet" for k in KERNELS)
+    return [p for p in (f"{config['reference_dir']}/{wildcards.gpu}/{k}.parquet" for k in ANALYSED[wildcards.gpu])
             if Path(workflow.basedir, p).exists()]
 
 
@@ -142,14 +226,6 @@ def get_ncu(wildcards=None):
         return []
     return [f"results/raw/{gpu}/ncu_{ncu['kernel']}_{ncu['impl']}_{ncu['dtype']}_{ncu['size']}.csv"
             for gpu in GPUS if gpu != "cpu"]
-
-
-def get_profiles_of(wildcards):
-    """This GPU's profiles.parquet where it exists or a rule of this workflow writes it; else none (the fusion
-    figure then says 'no data' instead of the DAG failing on a missing input)."""
-    written = any("profiles.parquet" in str(o) for r in workflow.rules for o in r.output)
-    return [p for p in get_profiles()
-            if Path(p).parent.name == wildcards.gpu and (written or Path(workflow.basedir, p).exists())]
 
 
 def get_cluster(key, default=None):
@@ -196,10 +272,15 @@ def print_summary(ok):
     import pandas as pd
 
     print("\n" + "=" * 78)
-    print(f"rooflab: {'finished' if ok else 'stopped with errors'} (gpus: {', '.join(GPUS)}; kernels: {len(KERNELS)})")
+    print(f"rooflab: {'finished' if ok else 'stopped with errors'} (gpus: {', '.join(GPUS)}; kernels measured: "
+          f"{len(KERNELS)})")
+    for gpu in GPUS:
+        kept = [k for k in ANALYSED[gpu] if k not in KERNELS]
+        if kept:
+            print(f"  {gpu}: also analysed, as an earlier run left them: {', '.join(kept)}")
     rows = []
     for gpu in GPUS:
-        for kernel in KERNELS:
+        for kernel in ANALYSED[gpu]:
             p = Path(f"results/raw/{gpu}/{kernel}.parquet")
             if p.exists():
                 try:

@@ -1,6 +1,11 @@
-# Measurement: one job per (gpu, kernel), plus the GPU's measured ceilings and kernel-launch profiles.
-# A kernel's source file is an input, so editing kernels/<k>.py re-measures <k> only (snakemake does not see
-# modules a script imports).
+# Measurement: per (gpu, kernel) its cells, its kernel-launch profile and its compiled-kernel facts, plus the GPU's
+# measured ceilings. A kernel's source file is an input of its own jobs only, so editing kernels/<k>.py re-measures
+# <k> only (snakemake does not see modules a script imports). The kernel wildcard is held to the run's kernels
+# (MEASURED): another kernel's results from an earlier run are read as they are, never remade.
+# Every timing job holds the one measure_slot (run.sh: --resources measure_slot=1), so two never time at once (on
+# the CPU, whose jobs hold no gpu, too), and on the CPU every host slot as well (host_slots): timing on the host
+# runs alone, while figures and notebooks run in parallel with each other and beside a GPU's measurements. The jobs
+# that run kernels untimed (profiles, compiled, ncu) hold the slot on a GPU (device_slot).
 
 
 from rooflab.kernel import measurement_code
@@ -18,7 +23,11 @@ rule measure:
         sweep=lambda wildcards: rcfg.sweep_params(config),
     log:
         "logs/measure/{gpu}/{kernel}.log",
+    wildcard_constraints:
+        kernel=MEASURED,
     resources:
+        measure_slot=1,
+        host=host_slots,
         gpu=get_gpu_count,
         slurm_partition=get_cluster("slurm_partition"),
         constraint=get_cluster("constraint"),
@@ -41,6 +50,8 @@ rule ceilings:
     log:
         "logs/ceilings/{gpu}.log",
     resources:
+        measure_slot=1,
+        host=host_slots,
         gpu=get_gpu_count,
         slurm_partition=get_cluster("slurm_partition"),
         constraint=get_cluster("constraint"),
@@ -52,26 +63,25 @@ rule ceilings:
         "../experiments/ceilings.py"
 
 
-# profiles/compiled write results/raw/{gpu}/<name>.parquet too: they, not measure, make those two files.
-ruleorder: profiles > measure
-ruleorder: compiled > measure
-
-
 rule profiles:
-    """Kernels launched by one call of each (kernel, impl, dtype) at config profile.size: the fusion evidence."""
+    """Kernels launched by one call of each (impl, dtype, pass) of one kernel at config profile.size: the fusion
+    evidence."""
     input:
-        kernels=expand("kernels/{kernel}.py", kernel=KERNELS),
+        kernel="kernels/{kernel}.py",
         code=MEASUREMENT_CODE,
         script="experiments/profiles.py",
     output:
-        update("results/raw/{gpu}/profiles.parquet"),
+        update("results/raw/{gpu}/profiles/{kernel}.parquet"),
     params:
-        kernels=KERNELS,
         sweep=lambda wildcards: rcfg.sweep_params(config),
         profile=lambda wildcards: config["profile"],
     log:
-        "logs/profiles/{gpu}.log",
+        "logs/profiles/{gpu}/{kernel}.log",
+    wildcard_constraints:
+        kernel=MEASURED,
     resources:
+        measure_slot=device_slot,
+        host=1,
         gpu=get_gpu_count,
         slurm_partition=get_cluster("slurm_partition"),
         constraint=get_cluster("constraint"),
@@ -84,22 +94,26 @@ rule profiles:
 
 
 rule compiled:
-    """Registers, spills, shared memory, load widths and occupancy of every Triton kernel and config launched."""
+    """Registers, spills, shared memory, load widths and occupancy of every Triton kernel and config one kernel
+    launches."""
     input:
-        kernels=expand("kernels/{kernel}.py", kernel=KERNELS),
+        kernel="kernels/{kernel}.py",
         code=MEASUREMENT_CODE,
         script="experiments/compiled.py",
         occupancy="rooflab/kernel_facts.py",
     output:
-        update("results/raw/{gpu}/compiled.parquet"),
+        update("results/raw/{gpu}/compiled/{kernel}.parquet"),
     params:
-        kernels=KERNELS,
         compiled=lambda wildcards: {"size": config["profile"]["size"], "extra_sizes": config.get("extra_sizes", []),
                                     "dtypes": config["dtypes"], "seed": config.get("seed", 0),
                                     "cache_dirs": config.get("cache_dirs", {})},
     log:
-        "logs/compiled/{gpu}.log",
+        "logs/compiled/{gpu}/{kernel}.log",
+    wildcard_constraints:
+        kernel=MEASURED,
     resources:
+        measure_slot=device_slot,
+        host=1,
         gpu=get_gpu_count,
         slurm_partition=get_cluster("slurm_partition"),
         constraint=get_cluster("constraint"),
@@ -128,6 +142,8 @@ rule ncu:
     log:
         "logs/ncu/{gpu}/{kernel}_{impl}_{dtype}_{size}.log",
     resources:
+        measure_slot=device_slot,
+        host=1,
         gpu=get_gpu_count,
         slurm_partition=get_cluster("slurm_partition"),
         constraint=get_cluster("constraint"),

@@ -1,10 +1,13 @@
-# Notebooks: one papermill run of notebooks/kernel.ipynb per (gpu, kernel); the executed copy is kept and rendered.
+# Notebooks: one papermill run of notebooks/kernel.ipynb per (gpu, kernel), on that kernel's own metrics (another
+# kernel's edit leaves it alone); the executed copy is kept and rendered, both in one process (notebooks/render.py).
+# Off the paper's path, so they yield to the jobs on it (priority) when cores are short.
 
 
 rule notebook:
     input:
         notebook="notebooks/kernel.ipynb",
-        metrics="results/metrics.parquet",
+        script="notebooks/render.py",
+        metrics="results/metrics/{gpu}/{kernel}.parquet",
     output:
         ipynb=update("results/notebooks/{gpu}/{kernel}.ipynb"),
         html=update(report(
@@ -14,9 +17,11 @@ rule notebook:
         )),
     log:
         "logs/notebooks/{gpu}/{kernel}.log",
+    priority: -1
+    resources:
+        host=1,
     conda:
         ENV
     shell:
-        "(papermill --kernel python3 --language python --no-progress-bar {input.notebook} {output.ipynb} "
-        "-p kernel {wildcards.kernel} -p gpu {wildcards.gpu} -p metrics_path {input.metrics} "
-        "&& jupyter nbconvert --to html --output-dir $(dirname {output.html}) {output.ipynb}) > {log} 2>&1"
+        "python {input.script} --notebook {input.notebook} --kernel {wildcards.kernel} --gpu {wildcards.gpu} "
+        "--metrics {input.metrics} --ipynb {output.ipynb} --html {output.html} > {log} 2>&1"

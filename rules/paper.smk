@@ -9,7 +9,7 @@ rule paper_inputs:
         ceilings=get_ceilings,
         figures=get_figures,
         script="analysis/paper_inputs.py",
-        kernel_docs=expand("kernels/{kernel}.py", kernel=KERNELS),
+        kernel_docs=get_kernel_docs,
         repeatability=get_repeatability,
         profiles=get_profiles,
         modules=["analysis/claims.py", "analysis/origin.py", "analysis/calibration.py", "analysis/latex.py",
@@ -31,6 +31,8 @@ rule paper_inputs:
         cpu=update("results/paper/generated/cpu.tex"),
     log:
         "logs/paper/inputs.log",
+    resources:
+        host=1,
     conda:
         ENV
     shell:
@@ -49,6 +51,8 @@ rule paper_pdf:
         update(report("results/paper/rooflab.pdf", category="Paper")),
     log:
         "logs/paper/latexmk.log",
+    resources:
+        host=1,
     conda:
         ENV
     shell:
@@ -66,6 +70,8 @@ rule paper_sources:
         howto=update("results/paper/BUILD_THE_PDF_ELSEWHERE.txt"),
     log:
         "logs/paper/sources.log",
+    resources:
+        host=1,
     conda:
         ENV
     shell:

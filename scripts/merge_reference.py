@@ -1,7 +1,9 @@
 """Merge one device call's results into the committed reference dataset (data/reference/<gpu>/).
 
 For each kernel the call measured, its raw parquet replaces the reference's, and its rows replace that kernel's
-rows in profiles.parquet and compiled.parquet; the call's ceilings are kept apart, as
+rows in profiles.parquet and compiled.parquet (the call's results/raw/<gpu>/profiles/<kernel>.parquet and
+compiled/<kernel>.parquet, one per kernel as the DAG writes them, or a single profiles.parquet and compiled.parquet
+as older calls wrote them); the call's ceilings are kept apart, as
 data/tuning/ceilings_<label>.parquet (ratios are taken within one call; the DAG reads the reference's own
 ceilings.parquet only). With --impls (a call that measured some implementations only, e.g.
 ``--config impls=[builtin,triton]``) only those implementations' rows are replaced, the others' kept (compiled rows,
@@ -38,8 +40,8 @@ def main(argv=None):
     if not ref.is_dir():
         raise SystemExit(f"no reference folder {ref}: create it (and its README) for a new GPU first")
     # Read and check every input before writing anything, so a missing file leaves the reference as it was.
-    new = {name: read(raw / f"{name}.parquet", args.gpu)
-           for name in [*args.kernels, "profiles", "compiled", "ceilings"]}
+    new = {name: read(raw / f"{name}.parquet", args.gpu) for name in [*args.kernels, "ceilings"]}
+    new.update({name: read_per_kernel(raw, name, args.kernels, args.gpu) for name in ("profiles", "compiled")})
     for k in args.kernels:
         if set(new[k]["kernel"].unique()) != {k}:
             raise SystemExit(f"{raw / f'{k}.parquet'} holds rows of {sorted(new[k]['kernel'].unique())}, not {k}")
@@ -51,7 +53,8 @@ def main(argv=None):
                 rows = new[name][new[name]["kernel"] == k]
                 missing = set(args.impls) - set(rows["impl"].unique())
                 if missing:
-                    raise SystemExit(f"{raw / f'{name}.parquet'} has no {k} rows of {sorted(missing)}. Nothing was "
+                    where = raw / name / f"{k}.parquet" if (raw / name).is_dir() else raw / f"{name}.parquet"
+                    raise SystemExit(f"{where} has no {k} rows of {sorted(missing)}. Nothing was "
                                      "written.")
     merged = {}
     for k in args.kernels:
@@ -80,6 +83,14 @@ def main(argv=None):
               f"{len(old[name]) - len(kept)}")
     write_parquet(new["ceilings"], tuning / f"ceilings_{args.label}.parquet")
     print(f"{tuning / f'ceilings_{args.label}.parquet'} written")
+
+
+def read_per_kernel(raw: Path, name: str, kernels, gpu: str) -> pd.DataFrame:
+    """The call's <name> rows of these kernels: raw/<name>/<kernel>.parquet each, or (a call from before the
+    per-kernel jobs) the single raw/<name>.parquet."""
+    if not (raw / name).is_dir():
+        return read(raw / f"{name}.parquet", gpu)
+    return pd.concat([read(raw / name / f"{k}.parquet", gpu) for k in kernels], ignore_index=True)
 
 
 def read(path: Path, gpu: str, whose: str = "the call") -> pd.DataFrame:

@@ -80,6 +80,13 @@ def snakemake_calls(checkout: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
+def dag_args(checkout: Path) -> str:
+    """run.sh's snakemake arguments: every core, measurements one at a time (measure_slot), timing on the host alone."""
+    out = run_sh(checkout, "dag-args").stdout.strip()
+    assert out.startswith("--cores all --resources measure_slot=1 host="), out
+    return out
+
+
 def no_real_gpu() -> bool:
     return gpus.nvml_names() is None and not gpus.nvidia_smi_names()
 
@@ -94,7 +101,7 @@ def test_run_sh_reinstalls_a_package_missing_behind_a_current_stamp(checkout):
     assert "lacks" in res.stderr and "snakemake (ModuleNotFoundError" in res.stderr, res.stderr
     assert "snakemake (console script not on PATH)" in res.stderr, res.stderr
     assert "-m pip install -q -r requirements.txt" in (checkout / ".venv/pip.log").read_text()
-    assert snakemake_calls(checkout)[0] == "--cores 1 all"
+    assert snakemake_calls(checkout)[0] == f"{dag_args(checkout)} all"
 
 
 def requirement_lines(name: str) -> list[str]:
@@ -259,7 +266,7 @@ def test_configfile_args_follow_snakemake():
 def test_run_sh_writes_no_report_after_a_run_that_builds_nothing(checkout, args):
     res = run_sh(checkout, "all", *args)
     assert res.returncode == 0, res.stderr
-    assert snakemake_calls(checkout) == [" ".join(["--cores 1 all", *args])]
+    assert snakemake_calls(checkout) == [" ".join([dag_args(checkout), "all", *args])]
     assert "report" not in res.stderr, res.stderr
 
 

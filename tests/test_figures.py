@@ -211,3 +211,21 @@ def test_projection_draws_the_calibrated_model_with_its_error(monkeypatch, tmp_p
     labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
     assert any(t.startswith("model, calibrated to h200") for t in labels)
     assert any(isinstance(c, ErrorbarContainer) for ax in fig.axes for c in ax.containers)
+
+
+def test_one_process_draws_the_figures_of_a_device_or_a_kernel(tmp_path, inputs):
+    """python -m figures (the DAG's figure jobs): several figures from one read of the metrics, written where the
+    rules expect them, <outdir>/<gpu>/<fig>.pdf and <outdir>/<gpu>/<fig>/<kernel>.pdf, with their PNGs."""
+    from figures.__main__ import main
+
+    metrics = str(inputs / "metrics.parquet")
+    main(["--gpu", "h200", "--metrics", metrics, "--profiles", str(inputs / "profiles.parquet"), "--outdir",
+          str(tmp_path), "fusion", "roofline"])
+    main(["--gpu", "h200", "--kernel", "gelu", "--metrics", metrics, "--outdir", str(tmp_path), "bandwidth"])
+    for stem in ("h200/fusion", "h200/roofline", "h200/bandwidth/gelu"):
+        for ext in ("pdf", "png"):
+            assert (tmp_path / f"{stem}.{ext}").stat().st_size > 1000, stem
+    assert {p.name for p in (tmp_path / "h200").iterdir()} == {"fusion.pdf", "fusion.png", "roofline.pdf",
+                                                               "roofline.png", "bandwidth"}
+    with pytest.raises(SystemExit):  # a kernel figure needs its kernel
+        main(["--gpu", "h200", "--metrics", metrics, "--outdir", str(tmp_path), "bandwidth"])

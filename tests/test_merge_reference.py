@@ -126,3 +126,24 @@ def test_the_calls_ceilings_go_to_the_tuning_dir_given(folders, tmp_path):
     assert r.returncode == 0, r.stderr
     assert pd.read_parquet(tmp_path / "t" / "ceilings_s9.parquet")["value"].tolist() == [4.3e12]
     assert not (ref.parent / "tuning").exists()
+
+
+def test_a_calls_per_kernel_profiles_and_compiled_files_are_merged(folders):
+    """The DAG writes results/raw/<gpu>/profiles/<kernel>.parquet and compiled/<kernel>.parquet, one per kernel:
+    the merge reads the merged kernels' files there, into the reference's single profiles.parquet and
+    compiled.parquet."""
+    results, ref = folders
+    raw = results / "raw" / "h200"
+    (raw / "profiles.parquet").unlink()
+    (raw / "compiled.parquet").unlink()
+    write(raw / "profiles" / "rowsum.parquet", [{"gpu": "h200", "kernel": "rowsum", "impl": "triton", "n_kernels": 2}])
+    write(raw / "compiled" / "rowsum.parquet", [{"gpu": "h200", "kernel": "rowsum", "num_warps": 16}])
+    r = run(results, "--label", "s9", "--kernels", "rowsum", "--reference-dir", ref)
+    assert r.returncode == 0, r.stderr
+    prof = pd.read_parquet(ref / "h200" / "profiles.parquet").set_index("kernel")["n_kernels"]
+    assert prof.to_dict() == {"gelu": 9, "rowsum": 2}
+    comp = pd.read_parquet(ref / "h200" / "compiled.parquet").set_index("kernel")["num_warps"]
+    assert comp.to_dict() == {"gelu": 4, "rowsum": 16}
+    (raw / "compiled" / "rowsum.parquet").unlink()  # a kernel's file missing: nothing written
+    r = run(results, "--label", "s10", "--kernels", "rowsum", "--reference-dir", ref)
+    assert r.returncode != 0 and "compiled/rowsum.parquet is missing" in r.stderr

@@ -348,3 +348,23 @@ def test_a_cell_is_clock_checked_against_the_roof_it_is_rated_against():
     m = compute_metrics(raw, ceil).set_index("impl")
     assert (m["ceiling_clock_mhz"] == 1500.0).all()
     assert not m.loc["builtin", "clock_low"] and m.loc["triton", "clock_low"]
+
+
+def test_per_kernel_metrics_concatenated_are_the_metrics_of_all_kernels(tmp_path):
+    """The DAG computes results/metrics/<gpu>/<kernel>.parquet per kernel (an edit of one kernel recomputes that one)
+    and concatenates them: nothing may be computed across kernels, or the two would differ."""
+    from analysis.metrics import concat
+
+    rows = [raw_row(kernel=k, impl=i, dtype=d, median_ms=t, rse_median=0.01)
+            for k in ("gelu", "vecadd") for d in ("float32", "bfloat16")
+            for i, t in (("naive", 0.8), ("builtin", 0.2), ("triton", 0.1))]
+    rows += [raw_row(kernel="matmul", impl=i, size=1793, dtype="bfloat16", compute_unit="bf16", median_ms=t,
+                     flops=2.0 * 1793 ** 3, bytes=6.0 * 1793 ** 2) for i, t in (("builtin", 0.02), ("triton", 0.03))]
+    raw, ceil = pd.DataFrame(rows), ceilings()
+    paths = []
+    for kernel, g in raw.groupby("kernel", sort=False):
+        paths.append(tmp_path / f"{kernel}.parquet")
+        compute_metrics(g.reset_index(drop=True), ceil).to_parquet(paths[-1])
+    together = concat(paths, str(tmp_path / "metrics.parquet"))
+    pd.testing.assert_frame_equal(together, compute_metrics(raw, ceil), check_dtype=False)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "metrics.parquet"), together)

@@ -1,8 +1,9 @@
 """Exact reruns of the DAG, checked on a copy of the repository with a tiny CPU sweep (about two minutes).
 
-One real run of `all`, then dry runs after each kind of change: a kernel edit re-measures that kernel only, a figure
-script edit redraws that figure and rebuilds the paper only, a bare `touch` does nothing, a fresh clone needs
-`snakemake --touch` once, and a config change reruns the measurement jobs, which then measure only the new cells.
+One real run of `all`, then dry runs after each kind of change: a kernel edit reruns that kernel's jobs and the
+cross-kernel ones only, a figure script edit redraws the jobs drawing that figure and rebuilds the paper only, a bare
+`touch` does nothing, a fresh clone needs `snakemake --touch` once, a config change reruns the measurement jobs,
+which then measure only the new cells, and a run of some kernels keeps every other kernel in the results.
 """
 import json
 import os
@@ -45,6 +46,7 @@ def copy_repo(dest: Path) -> Path:
 def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "TRITON_INTERPRET": "1"}
+    env.pop("ROOFLAB_RUN_ID", None)  # each invocation is a run of its own (a test may have set one in this process)
     return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -101,7 +103,12 @@ def test_rerun_plans_nothing(repo):
     assert planned_jobs(repo) == []
 
 
-def test_kernel_edit_remeasures_that_kernel_only(repo):
+def job_names(jobs) -> set[str]:
+    """rule[output] of every job but `all`: enough to tell whose job it is."""
+    return {f"{j['rule']}[{' '.join(j['output'])}]" for j in jobs if j["rule"] != "all"}
+
+
+def test_kernel_edit_reruns_that_kernels_jobs_and_the_cross_kernel_ones_only(repo):
     kernel = repo / "kernels/gelu.py"
     original = kernel.read_text()
     kernel.write_text(original + "\n# an edit\n")
@@ -110,17 +117,23 @@ def test_kernel_edit_remeasures_that_kernel_only(repo):
     finally:
         kernel.write_text(original)
     assert outputs(jobs, "measure") == ["results/raw/cpu/gelu.parquet"]
-    assert not outputs(jobs, "ceilings")
-    rules = {j["rule"] for j in jobs}
-    assert {"metrics", "notebook"} <= rules and any(r.startswith("paper") for r in rules)
+    assert outputs(jobs, "profiles") == ["results/raw/cpu/profiles/gelu.parquet"]
+    assert outputs(jobs, "metrics_kernel") == ["results/metrics/cpu/gelu.parquet"]
+    assert outputs(jobs, "figures_kernel") == ["results/figures/cpu/bandwidth/gelu.pdf",
+                                               "results/figures/cpu/bandwidth/gelu.png"]
+    assert outputs(jobs, "notebook") == ["results/notebooks/cpu/gelu.html", "results/notebooks/cpu/gelu.ipynb"]
+    assert not outputs(jobs, "ceilings") and not outputs(jobs, "figures_gpu")  # nor the reference GPU's figures
+    # the rest is cross-kernel: the metrics table, the CPU's device figures and the paper, nothing of vecadd or h200
+    rules = {j["rule"] for j in jobs} - {"measure", "profiles", "metrics_kernel", "figures_kernel", "notebook"}
+    assert rules <= {"all", "metrics", "figures_cpu", "paper_inputs", "paper_pdf", "paper_sources"}, rules
+    assert {"metrics", "figures_cpu", "paper_inputs"} <= rules
+    assert not [j for j in job_names(jobs) if "vecadd" in j or "h200" in j], job_names(jobs)
     # the same content again (a newer mtime): checksums say nothing changed
     assert planned_jobs(repo) == []
 
 
-def test_figure_edit_redraws_that_figure_and_the_paper_only(repo):
-    scripts = sorted(p for p in (repo / "figures").glob("*.py") if not p.stem.startswith("_"))
-    assert scripts, "no figure script to edit"
-    script = next((p for p in scripts if p.stem == "roofline"), scripts[0])
+def test_figure_edit_redraws_the_jobs_drawing_that_figure_and_the_paper_only(repo):
+    script = repo / "figures/roofline.py"
     original = script.read_text()
     script.write_text(original + "\n# an edit\n")
     try:
@@ -130,8 +143,9 @@ def test_figure_edit_redraws_that_figure_and_the_paper_only(repo):
     figure_jobs = [j for j in jobs if j["rule"].startswith("figure")]
     others = {j["rule"] for j in jobs} - {j["rule"] for j in figure_jobs} - {"all"}
     assert figure_jobs and others and all(r.startswith("paper") for r in others), jobs
-    figs = [o for j in figure_jobs for o in j["output"]]
-    assert all(f"/{script.stem}" in f for f in figs), figs
+    # the device figures of each GPU (one job each draws roofline among them); no kernel's figures
+    assert {j["rule"] for j in figure_jobs} == {"figures_cpu", "figures_gpu"}, jobs
+    assert all(any(o.endswith("/roofline.pdf") for o in j["output"]) for j in figure_jobs), figure_jobs
     assert planned_jobs(repo) == []
 
 
@@ -156,6 +170,36 @@ def test_fresh_clone_needs_touch_once(repo, tmp_path):
     assert outputs(planned_jobs(clone), "measure") == ["results/raw/cpu/vecadd.parquet"]
 
 
+def test_a_subset_run_keeps_every_other_kernel(repo):
+    """`--config kernels=[gelu]` measures gelu only: vecadd's results, figures and notebook stay as they are (no rule
+    makes them in that run), and the metrics, the figures and the paper still cover both kernels, the paper saying
+    which cells this run measured and which it kept."""
+    import pandas as pd
+
+    subset = ("--config", 'kernels=["gelu"]')
+    assert planned_jobs(repo, *subset) == []  # after a full run a subset has nothing to redo
+    kept = [repo / p for p in ("results/raw/cpu/vecadd.parquet", "results/raw/cpu/profiles/vecadd.parquet",
+                               "results/metrics/cpu/vecadd.parquet", "results/figures/cpu/bandwidth/vecadd.png",
+                               "results/notebooks/cpu/vecadd.html")]
+    before = {p: p.stat().st_mtime_ns for p in kept}
+    (repo / "results/raw/cpu/.cells/gelu.jsonl").unlink()  # so this run measures gelu's cells anew
+    res = snakemake(repo, "--cores", "2", "all", "--configfile", "tiny.yaml", *subset, "--forcerun", "measure")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    ran = re.findall(r"^(?:local)?rule (\w+):\n(?:    .*\n)*?    wildcards: (.*)$", res.stdout + res.stderr, re.M)
+    assert ("measure", "gpu=cpu, kernel=gelu") in ran and not [r for r in ran if "vecadd" in r[1]], ran
+    assert {p: p.stat().st_mtime_ns for p in kept} == before
+    metrics = pd.read_parquet(repo / "results/metrics.parquet")
+    assert set(metrics.loc[metrics["gpu"] == "cpu", "kernel"]) == {"gelu", "vecadd"}
+    assert metrics.loc[metrics["gpu"] == "h200", "kernel"].nunique() > 2  # the reference: every kernel it holds
+    macros = (repo / "results/paper/generated/macros.tex").read_text()
+    fresh = re.search(r"\\newcommand\{\\MeasuredThisRun\}\{(.*)\}  %", macros).group(1)
+    n_gelu, n_vecadd = ((metrics["gpu"] == "cpu") & (metrics["kernel"] == k) for k in ("gelu", "vecadd"))
+    assert fresh == (f"On cpu, this run measured {n_gelu.sum()} cells of gelu; {n_vecadd.sum()} cells of vecadd are "
+                     "kept from 1 earlier run."), fresh
+    assert "vecadd" in (repo / "results/paper/generated/cpu.tex").read_text()
+    assert planned_jobs(repo) == []  # and the full configuration finds everything up to date
+
+
 def test_config_change_measures_only_new_cells(repo):
     import pandas as pd
 
@@ -174,7 +218,7 @@ def test_config_change_measures_only_new_cells(repo):
     assert sorted(df["size"].unique()) == [32, 64]
     # each cell measured once: the size-64 cells came from the store, only the size-32 ones were appended
     assert len(store.read_text().splitlines()) == len(df) == 2 * before
-    assert re.search(rf"{before} of {len(df)} cells already measured", (repo / "logs/measure/cpu/gelu.log").read_text())
+    assert re.search(rf"{before} of {len(df)} cells", (repo / "logs/measure/cpu/gelu.log").read_text())
 
 
 def test_reference_comparison_joins_all_when_a_reference_exists(repo):
@@ -203,23 +247,23 @@ def test_reference_comparison_joins_all_when_a_reference_exists(repo):
 
 
 def test_failed_rerun_keeps_the_last_good_outputs(repo):
-    """A rerun whose job fails (here the metrics job, on a raw file it cannot read) leaves the last good
-    results/metrics.parquet in place, byte for byte (outputs are update(): snakemake restores them on failure), and
-    the restored file does not pass for up to date: the next run redoes that job."""
+    """A rerun whose job fails (here gelu's metrics job, on a raw file it cannot read) leaves the last good
+    results/metrics/cpu/gelu.parquet in place, byte for byte (outputs are update(): snakemake restores them on
+    failure), and the restored file does not pass for up to date: the next run redoes that job."""
     raw = repo / "results/raw/cpu/gelu.parquet"
-    metrics = repo / "results/metrics.parquet"
+    metrics = repo / "results/metrics/cpu/gelu.parquet"
     good_raw, good_metrics = raw.read_bytes(), metrics.read_bytes()
     stat = raw.stat()
     try:
         raw.write_bytes(b"PAR1 not a parquet file")
         res = snakemake(repo, "--cores", "1", "results/metrics.parquet", "--configfile", "tiny.yaml")
         assert res.returncode != 0
-        assert "Restored previous version of results/metrics.parquet" in res.stdout + res.stderr
+        assert "Restored previous version of results/metrics/cpu/gelu.parquet" in res.stdout + res.stderr
         assert metrics.read_bytes() == good_metrics
     finally:  # the raw file as it was, its mtime too: only the failed job's own output can make it rerun
         raw.write_bytes(good_raw)
         os.utime(raw, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert "metrics" in {j["rule"] for j in planned_jobs(repo)}  # the failed job is redone, not taken as done
+    assert "metrics_kernel" in {j["rule"] for j in planned_jobs(repo)}  # the failed job is redone, not taken as done
     res = snakemake(repo, "--cores", "1", "all", "--configfile", "tiny.yaml")
     assert res.returncode == 0, res.stderr[-3000:]
     assert planned_jobs(repo) == []
