@@ -20,21 +20,25 @@ def elementwise_tile(n_cols: int, elements: int) -> tuple[int, int]:
 
 
 def binary_operands(name: str, x: torch.Tensor, y: torch.Tensor):
-    """Check two 2-D tensors of one shape and float dtype; allocate z; return (z, (xs, ys, zs) to launch over).
+    """Check two tensors of one shape (any rank, as torch.add takes) and float dtype; allocate z; return (z, (xs, ys,
+    zs) to launch over).
 
-    Contiguous operands are viewed as one long row (aligned, vectorised, no ragged row ends); others keep their
-    strides (x.t(), x[:, ::2]). The views are None when there is nothing to compute.
+    Contiguous operands are viewed as one long row (aligned, vectorised, no ragged row ends); 2-D ones keep their
+    strides (x.t(), x[:, ::2]); other strided ones are copied contiguous first. The views are None when there is
+    nothing to compute.
     """
     check_device(x, y)
     if x.dtype not in SUPPORTED_DTYPES or y.dtype not in SUPPORTED_DTYPES:
         raise TypeError(f"{name} supports float32, bfloat16 and float16, not {x.dtype} and {y.dtype}")
     if x.dtype != y.dtype:
         raise TypeError(f"{name} needs x and y of one dtype, got {x.dtype} and {y.dtype}")
-    if x.dim() != 2 or x.shape != y.shape:
-        raise ValueError(f"{name} needs two 2-D tensors of one shape, got {tuple(x.shape)} and {tuple(y.shape)}")
+    if x.shape != y.shape:
+        raise ValueError(f"{name} needs two tensors of one shape, got {tuple(x.shape)} and {tuple(y.shape)}")
     z = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if z.numel() == 0:
         return z, None
+    if x.dim() != 2:  # one long row: a copy only where a strided operand has no such view
+        x, y = x.contiguous(), y.contiguous()
     if x.is_contiguous() and y.is_contiguous():
         return z, tuple(t.view(1, -1) for t in (x, y, z))
     return z, (x, y, z)

@@ -18,6 +18,24 @@ MIN_WARPS, MAX_WARPS = values(ROWS["WARPS"])
 L2_LINE_BYTES = 128  # a prefetch asks for the line that holds its address
 
 
+def leading_rows(fn):
+    """Let a row kernel's wrapper take (..., columns) as torch's own row ops do: leading dimensions are flattened
+    into rows (a view where the strides allow, else a copy), and the result takes them back (the row sums: x.shape[:-1];
+    the rest: x's shape). A 2-D input goes straight through."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(x, *args, **kwargs):
+        if x.dim() == 2:
+            return fn(x, *args, **kwargs)
+        if x.dim() == 0:
+            raise ValueError(f"{fn.__name__} needs at least one dimension (the row), got a 0-d tensor")
+        out = fn(x.reshape(-1, x.shape[-1]), *args, **kwargs)
+        return out.reshape(x.shape[:-1] if out.dim() == 1 else x.shape)
+
+    return wrapper
+
+
 def row_launch_params(n_cols: int, element_size: int) -> tuple[int, int]:
     """(BLOCK_SIZE, num_warps) for a one-program-per-row kernel over rows of n_cols elements of element_size bytes.
 

@@ -18,8 +18,8 @@ import triton
 import triton.language as tl
 
 from kernels._launch import LAYERNORM, values
-from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, held_min_warps, l2_prefetch, names_row,
-                           row_launch_params, unmasked)
+from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, held_min_warps, l2_prefetch, leading_rows, names_row,
+                            row_launch_params, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -140,6 +140,7 @@ def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: i
     return options | ({"maxnreg": cap} if cap else {})
 
 
+@leading_rows
 def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
                      block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.

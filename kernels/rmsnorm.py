@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from kernels._launch import RMSNORM, values
-from kernels._rows import bound_mask, row_launch_params, unmasked
+from kernels._rows import leading_rows, bound_mask, row_launch_params, unmasked
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -76,6 +76,7 @@ def _rmsnorm_fwd_kernel(
             tl.store(y_row + c * stride_yn, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@leading_rows
 def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
                    block_size: int | None = None, num_warps: int | None = None,
                    reload: bool | None = None, full: bool | None = None) -> torch.Tensor:

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from kernels._launch import ROWSUM, values
-from kernels._rows import MAX_BLOCK_SIZE, bound_mask, row_launch_params, unmasked
+from kernels._rows import leading_rows, MAX_BLOCK_SIZE, bound_mask, row_launch_params, unmasked
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
 
@@ -64,6 +64,7 @@ def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
     return block_m, block_n, num_warps
 
 
+@leading_rows
 def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | None = None,
                   num_warps: int | None = None, full: bool | None = None) -> torch.Tensor:
     """Check the input; allocate the output (N values, x's dtype); launch one program per BLOCK_M rows.

@@ -18,7 +18,7 @@ import triton.language as tl
 
 from kernels._cuda import build_cuda, cuda_source
 from kernels._launch import SOFTMAX, values
-from kernels._rows import MAX_BLOCK_SIZE, bound_mask, held_min_warps, row_launch_params, unmasked
+from kernels._rows import leading_rows, MAX_BLOCK_SIZE, bound_mask, held_min_warps, row_launch_params, unmasked
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.triton_utils import check_device
@@ -200,6 +200,7 @@ class TritonSoftmax(torch.autograd.Function):
         return softmax_backward(y, dy, ctx.max_block), None
 
 
+@leading_rows
 def softmax_triton(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.Tensor:
     return TritonSoftmax.apply(x, max_block)
 
