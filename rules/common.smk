@@ -34,7 +34,7 @@ COMPARE_GPUS = sorted(
 from rooflab.kernel import kernel_names
 
 KNOWN_KERNELS = kernel_names()
-MEASURED = "|".join(KERNELS)  # measured here (measure, profiles, compiled)
+MEASURED = "|".join(KERNELS)  # measured here (measure: cells, profiles, compiled facts)
 
 
 def raw_path(gpu, kernel):
@@ -179,7 +179,7 @@ def host_slots(wildcards):
 
 
 def device_slot(wildcards):
-    """The measure_slot a job that runs kernels without timing them (profiles, compiled, ncu) holds: on a GPU the
+    """The measure_slot a job that runs kernels without timing them (ncu) holds: on a GPU the
     device's one slot, as a timing job (never beside a measurement); on the CPU none (a timing job there holds
     every host slot, so none runs beside it anyway)."""
     return 0 if wildcards.gpu == "cpu" else 1

@@ -1,11 +1,11 @@
-# Measurement: per (gpu, kernel) its cells, its kernel-launch profile and its compiled-kernel facts, plus the GPU's
-# measured ceilings. A kernel's source file is an input of its own jobs only, so editing kernels/<k>.py re-measures
+# Measurement: per (gpu, kernel) one job for its cells, its kernel-launch profile and its compiled-kernel facts (one
+# process: warm caches), plus the GPU's measured ceilings. A kernel's source file is an input of its own jobs only, so editing kernels/<k>.py re-measures
 # <k> only (snakemake does not see modules a script imports). The kernel wildcard is held to the run's kernels
 # (MEASURED): another kernel's results from an earlier run are read as they are, never remade.
 # Every timing job holds the one measure_slot (run.sh: --resources measure_slot=1), so two never time at once (on
 # the CPU, whose jobs hold no gpu, too), and on the CPU every host slot as well (host_slots): timing on the host
-# runs alone, while figures and notebooks run in parallel with each other and beside a GPU's measurements. The jobs
-# that run kernels untimed (profiles, compiled, ncu) hold the slot on a GPU (device_slot).
+# runs alone, while figures and notebooks run in parallel with each other and beside a GPU's measurements. A job
+# that runs kernels untimed (ncu) holds the slot on a GPU (device_slot).
 
 
 from rooflab.kernel import measurement_code
@@ -14,11 +14,18 @@ MEASUREMENT_CODE = measurement_code()
 
 
 rule measure:
+    """The kernel's cells, then, in the same process (its caches, Inductor graphs and autotuner choices warm), the
+    kernels one call of each (impl, dtype, pass) launches at config profile.size (the fusion evidence) and the
+    registers, spills, shared memory, load widths and occupancy of every Triton kernel and config it launches (on
+    the CPU, which compiles none, a file of skipped rows)."""
     input:
         kernel="kernels/{kernel}.py",
         code=MEASUREMENT_CODE,
+        describe=["experiments/profiles.py", "experiments/compiled.py", "rooflab/kernel_facts.py"],
     output:
-        update("results/raw/{gpu}/{kernel}.parquet"),
+        raw=update("results/raw/{gpu}/{kernel}.parquet"),
+        profiles=update("results/raw/{gpu}/profiles/{kernel}.parquet"),
+        compiled=update("results/raw/{gpu}/compiled/{kernel}.parquet"),
     params:
         sweep=lambda wildcards: rcfg.sweep_params(config),
     log:
@@ -61,68 +68,6 @@ rule ceilings:
         ENV
     script:
         "../experiments/ceilings.py"
-
-
-rule profiles:
-    """Kernels launched by one call of each (impl, dtype, pass) of one kernel at config profile.size: the fusion
-    evidence."""
-    input:
-        kernel="kernels/{kernel}.py",
-        code=MEASUREMENT_CODE,
-        script="experiments/profiles.py",
-    output:
-        update("results/raw/{gpu}/profiles/{kernel}.parquet"),
-    params:
-        sweep=lambda wildcards: rcfg.sweep_params(config),
-        profile=lambda wildcards: config["profile"],
-    log:
-        "logs/profiles/{gpu}/{kernel}.log",
-    wildcard_constraints:
-        kernel=MEASURED,
-    resources:
-        measure_slot=device_slot,
-        host=1,
-        gpu=get_gpu_count,
-        slurm_partition=get_cluster("slurm_partition"),
-        constraint=get_cluster("constraint"),
-        gres=get_cluster("gres"),
-        runtime=get_cluster("runtime", default=60),
-    conda:
-        ENV
-    script:
-        "../experiments/profiles.py"
-
-
-rule compiled:
-    """Registers, spills, shared memory, load widths and occupancy of every Triton kernel and config one kernel
-    launches."""
-    input:
-        kernel="kernels/{kernel}.py",
-        code=MEASUREMENT_CODE,
-        script="experiments/compiled.py",
-        occupancy="rooflab/kernel_facts.py",
-    output:
-        update("results/raw/{gpu}/compiled/{kernel}.parquet"),
-    params:
-        compiled=lambda wildcards: {"size": config["profile"]["size"], "extra_sizes": config.get("extra_sizes", []),
-                                    "dtypes": config["dtypes"], "seed": config.get("seed", 0),
-                                    "cache_dirs": config.get("cache_dirs", {})},
-    log:
-        "logs/compiled/{gpu}/{kernel}.log",
-    wildcard_constraints:
-        kernel=MEASURED,
-    resources:
-        measure_slot=device_slot,
-        host=1,
-        gpu=get_gpu_count,
-        slurm_partition=get_cluster("slurm_partition"),
-        constraint=get_cluster("constraint"),
-        gres=get_cluster("gres"),
-        runtime=get_cluster("runtime", default=60),
-    conda:
-        ENV
-    script:
-        "../experiments/compiled.py"
 
 
 rule ncu:
