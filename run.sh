@@ -130,8 +130,9 @@ setup_project() {  # rooflab itself, editable (pip install --no-deps -e .): agai
   echo "$want" > "$stamp" 2>/dev/null || true
 }
 
-dag_args() {  # the snakemake arguments of ./run.sh's DAG (scripts/bench_loop.py and bench_analysis.sh use them too)
-  echo "--cores all --resources measure_slot=1 host=$(nproc 2>/dev/null || echo 1)"
+dag_args() {  # the snakemake arguments of ./run.sh's DAG (scripts/bench_loop.py uses them too); --cores last:
+  # --resources takes every word up to the next option, the target too
+  echo "--resources measure_slot=1 host=$(nproc 2>/dev/null || echo 1) --cores all"
 }
 
 builds() {  # whether snakemake with these arguments runs jobs, after which the report is worth writing
