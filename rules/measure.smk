@@ -30,6 +30,7 @@ rule measure:
         sweep=lambda wildcards: rcfg.sweep_params(config),
     log:
         "logs/measure/{gpu}/{kernel}.log",
+    priority: 10
     wildcard_constraints:
         kernel=MEASURED,
     resources:
@@ -56,6 +57,7 @@ rule ceilings:
                                     **{k: config["timing"][k] for k in ("placements", "warm_translations", "instances")}},
     log:
         "logs/ceilings/{gpu}.log",
+    priority: 10
     resources:
         measure_slot=1,
         host=host_slots,

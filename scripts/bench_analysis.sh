@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 cores=2
 if [ "${1:-}" = "--cores" ]; then cores="$2"; shift 2; fi
 mkdir -p logs  # a fresh clone has none
-args=(--cores "$cores" --resources measure_slot=1 "host=$cores")
+args=(--resources measure_slot=1 "host=$cores" --cores "$cores")
 paper=results/paper/rooflab.pdf
 command -v latexmk >/dev/null && command -v pdflatex >/dev/null || paper=results/paper/BUILD_THE_PDF_ELSEWHERE.txt
 

@@ -1,7 +1,7 @@
 """The edit-rerun loop, timed (issue 25): the sweep from nothing, then what each kind of edit reruns and how long.
 
-    .venv/bin/python scripts/bench_loop.py                       # the working tree, config/cpu.yaml, run.sh's cores
-    .venv/bin/python scripts/bench_loop.py --rev HEAD~3 --cores 1  # an older commit, as its run.sh ran it
+    .venv/bin/python scripts/bench_loop.py             # the working tree, config/cpu.yaml, as its run.sh runs it
+    .venv/bin/python scripts/bench_loop.py --rev 66a041a  # a commit (before issue 25: run.sh ran --cores 1)
 
 Everything happens on a scratch copy (the working tree's tracked and untracked, not ignored files, or `git archive`
 of --rev), never in this checkout. The sweep runs `snakemake all` there with fresh Triton and Inductor caches (cold);
@@ -113,9 +113,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rev", help="benchmark this commit (git archive) instead of the working tree")
     ap.add_argument("--configfile", default="config/cpu.yaml")
-    ap.add_argument("--cores", default="all", help="snakemake --cores (run.sh before issue 25 used 1)")
-    ap.add_argument("--snakemake-args", default="--resources measure_slot=1",
-                    help="further snakemake arguments (run.sh's: the measurement jobs' exclusive slot)")
+    ap.add_argument("--dag-args", help="snakemake's arguments besides the target and the configfile (default: what "
+                    "the copy's `./run.sh dag-args` prints, or --cores 1 where it has none: run.sh before issue 25)")
     ap.add_argument("--kernel", default="gelu", help="the kernel the kernel edits touch")
     ap.add_argument("--figure", default="roofline", help="the figure script the figure edit touches")
     ap.add_argument("--warm", action="store_true", help="keep the Triton and Inductor caches of this machine")
@@ -139,7 +138,11 @@ def main(argv=None) -> int:
         if not a.warm:
             env["TRITON_CACHE_DIR"] = str(root / "cache" / "triton")
             env["TORCHINDUCTOR_CACHE_DIR"] = str(root / "cache" / "inductor")
-        args = ["--cores", a.cores, "all", "--configfile", a.configfile, *a.snakemake_args.split()]
+        dag = a.dag_args
+        if dag is None:
+            res = subprocess.run(["bash", "run.sh", "dag-args"], cwd=work, capture_output=True, text=True)
+            dag = res.stdout.strip() if res.returncode == 0 else "--cores 1"
+        args = [*dag.split(), "all", "--configfile", a.configfile]
         print(f"rooflab loop benchmark: {label}; {a.configfile}; snakemake {' '.join(args)}; "
               f"{os.cpu_count()} cores here; {'warm' if a.warm else 'cold'} compile caches; "
               f"TeX {'yes' if shutil.which('latexmk') else 'no'}", flush=True)

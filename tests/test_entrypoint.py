@@ -7,6 +7,7 @@ scripts that record their arguments. Fast, and no GPU or network is needed.
 """
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -83,7 +84,7 @@ def snakemake_calls(checkout: Path) -> list[str]:
 def dag_args(checkout: Path) -> str:
     """run.sh's snakemake arguments: every core, measurements one at a time (measure_slot), timing on the host alone."""
     out = run_sh(checkout, "dag-args").stdout.strip()
-    assert out.startswith("--cores all --resources measure_slot=1 host="), out
+    assert re.fullmatch(r"--resources measure_slot=1 host=\d+ --cores all", out), out
     return out
 
 
