@@ -9,7 +9,10 @@ in them and Triton's autotuner keeps its choice in memory only; the timing proce
 device, on kernels already compiled. Each row records the worker's first call as ``prewarm_ms`` (the compile cost
 of a cold cache on a fresh machine) beside its own ``cold_ms`` (warm caches).
 
-No timing overlaps the workers: the pool finishes before the first sample, inside the job that holds the device.
+Off by default (config ``prewarm``): on the H200 the pool took 38 s for matmul's 28 Triton cells and the timing
+process still spent about 90 s autotuning them (call S26): their compiles were not found in the cache, for a reason
+not yet known. No timing overlaps the workers: the pool finishes before the first sample, inside the job that holds
+the device.
 A worker that fails leaves its cell to the timing process, which records the failure as it would have.
 """
 from __future__ import annotations
@@ -49,7 +52,7 @@ def prewarm(kernel, cells, gpu: str, params: dict) -> dict:
     tuned = bool(autotuners(kernel.module))
     todo = [c for c in cells if _needs_prewarm(c, device, tuned)]
     workers = workers_for(len(todo))
-    if not params.get("prewarm", True) or len(todo) < MIN_CELLS or workers < 2:
+    if not params.get("prewarm", False) or len(todo) < MIN_CELLS or workers < 2:
         return {}
     todo.sort(key=lambda c: (c.impl != "cuda", c.impl != "triton", -int(c.size)))  # builds and long ones first
     t0 = time.perf_counter()
