@@ -1,7 +1,8 @@
 # Measurement: per (gpu, kernel) one job for its cells, its kernel-launch profile and its compiled-kernel facts (one
-# process: warm caches), plus the GPU's measured ceilings. A kernel's source file is an input of its own jobs only, so editing kernels/<k>.py re-measures
-# <k> only (snakemake does not see modules a script imports). The kernel wildcard is held to the run's kernels
-# (MEASURED): another kernel's results from an earlier run are read as they are, never remade.
+# process: warm caches), plus the GPU's measured ceilings. A kernel's source file is an input of its own job only, so
+# editing kernels/<k>.py re-measures <k> only (snakemake does not see modules a script imports). The kernel wildcard
+# is held to the run's kernels (MEASURED): another kernel's results from an earlier run are read as they are, never
+# remade.
 # Every timing job holds the one measure_slot (run.sh: --resources measure_slot=1), so two never time at once (on
 # the CPU, whose jobs hold no gpu, too), and on the CPU every host slot as well (host_slots): timing on the host
 # runs alone, while figures and notebooks run in parallel with each other and beside a GPU's measurements. A job
@@ -57,7 +58,7 @@ rule ceilings:
                                     **{k: config["timing"][k] for k in ("placements", "warm_translations", "instances")}},
     log:
         "logs/ceilings/{gpu}.log",
-    priority: 10
+    priority: 20  # first: a run cut short (a node's time limit) still has its own roofs for the cells it measured
     resources:
         measure_slot=1,
         host=host_slots,
