@@ -45,6 +45,7 @@ rule paper_inputs:
 rule paper_pdf:
     input:
         tex="paper/main.tex",
+        bib="paper/references.bib",
         generated=rules.paper_inputs.output,
         figures=get_figures,
     output:
@@ -63,6 +64,7 @@ rule paper_pdf:
 rule paper_sources:
     input:
         tex="paper/main.tex",
+        bib="paper/references.bib",
         generated=rules.paper_inputs.output,
         figures=get_figures,
     output:
@@ -75,7 +77,7 @@ rule paper_sources:
     conda:
         ENV
     shell:
-        "(tar czf {output.tarball} {input.tex} {input.generated} $(echo {input.figures} | tr ' ' '\\n' | grep '\\.pdf$') && "
+        "(tar czf {output.tarball} {input.tex} {input.bib} {input.generated} $(echo {input.figures} | tr ' ' '\\n' | grep '\\.pdf$') && "
         "printf '%s\\n' 'No TeX engine (latexmk + pdflatex) was found on this machine, so the PDF was not built.' "
         "'Everything it needs is in results/paper/rooflab-paper-src.tar.gz. On a machine with TeX Live:' "
         "'  mkdir paper-build && tar xzf rooflab-paper-src.tar.gz -C paper-build && cd paper-build' "

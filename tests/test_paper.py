@@ -279,3 +279,14 @@ def test_a_kernel_section_opens_with_what_the_kernel_file_declares(monkeypatch):
     monkeypatch.setattr(load_kernel("vecadd"), "description", "a sum of two tensors")
     assert kernel_summary("vecadd") == "A sum of two tensors."
     assert kernel_summary("no_such_kernel") == ""
+
+
+def test_every_citation_has_a_bibliography_entry_and_the_paper_rules_read_it():
+    tex = (ROOT / "paper" / "main.tex").read_text()
+    bib = (ROOT / "paper" / "references.bib").read_text()
+    cited = {k.strip() for group in re.findall(r"\\cite\{([^}]*)\}", tex) for k in group.split(",")}
+    entries = set(re.findall(r"@\w+\{([^,\s]+),", bib))
+    assert len(cited) >= 10 and cited <= entries, sorted(cited - entries)
+    assert "\\bibliography{paper/references}" in tex
+    rules = (ROOT / "rules" / "paper.smk").read_text()
+    assert rules.count('bib="paper/references.bib"') == 2 and "{input.bib}" in rules  # the PDF and the sources
