@@ -61,7 +61,6 @@ from figures import GPU_ONLY, SCOPES
 GPU_FIGURES = sorted(f for f, scope in SCOPES.items() if scope == "gpu")
 KERNEL_FIGURES = sorted(f for f, scope in SCOPES.items() if scope == "kernel")
 CPU_FIGURES = [f for f in GPU_FIGURES if f not in GPU_ONLY]
-DEVICES = "|".join(g for g in ANALYSIS_GPUS if g != "cpu") or "NONE"  # figures_gpu draws these, figures_cpu the CPU
 
 HAVE_TEX = bool(shutil.which("latexmk") and shutil.which("pdflatex"))
 PAPER = "results/paper/rooflab.pdf" if HAVE_TEX else "results/paper/BUILD_THE_PDF_ELSEWHERE.txt"
@@ -98,10 +97,6 @@ def get_metrics_of(wildcards):
     return [f"results/metrics/{wildcards.gpu}/{k}.parquet" for k in ANALYSED[wildcards.gpu]]
 
 
-def get_cpu_metrics(wildcards=None):
-    return [f"results/metrics/cpu/{k}.parquet" for k in ANALYSED.get("cpu", [])]
-
-
 def _per_kernel(name):
     """results/raw/<gpu>/<name>/<kernel>.parquet of every kernel analysed on a device measured here (the run's
     kernels: written by their rule; the others: where an earlier run left one), and the reference's single
@@ -125,10 +120,6 @@ def get_profiles(wildcards=None):
 def get_profiles_of(wildcards):
     """This device's profiles (the fusion figure); none: the figure says 'no data' instead of the DAG failing."""
     return [p for p in get_profiles() if f"/{wildcards.gpu}/" in p]
-
-
-def get_cpu_profiles(wildcards=None):
-    return [p for p in get_profiles() if "/cpu/" in p]
 
 
 # For rules/measure.smk (the lint wants rule files free of functions).

@@ -120,17 +120,21 @@ def main(argv=None) -> int:
     ap.add_argument("--warm", action="store_true", help="keep the Triton and Inductor caches of this machine")
     ap.add_argument("--scratch", type=Path, help="work here (kept) instead of a temporary folder (removed)")
     ap.add_argument("--only", nargs="*", help="run only these scenarios (by name)")
+    ap.add_argument("--resume", action="store_true", help="with --scratch: keep its results, copy the tree over "
+                    "them and bring them up to date (untimed) instead of the sweep from nothing")
     a = ap.parse_args(argv)
 
     tmp = None
     if a.scratch:
         root = a.scratch.resolve()
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir(parents=True)
+        if not a.resume:
+            shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(root / "state", ignore_errors=True)
+        root.mkdir(parents=True, exist_ok=True)
     else:
         root = Path(tmp := tempfile.mkdtemp(prefix="bench_loop-"))
     work = root / "tree"
-    work.mkdir()
+    work.mkdir(exist_ok=a.resume)
     try:
         label = copy_tree(work, a.rev)
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -144,10 +148,11 @@ def main(argv=None) -> int:
             dag = res.stdout.strip() if res.returncode == 0 else "--cores 1"
         args = [*dag.split(), "all", "--configfile", a.configfile]
         print(f"rooflab loop benchmark: {label}; {a.configfile}; snakemake {' '.join(args)}; "
-              f"{os.cpu_count()} cores here; {'warm' if a.warm else 'cold'} compile caches; "
+              f"{os.cpu_count()} cores here; {'warm' if a.warm or a.resume else 'cold'} compile caches; "
               f"TeX {'yes' if shutil.which('latexmk') else 'no'}", flush=True)
         secs, jobs, _ = run_snakemake(work, args, env)
-        print(f"{'sweep (from nothing)':20s} {len(jobs):4d} jobs {secs:7.1f} s", flush=True)
+        what = "brought up to date" if a.resume else "sweep (from nothing)"
+        print(f"{what:20s} {len(jobs):4d} jobs {secs:7.1f} s", flush=True)
         snapshot(work, root / "state")
         print(f"{'scenario':20s} {'jobs':>9s} {'seconds':>9s}  jobs rerun", flush=True)
         for name, rel, text in scenarios(a.kernel, a.figure):
