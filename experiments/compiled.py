@@ -167,7 +167,7 @@ def compiled_rows(kernel_name: str, gpu: str, sizes, seed: int = 0, dtypes=None)
 
     from experiments.profiles import cell_callable
     from rooflab.kernel_facts import limits_for
-    from rooflab.kernel import load_kernel
+    from rooflab.kernel import load_kernel, math_mode
 
     kernel = load_kernel(kernel_name)
     if "triton" not in kernel.impls:
@@ -183,10 +183,21 @@ def compiled_rows(kernel_name: str, gpu: str, sizes, seed: int = 0, dtypes=None)
             for size in sizes:
                 base = {"kernel": kernel_name, "pass": pass_, "dtype": dtype, "size": int(size)}
                 try:
-                    fn = cell_callable(kernel, "triton", dtype, size, pass_, "cuda", seed)
-                    with LaunchRecorder(jits) as rec:
-                        fn()
-                        torch.cuda.synchronize()
+                    with math_mode(dtype):  # a tf32 cell compiles its TF32 kernels, as the sweep does
+                        fn = cell_callable(kernel, "triton", dtype, size, pass_, "cuda", seed)
+                        # In the measuring process the autotuners already hold a choice for this size: emptied for
+                        # the recorded call, so every pruned config runs (and is listed) and the timings are this
+                        # size's, not those of the last size benchmarked; restored after
+                        held = [(t, dict(t.cache)) for t in tuners if hasattr(t, "cache")]
+                        for t, _ in held:
+                            t.cache.clear()
+                        try:
+                            with LaunchRecorder(jits) as rec:
+                                fn()
+                                torch.cuda.synchronize()
+                        finally:
+                            for t, cache in held:
+                                t.cache.update(cache)
                     seen = set()
                     for jit, ck in rec.launched:
                         if id(ck) in seen:

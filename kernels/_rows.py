@@ -23,6 +23,7 @@ def leading_rows(fn):
     into rows (a view where the strides allow, else a copy), and the result takes them back (the row sums: x.shape[:-1];
     the rest: x's shape). A 2-D input goes straight through."""
     import functools
+    import math
 
     @functools.wraps(fn)
     def wrapper(x, *args, **kwargs):
@@ -30,7 +31,7 @@ def leading_rows(fn):
             return fn(x, *args, **kwargs)
         if x.dim() == 0:
             raise ValueError(f"{fn.__name__} needs at least one dimension (the row), got a 0-d tensor")
-        out = fn(x.reshape(-1, x.shape[-1]), *args, **kwargs)
+        out = fn(x.reshape(math.prod(x.shape[:-1]), x.shape[-1]), *args, **kwargs)  # not -1: a 0-wide row
         return out.reshape(x.shape[:-1] if out.dim() == 1 else x.shape)
 
     return wrapper

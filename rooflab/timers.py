@@ -173,15 +173,20 @@ class CudaEventTimer:
         torch = self.torch
         fn()
         torch.cuda.synchronize()
-        # warmup_ms of device time: calls are queued asynchronously, so a loop bounded by the host's clock would
-        # queue ~1000 of them whatever their length (an 8192^3 IEEE fp32 GEMM: 21 s of warm-up, not 25 ms)
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        one_ms = (time.perf_counter() - t0) * 1e3
-        for _ in range(min(10_000, int(max(0.0, warmup_ms - one_ms) / max(one_ms, 1e-3)))):
-            fn()
-        torch.cuda.synchronize()
+        # warmup_ms of the device's timeline, in doubling batches timed by events: calls are queued asynchronously,
+        # so a loop bounded by the host's clock would queue ~1000 of them whatever their length (an 8192^3 IEEE fp32
+        # GEMM: 21 s of warm-up, not 25 ms)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        spent, batch, calls = 0.0, 1, 0
+        while spent < warmup_ms and calls < 10_000:
+            start.record()
+            for _ in range(batch):
+                fn()
+            end.record()
+            end.synchronize()
+            spent += start.elapsed_time(end)
+            calls += batch
+            batch = min(2 * batch, 1024)
         # Host cost of enqueuing one call, behind a long spin so the GPU never waits on the host meanwhile.
         enqueue = []
         for _ in range(5):
