@@ -34,12 +34,13 @@ from analysis.sections import (CPU_FIGURE_CAPTIONS, GPU_FIGURE_CAPTIONS, GPU_TIM
                                figures_tex, has_data, kernel_sections, kernel_summary, speedup_sentence)
 from analysis.selection import headline_gpu, largest, most_common, ours_fixed_costs, timed, verdict  # noqa: F401
 from analysis.tables import (calibration_table, cpu_ceilings_table, cpu_summary_table, findings_table,  # noqa: F401
-                             fixed_cost_table, kernel_table, problems_table, projection_table, rate_column,
+                             fixed_cost_table, host_cost_rows, host_cost_table, kernel_table, problems_table,
+                             projection_table, rate_column,
                              repeatability_table, specs_table, summary_table)
 from rooflab.gpus import CPU_KEY
 
 OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_calibration", "table_specs",
-           "table_repeatability", "table_fixed_cost", "table_findings", "table_provenance", "figures",
+           "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
            "figures_projection", "kernels", "cpu"]
 
 
@@ -74,6 +75,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
                                              or "No device was measured by this workflow: every dataset is a "
                                              "committed reference."),
                "per device measured here: the cells this run measured, and those kept from earlier runs")
+    host_cost_macros(macros, host_cost_rows(metrics_gpu, gpu))
     cpu = cpu_section(macros, metrics_cpu, ceilings, figdir, sources, launch_counts)
     return {
         "macros": macros.text(),
@@ -83,6 +85,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "table_projection": projection_table(metrics_gpu, gpu),
         "table_calibration": calibration_table(metrics_gpu, gpu),
         "table_fixed_cost": fixed_cost_table(ours),
+        "table_host_cost": host_cost_table(metrics_gpu, gpu),
         "table_specs": specs_table(ceilings_gpu),
         "table_findings": findings_table(metrics_gpu),
         "table_provenance": origin.provenance_table(gpu_runs, tex_escape),
@@ -92,6 +95,24 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "kernels": kernel_sections(metrics_gpu, gpu, kernels, figdir),
         "cpu": cpu,
     }
+
+
+def host_cost_macros(macros, rows: pd.DataFrame) -> None:
+    """The Python-loop time per call at the smallest size, the median over kernels, for the builtin and our Triton
+    (microseconds), and how many kernels' Triton calls cost more than the builtin's from a Python loop."""
+    both = rows.dropna(subset=["loop_builtin", "loop_triton"]) if {"loop_builtin", "loop_triton"} <= set(rows) \
+        else rows.iloc[:0]
+    if both.empty:
+        values = {"HostSize": "n/a", "HostLoopBuiltinUs": "n/a", "HostLoopTritonUs": "n/a",
+                  "HostLoopSlowerKernels": "0", "HostLoopKernels": "0"}
+    else:
+        values = {"HostSize": str(int(both["size"].min())),
+                  "HostLoopBuiltinUs": f"{both['loop_builtin'].median():.3g}",
+                  "HostLoopTritonUs": f"{both['loop_triton'].median():.3g}",
+                  "HostLoopSlowerKernels": str(int((both["loop_triton"] > both["loop_builtin"]).sum())),
+                  "HostLoopKernels": str(len(both))}
+    for name, value in values.items():
+        macros.add(name, value, "Python loop, per call, smallest size: the host path (table_host_cost)")
 
 
 def read_launch_counts(paths) -> set[str]:

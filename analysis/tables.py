@@ -235,3 +235,49 @@ def cpu_ceilings_table(ceilings: pd.DataFrame) -> str:
         return "\\begin{center}No ceilings were measured on the CPU.\\end{center}\n"
     t = pd.DataFrame(rows)
     return table_latex(t, {measured: fmt}, "lrl")
+
+
+def host_cost_rows(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    """Per kernel (forward pass, its most common low-precision dtype), at the smallest size timed on ``gpu``: each
+    implementation's time per call from a Python loop and from a CUDA-graph replay (microseconds). At that size the
+    device's work is a few microseconds, so the loop time is the host path a PyTorch user pays per call and the
+    graph time what is left without it."""
+    ok = timed(metrics, gpu)
+    ok = ok[(ok["pass"] == "fwd") & ok["loop_ms"].notna()]
+    rows = []
+    for kernel, k in ok.groupby("kernel"):
+        dtype = next((d for d in ("bfloat16", "float16", "float32") if d in set(k["dtype"])), None)
+        if dtype is None:
+            continue
+        k = k[k["dtype"] == dtype]
+        k = k[k["size"] == k["size"].min()]
+        row = {"kernel": kernel, "dtype": dtype, "size": int(k["size"].iloc[0])}
+        for _, r in k.iterrows():
+            row[f"loop_{r['impl']}"] = 1e3 * r["loop_ms"]
+            row[f"graph_{r['impl']}"] = 1e3 * r["graph_median_ms"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def host_cost_table(metrics: pd.DataFrame, gpu: str) -> str:
+    """host_cost_rows as LaTeX: the Python-loop time per call of each implementation, our Triton's over the
+    builtin's, and the CUDA-graph times of the two."""
+    t = host_cost_rows(metrics, gpu)
+    if t.empty:
+        return "\\begin{center}No implementation was timed from a Python loop on this device.\\end{center}\n"
+    impls = [i for i in ("naive", "builtin", "compile", "triton", "cuda") if f"loop_{i}" in t]
+    lo, gr = FRAME_LABEL["loop"], FRAME_LABEL["graph"]
+    out = t[["kernel", "dtype", "size"]].copy()
+    cols = [("", "kernel"), ("", "dtype"), ("", "N")]
+    for i in impls:
+        out[f"loop_{i}"] = t[f"loop_{i}"]
+        cols.append((f"{lo} [µs]", IMPL_SHORT.get(i, i)))
+    if {"loop_triton", "loop_builtin"} <= set(t):
+        out["ratio"] = t["loop_triton"] / t["loop_builtin"]
+        cols.append((lo, "ours / builtin"))
+    for i in ("builtin", "triton"):
+        if f"graph_{i}" in t:
+            out[f"graph_{i}"] = t[f"graph_{i}"]
+            cols.append((f"{gr} [µs]", IMPL_SHORT.get(i, i)))
+    out.columns = pd.MultiIndex.from_tuples(cols)
+    return table_latex(out, {c: fmt for c in out.columns if c[0]}, "llr" + "r" * (len(cols) - 3))

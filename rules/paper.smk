@@ -23,6 +23,7 @@ rule paper_inputs:
         specs=update("results/paper/generated/table_specs.tex"),
         repeatability=update("results/paper/generated/table_repeatability.tex"),
         fixed_cost=update("results/paper/generated/table_fixed_cost.tex"),
+        host_cost=update("results/paper/generated/table_host_cost.tex"),
         findings=update("results/paper/generated/table_findings.tex"),
         provenance=update("results/paper/generated/table_provenance.tex"),
         figures=update("results/paper/generated/figures.tex"),
