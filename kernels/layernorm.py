@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from kernels._launch import LAYERNORM, values
+from kernels._norm_bwd import TritonNorm, needs_grad
 from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, held_min_warps, l2_prefetch, leading_rows, names_row,
                             row_launch_params, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
@@ -141,7 +142,7 @@ def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: i
 
 
 @leading_rows
-def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
+def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
                      block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
@@ -174,6 +175,15 @@ def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
         **launch_options(n_cols, x.element_size(), block_size, num_warps, can_prefetch(x)),
     )
     return y
+
+
+def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
+                     **launch) -> torch.Tensor:
+    """LayerNorm over the last dimension, differentiable: where autograd records (an input requires grad), the
+    backward is kernels/_norm_bwd.py's; ``launch`` (block_size, num_warps) goes to the forward."""
+    if needs_grad(x, weight, bias):
+        return TritonNorm.apply(x, weight, bias, eps, _layernorm_forward, True)
+    return _layernorm_forward(x, weight, bias, eps, **launch)
 
 
 def layernorm_naive(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS) -> torch.Tensor:

@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from kernels._launch import RMSNORM, values
+from kernels._norm_bwd import TritonNorm, needs_grad
 from kernels._rows import leading_rows, bound_mask, row_launch_params, unmasked
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.triton_utils import check_device
@@ -77,7 +78,7 @@ def _rmsnorm_fwd_kernel(
 
 
 @leading_rows
-def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
+def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
                    block_size: int | None = None, num_warps: int | None = None,
                    reload: bool | None = None, full: bool | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
@@ -117,6 +118,14 @@ def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         num_warps=num_warps or auto_warps,
     )
     return y
+
+
+def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS, **launch) -> torch.Tensor:
+    """RMSNorm over the last dimension, differentiable: where autograd records (an input requires grad), the
+    backward is kernels/_norm_bwd.py's; ``launch`` (block_size, num_warps, reload, full) goes to the forward."""
+    if needs_grad(x, weight):
+        return TritonNorm.apply(x, weight, None, eps, _rmsnorm_forward, False)
+    return _rmsnorm_forward(x, weight, eps, **launch)
 
 
 def rmsnorm_naive(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS) -> torch.Tensor:
