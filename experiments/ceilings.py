@@ -40,7 +40,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
     from rooflab.timing import measure, timer_for
 
     device, _ = check_device(gpu)
-    from rooflab.prewarm import start_cuda_builds
+    from rooflab.cuda_ext import start_cuda_builds
 
     start_cuda_builds(gpu)  # the first job of a run (priority): the CUDA builds (~70 s of nvcc) overlap everything
     timer = timer_for(device, cfg)

@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from rooflab.codehash import text_digest
+from rooflab.codehash import code_digest, text_digest
+from rooflab.cuda_ext import start_cuda_builds
 from rooflab.device import DeviceMismatch, check_device, prepare_environment
-from rooflab.prewarm import prewarm, start_cuda_builds
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,7 +34,7 @@ def cells_for(kernel, params: dict):
              [d for d in params["dtypes"] if d not in kernel.dtypes]
     cells = [Cell(kernel.name, impl, dtype, n, p)
              for p in kernel.passes for dtype in dtypes for n in sizes for impl in params["impls"]]
-    # The CUDA extensions build in the background (rooflab/prewarm.start_cuda_builds, ~45 s of nvcc on the H200's
+    # The CUDA extensions build in the background (rooflab/cuda_ext.start_cuda_builds, ~45 s of nvcc on the H200's
     # host): their cells go last, so a kernel's other cells are timed meanwhile instead of waiting on the build
     return sorted(cells, key=lambda c: c.impl == "cuda")
 
@@ -42,7 +42,6 @@ def cells_for(kernel, params: dict):
 def checkpoint_identity(kernel, params: dict) -> str:
     """Stored cells are reused only if the kernel's code, the measurement code and the timing config are unchanged.
     Code, not text: comments, docstrings and layout are not part of it (rooflab/codehash.py)."""
-    from rooflab.codehash import code_digest
     from rooflab.kernel import measurement_code
 
     settings = json.dumps({k: params.get(k) for k in ("timing", "seed", "interpret_max_size")}, sort_keys=True)
@@ -98,7 +97,6 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
         if edited:
             log.info("%s changed since %d of them were measured, in comments, docstrings or layout only (its code "
                      "is the same): they are reused, not measured again", kernel.source, edited)
-    prewarmed = prewarm(kernel, [c for c in cells if c.key not in done], gpu, params)
     prov = {**provenance(params), **caches}
     rows = []
     ckpt.parent.mkdir(parents=True, exist_ok=True)
@@ -117,7 +115,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             row = run_cell(kernel, cell, device, timing, interpret_max_size=int(params.get("interpret_max_size", 0)),
                            seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer)
             row["cell_s"] = time.perf_counter() - t_cell  # what the cell cost the sweep, compile included
-            row.update(gpu=gpu, prewarm_ms=prewarmed.get(cell.key, float("nan")), **prov)
+            row.update(gpu=gpu, **prov)
             tb = row.pop("traceback", None)
             if tb:
                 log.error("cell %s failed:\n%s", cell, tb)
@@ -196,12 +194,11 @@ def main(argv=None) -> int:
     ap.add_argument("--profiles-out", help="also write the kernel's launch profile here (experiments/profiles.py)")
     ap.add_argument("--compiled-out", help="also write its compiled-kernel facts here (experiments/compiled.py)")
     ap.add_argument("--profile-size", type=int, default=256)
-    ap.add_argument("--prewarm", action="store_true", help="compile in worker processes first (rooflab/prewarm.py)")
     args = ap.parse_args(argv)
     _setup_logging(None)
     params = {"sizes": args.sizes, "dtypes": args.dtypes, "impls": args.impls, "timing": {},
               "interpret_max_size": args.interpret_max_size, "allow_failures": args.allow_failures,
-              "prewarm": args.prewarm, "profile": {"size": args.profile_size}}
+              "profile": {"size": args.profile_size}}
     try:
         return run(args.kernel, args.gpu, args.out, params,
                    describe_outputs={"profiles": args.profiles_out, "compiled": args.compiled_out})

@@ -194,7 +194,7 @@ def resolve(config: dict, kernels_dir: Path | None = None) -> dict:
 def sweep_params(config: dict) -> dict:
     """The part of the config a measurement job depends on (its params: a change reruns the job)."""
     keys = ("sizes", "extra_sizes", "dtypes", "impls", "timing", "interpret_max_size", "seed", "allow_failures",
-            "reuse_cells", "cache_dirs", "prewarm", "profile")
+            "reuse_cells", "cache_dirs", "profile")
     return {k: config.get(k) for k in keys}
 
 

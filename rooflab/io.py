@@ -18,7 +18,7 @@ RAW_COLUMNS = [
     "rel_err", "max_abs_err", "tolerance", "timer", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms",
     "mean_ms", "std_ms", "n_samples", "rse_median", "stop_reason", "graph_median_ms", "loop_ms", "enqueue_us",
     "hold_us", "placements", "placement_sd_rel", "instances", "instance_sd_rel", "warm_translations", "flush_buffers",
-    "cold_ms", "prewarm_ms", "cell_s",
+    "cold_ms", "cell_s",
     "flops", "bytes", "working_set_bytes", "l2_bytes", "l2_ratio", "l2_resident",
     "sm_clock_before_mhz", "sm_clock_after_mhz", "mem_clock_before_mhz", "mem_clock_after_mhz",
     "gpu_temp_before_c", "gpu_temp_after_c", "mem_temp_before_c", "mem_temp_after_c", "power_before_w",
@@ -30,7 +30,7 @@ RAW_COLUMNS = [
 LATER_COLUMNS = {"loop_ms": float("nan"), "enqueue_us": float("nan"), "hold_us": float("nan"),
                  "placements": 1.0, "warm_translations": False, "flush_buffers": float("nan"),
                  "placement_sd_rel": float("nan"), "instances": 1.0, "instance_sd_rel": float("nan"),
-                 "prewarm_ms": float("nan"), "cell_s": float("nan"),  # before compiling ahead / timing cells
+                 "cell_s": float("nan"),  # before cells were timed as a whole
                  "run_id": "",  # before runs were named: a dataset's cells and ceilings read as one run
                  **{f"{what}_{when}_{unit}": float("nan") for what, unit in (("gpu_temp", "c"), ("mem_temp", "c"),
                                                                             ("power", "w"))

@@ -69,14 +69,3 @@ def test_the_cell_store_identity_follows_the_code(tmp_path):
     src.write_text(KERNEL.replace("2 * x", "x + x"))
     assert measure.checkpoint_identity(kernel, params) != before
 
-
-def test_prewarm_only_where_it_pays():
-    from rooflab.cell import Cell
-    from rooflab.prewarm import _needs_prewarm, workers_for
-
-    assert not _needs_prewarm(Cell("gelu", "compile", "float32", 256), "cpu")  # slower on a 2-core host
-    assert not _needs_prewarm(Cell("gelu", "compile", "float32", 256), "cuda")  # slower on the H200 too
-    assert _needs_prewarm(Cell("matmul", "triton", "tf32", 8192), "cuda", autotuned=True)
-    assert not _needs_prewarm(Cell("rmsnorm", "triton", "float32", 8192), "cuda", autotuned=False)
-    assert not _needs_prewarm(Cell("matmul", "triton", "tf32", 8192), "cpu", autotuned=True)
-    assert workers_for(30, cpus=16) == 8 and workers_for(3, cpus=16) == 3 and workers_for(30, cpus=2) == 2
