@@ -16,9 +16,11 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from kernels._fastlaunch import LaunchCache, spec
 from kernels._launch import MATMUL, values
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
-from rooflab.triton_utils import autotune_configs, check_device, interpreting
+from rooflab.shapes import as_shape
+from rooflab.triton_utils import autotune_configs, check_device, device_capability, interpreting, multiprocessor_count
 
 ACTIVATIONS = ("relu", "none")
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
@@ -117,12 +119,13 @@ def _matmul_tma_kernel(
 
 
 def get_matmul_configs() -> list[triton.Config]:
-    """The one list of tile configs. Hopper-friendly first (wgmma wants BLOCK_M a multiple of 64, 8 warps for the
-    widest tiles); smaller tiles keep small or skinny problems from idling most SMs. Under the interpreter only the
-    first is used (rooflab.triton_utils.autotune_configs)."""
-    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 4), (128, 128, 64, 8, 4, 8),
-                     (128, 128, 32, 8, 4, 4), (64, 128, 64, 8, 4, 4), (128, 64, 64, 8, 4, 4), (64, 256, 32, 8, 4, 4),
-                     (256, 128, 64, 8, 3, 8), (64, 64, 64, 8, 4, 4), (64, 32, 32, 8, 5, 2)])
+    """The one list of tile configs for the pointer kernel: every tile the autotuner chose in some cell of the H200
+    reference (data/reference/h200/matmul.parquet, autotune_config: 64x32 and 64x64 for fp32, 64x128 and 64x256 for
+    small 16-bit and TF32 products, 128x128 at 1793) and the widest Hopper tile; the four that never won were dropped,
+    each a compile per shape the autotuner meets. Under the interpreter only the first is used
+    (rooflab.triton_utils.autotune_configs)."""
+    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (64, 256, 32, 8, 4, 4), (64, 128, 64, 8, 4, 4),
+                     (64, 64, 64, 8, 4, 4), (64, 32, 32, 8, 5, 2)])
 
 
 def _configs(tiles, pre_hook=None) -> list[triton.Config]:
@@ -138,17 +141,31 @@ def _smem_bytes(config: triton.Config, element_size: int) -> int:
     return config.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_size
 
 
+# IEEE fp32 products run on the FMA units, not the tensor cores: the reference chose tiles of at most 64 x 64 for
+# them at every size, and a wider one costs seconds of compile (its unrolled FMA code) for nothing.
+IEEE_MAX_TILE = 64 * 64
+
+
+def _fits(config: triton.Config, element_size: int, ieee: bool, epilogue: bool = False) -> bool:
+    """Whether a config's pipelined tiles (and the TMA kernel's epilogue tile) fit in shared memory at this element
+    size, and, for IEEE fp32 products, whether its tile is one such products can use."""
+    kw = config.kwargs
+    smem = _smem_bytes(config, element_size) + (kw["BLOCK_M"] * kw["BLOCK_N"] * element_size if epilogue else 0)
+    return smem <= SMEM_LIMIT_BYTES and not (ieee and kw["BLOCK_M"] * kw["BLOCK_N"] > IEEE_MAX_TILE)
+
+
 def _prune_configs(configs, named_args, **kwargs):
-    """Drop configs whose pipelined tiles cannot fit in shared memory at this dtype (float32 tiles are twice as big)."""
+    """Drop configs whose pipelined tiles cannot fit in shared memory at this dtype (float32 tiles are twice as big)
+    and wide tiles for IEEE fp32 products."""
     element_size = named_args["a_ptr"].element_size()
-    kept = [c for c in configs if _smem_bytes(c, element_size) <= SMEM_LIMIT_BYTES]
-    return kept or configs[-1:]
+    ieee = kwargs.get("INPUT_PRECISION") == "ieee"
+    return [c for c in configs if _fits(c, element_size, ieee)] or configs[-1:]
 
 
 def get_tma_configs() -> list[triton.Config]:
     """Tiles for the TMA kernel; the pre-hook gives each descriptor its block shape for the config being run."""
-    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 128, 64, 8, 3, 4), (128, 64, 64, 8, 4, 4),
-                     (64, 128, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4), (128, 256, 64, 4, 4, 8)],
+    # The tiles the reference chose (128x256 for 16-bit, 128x64 for TF32, 64x64 for IEEE fp32) and 128x128.
+    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 64, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)],
                     pre_hook=_set_block_shapes)
 
 
@@ -161,10 +178,8 @@ def _set_block_shapes(nargs):
 
 def _prune_tma_configs(configs, named_args, **kwargs):
     element_size = named_args["c_desc"].base.element_size()
-    kept = [c for c in configs
-            if _smem_bytes(c, element_size) + c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] * element_size
-            <= SMEM_LIMIT_BYTES]
-    return kept or configs[-1:]
+    ieee = kwargs.get("INPUT_PRECISION") == "ieee"
+    return [c for c in configs if _fits(c, element_size, ieee, epilogue=True)] or configs[-1:]
 
 
 _matmul_kernel_autotuned = triton.autotune(
@@ -190,7 +205,7 @@ def input_precision_for(dtype: torch.dtype) -> str:
 
 def tma_ok(a: torch.Tensor, b: torch.Tensor) -> bool:
     """TMA needs a unit last stride and 16-byte aligned base addresses and row strides (and Hopper or newer)."""
-    if a.device.type == "cuda" and torch.cuda.get_device_capability(a.device)[0] < 9:
+    if a.device.type == "cuda" and device_capability(a.device)[0] < 9:
         return False
     for t in (a, b):
         e = t.element_size()
@@ -201,11 +216,31 @@ def tma_ok(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _num_programs(device: torch.device) -> int:
     if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
+        return multiprocessor_count(device)
     return 4  # the interpreter: a few programs, each walking several tiles
 
 
-def _launch_tma(a, b, c, activation: str, config: dict | None) -> None:
+_LAUNCHES = LaunchCache("matmul")
+
+
+def _launch_kept(launch, a, b, c) -> None:
+    """A kept launch: the pointer kernel's on (a, b, c); the TMA kernel's on the key's three descriptors (kept from
+    its first call: shapes, strides and the chosen config's block shapes follow from the key), pointed at this call's
+    tensors for the launch only, so no buffer is held after it (the launcher reads the addresses as it launches)."""
+    descriptors = launch.extra
+    if descriptors is None:
+        launch(a, b, c)
+        return
+    for desc, t in zip(descriptors, (a, b, c)):
+        desc.base = t
+    try:
+        launch(*descriptors)
+    finally:
+        for desc in descriptors:
+            desc.base = None
+
+
+def _launch_tma(a, b, c, activation: str, config: dict | None, key=None) -> None:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     M, K = a.shape
@@ -222,7 +257,11 @@ def _launch_tma(a, b, c, activation: str, config: dict | None) -> None:
     common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), NUM_PROGRAMS=programs,
                   IN_DTYPE=str(a.dtype).removeprefix("torch."), INPUT_PRECISION=input_precision_for(a.dtype))
     if config is None:
-        _matmul_tma_autotuned[grid](a_desc, b_desc, c_desc, M, N, K, **common)
+        kept = _LAUNCHES.launch(key, _matmul_tma_autotuned, grid, (a_desc, b_desc, c_desc, M, N, K), common, n_head=3)
+        if kept is not None:  # its descriptors now hold the chosen config's block shapes (_set_block_shapes)
+            kept.extra = (a_desc, b_desc, c_desc)
+            for desc in kept.extra:
+                desc.base = None
     else:
         meta = dict(config)
         launch = {k: meta.pop(k) for k in ("num_warps", "num_stages") if k in meta}
@@ -239,7 +278,16 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
     "auto": TMA on a GPU where tma_ok and the product is large (M N K >= TMA_MIN_MNK), the pointer kernel
     elsewhere (smaller products, the interpreter). ``config``
     (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M and optionally num_warps, num_stages) bypasses the autotuner.
+    Without a config, a key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py).
     """
+    key = None
+    if config is None:  # a config (a dict, for tuning) launches as asked, never kept
+        key = (spec(a), spec(b), activation, method, input_precision_for(a.dtype), TMA_MIN_MNK)
+        launch = _LAUNCHES.get(key)
+        if launch is not None:
+            c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
+            _launch_kept(launch, a, b, c)
+            return c
     check_device(a, b)
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"matmul_triton needs 2-D operands, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
@@ -269,13 +317,13 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
                              "(and a Hopper or newer GPU); use method='pointer' or 'auto'")
         if K == 0:
             return c.zero_()
-        _launch_tma(a, b, c, activation, config)
+        _launch_tma(a, b, c, activation, config, key)
         return c
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)  # noqa: E731
     common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), INPUT_PRECISION=input_precision_for(a.dtype))
     if config is None:
-        _matmul_kernel_autotuned[grid](*args, **common)
+        _LAUNCHES.launch(key, _matmul_kernel_autotuned, grid, args, common, n_head=3)
     else:
         meta = dict(config)
         launch = {k: meta.pop(k) for k in ("num_warps", "num_stages") if k in meta}
@@ -299,24 +347,27 @@ def reference(inputs) -> torch.Tensor:
     return torch.relu(a.to(torch.float64) @ b.to(torch.float64))
 
 
-def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
+def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
+    m, k, n = as_shape(shape, "mkn")  # an int n: the square n x n x n
     g = torch.Generator(device=device).manual_seed(seed)
-    a = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
-    b = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
+    a = torch.randn((m, k), generator=g, device=device, dtype=torch.float32).to(dtype)
+    b = torch.randn((k, n), generator=g, device=device, dtype=torch.float32).to(dtype)
     return a, b
 
 
-def flops(n: int) -> float:
-    return 2.0 * n ** 3 + n * n  # a multiply and an add per (i, j, k); plus one max per output for ReLU
+def flops(shape) -> float:
+    m, k, n = as_shape(shape, "mkn")
+    return 2.0 * m * k * n + m * n  # a multiply and an add per (i, j, k); plus one max per output for ReLU
 
 
-def bytes_moved(n: int, dtype: str) -> float:
-    return (2 * n * n + n * n) * ELEMENT_BYTES[dtype]  # the fewest: read A and B once, write C once
+def bytes_moved(shape, dtype: str) -> float:
+    m, k, n = as_shape(shape, "mkn")
+    return (m * k + k * n + m * n) * ELEMENT_BYTES[dtype]  # the fewest: read A and B once, write C once
 
 
 KERNEL = Kernel(
     name="matmul",
-    description="C = relu(A @ B), M = N = K = n, fused ReLU epilogue",
+    description="C = relu(A @ B), A M x K, B K x N, fused ReLU epilogue",
     make_inputs=make_inputs,
     reference=reference,
     flops=flops,
@@ -328,5 +379,6 @@ KERNEL = Kernel(
     # relative-norm against float64: IEEE fp32 products stay far under 1e-4, tf32 inputs give 7.8e-4 on the H200;
     # bf16/fp16 are limited by C's rounding
     tolerance={"float32": 1e-4, "tf32": 2e-3, "bfloat16": 1.6e-2, "float16": 5e-3},
-    problem=lambda n: f"{n}x{n}x{n}",
+    family="mkn",
+    check_rows=lambda inputs, rows: (inputs[0][rows], inputs[1]),  # rows of C: those rows of A, all of B
 )

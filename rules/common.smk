@@ -37,19 +37,41 @@ KNOWN_KERNELS = kernel_names()
 MEASURED = "|".join(KERNELS)  # measured here (measure: cells, profiles, compiled facts)
 
 
+# Shape sets (config shapes, rooflab/shapes.py): square is the sweep of sizes, results/raw/<gpu>/<kernel>.parquet;
+# every other set (llm, odd, custom) has a folder of its own, results/raw/<gpu>/shapes/<set>/<kernel>.parquet, so
+# a run of one set keeps the others' results, as a run of some kernels keeps the other kernels'. A run without
+# square reads the square results an earlier run left on a device measured here, else that GPU's committed reference.
+from rooflab.shapes import SQUARE
+
+MEASURE_SQUARE = SQUARE in config["shape_sets"]
+PRESETS = rcfg.measured_presets(config)  # the run's other sets: rules/shapes.smk
+MEASURED_SQUARE = MEASURED if MEASURE_SQUARE else "(?!)"  # (?!): matches nothing, so no square job runs
+MEASURED_PRESETS = "|".join(PRESETS) or "(?!)"
+
+
 def raw_path(gpu, kernel):
-    """Measured in this run, or taken from the committed reference dataset."""
+    """Measured in this run (or kept from an earlier one), or taken from the committed reference dataset."""
     if gpu in REFERENCE_GPUS:
         return f"{config['reference_dir']}/{gpu}/{kernel}.parquet"
-    return f"results/raw/{gpu}/{kernel}.parquet"
+    own = f"results/raw/{gpu}/{kernel}.parquet"
+    reference = f"{config['reference_dir']}/{gpu}/{kernel}.parquet"
+    if MEASURE_SQUARE or kernel == "ceilings" or Path(workflow.basedir, own).exists():
+        return own
+    return reference if Path(workflow.basedir, reference).exists() else own
+
+
+def from_reference(gpu, kernel):
+    """Whether a device measured here reads this kernel's square results from the committed reference."""
+    return gpu in GPUS and raw_path(gpu, kernel).startswith(f"{config['reference_dir']}/")
 
 
 def kernels_of(gpu):
     """The kernels analysed on a device: on one measured here, the run's kernels then those an earlier run measured
     (results present); on a reference device, those of the reference dataset."""
     if gpu in GPUS:
-        kept = [k for k in KNOWN_KERNELS if k not in KERNELS and Path(workflow.basedir, raw_path(gpu, k)).exists()]
-        return KERNELS + kept
+        measured = KERNELS if MEASURE_SQUARE else []
+        kept = [k for k in KNOWN_KERNELS if k not in measured and Path(workflow.basedir, raw_path(gpu, k)).exists()]
+        return measured + kept
     return [k for k in dict.fromkeys(KERNELS + KNOWN_KERNELS) if Path(workflow.basedir, raw_path(gpu, k)).exists()]
 
 
@@ -84,7 +106,12 @@ def get_ceilings(wildcards=None):
 
 
 def get_ceilings_of(wildcards):
-    return raw_path(wildcards.gpu, "ceilings")
+    """The device's ceilings; where its square results come from the reference, the reference's too (each cell is
+    rated against its own run's)."""
+    own = raw_path(wildcards.gpu, "ceilings")
+    if from_reference(wildcards.gpu, wildcards.get("kernel", "")):
+        return [own, f"{config['reference_dir']}/{wildcards.gpu}/ceilings.parquet"]
+    return own
 
 
 def get_metrics(wildcards=None):
@@ -106,8 +133,11 @@ def _per_kernel(name):
         if gpu in GPUS:
             for k in ANALYSED[gpu]:
                 p = f"results/raw/{gpu}/{name}/{k}.parquet"
-                if k in KERNELS or Path(workflow.basedir, p).exists():
+                reference = f"{config['reference_dir']}/{gpu}/{name}.parquet"
+                if (MEASURE_SQUARE and k in KERNELS) or Path(workflow.basedir, p).exists():
                     out.append(p)
+                elif from_reference(gpu, k) and Path(workflow.basedir, reference).exists() and reference not in out:
+                    out.append(reference)
         elif Path(workflow.basedir, config["reference_dir"], gpu, f"{name}.parquet").exists():
             out.append(f"{config['reference_dir']}/{gpu}/{name}.parquet")
     return out
@@ -158,6 +188,9 @@ def get_final_outputs(wildcards=None):
         + ["results/metrics.parquet"]
         + get_figures()
         + get_comparisons()
+        + get_shapes_metrics()
+        + ["results/shapes.parquet"]
+        + get_shapes_figures()
         + get_notebooks()
         + [PAPER]
     )
@@ -189,13 +222,14 @@ def get_repeatability(wildcards=None):
 
 
 def get_comparisons(wildcards=None):
-    return [f"results/compare/{gpu}.md" for gpu in COMPARE_GPUS]
+    return [f"results/compare/{gpu}.md" for gpu in COMPARE_GPUS if get_compare_now(dict(gpu=gpu))]
 
 
 def get_compare_now(wildcards):
     """This run's raw files of the kernels the reference also has."""
-    return [f"results/raw/{wildcards.gpu}/{k}.parquet" for k in ANALYSED[wildcards.gpu]
-            if Path(workflow.basedir, config["reference_dir"], wildcards.gpu, f"{k}.parquet").exists()]
+    gpu = wildcards["gpu"] if isinstance(wildcards, dict) else wildcards.gpu
+    return [f"results/raw/{gpu}/{k}.parquet" for k in ANALYSED[gpu] if not from_reference(gpu, k)
+            and Path(workflow.basedir, config["reference_dir"], gpu, f"{k}.parquet").exists()]
 
 
 def get_compare_repeatability(wildcards):
@@ -208,6 +242,46 @@ def get_compare_repeatability(wildcards):
 def get_compare_reference(wildcards):
     return [p for p in (f"{config['reference_dir']}/{wildcards.gpu}/{k}.parquet" for k in ANALYSED[wildcards.gpu])
             if Path(workflow.basedir, p).exists()]
+
+
+def shape_sets_of(gpu):
+    """(set, kernel) of every shape-set result analysed on a device: on one measured here, the run's sets of the
+    run's kernels, then those an earlier run left (results/raw/<gpu>/shapes/<set>/<kernel>.parquet); on a reference
+    device, those committed under <reference_dir>/<gpu>/shapes/."""
+    out = [(p, k) for p in PRESETS for k in KERNELS] if gpu in GPUS else []
+    root = Path(workflow.basedir, *(("results/raw",) if gpu in GPUS else (config["reference_dir"],)), gpu, "shapes")
+    for f in sorted(root.glob("*/*.parquet")):
+        if f.stem in KNOWN_KERNELS and (f.parent.name, f.stem) not in out:
+            out.append((f.parent.name, f.stem))
+    return out
+
+
+SHAPE_SETS = {gpu: shape_sets_of(gpu) for gpu in ANALYSIS_GPUS}
+
+
+def get_shapes_raw_of(wildcards):
+    base = config["reference_dir"] if wildcards.gpu in REFERENCE_GPUS else "results/raw"
+    return f"{base}/{wildcards.gpu}/shapes/{wildcards.preset}/{wildcards.kernel}.parquet"
+
+
+def get_shapes_ceilings_of(wildcards):
+    return raw_path(wildcards.gpu, "ceilings")
+
+
+def get_shapes_metrics(wildcards=None):
+    """Per (gpu, set, kernel) metrics of the shape sets: results/shapes.parquet concatenates them."""
+    gpus = [wildcards.gpu] if wildcards is not None and "gpu" in wildcards.keys() else ANALYSIS_GPUS
+    return [f"results/metrics/{gpu}/shapes/{p}/{k}.parquet" for gpu in gpus for p, k in SHAPE_SETS[gpu]]
+
+
+def get_shapes_figures(wildcards=None):
+    """The shapes figure of every device with shape-set results (figures/shapes.py)."""
+    return [f"results/figures/{gpu}/shapes.{ext}" for gpu in ANALYSIS_GPUS if SHAPE_SETS[gpu] for ext in ("pdf", "png")]
+
+
+def get_shapes_paper(wildcards=None):
+    """The paper's real-shapes section and the figures it includes."""
+    return ["results/paper/generated/shapes.tex"] + [f for f in get_shapes_figures() if f.endswith(".pdf")]
 
 
 def get_ncu(wildcards=None):
@@ -299,3 +373,9 @@ def print_summary(ok):
         print(f"           Build elsewhere: see {PAPER}")
     print("report:    snakemake --report results/report.html")
     print("=" * 78)
+
+
+def get_measure_priority(wildcards):
+    """Kernels with a CUDA implementation last: their extensions build in the background from the first timing job
+    on (rooflab/cuda_ext.py), and measured first they waited for the build (S26: GeLU 44 s of its 76)."""
+    return 5 if Path(workflow.basedir, f"kernels/cuda/{wildcards.kernel}.cu").exists() else 10

@@ -31,9 +31,9 @@ rule measure:
         sweep=lambda wildcards: rcfg.sweep_params(config),
     log:
         "logs/measure/{gpu}/{kernel}.log",
-    priority: 10
+    priority: get_measure_priority
     wildcard_constraints:
-        kernel=MEASURED,
+        kernel=MEASURED_SQUARE,
     resources:
         measure_slot=1,
         host=host_slots,
@@ -46,6 +46,25 @@ rule measure:
         ENV
     script:
         "../experiments/measure.py"
+
+
+# The cells at the shapes of one set of config shapes other than square (llm, odd, custom: the set a wildcard, its
+# shapes the params; rooflab/shapes.py), in a folder of their own: a run of one set keeps every other set's results.
+# No launch profile or compiled facts: those describe the square sweep.
+use rule measure as measure_shapes with:
+    input:
+        kernel="kernels/{kernel}.py",
+        code=MEASUREMENT_CODE,
+        shapes="rooflab/shapes.py",
+    output:
+        raw=update("results/raw/{gpu}/shapes/{preset}/{kernel}.parquet"),
+    params:
+        sweep=lambda wildcards: rcfg.sweep_params(config, wildcards.preset),
+    log:
+        "logs/measure/{gpu}/shapes/{preset}/{kernel}.log",
+    wildcard_constraints:
+        kernel=MEASURED,
+        preset=MEASURED_PRESETS,
 
 
 rule ceilings:

@@ -102,7 +102,7 @@ def test_configs_one_source_and_hopper_tiles():
     configs = mm.get_matmul_configs()
     tiles = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_stages, c.num_warps)
              for c in configs}
-    assert {(128, 256, 64, 3, 8), (128, 128, 64, 4, 4), (128, 128, 64, 4, 8)} <= tiles
+    assert {(128, 256, 64, 3, 8), (128, 128, 64, 4, 8), (64, 64, 64, 4, 4)} <= tiles
     assert all(c.kwargs["GROUP_M"] >= 1 for c in configs)
     assert autotune_configs(configs) == configs[:1]  # the interpreter runs only the first
 
@@ -117,6 +117,17 @@ def test_prune_drops_configs_too_big_for_shared_memory():
     assert big not in fp32 and big in bf16 and len(bf16) == len(configs) and fp32
     tiny = [triton.Config({"BLOCK_M": 512, "BLOCK_N": 512, "BLOCK_K": 128, "GROUP_M": 8}, num_stages=4)]
     assert mm._prune_configs(tiny, {"a_ptr": torch.empty(1)}) == tiny  # never prunes to nothing
+
+
+def test_ieee_fp32_products_keep_only_narrow_tiles():
+    a = {"a_ptr": torch.empty(1, dtype=torch.float32)}
+    for prune, configs, args in ((mm._prune_configs, mm.get_matmul_configs(), a),
+                                 (mm._prune_tma_configs, mm.get_tma_configs(),
+                                  {"c_desc": type("D", (), {"base": torch.empty(1, dtype=torch.float32)})()})):
+        ieee = prune(configs, args, INPUT_PRECISION="ieee")
+        tf32 = prune(configs, args, INPUT_PRECISION="tf32")
+        assert ieee and all(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= mm.IEEE_MAX_TILE for c in ieee)
+        assert len(tf32) > len(ieee)  # TF32 runs on the tensor cores: wider tiles stay candidates
 
 
 def test_flop_and_byte_model():
