@@ -26,14 +26,26 @@ REPO = Path(__file__).resolve().parent.parent
 log = logging.getLogger("rooflab.measure")
 
 
+def shapes_for(kernel, params: dict) -> list[tuple[int, ...]]:
+    """The shapes of the job's set in the kernel's family: square, those of config sizes and extra_sizes; any
+    other set (params shapes: {family: [shape, ...]}), those listed for the family (none: the kernel has no cell)."""
+    from rooflab.shapes import SQUARE, set_shapes
+
+    preset = params.get("preset", SQUARE)
+    sizes = [*params.get("sizes", []), *params.get("extra_sizes", [])]
+    return set_shapes({preset: params.get("shapes") or {}}, preset, kernel.family, sizes)
+
+
 def cells_for(kernel, params: dict):
     from rooflab.cell import Cell
+    from rooflab.shapes import SQUARE, square_size
 
-    sizes = sorted(set(int(s) for s in params["sizes"]) | set(int(s) for s in params.get("extra_sizes", [])))
+    preset = params.get("preset", SQUARE)
+    shapes = shapes_for(kernel, params)
     dtypes = [d for d in params["dtypes"] if d in kernel.dtypes] + \
              [d for d in params["dtypes"] if d not in kernel.dtypes]
-    cells = [Cell(kernel.name, impl, dtype, n, p)
-             for p in kernel.passes for dtype in dtypes for n in sizes for impl in params["impls"]]
+    cells = [Cell(kernel.name, impl, dtype, square_size(shape), p, shape, preset)
+             for p in kernel.passes for dtype in dtypes for shape in shapes for impl in params["impls"]]
     # The CUDA extensions build in the background (rooflab/cuda_ext.start_cuda_builds, ~45 s of nvcc on the H200's
     # host): their cells go last, so a kernel's other cells are timed meanwhile instead of waiting on the build
     return sorted(cells, key=lambda c: c.impl == "cuda")
@@ -75,6 +87,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     from rooflab.provenance import provenance
     from rooflab.cell import run_cell
     from rooflab.timing import TimingConfig, timer_for
+    from rooflab.shapes import label
 
     device, l2_bytes = check_device(gpu)
     start_cuda_builds(gpu)  # every kernel's, in the background: the first job to run starts them
@@ -107,7 +120,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                dynamic_ncols=True, mininterval=0.1 if tty else 30.0)
     with open(ckpt, "a") as fh:
         for cell in bar:
-            bar.set_postfix_str(f"{cell.impl} {cell.dtype} {cell.size} {cell.pass_}", refresh=tty)
+            bar.set_postfix_str(f"{cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}", refresh=tty)
             if cell.key in done:
                 rows.append(done[cell.key])
                 continue
@@ -119,7 +132,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             tb = row.pop("traceback", None)
             if tb:
                 log.error("cell %s failed:\n%s", cell, tb)
-            log.info("%-8s %-9s %5d %-7s %-9s %s", cell.impl, cell.dtype, cell.size, cell.pass_, row["status"],
+            log.info("%-8s %-9s %9s %-7s %-9s %s", cell.impl, cell.dtype, label(cell.shape), cell.pass_, row["status"],
                      f"{row.get('median_ms', float('nan')):.4f} ms" if row["status"] == "ok" else row["error"])
             rows.append(row)
             fh.write(json.dumps({**row, "_identity": identity, "_source_text": text_digest(kernel.source)},
@@ -136,7 +149,8 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     log.info("%s on %s: %d cells (%s)", kernel_name, gpu, len(df), summary)
     if len(failed) and not params.get("allow_failures", False):
         # r["dtype"], not r.dtype: a row Series' .dtype and .size are its own attributes, not our columns
-        lines = "\n".join(f"  {r['impl']} {r['dtype']} {r['size']} {r['pass']}: {r['error']}"
+        lines = "\n".join(f"  {r['impl']} {r['dtype']} {r['shape'] if pd.isna(r['size']) else int(r['size'])} "
+                           f"{r['pass']}: {r['error']}"
                           for _, r in failed.iterrows())
         log.error("%d cell(s) failed; the %d good cells are kept in %s and a rerun measures only what is missing. "
                   "Set allow_failures: true to write the parquet with the failures recorded.\n%s",
@@ -194,11 +208,21 @@ def main(argv=None) -> int:
     ap.add_argument("--profiles-out", help="also write the kernel's launch profile here (experiments/profiles.py)")
     ap.add_argument("--compiled-out", help="also write its compiled-kernel facts here (experiments/compiled.py)")
     ap.add_argument("--profile-size", type=int, default=256)
+    ap.add_argument("--preset", help="measure a shape preset (rooflab/shapes.py: llm, odd) instead of --sizes")
+    ap.add_argument("--shapes", nargs="+", metavar="SHAPE",
+                    help="measure these shapes of the kernel's family (4096x4097; 16x4096x14336) instead of --sizes")
     args = ap.parse_args(argv)
     _setup_logging(None)
     params = {"sizes": args.sizes, "dtypes": args.dtypes, "impls": args.impls, "timing": {},
               "interpret_max_size": args.interpret_max_size, "allow_failures": args.allow_failures,
               "profile": {"size": args.profile_size}}
+    if args.preset or args.shapes:
+        from rooflab.kernel import load_kernel
+        from rooflab.shapes import CUSTOM, shape_sets
+
+        spec = args.preset or {load_kernel(args.kernel).family: args.shapes}
+        preset = args.preset or CUSTOM
+        params.update(preset=preset, shapes=shape_sets([spec])[preset])
     try:
         return run(args.kernel, args.gpu, args.out, params,
                    describe_outputs={"profiles": args.profiles_out, "compiled": args.compiled_out})

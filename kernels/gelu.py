@@ -21,6 +21,7 @@ from kernels._cuda import build_cuda, cuda_source
 from kernels._launch import GELU, values
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
+from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -124,20 +125,23 @@ def reference(inputs) -> torch.Tensor:
     return F.gelu(x.to(torch.float64), approximate="tanh")
 
 
-def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
+def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
+    rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
-    return (torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype),)
+    return (torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32).to(dtype),)
 
 
 FLOPS_PER_ELEMENT = 9  # x^3 (2 mul), *0.044715, +x, *sqrt(2/pi), tanh (1), +1, *0.5, *x
 
 
-def flops(n: int) -> float:
-    return FLOPS_PER_ELEMENT * n * n
+def flops(shape) -> float:
+    rows, cols = as_shape(shape, "rows")
+    return FLOPS_PER_ELEMENT * rows * cols
 
 
-def bytes_moved(n: int, dtype: str) -> float:
-    return 2 * n * n * ELEMENT_BYTES[dtype]  # the fewest: read x once, write y once
+def bytes_moved(shape, dtype: str) -> float:
+    rows, cols = as_shape(shape, "rows")
+    return 2 * rows * cols * ELEMENT_BYTES[dtype]  # the fewest: read x once, write y once
 
 
 KERNEL = Kernel(

@@ -22,6 +22,7 @@ from kernels._norm_bwd import TritonNorm, needs_grad
 from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, held_min_warps, l2_prefetch, leading_rows, names_row,
                             row_launch_params, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
+from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
 EPS = 1e-5
@@ -206,11 +207,12 @@ def reference(inputs) -> torch.Tensor:
     return (x - mean) / torch.sqrt(var + EPS) * weight + bias
 
 
-def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
+def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
+    rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn((n, n), generator=g, device=device, dtype=torch.float32)
-    weight = 1.0 + 0.1 * torch.randn((n,), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
-    bias = 0.1 * torch.randn((n,), generator=g, device=device, dtype=torch.float32)
+    x = torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32)
+    weight = 1.0 + 0.1 * torch.randn((cols,), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
+    bias = 0.1 * torch.randn((cols,), generator=g, device=device, dtype=torch.float32)
     return x.to(dtype), weight.to(dtype), bias.to(dtype)
 
 
@@ -219,12 +221,14 @@ def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
 FLOPS_PER_ELEMENT = 7
 
 
-def flops(n: int) -> float:
-    return FLOPS_PER_ELEMENT * n * n
+def flops(shape) -> float:
+    rows, cols = as_shape(shape, "rows")
+    return FLOPS_PER_ELEMENT * rows * cols
 
 
-def bytes_moved(n: int, dtype: str) -> float:
-    return (2 * n * n + 2 * n) * ELEMENT_BYTES[dtype]  # the fewest: read x, write y, read weight and bias once
+def bytes_moved(shape, dtype: str) -> float:
+    rows, cols = as_shape(shape, "rows")
+    return (2 * rows * cols + 2 * cols) * ELEMENT_BYTES[dtype]  # the fewest: read x, write y, read weight and bias once
 
 
 KERNEL = Kernel(

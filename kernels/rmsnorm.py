@@ -19,6 +19,7 @@ from kernels._launch import RMSNORM, values
 from kernels._norm_bwd import TritonNorm, needs_grad
 from kernels._rows import leading_rows, bound_mask, row_launch_params, unmasked
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
+from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
 EPS = 1e-5
@@ -144,10 +145,11 @@ def reference(inputs) -> torch.Tensor:
     return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + EPS) * weight
 
 
-def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
+def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
+    rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn((n, n), generator=g, device=device, dtype=torch.float32)
-    weight = 1.0 + 0.1 * torch.randn((n,), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
+    x = torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32)
+    weight = 1.0 + 0.1 * torch.randn((cols,), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
     return x.to(dtype), weight.to(dtype)
 
 
@@ -155,12 +157,14 @@ def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
 FLOPS_PER_ELEMENT = 4
 
 
-def flops(n: int) -> float:
-    return FLOPS_PER_ELEMENT * n * n
+def flops(shape) -> float:
+    rows, cols = as_shape(shape, "rows")
+    return FLOPS_PER_ELEMENT * rows * cols
 
 
-def bytes_moved(n: int, dtype: str) -> float:
-    return (2 * n * n + n) * ELEMENT_BYTES[dtype]  # the fewest: read x, write y, read weight once
+def bytes_moved(shape, dtype: str) -> float:
+    rows, cols = as_shape(shape, "rows")
+    return (2 * rows * cols + cols) * ELEMENT_BYTES[dtype]  # the fewest: read x, write y, read weight once
 
 
 KERNEL = Kernel(

@@ -18,6 +18,7 @@ import triton.language as tl
 from kernels._launch import ROWSUM, values
 from kernels._rows import leading_rows, MAX_BLOCK_SIZE, bound_mask, row_launch_params, unmasked
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
+from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -113,20 +114,23 @@ def reference(inputs) -> torch.Tensor:
     return x.to(torch.float64).sum(dim=1)
 
 
-def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
+def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
+    rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
-    return (torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype),)
+    return (torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32).to(dtype),)
 
 
 FLOPS_PER_ELEMENT = 1  # one add per element read (N - 1 per row, counted as N)
 
 
-def flops(n: int) -> float:
-    return FLOPS_PER_ELEMENT * n * n
+def flops(shape) -> float:
+    rows, cols = as_shape(shape, "rows")
+    return FLOPS_PER_ELEMENT * rows * cols
 
 
-def bytes_moved(n: int, dtype: str) -> float:
-    return (n * n + n) * ELEMENT_BYTES[dtype]  # the fewest: read x once, write the N row sums
+def bytes_moved(shape, dtype: str) -> float:
+    rows, cols = as_shape(shape, "rows")
+    return (rows * cols + rows) * ELEMENT_BYTES[dtype]  # the fewest: read x once, write the row sums
 
 
 KERNEL = Kernel(

@@ -21,6 +21,7 @@ from kernels._launch import SOFTMAX, values
 from kernels._rows import leading_rows, MAX_BLOCK_SIZE, bound_mask, held_min_warps, row_launch_params, unmasked
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
+from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -287,12 +288,13 @@ def reference(inputs, pass_: str = "fwd") -> torch.Tensor:
 GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from x's
 
 
-def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
+def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
     """x (requires_grad=False; fwd+bwd factories make their own leaf) and the fixed upstream gradient grad_y."""
+    rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
+    x = torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32).to(dtype)
     g.manual_seed(seed + GRAD_SEED_OFFSET)
-    grad_y = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
+    grad_y = torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32).to(dtype)
     return x, grad_y
 
 
@@ -321,14 +323,16 @@ FWD_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, add (sum), multiply by 1/sum
 BWD_FLOPS_PER_ELEMENT = 4  # dy*y, add (dot), subtract, multiply
 
 
-def flops(n: int, pass_: str = "fwd") -> float:
+def flops(shape, pass_: str = "fwd") -> float:
+    rows, cols = as_shape(shape, "rows")
     per_element = FWD_FLOPS_PER_ELEMENT + (BWD_FLOPS_PER_ELEMENT if pass_ == "fwd+bwd" else 0)
-    return per_element * n * n
+    return per_element * rows * cols
 
 
-def bytes_moved(n: int, dtype: str, pass_: str = "fwd") -> float:
-    # The fewest: fwd reads x, writes y (2 N^2); bwd reads y and dy, writes dx (3 N^2).
-    return (2 if pass_ == "fwd" else 5) * n * n * ELEMENT_BYTES[dtype]
+def bytes_moved(shape, dtype: str, pass_: str = "fwd") -> float:
+    rows, cols = as_shape(shape, "rows")
+    # The fewest: fwd reads x, writes y (2 elements each); bwd reads y and dy, writes dx (3 more).
+    return (2 if pass_ == "fwd" else 5) * rows * cols * ELEMENT_BYTES[dtype]
 
 
 def skip_reason(impl: str, device: str) -> str | None:

@@ -16,6 +16,7 @@ import triton.language as tl
 
 from kernels._elementwise import binary_operands, tile, tile_launch
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
+from rooflab.shapes import as_shape
 
 @triton.jit
 def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols,
@@ -65,22 +66,25 @@ def reference(inputs) -> torch.Tensor:
     return x.to(torch.float64) + y.to(torch.float64)
 
 
-def make_inputs(n: int, dtype: torch.dtype, device: str, seed: int = 0):
+def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
+    rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
-    x = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
-    y = torch.randn((n, n), generator=g, device=device, dtype=torch.float32).to(dtype)
+    x = torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32).to(dtype)
+    y = torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32).to(dtype)
     return x, y
 
 
 FLOPS_PER_ELEMENT = 1  # one add
 
 
-def flops(n: int) -> float:
-    return FLOPS_PER_ELEMENT * n * n
+def flops(shape) -> float:
+    rows, cols = as_shape(shape, "rows")
+    return FLOPS_PER_ELEMENT * rows * cols
 
 
-def bytes_moved(n: int, dtype: str) -> float:
-    return 3 * n * n * ELEMENT_BYTES[dtype]  # the fewest: read x and y once, write z once
+def bytes_moved(shape, dtype: str) -> float:
+    rows, cols = as_shape(shape, "rows")
+    return 3 * rows * cols * ELEMENT_BYTES[dtype]  # the fewest: read x and y once, write z once
 
 
 KERNEL = Kernel(

@@ -17,20 +17,27 @@ from typing import Any
 from rooflab import clocks
 from rooflab.kernel_facts import autotune_facts, autotune_snapshot, autotuners
 from rooflab.kernel import MATH_MODE, Kernel, math_mode, math_mode_ran, torch_dtype
+from rooflab.shapes import FAMILIES, SQUARE, elements, label, square_size
 from rooflab.timing import TimingConfig, cudagraph_median_ms, measure, timer_for
 
 
 @dataclass(frozen=True)
 class Cell:
+    """One cell: a kernel's implementation at a dtype, shape and pass. ``shape`` is in the kernel's family (empty:
+    the square shape of ``size``); ``size`` is n for a square shape, None for any other; ``preset`` names the shape
+    set it was swept in (rooflab/shapes.py)."""
     kernel: str
     impl: str
     dtype: str
-    size: int
+    size: int | None
     pass_: str = "fwd"
+    shape: tuple[int, ...] = ()
+    preset: str = SQUARE
 
     @property
     def key(self) -> tuple:
-        return (self.impl, self.dtype, int(self.size), self.pass_)
+        """What the cell store finds it by (rooflab/store.cell_key of its row)."""
+        return (self.impl, self.dtype, label(self.shape) if self.shape else str(self.size), self.pass_)
 
 
 def _kw(kernel: Kernel, pass_: str) -> dict:
@@ -88,6 +95,33 @@ def compiled_factory(kernel: Kernel):
     return make, fell_back
 
 
+def shape_columns(family: str, shape) -> dict[str, int]:
+    """The shape's dimensions as numeric columns named by its family: dim_rows, dim_cols; dim_m, dim_k, dim_n."""
+    return {f"dim_{name.lower()}": int(d) for name, d in zip(FAMILIES[family], shape)}
+
+
+# The float64 check holds about this many elements per input at most: a shape whose rows exceed it is checked on
+# evenly spaced rows (first and last included) instead, and the row says how many (checked_rows). 2^27 checks every
+# row of the square sweep to 8192 and of every llm shape but the widest vocabularies.
+CHECK_MAX_ELEMENTS = 1 << 27
+
+
+def check_sample(shape, device: str, max_elements: int | None = None):
+    """The rows (of the output, the first dimension) the check compares, as an index tensor; None for all. One
+    output row depends on about sum(shape[1:]) input elements (a row of x; a row of A and a column of B)."""
+    rows, per_row = int(shape[0]), max(1, sum(int(d) for d in shape[1:]))
+    fit = max(2, (max_elements or CHECK_MAX_ELEMENTS) // per_row)
+    if rows <= fit:
+        return None
+    import torch
+
+    return torch.linspace(0, rows - 1, fit, device=device).round().long().unique()
+
+
+def _rows_of(out, rows):
+    return tuple(o[rows] for o in out) if isinstance(out, (tuple, list)) else out[rows]
+
+
 def sync(device: str) -> None:
     if device == "cuda":
         import torch
@@ -108,9 +142,14 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
     import torch
 
     kw = _kw(kernel, cell.pass_)
+    shape = kernel.shape(cell.shape or cell.size)
+    n = square_size(shape)
+    at = shape if n is None else n  # what the kernel's functions take: a square cell its n, as before shapes
     row: dict[str, Any] = {
-        "kernel": kernel.name, "impl": cell.impl, "dtype": cell.dtype, "size": int(cell.size),
+        "kernel": kernel.name, "impl": cell.impl, "dtype": cell.dtype,
+        "size": n if n is not None else float("nan"),  # N of a square shape; no one N for any other
         "problem": None, "pass": cell.pass_, "status": "failed", "error": "",
+        "shape": label(shape), "family": kernel.family, "preset": cell.preset, **shape_columns(kernel.family, shape),
         "tolerance": kernel.tolerance.get(cell.dtype, float("nan")),
         "compute_unit": None, "compile_fallback": False,
         "math_mode": math_mode_ran(cell.dtype) if cell.dtype in MATH_MODE else None,  # as torch is set for the cell
@@ -119,10 +158,10 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
     }
     try:
         # the kernel's own declarations run inside the try too: a bad one fails this cell, not the sweep
-        row["problem"] = kernel.problem(cell.size)
+        row["problem"] = kernel.problem(at)
         row["compute_unit"] = kernel.compute_unit(cell.dtype)
-        row["flops"] = float(kernel.flops(cell.size, **kw))
-        row["bytes"] = float(kernel.bytes(cell.size, cell.dtype, **kw))
+        row["flops"] = float(kernel.flops(at, **kw))
+        row["bytes"] = float(kernel.bytes(at, cell.dtype, **kw))
         row["working_set_bytes"] = row["bytes"]
         row["l2_bytes"] = float(l2_bytes)
         row["l2_ratio"] = row["working_set_bytes"] / l2_bytes if l2_bytes else float("nan")
@@ -135,7 +174,7 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
             row.update(status="skipped", error=reason)
             return row
 
-        inputs = kernel.make_inputs(cell.size, torch_dtype(cell.dtype), device, seed)
+        inputs = kernel.make_inputs(at, torch_dtype(cell.dtype), device, seed)
         fell_back = None
         if cell.impl == "compile":
             factory, fell_back = compiled_factory(kernel)
@@ -154,7 +193,11 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
         if fell_back is not None:
             row["compile_fallback"] = bool(fell_back())
 
-        ref = kernel.reference(inputs, **kw)
+        rows = check_sample(shape, device)  # every row, or as many as a float64 check affords
+        row["checked_rows"] = int(shape[0]) if rows is None else len(rows)
+        if rows is not None:
+            inputs_checked, out = kernel.check_rows(inputs, rows), _rows_of(out, rows)
+        ref = kernel.reference(inputs if rows is None else inputs_checked, **kw)
         rel, max_abs = relative_error(out, ref)
         row["rel_err"], row["max_abs_err"] = rel, max_abs
         del out, ref
@@ -169,7 +212,7 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
 
         timer = timer or timer_for(device, timing)
         # More input sets at other addresses (same seed, same values): the samples rotate through them.
-        sets = [inputs] + [kernel.make_inputs(cell.size, torch_dtype(cell.dtype), device, seed)
+        sets = [inputs] + [kernel.make_inputs(at, torch_dtype(cell.dtype), device, seed)
                            for _ in range(placements_for(timing.placements, row["working_set_bytes"], device) - 1)]
         fns = [fn] + [factory(one, **kw) for one in sets[1:]]
         row.update(clocks.prefixed("before"))
@@ -257,8 +300,10 @@ def skip_reason(kernel: Kernel, cell: Cell, device: str, interpret_max_size: int
     reason = kernel.skip_reason(cell.impl, device)
     if reason:
         return reason
-    if device == "cpu" and cell.impl == "triton" and cell.size > interpret_max_size:
-        return f"Triton interpreter limited to sizes <= {interpret_max_size} on the CPU (interpret_max_size)"
+    if device == "cpu" and cell.impl == "triton" and \
+            elements(kernel.shape(cell.shape or cell.size)) > elements(kernel.shape(interpret_max_size)):
+        return (f"Triton interpreter limited to sizes <= {interpret_max_size} on the CPU (interpret_max_size; another "
+                f"shape: at most the elements of {label(kernel.shape(interpret_max_size))})")
     if device == "cpu" and cell.impl == "cuda":
         return "CUDA implementation needs an NVIDIA GPU and nvcc"
     return None

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rooflab.gpus import CPU_KEY, SPECS, detect_gpus, detect_key, gpu_names
 from rooflab.kernel import kernel_names
+from rooflab.shapes import SQUARE, ShapeError, shape_sets
 
 
 class ConfigError(ValueError):
@@ -119,6 +120,8 @@ def coerce(config: dict, schema: dict) -> dict:
     """
 
     def walk(value, node):
+        if "anyOf" in node:  # the branch meant for this kind of value (shapes: a preset name, or a mapping)
+            node = _branch(value, node["anyOf"])
         kinds = node.get("type")
         if isinstance(value, dict):
             props = node.get("properties", {})
@@ -145,6 +148,31 @@ def coerce(config: dict, schema: dict) -> dict:
     return walk(config, schema)
 
 
+_JSON_KIND = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
+def _branch(value, branches: list[dict]) -> dict:
+    """The anyOf branch whose type is the value's kind (a string that parses as a number: a number's branch first,
+    as --config gives every scalar as a string), else {} (the value is left for validation to report)."""
+    kind = _JSON_KIND.get(type(value))
+    if kind == "string":
+        for b in branches:
+            if b.get("type") in ("integer", "number") and value.strip().lstrip("+-").replace(".", "", 1).isdigit():
+                return b
+    return next((b for b in branches if b.get("type") == kind), {})
+
+
+def _explain(err) -> list:
+    """An anyOf error as the errors of the branch meant for the value's kind ('[4096] is too short'), not 'is not
+    valid under any of the given schemas'."""
+    if err.validator == "anyOf" and err.context:
+        kind = _JSON_KIND.get(type(err.instance))
+        fitting = [e for e in err.context if err.validator_value[e.relative_schema_path[0]].get("type") == kind]
+        if fitting:
+            return [sub for e in fitting for sub in _explain(e)]
+    return [err]
+
+
 def check_schema(config: dict, schema: dict, sources: list | None = None) -> None:
     """Every schema violation at once, one line each naming the key and the value (snakemake's own validate
     reports only the first, after a dump of the schema). `sources`: the configfiles read, named for a key that is
@@ -152,8 +180,9 @@ def check_schema(config: dict, schema: dict, sources: list | None = None) -> Non
     from jsonschema import Draft202012Validator
 
     problems = []
-    for err in sorted(Draft202012Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.path))):
-        key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.path).lstrip(".")
+    errors = [e for err in Draft202012Validator(schema).iter_errors(config) for e in _explain(err)]
+    for err in sorted(errors, key=lambda e: list(map(str, e.absolute_path))):
+        key = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path).lstrip(".")
         if err.validator == "required":
             where = ", ".join(map(str, sources or [])) or "the configuration"
             for k in err.validator_value:  # jsonschema reports each missing key with the whole list
@@ -188,14 +217,26 @@ def resolve(config: dict, kernels_dir: Path | None = None) -> dict:
         raise ConfigError(f"config key 'cluster' has unknown gpu key(s) {stray}: use {known_gpus}")
     if not config.get("sizes"):
         raise ConfigError("config key 'sizes' is empty: the sweep would measure nothing")
-    return {**config, "kernels": kernels, "gpus": list(dict.fromkeys(gpus))}
+    try:
+        sets = shape_sets(config.get("shapes", [SQUARE]))
+    except ShapeError as exc:
+        raise ConfigError(str(exc)) from None
+    return {**config, "kernels": kernels, "gpus": list(dict.fromkeys(gpus)), "shape_sets": sets}
 
 
-def sweep_params(config: dict) -> dict:
-    """The part of the config a measurement job depends on (its params: a change reruns the job)."""
-    keys = ("sizes", "extra_sizes", "dtypes", "impls", "timing", "interpret_max_size", "seed", "allow_failures",
-            "reuse_cells", "cache_dirs", "profile")
-    return {k: config.get(k) for k in keys}
+def sweep_params(config: dict, preset: str = SQUARE) -> dict:
+    """The part of the config a measurement job of one shape set depends on (its params: a change reruns the
+    job): the square set's sizes, another set's shapes per family (rooflab/shapes.py)."""
+    keys = ("dtypes", "impls", "timing", "interpret_max_size", "seed", "allow_failures", "reuse_cells", "cache_dirs")
+    if preset == SQUARE:
+        return {**{k: config.get(k) for k in keys + ("sizes", "extra_sizes", "profile")}, "preset": SQUARE}
+    sets = config.get("shape_sets") or shape_sets(config.get("shapes", [SQUARE]))
+    return {**{k: config.get(k) for k in keys}, "preset": preset, "shapes": sets.get(preset, {})}
+
+
+def measured_presets(config: dict) -> list[str]:
+    """The shape sets a run measures other than square: each its own measure jobs and result folder."""
+    return [s for s in (config.get("shape_sets") or {}) if s != SQUARE]
 
 
 def cluster_resource(config: dict, gpu: str, key: str):

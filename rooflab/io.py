@@ -14,7 +14,8 @@ import pandas as pd
 
 # The tidy raw schema: one row per (gpu, kernel, impl, dtype, size, pass). Columns a reader relies on.
 RAW_COLUMNS = [
-    "gpu", "device_name", "kernel", "impl", "dtype", "size", "problem", "pass", "status", "error",
+    "gpu", "device_name", "kernel", "impl", "dtype", "size", "problem", "shape", "family", "preset", "pass", "status",
+    "error",
     "rel_err", "max_abs_err", "tolerance", "timer", "median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms",
     "mean_ms", "std_ms", "n_samples", "rse_median", "stop_reason", "graph_median_ms", "loop_ms", "enqueue_us",
     "hold_us", "placements", "placement_sd_rel", "instances", "instance_sd_rel", "warm_translations", "flush_buffers",
@@ -91,6 +92,8 @@ def read_results(path: str | os.PathLike, columns=RAW_COLUMNS) -> pd.DataFrame:
             df[col] = fill
     if "math_mode" in columns and "math_mode" not in df.columns and {"kernel", "impl", "dtype"} <= set(df.columns):
         df = legacy_math_modes(df)
+    if "shape" in columns and "shape" not in df.columns and "problem" in df.columns:
+        df = legacy_shapes(df)
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise ResultsError(f"{path}: not a rooflab results file (missing columns: {', '.join(missing[:8])}"
@@ -127,6 +130,25 @@ def legacy_math_modes(df: pd.DataFrame) -> pd.DataFrame:
         product = df["kernel"] == "matmul"
         df.loc[product & (df["dtype"] == "float32"), "compute_unit"] = "fp32"
         df.loc[product & (df["dtype"] == "tf32"), "compute_unit"] = "tf32"
+    return df
+
+
+def legacy_shapes(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows written before shapes were recorded: every one a square shape of the sweep of sizes, its problem
+    ("8192x8192", "8192x8192x8192") its shape label; the family follows from its number of dimensions."""
+    from rooflab.shapes import FAMILIES, SQUARE
+
+    by_rank = {len(dims): family for family, dims in FAMILIES.items()}
+    df = df.copy()
+    df["shape"] = df["problem"].astype(str)
+    df["family"] = df["shape"].map(lambda s: by_rank.get(len(s.split("x")), ""))
+    df["preset"] = SQUARE
+    for family, names in FAMILIES.items():
+        mine = df["family"] == family
+        for i, name in enumerate(names):
+            col = f"dim_{name.lower()}"
+            values = df.loc[mine, "shape"].map(lambda s, i=i: int(s.split("x")[i]))
+            df[col] = values.reindex(df.index) if col not in df else df[col].where(~mine, values)
     return df
 
 

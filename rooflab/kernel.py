@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from rooflab.shapes import as_shape, dims_of, label
+
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 IMPLS = ("naive", "builtin", "compile", "triton", "cuda")
 # how figures and the paper name them
@@ -38,21 +40,44 @@ Factory = Callable[[Inputs], Callable[[], Any]]
 class Kernel:
     name: str
     description: str
-    make_inputs: Callable[..., Inputs]  # (n, dtype, device, seed) -> inputs
+    # A shape is a tuple of ints in the order of the kernel's family (rooflab/shapes.py: rows = (rows, cols),
+    # mkn = (M, K, N)); an int n is the square shape (n, n) or (n, n, n), as the sweep of config sizes has it.
+    make_inputs: Callable[..., Inputs]  # (shape, dtype, device, seed) -> inputs
     reference: Callable[[Inputs], Any]  # float64 reference output(s), same structure as an impl's output
-    flops: Callable[[int], float]  # FLOPs of one call at size n (the problem is n x n, or n^3 for matmul)
-    bytes: Callable[[int, str], float]  # fewest bytes one call must move through DRAM at size n and dtype
+    flops: Callable[..., float]  # FLOPs of one call at a shape
+    bytes: Callable[..., float]  # fewest bytes one call must move through DRAM at a shape and dtype
     impls: dict[str, Factory]  # naive / builtin / triton / cuda factories
     compile_target: str | None = "naive"  # the impl whose function torch.compile compiles
     naive_fn: Callable[..., Any] | None = None  # the plain function for torch.compile (takes *inputs)
     compute_unit: Callable[[str], str] = lambda dtype: "fp32"  # which peak applies: fp32 / tf32 / bf16 / fp16
     dtypes: tuple[str, ...] = ("float32", "bfloat16")
     tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
-    problem: Callable[[int], str] = lambda n: f"{n}x{n}"
+    family: str = "rows"  # the names of its dimensions: a key of rooflab.shapes.FAMILIES
+    problem: Callable[..., str] | None = None  # a shape's name in the rows (default: its label, "4096x4097")
+    # The inputs of some of the output's rows (a sample the float64 check can afford at a large shape): by default
+    # every input of two or more dimensions, indexed on its first (the row kernels'); matmul's keeps B whole.
+    check_rows: Callable[[Inputs, Any], Inputs] | None = None
     passes: tuple[str, ...] = ("fwd",)
     skip_reason: Callable[[str, str], str | None] = lambda impl, device: None  # impl unavailable here -> why
     source: str = ""  # the kernel file (set by load_kernel)
     module: Any = None  # the kernel's module, which holds its autotuners (set by load_kernel)
+
+    def __post_init__(self):
+        dims_of(self.family)  # an unknown family fails at import, naming the known ones
+        if self.problem is None:
+            self.problem = lambda shape: label(self.shape(shape))
+        if self.check_rows is None:
+            self.check_rows = leading_rows_of
+
+    def shape(self, shape) -> tuple[int, ...]:
+        """The shape of this kernel's family: an int n is the square shape."""
+        return as_shape(shape, self.family)
+
+
+def leading_rows_of(inputs: Inputs, rows) -> Inputs:
+    """The inputs of the output rows ``rows``: each input of two or more dimensions indexed on its first (x of
+    (rows, cols)); vectors (a norm's weight) and scalars as they are."""
+    return tuple(x[rows] if getattr(x, "dim", lambda: 0)() >= 2 else x for x in inputs)
 
 
 def eager(**fns: Callable[..., Any]) -> dict[str, Factory]:

@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import re
 from pathlib import Path
 
 from rooflab.io import STATUSES, atomic_path
@@ -54,7 +55,12 @@ def row_problem(row, kernel: str | None = None) -> str | None:
         if not isinstance(row[key], kind) or not row[key]:
             return f"{key} = {row[key]!r} is not a non-empty string"
     size = _number(row["size"])
-    if size is None or size != int(size) or size < 0:
+    if row.get("shape") is not None:  # a shape's row: its size is N of a square shape, NaN (null) for another
+        if not isinstance(row["shape"], str) or not re.fullmatch(r"[1-9][0-9]*(x[1-9][0-9]*)+", row["shape"]):
+            return f"shape = {row['shape']!r} is not a shape label like 4096x4097"
+        if row["size"] is not None and (size is None or (math.isfinite(size) and (size != int(size) or size < 0))):
+            return f"size = {row['size']!r} is neither a non-negative integer nor null"
+    elif size is None or size != int(size) or size < 0:
         return f"size = {row['size']!r} is not a non-negative integer"
     if kernel is not None and row["kernel"] != kernel:
         return f"kernel = {row['kernel']!r} in the store of {kernel!r}"
@@ -97,7 +103,7 @@ def compact(path: Path, kernel: str | None = None) -> list[dict]:
                         quarantine_path(path).name)
             quarantined.append(json.dumps({"file": str(path), "line": number, "problem": problem, "text": line}))
             continue
-        key = (row["impl"], row["dtype"], int(row["size"]), row["pass"])
+        key = cell_key(row)
         keep.pop(key, None)  # re-inserted last: the newest line wins and keeps its order
         keep[key] = line
     if quarantined:
@@ -111,7 +117,13 @@ def compact(path: Path, kernel: str | None = None) -> list[dict]:
 
 
 def load(path: Path, identity: str, kernel: str | None = None) -> dict:
-    """The reusable rows of the store, by cell key (impl, dtype, size, pass): after ``compact``, the rows written
+    """The reusable rows of the store, by cell key (impl, dtype, shape, pass): after ``compact``, the rows written
     under this ``identity`` (same kernel code, measurement code and timing settings) that did not fail or skip."""
-    return {(r["impl"], r["dtype"], int(r["size"]), r["pass"]): r for r in compact(path, kernel)
+    return {cell_key(r): r for r in compact(path, kernel)
             if r.get("_identity") == identity and r["status"] not in REMEASURED}
+
+
+def cell_key(row: dict) -> tuple:
+    """(impl, dtype, shape label, pass): rooflab.cell.Cell.key of a stored row (a line from before shapes: its
+    size, as a string)."""
+    return (row["impl"], row["dtype"], row.get("shape") or str(int(row["size"])), row["pass"])

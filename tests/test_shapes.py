@@ -1,0 +1,255 @@
+"""Shapes in the sweep (issue 23): the families, the presets' contents, config `shapes` and its errors, every kernel
+at shapes that are not N x N, and one sweep of explicit shapes end to end under the interpreter."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from rooflab import config as rcfg
+from rooflab import shapes
+from rooflab.cell import Cell, relative_error, run_cell
+from rooflab.kernel import kernel_names, load_kernel, torch_dtype
+from rooflab.timing import TimingConfig
+
+SCHEMA = rcfg.load_schema()
+MIB = 1 << 20
+FAST_TIMING = {"warmup_ms": 1, "min_samples": 3, "max_samples": 5, "target_rse": 0.5, "max_time_s": 0.02,
+               "flush_l2": False, "cudagraph": False, "placements": 1, "instances": 1}
+KERNELS = {name: load_kernel(name) for name in kernel_names()}
+# Shapes of every family that no preset lists: odd, skinny, one row, one column
+ODD_SHAPES = {"rows": [(3, 37), (1, 300), (37, 1), (5, 129)], "mkn": [(3, 37, 5), (1, 64, 7), (17, 1, 33)]}
+
+
+# ------------------------------------------------------------------------------------------------- the presets
+
+@pytest.mark.parametrize("preset", ["llm", "odd"])
+def test_every_preset_shape_is_of_its_family_and_named(preset):
+    for family, table in shapes.PRESETS[preset].items():
+        assert table, f"{preset} lists no {family} shape"
+        for s in table:
+            assert shapes.as_shape(s.dims, family) == s.dims and s.source
+        assert len({s.dims for s in table}) == len(table), f"{preset} {family}: a shape listed twice"
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+@pytest.mark.parametrize("preset", ["llm", "odd"])
+def test_preset_shapes_are_worth_timing_and_fit(name, preset):
+    """Every preset shape moves at least 1 MiB in bfloat16 (a smaller call times the launch) and at most 4 GiB in
+    float32 (a device's memory holds its placements and the float64 check)."""
+    k = KERNELS[name]
+    for dims in shapes.preset_shapes(preset, k.family):
+        for p in k.passes:
+            kw = {"pass_": p} if len(k.passes) > 1 else {}
+            assert k.bytes(dims, "bfloat16", **kw) >= MIB, (name, dims, p)
+            assert k.bytes(dims, "float32", **kw) <= 4 << 30, (name, dims, p)
+
+
+def test_llm_preset_spans_the_models():
+    rows = [s for s in shapes.LLM["rows"]]
+    cols = {s.dims[1] for s in rows}
+    assert {4096, 8192, 16384} <= cols, "hidden sizes of Llama-3 8B, 70B, 405B"
+    assert {14336, 28672, 53248} <= cols, "MLP widths"
+    assert {128256, 32000, 151936, 256000, 50257} <= cols, "vocabularies"
+    tokens = {s.dims[0] for s in rows} | {s.dims[0] for s in shapes.LLM["mkn"]}
+    assert min(tokens) == 1 and max(tokens) == 16384
+    mkn = shapes.LLM["mkn"]
+    assert any(s.dims[0] >= 2048 for s in mkn) and any(s.dims[0] <= 128 for s in mkn), "prefill and decode"
+    for s in rows + list(mkn):
+        assert any(model in s.source for model in ("Llama", "Mistral", "Qwen", "Gemma", "GPT-2")), s
+
+
+def test_odd_preset_has_what_a_power_of_two_sweep_misses():
+    rows = [s.dims for s in shapes.ODD["rows"]]
+    assert sum(1 for _, c in rows if c & (c - 1)) >= len(rows) - 1, "row lengths that are no power of two"
+    assert any(r <= 16 and c >= 100_000 for r, c in rows), "few long rows"
+    assert any(r >= 100_000 and c <= 128 for r, c in rows), "many short rows"
+
+
+def test_schema_names_the_presets_and_families_of_rooflab_shapes():
+    items = SCHEMA["properties"]["shapes"]["items"]["anyOf"]
+    assert tuple(items[0]["enum"]) == shapes.PRESET_NAMES
+    assert set(items[1]["properties"]) == set(shapes.FAMILIES)
+    for family, node in items[1]["properties"].items():
+        arrays = node["items"]["anyOf"][0]
+        assert arrays["minItems"] == arrays["maxItems"] == len(shapes.FAMILIES[family])
+    assert SCHEMA["properties"]["shapes"]["default"] == [shapes.SQUARE]
+
+
+# ----------------------------------------------------------------------------------------------- config shapes
+
+def test_shape_sets_from_presets_and_explicit_shapes():
+    sets = shapes.shape_sets(["square", "llm", {"rows": [[4096, 4097], "1000000x32"], "mkn": ["16x4096x14336"]},
+                              {"rows": [[4096, 4097], [8, 8]]}])
+    assert list(sets) == ["square", "llm", "custom"] and sets["square"] == {}
+    assert sets["custom"] == {"rows": [[4096, 4097], [1000000, 32], [8, 8]], "mkn": [[16, 4096, 14336]]}
+    assert sets["llm"]["mkn"][0] == list(shapes.LLM["mkn"][0].dims)
+    assert shapes.shape_sets("odd") == {"odd": {f: [list(s.dims) for s in t] for f, t in shapes.ODD.items()}}
+    assert shapes.set_shapes(sets, "square", "mkn", [512, 256, 512]) == [(256, 256, 256), (512, 512, 512)]
+
+
+@pytest.mark.parametrize("spec, named", [
+    (["llmx"], "shapes[0]"),
+    (["square", {"mnk": [[16, 4096, 14336]]}], "unknown family 'mnk'"),
+    ([{"rows": [[4096]]}], "shapes[0].rows[0]"),
+    ([{"rows": [4096]}], "shapes[0].rows[0]"),
+    ([{"mkn": ["16x4096"]}], "shapes[0].mkn[0]"),
+    ([{"rows": [[0, 5]]}], "shapes[0].rows[0]"),
+    ([{"rows": []}], "shapes[0].rows"),
+    ([], "'shapes'"),
+])
+def test_bad_shapes_name_the_entry(spec, named):
+    with pytest.raises(shapes.ShapeError, match=None) as err:
+        shapes.shape_sets(spec)
+    assert named in str(err.value)
+
+
+@pytest.mark.parametrize("spec, key, says", [
+    (["llmx"], "shapes[0]", "is not one of"),
+    ([{"rows": [[4096]]}], "shapes[0].rows[0]", "too short"),
+    ([{"rows": [[1, 2, 3]]}], "shapes[0].rows[0]", "too long"),
+    ([{"mkn": ["16x4096"]}], "shapes[0].mkn[0]", "does not match"),
+    ([{"rows": [[0, 5]]}], "shapes[0].rows[0][0]", "less than the minimum"),
+    ([{"mnk": [[1, 2, 3]]}], "shapes[0]", "'mnk' was unexpected"),
+])
+def test_schema_errors_name_the_entry_and_what_is_wrong(spec, key, says):
+    config = rcfg.fill_defaults({"sizes": [64], "shapes": spec}, SCHEMA)
+    with pytest.raises(rcfg.ConfigError) as err:
+        rcfg.check_schema(config, SCHEMA)
+    line = next(line for line in str(err.value).splitlines() if f"'{key}'" in line)
+    assert says in line, str(err.value)
+
+
+def test_command_line_shapes_are_typed():
+    """--config gives every scalar as a string (snakemake's BaseLoader): a shape's numbers become ints."""
+    raw = {"sizes": ["64"], "shapes": ["llm", {"rows": [["4096", "4097"], "5x7"], "mkn": [["1", "2", "3"]]}]}
+    out = rcfg.coerce(raw, SCHEMA)
+    assert out["shapes"] == ["llm", {"rows": [[4096, 4097], "5x7"], "mkn": [[1, 2, 3]]}]
+    rcfg.check_schema(rcfg.fill_defaults(out, SCHEMA), SCHEMA)
+    assert rcfg.coerce({"shapes": "odd"}, SCHEMA) == {"shapes": ["odd"]}
+
+
+def test_resolve_and_sweep_params_per_set():
+    config = rcfg.resolve(rcfg.fill_defaults({"sizes": [64], "gpus": ["cpu"], "shapes": ["llm", {"rows": ["3x5"]}]},
+                                             SCHEMA))
+    assert rcfg.measured_presets(config) == ["llm", "custom"]
+    assert rcfg.sweep_params(config, "custom")["shapes"] == {"rows": [[3, 5]]}
+    square = rcfg.sweep_params(config)
+    assert square["preset"] == "square" and square["sizes"] == [64] and "shapes" not in square
+
+
+# -------------------------------------------------------------------------------------- kernels at any shape
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_int_is_the_square_shape(name):
+    k = KERNELS[name]
+    n, square = 48, shapes.square(k.family, 48)
+    assert k.shape(n) == square and k.problem(n) == shapes.label(square)
+    for p in k.passes:
+        kw = {"pass_": p} if len(k.passes) > 1 else {}
+        assert k.flops(n, **kw) == k.flops(square, **kw) and k.bytes(n, "float32", **kw) == k.bytes(square, "float32", **kw)
+    a, b = k.make_inputs(n, torch.float32, "cpu", 0), k.make_inputs(square, torch.float32, "cpu", 0)
+    assert all(torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_inputs_and_models_follow_the_shape(name):
+    """At shapes no preset lists: the inputs have the shape's dimensions, the builtin's answer passes the float64
+    check, and the FLOP and byte models count what the shape holds."""
+    k = KERNELS[name]
+    for dims in ODD_SHAPES[k.family]:
+        inputs = k.make_inputs(dims, torch.float32, "cpu", 1)
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor) and x.dim() == 2]
+        if k.family == "rows":
+            assert all(tuple(x.shape) == dims for x in tensors)
+        else:
+            m, kk, n = dims
+            assert [tuple(x.shape) for x in tensors] == [(m, kk), (kk, n)]
+        for p in k.passes:
+            kw = {"pass_": p} if len(k.passes) > 1 else {}
+            out = k.impls["builtin"](inputs, **kw)()
+            rel, _ = relative_error(out, k.reference(inputs, **kw))
+            assert rel <= k.tolerance["float32"], (name, dims, p, rel)
+    if k.family == "rows":  # rows are independent: twice the rows, twice the work; the columns' vectors once
+        for p in k.passes:
+            kw = {"pass_": p} if len(k.passes) > 1 else {}
+            assert k.flops((10, 37), **kw) == 2 * k.flops((5, 37), **kw)
+            assert k.bytes((10, 37), "float32", **kw) <= 2 * k.bytes((5, 37), "float32", **kw)
+            assert k.bytes((5, 37), "float32", **kw) >= 2 * 5 * 37 * 4 or name == "rowsum"
+    else:
+        assert k.flops((3, 5, 7)) == 2 * 3 * 5 * 7 + 3 * 7
+        assert k.bytes((3, 5, 7), "bfloat16") == (3 * 5 + 5 * 7 + 3 * 7) * 2
+
+
+def test_bad_shape_for_a_kernel_says_its_family():
+    with pytest.raises(shapes.ShapeError, match=r"M x K x N"):
+        KERNELS["matmul"].make_inputs((4, 5), torch.float32, "cpu")
+    with pytest.raises(shapes.ShapeError, match=r"rows x cols"):
+        KERNELS["softmax"].flops((4, 5, 6))
+
+
+@pytest.mark.parametrize("name, dims", [("softmax", (9, 40)), ("layernorm", (9, 40)), ("rowsum", (9, 40)),
+                                        ("matmul", (9, 20, 11))])
+def test_large_shapes_are_checked_on_a_sample_of_rows(monkeypatch, name, dims):
+    """Past rooflab.cell.CHECK_MAX_ELEMENTS the float64 check compares evenly spaced rows (the first and the last
+    among them); the row says how many. A wrong row among them still fails the check."""
+    import rooflab.cell
+
+    monkeypatch.setattr(rooflab.cell, "CHECK_MAX_ELEMENTS", 4 * sum(dims[1:]))
+    k = KERNELS[name]
+    row = run_cell(k, Cell(name, "builtin", "float32", None, "fwd", dims, "custom"), "cpu",
+                   TimingConfig.from_config(FAST_TIMING))
+    assert row["status"] == "ok" and row["checked_rows"] == 4 and row["shape"] == shapes.label(dims)
+    assert math.isnan(row["size"]) and row["preset"] == "custom" and row["family"] == k.family
+
+    builtin = k.impls["builtin"]
+    monkeypatch.setitem(k.impls, "builtin", lambda inputs, **kw: _spoil_last_row(builtin(inputs, **kw)))
+    row = run_cell(k, Cell(name, "builtin", "float32", None, "fwd", dims, "custom"), "cpu",
+                   TimingConfig.from_config(FAST_TIMING))
+    assert row["status"] == "mismatch"
+
+
+def _spoil_last_row(fn):
+    def call():
+        out = fn().clone()
+        out[-1] += 1.0
+        return out
+    return call
+
+
+# ------------------------------------------------------------------------------------------------- end to end
+
+def test_sweep_of_explicit_shapes_under_the_interpreter(tmp_path, monkeypatch):
+    """One kernel at explicit shapes that are not N x N, Triton under TRITON_INTERPRET=1: rows named by shape, size
+    NaN, set custom; a second run reuses every cell from the store (keyed by shape); the metrics take them."""
+    from analysis.metrics import compute_metrics
+    from experiments.measure import run
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    params = {"dtypes": ["float32"], "impls": ["builtin", "triton"], "timing": FAST_TIMING, "interpret_max_size": 64,
+              "seed": 0, "allow_failures": False, "reuse_cells": True, "preset": "custom",
+              "shapes": shapes.shape_sets([{"rows": [[37, 100], "3x129"], "mkn": [[2, 3, 4]]}])["custom"]}
+    out = tmp_path / "shapes" / "custom" / "rowsum.parquet"
+    assert run("rowsum", "cpu", str(out), params, progress=False) == 0
+    df = pd.read_parquet(out)
+    assert sorted(df["shape"].unique()) == ["37x100", "3x129"] and df["size"].isna().all()
+    assert set(df["preset"]) == {"custom"} and set(df["family"]) == {"rows"}
+    assert set(df.loc[df.impl == "triton", "status"]) == {"not_timed"}  # 3700 elements <= 64^2: checked, not timed
+    assert set(df.loc[df.impl == "builtin", "status"]) == {"ok"}
+    assert (df["dim_rows"] * df["dim_cols"] * 4 + df["dim_rows"] * 4 == df["bytes"]).all()
+    first = dict(zip(df["shape"] + df["impl"], df["timestamp"]))
+    assert run("rowsum", "cpu", str(out), params, progress=False) == 0
+    again = pd.read_parquet(out)
+    assert dict(zip(again["shape"] + again["impl"], again["timestamp"])) == first, "every cell reused"
+    metrics = compute_metrics(again, pd.DataFrame(columns=["gpu", "ceiling", "value", "run_id"]))
+    assert metrics.loc[metrics.impl == "builtin", "achieved_gbps"].notna().all()
+
+
+def test_reference_reads_as_the_square_set():
+    from rooflab.io import read_results
+
+    df = read_results("data/reference/h200/matmul.parquet")
+    assert (df["shape"] == df["problem"]).all() and set(df["preset"]) == {"square"} and set(df["family"]) == {"mkn"}
+    assert (df["dim_m"] == df["size"]).all() and (df["dim_n"] == df["size"]).all()
