@@ -3,6 +3,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._fastlaunch import spec
 from kernels._launch import ELEMENTWISE, values
 from rooflab.triton_utils import check_device
 
@@ -68,6 +69,28 @@ def tile_launch(views, elements: int | None = None, num_warps: int | None = None
     grid = lambda META: (triton.cdiv(n_rows, META["BLOCK_M"]) * triton.cdiv(n_cols, META["BLOCK_N"]),)  # noqa: E731
     meta = {"BLOCK_M": block_m, "BLOCK_N": block_n, "ONE_ROW": bool(one_row)}
     return meta, num_warps or default_warps, grid, strides
+
+
+def launch_binary(launches, kernel, name: str, x: torch.Tensor, y: torch.Tensor, scalars: tuple = (),
+                  num_warps: int | None = None, block_size: int | None = None, one_row: bool | None = None):
+    """z = kernel over x and y: ``kernel(x, y, z, *scalars, n_rows, n_cols, *strides, BLOCK_M, BLOCK_N, ONE_ROW)``,
+    one program per tile (tile_launch), through ``launches`` (a kernels/_fastlaunch.LaunchCache): a key seen before
+    skips the checks and the launch choice. Operands that binary_operands copies launch without keeping an entry."""
+    key = (spec(x), spec(y), num_warps, block_size, one_row)
+    launch = launches.get(key)
+    if launch is not None:
+        z = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        launch(x, y, z, *scalars)  # the views' addresses are the operands': the kernel needs nothing else of them
+        return z
+    z, views = binary_operands(name, x, y)
+    if views is None:
+        return z
+    n_rows, n_cols = views[0].shape
+    meta, num_warps, grid, strides = tile_launch(views, block_size, num_warps, one_row)
+    viewed = views[0].data_ptr() == x.data_ptr() and views[1].data_ptr() == y.data_ptr()  # not copied
+    launches.launch(key if viewed else None, kernel, grid, (*views, *scalars, n_rows, n_cols, *strides),
+                    dict(meta, num_warps=num_warps), n_head=3 + len(scalars))
+    return z
 
 
 @triton.jit

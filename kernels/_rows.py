@@ -6,6 +6,7 @@ of tiles long drops (bound_mask) and an L2 prefetch. The leading underscore keep
 """
 from __future__ import annotations
 
+import torch
 import triton
 import triton.language as tl
 
@@ -35,6 +36,12 @@ def leading_rows(fn):
         return out.reshape(x.shape[:-1] if out.dim() == 1 else x.shape)
 
     return wrapper
+
+
+def needs_grad(*tensors) -> bool:
+    """Whether autograd must see this call (one check on the forward's path): where it need not, a wrapper calls its
+    forward without the autograd Function, whose own cost a call would otherwise pay."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
 def row_launch_params(n_cols: int, element_size: int) -> tuple[int, int]:

@@ -1,8 +1,10 @@
 """Small Triton helpers shared by the kernel files."""
 from __future__ import annotations
 
+import functools
 import os
 
+import torch
 import triton
 
 
@@ -14,6 +16,18 @@ def interpreting() -> bool:
 def autotune_configs(configs: list[triton.Config]) -> list[triton.Config]:
     """All configs on a GPU; only the first under the interpreter, where autotuning over several fails."""
     return configs[:1] if interpreting() else configs
+
+
+@functools.lru_cache(maxsize=None)
+def device_capability(device: torch.device) -> tuple[int, int]:
+    """torch.cuda.get_device_capability, once per device (a wrapper asks at every call)."""
+    return torch.cuda.get_device_capability(device)
+
+
+@functools.lru_cache(maxsize=None)
+def multiprocessor_count(device: torch.device) -> int:
+    """The device's SM count, once per device (get_device_properties costs microseconds a call)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def check_device(*tensors) -> None:
