@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
+from rooflab.triton_utils import multiprocessor_count
 
 PROGRAMS_PER_SM = 4  # partial sums: enough programs to fill the GPU, few enough that stage two is small
 
@@ -69,7 +70,7 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     if n_rows == 0 or n_cols == 0:
         zeros = torch.zeros_like(weight)
         return dx.reshape(x.shape), zeros, zeros.clone() if has_bias else None
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+    sms = multiprocessor_count(x.device) if x.is_cuda else 4
     rows_per_program = triton.cdiv(n_rows, min(n_rows, PROGRAMS_PER_SM * sms))
     programs = triton.cdiv(n_rows, rows_per_program)
     dw_part = torch.empty((programs, n_cols), dtype=torch.float32, device=x.device)
@@ -96,8 +97,3 @@ class TritonNorm(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         dx, dw, db = norm_backward(x, weight, dy, ctx.eps, ctx.centre, ctx.has_bias)
         return dx, dw, db, None, None, None
-
-
-def needs_grad(*tensors) -> bool:
-    """Whether autograd must see this call (one check on the forward's path)."""
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)

@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from kernels._cuda import build_cuda, cuda_source
+from kernels._fastlaunch import LaunchCache, spec
 from kernels._launch import GELU, values
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
@@ -60,10 +61,20 @@ def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr, PRECISE: tl
         tl.store(y_ptr + offsets, _gelu_tanh(x, PRECISE).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+_LAUNCHES = LaunchCache("gelu")
+
+
 def gelu_triton(x: torch.Tensor, block_size: int | None = None, num_warps: int | None = None,
                 precise: bool = False) -> torch.Tensor:
     """Check the input; allocate the output; launch one program per BLOCK_SIZE elements. ``precise`` divides with
-    IEEE rounding (the fast division is within 2 ulp of fp32, far below the bf16/fp32 tolerances of the tests)."""
+    IEEE rounding (the fast division is within 2 ulp of fp32, far below the bf16/fp32 tolerances of the tests).
+    A key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py)."""
+    key = (spec(x), block_size, num_warps, precise)
+    launch = _LAUNCHES.get(key)
+    if launch is not None:
+        y = torch.empty_like(x)
+        launch(x, y)
+        return y
     check_device(x)
     if not x.is_contiguous():
         raise ValueError(f"gelu_triton needs a contiguous tensor (got shape {tuple(x.shape)}, strides "
@@ -77,7 +88,8 @@ def gelu_triton(x: torch.Tensor, block_size: int | None = None, num_warps: int |
     default_block, default_warps = LAUNCH[x.dtype]
     block_size, num_warps = block_size or default_block, num_warps or default_warps
     grid = lambda META: (triton.cdiv(n, META["BLOCK_SIZE"]),)  # noqa: E731
-    _gelu_kernel[grid](x, y, n, BLOCK_SIZE=block_size, PRECISE=precise, num_warps=num_warps)
+    _LAUNCHES.launch(key, _gelu_kernel, grid, (x, y, n),
+                     dict(BLOCK_SIZE=block_size, PRECISE=precise, num_warps=num_warps), n_head=2)
     return y
 
 

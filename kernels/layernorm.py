@@ -18,9 +18,10 @@ import triton
 import triton.language as tl
 
 from kernels._launch import LAYERNORM, values
-from kernels._norm_bwd import TritonNorm, needs_grad
+from kernels._fastlaunch import LaunchCache, spec
+from kernels._norm_bwd import TritonNorm
 from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, held_min_warps, l2_prefetch, leading_rows, names_row,
-                            row_launch_params, unmasked)
+                            needs_grad, row_launch_params, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
@@ -142,6 +143,9 @@ def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: i
     return options | ({"maxnreg": cap} if cap else {})
 
 
+_LAUNCHES = LaunchCache("layernorm")
+
+
 @leading_rows
 def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
                      block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
@@ -151,7 +155,16 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     ``num_warps`` override the shared heuristic (kernels/_rows.py) and TILED_LAUNCH, e.g. to test the tiled path on
     short rows. Held rows take at least HELD_MIN_WARPS warps; launch_options adds the early weights, their L2
     prefetch, the column mask and a register cap. (A held row read again from the L2, as RMSNorm's, was slower.)
+    A key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py).
     """
+    key = (spec(x), spec(weight), spec(bias), eps, block_size, num_warps,  # the tables by id: the lab swaps them
+           id(TILED_LAUNCH), id(HELD_MIN_WARPS), id(WB_EARLY_COLS), id(REGISTER_CAP), PREFETCH_PROGRAMS,
+           id(UNMASKED_COLS))
+    launch = _LAUNCHES.get(key)
+    if launch is not None:
+        y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
+        launch(x, weight, bias, y)
+        return y
     check_device(x, weight, bias)
     if x.dim() != 2:
         raise ValueError(f"layernorm_triton needs a 2-D input (rows, cols), got shape {tuple(x.shape)}")
@@ -169,12 +182,13 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     block_size, auto_warps = launch_params(n_cols, x.element_size(), block_size)
     num_warps = num_warps or auto_warps
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
-    _layernorm_fwd_kernel[grid](
-        x, weight, bias, y, n_cols,
-        x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0), y.stride(1),
-        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps,
-        **launch_options(n_cols, x.element_size(), block_size, num_warps, can_prefetch(x)),
-    )
+    _LAUNCHES.launch(
+        key, _layernorm_fwd_kernel, grid,
+        (x, weight, bias, y, n_cols, x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0),
+         y.stride(1), eps),
+        dict(BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps,
+             **launch_options(n_cols, x.element_size(), block_size, num_warps, can_prefetch(x))),
+        n_head=4)
     return y
 
 

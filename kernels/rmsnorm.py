@@ -16,8 +16,9 @@ import triton
 import triton.language as tl
 
 from kernels._launch import RMSNORM, values
-from kernels._norm_bwd import TritonNorm, needs_grad
-from kernels._rows import leading_rows, bound_mask, row_launch_params, unmasked
+from kernels._fastlaunch import LaunchCache, spec
+from kernels._norm_bwd import TritonNorm
+from kernels._rows import leading_rows, bound_mask, needs_grad, row_launch_params, unmasked
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
@@ -78,6 +79,9 @@ def _rmsnorm_fwd_kernel(
             tl.store(y_row + c * stride_yn, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+_LAUNCHES = LaunchCache("rmsnorm")
+
+
 @leading_rows
 def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
                    block_size: int | None = None, num_warps: int | None = None,
@@ -89,7 +93,15 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     ``reload`` reads a one-tile row twice (the second time from the L2) instead of holding it in registers; by
     default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps. ``full`` drops the column mask of a row
     that is a whole number of tiles long (by default for the rows UNMASKED_COLS names; ignored on other rows).
+    A key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py).
     """
+    key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full,  # the tables by id: the lab swaps them
+           id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS))
+    launch = _LAUNCHES.get(key)
+    if launch is not None:
+        y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
+        launch(x, weight, y)
+        return y
     check_device(x, weight)
     if x.dim() != 2:
         raise ValueError(f"rmsnorm_triton needs a 2-D input (rows, cols), got shape {tuple(x.shape)}")
@@ -112,12 +124,12 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         auto_warps = RELOAD_WARPS if reload else auto_warps
     full = unmasked(UNMASKED_COLS, full, n_cols, x.element_size(), whole_tiles=n_cols % block_size == 0)
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
-    _rmsnorm_fwd_kernel[grid](
-        x, weight, y, n_cols,
-        x.stride(0), x.stride(1), weight.stride(0), y.stride(0), y.stride(1),
-        eps, BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload, FULL=full,
-        num_warps=num_warps or auto_warps,
-    )
+    _LAUNCHES.launch(
+        key, _rmsnorm_fwd_kernel, grid,
+        (x, weight, y, n_cols, x.stride(0), x.stride(1), weight.stride(0), y.stride(0), y.stride(1), eps),
+        dict(BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload, FULL=full,
+             num_warps=num_warps or auto_warps),
+        n_head=3)
     return y
 
 

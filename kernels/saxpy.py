@@ -15,7 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._elementwise import binary_operands, tile, tile_launch
+from kernels._elementwise import launch_binary, tile
+from kernels._fastlaunch import LaunchCache
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 
@@ -41,19 +42,16 @@ def _saxpy_kernel(x_ptr, y_ptr, z_ptr, a, n_rows, n_cols,
         tl.store(z_ptrs, z.to(z_ptr.dtype.element_ty), mask=mask)
 
 
+_LAUNCHES = LaunchCache("saxpy")
+
+
 def saxpy_triton(a: float, x: torch.Tensor, y: torch.Tensor, num_warps: int | None = None,
                  block_size: int | None = None, one_row: bool | None = None) -> torch.Tensor:
     """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements with ``num_warps``
     (defaults by dtype: kernels/_elementwise.LAUNCH); ``one_row``: see kernels/_elementwise.tile_launch."""
     if isinstance(a, bool) or not isinstance(a, (int, float)):
         raise TypeError(f"saxpy_triton needs a Python float scalar a, got {type(a).__name__}")
-    z, views = binary_operands("saxpy_triton", x, y)
-    if views is None:
-        return z
-    n_rows, n_cols = views[0].shape
-    meta, num_warps, grid, strides = tile_launch(views, block_size, num_warps, one_row)
-    _saxpy_kernel[grid](*views, float(a), n_rows, n_cols, *strides, **meta, num_warps=num_warps)
-    return z
+    return launch_binary(_LAUNCHES, _saxpy_kernel, "saxpy_triton", x, y, (float(a),), num_warps, block_size, one_row)
 
 
 def saxpy_naive(a: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

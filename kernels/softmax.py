@@ -18,7 +18,9 @@ import triton.language as tl
 
 from kernels._cuda import build_cuda, cuda_source
 from kernels._launch import SOFTMAX, values
-from kernels._rows import leading_rows, MAX_BLOCK_SIZE, bound_mask, held_min_warps, row_launch_params, unmasked
+from kernels._fastlaunch import LaunchCache, spec
+from kernels._rows import (leading_rows, MAX_BLOCK_SIZE, bound_mask, held_min_warps, needs_grad, row_launch_params,
+                           unmasked)
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.shapes import as_shape
@@ -139,6 +141,10 @@ def _launch_params(n_cols: int, element_size: int, max_block: int) -> tuple[int,
     return block, num_warps, block >= n_cols
 
 
+_FWD_LAUNCHES = LaunchCache("softmax_forward")
+_BWD_LAUNCHES = LaunchCache("softmax_backward")
+
+
 def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
                     reload: bool | None = None, full: bool | None = None) -> torch.Tensor:
     """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length.
@@ -146,7 +152,14 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     the L2) instead of holding its exponentials in registers across the sum; by default for the rows
     RELOAD_MIN_COLS names (held rows take at least HELD_MIN_WARPS warps). ``full`` drops the column mask of a row
     exactly one block long (by default for the rows UNMASKED_COLS names; ignored on other rows and by the online
-    kernels)."""
+    kernels). A key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py)."""
+    # the tables by id: the lab swaps them between calls
+    key = (spec(x), max_block, num_warps, reload, full, id(RELOAD_MIN_COLS), id(HELD_MIN_WARPS), id(UNMASKED_COLS))
+    launch = _FWD_LAUNCHES.get(key)
+    if launch is not None:
+        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        launch(x, y)
+        return y
     _check("softmax_forward", x)
     n_rows, n_cols = x.shape
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
@@ -162,15 +175,22 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))
     if one_block:
         full = unmasked(UNMASKED_COLS, full, n_cols, x.element_size(), whole_tiles=block == n_cols)
-        _softmax_fwd_row_kernel[grid](*args, BLOCK_N=block, RELOAD=reload, FULL=full, num_warps=num_warps)
+        kernel, meta = _softmax_fwd_row_kernel, dict(BLOCK_N=block, RELOAD=reload, FULL=full, num_warps=num_warps)
     else:
-        _softmax_fwd_online_kernel[grid](*args, BLOCK_N=block, num_warps=num_warps)
+        kernel, meta = _softmax_fwd_online_kernel, dict(BLOCK_N=block, num_warps=num_warps)
+    _FWD_LAUNCHES.launch(key, kernel, grid, args, meta, n_head=2)
     return y
 
 
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor, max_block: int = MAX_FUSED_BLOCK,
                      num_warps: int | None = None) -> torch.Tensor:
     """dx = y * (dy - rowsum(dy * y)). Check; allocate; one program per row. ``num_warps`` as in the forward."""
+    key = (spec(y), spec(dy), max_block, num_warps)
+    launch = _BWD_LAUNCHES.get(key)
+    if launch is not None:
+        dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
+        launch(y, dy, dx)
+        return dx
     _check("softmax_backward", y, dy)
     n_rows, n_cols = y.shape
     dx = torch.empty((n_rows, n_cols), dtype=y.dtype, device=y.device)
@@ -180,8 +200,9 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, max_block: int = MAX_FUS
     num_warps = num_warps or auto_warps
     kernel = _softmax_bwd_row_kernel if one_block else _softmax_bwd_tiled_kernel
     grid = lambda META: (n_rows,)  # noqa: E731
-    kernel[grid](y, dy, dx, n_rows, n_cols, y.stride(0), y.stride(1), dy.stride(0), dy.stride(1),
-                 dx.stride(0), dx.stride(1), BLOCK_N=block, num_warps=num_warps)
+    _BWD_LAUNCHES.launch(key, kernel, grid, (y, dy, dx, n_rows, n_cols, y.stride(0), y.stride(1), dy.stride(0),
+                                             dy.stride(1), dx.stride(0), dx.stride(1)),
+                         dict(BLOCK_N=block, num_warps=num_warps), n_head=3)
     return dx
 
 
@@ -203,7 +224,9 @@ class TritonSoftmax(torch.autograd.Function):
 
 @leading_rows
 def softmax_triton(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.Tensor:
-    return TritonSoftmax.apply(x, max_block)
+    if needs_grad(x):
+        return TritonSoftmax.apply(x, max_block)
+    return softmax_forward(x, max_block)
 
 
 # Hand-written CUDA (kernels/cuda/softmax.cu): one block per row, three sweeps over the row (max, sum of exp, write;

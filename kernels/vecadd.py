@@ -14,7 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._elementwise import binary_operands, tile, tile_launch
+from kernels._elementwise import launch_binary, tile
+from kernels._fastlaunch import LaunchCache
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 
@@ -40,17 +41,14 @@ def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols,
         tl.store(z_ptrs, z.to(z_ptr.dtype.element_ty), mask=mask)
 
 
+_LAUNCHES = LaunchCache("vecadd")
+
+
 def vecadd_triton(x: torch.Tensor, y: torch.Tensor, num_warps: int | None = None,
                   block_size: int | None = None, one_row: bool | None = None) -> torch.Tensor:
     """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements with ``num_warps``
     (defaults by dtype: kernels/_elementwise.LAUNCH); ``one_row``: see kernels/_elementwise.tile_launch."""
-    z, views = binary_operands("vecadd_triton", x, y)
-    if views is None:
-        return z
-    n_rows, n_cols = views[0].shape
-    meta, num_warps, grid, strides = tile_launch(views, block_size, num_warps, one_row)
-    _vecadd_kernel[grid](*views, n_rows, n_cols, *strides, **meta, num_warps=num_warps)
-    return z
+    return launch_binary(_LAUNCHES, _vecadd_kernel, "vecadd_triton", x, y, (), num_warps, block_size, one_row)
 
 
 def vecadd_naive(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
