@@ -41,6 +41,19 @@ first call through ``kernel[grid](...)`` (Triton's own dispatch, with this call'
 kernel was loaded on. ``disabled()`` turns the cache off (scripts/bench_host.py times the plain dispatch with it);
 ``replaying()`` keeps entries under the interpreter, replayed through ``kernel[grid]``, so the tests check the keys.
 
+CUDA graphs. A kept launch runs on the current stream, so it is captured like any torch op; make the key's first
+call (which may compile and autotune) outside the capture, on a side stream as torch.cuda.graphs asks::
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = gelu_triton(x)  # first call: compiles and keeps the launch
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = gelu_triton(x)  # the kept launch, recorded
+    graph.replay()  # recomputes y from x's memory, no host cost but the replay's
+
 Not followed: a change of knobs.runtime.debug after an entry was kept (Triton would compile a debug variant), and
 Triton's check that a global a kernel reads has not changed since it compiled (ours read constants only). One
 Python thread launches (the entries hold no lock, as the autotuner does not).
@@ -62,7 +75,9 @@ MAX_ENTRIES = 1024  # per cache; a full cache starts again empty (a sweep's keys
 
 _caches: list["LaunchCache"] = []
 _override: str | None = None  # "off" (disabled()) or "replay" (replaying()); None: raw where it can be used
-_raw_state: dict = {}  # once per process: "reason" (None where the raw launch can be used), the driver's functions
+_raw_state: dict = {}  # "reason": None where the raw launch can be used, else why not (decided once per process)
+# Triton's pieces an entry reads at each raw launch, set where the raw launch can be used (module globals: cheap)
+_runtime = _HookChain = _current_device = _current_stream = None
 
 
 def spec(t: torch.Tensor) -> tuple:
@@ -85,25 +100,26 @@ def _why_not_raw() -> str | None:
     version = tuple(int(part) for part in triton.__version__.split(".")[:2] if part.isdigit())
     if version not in TESTED_TRITON:
         return f"triton {triton.__version__}: its launcher call is untested here (tested: {TESTED_TRITON})"
+    global _runtime, _HookChain, _current_device, _current_stream
     try:
         from triton import knobs
         from triton.knobs import HookChain
         from triton.runtime.driver import driver
 
-        _raw_state.update(knobs=knobs.runtime, hook_chain=HookChain,
-                          device=driver.active.get_current_device, stream=driver.active.get_current_stream)
+        # the device and stream JITFunction.run launches on (torch.cuda.current_device and
+        # torch._C._cuda_getCurrentRawStream for CUDA)
+        device, stream = driver.active.get_current_device, driver.active.get_current_stream
     except Exception as exc:  # noqa: BLE001  anything missing is an API that differs
         return f"triton's driver or knobs differ: {type(exc).__name__}: {exc}"
+    _runtime, _HookChain, _current_device, _current_stream = knobs.runtime, HookChain, device, stream
     return None
 
 
 def hooks_idle() -> bool:
     """No launch hook is set (in triton 3.6 and 3.7 each is a HookChain, idle when it holds no call)."""
-    runtime, chain = _raw_state["knobs"], _raw_state["hook_chain"]
-    for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
-        if hook is not None and not (type(hook) is chain and not hook.calls):
-            return False
-    return True
+    enter, leave = _runtime.launch_enter_hook, _runtime.launch_exit_hook
+    return ((enter is None or (enter.__class__ is _HookChain and not enter.calls))
+            and (leave is None or (leave.__class__ is _HookChain and not leave.calls)))
 
 
 def _mode() -> str:
@@ -119,9 +135,8 @@ class _Entry:
                  "extra")  # extra: what the wrapper keeps beside the launch (matmul: its TMA descriptors)
 
     def __call__(self, *head):
-        if (self.run is not None and "run" not in self.jit_dict and _raw_state["device"]() == self.device
-                and hooks_idle()):
-            self.run(*self.grid, _raw_state["stream"](self.device), self.function, self.packed, None, None, None,
+        if self.run is not None and "run" not in self.jit_dict and _current_device() == self.device and hooks_idle():
+            self.run(*self.grid, _current_stream(self.device), self.function, self.packed, None, None, None,
                      *head, *self.tail)
         else:  # Triton's own dispatch, as the first call launched, with this call's head
             self.kernel[self.grid](*head, *self.args, **self.kwargs)
@@ -184,7 +199,7 @@ def _entry(kernel, grid, args: tuple, kwargs: dict, n_head: int, compiled) -> _E
         jit = jit.fn
     if not isinstance(jit, JITFunction):
         raise TypeError(f"{type(jit).__name__} is no JITFunction (a wrapper this cache does not take apart)")
-    if getattr(jit, "pre_run_hooks", None) or getattr(_raw_state["knobs"], "add_stages_inspection_hook", None):
+    if getattr(jit, "pre_run_hooks", None) or getattr(_runtime, "add_stages_inspection_hook", None):
         raise RuntimeError("a pre-run or pipeline-inspection hook: every launch must go through JITFunction.run")
     params = list(inspect.signature(jit.fn).parameters.values())
     if len(args) > len(params):
@@ -198,9 +213,14 @@ def _entry(kernel, grid, args: tuple, kwargs: dict, n_head: int, compiled) -> _E
     entry.grid = (*grid, *(1,) * (3 - len(grid)))
     entry.tail = tuple(bound[n_head:])
     entry.function, entry.packed = compiled.function, compiled.packed_metadata
-    entry.device, entry.jit_dict = _raw_state["device"](), jit.__dict__
+    entry.device, entry.jit_dict = _current_device(), jit.__dict__
     entry.run = compiled.run  # last: a half-built entry never launches raw
     return entry
+
+
+def total_misses() -> int:
+    """Calls, over every cache, that launched through kernel[grid] (none while a loop runs on kept launches)."""
+    return sum(cache.misses for cache in _caches)
 
 
 def clear_all() -> None:

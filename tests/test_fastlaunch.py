@@ -172,8 +172,9 @@ class _Runtime:
 def raw_state(monkeypatch):
     """_fastlaunch's view of Triton as on a GPU: device 0, stream 77, idle hook chains."""
     runtime = _Runtime()
-    state = {"reason": None, "knobs": runtime, "hook_chain": _Chain, "device": lambda: 0, "stream": lambda d: 77}
-    monkeypatch.setattr(fl, "_raw_state", state)
+    for name, value in (("_raw_state", {"reason": None}), ("_runtime", runtime), ("_HookChain", _Chain),
+                        ("_current_device", lambda: 0), ("_current_stream", lambda device: 77)):
+        monkeypatch.setattr(fl, name, value)
     return runtime
 
 
@@ -235,7 +236,7 @@ def test_steps_aside_for_hooks_instrumentation_and_devices(raw_state, monkeypatc
     jit.run = lambda *a, **k: None  # experiments/compiled.py's LaunchRecorder wraps run per instance
     entry(*head)
     del jit.run
-    monkeypatch.setitem(fl._raw_state, "device", lambda: 1)
+    monkeypatch.setattr(fl, "_current_device", lambda: 1)
     entry(*head)
     assert len(compiled.calls) == 1
     assert jit.replays == [((4, 1, 1), (*head, 100, 1), kwargs)] * 4
