@@ -37,6 +37,7 @@ KERNELS = config["kernels"]
 include: "rules/common.smk"
 include: "rules/measure.smk"
 include: "rules/analysis.smk"
+include: "rules/shapes.smk"
 include: "rules/figures.smk"
 include: "rules/notebooks.smk"
 include: "rules/paper.smk"

@@ -26,8 +26,9 @@ from rooflab.gpus import SPECS
 
 MATMUL_TILE = 128  # the output tile the wave model assumes (BLOCK_M = BLOCK_N = 128)
 CEILING_FOR_UNIT = {"fp32": "gemm_fp32", "tf32": "gemm_tf32", "bf16": "gemm_bf16", "fp16": "gemm_fp16"}
-# One cell of the sweep: speedups compare implementations within one cell only, so within one precision and math mode
-CELL = ["gpu", "kernel", "dtype", "math_mode", "size", "pass"]
+# One cell of the sweep: speedups compare implementations within one cell only, so within one precision and math mode.
+# By shape, not size: a shape other than N x N (rooflab/shapes.py) has no size.
+CELL = ["gpu", "kernel", "dtype", "math_mode", "shape", "pass"]
 
 
 def attainable(ai, peak_flops, peak_bw):
@@ -44,6 +45,15 @@ def wave_efficiency(m: int, n: int, sms: int, tile: int = MATMUL_TILE) -> float:
     """Fraction of the last wave's SM slots doing work, averaged over waves (1.0 = no quantisation loss)."""
     tiles = math.ceil(m / tile) * math.ceil(n / tile)
     return tiles / (math.ceil(tiles / sms) * sms)
+
+
+def output_mn(df: pd.DataFrame) -> list[tuple[float, float]]:
+    """(M, N) of each row's output, for the wave model: dim_m and dim_n where the shape recorded them, else the
+    square size (0 where neither is known)."""
+    size = pd.to_numeric(df["size"], errors="coerce").fillna(0).to_numpy(dtype=float)
+    m = df["dim_m"].fillna(pd.Series(size, index=df.index)).to_numpy(dtype=float) if "dim_m" in df else size
+    n = df["dim_n"].fillna(pd.Series(size, index=df.index)).to_numpy(dtype=float) if "dim_n" in df else size
+    return list(zip(np.nan_to_num(m), np.nan_to_num(n)))
 
 
 def measured_peaks(ceilings: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -93,6 +103,8 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     from rooflab.io import legacy_math_modes
 
     df = raw.copy() if "math_mode" in raw else legacy_math_modes(raw)
+    if "shape" not in df:  # a frame without shapes (made by hand): each size its own cell
+        df["shape"] = df["size"].astype(str)
     # Claimable: correct and timed, and (for torch.compile) really compiled; a silent eager fallback is flagged in
     # the raw row and must not pass for a compiled number.
     fallback = df["compile_fallback"].fillna(False).astype(bool) if "compile_fallback" in df else False
@@ -113,8 +125,8 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         df[f"model_time_ms_{key}"] = model_time_s(df["flops"], df["bytes"], pf, spec.mem_bandwidth) * 1e3
         # Always present (NaN off matmul), so readers can rely on the schema whatever kernels were run.
         df[f"wave_efficiency_{key}"] = [
-            wave_efficiency(int(n), int(n), spec.sms) if k == "matmul" else np.nan
-            for k, n in zip(df["kernel"], df["size"])
+            wave_efficiency(int(m), int(n), spec.sms) if k == "matmul" and m > 0 and n > 0 else np.nan
+            for k, (m, n) in zip(df["kernel"], output_mn(df))
         ]
 
     # Against the GPU measured on: its datasheet (if known) and the ceilings measured in the cell's own run. A cell

@@ -49,6 +49,7 @@ rule paper_pdf:
         bib="paper/references.bib",
         generated=rules.paper_inputs.output,
         figures=get_figures,
+        shapes=get_shapes_paper,
     output:
         update(report("results/paper/rooflab.pdf", category="Paper")),
     log:
@@ -68,6 +69,7 @@ rule paper_sources:
         bib="paper/references.bib",
         generated=rules.paper_inputs.output,
         figures=get_figures,
+        shapes=get_shapes_paper,
     output:
         tarball=update("results/paper/rooflab-paper-src.tar.gz"),
         howto=update("results/paper/BUILD_THE_PDF_ELSEWHERE.txt"),
@@ -78,7 +80,7 @@ rule paper_sources:
     conda:
         ENV
     shell:
-        "(tar czf {output.tarball} {input.tex} {input.bib} {input.generated} $(echo {input.figures} | tr ' ' '\\n' | grep '\\.pdf$') && "
+        "(tar czf {output.tarball} {input.tex} {input.bib} {input.generated} {input.shapes} $(echo {input.figures} | tr ' ' '\\n' | grep '\\.pdf$') && "
         "printf '%s\\n' 'No TeX engine (latexmk + pdflatex) was found on this machine, so the PDF was not built.' "
         "'Everything it needs is in results/paper/rooflab-paper-src.tar.gz. On a machine with TeX Live:' "
         "'  mkdir paper-build && tar xzf rooflab-paper-src.tar.gz -C paper-build && cd paper-build' "

@@ -253,3 +253,43 @@ def test_reference_reads_as_the_square_set():
     df = read_results("data/reference/h200/matmul.parquet")
     assert (df["shape"] == df["problem"]).all() and set(df["preset"]) == {"square"} and set(df["family"]) == {"mkn"}
     assert (df["dim_m"] == df["size"]).all() and (df["dim_n"] == df["size"]).all()
+
+
+# ------------------------------------------------------------------------------------ the paper and the figure
+
+def _shape_metrics() -> pd.DataFrame:
+    """A synthetic H200 metrics frame of the llm set: ours twice as fast as the builtin at the first rows shape,
+    half as fast at the first matmul shape, compile absent (not measured)."""
+    rows = []
+    for kernel, family, t_ours in (("softmax", "rows", 1.0), ("gelu", "rows", 2.0), ("matmul", "mkn", 4.0)):
+        dims = shapes.LLM[family][0].dims
+        for impl, t in (("triton", t_ours), ("builtin", 2.0)):
+            rows.append(dict(gpu="h200", kernel=kernel, impl=impl, dtype="bfloat16", pass_="fwd", preset="llm",
+                             family=family, shape=shapes.label(dims), size=float("nan"), median_ms=t,
+                             rse_median=0.001, status="ok", claimable=True, bytes=1e9, flops=1e12,
+                             achieved_gbps=1e9 / t / 1e6, achieved_tflops=1e12 / t / 1e9))
+    return pd.DataFrame(rows).rename(columns={"pass_": "pass"})
+
+
+def test_ours_over_best_and_the_section():
+    from analysis.shapes import ours_over_best, section
+
+    t = ours_over_best(_shape_metrics()).set_index("kernel")
+    assert t.loc["softmax", "ratio"] == 2.0 and t.loc["softmax", "verdict"] == "faster"
+    assert t.loc["gelu", "verdict"] == "tie" and t.loc["matmul", "verdict"] == "slower"
+    assert "Llama-3" in t.loc["softmax", "source"] and t.loc["matmul", "best"] == "builtin"
+    text = section(_shape_metrics(), figdir="/nonexistent")
+    assert "Over 3 cells the median is 1" in text and "faster beyond noise in 1, slower in 1 and tied in 1" in text
+    assert "tab:shapes-h200-rows" in text and "tab:shapes-h200-mkn" in text and "Llama-3" in text
+    assert "No run has timed" in section(pd.DataFrame())
+
+
+def test_shapes_figure_is_drawn(tmp_path):
+    from figures import shapes as fig
+
+    path = tmp_path / "m.parquet"
+    _shape_metrics().to_parquet(path)
+    for gpu in ("h200", "b200"):  # b200: nothing measured there, a figure that says so
+        fig.main(["--metrics", str(path), "--gpu", gpu, "--pdf", str(tmp_path / f"{gpu}.pdf"),
+                  "--png", str(tmp_path / f"{gpu}.png")])
+        assert (tmp_path / f"{gpu}.pdf").stat().st_size > 0

@@ -1,0 +1,128 @@
+"""The shape sets other than the square sweep (config shapes: llm, odd, explicit shapes) in the paper: per GPU, per
+kernel and shape, our Triton kernel over the best of the PyTorch builtin and torch.compile in GPU time, each shape
+named by the model tensor it comes from (rooflab/shapes.py).
+
+    python -m analysis.shapes --shapes results/shapes.parquet --figdir results/figures --out shapes.tex
+
+Reads results/shapes.parquet (the metrics of every shape-set cell, analysis/metrics.py); writes the body of the
+paper's section "Real shapes". Nothing measured: the section says so and how to measure them.
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.latex import figure, fmt, table_latex, tex_escape
+from analysis.metrics import VERDICT_SIGMA
+from rooflab.gpus import CPU_KEY, spec_for
+from rooflab.shapes import parse_label, source_of
+
+BASELINES = ("builtin", "compile")  # "the best of PyTorch": its own op and the compiled naive expression
+DTYPE = "bfloat16"  # the models' own precision; the table takes another only where no cell has it
+MIN_REL_CHANGE = 0.02  # a verdict's floor beyond the standard errors, as analysis/compare.py's for long cells
+KEY = ["gpu", "kernel", "preset", "shape", "dtype", "pass"]
+
+
+def ours_over_best(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per (gpu, kernel, set, shape, dtype, pass) with a timed, correct Triton cell and baseline: ratio = the best
+    baseline's median / ours (above 1: ours faster), the baseline that was best, our achieved rates, the verdict
+    (faster / slower beyond VERDICT_SIGMA combined standard errors and MIN_REL_CHANGE, else tie) and the tensor the
+    shape comes from."""
+    cols = KEY + ["ratio", "best", "verdict", "family", "bytes", "flops", "achieved_gbps", "achieved_tflops", "source"]
+    if metrics.empty or "shape" not in metrics:
+        return pd.DataFrame(columns=cols)
+    ok = metrics[metrics["claimable"].fillna(False).astype(bool)] if "claimable" in metrics else \
+        metrics[metrics["status"] == "ok"]
+    ours = ok[ok["impl"] == "triton"].set_index(KEY)
+    base = ok[ok["impl"].isin(BASELINES)].sort_values("median_ms").groupby(KEY).first()
+    best = base[["impl", "median_ms", "rse_median"]].add_suffix("_best")
+    j = ours.join(best, how="inner").reset_index()
+    if j.empty:
+        return pd.DataFrame(columns=cols)
+    j["ratio"] = j["median_ms_best"] / j["median_ms"]
+    sigma = VERDICT_SIGMA * np.sqrt(j["rse_median"].fillna(0) ** 2 + j["rse_median_best"].fillna(0) ** 2)
+    noise = np.maximum(sigma, MIN_REL_CHANGE)
+    j["verdict"] = np.select([j["ratio"] - 1 > noise, 1 - j["ratio"] > noise], ["faster", "slower"], default="tie")
+    j["best"] = j["impl_best"]
+    j["source"] = [source_of(p, f, parse_label(s)) for p, f, s in zip(j["preset"], j["family"], j["shape"])]
+    return j[cols]
+
+
+def one_dtype(d: pd.DataFrame) -> pd.DataFrame:
+    """The forward pass in DTYPE, or in the dtype most cells have where none is in DTYPE."""
+    d = d[d["pass"] == "fwd"]
+    dtype = DTYPE if (d["dtype"] == DTYPE).any() else (d["dtype"].mode().iloc[0] if len(d) else DTYPE)
+    return d[d["dtype"] == dtype]
+
+
+def rows_table(d: pd.DataFrame) -> str:
+    """Rows x cols shapes: one line per shape (its set and source), one column per kernel, the ratio in each."""
+    t = d.pivot_table(index=["preset", "shape", "source"], columns="kernel", values="ratio", aggfunc="first")
+    t = t.reset_index().rename(columns={"preset": "set", "shape": "rows x cols", "source": "from"})
+    return table_latex(t, formats={k: "{:.2f}" for k in t.columns[3:]},
+                       align="ll>{\\raggedright\\arraybackslash}p{5.2cm}" + "r" * (len(t.columns) - 3))
+
+
+def mkn_table(d: pd.DataFrame) -> str:
+    t = d.assign(ours=d["achieved_tflops"])[["preset", "shape", "source", "ours", "best", "ratio"]]
+    t = t.rename(columns={"preset": "set", "shape": "M x K x N", "source": "from", "ours": "ours TFLOP/s",
+                          "best": "best PyTorch"})
+    return table_latex(t, formats={"ours TFLOP/s": "{:.0f}", "ratio": "{:.2f}"},
+                       align="ll>{\\raggedright\\arraybackslash}p{6cm}rlr")
+
+
+def section(metrics: pd.DataFrame, figdir: str = "results/figures") -> str:
+    table = ours_over_best(metrics)
+    table = table[table["gpu"] != CPU_KEY]  # the CPU times no Triton cell (the interpreter checks it only)
+    if table.empty:
+        return ("No run has timed our Triton kernels at a shape set other than the square sweep. On a GPU, "
+                "\\texttt{./run.sh all --config 'shapes=[llm]'} measures the \\texttt{llm} preset (and "
+                "\\texttt{odd}, or explicit shapes, likewise); its cells land here.\n")
+    out = []
+    for gpu, g in table.groupby("gpu", sort=True):
+        d = one_dtype(g)
+        spec = spec_for(gpu)
+        name = tex_escape(spec.name if spec else gpu)
+        dtype = d["dtype"].iloc[0] if len(d) else DTYPE
+        counts = d["verdict"].value_counts()
+        sets = ", ".join(f"\\texttt{{{tex_escape(p)}}}" for p in dict.fromkeys(d["preset"]))
+        out.append(
+            f"On the {name}, in {tex_escape(dtype)}, forward pass, over the sets {sets}: our Triton kernel's GPU time "
+            f"against the best of the PyTorch builtin and \\texttt{{torch.compile}} at each shape, as best over ours "
+            f"(above 1: ours is faster). Over {len(d)} cells the median is {fmt(d['ratio'].median())} (lowest "
+            f"{fmt(d['ratio'].min())}, highest {fmt(d['ratio'].max())}); ours is faster beyond noise in "
+            f"{int(counts.get('faster', 0))}, slower in {int(counts.get('slower', 0))} and tied in "
+            f"{int(counts.get('tie', 0))}.\n")
+        for family, fd in d.groupby("family", sort=True):
+            body = rows_table(fd) if family == "rows" else mkn_table(fd)
+            caption = (f"{name}, {tex_escape(dtype)}: the best of the PyTorch builtin and torch.compile over our "
+                       f"Triton kernel in GPU time at each {'rows x cols' if family == 'rows' else 'M x K x N'} "
+                       f"shape (above 1: ours faster), with the model tensor each shape comes from.")
+            out.append(f"\\begin{{table}}[!htbp]\n\\centering\\footnotesize\n{body}\\caption{{{caption}}}\n"
+                       f"\\label{{tab:shapes-{gpu}-{family}}}\n\\end{{table}}\n")
+        pdf = Path(figdir, gpu, "shapes.pdf")
+        if pdf.exists():
+            out.append(figure(str(pdf), f"{name}: ours over the best of PyTorch at every shape of the shape sets, "
+                                        f"against the bytes a call moves (no one N fits these shapes).",
+                              f"fig:shapes-{gpu}"))
+    return "\n".join(out)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", required=True, help="results/shapes.parquet")
+    ap.add_argument("--figdir", default="results/figures")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    from rooflab.io import write_text
+
+    metrics = pd.read_parquet(a.shapes)
+    write_text("% Generated by analysis/shapes.py from results/shapes.parquet. Do not edit.\n" +
+               section(metrics, a.figdir), a.out)
+
+
+if __name__ == "__main__":
+    main()

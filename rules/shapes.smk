@@ -1,0 +1,74 @@
+# Shape sets (config shapes, rooflab/shapes.py): the metrics of each set's results per (gpu, set, kernel), as
+# rules/analysis.smk computes the square sweep's, their concatenation results/shapes.parquet, one figure per device
+# (figures/shapes.py: every shape by bytes moved, not by N) and the paper's section on real shapes
+# (analysis/shapes.py). Measured by rule measure_shapes (rules/measure.smk).
+
+
+rule metrics_shapes:
+    input:
+        raw=get_shapes_raw_of,
+        ceilings=get_shapes_ceilings_of,
+        script="analysis/metrics.py",
+        specs="rooflab/gpus.py",
+    output:
+        update("results/metrics/{gpu}/shapes/{preset}/{kernel}.parquet"),
+    log:
+        "logs/analysis/metrics/{gpu}/shapes/{preset}/{kernel}.log",
+    resources:
+        host=1,
+    conda:
+        ENV
+    shell:
+        "python -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} --out {output} > {log} 2>&1"
+
+
+rule shapes_table:
+    input:
+        get_shapes_metrics,
+    output:
+        update("results/shapes.parquet"),
+    log:
+        "logs/analysis/shapes.log",
+    resources:
+        host=1,
+    conda:
+        ENV
+    shell:
+        "python -m analysis.metrics --concat {input} --out {output} > {log} 2>&1"
+
+
+rule figure_shapes:
+    input:
+        metrics=get_shapes_metrics,
+        script="figures/shapes.py",
+        code="figures/_common.py",
+    output:
+        pdf=update("results/figures/{gpu}/shapes.pdf"),
+        png=update(report("results/figures/{gpu}/shapes.png", category="Figures", subcategory="shapes",
+                          labels={"figure": "shapes", "gpu": "{gpu}", "kernel": "all"})),
+    log:
+        "logs/figures/{gpu}/shapes.log",
+    resources:
+        host=1,
+    conda:
+        ENV
+    shell:
+        "python -m figures.shapes --gpu {wildcards.gpu} --metrics {input.metrics} --pdf {output.pdf} "
+        "--png {output.png} > {log} 2>&1"
+
+
+rule paper_shapes:
+    input:
+        shapes="results/shapes.parquet",
+        figures=get_shapes_figures,
+        script="analysis/shapes.py",
+    output:
+        update("results/paper/generated/shapes.tex"),
+    log:
+        "logs/paper/shapes.log",
+    resources:
+        host=1,
+    conda:
+        ENV
+    shell:
+        "python -m analysis.shapes --shapes {input.shapes} --figdir results/figures --out {output} > {log} 2>&1"
