@@ -131,15 +131,15 @@ def _mode() -> str:
 class _Entry:
     """One key's launch: the raw launcher where it can be used, else ``kernel[grid]`` with the first call's plan."""
 
-    __slots__ = ("kernel", "grid", "args", "kwargs", "run", "function", "packed", "tail", "device", "jit_dict",
-                 "extra")  # extra: what the wrapper keeps beside the launch (matmul: its TMA descriptors)
+    __slots__ = ("kernel", "grid", "args", "kwargs", "run", "raw_grid", "function", "packed", "tail", "device",
+                 "jit_dict", "extra")  # extra: what the wrapper keeps beside the launch (matmul: its TMA descriptors)
 
     def __call__(self, *head):
         if self.run is not None and "run" not in self.jit_dict and _current_device() == self.device and hooks_idle():
-            self.run(*self.grid, _current_stream(self.device), self.function, self.packed, None, None, None,
+            self.run(*self.raw_grid, _current_stream(self.device), self.function, self.packed, None, None, None,
                      *head, *self.tail)
-        else:  # Triton's own dispatch, as the first call launched, with this call's head
-            self.kernel[self.grid](*head, *self.args, **self.kwargs)
+        else:  # Triton's own dispatch, as the first call launched (its grid a function of the config an autotuner
+            self.kernel[self.grid](*head, *self.args, **self.kwargs)  # picks, which may differ), with this head
 
 
 class LaunchCache:
@@ -208,9 +208,8 @@ def _entry(kernel, grid, args: tuple, kwargs: dict, n_head: int, compiled) -> _E
     if any(value is inspect.Parameter.empty for value in rest):
         raise TypeError("a parameter with no value and no default")
     bound = [*args, *rest]
-    if callable(grid):
-        grid = grid(dict(zip((p.name for p in params), bound)))
-    entry.grid = (*grid, *(1,) * (3 - len(grid)))
+    launched = grid(dict(zip((p.name for p in params), bound))) if callable(grid) else grid  # as JITFunction.run
+    entry.raw_grid = (*launched, *(1,) * (3 - len(launched)))
     entry.tail = tuple(bound[n_head:])
     entry.function, entry.packed = compiled.function, compiled.packed_metadata
     entry.device, entry.jit_dict = _current_device(), jit.__dict__
