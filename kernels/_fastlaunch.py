@@ -1,62 +1,14 @@
-"""The launch cache: from a Python loop, one of our Triton wrappers costs about its launch, not Triton's dispatch.
+"""One launch cache for the Triton wrappers: from a Python loop a call costs its launch, not Triton's dispatch.
 
-Why. From a Python loop on the H200 (triton 3.6), one small copy kernel cost 12.5-15 us a call through
-``kernel[grid](...)`` (bind the arguments, specialise each one, hash the specialisation, find the compiled kernel,
-build launch metadata), 8.2 us through the compiled kernel's own runner and 5.6 us through its launcher with the
-launch metadata packed once; torch.add costs 6.9 us. Our wrappers added their checks and launch heuristics on top:
-22-77 us a call against the builtins' 7-27 us (issue 23).
-
-How. A wrapper builds a key from everything its launch depends on (``spec`` of each input tensor, its options, the
-ids of the launch tables it reads) and asks ``cache.get(key)``: one dict lookup. On a miss it checks its inputs,
-picks its launch as before and calls ``cache.launch(key, kernel, grid, args, kwargs, n_head)``, which launches
-through ``kernel[grid](*args, **kwargs)`` (compiling, and for an autotuned kernel autotuning) and keeps what that
-launch was: the CompiledKernel it returned (an autotuner's: the best config's), the grid, and every argument after
-the first ``n_head``. On a hit the wrapper allocates its output and calls ``entry(*head)`` with this call's leading
-arguments (pointers and floats), which calls the compiled kernel's launcher as JITFunction.run does at its end, in
-triton 3.6 and 3.7 alike (python/triton/runtime/jit.py; CompiledKernel.__getitem__ in compiler/compiler.py)::
-
-    compiled.run(grid_x, grid_y, grid_z, stream, compiled.function, compiled.packed_metadata,
-                 launch_metadata, launch_enter_hook, launch_exit_hook, *every_argument_in_signature_order)
-
-constexprs included (the launcher skips them), on the current device's current stream, read as Triton's driver reads
-it (torch._C._cuda_getCurrentRawStream), so CUDA-graph capture and ``torch.cuda.stream`` contexts see the launch.
-
-What a key must decide. A compiled kernel holds only for the specialisation Triton compiled it for: every constexpr;
-each pointer's dtype and whether its address is 16-byte aligned (``data_ptr() % 16 == 0``: the kernel then moves
-16-byte vectors); each integer's width (i32 or i64), whether it equals 1 (then a constant) and whether it is a
-multiple of 16. A hit must imply the same specialisation, or a kernel compiled for an aligned pointer is launched on
-an unaligned one (a tensor sliced at offset 1): a silent wrong answer, or a misaligned-address fault. So a key holds
-each input's shape, strides, dtype, device and ``data_ptr() % 16`` (``spec``) and every option that shapes the launch;
-every integer argument and constexpr is then a function of the key and is replayed from the first call, and the
-per-call head holds only tensors (whose alignment the key holds) and Python floats (never specialised: always fp32).
-Outputs are not in the key: each is a fresh allocation, which torch's allocators align to at least 256 bytes.
-A wrapper that copied an input (a strided operand made contiguous) launches without keeping an entry (``key=None``).
-
-When it steps aside. The raw launch is kept only where it is known to be right: a compiled kernel (not
-TRITON_INTERPRET=1), a tested Triton (TESTED_TRITON), no pre-run or pipeline-inspection hook, and no exception while
-setting it up; elsewhere nothing is kept and every call takes ``kernel[grid](...)`` as before. A kept entry replays its
-first call through ``kernel[grid](...)`` (Triton's own dispatch, with this call's head) whenever a launch hook is set
-(knobs.runtime.launch_enter_hook / launch_exit_hook: a profiler is listening), the JITFunction's ``run`` is wrapped
-(experiments/compiled.py records the kernels a call launches that way) or the current device is not the one the
-kernel was loaded on. ``disabled()`` turns the cache off (scripts/bench_host.py times the plain dispatch with it);
-``replaying()`` keeps entries under the interpreter, replayed through ``kernel[grid]``, so the tests check the keys.
-
-CUDA graphs. A kept launch runs on the current stream, so it is captured like any torch op; make the key's first
-call (which may compile and autotune) outside the capture, on a side stream as torch.cuda.graphs asks::
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        y = gelu_triton(x)  # first call: compiles and keeps the launch
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        y = gelu_triton(x)  # the kept launch, recorded
-    graph.replay()  # recomputes y from x's memory, no host cost but the replay's
-
-Not followed: a change of knobs.runtime.debug after an entry was kept (Triton would compile a debug variant), and
-Triton's check that a global a kernel reads has not changed since it compiled (ours read constants only). One
-Python thread launches (the entries hold no lock, as the autotuner does not).
+kernel[grid](...) binds, specialises and hashes every argument at each call: 12.5-15 us a call on the H200 (triton
+3.6), against 5.6 us for the compiled kernel's launcher and 6.9 us for torch.add. A wrapper keys each call; the
+key's first call launches through kernel[grid] and the cache keeps its CompiledKernel, grid, integers and constexprs;
+later calls skip the wrapper's checks and call the launcher (_Entry). A key must decide Triton's specialisation:
+each pointer's dtype and data_ptr() % 16 == 0 (a kernel compiled for an aligned pointer moves 16-byte vectors: on a
+tensor sliced one element in, a silent wrong answer), each integer's width, == 1 and % 16 == 0, every constexpr. So
+it holds spec() of each input and the wrapper's options; the integers follow from it and are replayed from the first
+call, the per-call head is tensors (their alignment keyed) and floats (never specialised), and fresh outputs are
+aligned (torch's allocators: >= 256 bytes). Where the raw launch cannot be trusted, Triton's dispatch runs instead.
 """
 from __future__ import annotations
 
@@ -70,8 +22,10 @@ from triton.runtime.jit import JITFunction
 
 from rooflab.triton_utils import interpreting
 
-TESTED_TRITON = ((3, 6), (3, 7))  # launcher call read from the source of these, and run on the H200 (3.6)
+TESTED_TRITON = ((3, 6), (3, 7))  # the launcher call below is read from the source of both
 MAX_ENTRIES = 1024  # per cache; a full cache starts again empty (a sweep's keys: a few dozen)
+# Not followed on a kept launch: a later change of knobs.runtime.debug (Triton would compile a debug variant) and
+# Triton's check that a global a kernel reads is unchanged (ours read constants). One Python thread launches.
 
 _caches: list["LaunchCache"] = []
 _override: str | None = None  # "off" (disabled()) or "replay" (replaying()); None: raw where it can be used
@@ -87,8 +41,9 @@ def spec(t: torch.Tensor) -> tuple:
 
 
 def raw_launch_reason() -> str | None:
-    """None where an entry may call the compiled kernel's launcher itself, else why it may not (the fallback
-    decision, once per process)."""
+    """None where an entry may call the compiled kernel's launcher itself, else why not (once per process): under
+    TRITON_INTERPRET=1 nothing is compiled; another Triton may call its launcher otherwise; or its driver or knobs
+    differ. Where it is not None, no entry is kept and every call takes kernel[grid] as before the cache."""
     if "reason" not in _raw_state:
         _raw_state["reason"] = _why_not_raw()
     return _raw_state["reason"]
@@ -129,7 +84,13 @@ def _mode() -> str:
 
 
 class _Entry:
-    """One key's launch: the raw launcher where it can be used, else ``kernel[grid]`` with the first call's plan."""
+    """One key's launch. Raw: ``run(grid_x, grid_y, grid_z, stream, function, packed_metadata, launch_metadata,
+    enter_hook, exit_hook, *every_argument)`` (constexprs included: the launcher skips them), as JITFunction.run and
+    CompiledKernel.__getitem__ call it in triton 3.6 and 3.7, on the current stream (graph capture and stream
+    contexts see it), with no launch metadata and no hooks. Else, when a launch hook is set (a profiler listens),
+    the JITFunction's run is wrapped (experiments/compiled.py records launches so) or the current device is not the
+    one the kernel was loaded on (or no raw launch: ``replaying()``), Triton's own dispatch with the first call's
+    grid, integers and constexprs and this call's head."""
 
     __slots__ = ("kernel", "grid", "args", "kwargs", "run", "raw_grid", "function", "packed", "tail", "device",
                  "jit_dict", "extra")  # extra: what the wrapper keeps beside the launch (matmul: its TMA descriptors)
@@ -143,7 +104,10 @@ class _Entry:
 
 
 class LaunchCache:
-    """key -> the launch of one wrapper's kernel for that key (see the module docstring); ``get`` is the hot path."""
+    """key -> the launch of one wrapper's kernel for that key; ``get(key)`` (one dict lookup) is a hit's only cost
+    before the launch. A wrapper: ``launch = cache.get(key)``; on a hit allocate the output and ``launch(*head)``;
+    on a miss check, choose and ``cache.launch(key, kernel, grid, args, kwargs, n_head)``. An input the wrapper
+    copied (a strided operand made contiguous) launches with ``key=None``: a hit would launch on the original."""
 
     def __init__(self, name: str):
         self.name = name
@@ -240,8 +204,8 @@ def _mode_set(mode: str):
 
 
 def disabled():
-    """Within: every call takes ``kernel[grid](...)``, as before the cache (the caches are emptied on entry and
-    exit)."""
+    """Within: every call takes ``kernel[grid](...)``, as before the cache (scripts/bench_host.py times it so; the
+    caches are emptied on entry and exit)."""
     return _mode_set("off")
 
 

@@ -276,9 +276,8 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
     ``method``: "tma" (tensor descriptors, persistent grid: Hopper and newer, aligned operands), "pointer" (one
     program per BLOCK_M x BLOCK_N tile, any 2-D strides -- ``a.t()``, ``b.t()``, slices -- without a copy), or
     "auto": TMA on a GPU where tma_ok and the product is large (M N K >= TMA_MIN_MNK), the pointer kernel
-    elsewhere (smaller products, the interpreter). ``config``
-    (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M and optionally num_warps, num_stages) bypasses the autotuner.
-    Without a config, a key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py).
+    elsewhere (smaller products, the interpreter). ``config`` (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M and optionally
+    num_warps, num_stages) bypasses the autotuner; without one, a key seen before launches as its first call did.
     """
     key = None
     if config is None:  # a config (a dict, for tuning) launches as asked, never kept

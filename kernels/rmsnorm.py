@@ -92,9 +92,8 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
     ``reload`` reads a one-tile row twice (the second time from the L2) instead of holding it in registers; by
     default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps. ``full`` drops the column mask of a row
-    that is a whole number of tiles long (by default for the rows UNMASKED_COLS names; ignored on other rows).
-    A key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py).
-    """
+    that is a whole number of tiles long (by default for the rows UNMASKED_COLS names; ignored on other rows). A
+    key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py)."""
     key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full,  # the tables by id: the lab swaps them
            id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS))
     launch = _LAUNCHES.get(key)
