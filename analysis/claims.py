@@ -112,3 +112,13 @@ def findings(metrics: pd.DataFrame) -> pd.DataFrame:
                            f"within {ROOF_SIGMA:g} standard errors of the roof: at it, within noise")})
     return out.sort_values(["gpu", "beyond_noise", "kernel", "impl", "dtype", "size"],
                            ascending=[True, False, True, True, True, True]).reset_index(drop=True)
+
+
+def compute_bound(rows: pd.DataFrame) -> bool:
+    """Whether a kernel's rows are mostly compute-bound at their largest size (metrics' `bound`, the roofline's
+    verdict): its figure then rates it in TFLOP/s against the compute roofs, not in GB/s against the memory wall,
+    and the caption says so."""
+    if rows.empty or "bound" not in rows:
+        return False
+    big = rows[rows["size"] == rows.groupby(["dtype", "pass"])["size"].transform("max")]
+    return bool((big["bound"] == "compute").mean() > 0.5)

@@ -96,7 +96,29 @@ def table_latex(df: pd.DataFrame, formats: dict | None = None, align: str | None
     return styler.to_latex(hrules=True, column_format=align, multicol_align="c")
 
 
-def figure(path: str, caption: str, label: str, width: str = "0.95\\linewidth") -> str:
+# How the paper prints a figure: \includegraphics at a fraction of the text width, its height capped (keepaspectratio).
+# The figures are drawn at that size (figures/_common.py: print_size), so their text prints at the size it was set
+# in; tests/test_figure_print.py fails when any text of any figure prints under 7 pt.
+PAGE_IN = (21.0 / 2.54, 29.7 / 2.54)  # paper/main.tex: a4paper
+MARGIN_IN = 2.3 / 2.54  # paper/main.tex: geometry margin=2.3cm
+TEXT_WIDTH_IN = PAGE_IN[0] - 2 * MARGIN_IN
+TEXT_HEIGHT_IN = PAGE_IN[1] - 2 * MARGIN_IN
+FIGURE_WIDTH = 0.95  # of \linewidth: a device figure
+KERNEL_FIGURE_WIDTH = 0.8  # a kernel's figure, inside its section
+FIGURE_HEIGHT = 0.42  # of \textheight, at most
+# Figures that need more of a page to stay legible: the speedup heatmap (one cell per kernel, implementation, size
+# and dtype) and the projection (six bars per kernel and dtype) take a float page of their own, the panels of the
+# time-against-size figure more than half of one.
+TALL_FIGURES = {"speedup": 0.85, "projection": 0.85, "scaling": 0.6}
+
+
+def print_box(fig: str, kernel_scope: bool = False) -> tuple[float, float]:
+    """(width, height) in inches that the paper gives a figure at most."""
+    width = KERNEL_FIGURE_WIDTH if kernel_scope else FIGURE_WIDTH
+    return width * TEXT_WIDTH_IN, TALL_FIGURES.get(fig, FIGURE_HEIGHT) * TEXT_HEIGHT_IN
+
+
+def figure(path: str, caption: str, label: str, width: float = FIGURE_WIDTH, height: float = FIGURE_HEIGHT) -> str:
     return ("\\begin{figure}[!htbp]\n\\centering\n"
-            f"\\includegraphics[width={width},height=0.42\\textheight,keepaspectratio]{{{path}}}\n"
+            f"\\includegraphics[width={width:g}\\linewidth,height={height:g}\\textheight,keepaspectratio]{{{path}}}\n"
             f"\\caption{{{caption}}}\n\\label{{{label}}}\n\\end{{figure}}\n")

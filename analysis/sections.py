@@ -8,8 +8,9 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import origin
-from analysis.claims import CPU_FRAME_LABEL, FRAME_MEANING, NO_FRAME, findings, impl_names, tied_best
-from analysis.latex import DTYPE_TAG, IMPL_TAG, Macros, camel, figure, pass_tag, tex_escape
+from analysis.claims import CPU_FRAME_LABEL, FRAME_MEANING, NO_FRAME, compute_bound, findings, impl_names, tied_best
+from analysis.latex import (DTYPE_TAG, FIGURE_HEIGHT, IMPL_TAG, KERNEL_FIGURE_WIDTH, TALL_FIGURES, Macros, camel, figure,
+                            pass_tag, tex_escape)
 from analysis.selection import largest, timed
 from analysis.tables import cpu_ceilings_table, cpu_summary_table, findings_table, kernel_table
 from rooflab.gpus import CPU_KEY, SPECS
@@ -18,15 +19,18 @@ from rooflab.kernel import IMPL_LABEL as IMPL_NAME
 GPU_TIME = f"GPU time ({FRAME_MEANING['gpu']})"
 # The figures of one GPU, in the order the paper shows them, with what each says (and in which frame).
 GPU_FIGURE_CAPTIONS = {
-    "roofline": f"Roofline in {GPU_TIME}: measured points against the datasheet (solid) and measured (dashed) "
-                "ceilings; starred points lie above their roof (Table~\\ref{tab:findings}).",
-    "speedup": f"Speedup over the PyTorch builtin in {GPU_TIME}, per kernel, implementation and size (blue: faster, "
-               "red: slower, beyond noise; white: a tie within noise); blank cells have no correct, timed pair.",
+    "roofline": f"Roofline in {GPU_TIME}: measured points (colour: implementation; marker: kernel) against the "
+                "datasheet (grey) and measured (black) ceilings, each compute unit's roof in its own dash (fp32 "
+                "solid, tf32 dashed, bf16 dash-dotted, fp16 dotted); starred points lie above their roof "
+                "(Table~\\ref{tab:findings}).",
+    "speedup": f"Speedup over the PyTorch builtin in {GPU_TIME}, one panel per dtype, per kernel, implementation "
+               "and size (blue: faster, red: slower, beyond noise; white: a tie within noise); blank cells have no "
+               "correct, timed pair.",
     "scaling": "Time against size per kernel (log-log). Solid: GPU time of one call (L2 flushed), with its p20--p80 "
                "band; dashed: CUDA graph replay; thin with crosses: Python loop, back-to-back calls with launch "
                "included, which sit on the launch floor at small sizes; dotted guides show the N$^2$ or N$^3$ work.",
-    "fusion": f"GPU kernels launched per call (torch.profiler; a count, {NO_FRAME}): what fusing an expression "
-              "into one kernel saves.",
+    "fusion": f"GPU kernels launched per call (torch.profiler; a count, {NO_FRAME}), per kernel and "
+              "implementation, one panel per dtype: what fusing an expression into one kernel saves.",
 }
 PROJECTION_FIGURE_CAPTIONS = {
     "projection": "Roofline model (calibrated: each datasheet peak scaled by this device's measured / datasheet "
@@ -37,19 +41,29 @@ PROJECTION_FIGURE_CAPTIONS = {
             "are marked.",
 }
 KERNEL_FIGURE_CAPTIONS = {
-    "bandwidth": f"Achieved bandwidth in {GPU_TIME} against size, per implementation and dtype, bars from the "
-                 "p80 to the p20 time; dashed: measured copy bandwidth.",
+    "bandwidth": f"Achieved bandwidth in {GPU_TIME} against size, per implementation (colour and marker) and dtype "
+                 "(line style), bars from the p80 to the p20 time; horizontal lines, labelled: the measured copy "
+                 "bandwidth (black) and the datasheet's (grey).",
+}
+# A compute-bound kernel's figure (analysis/claims.compute_bound) rates it in TFLOP/s against the compute roofs.
+KERNEL_FIGURE_CAPTIONS_COMPUTE = {
+    "bandwidth": f"Achieved TFLOP/s in {GPU_TIME} against size (the kernel is compute-bound), per implementation "
+                 "(colour and marker) and dtype (line style), bars from the p80 to the p20 time; horizontal lines, "
+                 "labelled: the measured GEMM peak of each compute unit (black) and the datasheet's (grey).",
 }
 # The CPU's figures: only those whose concepts apply (no datasheet roof, no CUDA graph, no wave model, no projection).
 CPU_FIGURE_CAPTIONS = {
-    "roofline": "Roofline of the CPU in host time: points against the copy and GEMM ceilings measured on this CPU "
-                "(dashed); the CPU has no datasheet roof.",
-    "speedup": "Speedup over the PyTorch builtin on the CPU in host time (one call), per kernel, implementation and "
-               "size (blue: faster, red: slower, beyond noise; white: a tie within noise).",
+    "roofline": "Roofline of the CPU in host time: points (colour: implementation; marker: kernel) against the "
+                "copy and GEMM ceilings measured on this CPU (black, each compute unit's roof in its own dash); the "
+                "CPU has no datasheet roof.",
+    "speedup": "Speedup over the PyTorch builtin on the CPU in host time (one call), one panel per dtype, per "
+               "kernel, implementation and size (blue: faster, red: slower, beyond noise; white: a tie within "
+               "noise).",
     "scaling": "Time against size on the CPU (log-log). Solid: host time of one call, with its p20--p80 band; thin "
                "with crosses: Python loop, back-to-back calls; dotted guides show the N$^2$ or N$^3$ work.",
-    "fusion": f"aten operators dispatched per call on the CPU (torch.profiler; a count, {NO_FRAME}): nothing "
-              "is launched on a CPU, so the operators stand in for launches.",
+    "fusion": f"aten operators dispatched per call on the CPU (torch.profiler; a count, {NO_FRAME}), per kernel and "
+              "implementation, one panel per dtype: nothing is launched on a CPU, so the operators stand in for "
+              "launches.",
 }
 
 
@@ -80,7 +94,8 @@ def figures_tex(metrics: pd.DataFrame, gpus: list[str], figdir: str, captions: d
             path = f"{figdir}/{g}/{fig}.pdf"
             if Path(path).exists() and has_data(fig, metrics, g, launch_counts):
                 where = tex_escape(origin.dataset_label(g, sources.get(g, f"results/raw/{g}")))
-                out.append(figure(path, f"{caption} ({where})", f"fig:{fig}-{g}"))
+                out.append(figure(path, f"{caption} ({where})", f"fig:{fig}-{g}",
+                                  height=TALL_FIGURES.get(fig, FIGURE_HEIGHT)))
     return "\n".join(out) or "% no figures found\n"
 
 
@@ -149,10 +164,12 @@ def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir:
                    "builtin and naive PyTorch, the verdict against the builtin), CUDA graph and Python loop (time "
                    f"and speedup over the builtin).}}\n\\label{{tab:{label}}}\n" + kernel_table(big)
                    + "\\end{table}\n")
-        for fig, caption in KERNEL_FIGURE_CAPTIONS.items():
+        captions = KERNEL_FIGURE_CAPTIONS_COMPUTE if compute_bound(ok[ok["pass"] == "fwd"]) else \
+            KERNEL_FIGURE_CAPTIONS
+        for fig, caption in captions.items():
             path = f"{figdir}/{gpu}/{fig}/{kernel}.pdf"
             if Path(path).exists() and has_data(fig, metrics, gpu, None, kernel):
-                out.append(figure(path, f"{tex_escape(kernel)}: {caption}", f"fig:{fig}-{label}", "0.8\\linewidth"))
+                out.append(figure(path, f"{tex_escape(kernel)}: {caption}", f"fig:{fig}-{label}", KERNEL_FIGURE_WIDTH))
         out.append("\\clearpage\n")
     return "\n".join(out)
 
@@ -204,5 +221,6 @@ def cpu_section(m: Macros, metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir
     for fig, caption in CPU_FIGURE_CAPTIONS.items():
         path = f"{figdir}/{CPU_KEY}/{fig}.pdf"
         if Path(path).exists() and has_data(fig, rows, CPU_KEY, launch_counts):
-            out.append(figure(path, f"{caption} ({where})", f"fig:{fig}-{CPU_KEY}"))
+            out.append(figure(path, f"{caption} ({where})", f"fig:{fig}-{CPU_KEY}",
+                              height=TALL_FIGURES.get(fig, FIGURE_HEIGHT)))
     return "\n".join(out) + "\\clearpage\n"

@@ -14,19 +14,35 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
-
-from analysis.claims import CPU_FRAME_LABEL, FRAME_LABEL, over_roof
-from rooflab.gpus import CPU_KEY
-from rooflab.kernel import IMPL_LABEL, IMPLS
+from analysis.claims import CPU_FRAME_LABEL, FRAME_LABEL, over_roof  # noqa: E402
+from analysis.latex import print_box  # noqa: E402
+from figures import SCOPES  # noqa: E402
+from rooflab.gpus import CPU_KEY  # noqa: E402
+from rooflab.kernel import IMPL_LABEL, IMPLS  # noqa: E402
 
 IMPL_ORDER = list(IMPLS)
-PALETTE = dict(zip(IMPL_ORDER, sns.color_palette("colorblind", len(IMPL_ORDER))))
+# One colour per implementation, from the Okabe-Ito palette (distinct under the common colour-vision deficiencies),
+# and a marker each as well, so that a grey print still tells them apart.
+PALETTE = dict(zip(IMPL_ORDER, ["#E69F00", "#0072B2", "#009E73", "#D55E00", "#CC79A7"]))
+MARKER = dict(zip(IMPL_ORDER, ["o", "s", "D", "^", "v"]))
+IMPL_SHORT = {"naive": "naive", "builtin": "builtin", "compile": "compile", "triton": "Triton", "cuda": "CUDA"}
+# Printed sizes: nothing under 7 pt at the width the paper prints a figure (tests/test_figure_print.py).
+MIN_PT = 7.0
+STYLE = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 7.5, "xtick.labelsize": 7, "ytick.labelsize": 7,
+         "legend.fontsize": 7, "legend.title_fontsize": 7, "figure.titlesize": 8.5, "axes.grid": True,
+         "grid.color": "0.88", "grid.linewidth": 0.5, "axes.edgecolor": "0.3", "axes.linewidth": 0.6,
+         "axes.spines.top": False, "axes.spines.right": False, "xtick.major.size": 2.5, "ytick.major.size": 2.5,
+         "xtick.minor.size": 1.5, "ytick.minor.size": 1.5, "legend.frameon": False, "lines.linewidth": 1.2,
+         "lines.markersize": 3.5, "figure.constrained_layout.h_pad": 0.03, "figure.constrained_layout.w_pad": 0.03,
+         "pdf.compression": 6}
+PNG_DPI = 100  # the report's copy: a screen's resolution at the printed size (the paper takes the PDF)
 # A point above its own run's roof: drawn, but never silently (it is listed in the paper's findings table)
 FINDING_LABEL = "above its roof (findings table)"
-FINDING_STYLE = {"marker": "*", "s": 140, "facecolors": "none", "edgecolors": "black", "linewidths": 0.9, "zorder": 5}
+FINDING_STYLE = {"marker": "*", "s": 60, "facecolors": "none", "edgecolors": "black", "linewidths": 0.7, "zorder": 5}
 
 
 def parse_args(scope: str, argv=None, profiles: bool = False) -> argparse.Namespace:
@@ -69,8 +85,8 @@ def legend_outside(ax, title: str | None = None, labels_map: dict | None = None,
     labels_map = IMPL_LABEL if labels_map is None else labels_map
     if not handles:
         return
-    ax.legend(handles, [labels_map.get(lab, lab) for lab in labels], title=title, fontsize=8, title_fontsize=8,
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, **kw)
+    ax.legend(handles, [labels_map.get(lab, lab) for lab in labels], title=title, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), **kw)
 
 
 def claimable(metrics: pd.DataFrame, gpu: str, kernel: str | None = None) -> pd.DataFrame:
@@ -114,16 +130,29 @@ def impls_present(df: pd.DataFrame) -> list[str]:
 
 
 def no_data(ax, message: str) -> None:
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=11, color="0.4",
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4",
             wrap=True)
     ax.set_axis_off()
 
 
-def no_data_figure(args, title: str, message: str) -> None:
+def new_figure(name: str, height: float | None = None, **subplots):
+    """plt.subplots at the size the paper prints figure `name` (analysis/latex.py: print_box): its full width and
+    `height` inches (capped at the paper's height for it), laid out by constrained layout, which keeps every label
+    inside the figure, so that the saved page is the printed one."""
+    width, most = print_size(name)
+    return plt.subplots(figsize=(width, min(height or most, most)), layout="constrained", **subplots)
+
+
+def print_size(name: str) -> tuple[float, float]:
+    """(width, largest height) in inches at which the paper prints figure `name`."""
+    return print_box(name, kernel_scope=SCOPES[name] == "kernel")
+
+
+def no_data_figure(args, title: str, message: str, name: str | None = None) -> None:
     """A whole figure that says, in words, why there is nothing to draw (the DAG still gets its PDF and PNG)."""
-    fig, ax = plt.subplots(figsize=(7, 2.5))
+    fig, ax = plt.subplots(figsize=(print_size(name)[0] if name else 6.0, 1.6), layout="constrained")
     no_data(ax, message)
-    fig.suptitle(title, fontsize=11)
+    fig.suptitle(title)
     save(fig, args)
 
 
@@ -137,27 +166,43 @@ def time_label(ms: float) -> str:
 
 
 def save(fig, args) -> None:
+    """The PDF (the paper's, vector, its page the printed size) and the PNG (the report's, PNG_DPI): the whole
+    figure as laid out, no cropping, so that what the paper scales is the page drawn here."""
     for path in (args.pdf, args.png):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.pdf, bbox_inches="tight")
-    fig.savefig(args.png, bbox_inches="tight", dpi=150)
+    fig.savefig(args.pdf)
+    fig.savefig(args.png, dpi=PNG_DPI)
     plt.close(fig)
 
 
 def setup() -> None:
-    sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+    plt.rcParams.update(STYLE)
 
 
-def size_axis(ax, sizes) -> None:
-    """Log2 x axis labelled with the measured power-of-two sizes as plain numbers (others, like 1793, unlabelled)."""
+def size_axis(ax, sizes, width_in: float | None = None) -> None:
+    """Log2 x axis with a tick at every measured size, labelled as a plain number (1793 and 300 too). A label that
+    would run into its left neighbour's drops to a second line: estimated from the axes' width in inches
+    (width_in, or its share of the figure) and the labels' width at their font size."""
     from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
     ax.set_xscale("log", base=2)
-    ticks = sorted({int(n) for n in sizes if int(n) & (int(n) - 1) == 0}) or sorted({int(n) for n in sizes})
+    ticks = sorted({int(n) for n in sizes})
     ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.set_xticklabels([str(t) for t in ticks], fontsize=8, rotation=0)
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_minor_formatter(NullFormatter())
+    if width_in is None:
+        width_in = ax.get_position().width * ax.figure.get_size_inches()[0] * 0.85
+    span = np.log2(ticks[-1] / ticks[0]) if len(ticks) > 1 else 1.0
+    per_octave = width_in / (span * 1.1)  # inches per octave (margins: ~5 % each side)
+    char_in = 0.62 * plt.rcParams["xtick.labelsize"] / 72  # a digit's width
+    labels, last_end = [], {}  # per line: where its last label ends (log2 x, inches from the first tick)
+    for t in ticks:
+        x = np.log2(t / ticks[0]) * per_octave
+        half = len(str(t)) * char_in / 2 + 0.02
+        line = next(i for i in range(len(ticks)) if last_end.get(i, -np.inf) <= x - half)
+        last_end[line] = x + half
+        labels.append("\n" * line + str(t))
+    ax.set_xticklabels(labels)
 
 
 def plain_log_ticks(axis, values) -> None:
@@ -170,3 +215,39 @@ def plain_log_ticks(axis, values) -> None:
     axis.set_major_locator(LogLocator(subs=(1.0,) if decades > 2.5 else (1.0, 2.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     axis.set_minor_formatter(NullFormatter())
+
+
+def annotated_grid(ax, values: pd.DataFrame, labels: pd.DataFrame, cmap, norm, fontsize: float = MIN_PT):
+    """A heatmap of `values` (rows top to bottom, columns left to right; NaN blank) with each cell's label written
+    in it, black or white by the cell's lightness; tick labels from the index and columns. Returns the mesh (for a
+    colour bar)."""
+    data = values.to_numpy(dtype=float)
+    mesh = ax.pcolormesh(np.ma.masked_invalid(data), cmap=cmap, norm=norm, edgecolors="white", linewidth=0.6)
+    rgba = mesh.cmap(mesh.norm(np.nan_to_num(data)))
+    light = rgba[..., :3] @ np.array([0.299, 0.587, 0.114])
+    for (i, j), text in np.ndenumerate(labels.to_numpy(dtype=object)):
+        if isinstance(text, str) and text:
+            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=fontsize, in_layout=False,
+                    color="white" if light[i, j] < 0.5 else "black")  # inside its cell: no need to lay it out
+    ax.set_xlim(0, data.shape[1])
+    ax.set_ylim(data.shape[0], 0)
+    ax.set_xticks(np.arange(data.shape[1]) + 0.5, [str(c) for c in values.columns])
+    ax.set_yticks(np.arange(data.shape[0]) + 0.5, [str(r) for r in values.index])
+    ax.tick_params(length=0)
+    ax.grid(False)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    return mesh
+
+
+def printed_text(fig, name: str) -> tuple[float, list[tuple[float, str]], float]:
+    """How figure `name` prints in the paper: (scale, [(printed pt, text)] smallest first, inches of text outside the
+    page). save() writes the whole figure, so the paper scales its page, fig's size, into print_size(name)."""
+    fig.canvas.draw()
+    width, height = print_size(name)
+    w, h = fig.get_size_inches()
+    scale = min(width / w, height / h)
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    drawn = fig.get_tightbbox(fig.canvas.get_renderer())  # inches: everything drawn, text included
+    out = max(0.0, -drawn.x0, -drawn.y0, drawn.x1 - w, drawn.y1 - h)
+    return scale, sorted((t.get_fontsize() * scale, t.get_text()) for t in texts), out

@@ -1,6 +1,7 @@
-"""Kernels launched per call, per implementation, on one GPU: bars per kernel, one panel per dtype. Message: the
-naive expression launches one kernel per line, the builtin a few, a fused Triton kernel exactly one, so fusion
-saves launches and (for memory-bound kernels) passes over memory.
+"""Kernels launched per call, per implementation, on one GPU: a table of counts, kernels down, implementations
+across, one panel per dtype (two a row), each count written in its cell and shaded by it. Message: the naive
+expression launches one kernel per line, the builtin a few, a fused Triton kernel exactly one, so fusion saves
+launches and (for memory-bound kernels) passes over memory.
 
 Input: results/raw/<gpu>/profiles.parquet (torch.profiler, one call at config['profile']['size']), columns gpu,
 kernel, impl, dtype, size, n_kernels, kernel_names; passed as --profiles. Without it, a no-data figure says so.
@@ -9,12 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
-import seaborn as sns
+from matplotlib.colors import LogNorm
 
 from figures import SCOPES
-from figures._common import (IMPL_LABEL, PALETTE, gpu_name, impls_present, legend_outside, no_data_figure,
+from figures._common import (IMPL_SHORT, annotated_grid, gpu_name, impls_present, new_figure, no_data_figure,
                              parse_args, save, setup)
 from rooflab.kernel import DTYPES
 
@@ -63,32 +64,33 @@ def main(argv=None):
     title = f"Kernels launched per call on {gpu_name(args.gpu)}"
     df, why = read_profiles(args.profiles, args.gpu)
     if df.empty:
-        no_data_figure(args, title, f"no data: {why}")
+        no_data_figure(args, title, f"no data: {why}", "fusion")
         return
     dtypes = [d for d in DTYPES if d in set(df["dtype"])] or sorted(set(df["dtype"]))
     kernels = sorted(set(df["kernel"]))
     impls = impls_present(df)
-    # one panel a row: the kernels side by side, readable at the width of a page
-    fig, axes = plt.subplots(len(dtypes), 1, figsize=(max(6.0, 0.22 * len(kernels) * len(impls) + 2.5),
-                                                      2.6 * len(dtypes) + 0.8), squeeze=False, sharey=True)
-    for ax, dtype in zip(axes[:, 0], dtypes):
+    ncols = min(2, len(dtypes))
+    nrows = -(-len(dtypes) // ncols)
+    fig, axes = new_figure("fusion", nrows * (0.17 * len(kernels) + 0.55) + 0.45, nrows=nrows, ncols=ncols,
+                           squeeze=False, sharey=True)
+    norm = LogNorm(1, max(2.0, float(df["n_kernels"].max())))
+    for ax in axes.flat[len(dtypes):]:
+        ax.set_axis_off()
+    for ax, dtype in zip(axes.flat, dtypes):
         d = df[df["dtype"] == dtype]
-        sns.barplot(data=d, x="kernel", y="n_kernels", hue="impl", order=kernels, hue_order=impls, palette=PALETTE,
-                    ax=ax, errorbar=None)
-        for container in ax.containers:
-            ax.bar_label(container, fmt="%.0f", fontsize=7, padding=1)
+        counts = d.pivot_table(index="kernel", columns="impl", values="n_kernels", aggfunc="first")
+        counts = counts.reindex(index=kernels, columns=impls)
+        counts.columns = [IMPL_SHORT[i] for i in impls]
+        labels = counts.map(lambda v: f"{v:.0f}" if np.isfinite(v) else "")
+        annotated_grid(ax, counts, labels, "YlOrBr", norm)
+        ax.xaxis.tick_top()
         size = ", ".join(str(int(s)) for s in sorted(set(d["size"])))
-        ax.set_title(f"{dtype} (N = {size})", fontsize=10)
-        ax.set_xlabel("kernel" if ax is axes[-1][0] else "")
-        ax.set_ylabel(what_is_counted(df).replace(" per call", "\nper call"), fontsize=8)
-        ax.tick_params(axis="x", rotation=0, labelsize=8)
-        if ax is not axes[0][0] and ax.get_legend():
-            ax.get_legend().remove()
-    legend_outside(axes[0][0], labels_map=IMPL_LABEL)
-    if "aten" in what_is_counted(df):
+        ax.set_title(f"{dtype} (N = {size})")
+    what = what_is_counted(df)
+    if "aten" in what:
         title = f"Operators per call on {gpu_name(args.gpu)} (aten ops stand in for launches)"
-    fig.suptitle(f"{title}: fused kernels run once, the naive expression once per operation", fontsize=11)
-    fig.tight_layout()
+    fig.suptitle(f"{title}; blank: not profiled")
+    fig.supxlabel(f"{what}: fused kernels run once, the naive expression once per operation", fontsize=7)
     save(fig, args)
 
 

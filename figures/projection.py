@@ -11,21 +11,20 @@ projected at all (its figure says so, and the paper leaves it out). Log time axi
 """
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from analysis import calibration
 from figures import SCOPES
-from figures._common import (IMPL_LABEL, claimable, gpu_name, is_cpu, no_data_figure, parse_args, read_metrics, save,
-                             setup)
+from figures._common import (IMPL_LABEL, IMPL_SHORT, claimable, gpu_name, is_cpu, new_figure, no_data_figure,
+                             parse_args, read_metrics, save, setup)
 from rooflab.gpus import SPECS
 from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["projection"]
-IMPL_SHORT = {"naive": "naive", "builtin": "builtin", "compile": "compile", "triton": "Triton", "cuda": "CUDA"}
 MODEL_COLORS = dict(zip(SPECS, ["#bdd7e7", "#6baed6", "#3182bd", "#08519c"]))
+ROW_IN = 0.3  # one kernel's six bars
 
 
 def projection_table(df: pd.DataFrame, gpu: str) -> tuple[pd.DataFrame, bool]:
@@ -60,29 +59,28 @@ def main(argv=None):
     df = claimable(metrics, args.gpu)
     df = df[df["pass"] == "fwd"]
     here = gpu_name(args.gpu)
-    title = f"Roofline-model time on four datasheet GPUs vs GPU time measured on {here}"
+    title = f"Roofline-model time on four datasheet GPUs vs time measured on {here}"
     if is_cpu(args.gpu):
-        no_data_figure(args, title, "not drawn for the CPU: a CPU's times say nothing of a GPU's")
+        no_data_figure(args, title, "not drawn for the CPU: a CPU's times say nothing of a GPU's", "projection")
         return
     if df.empty:
-        no_data_figure(args, title, f"no correct, timed measurements on {args.gpu}")
+        no_data_figure(args, title, f"no correct, timed measurements on {args.gpu}", "projection")
         return
     table, calibrated = projection_table(df, args.gpu)
     model = f"model, calibrated to {args.gpu}" if calibrated else "model (datasheet, uncalibrated)"
     dtypes = [d for d in DTYPES if d in set(table["dtype"])]
-    kernels = sorted(set(table["kernel"]))
-    ncols = min(2, len(dtypes))  # two panels a row: readable at the width of a page
-    nrows = -(-len(dtypes) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols + 3.2, nrows * (0.55 * len(kernels) + 1.6)),
-                             squeeze=False, sharey=True)
+    kernels_of = {d: sorted(set(table.loc[table["dtype"] == d, "kernel"])) for d in dtypes}
+    # one panel a row, as tall as its kernels: the page's width leaves room for the fastest implementations' names
+    fig, axes = new_figure("projection", sum(ROW_IN * len(k) + 0.55 for k in kernels_of.values()) + 1.0,
+                           nrows=len(dtypes), ncols=1, squeeze=False,
+                           gridspec_kw={"height_ratios": [len(k) + 2 for k in kernels_of.values()]})
     series = [(f"model_{k}_ms", f"{model}: {s.name}", MODEL_COLORS[k]) for k, s in SPECS.items()]
     series += [("measured_builtin_ms", "measured here (GPU time): PyTorch builtin", "#fdae6b"),
                ("measured_best_ms", "measured here (GPU time): fastest impl", "#d94801")]
     height = 0.8 / len(series)
-    y = np.arange(len(kernels))
-    for ax in axes.flat[len(dtypes):]:
-        ax.set_axis_off()
     for ax, dtype in zip(axes.flat, dtypes):
+        kernels = kernels_of[dtype]
+        y = np.arange(len(kernels))
         t = table[table["dtype"] == dtype].set_index("kernel").reindex(kernels)
         for i, (col, label, color) in enumerate(series):
             v = t[col].to_numpy(dtype=float) * 1e3
@@ -96,7 +94,7 @@ def main(argv=None):
         for yi, kernel in zip(y, kernels):
             if isinstance(t.loc[kernel, "best_impl"], str):
                 ax.annotate(t.loc[kernel, "best_impl"], (t.loc[kernel, "measured_best_ms"] * 1e3, yi + offset),
-                            textcoords="offset points", xytext=(3, 0), va="center", fontsize=6.5, color="#d94801")
+                            textcoords="offset points", xytext=(3, 0), va="center", fontsize=7, color="#d94801")
         ax.set_xscale("log")
         values = t[[c for c, _, _ in series]].to_numpy(dtype=float) * 1e3
         if calibrated:
@@ -108,18 +106,16 @@ def main(argv=None):
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0,) if decades > 2 else (1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}" if v < 1e4 else f"{v:,.0f}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_title(dtype, fontsize=10)
+        ax.set_title(dtype)
         ax.set_xlabel("time per call at the largest N [µs], log")
         ax.set_yticks(y)
         ax.set_yticklabels([f"{k} (N={int(t.loc[k, 'size'])})" if np.isfinite(t.loc[k, "size"]) else k
-                            for k in kernels], fontsize=8)
-        ax.tick_params(axis="x", labelsize=8)
-    axes[0][0].invert_yaxis()  # the y axis is shared: invert it once
+                            for k in kernels])
+        ax.invert_yaxis()
     handles, labels = axes[0][0].get_legend_handles_labels()
-    axes[0][-1].legend(handles, labels, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    whisker = "; whiskers: measured / model here, by bound" if calibrated else ""
-    fig.suptitle(f"{title}\nbars right of the models = time the model does not explain{whisker}", fontsize=11)
-    fig.tight_layout()
+    fig.legend(handles, labels, loc="outside lower center", ncols=2)
+    whisker = "; whiskers: measured / model here" if calibrated else ""
+    fig.suptitle(f"{title}\nbars right of the models: time the model does not explain{whisker}")
     save(fig, args)
 
 

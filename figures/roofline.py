@@ -2,30 +2,36 @@
 measured ceilings, ridge points marked. Message: how far each implementation sits from what the hardware allows.
 
 Log-log axes: x = arithmetic intensity (FLOP/byte, from the kernel's own model), y = achieved TFLOP/s in the
-median's frame (GPU time; host time on the CPU, which has measured roofs only). A point above its roof is ringed:
-it is in the paper's findings table.
+median's frame (GPU time; host time on the CPU, which has measured roofs only). Each roof is a line of its own:
+datasheet roofs grey and thin, measured roofs black, and within each the compute unit by its dash (fp32 solid, tf32
+dashed, bf16 dash-dot, fp16 dotted), each named in the legend with its peak and ridge point. A point above its roof
+is ringed: it is in the paper's findings table.
 """
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
-import seaborn as sns
+from matplotlib.lines import Line2D
 
 from figures import SCOPES
-from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, mark_findings, no_data,
-                             parse_args, read_metrics, save, setup, time_frame)
+from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, mark_findings, new_figure,
+                             no_data, parse_args, read_metrics, save, setup, time_frame)
 from rooflab.gpus import spec_for
 
 SCOPE = SCOPES["roofline"]
+UNIT_DASH = {"fp32": "-", "tf32": (0, (5, 2)), "bf16": "-.", "fp16": (0, (1, 1.5))}
+ROOF_KIND = {"datasheet": {"color": "0.6", "lw": 1.0}, "measured": {"color": "black", "lw": 1.2}}
+KERNEL_MARKERS = ["o", "s", "D", "^", "v", "P", "X", "<", ">", "h", "p", "d"]  # "*" rings a finding
 
 
-def roof(ax, ai, peak_flops, peak_bw, unit, kind, style, color):
-    """One roof; its ridge point is marked and its value goes into the legend (labels on the plot overlapped where
-    roofs sit close together, as bf16, fp16 and tf32 do)."""
+def roof(ax, ai, peak_flops, peak_bw, unit, kind):
+    """One roof, its dash the compute unit's and its colour the kind's; its ridge point is marked and its peak and
+    ridge go into the legend (labels on the plot overlapped where roofs sit close together, as bf16 and fp16 do)."""
     ridge = peak_flops / peak_bw
     y = np.minimum(peak_flops, ai * peak_bw) / 1e12
-    ax.plot(ai, y, style, color=color, lw=1.4, label=f"{kind} {unit} (ridge {ridge:.3g} FLOP/B)")
-    ax.plot([ridge], [peak_flops / 1e12], "o", color=color, ms=4)
+    ax.plot(ai, y, ls=UNIT_DASH.get(unit, "-"), **ROOF_KIND[kind],
+            label=f"{kind} {unit}: {peak_flops / 1e12:.3g} TFLOP/s, ridge {ridge:.3g}")
+    ax.plot([ridge], [peak_flops / 1e12], "o", ms=3, color=ROOF_KIND[kind]["color"],
+            mfc="white" if kind == "datasheet" else ROOF_KIND[kind]["color"])
 
 
 def main(argv=None):
@@ -33,7 +39,7 @@ def main(argv=None):
     setup()
     metrics = read_metrics(args.metrics)
     df = claimable(metrics, args.gpu)
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, ax = new_figure("roofline")
     if df.empty:
         no_data(ax, f"no correct, timed measurements on {args.gpu}")
         save(fig, args)
@@ -44,7 +50,7 @@ def main(argv=None):
     units = sorted(set(df["compute_unit"]))
     if spec:
         for unit in sorted(units, key=spec.peak_flops, reverse=True):
-            roof(ax, ai, spec.peak_flops(unit), spec.mem_bandwidth, unit, "datasheet", "-", "0.25")
+            roof(ax, ai, spec.peak_flops(unit), spec.mem_bandwidth, unit, "datasheet")
     measured = []
     for unit in units:
         peak = df.loc[df["compute_unit"] == unit, "peak_tflops_measured"].dropna()
@@ -52,19 +58,25 @@ def main(argv=None):
         if len(peak) and len(bw):
             measured.append((peak.iloc[0] * 1e12, bw.iloc[0] * 1e9, unit))
     for peak, bw, unit in sorted(measured, reverse=True):
-        roof(ax, ai, peak, bw, unit, "measured", "--", "tab:red")
-    sns.scatterplot(data=df, x="arithmetic_intensity", y="achieved_tflops", hue="impl", style="kernel",
-                    hue_order=impls_present(df), palette=PALETTE, ax=ax, s=30, alpha=0.85)
+        roof(ax, ai, peak, bw, unit, "measured")
+    roofs = ax.get_legend_handles_labels()
+    kernels = sorted(set(df["kernel"]))
+    marker = dict(zip(kernels, KERNEL_MARKERS * (len(kernels) // len(KERNEL_MARKERS) + 1)))
+    for (impl, kernel), g in df.groupby(["impl", "kernel"]):
+        ax.scatter(g["arithmetic_intensity"], g["achieved_tflops"], s=14, marker=marker[kernel],
+                   color=PALETTE[impl], alpha=0.85, lw=0.3, edgecolors="white")
     mark_findings(ax, df, "arithmetic_intensity", "achieved_tflops")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity [FLOP/byte]")
     ax.set_ylabel(f"achieved [TFLOP/s], {time_frame(args.gpu)}")
-    ax.set_title(f"Roofline on {gpu_name(args.gpu)} ({time_frame(args.gpu)}): how far each implementation sits "
-                 "below the ceilings", fontsize=11)
-    handles, labels = ax.get_legend_handles_labels()
-    labels = [IMPL_LABEL.get(lab, lab) for lab in labels]
-    ax.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.suptitle(f"Roofline on {gpu_name(args.gpu)} ({time_frame(args.gpu)})")
+    handles = [Line2D([], [], ls="", marker="o", ms=4, color=PALETTE[i], label=IMPL_LABEL[i])
+               for i in impls_present(df)]
+    handles += [Line2D([], [], ls="", marker=marker[k], ms=4, color="0.45", label=k) for k in kernels]
+    handles += roofs[0]
+    handles += [h for h, lab in zip(*ax.get_legend_handles_labels()) if lab.startswith("above")]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), handlelength=2.6)
     save(fig, args)
 
 

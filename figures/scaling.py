@@ -7,21 +7,21 @@ timed), with its p20-p80 band; dashed, graph_median_ms (CUDA graph replay); thin
 loop: back-to-back calls, launch included: the plateau). Grey dotted: a guide with the kernel's own scaling,
 anchored at the fastest time at the largest size; grey dash-dot: the launch floor (fastest loop time at the
 smallest size). On the CPU only what applies is drawn: host time and the Python loop, no CUDA graph, no launch
-floor. One dtype per figure (float32 where measured) so that the panels stay readable.
+floor. One dtype per figure (float32 where measured) so that the panels stay readable: three panels a row at the
+page's width, the legend under them.
 """
 from __future__ import annotations
 
 import math
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
 from figures import SCOPES
-from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, is_cpu, no_data_figure,
-                             parse_args, plain_log_ticks, read_metrics, save, setup, size_axis, spread, time_frame,
-                             time_label)
+from figures._common import (IMPL_LABEL, MARKER, PALETTE, claimable, gpu_name, impls_present, is_cpu, new_figure,
+                             no_data_figure, parse_args, plain_log_ticks, print_size, read_metrics, save, setup,
+                             size_axis, spread, time_frame, time_label)
 from rooflab.kernel import DTYPES
 
 
@@ -36,42 +36,41 @@ def pick_dtype(df: pd.DataFrame) -> str:
     return df["dtype"].iloc[0]
 
 
-def draw(ax, k: pd.DataFrame, kernel: str, floor_line: bool = True) -> None:
+def draw(ax, k: pd.DataFrame, kernel: str, floor_line: bool = True, width_in: float | None = None) -> None:
     """One kernel's panel: every implementation in the three frames, the median with its p20-p80 band; the launch
     floor only where launches exist (floor_line)."""
     for impl in impls_present(k):
         g = k[k["impl"] == impl].sort_values("size")
-        ax.plot(g["size"], g["median_ms"], "-o", color=PALETTE[impl], ms=3.5, lw=1.4)
+        ax.plot(g["size"], g["median_ms"], "-", marker=MARKER[impl], color=PALETTE[impl], ms=2.5, lw=1.1)
         band = spread(g)
         if band is not None:
             ax.fill_between(g["size"], band[0], band[1], color=PALETTE[impl], alpha=0.2, lw=0)
         graph = g.dropna(subset=["graph_median_ms"])
         if len(graph):
-            ax.plot(graph["size"], graph["graph_median_ms"], "--", color=PALETTE[impl], lw=1.0, alpha=0.8)
+            ax.plot(graph["size"], graph["graph_median_ms"], "--", color=PALETTE[impl], lw=0.8, alpha=0.8)
         loop = g.dropna(subset=["loop_ms"])
         if len(loop):
-            ax.plot(loop["size"], loop["loop_ms"], "-x", color=PALETTE[impl], lw=0.7, ms=3, alpha=0.55)
+            ax.plot(loop["size"], loop["loop_ms"], "-x", color=PALETTE[impl], lw=0.6, ms=2.5, alpha=0.55)
     sizes = np.array(sorted(set(k["size"])), dtype=float)
     power = 3 if kernel in CUBIC else 2
     n_max = sizes.max()
     anchor = k.loc[k["size"] == n_max, "median_ms"].min()
     guide = anchor * (sizes / n_max) ** power
-    ax.plot(sizes, guide, ":", color="0.35", lw=1.2)
+    ax.plot(sizes, guide, ":", color="0.35", lw=1.0)
     mid = len(sizes) // 2
     ax.annotate(f"∝ N$^{power}$", (sizes[mid], guide[mid]), textcoords="offset points", xytext=(6, -8),
-                fontsize=8, color="0.35")
+                fontsize=7, color="0.35")
     if floor_line:
         smallest = k[k["size"] == sizes.min()]
         floor = smallest["loop_ms"].min() if smallest["loop_ms"].notna().any() else smallest["median_ms"].min()
         ax.axhline(floor, color="0.5", ls="-.", lw=0.8)
-        ax.annotate(f"floor {time_label(floor)}", (n_max, floor), textcoords="offset points", xytext=(-2, 3),
-                    ha="right", fontsize=7, color="0.4")
-    size_axis(ax, sizes)
+        ax.annotate(f"floor {time_label(floor)}", (sizes.min(), floor), textcoords="offset points", xytext=(1, -2),
+                    ha="left", va="top", fontsize=7, color="0.4")
+    size_axis(ax, sizes, width_in)
     ax.set_yscale("log")
     plain_log_ticks(ax.yaxis, np.concatenate([k["median_ms"], k["graph_median_ms"].dropna(), k["loop_ms"].dropna(),
                                               guide]))
-    ax.tick_params(axis="y", labelsize=8)
-    ax.set_title(kernel, fontsize=10)
+    ax.set_title(kernel)
 
 
 def main(argv=None):
@@ -83,27 +82,28 @@ def main(argv=None):
     for col in ("graph_median_ms", "loop_ms"):  # results from before a column existed still draw
         if col not in df:
             df = df.assign(**{col: np.nan})
-    title = f"Time vs size on {gpu_name(args.gpu)}"
+    title = f"Time vs size, {gpu_name(args.gpu)}"
     if df.empty:
         no_data_figure(args, title, f"no correct, timed measurements on {args.gpu}")
         return
     dtype = pick_dtype(df)
     df = df[df["dtype"] == dtype]
     kernels = sorted(set(df["kernel"]))
-    ncols = min(4, len(kernels))
+    ncols = min(3, len(kernels))
     nrows = math.ceil(len(kernels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols + 2.2, 2.8 * nrows + 0.8), squeeze=False)
+    fig, axes = new_figure("scaling", 1.75 * nrows + 0.9, nrows=nrows, ncols=ncols, squeeze=False)
     cpu = is_cpu(args.gpu)
+    panel_in = print_size("scaling")[0] / ncols - 0.55  # a panel's axes: its share of the width, less its labels
     for ax, kernel in zip(axes.flat, kernels):
-        draw(ax, df[df["kernel"] == kernel], kernel, floor_line=not cpu)
+        draw(ax, df[df["kernel"] == kernel], kernel, floor_line=not cpu, width_in=panel_in)
     for ax in axes.flat[len(kernels):]:
         ax.set_axis_off()
     for ax in axes[:, 0]:
-        ax.set_ylabel(f"time [ms], {time_frame(args.gpu)} median")
+        ax.set_ylabel(f"time [ms], {time_frame(args.gpu)}")
     for ax in axes[-1, :]:
         ax.set_xlabel("N (N x N; matmul N x N x N)")
     impls = impls_present(df)
-    handles = [Line2D([], [], color=PALETTE[i], marker="o", ms=3.5, label=IMPL_LABEL[i]) for i in impls]
+    handles = [Line2D([], [], color=PALETTE[i], marker=MARKER[i], ms=3, label=IMPL_LABEL[i]) for i in impls]
     if cpu:
         handles += [Line2D([], [], color="0.3", ls="-", label="host time, one call (p20-p80 band)"),
                     Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop"),
@@ -114,11 +114,9 @@ def main(argv=None):
                     Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop (launch incl.)"),
                     Line2D([], [], color="0.35", ls=":", label="work scaling guide"),
                     Line2D([], [], color="0.5", ls="-.", label="launch floor")]
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=8, frameon=False)
-    message = "flat = per-call overhead, then time follows the work" if cpu else \
-        "flat = launch-bound, then time follows the work"
-    fig.suptitle(f"{title} ({dtype}): {message}", fontsize=11)
-    fig.tight_layout()
+    fig.legend(handles=handles, loc="outside lower center", ncols=3)
+    message = "flat: per-call overhead, then the work" if cpu else "flat: launch-bound, then the work"
+    fig.suptitle(f"{title} ({dtype}): {message}")
     save(fig, args)
 
 

@@ -1,26 +1,27 @@
-"""Speedup over the PyTorch builtin on one GPU, in GPU time (host time on the CPU): a heatmap of kernel x
-implementation (rows) against size (columns), one panel per dtype, every cell annotated. Message: where each
-implementation beats the builtin (blue) and where it loses (red), beyond noise.
+"""Speedup over the PyTorch builtin on one GPU, in GPU time (host time on the CPU): one heatmap panel per dtype,
+rows kernel | implementation, columns size, every cell annotated. Message: where each implementation beats the
+builtin (blue) and where it loses (red), beyond noise.
 
 speedup = builtin median time / this median time, within the same (kernel, dtype, size, pass), correct cells only
 (analysis/metrics.py: speedup_vs_builtin). Colour is log2(speedup), so 2x and 0.5x are equally far from white; a
 cell whose verdict (verdict_vs_builtin) is a tie is white and reads "tie", whatever its ratio: within noise it is
-neither faster nor slower.
+neither faster nor slower. The panels sit two a row at the page's width, each row of cells one line of 7 pt text
+high, so the figure takes a float page of its own (analysis/latex.py: TALL_FIGURES).
 """
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import seaborn as sns
+from matplotlib.colors import Normalize
 
 from figures import SCOPES
-from figures._common import (IMPL_LABEL, IMPL_ORDER, claimable, gpu_name, no_data_figure, parse_args, read_metrics,
-                             save, setup, time_frame)
+from figures._common import (IMPL_ORDER, IMPL_SHORT, annotated_grid, claimable, gpu_name, new_figure,
+                             no_data_figure, parse_args, print_size, read_metrics, save, setup, time_frame)
 from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["speedup"]
 LIMIT = 3.0  # colour saturates at 2^-3 = 0.125x and 2^3 = 8x
+ROW_IN = 0.135  # one row of cells: a line of 7 pt text and its padding
 
 
 def heat_table(df: pd.DataFrame, values: str = "speedup_vs_builtin") -> pd.DataFrame:
@@ -28,7 +29,7 @@ def heat_table(df: pd.DataFrame, values: str = "speedup_vs_builtin") -> pd.DataF
     another column, e.g. verdict_vs_builtin)."""
     df = df[df["impl"] != "builtin"].copy()
     multi_pass = df.groupby("kernel")["pass"].transform("nunique") > 1
-    df["row"] = df["kernel"] + np.where(multi_pass, " " + df["pass"], "") + " | " + df["impl"].map(IMPL_LABEL)
+    df["row"] = df["kernel"] + np.where(multi_pass, " " + df["pass"], "") + " | " + df["impl"].map(IMPL_SHORT)
     df["impl_rank"] = df["impl"].map({k: i for i, k in enumerate(IMPL_ORDER)})
     order = df.sort_values(["kernel", "pass", "impl_rank"])["row"].drop_duplicates()
     table = df.pivot_table(index="row", columns="size", values=values, aggfunc="first")
@@ -43,8 +44,15 @@ def colours_and_labels(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         if "verdict_vs_builtin" in df else pd.DataFrame("", index=speed.index, columns=speed.columns)
     tie = verdicts == "tie"
     colour = np.log2(speed).mask(tie, 0.0)
-    labels = speed.map(lambda v: f"{v:.2g}" if np.isfinite(v) else "").mask(tie, "tie")
+    labels = speed.map(cell_label).mask(tie, "tie")
     return colour, labels
+
+
+def cell_label(v: float) -> str:
+    """A speedup in at most four characters, so that it fits its cell at 7 pt: 0.09, 0.85, 1.2, 12."""
+    if not np.isfinite(v):
+        return ""
+    return f"{v:.2f}" if v < 1 else f"{v:.2g}" if v < 10 else f"{v:.0f}"
 
 
 def main(argv=None):
@@ -54,35 +62,42 @@ def main(argv=None):
     df = claimable(metrics, args.gpu).dropna(subset=["speedup_vs_builtin"])
     title = f"Speedup over the PyTorch builtin on {gpu_name(args.gpu)} ({time_frame(args.gpu)})"
     if df[df["impl"] != "builtin"].empty:
-        no_data_figure(args, title, f"no correct, timed cell with a builtin baseline on {args.gpu}")
+        no_data_figure(args, title, f"no correct, timed cell with a builtin baseline on {args.gpu}", "speedup")
         return
     dtypes = [d for d in DTYPES if d in set(df["dtype"])]
     tables = {d: colours_and_labels(df[df["dtype"] == d]) for d in dtypes}
-    rows = max(len(t) for t, _ in tables.values())
-    width = sum(1.2 + 0.62 * t.shape[1] for t, _ in tables.values()) + 3.5
-    fig, axes = plt.subplots(1, len(dtypes), figsize=(width, max(3.2, 1.4 + 0.3 * rows)), squeeze=False,
-                             gridspec_kw={"width_ratios": [t.shape[1] for t, _ in tables.values()]})
-    for i, (ax, dtype) in enumerate(zip(axes[0], dtypes)):
-        t, labels = tables[dtype]
-        sns.heatmap(t, annot=labels, fmt="", cmap="RdBu", center=0, vmin=-LIMIT, vmax=LIMIT,
-                    annot_kws={"fontsize": 7}, linewidths=0.5, linecolor="white", ax=ax,
-                    cbar=i == len(dtypes) - 1, cbar_kws={"label": "speedup over builtin [x]", "shrink": 0.8},
-                    yticklabels=True)
-        ax.set_title(dtype, fontsize=10)
-        ax.set_xlabel("N (problem N x N; matmul N x N x N)")
-        ax.set_ylabel("kernel | implementation" if i == 0 else "")
-        ax.tick_params(axis="y", labelsize=8)
-        ax.tick_params(axis="x", labelsize=8, rotation=0)
-        if i > 0:
-            ax.set_yticks(ax.get_yticks())
-            ax.set_yticklabels([] if list(t.index) == list(tables[dtypes[0]][0].index) else t.index, fontsize=8)
-    cbar = axes[0][-1].collections[0].colorbar
+    dtypes = sorted((d for d in dtypes if len(tables[d][0])), key=lambda d: -len(tables[d][0]))  # long ones first
+    ncols = min(2, len(dtypes))
+    grid = [dtypes[i:i + ncols] for i in range(0, len(dtypes), ncols)]
+    order = list(heat_table(df).index)  # every row of every dtype, in order: panels side by side share their rows
+    rows = [[r for r in order if any(r in tables[d][0].index for d in row)] for row in grid]
+    sizes = sorted(set(df.loc[df["impl"] != "builtin", "size"]))
+    fig, axes = new_figure("speedup", sum(len(r) * ROW_IN + 0.5 for r in rows) + 0.85, nrows=len(grid),
+                           ncols=ncols, squeeze=False, gridspec_kw={"height_ratios": [len(r) + 3.5 for r in rows]})
+    norm = Normalize(-LIMIT, LIMIT)
+    mesh = None
+    for r, row in enumerate(grid):
+        for c in range(ncols):
+            ax = axes[r][c]
+            if c >= len(row):
+                ax.set_axis_off()
+                continue
+            colour, labels = (t.reindex(index=rows[r], columns=sizes) for t in tables[row[c]])
+            mesh = annotated_grid(ax, colour, labels, "RdBu", norm)
+            groups = [name.split(" | ")[0] for name in rows[r]]
+            for i in range(1, len(groups)):  # a gap between kernels
+                if groups[i] != groups[i - 1]:
+                    ax.axhline(i, color="white", lw=2.5)
+            ax.set_title(row[c])
+            ax.set_xlabel("N (N x N; matmul N x N x N)")
+            if c:
+                ax.tick_params(labelleft=False)
+    cbar = fig.colorbar(mesh, ax=axes, location="bottom", shrink=0.5, aspect=35, pad=0.01)
     ticks = np.arange(-LIMIT, LIMIT + 1)
-    cbar.set_ticks(ticks)
-    cbar.set_ticklabels([f"{2.0 ** k:g}x" for k in ticks])
-    fig.suptitle(f"{title}: blue cells beat it, red cells lose, beyond noise; white 'tie' = within noise; "
-                 "blank = no correct timed pair", fontsize=11)
-    fig.tight_layout()
+    cbar.set_ticks(ticks, labels=[f"{2.0 ** k:g}x" for k in ticks])
+    cbar.set_label("speedup over the builtin: blue faster, red slower, beyond noise;\n"
+                   "white 'tie': within noise; blank: no correct, timed pair")
+    fig.suptitle(title)
     save(fig, args)
 
 

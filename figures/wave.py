@@ -10,12 +10,11 @@ leaves it out. Rates are in GPU time; a point above its roof is ringed (the pape
 """
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import pandas as pd
 
 from figures import SCOPES
-from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, is_cpu, mark_findings, no_data_figure,
-                             parse_args, read_metrics, save, setup, size_axis)
+from figures._common import (IMPL_LABEL, MARKER, PALETTE, claimable, gpu_name, is_cpu, mark_findings, new_figure,
+                             no_data_figure, parse_args, print_size, read_metrics, save, setup, size_axis)
 from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["wave"]
@@ -24,31 +23,32 @@ IMPLS = ["builtin", "triton"]
 TILE = 128
 
 
-def draw(ax, d: pd.DataFrame, dtype: str) -> None:
+def draw(ax, d: pd.DataFrame, dtype: str, width_in: float | None = None) -> None:
     for impl in IMPLS:
         g = d[d["impl"] == impl].sort_values("size")
         if len(g):
-            ax.plot(g["size"], g["achieved_tflops"], "-o", ms=4, lw=1.5, color=PALETTE[impl], label=IMPL_LABEL[impl])
+            ax.plot(g["size"], g["achieved_tflops"], "-", marker=MARKER[impl], ms=3, lw=1.2, color=PALETTE[impl],
+                    label=IMPL_LABEL[impl])
     mark_findings(ax, d, "size", "achieved_tflops")
     model = d.dropna(subset=["wave_model_tflops"]).drop_duplicates("size").sort_values("size")
     if len(model):
-        ax.plot(model["size"], model["wave_model_tflops"], "--x", color="0.3", lw=1.1, ms=5,
+        ax.plot(model["size"], model["wave_model_tflops"], "--x", color="0.3", lw=1.0, ms=4,
                 label="wave model x measured peak")
     peak = d["peak_tflops_measured"].dropna()
     if len(peak):
-        ax.axhline(peak.iloc[0], color="tab:red", ls=":", lw=1)
+        ax.axhline(peak.iloc[0], color="black", ls=":", lw=1)
         ax.annotate(f"measured peak {peak.iloc[0]:.3g} TFLOP/s", (d["size"].min(), peak.iloc[0]),
-                    textcoords="offset points", xytext=(2, -10), fontsize=7, color="tab:red")
+                    textcoords="offset points", xytext=(2, -2), va="top", fontsize=7, color="black")
     for n in sorted({int(s) for s in d["size"] if int(s) % TILE}):
         ax.axvline(n, color="tab:purple", ls="-.", lw=0.9, alpha=0.7)
         eff = d.loc[d["size"] == n, "wave_efficiency"].dropna()
-        note = f"N={n}\n(not a multiple\nof {TILE})" + (f"\nwave eff. {eff.iloc[0]:.2f}" if len(eff) else "")
+        note = f"N={n}\nnot x{TILE}" + (f"\nwave eff.\n{eff.iloc[0]:.2f}" if len(eff) else "")
         ax.annotate(note, (n, 0.5), xycoords=("data", "axes fraction"), textcoords="offset points",
                     xytext=(-4, 0), ha="right", va="center", fontsize=7, color="tab:purple",
                     bbox={"fc": "white", "ec": "none", "alpha": 0.85, "pad": 1})
-    size_axis(ax, d["size"])
+    size_axis(ax, d["size"], width_in)
     unit = d["compute_unit"].iloc[0]
-    ax.set_title(f"{dtype} ({unit} peak)", fontsize=10)
+    ax.set_title(f"{dtype} ({unit} peak)")
     ax.set_xlabel("N (M = N = K)")
     ax.set_ylim(bottom=0)
 
@@ -63,27 +63,30 @@ def main(argv=None):
         if col not in df:
             df[col] = float("nan")
     name = gpu_name(args.gpu)
-    title = f"Matmul wave quantisation on {name}"
+    title = f"Matmul waves on {name}"
     if is_cpu(args.gpu):
-        no_data_figure(args, title, "not drawn for the CPU: it has no waves of SMs to quantise")
+        no_data_figure(args, title, "not drawn for the CPU: it has no waves of SMs to quantise", "wave")
         return
     dtypes = [d for d in DTYPES if d in set(df["dtype"])]
     if not dtypes:
-        no_data_figure(args, title, f"no data: no correct, timed matmul (Triton or builtin) on {args.gpu}")
+        no_data_figure(args, title, f"no data: no correct, timed matmul (Triton or builtin) on {args.gpu}", "wave")
         return
-    fig, axes = plt.subplots(1, len(dtypes), figsize=(4.2 * len(dtypes) + 2.4, 4.2), squeeze=False)
-    for ax, dtype in zip(axes[0], dtypes):
-        draw(ax, df[df["dtype"] == dtype], dtype)
-    axes[0][0].set_ylabel("achieved [TFLOP/s], GPU time")
+    ncols = min(2, len(dtypes))  # two panels a row, the legend under them
+    nrows = -(-len(dtypes) // ncols)
+    fig, axes = new_figure("wave", 1.7 * nrows + 0.8, nrows=nrows, ncols=ncols, squeeze=False)
+    for ax in axes.flat[len(dtypes):]:
+        ax.set_axis_off()
+    for ax, dtype in zip(axes.flat, dtypes):
+        draw(ax, df[df["dtype"] == dtype], dtype, print_size("wave")[0] / ncols - 0.6)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("achieved [TFLOP/s], GPU time")
     seen = {}
-    for ax in axes[0]:  # every panel's entries once (a finding may sit in any panel)
+    for ax in axes.flat:  # every panel's entries once (a finding may sit in any panel)
         for h, lab in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(lab, h)
-    axes[0][-1].legend(list(seen.values()), list(seen), fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0),
-                       frameon=False)
+    fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=3)
     sms = "" if df["wave_efficiency"].notna().any() else " (no SM count for this device: model not drawn)"
-    fig.suptitle(f"{title}: partly filled last waves of 128 x 128 tiles cost throughput{sms}", fontsize=11)
-    fig.tight_layout()
+    fig.suptitle(f"{title}: part-empty last waves of {TILE}-wide tiles cost throughput{sms}")
     save(fig, args)
 
 

@@ -110,8 +110,8 @@ def drawn(monkeypatch, name, inputs, tmp_path, gpu="h200", kernel="gelu"):
     module = importlib.import_module(f"figures.{name}")
     held = {}
     monkeypatch.setattr(module, "save", lambda fig, args: held.setdefault("fig", fig), raising=False)
-    monkeypatch.setattr(module, "no_data_figure", lambda args, title, message: held.setdefault("no_data", message),
-                        raising=False)
+    monkeypatch.setattr(module, "no_data_figure",
+                        lambda args, title, message, *name: held.setdefault("no_data", message), raising=False)
     argv = ["--metrics", str(inputs / "metrics.parquet"), "--gpu", gpu, "--pdf", str(tmp_path / "x.pdf"),
             "--png", str(tmp_path / "x.png")]
     module.main(argv + (["--kernel", kernel] if SCRIPTS[name] == "kernel" else []))
@@ -188,9 +188,9 @@ def test_speedup_heatmap_draws_a_tie_white_and_says_so():
                        "size": [1024] * 3, "speedup_vs_builtin": [1.01, 1.5, 0.5],
                        "verdict_vs_builtin": ["tie", "faster", "slower"]})
     colour, labels = colours_and_labels(df)
-    assert colour.loc["gelu | Triton (ours)", 1024] == 0 and labels.loc["gelu | Triton (ours)", 1024] == "tie"
-    assert colour.loc["gelu | torch.compile", 1024] == pytest.approx(np.log2(1.5))
-    assert labels.loc["gelu | naive PyTorch", 1024] == "0.5"
+    assert colour.loc["gelu | Triton", 1024] == 0 and labels.loc["gelu | Triton", 1024] == "tie"
+    assert colour.loc["gelu | compile", 1024] == pytest.approx(np.log2(1.5))
+    assert labels.loc["gelu | naive", 1024] == "0.50"
 
 
 def test_the_cpu_figures_draw_only_what_applies(monkeypatch, tmp_path, inputs):
@@ -208,7 +208,7 @@ def test_the_cpu_figures_draw_only_what_applies(monkeypatch, tmp_path, inputs):
 
 def test_projection_draws_the_calibrated_model_with_its_error(monkeypatch, tmp_path, inputs):
     fig = drawn(monkeypatch, "projection", inputs, tmp_path)["fig"]
-    labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    labels = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
     assert any(t.startswith("model, calibrated to h200") for t in labels)
     assert any(isinstance(c, ErrorbarContainer) for ax in fig.axes for c in ax.containers)
 
