@@ -99,15 +99,33 @@ def figures_tex(metrics: pd.DataFrame, gpus: list[str], figdir: str, captions: d
     return "\n".join(out) or "% no figures found\n"
 
 
-def kernel_summary(kernel: str) -> str:
+def kernel_summary(kernel: str, kernels_dir: Path | None = None) -> str:
     """What the kernel computes, as its file declares it (``KERNEL.description``), as a sentence; "" for a name no
-    kernel file has (a dataset of a kernel since removed)."""
-    from rooflab.kernel import kernel_names, load_kernel
+    kernel file has (a dataset of a kernel since removed). Read from the declaration's text where it is a string
+    literal, as every kernel's is: importing the kernels would import torch and Triton (2 s of the paper's inputs)."""
+    from rooflab.kernel import KERNELS_DIR, kernel_names, load_kernel
 
-    if kernel not in kernel_names():
+    kernels_dir = kernels_dir or KERNELS_DIR
+    if kernel not in kernel_names(kernels_dir):
         return ""
-    text = load_kernel(kernel).description.strip().rstrip(".")
+    text = declared_description(kernels_dir / f"{kernel}.py")
+    if text is None:  # not a literal: what the module computes
+        text = load_kernel(kernel).description
+    text = text.strip().rstrip(".")
     return text[:1].upper() + text[1:] + "." if text else ""
+
+
+def declared_description(path: Path) -> str | None:
+    """The string literal given as description= to the Kernel(...) assigned to KERNEL in a kernel file, or None."""
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "KERNEL" for t in node.targets) \
+                and isinstance(node.value, ast.Call):
+            for kw in node.value.keywords:
+                if kw.arg == "description" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+                    return kw.value.value
+    return None
 
 
 def best_sentence(k: str, tag: str, what: str, best: pd.DataFrame) -> str:

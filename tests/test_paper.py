@@ -270,14 +270,18 @@ def test_the_matmul_comparison_states_the_clocks_each_side_ran_at():
     assert "\\MatmulBuiltinSmClockMhzBf{}" in tex and "\\MatmulTritonSmClockMhzBf{}" in tex
 
 
-def test_a_kernel_section_opens_with_what_the_kernel_file_declares(monkeypatch):
-    """The summary is KERNEL.description, an explicit declaration, not a parse of the file's docstring."""
+def test_a_kernel_section_opens_with_what_the_kernel_file_declares(tmp_path):
+    """The summary is KERNEL.description, an explicit declaration, not a parse of the file's docstring: read from
+    the declaration's literal (no kernel imported), equal to what the module declares."""
     from analysis.sections import kernel_summary
-    from rooflab.kernel import load_kernel
+    from rooflab.kernel import kernel_names, load_kernel
 
     assert kernel_summary("vecadd") == "Vector add x + y, elementwise over N x N."
-    monkeypatch.setattr(load_kernel("vecadd"), "description", "a sum of two tensors")
-    assert kernel_summary("vecadd") == "A sum of two tensors."
+    for k in kernel_names():
+        assert kernel_summary(k) == load_kernel(k).description.strip().rstrip(".")[:1].upper() + \
+            load_kernel(k).description.strip().rstrip(".")[1:] + "."
+    (tmp_path / "plus.py").write_text('"""A sum."""\nKERNEL = Kernel(name="plus", description="a sum of two tensors")\n')
+    assert kernel_summary("plus", tmp_path) == "A sum of two tensors."
     assert kernel_summary("no_such_kernel") == ""
 
 
