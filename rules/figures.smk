@@ -5,7 +5,8 @@
 # figures of its GPU only. The scripts are inputs, so editing one redraws the jobs that draw it (and rebuilds the
 # paper) only; so are the claim rules the figures share with the paper (analysis/claims.py: ties, findings;
 # analysis/calibration.py).
-# Every PNG enters the report tagged with its figure, GPU and kernel ('all' for a figure of the whole GPU).
+# Every PNG enters the report tagged with its figure, GPU and kernel ('all' for a figure of the whole GPU), with its
+# caption (report/figure.rst, report/kernel_figure.rst: what the figure shows, per figure, no measured number).
 
 FIGURE_CODE = ["figures/__init__.py", "figures/__main__.py", "figures/_common.py", "analysis/claims.py",
                "analysis/calibration.py"]
@@ -20,6 +21,7 @@ rule figure_gpu:
     output:
         pdf=update("results/figures/{gpu}/{fig}.pdf"),
         png=update(report("results/figures/{gpu}/{fig}.png", category="Figures", subcategory="{fig}",
+                          caption="../report/figure.rst",
                           labels={"figure": "{fig}", "gpu": "{gpu}", "kernel": "all"})),
     log:
         "logs/figures/{gpu}/{fig}.log",
@@ -42,6 +44,7 @@ rule figures_kernel:
     output:
         pdf=[update(f"results/figures/{{gpu}}/{fig}/{{kernel}}.pdf") for fig in KERNEL_FIGURES],
         png=[update(report(f"results/figures/{{gpu}}/{fig}/{{kernel}}.png", category="Figures", subcategory=fig,
+                           caption="../report/kernel_figure.rst",
                            labels={"figure": fig, "gpu": "{gpu}", "kernel": "{kernel}"})) for fig in KERNEL_FIGURES],
     log:
         "logs/figures/{gpu}/kernels/{kernel}.log",

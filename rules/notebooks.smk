@@ -13,6 +13,7 @@ rule notebook:
         html=update(report(
             "results/notebooks/{gpu}/{kernel}.html",
             category="Notebooks",
+            caption="../report/notebook.rst",
             labels={"notebook": "kernel", "gpu": "{gpu}", "kernel": "{kernel}"},
         )),
     log:

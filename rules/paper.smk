@@ -51,7 +51,7 @@ rule paper_pdf:
         figures=get_figures,
         shapes=get_shapes_paper,
     output:
-        update(report("results/paper/rooflab.pdf", category="Paper")),
+        update(report("results/paper/rooflab.pdf", category="Paper", caption="../report/paper.rst")),
     log:
         "logs/paper/latexmk.log",
     resources:
