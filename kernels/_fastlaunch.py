@@ -124,6 +124,13 @@ class LaunchCache:
         self._entries.clear()  # the same dict: ``get`` stays bound to it
         self.misses, self.skipped = 0, None
 
+    def keep(self, key, launch) -> None:
+        """Keep a callable under ``key`` that launches as an entry does (``launch(*head)``), e.g. two kept entries
+        run one after the other (kernels/_rows.SplitLaunch: a split row's two phases)."""
+        if len(self._entries) >= MAX_ENTRIES:
+            self._entries.clear()
+        self._entries[key] = launch
+
     def launch(self, key, kernel, grid, args: tuple, kwargs: dict | None = None, n_head: int = 0):
         """Launch ``kernel[grid](*args, **kwargs)``; keep the launch under ``key`` (None: keep nothing) and return
         its entry (None where none was kept). The first ``n_head`` args (tensors, floats, tensor descriptors) are

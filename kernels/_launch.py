@@ -129,6 +129,13 @@ ROWSUM = {
                   T + "tune_v19b_rowsum_confirm.csv"),
         4: Choice((4096, 4096), "faster in the tune call and in the sweep", T + "tune_v19_unmasked.csv"),
     },
+    # (rows a SM, columns): fewer rows than that, of at least that many columns, are split over several programs
+    "SPLIT_BELOW": Choice((2, 32768), "one program a row leaves most SMs idle (bf16 8 x 256000: 14.2 us, torch "
+                                      "10.3); square shapes never qualify", None),
+    # a split row: (programs a SM, fewest, most elements a program): the flat tile one program sums
+    "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
+    "SPLIT_UNALIGNED": Choice(True, "long rows not 16-byte aligned split whatever their number: flat tiles load "
+                                    "vectors (bf16 1024 x 50257: 59 us, torch 32)", None),
 }
 
 MATMUL = {

@@ -2,7 +2,8 @@
 
 The launch heuristic (one program per row; a row that fits in one block stays in registers, a longer one is walked
 in BLOCK_SIZE tiles), the tables' lookups (held_min_warps, names_row, unmasked), the mask that a row a whole number
-of tiles long drops (bound_mask) and an L2 prefetch. The leading underscore keeps it out of the kernel registry.
+of tiles long drops (bound_mask), an L2 prefetch, and the split path for few long rows (split_cols; launch_split:
+two launches through the launch cache). The leading underscore keeps it out of the kernel registry.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import triton
 import triton.language as tl
 
 from kernels._launch import ROWS, values
-from rooflab.triton_utils import interpreting
+from rooflab.triton_utils import interpreting, multiprocessor_count
 
 MAX_BLOCK_SIZE = values(ROWS["MAX_BLOCK_SIZE"])  # longest row one program holds
 BYTES_PER_THREAD = values(ROWS["BYTES_PER_THREAD"])
@@ -103,3 +104,49 @@ def l2_prefetch(ptrs, mask):
 def can_prefetch(*tensors) -> bool:
     """l2_prefetch can run: CUDA tensors, compiled (not the interpreter)."""
     return not interpreting() and all(t.device.type == "cuda" for t in tensors)
+
+
+def split_cols(n_rows: int, n_cols: int, sms: int, below: tuple[int, int], chunk: tuple[int, int, int],
+               unaligned: bool = False) -> int:
+    """Columns (a power of two) each program of a split row takes, or 0: one program a row. Rows are split where
+    they are fewer than below[0] a SM and at least below[1] columns long (with ``unaligned``, that long whatever
+    their number); ``sms`` is the device's SM count (0 where unknown, under the interpreter: never split). The
+    chunk gives about chunk[0] programs a SM, within chunk[1] to chunk[2] columns (kernels/_launch.py's SPLIT_*)."""
+    rows_per_sm, min_cols = below
+    if sms < 1 or n_cols < min_cols or (n_rows >= rows_per_sm * sms and not unaligned):
+        return 0
+    programs_per_sm, fewest, most = chunk
+    return max(fewest, min(most, triton.next_power_of_2(triton.cdiv(n_rows * n_cols, programs_per_sm * sms))))
+
+
+def device_sms(x: torch.Tensor) -> int:
+    """x's device's SM count, cached; 0 off a GPU (the interpreter), where split_cols never splits."""
+    return multiprocessor_count(x.device) if x.is_cuda else 0
+
+
+class SplitLaunch:
+    """A split row's two kept launches as one (kernels/_fastlaunch.py: called with the wrapper's head): phase 1
+    (x, workspace) writes fp32 partials per chunk into a fresh workspace, phase 2 (workspace, *head[skip:]) reads
+    them. Two launches in stream order, no atomics: the result is deterministic."""
+    __slots__ = ("first", "second", "workspace", "skip")
+
+    def __call__(self, *head):
+        ws = torch.empty(self.workspace, dtype=torch.float32, device=head[0].device)
+        self.first(head[0], ws)
+        self.second(ws, *head[self.skip:])
+
+
+def launch_split(cache, key, head: tuple, skip: int, first: tuple, second: tuple, workspace: tuple) -> None:
+    """Launch a split row's phases through ``cache`` (kernels/_fastlaunch.LaunchCache) and keep both under ``key``
+    as one SplitLaunch. ``first`` and ``second``: (kernel, grid, the arguments after the head, kwargs); phase 1's
+    head is (x, workspace), phase 2's (workspace, *head[skip:]); the workspace is fp32 of shape ``workspace``."""
+    ws = torch.empty(workspace, dtype=torch.float32, device=head[0].device)
+    launched = []
+    for phase, phase_head, (kernel, grid, args, kwargs) in ((1, (head[0], ws), first),
+                                                             (2, (ws, *head[skip:]), second)):
+        launched.append(cache.launch(("split", phase, key), kernel, grid, (*phase_head, *args), kwargs,
+                                     n_head=len(phase_head)))
+    if None not in launched:
+        split = SplitLaunch()
+        (split.first, split.second), split.workspace, split.skip = launched, workspace, skip
+        cache.keep(key, split)

@@ -4,8 +4,9 @@ A reduction reads N^2 elements and writes only N, so it is memory-bound: the que
 bandwidth. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is loaded whole, in one go, and
 reduced in-block (tl.sum); short rows are packed several to a program. Longer rows are walked in BLOCK_N columns into
 an fp32 register tile reduced once at the end. The output has the input's dtype. On the H200 the one-row-per-program
-form reads its bytes as fast as anything there reads them (docs/archive/performance-rounds.md round 35). Launch tables:
-kernels/_launch.py.
+form reads its bytes as fast as anything there reads them (docs/archive/performance-rounds.md round 35), but for few
+long rows (SMs idle) or long rows not 16-byte aligned (no vector loads): there a contiguous x is split into aligned
+flat tiles, partial sums in fp32, then summed per row (_split_sum). Launch tables: kernels/_launch.py.
 
 References: Triton tutorial 02-fused-softmax (row reductions) and 05-layer-norm (the tiled loop over a long row).
 """
@@ -17,7 +18,8 @@ import triton.language as tl
 
 from kernels._launch import ROWSUM, values
 from kernels._fastlaunch import LaunchCache, spec
-from kernels._rows import leading_rows, MAX_BLOCK_SIZE, bound_mask, row_launch_params, unmasked
+from kernels._rows import (leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, launch_split, row_launch_params,
+                           split_cols, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
@@ -27,6 +29,9 @@ MAX_BLOCK_N = MAX_BLOCK_SIZE  # longest row one program holds whole; longer rows
 # The launch tables, read at each call (tests and the lab swap them): see kernels/_launch.py.
 MIN_TILE_ELEMENTS = values(ROWSUM["MIN_TILE_ELEMENTS"])  # short rows are packed to this many elements a program
 UNMASKED_COLS = values(ROWSUM["UNMASKED_COLS"])  # element size -> (fewest, most) columns without masks
+SPLIT_BELOW = values(ROWSUM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_split_sum)
+SPLIT_CHUNK = values(ROWSUM["SPLIT_CHUNK"])  # (programs a SM, fewest, most elements a program) of a split
+SPLIT_UNALIGNED = values(ROWSUM["SPLIT_UNALIGNED"])  # long rows not 16-byte aligned split whatever their number
 
 
 @triton.jit
@@ -53,6 +58,38 @@ def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
     tl.store(s_ptr + rows * stride_s, s.to(s_ptr.dtype.element_ty), mask=row_mask)
 
 
+@triton.jit
+def _rowsum_split_kernel(x_ptr, part_ptr, n_elements, n_cols, CHUNK: tl.constexpr):
+    # Split rows, phase 1: a contiguous x as one flat buffer, CHUNK elements a program, so every tile starts
+    # 16-byte aligned whatever the row length; a tile spans at most two rows (CHUNK <= n_cols): the sums of its
+    # head (the row it starts in) and of its tail (the next row) go to part[pid, 0] and part[pid, 1].
+    pid = tl.program_id(axis=0).to(tl.int64)
+    start = pid * CHUNK  # int64: the flat offset passes 2^31
+    offs = tl.arange(0, CHUNK)
+    if start + CHUNK <= n_elements:  # every tile but the last: no mask, so nothing stops 16-byte vectors
+        x = tl.load(x_ptr + start + offs).to(tl.float32)
+    else:
+        x = tl.load(x_ptr + start + offs, mask=start + offs < n_elements, other=0.0).to(tl.float32)
+    head = (start // n_cols + 1) * n_cols - start  # elements of the first row in this tile
+    tl.store(part_ptr + 2 * pid, tl.sum(tl.where(offs < head, x, 0.0), axis=0))
+    tl.store(part_ptr + 2 * pid + 1, tl.sum(tl.where(offs < head, 0.0, x), axis=0))
+
+
+@triton.jit
+def _rowsum_combine_kernel(part_ptr, s_ptr, n_rows, n_cols, stride_s, CHUNK: tl.constexpr,
+                           BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    # Split rows, phase 2: each row adds the partials of the tiles it touches, in a fixed order (no atomics); a
+    # tile that starts in the row before holds this row's part as its tail.
+    rows = tl.program_id(axis=0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    first = rows * n_cols // CHUNK  # the tile of the row's first element
+    last = ((rows + 1) * n_cols - 1) // CHUNK
+    tiles = first[:, None] + tl.arange(0, BLOCK_K)[None, :]  # (BLOCK_M, BLOCK_K)
+    mask = (rows < n_rows)[:, None] & (tiles <= last[:, None])
+    tail = (tiles * CHUNK // n_cols != rows[:, None]).to(tl.int64)
+    s = tl.sum(tl.load(part_ptr + 2 * tiles + tail, mask=mask, other=0.0), axis=1)
+    tl.store(s_ptr + rows * stride_s, s.to(s_ptr.dtype.element_ty), mask=rows < n_rows)
+
+
 def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps) for rows of n_cols elements.
 
@@ -66,21 +103,38 @@ def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
     return block_m, block_n, num_warps
 
 
+def _split_sum(key, x: torch.Tensor, s: torch.Tensor, chunk: int) -> None:
+    """The split path: flat tiles of ``chunk`` elements of a contiguous x, a program each, into fp32 partials
+    (programs, 2); then each row adds its tiles' partials (two launches, kept as one under ``key``)."""
+    n_rows, n_cols = x.shape
+    programs = triton.cdiv(x.numel(), chunk)
+    block_k = triton.next_power_of_2(triton.cdiv(n_cols, chunk) + 1)  # the most tiles a row touches
+    block_m = max(1, MIN_TILE_ELEMENTS // block_k)
+    launch_split(_LAUNCHES, key, (x, s), 1,
+                 (_rowsum_split_kernel, (programs,), (x.numel(), n_cols),
+                  dict(CHUNK=chunk, num_warps=row_launch_params(chunk, x.element_size())[1])),
+                 (_rowsum_combine_kernel, (triton.cdiv(n_rows, block_m),), (n_rows, n_cols, s.stride(0)),
+                  dict(CHUNK=chunk, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=4)),
+                 (programs, 2))
+
+
 _LAUNCHES = LaunchCache("rowsum")
 
 
 @leading_rows
 def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | None = None,
-                  num_warps: int | None = None, full: bool | None = None) -> torch.Tensor:
+                  num_warps: int | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
     """Check the input; allocate the output (N values, x's dtype); launch one program per BLOCK_M rows.
 
     ``block_m``, ``block_n`` and ``num_warps`` override the heuristic (launch_params), e.g. to test the tiled loop
     on short rows or to tune. ``full`` drops the masks where the rows are exactly one tile long and fill whole
-    programs (by default for the rows UNMASKED_COLS names); asked for anywhere else, it is ignored.
-    A key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py).
+    programs (by default for the rows UNMASKED_COLS names); asked for anywhere else, it is ignored. ``split``: the
+    elements a program of the split path sums (_split_sum; a power of two, at most a row), 0 for one program a row,
+    None for kernels/_rows.split_cols's choice on the SPLIT_* tables (a contiguous x on a GPU only).
     """
     # the tables by id: tests and the lab swap them
-    key = (spec(x), block_m, block_n, num_warps, full, MIN_TILE_ELEMENTS, id(UNMASKED_COLS))
+    key = (spec(x), block_m, block_n, num_warps, full, split, MIN_TILE_ELEMENTS, id(UNMASKED_COLS), SPLIT_BELOW,
+           SPLIT_CHUNK, SPLIT_UNALIGNED)
     launch = _LAUNCHES.get(key)
     if launch is not None:
         s = torch.empty(x.shape[:1], dtype=x.dtype, device=x.device)
@@ -97,6 +151,15 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
         return s
     if n_cols == 0:
         return s.zero_()  # the empty sum
+    flat = x.stride(1) == 1 and (n_rows == 1 or x.stride(0) == n_cols)  # contiguous: one flat buffer
+    if split is None:
+        unaligned = SPLIT_UNALIGNED and n_cols * x.element_size() % 16 != 0
+        split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK, unaligned) if flat else 0
+    elif split and not (flat and split & (split - 1) == 0 and split <= n_cols):
+        raise ValueError(f"split must be a power of two of at most a row ({n_cols}) over a contiguous x, got {split}")
+    if split:
+        _split_sum(key, x, s, split)
+        return s
     auto_m, auto_n, auto_warps = launch_params(n_cols, x.element_size())
     block_m, block_n = block_m or auto_m, block_n or auto_n
     for name, v in (("block_m", block_m), ("block_n", block_n)):

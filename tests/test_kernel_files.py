@@ -98,7 +98,8 @@ READERS = {  # kernel module -> (its table in kernels/_launch.py, the attributes
                                                        "REGISTER_CAP", "PREFETCH_PROGRAMS", "UNMASKED_COLS")}),
     "kernels.rmsnorm": ("RMSNORM", {k: k for k in ("RELOAD_MIN_COLS", "RELOAD_WARPS", "UNMASKED_COLS")}),
     "kernels.softmax": ("SOFTMAX", {k: k for k in ("RELOAD_MIN_COLS", "HELD_MIN_WARPS", "UNMASKED_COLS")}),
-    "kernels.rowsum": ("ROWSUM", {k: k for k in ("MIN_TILE_ELEMENTS", "UNMASKED_COLS")}),
+    "kernels.rowsum": ("ROWSUM", {k: k for k in ("MIN_TILE_ELEMENTS", "UNMASKED_COLS", "SPLIT_BELOW", "SPLIT_CHUNK",
+                                                 "SPLIT_UNALIGNED")}),
     "kernels.matmul": ("MATMUL", {"TMA_MIN_MNK": "TMA_MIN_MNK"}),
 }
 

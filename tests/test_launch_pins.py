@@ -116,9 +116,11 @@ def record_rows() -> dict:
                    {"block_size": 1024, "full": True}, {"num_warps": 32}):
             out[f"rmsnorm/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
                 rms, ("_rmsnorm_fwd_kernel",), lambda: rms.rmsnorm_triton(x, w, **kw))
-        for kw in ({"block_m": 2}, {"block_n": 256}, {"num_warps": 1}, {"full": True}, {"full": False}):
-            out[f"rowsum/{_dt(dtype)}/3x2048/{kw}"] = _recorded(rs, ("_rowsum_kernel",),
-                                                                lambda: rs.rowsum_triton(x, **kw))
+        for kw in ({"block_m": 2}, {"block_n": 256}, {"num_warps": 1}, {"full": True}, {"full": False},
+                   {"split": 1024}, {"split": 0}):
+            out[f"rowsum/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
+                rs, ("_rowsum_kernel", "_rowsum_split_kernel", "_rowsum_combine_kernel"),
+                lambda: rs.rowsum_triton(x, **kw))
         for kw in ({"max_block": 256}, {"reload": True}, {"reload": False}, {"full": True}, {"num_warps": 2}):
             out[f"softmax.fwd/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
                 sm, ("_softmax_fwd_row_kernel", "_softmax_fwd_online_kernel"), lambda: sm.softmax_forward(x, **kw))

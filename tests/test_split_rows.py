@@ -1,0 +1,68 @@
+"""The split path of the row kernels (issue 23: few long rows, and rowsum's long unaligned rows): forced under the
+interpreter (it never splits by itself there: no SM count) against float64, odd lengths included; the choice itself
+(kernels/_rows.split_cols) for the H200's 132 SMs; the launch cache keeps a split's two launches as one."""
+import pytest
+import torch
+
+from kernels import _fastlaunch
+from kernels._rows import split_cols
+from kernels.rowsum import SPLIT_BELOW, SPLIT_CHUNK, reference as rowsum_reference, rowsum_triton
+
+# (shape, columns a program): several chunks a row; 20001 and 70000 rows are not 16-byte aligned in fp16, so
+# rowsum's flat tiles straddle rows; 8192 = 8 tiles exactly (tile and row boundaries meet)
+CASES = [((3, 70000), 4096), ((8, 20001), 1024), ((1, 300000), 16384), ((4, 8192), 1024)]
+TOLERANCES = [(torch.float32, 1e-4, 1e-5), (torch.float16, 1e-1, 1e-2)]
+H200_SMS = 132
+
+
+def _x(shape, dtype, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+@pytest.mark.parametrize("shape, chunk", CASES)
+@pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
+def test_rowsum_split_matches_float64(shape, chunk, dtype, atol, rtol):
+    x = _x(shape, dtype)
+    out = rowsum_triton(x, split=chunk)
+    assert out.dtype == dtype and out.shape == (shape[0],)
+    torch.testing.assert_close(out.double(), rowsum_reference((x,)), atol=atol, rtol=rtol)
+
+
+def test_rowsum_split_needs_a_contiguous_x_and_a_tile_within_a_row():
+    x = _x((4, 2048), torch.float32)
+    for bad in (3000, 4096):  # no power of two; longer than a row (a tile would span three rows)
+        with pytest.raises(ValueError, match="split"):
+            rowsum_triton(x, split=bad)
+    with pytest.raises(ValueError, match="contiguous"):
+        rowsum_triton(x[:, ::2], split=256)
+    torch.testing.assert_close(rowsum_triton(x[:, ::2]).double(), rowsum_reference((x[:, ::2],)),
+                               atol=1e-4, rtol=1e-5)  # by default: the one-row path
+
+
+def test_split_only_for_few_long_rows():
+    """On 132 SMs: fewer than 264 rows of at least 32768 columns, about 4 programs a SM in 4096-16384 columns;
+    never a square shape of the sweep (n x n, n <= 8192, and 1793), nor a row count of 264 or more unless unaligned
+    (rowsum's flat tiles); never off a GPU (no SM count)."""
+    def cols(rows, n, unaligned=False):
+        return split_cols(rows, n, H200_SMS, SPLIT_BELOW, SPLIT_CHUNK, unaligned)
+
+    assert cols(8, 256000) == 4096 and cols(32, 128256) == 8192 and cols(64, 53248) == 8192
+    assert cols(1, 40000) == 4096 and cols(263, 1_000_000) == 16384
+    assert all(cols(n, n) == 0 for n in (256, 1024, 1793, 2048, 4096, 8192))
+    assert all(cols(n, n, unaligned=True) == 0 for n in (1793, 4097, 8191))  # unaligned but short
+    assert cols(264, 256000) == 0 and cols(8, 32767) == 0 and cols(1024, 50257) == 0
+    assert cols(1024, 50257, unaligned=True) == 16384
+    assert split_cols(8, 256000, 0, SPLIT_BELOW, SPLIT_CHUNK) == 0
+
+
+def test_a_kept_split_replays_as_its_first_call():
+    """replaying(): the first call keeps both launches as one entry, later calls replay it (a fresh workspace each)."""
+    from kernels.rowsum import _LAUNCHES
+
+    x = _x((8, 20001), torch.float32, seed=1)
+    with _fastlaunch.replaying():
+        first = rowsum_triton(x, split=1024)
+        misses = _LAUNCHES.misses
+        again = rowsum_triton(x, split=1024)
+        assert _LAUNCHES.misses == misses == 2  # two launches on the first call, none after
+    torch.testing.assert_close(again, first, atol=0, rtol=0)
