@@ -97,3 +97,63 @@ class TritonNorm(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         dx, dw, db = norm_backward(x, weight, dy, ctx.eps, ctx.centre, ctx.has_bias)
         return dx, dw, db, None, None, None
+
+
+# The sweep's side of both norms: inputs are (x, *params, grad_y), params being (weight, bias) or (weight,).
+GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from the inputs'
+REFERENCE_CHUNK_ELEMENTS = 1 << 24  # float64 rows reduced at a time for a parameter's gradient at a sampled shape
+
+
+def upstream_gradient(shape, dtype: torch.dtype, device: str, seed: int) -> torch.Tensor:
+    """The fixed, seeded gradient of the output a fwd+bwd cell back-propagates."""
+    g = torch.Generator(device=device).manual_seed(seed + GRAD_SEED_OFFSET)
+    return torch.randn(shape, generator=g, device=device, dtype=torch.float32).to(dtype)
+
+
+def norm_naive_fn(naive):
+    """What torch.compile compiles: fwd, the naive expression; fwd+bwd, its vector-Jacobian product with grad_y
+    through torch.func.vjp (a fullgraph compiled function cannot call .backward())."""
+    def fn(x, *rest, pass_: str = "fwd"):
+        *params, grad_y = rest
+        if pass_ == "fwd":
+            return naive(x, *params)
+        _, vjp = torch.func.vjp(naive, x, *params)
+        return vjp(grad_y)
+
+    return fn
+
+
+def _grads64(expr64, x, params, grad_y):
+    leaves = [t.detach().to(torch.float64, copy=True).requires_grad_(True) for t in (x, *params)]
+    expr64(*leaves).backward(grad_y.to(torch.float64))
+    return [t.grad for t in leaves]
+
+
+def norm_check_rows(inputs, rows):
+    """The inputs of the output rows ``rows``: x and grad_y at those rows, the parameters whole, and last the full
+    inputs with the rows: a parameter's gradient sums over every row, so the reference reduces them all."""
+    x, *params, grad_y = inputs
+    return (x[rows], *params, grad_y[rows], (inputs, rows))
+
+
+def norm_reference(expr64):
+    """reference(inputs, pass_): expr64 (the float64 expression) forward, or autograd through it for fwd+bwd:
+    (dx, *dparams). On a row sample (norm_check_rows) dx is the sampled rows', each dparam reduced over all rows by
+    chunks, then indexed as the check indexes every output (so a sampled shape needs no more rows than columns)."""
+    def reference(inputs, pass_: str = "fwd"):
+        sample = inputs[-1] if isinstance(inputs[-1], tuple) else None
+        x, *params, grad_y = inputs[:-1] if sample else inputs
+        if pass_ == "fwd":
+            return expr64(*(t.to(torch.float64) for t in (x, *params)))
+        grads = _grads64(expr64, x, params, grad_y)
+        if sample is None:
+            return tuple(grads)
+        (full_x, *_, full_dy), rows = sample
+        step = max(1, REFERENCE_CHUNK_ELEMENTS // max(1, full_x.shape[-1]))
+        dparams = [torch.zeros_like(g) for g in grads[1:]]
+        for start in range(0, full_x.shape[0], step):
+            part = _grads64(expr64, full_x[start:start + step], params, full_dy[start:start + step])[1:]
+            dparams = [d + p for d, p in zip(dparams, part)]
+        return (grads[0], *(d[rows] for d in dparams))
+
+    return reference

@@ -1,11 +1,11 @@
-"""LayerNorm forward over the last dimension of an N x N input: y = (x - mean) / sqrt(var + eps) * weight + bias.
+"""LayerNorm over the last dimension of an N x N input: y = (x - mean) / sqrt(var + eps) * weight + bias.
 
 One program per row, statistics in fp32. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns)
 is read once and kept in registers. A longer row is walked in tiles twice: once for both statistics, by Welford's
 update in every lane (a running mean and sum of squared deviations, not E[x^2] - E[x]^2, which cancels badly when
 |mean| >> std) and one combining reduction at the end, as torch.compile's LayerNorm does; then once more to
 normalise and store. The launch choices (tiles, warps, early weights and their L2 prefetch, a register cap,
-unmasked rows) are tables in kernels/_launch.py.
+unmasked rows) are tables in kernels/_launch.py. Passes "fwd" and "fwd+bwd" (kernels/_norm_bwd.py's backward).
 
 References: Ba, Kiros & Hinton, "Layer Normalization" (2016); Triton tutorial 05-layer-norm; Liger-Kernel's
 ops/layer_norm.py.
@@ -19,10 +19,10 @@ import triton.language as tl
 
 from kernels._launch import LAYERNORM, values
 from kernels._fastlaunch import LaunchCache, spec
-from kernels._norm_bwd import TritonNorm
+from kernels._norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
 from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, held_min_warps, l2_prefetch, leading_rows, names_row,
                             needs_grad, row_launch_params, unmasked)
-from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
+from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
@@ -214,45 +214,59 @@ def layernorm_builtin(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
-def reference(inputs) -> torch.Tensor:
-    x, weight, bias = (t.to(torch.float64) for t in inputs)
+def layernorm64(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """The float64 reference expression (its inputs float64), differentiable for the fwd+bwd check."""
     mean = x.mean(dim=-1, keepdim=True)
     var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased variance, as LayerNorm uses
     return (x - mean) / torch.sqrt(var + EPS) * weight + bias
 
 
+reference = norm_reference(layernorm64)  # (inputs, pass_): y, or (dx, dweight, dbias) by autograd in float64
+
+
 def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
+    """x, weight, bias and the fixed upstream gradient grad_y (fwd+bwd factories make their own leaves)."""
     rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
     x = torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32)
     weight = 1.0 + 0.1 * torch.randn((cols,), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
     bias = 0.1 * torch.randn((cols,), generator=g, device=device, dtype=torch.float32)
-    return x.to(dtype), weight.to(dtype), bias.to(dtype)
+    return x.to(dtype), weight.to(dtype), bias.to(dtype), upstream_gradient((rows, cols), dtype, device, seed)
 
 
-# Per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias. The per-row
-# divisions and rsqrt (O(N) in all) are left out.
-FLOPS_PER_ELEMENT = 7
+# Forward, per element: sum for the mean, x - mean, square, sum for the variance, * rstd, * weight, + bias.
+# Backward from the statistics, per element: x_hat (2), g = weight * dy, g * x_hat and its sum (2), sum of g,
+# dx = rstd * (g - x_hat * a - b) (4), dweight += dy * x_hat (2), dbias += dy. Per-row O(N) work is left out.
+FWD_FLOPS_PER_ELEMENT = 7
+BWD_FLOPS_PER_ELEMENT = 13
 
 
-def flops(shape) -> float:
+def flops(shape, pass_: str = "fwd") -> float:
     rows, cols = as_shape(shape, "rows")
-    return FLOPS_PER_ELEMENT * rows * cols
+    return (FWD_FLOPS_PER_ELEMENT + (BWD_FLOPS_PER_ELEMENT if pass_ == "fwd+bwd" else 0)) * rows * cols
 
 
-def bytes_moved(shape, dtype: str) -> float:
+def bytes_moved(shape, dtype: str, pass_: str = "fwd") -> float:
+    """The fewest: fwd reads x, weight, bias and writes y; bwd reads x (statistics recomputed or saved: 2 per row,
+    left out), weight and dy and writes dx, dweight and dbias. Our backward's fp32 partial sums stay out."""
     rows, cols = as_shape(shape, "rows")
-    return (2 * rows * cols + 2 * cols) * ELEMENT_BYTES[dtype]  # the fewest: read x, write y, read weight and bias once
+    fwd = 2 * rows * cols + 2 * cols
+    bwd = 3 * rows * cols + 3 * cols
+    return (fwd + (bwd if pass_ == "fwd+bwd" else 0)) * ELEMENT_BYTES[dtype]
 
 
 KERNEL = Kernel(
     name="layernorm",
-    description="LayerNorm forward over the last dim of N x N, with weight and bias, fp32 statistics",
+    description="LayerNorm over the last dim of N x N, with weight and bias, fp32 statistics, forward and "
+                "forward+backward",
     make_inputs=make_inputs,
     reference=reference,
     flops=flops,
     bytes=bytes_moved,
-    impls=eager(naive=layernorm_naive, builtin=layernorm_builtin, triton=layernorm_triton),
-    naive_fn=layernorm_naive,
+    impls={"naive": differentiable(layernorm_naive), "builtin": differentiable(layernorm_builtin),
+           "triton": differentiable(layernorm_triton)},
+    naive_fn=norm_naive_fn(layernorm_naive),
     dtypes=("float32", "bfloat16", "float16"),
+    check_rows=norm_check_rows,
+    passes=("fwd", "fwd+bwd"),
 )

@@ -1,10 +1,12 @@
-"""RMSNorm forward over the last dimension of an N x N input: y = x / sqrt(mean(x^2) + eps) * weight.
+"""RMSNorm over the last dimension of an N x N input: y = x / sqrt(mean(x^2) + eps) * weight.
 
 One program per row, the sum of squares in fp32. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE
 columns) is read once and kept in registers, or, for the rows RELOAD_MIN_COLS names, read twice, the second time
 from the L2, which frees the registers for more rows per SM (Inductor's shape). A longer row is walked in tiles
-twice: once for the sum of squares, once to normalise and store. Rows a whole number of tiles long that
-UNMASKED_COLS names drop the column mask. The tables are in kernels/_launch.py.
+twice: once for the sum of squares, once to normalise and store; few long rows are split over several programs
+(kernels/_norm_split.py). Rows a whole number of tiles long that
+UNMASKED_COLS names drop the column mask. The tables are in kernels/_launch.py. Passes "fwd" and "fwd+bwd"
+(kernels/_norm_bwd.py's backward).
 
 References: Zhang & Sennrich, "Root Mean Square Layer Normalization" (2019); Liger-Kernel's ops/rms_norm.py.
 """
@@ -17,9 +19,10 @@ import triton.language as tl
 
 from kernels._launch import RMSNORM, values
 from kernels._fastlaunch import LaunchCache, spec
-from kernels._norm_bwd import TritonNorm
-from kernels._rows import leading_rows, bound_mask, needs_grad, row_launch_params, unmasked
-from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
+from kernels._norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
+from kernels._norm_split import norm_split_forward
+from kernels._rows import leading_rows, bound_mask, device_sms, needs_grad, row_launch_params, split_cols, unmasked
+from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
@@ -29,6 +32,8 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 RELOAD_MIN_COLS = values(RMSNORM["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
 RELOAD_WARPS = values(RMSNORM["RELOAD_WARPS"])  # ... with this many warps
 UNMASKED_COLS = values(RMSNORM["UNMASKED_COLS"])  # element size -> (fewest, most) columns without a column mask
+SPLIT_BELOW = values(RMSNORM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_norm_split)
+SPLIT_CHUNK = values(RMSNORM["SPLIT_CHUNK"])  # (programs a SM, fewest, most columns a program) of a split row
 
 
 @triton.jit
@@ -85,17 +90,18 @@ _LAUNCHES = LaunchCache("rmsnorm")
 @leading_rows
 def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
                    block_size: int | None = None, num_warps: int | None = None,
-                   reload: bool | None = None, full: bool | None = None) -> torch.Tensor:
+                   reload: bool | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x and weight are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
     ``reload`` reads a one-tile row twice (the second time from the L2) instead of holding it in registers; by
     default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps. ``full`` drops the column mask of a row
-    that is a whole number of tiles long (by default for the rows UNMASKED_COLS names; ignored on other rows). A
-    key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py)."""
-    key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full,  # the tables by id: the lab swaps them
-           id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS))
+    that is a whole number of tiles long (by default for the rows UNMASKED_COLS names; ignored on other rows).
+    ``split``: columns a program of the split path takes (kernels/_norm_split.py), 0: one program a row, None:
+    split_cols's choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
+    key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full, split,  # the tables by id: lab swaps
+           id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK)
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
@@ -113,6 +119,11 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         raise ValueError(f"weight must have shape ({n_cols},) to match x's last dimension, got {tuple(weight.shape)}")
     y = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)  # (rows, cols), contiguous
     if y.numel() == 0:
+        return y
+    if split is None:
+        split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK)
+    if split:
+        norm_split_forward(_LAUNCHES, key, x, weight, None, y, eps, split)
         return y
     auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
     block_size = block_size or auto_block
@@ -151,41 +162,55 @@ def rmsnorm_builtin(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS) -> 
     return F.rms_norm(x, (x.shape[-1],), weight, eps)
 
 
-def reference(inputs) -> torch.Tensor:
-    x, weight = (t.to(torch.float64) for t in inputs)
+def rmsnorm64(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The float64 reference expression (its inputs float64), differentiable for the fwd+bwd check."""
     return x / torch.sqrt((x * x).mean(dim=-1, keepdim=True) + EPS) * weight
 
 
+reference = norm_reference(rmsnorm64)  # (inputs, pass_): y, or (dx, dweight) by autograd in float64
+
+
 def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
+    """x, weight and the fixed upstream gradient grad_y (fwd+bwd factories make their own leaves)."""
     rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
     x = torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32)
     weight = 1.0 + 0.1 * torch.randn((cols,), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
-    return x.to(dtype), weight.to(dtype)
+    return x.to(dtype), weight.to(dtype), upstream_gradient((rows, cols), dtype, device, seed)
 
 
-# Per element: square, sum, * rstd, * weight. The per-row division and rsqrt (O(N) in all) are left out.
-FLOPS_PER_ELEMENT = 4
+# Forward, per element: square, sum, * rstd, * weight. Backward from the statistic, per element: x_hat,
+# g = weight * dy, g * x_hat and its sum (2), dx = rstd * (g - x_hat * a) (3), dweight += dy * x_hat (2).
+# Per-row O(N) work is left out.
+FWD_FLOPS_PER_ELEMENT = 4
+BWD_FLOPS_PER_ELEMENT = 9
 
 
-def flops(shape) -> float:
+def flops(shape, pass_: str = "fwd") -> float:
     rows, cols = as_shape(shape, "rows")
-    return FLOPS_PER_ELEMENT * rows * cols
+    return (FWD_FLOPS_PER_ELEMENT + (BWD_FLOPS_PER_ELEMENT if pass_ == "fwd+bwd" else 0)) * rows * cols
 
 
-def bytes_moved(shape, dtype: str) -> float:
+def bytes_moved(shape, dtype: str, pass_: str = "fwd") -> float:
+    """The fewest: fwd reads x and weight and writes y; bwd reads x (rstd recomputed or saved: 1 per row, left out),
+    weight and dy and writes dx and dweight. Our backward's fp32 partial sums stay out."""
     rows, cols = as_shape(shape, "rows")
-    return (2 * rows * cols + cols) * ELEMENT_BYTES[dtype]  # the fewest: read x, write y, read weight once
+    fwd = 2 * rows * cols + cols
+    bwd = 3 * rows * cols + 2 * cols
+    return (fwd + (bwd if pass_ == "fwd+bwd" else 0)) * ELEMENT_BYTES[dtype]
 
 
 KERNEL = Kernel(
     name="rmsnorm",
-    description="RMSNorm forward over the last dim of N x N, with weight, fp32 statistics",
+    description="RMSNorm over the last dim of N x N, with weight, fp32 statistics, forward and forward+backward",
     make_inputs=make_inputs,
     reference=reference,
     flops=flops,
     bytes=bytes_moved,
-    impls=eager(naive=rmsnorm_naive, builtin=rmsnorm_builtin, triton=rmsnorm_triton),
-    naive_fn=rmsnorm_naive,
+    impls={"naive": differentiable(rmsnorm_naive), "builtin": differentiable(rmsnorm_builtin),
+           "triton": differentiable(rmsnorm_triton)},
+    naive_fn=norm_naive_fn(rmsnorm_naive),
     dtypes=("float32", "bfloat16", "float16"),
+    check_rows=norm_check_rows,
+    passes=("fwd", "fwd+bwd"),
 )

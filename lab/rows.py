@@ -64,7 +64,7 @@ def layernorm_against_default(n, dtype, device, variants):
     ``variants`` ({kind: {module table: value}}, set for the call by swapped), three readings each, interleaved."""
     from kernels import layernorm as ln
 
-    x, w, b = ln_inputs(n, dtype, device)
+    x, w, b, _ = ln_inputs(n, dtype, device)
     fn = lambda: ln.layernorm_triton(x, w, b)  # noqa: E731
     kinds = {"triton (default)": fn} | {kind: swapped(ln, fn, **tables) for kind, tables in variants.items()}
     return [("layernorm", layernorm_bytes(n, dtype_key(dtype)), readings(kinds))]
@@ -101,7 +101,7 @@ def rmsfull_variants(n, dtype, device="cuda"):
     2048) Inductor's tiles of 2048 with 16 warps, beside torch.compile, three readings each, interleaved."""
     from kernels.rmsnorm import make_inputs, rmsnorm_triton
 
-    x, w = make_inputs(n, dtype, device)
+    x, w, _ = make_inputs(n, dtype, device)
     kinds = {"triton (default)": lambda: rmsnorm_triton(x, w)}
     for reload in (False, True):
         form = "read again, 16 warps" if reload else "held"
@@ -176,7 +176,7 @@ def unmasked_variants(n, dtype, device="cuda"):
         "compile": compiled("softmax", n, dtype, device)})))
     out += layernorm_against_default(n, dtype, device, {
         "every full row unmasked": dict(UNMASKED_COLS={2: (1, 1 << 14), 4: (1, 1 << 14)})})
-    xr, w = rms.make_inputs(n, dtype, device)
+    xr, w, _ = rms.make_inputs(n, dtype, device)
     fn = lambda: rms.rmsnorm_triton(xr, w)  # noqa: E731
     out.append(("rmsnorm", rmsnorm_bytes(n, name), readings({
         "triton (default)": fn, "before round 34": swapped(rms, fn, RELOAD_MIN_COLS={2: 8192}, UNMASKED_COLS={}),

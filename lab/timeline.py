@@ -73,7 +73,7 @@ def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
         tl.store(y_ptr + offs, tl.load(x_ptr + offs))
         _stamp(t_ptr, pid, t0)
 
-    x, w, b = ln_inputs(n, dtype, "cuda")
+    x, w, b, _ = ln_inputs(n, dtype, "cuda")
     y = torch.empty_like(x)
     s = torch.empty(n, device="cuda", dtype=dtype)
     e = x.element_size()

@@ -85,6 +85,29 @@ def eager(**fns: Callable[..., Any]) -> dict[str, Factory]:
     return {name: (lambda inputs, fn=fn: (lambda: fn(*inputs))) for name, fn in fns.items()}
 
 
+def differentiable(fn: Callable[..., Any]) -> Factory:
+    """make(inputs, pass_) for a differentiable fn, inputs being (*args, grad_out). fwd: fn(*args). fwd+bwd: fn
+    through autograd, then backward with grad_out, returning every arg's gradient; the leaves are made here, outside
+    the timed closure."""
+    def make(inputs, pass_: str = "fwd"):
+        *args, grad_out = inputs
+        if pass_ == "fwd":
+            return lambda: fn(*args)
+        if pass_ != "fwd+bwd":
+            raise ValueError(f"unknown pass '{pass_}': passes are fwd and fwd+bwd")
+        leaves = [t.detach().clone().requires_grad_(True) for t in args]
+
+        def fwd_bwd():
+            for t in leaves:
+                t.grad = None
+            fn(*leaves).backward(grad_out)
+            return tuple(t.grad for t in leaves)
+
+        return fwd_bwd
+
+    return make
+
+
 def measurement_code() -> list[str]:
     """Files (relative to the repo) whose change invalidates every measured cell, besides the kernel's own file:
     the measurement machinery, the kernels' shared helpers and launch tables (kernels/_*.py) and CUDA sources

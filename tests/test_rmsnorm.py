@@ -177,9 +177,11 @@ def test_every_impl_within_kernel_tolerance(impl, dtype):
 
 def test_kernel_declaration_and_seeded_inputs():
     k = rms.KERNEL
-    assert k.name == "rmsnorm" and k.naive_fn is rms.rmsnorm_naive
+    assert k.name == "rmsnorm" and k.passes == ("fwd", "fwd+bwd")
     assert k.dtypes == ("float32", "bfloat16", "float16")
     first = rms.make_inputs(8, torch.float32, "cpu", seed=5)
     again = rms.make_inputs(8, torch.float32, "cpu", seed=5)
     assert all(torch.equal(p, q) for p, q in zip(first, again))
-    torch.testing.assert_close(k.reference(first), _ref(*first))
+    assert [tuple(t.shape) for t in first] == [(8, 8), (8,), (8, 8)]  # the last: the fwd+bwd upstream gradient
+    torch.testing.assert_close(k.reference(first), _ref(*first[:-1]))
+    torch.testing.assert_close(k.naive_fn(*first), rms.rmsnorm_naive(*first[:-1]))
