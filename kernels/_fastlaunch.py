@@ -28,10 +28,11 @@ MAX_ENTRIES = 1024  # per cache; a full cache starts again empty (a sweep's keys
 # Triton's check that a global a kernel reads is unchanged (ours read constants). One Python thread launches.
 
 _caches: list["LaunchCache"] = []
-_override: str | None = None  # "off" (disabled()) or "replay" (replaying()); None: raw where it can be used
+_override: str | None = None  # "off" (disabled()), "replay" (replaying()), "stand-in"; None: raw where it can be
 _raw_state: dict = {}  # "reason": None where the raw launch can be used, else why not (decided once per process)
 # Triton's pieces an entry reads at each raw launch, set where the raw launch can be used (module globals: cheap)
 _runtime = _HookChain = _current_device = _current_stream = None
+_stand_in = None  # the stand-in CompiledKernel of standing_in()
 
 
 def spec(t: torch.Tensor) -> tuple:
@@ -79,7 +80,7 @@ def hooks_idle() -> bool:
 
 def _mode() -> str:
     if _override is not None:
-        return _override
+        return "raw" if _override == "stand-in" else _override
     return "raw" if raw_launch_reason() is None else "off"
 
 
@@ -139,6 +140,8 @@ class LaunchCache:
         compiled = kernel[grid](*args, **kwargs)
         self.misses += 1
         mode = _mode()
+        if _override == "stand-in":
+            compiled = _stand_in
         if key is None or mode == "off":
             self.skipped = "no key" if key is None else f"off: {_override or raw_launch_reason()}"
             return None
@@ -168,7 +171,7 @@ def _entry(kernel, grid, args: tuple, kwargs: dict, n_head: int, compiled) -> _E
     while hasattr(jit, "best_config"):  # an Autotuner: the config it launched, then the kernel under it
         constexprs.update(jit.best_config.kwargs)
         jit = jit.fn
-    if not isinstance(jit, JITFunction):
+    if not isinstance(jit, JITFunction) and not (_override == "stand-in" and hasattr(jit, "rewrite")):
         raise TypeError(f"{type(jit).__name__} is no JITFunction (a wrapper this cache does not take apart)")
     if getattr(jit, "pre_run_hooks", None) or getattr(_runtime, "add_stages_inspection_hook", None):
         raise RuntimeError("a pre-run or pipeline-inspection hook: every launch must go through JITFunction.run")
@@ -220,3 +223,20 @@ def replaying():
     """Within: entries are kept wherever the raw launch cannot be used (the interpreter) and replayed through
     ``kernel[grid]`` with the first call's plan, so a key that misses something gives a wrong answer a test sees."""
     return _mode_set("replay")
+
+
+@contextmanager
+def standing_in(compiled):
+    """Within (CPU tensors under the interpreter: tests, scripts/bench_wrapper_overhead.py): a launch computes
+    through ``kernel[grid]`` and keeps a raw entry on ``compiled`` (a stand-in CompiledKernel: function,
+    packed_metadata, run), with Triton's device, stream and hooks stood in for, so a hit takes the raw path as on a
+    GPU and calls ``compiled.run``. The caches are emptied on entry and exit."""
+    global _runtime, _HookChain, _current_device, _current_stream, _stand_in
+    saved = _runtime, _HookChain, _current_device, _current_stream, _stand_in
+    _runtime, _HookChain = type("Runtime", (), {"launch_enter_hook": None, "launch_exit_hook": None})(), type(None)
+    _current_device, _current_stream, _stand_in = (lambda: 0), (lambda device: 0), compiled
+    try:
+        with _mode_set("stand-in"):
+            yield
+    finally:
+        _runtime, _HookChain, _current_device, _current_stream, _stand_in = saved

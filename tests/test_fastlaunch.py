@@ -250,3 +250,21 @@ def test_a_launch_it_cannot_take_apart_keeps_no_entry(raw_state):
         fl._entry(jit, (1,), (torch.zeros(1), torch.zeros(1), 1.0, 8, 1), {}, 3, compiled)
     with pytest.raises(TypeError, match="JITFunction"):
         fl._entry(object(), (1,), (torch.zeros(1),), {}, 1, compiled)
+
+
+def test_standing_in_takes_the_raw_path_on_cpu():
+    """standing_in() (scripts/bench_wrapper_overhead.py): a first call computes and keeps a raw entry on the stand-in;
+    a hit calls its launcher with this call's tensors and allocates the output as the first call did."""
+    compiled = _Compiled()
+    x, w = torch.randn(5, 40), 1 + 0.1 * torch.randn(40)
+    with fl.standing_in(compiled):
+        first = rmsnorm.rmsnorm_triton(x, w)
+        assert len(rmsnorm._LAUNCHES) == 1 and not compiled.calls, rmsnorm._LAUNCHES.skipped
+        x2 = torch.randn(5, 40)
+        out = rmsnorm.rmsnorm_triton(x2, w)
+        (call,) = compiled.calls
+        assert call[:9] == (5, 1, 1, 0, 1234, ("packed",), None, None, None)
+        assert call[9] is x2 and call[10] is w and call[11] is out and rmsnorm._LAUNCHES.misses == 1
+        assert out.shape == first.shape and out.stride() == first.stride() and out.dtype == first.dtype
+    assert len(rmsnorm._LAUNCHES) == 0 and fl._current_device is None  # Triton's pieces as they were
+    torch.testing.assert_close(first, rmsnorm.rmsnorm_builtin(x, w))
