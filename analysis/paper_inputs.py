@@ -33,6 +33,7 @@ from analysis.sections import (CPU_FIGURE_CAPTIONS, GPU_FIGURE_CAPTIONS, GPU_TIM
                                KERNEL_FIGURE_CAPTIONS, PROJECTION_FIGURE_CAPTIONS, best_sentence, cpu_section,
                                figures_tex, has_data, kernel_sections, kernel_summary, speedup_sentence)
 from analysis.selection import headline_gpu, largest, most_common, ours_fixed_costs, timed, verdict  # noqa: F401
+from analysis import why as why_
 from analysis.tables import (calibration_table, cpu_ceilings_table, cpu_summary_table, findings_table,  # noqa: F401
                              fixed_cost_table, host_cost_rows, host_cost_table, kernel_table, problems_table,
                              projection_table, rate_column,
@@ -41,17 +42,20 @@ from rooflab.gpus import CPU_KEY
 
 OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_calibration", "table_specs",
            "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
-           "figures_projection", "kernels", "cpu"]
+           "figures_projection", "kernels", "cpu", "table_plateau", "table_waves", "table_cost", "table_alignment"]
 
 
 def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
              repeatability: dict[str, pd.DataFrame] | None = None, sources: dict[str, str] | None = None,
-             launch_counts: set[str] | None = None, current_run: str | None = None) -> dict[str, str]:
+             launch_counts: set[str] | None = None, current_run: str | None = None,
+             profiles: pd.DataFrame | None = None, compiled: pd.DataFrame | None = None) -> dict[str, str]:
     """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame.
     ``repeatability``: per GPU key, the per-cell table of scripts/repeatability.py (optional). ``sources``: per
     device, the directory its rows were read from (results/raw/<gpu>: this run; else a committed reference).
     ``launch_counts``: the devices with profile rows (None: unknown). ``current_run``: the run building the paper
     (ROOFLAB_RUN_ID), whose cells the paper calls measured in this run, the others kept (None: each device's newest).
+    ``profiles``, ``compiled``: the launch profiles and compiled-kernel facts, for the 'why' of each kernel
+    (analysis/why.py; None: not measured).
 
     The GPU outputs are made from GPU rows and ceilings only; the CPU's rows go to `cpu` and its Cpu* macros."""
     sources = sources or {}
@@ -92,8 +96,13 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "figures": figures_tex(metrics_gpu, gpus, figdir, GPU_FIGURE_CAPTIONS, sources, launch_counts),
         "figures_projection": figures_tex(metrics_gpu, gpus, figdir, PROJECTION_FIGURE_CAPTIONS, sources,
                                           launch_counts),
-        "kernels": kernel_sections(metrics_gpu, gpu, kernels, figdir),
+        "kernels": kernel_sections(metrics_gpu, gpu, kernels, figdir,
+                                   why_.why_sections(metrics_gpu, profiles, compiled, gpu, kernels)),
         "cpu": cpu,
+        "table_plateau": why_.plateau_table(metrics_gpu, gpu),
+        "table_waves": why_.waves_table(metrics_gpu, compiled, gpu),
+        "table_cost": why_.cost_table(metrics_gpu, gpu),
+        "table_alignment": why_.alignment_table(metrics_gpu, gpu),
     }
 
 
@@ -127,8 +136,20 @@ def read_launch_counts(paths) -> set[str]:
     return out
 
 
+def read_facts(paths) -> pd.DataFrame | None:
+    """Profiles or compiled-kernel facts, concatenated (None where no file is given or none can be read)."""
+    frames = []
+    for p in paths or []:
+        try:
+            frames.append(pd.read_parquet(p))
+        except Exception:  # a missing or foreign file: the paper says 'not measured'
+            continue
+    return pd.concat(frames, ignore_index=True) if frames else None
+
+
 def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
-          repeatability_paths: list[str] = (), profile_paths: list[str] | None = None) -> None:
+          repeatability_paths: list[str] = (), profile_paths: list[str] | None = None,
+          compiled_paths: list[str] | None = None) -> None:
     import os
 
     from rooflab.io import CEILING_COLUMNS, read_results, write_text
@@ -139,7 +160,8 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
     runs = {Path(p).parent.name: pd.read_csv(p) for p in repeatability_paths}
     counts = None if profile_paths is None else read_launch_counts(profile_paths)
     for name, text in generate(metrics, ceilings, figdir, runs, origin.sources_from_paths(ceiling_paths),
-                               counts, os.environ.get("ROOFLAB_RUN_ID") or None).items():
+                               counts, os.environ.get("ROOFLAB_RUN_ID") or None, read_facts(profile_paths),
+                               read_facts(compiled_paths)).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 
 
@@ -154,8 +176,10 @@ def main(argv=None):
                     help="scripts/repeatability.py tables, as <dir>/<gpu>/repeatability.csv")
     ap.add_argument("--profiles", nargs="*", default=None,
                     help="profiles.parquet files: a fusion figure enters the paper only for a device they cover")
+    ap.add_argument("--compiled", nargs="*", default=None,
+                    help="compiled.parquet files: registers, occupancy, load widths and tiles of our Triton kernels")
     a = ap.parse_args(argv)
-    build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles)
+    build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles, a.compiled)
 
 
 if __name__ == "__main__":

@@ -150,7 +150,9 @@ def speedup_sentence(base: str, tag: str, against: str) -> str:
             f"and \\{base}LoopSpeedup{suffix}{tag}$\\times$ in a Python loop.")
 
 
-def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir: str) -> str:
+def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir: str,
+                    why: dict[str, str] | None = None) -> str:
+    """One subsection per kernel; `why`: per kernel, its generated 'why' paragraph (analysis/why.py)."""
     out = []
     for kernel in kernels:
         k, label = camel(kernel), re.sub(r"[^a-z0-9]+", "-", kernel)
@@ -158,6 +160,8 @@ def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir:
         summary = kernel_summary(kernel)
         if summary:
             out.append(tex_escape(summary) + "\n")
+        if why and why.get(kernel):
+            out.append(why[kernel])
         rows = metrics[(metrics["kernel"] == kernel) & (metrics["gpu"] == gpu)]
         ok = timed(rows, gpu)
         if ok.empty:

@@ -159,6 +159,11 @@ def get_compiled(wildcards=None):
     return [p for p in _per_kernel("compiled") if p.startswith("results/") and not p.startswith("results/raw/cpu/")]
 
 
+def get_compiled_facts(wildcards=None):
+    """Compiled-kernel facts for the paper's 'why': this run's GPUs' and the committed references' (not the CPU's)."""
+    return [p for p in _per_kernel("compiled") if not p.startswith("results/raw/cpu/")]
+
+
 def get_figures(wildcards=None):
     out = []
     for gpu in ANALYSIS_GPUS:

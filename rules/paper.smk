@@ -12,7 +12,8 @@ rule paper_inputs:
         kernel_docs=get_kernel_docs,
         repeatability=get_repeatability,
         profiles=get_profiles,
-        modules=["analysis/claims.py", "analysis/origin.py", "analysis/calibration.py", "analysis/latex.py",
+        compiled=get_compiled_facts,
+        modules=["analysis/claims.py", "analysis/why.py", "analysis/origin.py", "analysis/calibration.py", "analysis/latex.py",
                  "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py"],
     output:
         macros=update("results/paper/generated/macros.tex"),
@@ -30,6 +31,10 @@ rule paper_inputs:
         figures_projection=update("results/paper/generated/figures_projection.tex"),
         kernels=update("results/paper/generated/kernels.tex"),
         cpu=update("results/paper/generated/cpu.tex"),
+        plateau=update("results/paper/generated/table_plateau.tex"),
+        waves=update("results/paper/generated/table_waves.tex"),
+        cost=update("results/paper/generated/table_cost.tex"),
+        alignment=update("results/paper/generated/table_alignment.tex"),
     log:
         "logs/paper/inputs.log",
     resources:
@@ -39,7 +44,7 @@ rule paper_inputs:
     shell:
         "python -m analysis.paper_inputs --metrics {input.metrics} --ceilings {input.ceilings} "
         "--figdir results/figures --outdir results/paper/generated --repeatability {input.repeatability} "
-        "--profiles {input.profiles} "
+        "--profiles {input.profiles} --compiled {input.compiled} "
         "> {log} 2>&1"
 
 

@@ -1,0 +1,478 @@
+"""Why each implementation is as fast as it is (issue 22): what each launches (profiles.parquet), the bytes its
+kernels would move by the traffic each naive expression annotates in its source (a model, not a measurement), what
+our compiled Triton kernels look like (compiled.parquet: registers, occupancy, load width), the fixed cost per call
+and the size where the work outgrows it, the tile the autotuner chose and the waves it makes, and what a kernel costs
+to get (first call, autotune) against what it costs warm.
+
+Every sentence is chosen by the data and every number comes from the rows; where a device has no such rows (the CPU
+default: Triton under the interpreter, no profiles of GPU kernels, no autotune) the paragraph and tables say "not
+measured on this run". Pure functions of frames, so tests run them on synthetic rows.
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.claims import FRAME_LABEL
+from analysis.latex import IMPL_SHORT, fmt, table_latex, tex_escape
+from analysis.metrics import wave_efficiency
+from analysis.selection import timed
+from rooflab.gpus import SPECS
+from rooflab.kernel import IMPL_LABEL
+
+NOT_MEASURED = "not measured on this run"
+ELEMENT_BYTES = {"float32": 4, "tf32": 4, "bfloat16": 2, "float16": 2}
+LOW_PRECISION_FIRST = ("bfloat16", "float16", "float32", "tf32")  # the dtype a paragraph speaks of, first present
+IMPL_ORDER = ("naive", "builtin", "compile", "triton", "cuda")
+
+# ---------------------------------------------------------------------------------------------------- launches
+
+
+def short_name(name: str) -> str:
+    """A GPU kernel's name without its template arguments, signature and namespaces:
+    'void at::native::reduce_kernel<512, 1, ...>(...)' -> 'reduce_kernel'."""
+    name = re.sub(r"^void\s+", "", name.strip())
+    depth, out = 0, []
+    for ch in name:  # drop everything inside <...> and (...), nested
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).split("::")[-1].strip() or name
+
+
+def launched(names: str | None) -> list[tuple[str, int]]:
+    """The ';'-separated kernel names of a profile row as [(short name, times launched)], in first-launch order."""
+    if not isinstance(names, str) or not names.strip():
+        return []
+    counts: dict[str, int] = {}
+    for n in re.split(r";\s+(?=void |[A-Za-z_])", names):
+        if n.strip():
+            s = short_name(n)
+            counts[s] = counts.get(s, 0) + 1
+    return list(counts.items())
+
+
+def launches(profiles: pd.DataFrame) -> pd.DataFrame:
+    """Per (gpu, kernel, impl, dtype, pass): the size profiled, the kernels launched per call and their short names."""
+    cols = ["gpu", "kernel", "impl", "dtype", "pass", "size", "n_kernels", "names"]
+    if profiles is None or profiles.empty or "n_kernels" not in profiles:
+        return pd.DataFrame(columns=cols)
+    p = profiles[profiles["n_kernels"].notna()]
+    if "status" in p:
+        p = p[p["status"].fillna("ok") == "ok"]
+    out = p.assign(n_kernels=p["n_kernels"].astype(int), names=p["kernel_names"].map(launched))
+    return out[cols].reset_index(drop=True)
+
+
+def launch_phrase(n: int, names: list[tuple[str, int]]) -> str:
+    """'9 kernels (vectorized_elementwise_kernel x7, elementwise_kernel x2)', names in \\texttt."""
+    listed = ", ".join(f"\\texttt{{{tex_escape(s)}}}" + (f"~$\\times${c}" if c > 1 else "") for s, c in names[:4])
+    more = ", \\dots" if len(names) > 4 else ""
+    return f"{n} kernel{'s' if n != 1 else ''}" + (f" ({listed}{more})" if listed else "")
+
+
+# ---------------------------------------------------------------------------------------------------- traffic model
+
+_TERM = r"\d*\s*[Nn](?:\^2)?"
+_EXPR = rf"{_TERM}(?:\s*\+\s*{_TERM})*"
+_SEGMENT = re.compile(rf"(?:read\s+(?P<read>{_EXPR}))?[,\s]*(?:write\s+(?P<write>{_EXPR}))?\s*(?P<each>each)?\s*$")
+_HEAD = re.compile(r"^(?:(?P<k>\d+)\s+kernels?(?P<chunk>\s+per chunk)?:\s*)?(?P<rest>(?:read|write)\b.*)$")
+
+
+def _terms(expr: str | None, n: float) -> float:
+    """'2N^2 + N' at N = n, in elements."""
+    total = 0.0
+    for t in re.findall(_TERM, expr or ""):
+        t = t.replace(" ", "")
+        coef = float(re.match(r"\d*", t).group() or 1)
+        total += coef * (n * n if t.endswith("^2") else n)
+    return total
+
+
+def naive_source(kernel: str, kernels_dir: Path | None = None) -> str | None:
+    """The source of the kernel's naive PyTorch expression, forward (`<kernel>_naive_fwd`, `<kernel>_naive`, else the function given as naive_fn=),
+    read as text: importing the kernels would import torch and Triton."""
+    import ast
+
+    from rooflab.kernel import KERNELS_DIR
+
+    path = (kernels_dir or KERNELS_DIR) / f"{kernel}.py"
+    if not path.exists():
+        return None
+    text = path.read_text()
+    tree = ast.parse(text)
+    name = next((f for f in (f"{kernel}_naive_fwd", f"{kernel}_naive") if re.search(rf"^def {f}\(", text, re.M)),
+                None) or next((kw.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
+                 for kw in node.keywords if kw.arg == "naive_fn" and isinstance(kw.value, ast.Name)), None)
+    fn = next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == name), None)
+    # whole lines: the last statement's trailing comment lies past the node's end
+    return "\n".join(text.splitlines()[fn.lineno - 1:fn.end_lineno]) if fn is not None else None
+
+
+def naive_traffic(kernel: str, n: int, element_bytes: int, kernels_dir: Path | None = None) -> dict | None:
+    """The naive expression's traffic at N x N, modelled from the comments of its source (one line per statement:
+    '# 2 kernels: read 2N^2, write N^2 each', '# 1 kernel: read N^2 + N, write N^2; read N^2, write N^2'; a loop
+    over chunks of C columns: '2 kernels per chunk: ...' counts N / C times). {'kernels', 'bytes'}, or None where
+    the source annotates no traffic. A model of what each launched kernel reads and writes, not a measurement."""
+    src = naive_source(kernel, kernels_dir)
+    if src is None:
+        return None
+    chunk = re.search(r"chunk of (\d+)", src)
+    kernels, elements, seen = 0, 0.0, False
+    for line in src.splitlines():
+        if "#" not in line:
+            continue
+        head = _HEAD.match(re.sub(r"\s*\([^)]*\)", "", line.split("#", 1)[1]).strip())  # '(A and B)': a gloss
+        if not head:
+            continue
+        times = math.ceil(n / int(chunk.group(1))) if head["chunk"] and chunk else 1
+        segments = [s.strip() for s in head["rest"].split(";") if s.strip()]
+        parsed = [_SEGMENT.match(s) for s in segments]
+        if not all(parsed):
+            continue
+        k = int(head["k"] or 1)
+        per = sum(_terms(p["read"], n) + _terms(p["write"], n) for p in parsed)
+        if len(parsed) == 1 and parsed[0]["each"]:
+            per *= k
+        kernels += k * times
+        elements += per * times
+        seen = True
+    return {"kernels": kernels, "bytes": elements * element_bytes} if seen else None
+
+
+# ---------------------------------------------------------------------------------------------------- compiled
+
+
+def compiled_best(compiled: pd.DataFrame, gpu: str, kernel: str, dtype: str) -> pd.DataFrame:
+    """The compiled facts of our Triton kernel(s) as run (the autotuner's choice where it tuned), one row per
+    (function, size), for one kernel and dtype on one GPU."""
+    if compiled is None or compiled.empty:
+        return pd.DataFrame()
+    c = compiled[(compiled["gpu"] == gpu) & (compiled["kernel"] == kernel) & (compiled["dtype"] == dtype)]
+    if "status" in c:
+        c = c[c["status"].fillna("ok") == "ok"]
+    if "pass" in c:
+        c = c[c["pass"] == "fwd"]
+    if "autotuned" in c:
+        c = c[~c["autotuned"].fillna(False).astype(bool) | c["autotune_best"].fillna(False).astype(bool)]
+    return c.drop_duplicates(["function", "size"]).sort_values("size")
+
+
+def compiled_phrase(c: pd.Series, dtype: str) -> str:
+    """Registers, spills, warps, occupancy and load width of one compiled kernel, as a clause."""
+    parts = [f"{int(c['n_regs'])} registers a thread" if pd.notna(c.get("n_regs")) else None]
+    if pd.notna(c.get("n_spills")):
+        parts.append("no spills" if int(c["n_spills"]) == 0 else f"{int(c['n_spills'])} bytes spilled")
+    if pd.notna(c.get("num_warps")):
+        parts.append(f"{int(c['num_warps'])} warps a program")
+    if pd.notna(c.get("occupancy")):
+        lim = c.get("occupancy_limiter")
+        parts.append(f"occupancy {fmt(float(c['occupancy']), 2)}"
+                     + (f" (limited by {tex_escape(str(lim))})" if isinstance(lim, str) and lim else ""))
+    bits = c.get("ld_global_max_bits")
+    if pd.notna(bits) and int(bits) > 0:
+        elems = int(bits) // (8 * ELEMENT_BYTES.get(dtype, 4))
+        parts.append(f"global loads up to {int(bits)} bits wide ({elems} elements)")
+    elif pd.notna(bits):
+        parts.append("no vector \\texttt{ld.global} (its tiles arrive by TMA or scalar loads)")
+    return ", ".join(p for p in parts if p)
+
+
+# ---------------------------------------------------------------------------------------------------- fixed cost
+
+
+def _work(rows: pd.DataFrame) -> pd.Series:
+    """What grows with size: FLOPs for a compute-bound kernel, bytes otherwise."""
+    compute = rows.get("bound", pd.Series("memory", index=rows.index)).eq("compute")
+    return rows["flops"].where(compute, rows["bytes"]).astype(float)
+
+
+def plateau(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    """Per kernel (forward, its lowest precision) and implementation: the fixed cost per call (the median GPU time
+    at the smallest size, and the Python-loop time there), the rate at the largest size (work / GPU time: GB/s, or
+    TFLOP/s for a compute-bound kernel), and the crossover: the smallest measured size whose work at that rate takes
+    longer than the fixed cost (NaN: none up to the largest size)."""
+    ok = timed(metrics, gpu)
+    ok = ok[(ok["pass"] == "fwd") & np.isfinite(ok["median_ms"].astype(float))]
+    if "family" in ok:
+        ok = ok[ok["family"].isin(["rows", "mkn"]) | ok["family"].isna()] if ok["family"].notna().any() else ok
+    rows = []
+    for kernel, k in ok.groupby("kernel"):
+        dtype = next((d for d in LOW_PRECISION_FIRST if d in set(k["dtype"])), None)
+        k = k[k["dtype"] == dtype]
+        for impl, g in k.groupby("impl"):
+            g = g.groupby("size").median(numeric_only=True).sort_index()
+            if len(g) < 2:
+                continue
+            g = g.assign(bound=np.where(kernel == "matmul", "compute", "memory")) if "bound" not in g else g
+            compute = kernel == "matmul"
+            work = (g["flops"] if compute else g["bytes"]).astype(float)
+            big = g.index[-1]
+            rate = work.loc[big] / (g["median_ms"].loc[big] * 1e-3)  # per second
+            fixed_ms = g["median_ms"].iloc[0]
+            over = g.index[(work / rate * 1e3) > fixed_ms]
+            rows.append({"kernel": kernel, "dtype": dtype, "impl": impl, "small": int(g.index[0]),
+                         "fixed_us": fixed_ms * 1e3,
+                         "loop_us": g["loop_ms"].iloc[0] * 1e3 if "loop_ms" in g else np.nan,
+                         "large": int(big), "rate": rate / (1e12 if compute else 1e9),
+                         "unit": "TFLOP/s" if compute else "GB/s",
+                         "crossover": float(over[0]) if len(over) else np.nan})
+    return pd.DataFrame(rows, columns=["kernel", "dtype", "impl", "small", "fixed_us", "loop_us", "large", "rate",
+                                       "unit", "crossover"])
+
+
+def plateau_table(metrics: pd.DataFrame, gpu: str) -> str:
+    t = plateau(metrics, gpu)
+    if t.empty:
+        return f"\\begin{{center}}The launch-bound plateau: GPU time {NOT_MEASURED}.\\end{{center}}\n"
+    order = {i: n for n, i in enumerate(IMPL_ORDER)}
+    t = t.sort_values(["kernel", "impl"], key=lambda s: s.map(order) if s.name == "impl" else s)
+    g, lo = FRAME_LABEL["gpu"], FRAME_LABEL["loop"]
+    out = pd.DataFrame({("", "kernel"): t["kernel"], ("", "dtype"): t["dtype"], ("", "impl"): t["impl"].map(IMPL_SHORT),
+                        ("smallest N", "N"): t["small"], ("smallest N", f"{g} [µs]"): t["fixed_us"],
+                        ("smallest N", f"{lo} [µs]"): t["loop_us"],
+                        ("largest N", "rate"): t["rate"], ("largest N", "unit"): t["unit"],
+                        ("", "crossover N"): t["crossover"].map(lambda v: "beyond largest" if not np.isfinite(v)
+                                                                else str(int(v)))})
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    body = table_latex(out, {c: fmt for c in out.columns if c[1].endswith("[µs]") or c[1] == "rate"}, "lllrrrrlr")
+    return body.replace("µs", "\\si{\\micro\\second}")
+
+
+# ---------------------------------------------------------------------------------------------------- waves
+
+
+def tile_of(config: str | None) -> tuple[int, int] | None:
+    """(BLOCK_M, BLOCK_N) of an autotune config string ('BLOCK_M: 64, BLOCK_N: 32, ...'), or None."""
+    if not isinstance(config, str):
+        return None
+    m, n = re.search(r"BLOCK_M\D+(\d+)", config), re.search(r"BLOCK_N\D+(\d+)", config)
+    return (int(m.group(1)), int(n.group(1))) if m and n else None
+
+
+def waves(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) -> pd.DataFrame:
+    """Per Triton matmul cell on this GPU (forward, square): the tile the autotuner chose, its output tiles, the
+    waves they make on the SMs, their wave efficiency (analysis/metrics.wave_efficiency with that tile) beside the
+    128 x 128 tile's, and which kernel ran where compiled.parquet recorded it (the persistent TMA kernel runs one
+    program per SM, each walking tiles; its quantisation is the same count of tiles over SMs)."""
+    cols = ["dtype", "size", "tile", "tiles", "sms", "waves", "efficiency", "efficiency_128", "function", "programs"]
+    spec = SPECS.get(gpu)
+    ok = timed(metrics, gpu)
+    ok = ok[(ok["kernel"] == "matmul") & (ok["impl"] == "triton") & (ok["pass"] == "fwd")]
+    if spec is None or ok.empty or "autotune_config" not in ok:
+        return pd.DataFrame(columns=cols)
+    funcs = {}
+    if compiled is not None and not compiled.empty:
+        c = compiled[(compiled["gpu"] == gpu) & (compiled["kernel"] == "matmul")]
+        if "autotune_best" in c:
+            c = c[c["autotune_best"].fillna(False).astype(bool)]
+        funcs = {(r.dtype, int(r.size)): r.function for r in c.itertuples()}
+    rows = []
+    for r in ok.sort_values(["dtype", "size"]).itertuples():
+        tile = tile_of(r.autotune_config)
+        if tile is None:
+            continue
+        m = int(getattr(r, "dim_m", r.size) if pd.notna(getattr(r, "dim_m", np.nan)) else r.size)
+        n = int(getattr(r, "dim_n", r.size) if pd.notna(getattr(r, "dim_n", np.nan)) else r.size)
+        tiles = math.ceil(m / tile[0]) * math.ceil(n / tile[1])
+        func = funcs.get((r.dtype, int(r.size)), "")
+        persistent = "tma" in func
+        rows.append({"dtype": r.dtype, "size": int(r.size), "tile": f"{tile[0]}x{tile[1]}", "tiles": tiles,
+                     "sms": spec.sms, "waves": math.ceil(tiles / spec.sms),
+                     "efficiency": tiles / (math.ceil(tiles / spec.sms) * spec.sms),
+                     "efficiency_128": wave_efficiency(m, n, spec.sms),
+                     "function": "persistent TMA" if persistent else ("pointer" if func else "not recorded"),
+                     "programs": min(tiles, spec.sms) if persistent else (tiles if func else np.nan)})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def waves_table(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) -> str:
+    t = waves(metrics, compiled, gpu)
+    if t.empty:
+        return (f"\\begin{{center}}Tiles and waves: the autotuner's choice is {NOT_MEASURED} (no timed Triton "
+                "matrix product on a GPU with a known SM count).\\end{center}\n")
+    out = pd.DataFrame({"dtype": t["dtype"], "N": t["size"], "tile (autotuned)": t["tile"], "tiles": t["tiles"],
+                        "waves": t["waves"], "wave eff.": t["efficiency"], "eff. at 128x128": t["efficiency_128"],
+                        "kernel": t["function"], "programs": t["programs"]})
+    return table_latex(out, {"wave eff.": lambda v: fmt(v, 3), "eff. at 128x128": lambda v: fmt(v, 3),
+                             "programs": lambda v: "--" if not np.isfinite(v) else str(int(v))}, "lrlrrrrlr")
+
+
+# ---------------------------------------------------------------------------------------------------- cost to get
+
+
+def cost(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    """Per kernel and implementation (forward, every checked cell on this device): the first call (cold_ms: the
+    call that compiles, autotunes and loads; its median and largest over cells), the autotune time (median over
+    autotuned cells), the warm call (median Python-loop time over the same cells) and how many warm calls the first
+    one costs (medians' ratio)."""
+    d = metrics[(metrics["gpu"] == gpu) & (metrics["pass"] == "fwd")]
+    d = d[d["status"].isin(["ok", "not_timed"])] if "status" in d else d
+    cold = d["cold_ms"] if "cold_ms" in d else pd.Series(np.nan, index=d.index)
+    if "check_s" in d:  # rows from before cold_ms: the check's time holds the first call
+        cold = cold.fillna(d["check_s"] * 1e3)
+    d = d.assign(first_ms=cold.astype(float))
+    rows = []
+    for (kernel, impl), g in d.groupby(["kernel", "impl"]):
+        first = g["first_ms"].dropna()
+        tune = g["autotune_ms"].dropna() if "autotune_ms" in g else pd.Series(dtype=float)
+        warm = g["loop_ms"].dropna() if "loop_ms" in g else pd.Series(dtype=float)
+        rows.append({"kernel": kernel, "impl": impl, "cells": len(g),
+                     "first_median_ms": first.median() if len(first) else np.nan,
+                     "first_max_ms": first.max() if len(first) else np.nan,
+                     "autotune_ms": tune.median() if len(tune) else np.nan,
+                     "warm_us": warm.median() * 1e3 if len(warm) else np.nan,
+                     "calls": first.median() / warm.median() if len(first) and len(warm) else np.nan,
+                     "cache": ", ".join(sorted(set(g["cache_state"].dropna().astype(str))))
+                     if "cache_state" in g else ""})
+    return pd.DataFrame(rows, columns=["kernel", "impl", "cells", "first_median_ms", "first_max_ms", "autotune_ms",
+                                       "warm_us", "calls", "cache"])
+
+
+def cost_table(metrics: pd.DataFrame, gpu: str) -> str:
+    t = cost(metrics, gpu)
+    if t.empty or t["first_median_ms"].isna().all():
+        return f"\\begin{{center}}The first call's time is {NOT_MEASURED}.\\end{{center}}\n"
+    order = {i: n for n, i in enumerate(IMPL_ORDER)}
+    t = t.sort_values(["kernel", "impl"], key=lambda s: s.map(order) if s.name == "impl" else s)
+    out = pd.DataFrame({("", "kernel"): t["kernel"], ("", "impl"): t["impl"].map(IMPL_SHORT), ("", "cells"): t["cells"],
+                        ("first call [ms]", "median"): t["first_median_ms"], ("first call [ms]", "max"): t["first_max_ms"],
+                        ("", "autotune [ms]"): t["autotune_ms"],
+                        (FRAME_LABEL["loop"], "warm [µs]"): t["warm_us"],
+                        (FRAME_LABEL["loop"], "first / warm"): t["calls"],
+                        ("", "caches"): t["cache"].replace("", "--")})
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    body = table_latex(out, {c: fmt for c in out.columns if c[1] in ("median", "max", "autotune [ms]", "warm [µs]",
+                                                                     "first / warm")}, "llrrrrrrl")
+    return body.replace("µs", "\\si{\\micro\\second}")
+
+
+# ---------------------------------------------------------------------------------------------------- alignment
+
+
+def alignment(metrics: pd.DataFrame, gpu: str, odd: int = 1793, even: int = 2048) -> pd.DataFrame:
+    """Matrix product at a size that is no multiple of 16 (odd) and the power of two above it (even), per dtype and
+    implementation: GPU time, TFLOP/s at each, and the rate at the odd size over the even one (1: no loss)."""
+    ok = timed(metrics, gpu)
+    ok = ok[(ok["kernel"] == "matmul") & (ok["pass"] == "fwd") & ok["size"].isin([odd, even])
+            & ok["impl"].isin(["builtin", "triton"])]
+    rows = []
+    for (dtype, impl), g in ok.groupby(["dtype", "impl"]):
+        g = g.groupby("size")["achieved_tflops"].median()
+        if odd in g and even in g:
+            rows.append({"dtype": dtype, "impl": impl, "odd": g[odd], "even": g[even], "ratio": g[odd] / g[even]})
+    return pd.DataFrame(rows, columns=["dtype", "impl", "odd", "even", "ratio"])
+
+
+def alignment_table(metrics: pd.DataFrame, gpu: str, odd: int = 1793, even: int = 2048) -> str:
+    t = alignment(metrics, gpu, odd, even)
+    if t.empty:
+        return (f"\\begin{{center}}Alignment: the matrix product at $N={odd}$ and $N={even}$ is {NOT_MEASURED}."
+                "\\end{center}\n")
+    head = f"{FRAME_LABEL['gpu']}, TFLOP/s"
+    out = pd.DataFrame({("", "dtype"): t["dtype"], ("", "impl"): t["impl"].map(IMPL_SHORT),
+                        (head, f"N={odd}"): t["odd"], (head, f"N={even}"): t["even"],
+                        (head, f"{odd} / {even}"): t["ratio"]})
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    return table_latex(out, {c: fmt for c in out.columns[2:]}, "llrrr")
+
+
+# ---------------------------------------------------------------------------------------------------- paragraphs
+
+
+def _rate_at(rows: pd.DataFrame, impl: str) -> pd.Series | None:
+    r = rows[rows["impl"] == impl]
+    return r.iloc[0] if len(r) else None
+
+
+def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | None,
+                  compiled: pd.DataFrame | None, gpu: str) -> str:
+    """The 'why' of one kernel on one GPU, every sentence present only where its data is."""
+    ok = timed(metrics, gpu)
+    ok = ok[(ok["kernel"] == kernel) & (ok["pass"] == "fwd")]
+    rows = metrics[(metrics["gpu"] == gpu) & (metrics["kernel"] == kernel) & (metrics["pass"] == "fwd")]
+    launch = launches(profiles)
+    launch = launch[(launch["gpu"] == gpu) & (launch["kernel"] == kernel) & (launch["pass"] == "fwd")]
+    dtypes = set(launch["dtype"]) | set(ok["dtype"])
+    dtype = next((d for d in LOW_PRECISION_FIRST if d in dtypes), None)
+    out = []
+    if launch.empty:
+        out.append(f"The kernels each implementation launches are {NOT_MEASURED} (no GPU profile of this device).")
+    else:
+        launch = launch[launch["dtype"] == dtype] if dtype in set(launch["dtype"]) else launch
+        size = int(launch["size"].iloc[0])
+        by = {r.impl: r for r in launch.itertuples()}
+        said = [f"{tex_escape(IMPL_LABEL[i])} {launch_phrase(by[i].n_kernels, by[i].names)}"
+                for i in IMPL_ORDER if i in by]
+        out.append(f"Per call at $N={size}$ in {tex_escape(dtype)} (torch.profiler): " + "; ".join(said) + ".")
+        tri, bi = by.get("triton"), by.get("builtin")
+        if tri is not None and bi is not None:
+            if bi.n_kernels > tri.n_kernels:
+                out.append(f"The builtin launches {bi.n_kernels} kernels where ours launches {tri.n_kernels}: "
+                           "each extra one is another launch and another pass over memory.")
+            elif bi.n_kernels == tri.n_kernels:
+                out.append("The builtin launches as many kernels as ours: any difference is inside the kernels.")
+        comp = by.get("compile")
+        if comp is not None:
+            generated = sum(c for name, c in comp.names if name.startswith("triton_"))
+            out.append(f"Of torch.compile's {comp.n_kernels}, Inductor generated {generated} (its \\texttt{{triton\\_}} "
+                       "kernels; the others are library calls).")
+        traffic = naive_traffic(kernel, size, ELEMENT_BYTES.get(dtype, 4))
+        least = ok[(ok["size"] == size) & (ok["dtype"] == dtype)]["bytes"]
+        if traffic and len(least):
+            minimum = float(least.iloc[0])
+            count = "" if "naive" not in by else (
+                " (as many as it launched)" if by["naive"].n_kernels == traffic["kernels"]
+                else f" (it launched {by['naive'].n_kernels})")
+            out.append(f"By the traffic its source annotates (modelled, not measured), the naive expression's "
+                       f"{traffic['kernels']} kernels{count} move {fmt(traffic['bytes'] / 1e6)}~MB, "
+                       f"{fmt(traffic['bytes'] / minimum)}$\\times$ the {fmt(minimum / 1e6)}~MB the minimum-bytes "
+                       "model counts.")
+            at = ok[(ok["size"] == size) & (ok["dtype"] == dtype)].set_index("impl")["median_ms"]
+            if {"naive", "triton"} <= set(at.index):
+                out.append(f"Measured, its GPU time there is {fmt(at['naive'] / at['triton'])}$\\times$ ours.")
+    c = compiled_best(compiled, gpu, kernel, dtype) if dtype else pd.DataFrame()
+    if c.empty:
+        out.append(f"Our Triton kernel's registers, occupancy and load width are {NOT_MEASURED}.")
+    else:
+        r = c.iloc[-1]  # the largest size compiled
+        auto = " (the autotuner's choice)" if bool(r.get("autotuned")) else ""
+        out.append(f"Our Triton kernel \\texttt{{{tex_escape(str(r['function']))}}} at $N={int(r['size'])}$"
+                   f"{auto}: {compiled_phrase(r, dtype)}.")
+    cold = rows[(rows["impl"] == "compile")]
+    first = (cold["cold_ms"] if "cold_ms" in cold else pd.Series(dtype=float)).dropna()
+    if len(first):
+        out.append(f"torch.compile's first call took {fmt(first.median())}~ms (median over {len(first)} cells, "
+                   f"at most {fmt(first.max())}~ms): compilation is paid once per shape and dtype.")
+    else:
+        out.append(f"torch.compile's first call is {NOT_MEASURED}.")
+    big = ok[ok["dtype"] == dtype]
+    if not big.empty:
+        big = big[big["size"] == big["size"].max()]
+        b, t = _rate_at(big, "builtin"), _rate_at(big, "triton")
+        if b is not None and t is not None and np.isfinite(t["median_ms"]):
+            frac = "roofline_fraction_measured"
+            ratio = b["median_ms"] / t["median_ms"]
+            verdict = str(t.get("verdict_vs_builtin") or "")
+            where = (f"At $N={int(b['size'])}$ the builtin reaches {fmt(b[frac], 2)} of the measured roofline and "
+                     f"ours {fmt(t[frac], 2)}")
+            if verdict == "faster":
+                out.append(f"{where}: the builtin loses here, taking {fmt(ratio)}$\\times$ our GPU time.")
+            elif verdict == "slower":
+                out.append(f"{where}: ours loses here, the builtin taking {fmt(ratio)}$\\times$ our GPU time.")
+            else:
+                out.append(f"{where}: a tie within noise in GPU time.")
+    return " ".join(out)
+
+
+def why_sections(metrics: pd.DataFrame, profiles: pd.DataFrame | None, compiled: pd.DataFrame | None, gpu: str,
+                 kernels: list[str]) -> dict[str, str]:
+    """Per kernel, its 'why' paragraph (LaTeX), for the kernel sections."""
+    return {k: "\\paragraph{Why.} " + why_paragraph(k, metrics, profiles, compiled, gpu) + "\n" for k in kernels}

@@ -1,0 +1,118 @@
+"""analysis/why.py: the paper's 'why' (launches, modelled traffic, compiled facts, plateau, waves, cost to get a
+kernel, alignment) on synthetic frames and on the committed H200 reference. No timing thresholds: only what the rows
+say, and that every output degrades to 'not measured' without its data."""
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis import why
+
+REF = Path(__file__).resolve().parents[1] / "data" / "reference" / "h200"
+
+
+def cell(kernel="vecadd", impl="triton", dtype="bfloat16", size=256, median_ms=0.005, **kw):
+    row = {"gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "size": size, "pass": "fwd",
+           "status": "ok", "claimable": True, "median_ms": median_ms, "loop_ms": 0.02, "graph_median_ms": median_ms,
+           "bytes": 6.0 * size * size, "flops": float(size * size), "cold_ms": 1.0, "check_s": 0.001,
+           "autotune_ms": np.nan, "autotune_config": None, "cache_state": "warm", "achieved_tflops": np.nan,
+           "roofline_fraction_measured": 0.5, "verdict_vs_builtin": "tie", "bound": "memory"}
+    row.update(kw)
+    return row
+
+
+def test_short_names_drop_templates_signatures_and_namespaces():
+    assert why.short_name("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float> >(int, float)") \
+        == "reduce_kernel"
+    assert why.short_name("_gelu_kernel") == "_gelu_kernel"
+    names = "void a::k<1>(int); void a::k<1>(int); triton_poi_fused_0"
+    assert why.launched(names) == [("k", 2), ("triton_poi_fused_0", 1)]
+    assert why.launched(None) == []
+
+
+def test_naive_traffic_parses_the_annotated_source(tmp_path):
+    (tmp_path / "toy.py").write_text(
+        "def toy_naive(x):\n"
+        "    y = x * 2  # 1 kernel: read N^2, write N^2\n"
+        "    z = y.sum(1)  # 2 kernels: read N^2 + N, write N each\n"
+        "    return z + 1  # 2 kernels: read N write N; read 2N write N\n")
+    t = why.naive_traffic("toy", 10, 4, tmp_path)
+    assert t["kernels"] == 5
+    assert t["bytes"] == 4 * ((100 + 100) + 2 * (110 + 10) + (10 + 10) + (20 + 10))
+    (tmp_path / "bare.py").write_text("def bare_naive(x):\n    return x + 1\n")
+    assert why.naive_traffic("bare", 10, 4, tmp_path) is None
+    assert why.naive_traffic("absent", 10, 4, tmp_path) is None
+
+
+@pytest.mark.parametrize("kernel", ["gelu", "layernorm", "rmsnorm", "softmax", "rowsum", "saxpy", "vecadd", "matmul"])
+def test_naive_traffic_counts_the_kernels_the_reference_profiles_launched(kernel):
+    p = pd.read_parquet(REF / "profiles.parquet")
+    row = p[(p["kernel"] == kernel) & (p["impl"] == "naive") & (p["pass"] == "fwd") & (p["dtype"] == "bfloat16")]
+    t = why.naive_traffic(kernel, int(row["size"].iloc[0]), 2)
+    assert t["kernels"] == int(row["n_kernels"].iloc[0])
+    assert t["bytes"] > 0
+
+
+def test_plateau_crossover_is_the_first_size_whose_work_outlasts_the_fixed_cost():
+    sizes = [256, 512, 1024, 2048]
+    times = [0.005, 0.005, 0.006, 0.020]  # ms; 6 N^2 bytes at the largest: 25.2 MB in 20 us
+    m = pd.DataFrame([cell(size=s, median_ms=t) for s, t in zip(sizes, times)])
+    t = why.plateau(m, "h200").iloc[0]
+    rate = 6.0 * 2048 ** 2 / 20e-6  # B/s
+    expected = next(s for s in sizes if 6.0 * s * s / rate > 5e-6)
+    assert t["crossover"] == expected and t["fixed_us"] == pytest.approx(5.0) and t["unit"] == "GB/s"
+    assert why.plateau(m.iloc[:0], "h200").empty
+    assert "not measured" in why.plateau_table(m.iloc[:0], "h200")
+
+
+def test_waves_use_the_autotuned_tile_and_name_the_persistent_kernel():
+    m = pd.DataFrame([cell("matmul", size=1793, autotune_config="BLOCK_M: 64, BLOCK_N: 256, BLOCK_K: 32"),
+                      cell("matmul", size=4096, autotune_config="BLOCK_M: 128, BLOCK_N: 256, BLOCK_K: 64")])
+    compiled = pd.DataFrame({"gpu": "h200", "kernel": "matmul", "dtype": "bfloat16", "size": [4096],
+                             "function": ["_matmul_tma_kernel"], "autotune_best": [True]})
+    t = why.waves(m, compiled, "h200").set_index("size")
+    assert t.loc[1793, "tiles"] == 29 * 8 and t.loc[1793, "function"] == "not recorded"
+    assert t.loc[1793, "efficiency"] == pytest.approx(232 / 264)
+    assert t.loc[4096, "function"] == "persistent TMA" and t.loc[4096, "programs"] == 132
+    assert "not measured" in why.waves_table(m, compiled, "cpu")
+
+
+def test_cost_and_alignment_degrade_without_rows():
+    m = pd.DataFrame([cell(impl="compile", cold_ms=400.0, loop_ms=0.08), cell(impl="triton", cold_ms=np.nan)])
+    c = why.cost(m, "h200").set_index("impl")
+    assert c.loc["compile", "calls"] == pytest.approx(400.0 / 0.08)
+    assert c.loc["triton", "first_median_ms"] == pytest.approx(1.0)  # from check_s where cold_ms is missing
+    assert "not measured" in why.cost_table(m.iloc[:0], "h200")
+    assert "not measured" in why.alignment_table(m, "h200")
+
+
+def test_the_paragraph_says_not_measured_without_profiles_or_compiled_facts():
+    m = pd.DataFrame([cell(size=s) for s in (256, 512)])
+    text = why.why_paragraph("vecadd", m, None, None, "h200")
+    assert "launches are not measured on this run" in text and "load width are not measured" in text
+
+
+@pytest.fixture(scope="module")
+def reference():
+    from analysis.metrics import compute_metrics
+    from rooflab.io import CEILING_COLUMNS, read_raw_many, read_results
+
+    raw = [p for p in glob.glob(str(REF / "*.parquet")) if Path(p).stem not in ("profiles", "compiled", "ceilings")]
+    metrics = compute_metrics(read_raw_many(raw), read_results(str(REF / "ceilings.parquet"), CEILING_COLUMNS))
+    return metrics, pd.read_parquet(REF / "profiles.parquet"), pd.read_parquet(REF / "compiled.parquet")
+
+
+def test_on_the_reference_every_kernel_gets_a_paragraph_from_its_rows(reference):
+    metrics, profiles, compiled = reference
+    kernels = sorted(set(metrics["kernel"]))
+    paragraphs = why.why_sections(metrics, profiles, compiled, "h200", kernels)
+    for k in kernels:
+        assert why.NOT_MEASURED not in paragraphs[k], k
+        assert "torch.profiler" in paragraphs[k]
+    assert "persistent TMA" in why.waves_table(metrics, compiled, "h200")
+    assert "1793" in why.alignment_table(metrics, "h200")
+    assert not why.plateau(metrics, "h200").empty and not why.cost(metrics, "h200").empty
