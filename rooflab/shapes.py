@@ -21,6 +21,14 @@ from dataclasses import dataclass
 FAMILIES: dict[str, tuple[str, ...]] = {
     "rows": ("rows", "cols"),  # elementwise and row kernels: a (rows, cols) matrix, rows reduced or mapped
     "mkn": ("M", "K", "N"),  # C (M x N) = A (M x K) @ B (K x N)
+    "bhsd": ("batch", "heads", "seq", "head_dim"),  # attention: Q, K, V and O each (batch, heads, seq, head_dim)
+}
+# A family whose square shape is not n in every dimension: which dimension n is, and the shape n makes. bhsd's is
+# FlashAttention-2's benchmark: sequence length n at 16k tokens a batch (batch = 16384 // n), 2048 wide in 16 heads
+# of 128 (head dim 64, 32 heads: the presets); the sizes 256-8192 and 1793 of a GPU sweep give 6 batches of 2-64.
+ATTENTION_TOKENS, ATTENTION_WIDTH, ATTENTION_HEAD_DIM = 16384, 2048, 128
+SQUARE_RULES = {
+    "bhsd": (2, lambda n: (max(1, ATTENTION_TOKENS // n), ATTENTION_WIDTH // ATTENTION_HEAD_DIM, n, ATTENTION_HEAD_DIM)),
 }
 SQUARE = "square"
 CUSTOM = "custom"  # the set of explicit shapes a config lists
@@ -65,6 +73,15 @@ LLM = {
         ((32, 8192, 28672), "Llama-3 70B MLP up projection, decode batch 32"),
         ((128, 4096, 152064), "Qwen2.5 7B-sized LM head (hidden 4096 -> vocabulary 152064), decode batch 128"),
     ),
+    # prefill only (no decode); grouped K/V heads (GQA: Llama-3 8B's 8, 70B's 8) repeated to every query head
+    "bhsd": _table(
+        ((8, 32, 2048, 128), "Llama-3 8B / Mistral 7B attention, 32 heads of 128, 2k prefill, batch 8"),
+        ((4, 32, 4096, 128), "Llama-3 8B attention, 4k prefill, batch 4"),
+        ((2, 32, 8192, 128), "Llama-3 8B attention, 8k prefill, batch 2"),
+        ((1, 32, 16384, 128), "Llama-3 8B attention, 16k prefill"),
+        ((1, 64, 8192, 128), "Llama-3 70B attention, 64 heads of 128, 8k prefill"),
+        ((16, 12, 1024, 64), "GPT-2 attention, 12 heads of 64, 1k context, batch 16"),
+    ),
 }
 ODD = {
     "rows": _table(
@@ -84,6 +101,12 @@ ODD = {
         ((3, 4096, 4097), "three rows: a skinny decode of odd width"),
         ((4096, 17, 4096), "K = 17: an outer product in all but name, memory-bound"),
     ),
+    "bhsd": _table(
+        ((16, 32, 1024, 64), "FlashAttention-2's benchmark at head dim 64: 32 heads, 16k tokens"),
+        ((4, 32, 4096, 64), "head dim 64, 32 heads, 4k sequence"),
+        ((16, 16, 1000, 128), "sequence 1000: a multiple of no tile"),
+        ((3, 16, 4097, 128), "sequence one past a power of two"),
+    ),
 }
 PRESETS: dict[str, dict[str, tuple[Shape, ...]]] = {"llm": LLM, "odd": ODD}
 PRESET_NAMES = (SQUARE, *PRESETS)
@@ -94,7 +117,9 @@ class ShapeError(ValueError):
 
 
 def square(family: str, n: int) -> tuple[int, ...]:
-    """The family's shape with every dimension n: what config `sizes` means."""
+    """The family's square shape of n: every dimension n, or its SQUARE_RULES shape; what config `sizes` means."""
+    if family in SQUARE_RULES:
+        return tuple(int(d) for d in SQUARE_RULES[family][1](int(n)))
     return (int(n),) * len(dims_of(family))
 
 
@@ -149,8 +174,14 @@ def elements(shape) -> int:
 
 
 def square_size(shape) -> int | None:
-    """n when every dimension is n (the row's `size`), else None."""
-    return int(shape[0]) if len(set(shape)) == 1 else None
+    """n when the shape is a family's square shape of n (the row's `size`), else None."""
+    dims = tuple(int(d) for d in shape)
+    if len(set(dims)) == 1:
+        return dims[0]
+    for family, (at, _) in SQUARE_RULES.items():
+        if len(dims) == len(FAMILIES[family]) and square(family, dims[at]) == dims:
+            return dims[at]
+    return None
 
 
 def preset_shapes(name: str, family: str) -> list[tuple[int, ...]]:

@@ -1,0 +1,104 @@
+"""FlashAttention-2 (kernels/attention.py) under the interpreter: O and dQ, dK, dV against autograd through the
+float64 naive expression, fp32 and fp16, causal and not, sequence lengths a multiple of no tile, head dims 16-64,
+strided inputs; the sweep's implementations and passes, the FLOP/byte model and the bhsd square shape."""
+import pytest
+import torch
+
+from kernels import attention as at
+from rooflab.cell import relative_error
+from rooflab.kernel import DEFAULT_TOLERANCE
+from rooflab.shapes import square_size
+
+DTYPES = [(torch.float32, DEFAULT_TOLERANCE["float32"]), (torch.float16, DEFAULT_TOLERANCE["float16"])]
+
+
+def inputs(shape, dtype, seed=1):
+    return at.make_inputs(shape, dtype, "cpu", seed)
+
+
+def ours_with_grads(q, k, v, grad_o, causal):
+    leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+    o = at.attention_triton(*leaves, causal=causal)
+    o.backward(grad_o)
+    return o.detach(), tuple(t.grad for t in leaves)
+
+
+@pytest.mark.parametrize("dtype,tol", DTYPES, ids=["fp32", "fp16"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("shape", [(1, 2, 64, 16), (2, 1, 100, 32), (1, 1, 128, 64), (1, 2, 77, 64)])
+def test_output_and_gradients_against_float64(shape, causal, dtype, tol):
+    q, k, v, grad_o = inputs(shape, dtype)
+    o, grads = ours_with_grads(q, k, v, grad_o, causal)
+    assert o.dtype == dtype and all(g.dtype == dtype and g.shape == q.shape for g in grads)
+    assert relative_error(o, at.reference((q, k, v, grad_o), "fwd", causal))[0] <= tol
+    for name, g, r in zip("QKV", grads, at.reference((q, k, v, grad_o), "fwd+bwd", causal)):
+        assert relative_error(g, r)[0] <= tol, f"d{name}"
+
+
+def test_strided_inputs_from_a_batch_seq_heads_layout():
+    qkv = torch.randn(2, 100, 3, 2, 32)  # (batch, seq, q/k/v, heads, head_dim): a fused projection's output
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))  # (batch, heads, seq, head_dim), not contiguous
+    assert not q.is_contiguous()
+    grad_o = torch.randn(q.shape)
+    o, grads = ours_with_grads(q, k, v, grad_o, True)
+    assert relative_error(o, at.reference((q, k, v, grad_o)))[0] <= 1e-5
+    assert relative_error(grads, at.reference((q, k, v, grad_o), "fwd+bwd"))[0] <= 1e-5
+
+
+def test_causal_rows_see_only_the_past():
+    q, k, v, _ = inputs((1, 1, 64, 16), torch.float32)
+    v2 = v.clone()
+    v2[:, :, 40:] += 1.0  # a change after row 39 leaves rows 0-39 alone
+    a, b = at.attention_triton(q, k, v), at.attention_triton(q, k, v2)
+    torch.testing.assert_close(a[:, :, :40], b[:, :, :40], rtol=0, atol=0)
+    assert not torch.allclose(a[:, :, 40:], b[:, :, 40:])
+
+
+@pytest.mark.parametrize("pass_", ["fwd", "fwd+bwd"])
+@pytest.mark.parametrize("impl", ["naive", "builtin", "triton"])
+def test_every_impl_within_kernel_tolerance(impl, pass_):
+    k = at.KERNEL
+    ins = k.make_inputs((1, 2, 96, 32), torch.float16, "cpu", seed=3)
+    out = k.impls[impl](ins, pass_=pass_)()
+    assert relative_error(out, k.reference(ins, pass_))[0] <= k.tolerance["float16"]
+
+
+def test_compiled_naive_fwd_bwd_within_tolerance():
+    from rooflab.cell import compiled_factory
+
+    k = at.KERNEL
+    ins = k.make_inputs((1, 2, 48, 16), torch.float32, "cpu", seed=2)
+    make, fell_back = compiled_factory(k)
+    assert relative_error(make(ins, pass_="fwd+bwd")(), k.reference(ins, "fwd+bwd"))[0] <= 1e-5
+    assert not fell_back()
+
+
+def test_reference_by_chunks_of_heads_is_the_whole(monkeypatch):
+    ins = inputs((2, 3, 40, 16), torch.float32)
+    whole = at.reference(ins, "fwd+bwd")
+    monkeypatch.setattr(at, "REFERENCE_SCORES", 40 * 40)  # one head at a time
+    torch.testing.assert_close(at.reference(ins, "fwd+bwd"), whole)
+
+
+def test_flop_and_byte_model_and_the_square_shape():
+    assert at.KERNEL.shape(512) == (32, 16, 512, 128) and at.KERNEL.shape(1793) == (9, 16, 1793, 128)
+    assert square_size((32, 16, 512, 128)) == 512 and square_size((1, 32, 16384, 128)) is None
+    b, h, s, d = 2, 16, 1024, 128
+    assert at.flops((b, h, s, d), "fwd", causal=False) == 4 * b * h * s * s * d
+    assert at.flops((b, h, s, d)) == 2 * b * h * s * s * d  # the sweep is causal: half
+    assert at.flops((b, h, s, d), "fwd+bwd") == 3.5 * at.flops((b, h, s, d))
+    e = b * h * s * d
+    assert at.bytes_moved((b, h, s, d), "bfloat16") == 4 * e * 2 + b * h * s * 4
+    assert at.bytes_moved((b, h, s, d), "bfloat16", "fwd+bwd") == 12 * e * 2 + 2 * b * h * s * 4
+    assert at.KERNEL.compute_unit("bfloat16") == "bf16" and at.KERNEL.family == "bhsd"
+
+
+def test_refusals_name_the_problem():
+    q = torch.zeros(1, 1, 8, 48)
+    with pytest.raises(ValueError, match="head dims"):
+        at.attention_triton(q, q, q)
+    with pytest.raises(ValueError, match="one shape"):
+        at.attention_triton(torch.zeros(1, 1, 8, 16), torch.zeros(1, 1, 9, 16), torch.zeros(1, 1, 8, 16))
+    with pytest.raises(ValueError, match="unit stride"):
+        x = torch.zeros(1, 1, 16, 8).transpose(2, 3)
+        at.attention_triton(x, x, x)
