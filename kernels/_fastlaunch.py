@@ -36,9 +36,10 @@ _stand_in = None  # the stand-in CompiledKernel of standing_in()
 
 
 def spec(t: torch.Tensor) -> tuple:
-    """What a key needs of one input tensor: its shape, strides, dtype, device and whether its address is 16-byte
-    aligned (Triton specialises a pointer on it; the module docstring says why it must be in the key)."""
-    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0
+    """What a key needs of one input tensor: its shape, strides, dtype, device (its index, -1 for the CPU: cheaper
+    than t.device) and whether its address is 16-byte aligned (Triton specialises a pointer on it; the module
+    docstring says why it must be in the key)."""
+    return t.shape, t.stride(), t.dtype, t.get_device(), t.data_ptr() % 16 == 0
 
 
 def raw_launch_reason() -> str | None:
@@ -67,6 +68,8 @@ def _why_not_raw() -> str | None:
         device, stream = driver.active.get_current_device, driver.active.get_current_stream
     except Exception as exc:  # noqa: BLE001  anything missing is an API that differs
         return f"triton's driver or knobs differ: {type(exc).__name__}: {exc}"
+    if device is torch.cuda.current_device:  # the same less its lazy-init check: an entry's first call set CUDA up
+        device = getattr(torch._C, "_cuda_getDevice", device)
     _runtime, _HookChain, _current_device, _current_stream = knobs.runtime, HookChain, device, stream
     return None
 

@@ -42,7 +42,11 @@ def leading_rows(fn):
 def needs_grad(*tensors) -> bool:
     """Whether autograd must see this call (one check on the forward's path): where it need not, a wrapper calls its
     forward without the autograd Function, whose own cost a call would otherwise pay."""
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    if torch.is_grad_enabled():
+        for t in tensors:  # a loop, not any() over a generator: this runs at every call
+            if t is not None and t.requires_grad:
+                return True
+    return False
 
 
 def row_launch_params(n_cols: int, element_size: int) -> tuple[int, int]:

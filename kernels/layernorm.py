@@ -162,7 +162,7 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
            id(UNMASKED_COLS))
     launch = _LAUNCHES.get(key)
     if launch is not None:
-        y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
+        y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
         launch(x, weight, bias, y)
         return y
     check_device(x, weight, bias)

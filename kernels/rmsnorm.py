@@ -104,7 +104,7 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
            id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK)
     launch = _LAUNCHES.get(key)
     if launch is not None:
-        y = torch.empty(x.shape, device=x.device, dtype=x.dtype)
+        y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
         launch(x, weight, y)
         return y
     check_device(x, weight)

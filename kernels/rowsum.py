@@ -137,7 +137,7 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
            SPLIT_CHUNK, SPLIT_UNALIGNED)
     launch = _LAUNCHES.get(key)
     if launch is not None:
-        s = torch.empty(x.shape[:1], dtype=x.dtype, device=x.device)
+        s = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)  # an int: a Size costs more to parse
         launch(x, s)
         return s
     check_device(x)

@@ -49,9 +49,11 @@ def saxpy_triton(a: float, x: torch.Tensor, y: torch.Tensor, num_warps: int | No
                  block_size: int | None = None, one_row: bool | None = None) -> torch.Tensor:
     """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements with ``num_warps``
     (defaults by dtype: kernels/_elementwise.LAUNCH); ``one_row``: see kernels/_elementwise.tile_launch."""
-    if isinstance(a, bool) or not isinstance(a, (int, float)):
-        raise TypeError(f"saxpy_triton needs a Python float scalar a, got {type(a).__name__}")
-    return launch_binary(_LAUNCHES, _saxpy_kernel, "saxpy_triton", x, y, (float(a),), num_warps, block_size, one_row)
+    if a.__class__ is not float:  # the checks and the conversion only where a is no float (a bool is an int)
+        if isinstance(a, bool) or not isinstance(a, (int, float)):
+            raise TypeError(f"saxpy_triton needs a Python float scalar a, got {type(a).__name__}")
+        a = float(a)
+    return launch_binary(_LAUNCHES, _saxpy_kernel, "saxpy_triton", x, y, (a,), num_warps, block_size, one_row)
 
 
 def saxpy_naive(a: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

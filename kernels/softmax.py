@@ -157,7 +157,7 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     key = (spec(x), max_block, num_warps, reload, full, id(RELOAD_MIN_COLS), id(HELD_MIN_WARPS), id(UNMASKED_COLS))
     launch = _FWD_LAUNCHES.get(key)
     if launch is not None:
-        y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
         launch(x, y)
         return y
     _check("softmax_forward", x)
@@ -188,7 +188,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, max_block: int = MAX_FUS
     key = (spec(y), spec(dy), max_block, num_warps)
     launch = _BWD_LAUNCHES.get(key)
     if launch is not None:
-        dx = torch.empty(y.shape, dtype=y.dtype, device=y.device)
+        dx = torch.empty_like(y, memory_format=torch.contiguous_format)
         launch(y, dy, dx)
         return dx
     _check("softmax_backward", y, dy)
