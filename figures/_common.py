@@ -79,16 +79,6 @@ def gpu_name(gpu: str) -> str:
     return spec.name if spec else ("CPU" if gpu == "cpu" else gpu)
 
 
-def legend_outside(ax, title: str | None = None, labels_map: dict | None = None, **kw) -> None:
-    """The legend right of the axes, labels translated (impl keys -> readable names)."""
-    handles, labels = ax.get_legend_handles_labels()
-    labels_map = IMPL_LABEL if labels_map is None else labels_map
-    if not handles:
-        return
-    ax.legend(handles, [labels_map.get(lab, lab) for lab in labels], title=title, loc="upper left",
-              bbox_to_anchor=(1.01, 1.0), **kw)
-
-
 def claimable(metrics: pd.DataFrame, gpu: str, kernel: str | None = None) -> pd.DataFrame:
     """Rows a figure may draw: measured on this gpu, correct, timed and not a silent compile fallback."""
     ok = metrics["claimable"] if "claimable" in metrics else metrics["status"] == "ok"

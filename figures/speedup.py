@@ -16,7 +16,7 @@ from matplotlib.colors import Normalize
 
 from figures import SCOPES
 from figures._common import (IMPL_ORDER, IMPL_SHORT, annotated_grid, claimable, gpu_name, new_figure,
-                             no_data_figure, parse_args, print_size, read_metrics, save, setup, time_frame)
+                             no_data_figure, parse_args, read_metrics, save, setup, time_frame)
 from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["speedup"]
