@@ -85,6 +85,11 @@ LAYERNORM = {
         4: Choice((2048, 4096), "faster at 2048; a tie at 4096 kept because the reference (S17) ran with it",
                   T + "tune_v15_onerow_lnfull.csv"),
     },
+    # (rows a SM, columns): fewer rows than that, of at least that many columns, are split over several programs
+    "SPLIT_BELOW": Choice((2, 32768), "one program a row leaves most SMs idle (bf16 8 x 256000: 77.8 us, "
+                                      "torch.compile 19.1); square shapes never qualify", None),
+    # a split row: (programs a SM, fewest, most columns a program): one chunk of a row, held
+    "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
 }
 
 RMSNORM = {
@@ -100,6 +105,11 @@ RMSNORM = {
         4: Choice((2048, 8192), "faster at 2048 and 8192, a tie at 4096; 16-bit rows a tie",
                   T + "tune_v20_rms_fp32.csv"),
     },
+    # (rows a SM, columns): fewer rows than that, of at least that many columns, are split over several programs
+    "SPLIT_BELOW": Choice((2, 32768), "one program a row leaves most SMs idle (bf16 8 x 256000: 38.7 us, "
+                                      "torch.compile 12.8); square shapes never qualify", None),
+    # a split row: (programs a SM, fewest, most columns a program): one chunk of a row, held
+    "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
 }
 
 SOFTMAX = {

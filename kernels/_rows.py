@@ -7,6 +7,8 @@ two launches through the launch cache). The leading underscore keeps it out of t
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 import triton
 import triton.language as tl
@@ -130,27 +132,29 @@ def device_sms(x: torch.Tensor) -> int:
 
 class SplitLaunch:
     """A split row's two kept launches as one (kernels/_fastlaunch.py: called with the wrapper's head): phase 1
-    (x, workspace) writes fp32 partials per chunk into a fresh workspace, phase 2 (workspace, *head[skip:]) reads
-    them. Two launches in stream order, no atomics: the result is deterministic."""
-    __slots__ = ("first", "second", "workspace", "skip")
+    (x, workspace) writes fp32 partials per chunk into a fresh workspace, phase 2 (``pick`` of (workspace, *head))
+    reads them. Two launches in stream order, no atomics: the result is deterministic."""
+    __slots__ = ("first", "second", "workspace", "pick")
 
     def __call__(self, *head):
         ws = torch.empty(self.workspace, dtype=torch.float32, device=head[0].device)
         self.first(head[0], ws)
-        self.second(ws, *head[self.skip:])
+        self.second(*self.pick((ws, *head)))
 
 
-def launch_split(cache, key, head: tuple, skip: int, first: tuple, second: tuple, workspace: tuple) -> None:
+def launch_split(cache, key, head: tuple, order: tuple, first: tuple, second: tuple, workspace: tuple) -> None:
     """Launch a split row's phases through ``cache`` (kernels/_fastlaunch.LaunchCache) and keep both under ``key``
     as one SplitLaunch. ``first`` and ``second``: (kernel, grid, the arguments after the head, kwargs); phase 1's
-    head is (x, workspace), phase 2's (workspace, *head[skip:]); the workspace is fp32 of shape ``workspace``."""
+    head is (x, workspace), phase 2's (workspace, *head) at the indices ``order`` (two or more); the workspace is
+    fp32, of shape ``workspace``."""
     ws = torch.empty(workspace, dtype=torch.float32, device=head[0].device)
+    pick = operator.itemgetter(*order)
     launched = []
     for phase, phase_head, (kernel, grid, args, kwargs) in ((1, (head[0], ws), first),
-                                                             (2, (ws, *head[skip:]), second)):
+                                                             (2, pick((ws, *head)), second)):
         launched.append(cache.launch(("split", phase, key), kernel, grid, (*phase_head, *args), kwargs,
                                      n_head=len(phase_head)))
     if None not in launched:
         split = SplitLaunch()
-        (split.first, split.second), split.workspace, split.skip = launched, workspace, skip
+        (split.first, split.second), split.workspace, split.pick = launched, workspace, pick
         cache.keep(key, split)

@@ -1,10 +1,10 @@
 """LayerNorm over the last dimension of an N x N input: y = (x - mean) / sqrt(var + eps) * weight + bias.
 
-One program per row, statistics in fp32. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns)
-is read once and kept in registers. A longer row is walked in tiles twice: once for both statistics, by Welford's
-update in every lane (a running mean and sum of squared deviations, not E[x^2] - E[x]^2, which cancels badly when
-|mean| >> std) and one combining reduction at the end, as torch.compile's LayerNorm does; then once more to
-normalise and store. The launch choices (tiles, warps, early weights and their L2 prefetch, a register cap,
+One program per row (few long rows: several, kernels/_norm_split.py), statistics in fp32. A row that fits in one
+block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is held in registers. A longer row is walked in tiles twice: for
+both statistics, by Welford's update in every lane (a running mean and sum of squared deviations, not E[x^2] -
+E[x]^2, which cancels badly when |mean| >> std) and one combining reduction at the end, as torch.compile's LayerNorm
+does; then to normalise and store. The launch choices (tiles, warps, early weights and their L2 prefetch, a cap,
 unmasked rows) are tables in kernels/_launch.py. Passes "fwd" and "fwd+bwd" (kernels/_norm_bwd.py's backward).
 
 References: Ba, Kiros & Hinton, "Layer Normalization" (2016); Triton tutorial 05-layer-norm; Liger-Kernel's
@@ -20,8 +20,9 @@ import triton.language as tl
 from kernels._launch import LAYERNORM, values
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
-from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, held_min_warps, l2_prefetch, leading_rows, names_row,
-                            needs_grad, row_launch_params, unmasked)
+from kernels._norm_split import norm_split_forward, welford_combine
+from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, device_sms, held_min_warps, l2_prefetch,
+                           leading_rows, names_row, needs_grad, row_launch_params, split_cols, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
@@ -35,15 +36,8 @@ WB_EARLY_COLS = values(LAYERNORM["WB_EARLY_COLS"])  # held rows loading weight a
 REGISTER_CAP = values(LAYERNORM["REGISTER_CAP"])  # maxnreg by (element size, columns, warps)
 PREFETCH_PROGRAMS = values(LAYERNORM["PREFETCH_PROGRAMS"])  # programs asking the L2 for the weights; 0: off
 UNMASKED_COLS = values(LAYERNORM["UNMASKED_COLS"])  # held rows as long as their tile, no column mask
-
-
-@triton.jit
-def _welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
-    """Merge two (mean, sum of squared deviations, count) partials (Chan et al.); empty partials add nothing."""
-    n = n_a + n_b
-    w_b = tl.where(n == 0, 0.0, n_b / tl.where(n == 0, 1.0, n))
-    delta = mean_b - mean_a
-    return mean_a + delta * w_b, m2_a + m2_b + delta * delta * n_a * w_b, n
+SPLIT_BELOW = values(LAYERNORM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_norm_split)
+SPLIT_CHUNK = values(LAYERNORM["SPLIT_CHUNK"])  # (programs a SM, fewest, most columns a program) of a split row
 
 
 @triton.jit
@@ -101,7 +95,7 @@ def _layernorm_fwd_kernel(
         # each lane's count: one per full tile, plus one if it falls in the ragged last tile (not a third register
         # tile carried through the loop)
         lane_n = (n_cols // BLOCK_SIZE + (cols < n_cols % BLOCK_SIZE).to(tl.int32)).to(tl.float32)
-        mean, m2, _ = tl.reduce((lane_mean, lane_m2, lane_n), 0, _welford_combine)
+        mean, m2, _ = tl.reduce((lane_mean, lane_m2, lane_n), 0, welford_combine)
         rstd = tl.math.rsqrt(m2 / n_cols + eps)
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 2: normalise, scale, shift, store
             c = start + cols
@@ -148,18 +142,19 @@ _LAUNCHES = LaunchCache("layernorm")
 
 @leading_rows
 def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
-                     block_size: int | None = None, num_warps: int | None = None) -> torch.Tensor:
+                     block_size: int | None = None, num_warps: int | None = None,
+                     split: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row.
 
     Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
     ``num_warps`` override the shared heuristic (kernels/_rows.py) and TILED_LAUNCH, e.g. to test the tiled path on
     short rows. Held rows take at least HELD_MIN_WARPS warps; launch_options adds the early weights, their L2
     prefetch, the column mask and a register cap. (A held row read again from the L2, as RMSNorm's, was slower.)
-    A key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py).
-    """
-    key = (spec(x), spec(weight), spec(bias), eps, block_size, num_warps,  # the tables by id: the lab swaps them
+    ``split``: columns a program of the split path takes (kernels/_norm_split.py), 0: one program a row, None:
+    split_cols's choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
+    key = (spec(x), spec(weight), spec(bias), eps, block_size, num_warps, split,  # the tables by id: lab swaps them
            id(TILED_LAUNCH), id(HELD_MIN_WARPS), id(WB_EARLY_COLS), id(REGISTER_CAP), PREFETCH_PROGRAMS,
-           id(UNMASKED_COLS))
+           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK)
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
@@ -178,6 +173,11 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
             raise ValueError(f"{name} must have shape ({n_cols},) to match x's last dimension, got {tuple(t.shape)}")
     y = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)  # (rows, cols), contiguous
     if y.numel() == 0:
+        return y
+    if split is None:
+        split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK)
+    if split:
+        norm_split_forward(_LAUNCHES, key, x, weight, bias, y, eps, split)
         return y
     block_size, auto_warps = launch_params(n_cols, x.element_size(), block_size)
     num_warps = num_warps or auto_warps

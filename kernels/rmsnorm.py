@@ -91,15 +91,14 @@ _LAUNCHES = LaunchCache("rmsnorm")
 def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
                    block_size: int | None = None, num_warps: int | None = None,
                    reload: bool | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
-    """Check the inputs; allocate y; launch one program per row.
-
-    Any strides of x and weight are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
-    ``num_warps`` override the shared heuristic (kernels/_rows.py), e.g. to test the tiled path on short rows;
-    ``reload`` reads a one-tile row twice (the second time from the L2) instead of holding it in registers; by
-    default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps. ``full`` drops the column mask of a row
-    that is a whole number of tiles long (by default for the rows UNMASKED_COLS names; ignored on other rows).
-    ``split``: columns a program of the split path takes (kernels/_norm_split.py), 0: one program a row, None:
-    split_cols's choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
+    """Check the inputs; allocate y; launch one program per row. Any strides of x and weight are honoured (``x.t()``,
+    ``x[:, ::2]``) without a copy. ``block_size`` and ``num_warps`` override the shared heuristic (kernels/_rows.py),
+    e.g. to test the tiled path on short rows; ``reload`` reads a one-tile row twice (the second time from the L2)
+    instead of holding it in registers; by default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps.
+    ``full`` drops the column mask of a row that is a whole number of tiles long (by default for the rows
+    UNMASKED_COLS names; ignored on other rows). ``split``: columns a program of the split path takes
+    (kernels/_norm_split.py), 0: one program a row, None: split_cols's choice (GPU only). A key seen before launches
+    as its first call did (kernels/_fastlaunch.py)."""
     key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full, split,  # the tables by id: lab swaps
            id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK)
     launch = _LAUNCHES.get(key)

@@ -110,7 +110,7 @@ def _split_sum(key, x: torch.Tensor, s: torch.Tensor, chunk: int) -> None:
     programs = triton.cdiv(x.numel(), chunk)
     block_k = triton.next_power_of_2(triton.cdiv(n_cols, chunk) + 1)  # the most tiles a row touches
     block_m = max(1, MIN_TILE_ELEMENTS // block_k)
-    launch_split(_LAUNCHES, key, (x, s), 1,
+    launch_split(_LAUNCHES, key, (x, s), (0, 2),
                  (_rowsum_split_kernel, (programs,), (x.numel(), n_cols),
                   dict(CHUNK=chunk, num_warps=row_launch_params(chunk, x.element_size())[1])),
                  (_rowsum_combine_kernel, (triton.cdiv(n_rows, block_m),), (n_rows, n_cols, s.stride(0)),

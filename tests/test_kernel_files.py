@@ -95,8 +95,10 @@ def test_every_launch_choice_has_a_one_line_reason_and_its_evidence(where, choic
 READERS = {  # kernel module -> (its table in kernels/_launch.py, the attributes it reads from it)
     "kernels._rows": ("ROWS", {"MAX_BLOCK_SIZE": "MAX_BLOCK_SIZE", "BYTES_PER_THREAD": "BYTES_PER_THREAD"}),
     "kernels.layernorm": ("LAYERNORM", {k: k for k in ("TILED_LAUNCH", "HELD_MIN_WARPS", "WB_EARLY_COLS",
-                                                       "REGISTER_CAP", "PREFETCH_PROGRAMS", "UNMASKED_COLS")}),
-    "kernels.rmsnorm": ("RMSNORM", {k: k for k in ("RELOAD_MIN_COLS", "RELOAD_WARPS", "UNMASKED_COLS")}),
+                                                       "REGISTER_CAP", "PREFETCH_PROGRAMS", "UNMASKED_COLS",
+                                                       "SPLIT_BELOW", "SPLIT_CHUNK")}),
+    "kernels.rmsnorm": ("RMSNORM", {k: k for k in ("RELOAD_MIN_COLS", "RELOAD_WARPS", "UNMASKED_COLS", "SPLIT_BELOW",
+                                                   "SPLIT_CHUNK")}),
     "kernels.softmax": ("SOFTMAX", {k: k for k in ("RELOAD_MIN_COLS", "HELD_MIN_WARPS", "UNMASKED_COLS")}),
     "kernels.rowsum": ("ROWSUM", {k: k for k in ("MIN_TILE_ELEMENTS", "UNMASKED_COLS", "SPLIT_BELOW", "SPLIT_CHUNK",
                                                  "SPLIT_UNALIGNED")}),

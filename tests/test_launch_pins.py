@@ -56,17 +56,22 @@ class Recorder:
 
 
 def _recorded(module, names: tuple[str, ...], call) -> list:
+    """The launches of call() with each kernel in ``names`` recorded instead, on ``module`` or, for a name it lacks,
+    on the kernels' shared split module (kernels/_norm_split.py)."""
+    from kernels import _norm_split
+
     log: list = []
-    saved = {n: getattr(module, n) for n in names}
+    owner = {n: module if hasattr(module, n) else _norm_split for n in names}
+    saved = {n: getattr(owner[n], n) for n in names}
     for n in names:
-        setattr(module, n, Recorder(n, log))
+        setattr(owner[n], n, Recorder(n, log))
     try:
         call()
     except (ValueError, TypeError) as e:  # a refusal is pinned too
         log.append({"error": f"{type(e).__name__}: {e}"})
     finally:
         for n, v in saved.items():
-            setattr(module, n, v)
+            setattr(owner[n], n, v)
     return log
 
 
@@ -109,13 +114,15 @@ def record_rows() -> dict:
     for dtype in DTYPES:  # the knobs tests and the lab turn
         x = torch.empty((3, 2048), dtype=dtype)
         w = torch.empty((2048,), dtype=dtype)
-        for kw in ({"block_size": 512}, {"block_size": 4096}, {"num_warps": 2}, {"block_size": 256, "num_warps": 8}):
+        split = ("_norm_split_stats_kernel", "_norm_split_apply_kernel")  # kernels/_norm_split.py's
+        for kw in ({"block_size": 512}, {"block_size": 4096}, {"num_warps": 2}, {"block_size": 256, "num_warps": 8},
+                   {"split": 512}, {"split": 0}):
             out[f"layernorm/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
-                ln, ("_layernorm_fwd_kernel",), lambda: ln.layernorm_triton(x, w, w, **kw))
+                ln, ("_layernorm_fwd_kernel", *split), lambda: ln.layernorm_triton(x, w, w, **kw))
         for kw in ({"block_size": 128}, {"reload": True}, {"reload": False}, {"full": True}, {"full": False},
-                   {"block_size": 1024, "full": True}, {"num_warps": 32}):
+                   {"block_size": 1024, "full": True}, {"num_warps": 32}, {"split": 512}, {"split": 0}):
             out[f"rmsnorm/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
-                rms, ("_rmsnorm_fwd_kernel",), lambda: rms.rmsnorm_triton(x, w, **kw))
+                rms, ("_rmsnorm_fwd_kernel", *split), lambda: rms.rmsnorm_triton(x, w, **kw))
         for kw in ({"block_m": 2}, {"block_n": 256}, {"num_warps": 1}, {"full": True}, {"full": False},
                    {"split": 1024}, {"split": 0}):
             out[f"rowsum/{_dt(dtype)}/3x2048/{kw}"] = _recorded(

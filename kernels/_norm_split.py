@@ -1,0 +1,93 @@
+"""The split forward LayerNorm and RMSNorm share for few long rows (issue 23): one program a row leaves SMs idle.
+
+Each row is cut into chunks of CHUNK columns, a program each, in two launches (kernels/_rows.launch_split). Phase 1:
+each chunk's statistics in fp32 into a workspace (rows, chunks, 2): RMSNorm its sum of squares, LayerNorm its mean
+and sum of squared deviations (exact within the held chunk). Phase 2: each program combines its row's partials
+(LayerNorm by Chan's formula, as the tiled path's lanes: no E[x^2] - E[x]^2) and normalises its chunk, read again
+from the L2. No atomics: the combine's order is fixed, the result deterministic. The wrappers choose and launch.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._rows import launch_split, row_launch_params
+
+
+@triton.jit
+def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
+    """Merge two (mean, sum of squared deviations, count) partials (Chan et al.); empty partials add nothing."""
+    n = n_a + n_b
+    w_b = tl.where(n == 0, 0.0, n_b / tl.where(n == 0, 1.0, n))
+    delta = mean_b - mean_a
+    return mean_a + delta * w_b, m2_a + m2_b + delta * delta * n_a * w_b, n
+
+
+@triton.jit
+def _norm_split_stats_kernel(x_ptr, part_ptr, n_cols, n_chunks, stride_xm, stride_xn,
+                             CHUNK: tl.constexpr, CENTRE: tl.constexpr):
+    chunk = tl.program_id(axis=0)
+    row = tl.program_id(axis=1).to(tl.int64)
+    cols = chunk.to(tl.int64) * CHUNK + tl.arange(0, CHUNK)
+    mask = cols < n_cols
+    # evict_last: phase 2 reads the chunk again, from the L2 if it is still there
+    x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=0.0,
+                eviction_policy="evict_last").to(tl.float32)
+    part = part_ptr + (row * n_chunks + chunk) * 2
+    if CENTRE:
+        mean = tl.sum(x, axis=0) / tl.minimum(n_cols - chunk * CHUNK, CHUNK).to(tl.float32)
+        diff = tl.where(mask, x - mean, 0.0)
+        tl.store(part, mean)
+        tl.store(part + 1, tl.sum(diff * diff, axis=0))
+    else:
+        tl.store(part, tl.sum(x * x, axis=0))
+
+
+@triton.jit
+def _norm_split_apply_kernel(part_ptr, x_ptr, w_ptr, b_ptr, y_ptr, n_cols, n_chunks, stride_xm, stride_xn,
+                             stride_w, stride_b, stride_ym, stride_yn, eps, CHUNK: tl.constexpr,
+                             CHUNKS: tl.constexpr, CENTRE: tl.constexpr):  # CHUNKS: n_chunks' next power of two
+    chunk = tl.program_id(axis=0)
+    row = tl.program_id(axis=1).to(tl.int64)
+    k = tl.arange(0, CHUNKS)
+    parts = part_ptr + (row * n_chunks + k) * 2
+    if CENTRE:
+        counts = tl.where(k < n_chunks, tl.minimum(n_cols - k * CHUNK, CHUNK), 0).to(tl.float32)
+        means = tl.load(parts, mask=k < n_chunks, other=0.0)
+        m2s = tl.load(parts + 1, mask=k < n_chunks, other=0.0)
+        mean, m2, _ = tl.reduce((means, m2s, counts), 0, welford_combine)
+    else:
+        mean, m2 = 0.0, tl.sum(tl.load(parts, mask=k < n_chunks, other=0.0), axis=0)
+    rstd = tl.math.rsqrt(m2 / n_cols + eps)
+    cols = chunk.to(tl.int64) * CHUNK + tl.arange(0, CHUNK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=0.0,
+                eviction_policy="evict_first").to(tl.float32)
+    w = tl.load(w_ptr + cols * stride_w, mask=mask, other=0.0).to(tl.float32)
+    y = (x - mean) * rstd * w
+    if CENTRE:
+        y += tl.load(b_ptr + cols * stride_b, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * stride_ym + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def norm_split_forward(cache, key, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
+                       y: torch.Tensor, eps: float, chunk: int) -> None:
+    """y = the norm of x's rows (LayerNorm where ``bias`` is given, else RMSNorm) in chunks of ``chunk`` columns
+    (a power of two), two launches through ``cache`` kept under ``key``; x any strides, y contiguous."""
+    n_rows, n_cols = x.shape
+    if chunk & (chunk - 1) or n_rows > 65535:  # the grid's second axis holds the rows
+        raise ValueError(f"split must be a power of two over at most 65535 rows, got {chunk} over {n_rows}")
+    n_chunks = triton.cdiv(n_cols, chunk)
+    centre = bias is not None
+    params, order = ((x, weight, bias, y), (0, 1, 2, 3, 4)) if centre else ((x, weight, y), (0, 1, 2, 2, 3))
+    grid = (n_chunks, n_rows)  # RMSNorm: the weight stands in for the bias it never reads
+    warps = row_launch_params(chunk, x.element_size())[1]
+    launch_split(cache, key, params, order,
+                 (_norm_split_stats_kernel, grid, (n_cols, n_chunks, x.stride(0), x.stride(1)),
+                  dict(CHUNK=chunk, CENTRE=centre, num_warps=warps)),
+                 (_norm_split_apply_kernel, grid,
+                  (n_cols, n_chunks, x.stride(0), x.stride(1), weight.stride(0), (bias if centre else weight).stride(0),
+                   y.stride(0), y.stride(1), eps),
+                  dict(CHUNK=chunk, CHUNKS=triton.next_power_of_2(n_chunks), CENTRE=centre, num_warps=warps)),
+                 (n_rows, n_chunks, 2))
