@@ -6,12 +6,15 @@ import torch
 
 from kernels import _fastlaunch
 from kernels._rows import split_cols
+from kernels.layernorm import layernorm64, layernorm_triton
+from kernels.rmsnorm import rmsnorm64, rmsnorm_triton
 from kernels.rowsum import SPLIT_BELOW, SPLIT_CHUNK, reference as rowsum_reference, rowsum_triton
 
 # (shape, columns a program): several chunks a row; 20001 and 70000 rows are not 16-byte aligned in fp16, so
 # rowsum's flat tiles straddle rows; 8192 = 8 tiles exactly (tile and row boundaries meet)
-CASES = [((3, 70000), 4096), ((8, 20001), 1024), ((1, 300000), 16384), ((4, 8192), 1024)]
-TOLERANCES = [(torch.float32, 1e-4, 1e-5), (torch.float16, 1e-1, 1e-2)]
+CASES = [((3, 70000), 4096), ((8, 20001), 2048), ((1, 300000), 16384), ((4, 8192), 1024)]
+TOLERANCES = [(torch.float32, 1e-4, 1e-5), (torch.float16, 1e-1, 1e-2)]  # the row sum's (fp16: a sum of 1e5)
+NORM_TOLERANCES = [(torch.float32, 1e-5, 1e-5), (torch.float16, 2e-3, 2e-3)]  # y rounded to fp16
 H200_SMS = 132
 
 
@@ -26,6 +29,34 @@ def test_rowsum_split_matches_float64(shape, chunk, dtype, atol, rtol):
     out = rowsum_triton(x, split=chunk)
     assert out.dtype == dtype and out.shape == (shape[0],)
     torch.testing.assert_close(out.double(), rowsum_reference((x,)), atol=atol, rtol=rtol)
+
+
+def _norm_inputs(shape, dtype):
+    g = torch.Generator().manual_seed(3)
+    x = 3.0 + 2.0 * torch.randn(shape, generator=g)  # |mean| > std: E[x^2] - E[x]^2 would lose digits
+    w, b = 1.0 + 0.1 * torch.randn(shape[1], generator=g), 0.1 * torch.randn(shape[1], generator=g)
+    return x.to(dtype), w.to(dtype), b.to(dtype)
+
+
+@pytest.mark.parametrize("shape, chunk", CASES)
+@pytest.mark.parametrize("dtype, atol, rtol", NORM_TOLERANCES)
+def test_norms_split_match_float64(shape, chunk, dtype, atol, rtol):
+    x, w, b = _norm_inputs(shape, dtype)
+    y = rmsnorm_triton(x, w, split=chunk)
+    assert y.dtype == dtype and y.shape == shape
+    torch.testing.assert_close(y.double(), rmsnorm64(x.double(), w.double()), atol=atol, rtol=rtol)
+    y = layernorm_triton(x, w, b, split=chunk)
+    torch.testing.assert_close(y.double(), layernorm64(x.double(), w.double(), b.double()), atol=atol, rtol=rtol)
+
+
+def test_norms_split_honour_strides():
+    """A transposed x (column stride > 1) through the split path; the output is contiguous."""
+    x, w, b = _norm_inputs((5000, 3), torch.float32)
+    xt = x.t()  # (3, 5000), strides (1, 3)
+    torch.testing.assert_close(layernorm_triton(xt, w[:1].expand(5000).contiguous(), b[:1].expand(5000).contiguous(),
+                                                split=1024).double(),
+                               layernorm64(xt.double(), w[:1].expand(5000).double(), b[:1].expand(5000).double()),
+                               atol=1e-5, rtol=1e-5)
 
 
 def test_rowsum_split_needs_a_contiguous_x_and_a_tile_within_a_row():
