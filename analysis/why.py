@@ -71,9 +71,14 @@ def launches(profiles: pd.DataFrame) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
+def breakable(name: str) -> str:
+    """A kernel name, escaped, that may break after each underscore (long library names overflow a line)."""
+    return tex_escape(name).replace("\\_", "\\_\\allowbreak{}")
+
+
 def launch_phrase(n: int, names: list[tuple[str, int]]) -> str:
     """'9 kernels (vectorized_elementwise_kernel x7, elementwise_kernel x2)', names in \\texttt."""
-    listed = ", ".join(f"\\texttt{{{tex_escape(s)}}}" + (f"~$\\times${c}" if c > 1 else "") for s, c in names[:4])
+    listed = ", ".join(f"\\texttt{{{breakable(s)}}}" + (f"~$\\times${c}" if c > 1 else "") for s, c in names[:4])
     more = ", \\dots" if len(names) > 4 else ""
     return f"{n} kernel{'s' if n != 1 else ''}" + (f" ({listed}{more})" if listed else "")
 
@@ -422,8 +427,9 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
         comp = by.get("compile")
         if comp is not None:
             generated = sum(c for name, c in comp.names if name.startswith("triton_"))
-            out.append(f"Of torch.compile's {comp.n_kernels}, Inductor generated {generated} (its \\texttt{{triton\\_}} "
-                       "kernels; the others are library calls).")
+            out.append("Inductor generated every kernel torch.compile launches." if generated == comp.n_kernels else
+                       f"Of torch.compile's {comp.n_kernels} kernels, Inductor generated {generated} (its "
+                       "\\texttt{triton\\_} ones); the others are library calls.")
         traffic = naive_traffic(kernel, size, ELEMENT_BYTES.get(dtype, 4))
         least = ok[(ok["size"] == size) & (ok["dtype"] == dtype)]["bytes"]
         if traffic and len(least):
@@ -444,7 +450,7 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
     else:
         r = c.iloc[-1]  # the largest size compiled
         auto = " (the autotuner's choice)" if bool(r.get("autotuned")) else ""
-        out.append(f"Our Triton kernel \\texttt{{{tex_escape(str(r['function']))}}} at $N={int(r['size'])}$"
+        out.append(f"Our Triton kernel \\texttt{{{breakable(str(r['function']))}}} at $N={int(r['size'])}$"
                    f"{auto}: {compiled_phrase(r, dtype)}.")
     cold = rows[(rows["impl"] == "compile")]
     first = (cold["cold_ms"] if "cold_ms" in cold else pd.Series(dtype=float)).dropna()
