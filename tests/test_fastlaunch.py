@@ -268,3 +268,18 @@ def test_standing_in_takes_the_raw_path_on_cpu():
         assert out.shape == first.shape and out.stride() == first.stride() and out.dtype == first.dtype
     assert len(rmsnorm._LAUNCHES) == 0 and fl._current_device is None  # Triton's pieces as they were
     torch.testing.assert_close(first, rmsnorm.rmsnorm_builtin(x, w))
+
+
+@pytest.mark.parametrize("name,fn,ref,make,cache", [c for c in CASES if c[0] in ("softmax", "layernorm", "rmsnorm")],
+                         ids=["softmax", "layernorm", "rmsnorm"])
+def test_a_hit_on_a_transposed_input_allocates_as_the_first_call(name, fn, ref, make, cache):
+    """A hit allocates its output contiguous (empty_like with contiguous_format), as the miss path did, whatever x's
+    strides: the kept launch replays the first output's strides."""
+    torch.manual_seed(0)
+    with fl.replaying():
+        for _ in range(2):
+            args = make(40, 24, torch.float32, False)
+            args = (args[0].t(), *args[1:]) if name == "softmax" else (torch.randn(24, 40).t(), *args[1:])
+            out = fn(*args)
+            assert out.is_contiguous() and _close(out, ref(*args), 1e-5)
+        assert cache.misses == 1 and len(cache) == 1
