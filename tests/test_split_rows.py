@@ -8,7 +8,9 @@ from kernels import _fastlaunch
 from kernels._rows import split_cols
 from kernels.layernorm import layernorm64, layernorm_triton
 from kernels.rmsnorm import rmsnorm64, rmsnorm_triton
-from kernels.rowsum import SPLIT_BELOW, SPLIT_CHUNK, reference as rowsum_reference, rowsum_triton
+from kernels import rowsum
+from kernels.rmsnorm import SPLIT_BELOW, SPLIT_CHUNK
+from kernels.rowsum import reference as rowsum_reference, rowsum_triton
 
 # (shape, columns a program): several chunks a row; 20001 and 70000 rows are not 16-byte aligned in fp16, so
 # rowsum's flat tiles straddle rows; 8192 = 8 tiles exactly (tile and row boundaries meet)
@@ -84,6 +86,9 @@ def test_split_only_for_few_long_rows():
     assert cols(264, 256000) == 0 and cols(8, 32767) == 0 and cols(1024, 50257) == 0
     assert cols(1024, 50257, unaligned=True) == 16384
     assert split_cols(8, 256000, 0, SPLIT_BELOW, SPLIT_CHUNK) == 0
+    # rowsum's few long rows keep one program a row (its split measured slower on the H200); unaligned ones split
+    assert split_cols(8, 256000, H200_SMS, rowsum.SPLIT_BELOW, rowsum.SPLIT_CHUNK) == 0
+    assert split_cols(1024, 50257, H200_SMS, rowsum.SPLIT_BELOW, rowsum.SPLIT_CHUNK, True) == 16384
 
 
 def test_a_kept_split_replays_as_its_first_call():
