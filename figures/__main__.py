@@ -34,7 +34,8 @@ def main(argv=None) -> None:
     ap.add_argument("--metrics", nargs="+", required=True)
     ap.add_argument("--profiles", nargs="*", default=[], help="profiles parquet files (the fusion figure)")
     ap.add_argument("--outdir", default="results/figures")
-    ap.add_argument("figures", nargs="+", choices=sorted(SCOPES))
+    drawn_here = sorted(f for f, scope in SCOPES.items() if scope in ("gpu", "kernel"))  # shapes: rules/shapes.smk
+    ap.add_argument("figures", nargs="+", choices=drawn_here)
     a = ap.parse_args(argv)
     if a.kernel is None and any(SCOPES[f] == "kernel" for f in a.figures):
         ap.error("figures of kernel scope need --kernel")

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from analysis.latex import print_box
 from analysis.shapes import one_dtype, ours_over_best
+from figures import SCOPES
 from figures._common import gpu_name, no_data_figure, parse_args, read_metrics, save, setup
+
+SCOPE = SCOPES["shapes"]
 
 MARKERS = ["o", "s", "D", "^", "v", "P", "X", "<", ">", "h"]
 SET_COLOUR = {"llm": "#0072B2", "odd": "#D55E00", "custom": "#009E73"}
