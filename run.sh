@@ -133,8 +133,12 @@ setup_project() {  # rooflab itself, editable (pip install --no-deps -e .): agai
 }
 
 dag_args() {  # the snakemake arguments of ./run.sh's DAG (scripts/bench_loop.py uses them too); --cores last:
-  # --resources takes every word up to the next option, the target too
-  echo "--resources measure_slot=1 host=$(nproc 2>/dev/null || echo 1) --cores all"
+  # --resources takes every word up to the next option, the target too. One measure_slot per GPU of the node (one
+  # without any; ROOFLAB_SIMULATE_GPUS=N counts N): each timing job takes a GPU of its own (rooflab/slots.py)
+  local py=${PY:-$PYTHON} slots
+  [ -z "${PY:-}" ] && [ -x .venv/bin/python ] && py=.venv/bin/python
+  slots=$("$py" -m rooflab.slots count 2>/dev/null) || slots=1
+  echo "--resources measure_slot=$slots host=$(nproc 2>/dev/null || echo 1) --cores all"
 }
 
 builds() {  # whether snakemake with these arguments runs jobs, after which the report is worth writing
@@ -176,8 +180,8 @@ case "$cmd" in
     note=$("$PY" -m rooflab.config "$@")
     [ -z "$note" ] || log "$note"
     setup_tex
-    # Every core: figures, notebooks and the paper run in parallel. Measurement jobs hold the one measure_slot (never
-    # two at once), and on the CPU every host slot too (timing on the host runs alone): rules/measure.smk.
+    # Every core: figures, notebooks and the paper run in parallel. Measurement jobs hold a measure_slot (one per GPU:
+    # never two on one device), and on the CPU every host slot too (timing on the host runs alone): rules/measure.smk.
     snakemake $(dag_args) all "$@"
     if builds "$@"; then
       snakemake --report results/report.html "$@" >results/report.log 2>&1 \

@@ -142,6 +142,9 @@ def settings(params: dict) -> dict:
 
 
 def run(gpu: str, out: str, params: dict) -> None:
+    from rooflab.slots import acquire
+
+    acquire(gpu)  # on a node with several GPUs, one of them (rooflab/slots.py): before torch initialises CUDA
     import pandas as pd
 
     from rooflab.io import CEILING_COLUMNS, read_results, write_parquet

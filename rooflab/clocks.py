@@ -11,6 +11,11 @@ from functools import lru_cache
 THROTTLE_FRACTION = 0.75  # NVBench discards samples under 75 % of the default SM clock
 
 
+def device_uuid(props) -> str:
+    """nvidia-smi's name of a torch device (its properties): GPU-<uuid>."""
+    return f"GPU-{props.uuid}"
+
+
 @lru_cache(maxsize=1)
 def _handle():
     try:
@@ -20,7 +25,10 @@ def _handle():
         import torch
 
         index = torch.cuda.current_device() if torch.cuda.is_available() else 0
-        return pynvml.nvmlDeviceGetHandleByIndex(index)
+        try:  # by UUID: NVML's indices ignore CUDA_VISIBLE_DEVICES, which a job on a several-GPU node narrows
+            return pynvml.nvmlDeviceGetHandleByUUID(device_uuid(torch.cuda.get_device_properties(index)))
+        except Exception:
+            return pynvml.nvmlDeviceGetHandleByIndex(index)
     except Exception:
         return None
 

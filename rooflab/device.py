@@ -14,7 +14,11 @@ class DeviceMismatch(RuntimeError):
 
 
 def prepare_environment(gpu: str, params: dict) -> None:
-    """Environment that must be set before triton/torch are imported."""
+    """Environment that must be set before triton/torch are imported: on a node with several GPUs, the one this job
+    takes (rooflab/slots.py; held until the process exits)."""
+    from rooflab.slots import acquire
+
+    acquire(gpu)
     if gpu == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
     caches = params.get("cache_dirs") or {}

@@ -5,6 +5,7 @@ import glob
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 
 ENV = "../envs/rooflab.yaml"
@@ -207,10 +208,16 @@ def host_slots(wildcards):
     return 1_000_000 if wildcards.gpu == "cpu" else 1
 
 
+def measure_slots():
+    """The measure_slots this run was given (run.sh: one per GPU of the node, rooflab/slots.py); 1 when unset."""
+    value = workflow.global_resources.get("measure_slot")
+    return int(getattr(value, "value", value) or 1)
+
+
 def device_slot(wildcards):
-    """The measure_slot a job that runs kernels without timing them (ncu) holds: on a GPU the
-    device's one slot, as a timing job (never beside a measurement); on the CPU none (a timing job there holds
-    every host slot, so none runs beside it anyway)."""
+    """The measure_slot a job that runs kernels without timing them (ncu) holds: on a GPU a slot, as a timing job
+    (never beside a measurement on its device: it takes a GPU of its own, rooflab/slots.py); on the CPU none (a
+    timing job there holds every host slot, so none runs beside it anyway)."""
     return 0 if wildcards.gpu == "cpu" else 1
 
 

@@ -3,15 +3,20 @@
 # editing kernels/<k>.py re-measures <k> only (snakemake does not see modules a script imports). The kernel wildcard
 # is held to the run's kernels (MEASURED): another kernel's results from an earlier run are read as they are, never
 # remade.
-# Every timing job holds the one measure_slot (run.sh: --resources measure_slot=1), so two never time at once (on
-# the CPU, whose jobs hold no gpu, too), and on the CPU every host slot as well (host_slots): timing on the host
-# runs alone, while figures and notebooks run in parallel with each other and beside a GPU's measurements. A job
-# that runs kernels untimed (ncu) holds the slot on a GPU (device_slot).
+# Every timing job holds a measure_slot (run.sh: --resources measure_slot=<GPUs of the node, at least 1>), and on the
+# CPU every host slot as well (host_slots): timing on the host runs alone, while figures and notebooks run in
+# parallel with each other and beside a GPU's measurements. With one GPU or none there is one slot, so two never
+# time at once; with several, each job takes a GPU of its own as it starts (rooflab/slots.py). A job that runs
+# kernels untimed (ncu) holds a slot on a GPU (device_slot).
 
 
 from rooflab.kernel import measurement_code
 
 MEASUREMENT_CODE = measurement_code()
+
+if workflow.is_main_process and measure_slots() > 1:  # said in a dry run too
+    print(f"rooflab: measure_slot={measure_slots()}: up to {measure_slots()} timing jobs at once, each on a GPU of "
+          f"its own (rooflab/slots.py)", file=sys.stderr)
 
 
 rule measure:

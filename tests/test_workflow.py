@@ -103,6 +103,17 @@ def test_rerun_plans_nothing(repo):
     assert planned_jobs(repo) == []
 
 
+def test_a_dry_run_names_one_measure_slot_per_gpu(repo):
+    """What run.sh gives a simulated 4-GPU node (rooflab/slots.py), a dry run says; one slot says nothing."""
+    args = subprocess.run(["bash", "run.sh", "dag-args"], cwd=repo, capture_output=True, text=True, check=True,
+                          env={**os.environ, "ROOFLAB_SIMULATE_GPUS": "4", "PYTHON": sys.executable}).stdout.split()
+    assert args[:2] == ["--resources", "measure_slot=4"], args
+    res = snakemake(repo, "all", "-n", "--configfile", "tiny.yaml", *args)
+    assert res.returncode == 0 and "rooflab: measure_slot=4:" in res.stderr, res.stdout + res.stderr
+    one = snakemake(repo, "all", "-n", "--configfile", "tiny.yaml", "--resources", "measure_slot=1", "--cores", "2")
+    assert one.returncode == 0 and "rooflab: measure_slot" not in one.stderr, one.stderr
+
+
 def job_names(jobs) -> set[str]:
     """rule[output] of every job but `all`: enough to tell whose job it is."""
     return {f"{j['rule']}[{' '.join(j['output'])}]" for j in jobs if j["rule"] != "all"}
