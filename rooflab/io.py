@@ -25,7 +25,7 @@ RAW_COLUMNS = [
     "gpu_temp_before_c", "gpu_temp_after_c", "mem_temp_before_c", "mem_temp_after_c", "power_before_w",
     "power_after_w", "clock_throttled", "compile_fallback", "compute_unit", "math_mode",
     "git_sha", "git_dirty", "config_hash", "host", "driver", "cuda", "torch", "triton", "python", "timestamp",
-    "run_id",
+    "run_id", "device_index", "device_uuid",
 ]
 # Columns added after results were first published: files written before them read with NaN there, not an error.
 LATER_COLUMNS = {"loop_ms": float("nan"), "enqueue_us": float("nan"), "hold_us": float("nan"),
@@ -33,11 +33,12 @@ LATER_COLUMNS = {"loop_ms": float("nan"), "enqueue_us": float("nan"), "hold_us":
                  "placement_sd_rel": float("nan"), "instances": 1.0, "instance_sd_rel": float("nan"),
                  "cell_s": float("nan"),  # before cells were timed as a whole
                  "run_id": "",  # before runs were named: a dataset's cells and ceilings read as one run
+                 "device_index": float("nan"), "device_uuid": "",  # before several GPUs a node (rooflab/slots.py)
                  **{f"{what}_{when}_{unit}": float("nan") for what, unit in (("gpu_temp", "c"), ("mem_temp", "c"),
                                                                             ("power", "w"))
                     for when in ("before", "after")}}
 CEILING_COLUMNS = ["gpu", "device_name", "ceiling", "unit", "value", "median_ms", "bytes", "flops",
-                   "git_sha", "timestamp", "run_id"]
+                   "git_sha", "timestamp", "run_id", "device_index", "device_uuid"]
 STATUSES = ("ok", "not_timed", "mismatch", "failed", "skipped")
 
 

@@ -57,8 +57,19 @@ def _static() -> dict:
     cuda = torch.version.cuda or ""
     driver = ""
     device_name = platform.processor() or platform.machine()
+    device_index, device_uuid = float("nan"), "cpu"
     if torch.cuda.is_available():
+        from rooflab.clocks import device_uuid as uuid_of
+        from rooflab.slots import device_index as index_of
+
         device_name = torch.cuda.get_device_name()
+        # which board of the node: nvidia-smi's index (a several-GPU node's slot, rooflab/slots.py) and its UUID
+        index = index_of()
+        device_index = float("nan") if index is None else index
+        try:
+            device_uuid = uuid_of(torch.cuda.get_device_properties(torch.cuda.current_device()))
+        except Exception:
+            device_uuid = ""
         try:
             import pynvml
 
@@ -73,6 +84,8 @@ def _static() -> dict:
         "git_dirty": dirty,
         "host": socket.gethostname(),
         "device_name": device_name,
+        "device_index": device_index,
+        "device_uuid": device_uuid,
         "driver": driver,
         "cuda": cuda,
         "torch": torch.__version__,
