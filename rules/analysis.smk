@@ -1,6 +1,9 @@
 # Analysis: raw timings of every GPU (measured here or from the reference dataset) -> per (gpu, kernel)
 # results/metrics/<gpu>/<kernel>.parquet (each kernel's figures and notebook read its own, so an edit of one kernel
 # recomputes that kernel only) -> results/metrics.parquet, their concatenation (the cross-kernel outputs).
+# The metrics jobs run python -m analysis.metrics's main inside snakemake (rooflab/inprocess.py: imports once).
+
+from rooflab.inprocess import run_main
 
 
 rule metrics_kernel:
@@ -15,10 +18,8 @@ rule metrics_kernel:
         "logs/analysis/metrics/{gpu}/{kernel}.log",
     resources:
         host=1,
-    conda:
-        ENV
-    shell:
-        "python -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} --out {output} > {log} 2>&1"
+    run:
+        run_main("analysis.metrics", ["--raw", input.raw, "--ceilings", input.ceilings, "--out", output], log)
 
 
 rule metrics:
@@ -30,10 +31,8 @@ rule metrics:
         "logs/analysis/metrics.log",
     resources:
         host=1,
-    conda:
-        ENV
-    shell:
-        "python -m analysis.metrics --concat {input} --out {output} > {log} 2>&1"
+    run:
+        run_main("analysis.metrics", ["--concat", input, "--out", output], log)
 
 
 rule compare_reference:

@@ -7,6 +7,9 @@
 # analysis/calibration.py).
 # Every PNG enters the report tagged with its figure, GPU and kernel ('all' for a figure of the whole GPU), with its
 # caption (report/figure.rst, report/kernel_figure.rst: what the figure shows, per figure, no measured number).
+# The jobs run python -m figures's main inside snakemake (rooflab/inprocess.py: matplotlib imported once).
+
+from rooflab.inprocess import run_main
 
 FIGURE_CODE = ["figures/__init__.py", "figures/__main__.py", "figures/_common.py", "analysis/claims.py",
                "analysis/calibration.py"]
@@ -29,11 +32,9 @@ rule figure_gpu:
         fig="|".join(GPU_FIGURES) or "NONE",
     resources:
         host=1,
-    conda:
-        ENV
-    shell:
-        "python -m figures --gpu {wildcards.gpu} --metrics {input.metrics} --profiles {input.profiles} "
-        "--outdir results/figures {wildcards.fig} > {log} 2>&1"
+    run:
+        run_main("figures.__main__", ["--gpu", wildcards.gpu, "--metrics", input.metrics, "--profiles",
+                                      input.profiles, "--outdir", "results/figures", wildcards.fig], log)
 
 
 rule figures_kernel:
@@ -50,8 +51,6 @@ rule figures_kernel:
         "logs/figures/{gpu}/kernels/{kernel}.log",
     resources:
         host=1,
-    conda:
-        ENV
-    shell:
-        "python -m figures --gpu {wildcards.gpu} --kernel {wildcards.kernel} --metrics {input.metrics} "
-        "--outdir results/figures " + " ".join(KERNEL_FIGURES) + " > {log} 2>&1"
+    run:
+        run_main("figures.__main__", ["--gpu", wildcards.gpu, "--kernel", wildcards.kernel, "--metrics",
+                                      input.metrics, "--outdir", "results/figures", KERNEL_FIGURES], log)
