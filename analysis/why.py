@@ -241,13 +241,14 @@ def plateau_table(metrics: pd.DataFrame, gpu: str) -> str:
     t = t.sort_values(["kernel", "impl"], key=lambda s: s.map(order) if s.name == "impl" else s)
     g, lo = FRAME_LABEL["gpu"], FRAME_LABEL["loop"]
     out = pd.DataFrame({("", "kernel"): t["kernel"], ("", "dtype"): t["dtype"], ("", "impl"): t["impl"].map(IMPL_SHORT),
-                        ("smallest N", "N"): t["small"], ("smallest N", f"{g} [µs]"): t["fixed_us"],
-                        ("smallest N", f"{lo} [µs]"): t["loop_us"],
-                        ("largest N", "rate"): t["rate"], ("largest N", "unit"): t["unit"],
+                        ("", "smallest N"): t["small"], (g, "at smallest N [µs]"): t["fixed_us"],
+                        (g, "rate at largest N"): t["rate"], ("", "unit"): t["unit"],
+                        (lo, "at smallest N [µs]"): t["loop_us"],
                         ("", "crossover N"): t["crossover"].map(lambda v: "beyond largest" if not np.isfinite(v)
                                                                 else str(int(v)))})
     out.columns = pd.MultiIndex.from_tuples(out.columns)
-    body = table_latex(out, {c: fmt for c in out.columns if c[1].endswith("[µs]") or c[1] == "rate"}, "lllrrrrlr")
+    body = table_latex(out, {c: fmt for c in out.columns if c[1].endswith("[µs]") or c[1].startswith("rate")},
+                       "lllrrrlrr")
     return body.replace("µs", "\\si{\\micro\\second}")
 
 
