@@ -441,6 +441,8 @@ def test_triton_wrapper_right_answer_or_clear_error(name, pass_, dtype, how):
     kernel = load_kernel(name)
     if dtype not in kernel.dtypes:
         pytest.skip(f"{name} is not defined for {dtype}")
+    if kernel.family == "bhsd":  # its square shape of 16 is 1024 x 16 x 16 x 128: hours under the interpreter
+        pytest.skip("attention: tests/test_attention.py checks its refusals and strided inputs at small shapes")
     kw = _kw(kernel, pass_)
     n = 0 if how == "empty" else 16
     inputs = _transform(kernel.make_inputs(n, getattr(torch, dtype), "cpu", 0), how)
