@@ -63,6 +63,7 @@ onstart:
         )
         if problem:
             raise WorkflowError(problem)
+        start_compile_lanes()
 
 
 onsuccess:

@@ -19,7 +19,7 @@ import triton.language as tl
 
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
-from rooflab.triton_utils import autotune_configs, check_device
+from rooflab.triton_utils import autotune_bench, autotune_configs, check_device
 
 CAUSAL = True  # what the sweep measures
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
@@ -77,7 +77,7 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, o
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=CONFIGS["fwd"], key=KEY)
+@triton.autotune(configs=CONFIGS["fwd"], key=KEY, do_bench=autotune_bench)
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stride_qz, stride_qh, stride_qm, stride_kz, stride_kh,
@@ -142,7 +142,7 @@ def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, 
     return dk, dv
 
 
-@triton.autotune(configs=CONFIGS["dkdv"], key=KEY)
+@triton.autotune(configs=CONFIGS["dkdv"], key=KEY, do_bench=autotune_bench)
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, delta_ptr, stride_qz, stride_qh,
@@ -192,7 +192,7 @@ def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_
     return dq
 
 
-@triton.autotune(configs=CONFIGS["dq"], key=KEY)
+@triton.autotune(configs=CONFIGS["dq"], key=KEY, do_bench=autotune_bench)
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr, stride_qz, stride_qh, stride_qm,

@@ -20,7 +20,8 @@ from kernels._fastlaunch import LaunchCache, spec
 from kernels._launch import MATMUL, values
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
-from rooflab.triton_utils import autotune_configs, check_device, device_capability, interpreting, multiprocessor_count
+from rooflab.triton_utils import (autotune_bench, autotune_configs, check_device, device_capability, interpreting,
+                                  multiprocessor_count)
 
 ACTIVATIONS = ("relu", "none")
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
@@ -186,6 +187,7 @@ _matmul_kernel_autotuned = triton.autotune(
     configs=autotune_configs(get_matmul_configs()),
     key=["M", "N", "K", "INPUT_PRECISION"],  # the autotuner adds the tensors' dtypes to the key itself
     prune_configs_by={"early_config_prune": _prune_configs},
+    do_bench=autotune_bench,
 )(_matmul_kernel)
 
 
@@ -195,6 +197,7 @@ _matmul_tma_autotuned = triton.autotune(
     # of the same shape (the sweep runs float32 first): 433 instead of 780 TFLOP/s at 8192 on the H200
     key=["M", "N", "K", "IN_DTYPE", "INPUT_PRECISION"],
     prune_configs_by={"early_config_prune": _prune_tma_configs},
+    do_bench=autotune_bench,
 )(_matmul_tma_kernel)
 
 

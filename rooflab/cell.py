@@ -156,6 +156,7 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
         "autotune_config": "", "autotune_ms": float("nan"),
         "warm_translations": False,  # measure() says whether the samples were taken with translations warmed
     }
+    t_setup = time.perf_counter()
     try:
         # the kernel's own declarations run inside the try too: a bad one fails this cell, not the sweep
         row["problem"] = kernel.problem(at)
@@ -186,6 +187,7 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
         tuned = autotune_snapshot(autotuners(kernel.module)) if cell.impl == "triton" else []
         sync(device)
         t0 = time.perf_counter()
+        row["setup_s"] = t0 - t_setup  # inputs, the callable (torch.compile: a dynamo reset)
         out = fn()  # the cold call: JIT compile / autotune / dynamo trace happen here
         sync(device)
         row["cold_ms"] = (time.perf_counter() - t0) * 1e3

@@ -64,6 +64,8 @@ class TimingConfig:
     rewarm_ms: float = float(_DEFAULT["rewarm_ms"])  # warm-up of each start after the first (measure)
     small_cell_us: float = float(_DEFAULT["small_cell_us"])  # cells faster than this stop at small_target_rse
     small_target_rse: float = float(_DEFAULT["small_target_rse"])
+    min_instances: int = int(_DEFAULT["min_instances"])  # starts always run; 0: all ``instances`` (measure)
+    instances_target_rse: float = float(_DEFAULT["instances_target_rse"])  # more starts stop under this (measure)
 
     @classmethod
     def from_config(cls, d: dict | None) -> "TimingConfig":
@@ -156,8 +158,9 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     stopping rule fires for it, with the time limits and ``max_samples`` shared out; the row's statistics are over
     the pooled samples, ``instance_sd_rel`` is the relative standard deviation of the instances' medians, and
     ``rse_median`` is the larger of the pooled samples' and the instances' own (instance_sd_rel / sqrt(instances)),
-    so a comparison that trusts it does not trust one start's samples more than the starts agree. ``hold_us`` and
-    ``enqueue_us`` are the last start's."""
+    so a comparison that trusts it does not trust one start's samples more than the starts agree. ``min_instances``
+    (0: off) stops the starts early once that standard error is under ``instances_target_rse`` (_starts_agree), and
+    ``instances`` in the row is how many ran. ``hold_us`` and ``enqueue_us`` are the last start's."""
     instances = max(1, int(cfg.instances))
     rounds = 1
     warming = cfg.warm_translations and inputs is not None
@@ -183,7 +186,10 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     samples: list[float] = []
     medians, reasons = [], []
     call = fn
+    least = instances if cfg.min_instances <= 0 else min(instances, max(2, int(cfg.min_instances)))
     for _ in range(instances):
+        if len(medians) >= least and _starts_agree(samples, medians, cfg):
+            break
         if fns is not None:  # rebinding frees the last instance's outputs before this one allocates its own
             call = Rotation(fns, inputs if warming else None)
         # The first start warms the clocks and caches; a later one only needs its own calls in flight again.
@@ -210,15 +216,30 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     out["timer"] = timer.name
     out["placements"] = rounds
     out["placement_sd_rel"] = placement_sd_rel(samples, rounds)
-    out["instances"] = instances
-    out["instance_sd_rel"] = float(np.std(medians, ddof=1) / np.mean(medians)) if instances > 1 else float("nan")
-    if instances > 1:
-        out["rse_median"] = max(out["rse_median"], out["instance_sd_rel"] / math.sqrt(instances))
+    out["instances"] = len(medians)
+    out["instance_sd_rel"] = _instance_sd_rel(medians)
+    if len(medians) > 1:
+        out["rse_median"] = max(out["rse_median"], out["instance_sd_rel"] / math.sqrt(len(medians)))
     out["warm_translations"] = bool(warming)
     # optional parts of the protocol (a synthetic test timer has neither)
     out.update(timer.facts() if hasattr(timer, "facts") else {})
     out["loop_ms"] = timer.loop(call, cfg.loop_ms) if cfg.loop_ms > 0 and hasattr(timer, "loop") else float("nan")
     return out
+
+
+def _instance_sd_rel(medians) -> float:
+    return float(np.std(medians, ddof=1) / np.mean(medians)) if len(medians) > 1 else float("nan")
+
+
+def _starts_agree(samples, medians, cfg: TimingConfig) -> bool:
+    """Whether the starts so far pin the cell down: the standard error over them (the larger of the pooled samples'
+    and the starts' own, instance_sd_rel / sqrt(starts), as the row reports it) is under instances_target_rse
+    (small_target_rse for a cell under small_cell_us, whose between-process spread is percents however it is
+    sampled). A cell whose starts agree stops at min_instances; one whose starts scatter takes all of them."""
+    small = np.median(samples) * 1e3 < cfg.small_cell_us
+    target = max(cfg.instances_target_rse, cfg.small_target_rse) if small else cfg.instances_target_rse
+    rse = max(rse_of_median(samples), _instance_sd_rel(medians) / math.sqrt(len(medians)))
+    return rse < target
 
 
 def cudagraph_median_ms(fn: Callable[[], object], target_ms: float = 2.0, replays: int = 10) -> float:

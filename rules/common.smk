@@ -391,3 +391,23 @@ def get_measure_priority(wildcards):
     """Kernels with a CUDA implementation last: their extensions build in the background from the first timing job
     on (rooflab/cuda_ext.py), and measured first they waited for the build (S26: GeLU 44 s of its 76)."""
     return 5 if Path(workflow.basedir, f"kernels/cuda/{wildcards.kernel}.cu").exists() else 10
+
+
+def start_compile_lanes():
+    """From onstart: the torch.compile graphs of the measurement jobs about to run, compiled ahead in background
+    processes (experiments/warm.py), the jobs in the order their priorities run them. Logs in logs/warm/."""
+    from experiments import warm
+
+    if "compile" not in config["impls"] or config.get("compile_lanes") == 0:
+        return
+    lanes = config.get("compile_lanes")  # None: the host's share, for GPU jobs only (on the CPU they would share
+    # the cores the host timing runs on); a number: that many, for every job
+    jobs = sorted((j for j in workflow.dag.needrun_jobs() if j.rule.name in ("measure", "measure_shapes")
+                   and (lanes is not None or j.wildcards_dict["gpu"] != "cpu")),
+                  key=lambda j: (-j.priority, j.wildcards_dict["kernel"]))
+    spec = [{"kernel": j.wildcards_dict["kernel"], "out": str(j.output.raw), "params": dict(j.params.sweep),
+             "device": "cpu" if j.wildcards_dict["gpu"] == "cpu" else "cuda"} for j in jobs]
+    lanes = warm.start(spec, Path("logs/warm/jobs.json"), Path("logs/warm/warm.log"), lanes)
+    if lanes:
+        print(f"rooflab: compiling the torch.compile cells of {len(spec)} measurement job(s) ahead in {lanes} "
+              f"background process(es) (experiments/warm.py; log: logs/warm/warm.log)", file=sys.stderr)

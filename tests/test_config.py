@@ -114,7 +114,7 @@ def test_schema_defaults_are_what_the_dag_validates_to():
         validated = copy.deepcopy(raw)
         validate(validated, str(REPO / "config/schema.yaml"))
         assert rcfg.validated_config(REPO / "config" / name) == validated, name
-    assert rcfg.validated_config(REPO / "config/config.yaml")["timing"] == {**DEFAULTS["timing"], "instances": 8}
+    assert rcfg.validated_config(REPO / "config/config.yaml")["timing"] == {**DEFAULTS["timing"], "instances": 8, "min_instances": 4}
 
 
 def _calls(tree, name):

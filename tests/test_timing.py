@@ -458,6 +458,18 @@ def test_instances_share_max_samples_and_a_limit_wins_the_stop_reason():
     assert out["stop_reason"] == "max_samples"  # one start stopped by a limit: the row says so
 
 
+def test_starts_stop_early_once_they_agree_and_not_while_they_scatter():
+    agree = measure(lambda: None, FakeTimer(constant()), TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5,
+                                                               loop_ms=0, instances=8, min_instances=3))
+    assert agree["instances"] == 3 and agree["n_samples"] == 12  # identical starts: the error over them is 0
+    scatter = measure(lambda: None, InstanceTimer(), TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5,
+                                                                 loop_ms=0, instances=8, min_instances=3))
+    assert scatter["instances"] == 8  # starts 10 % apart never get under 0.2 %
+    off = measure(lambda: None, FakeTimer(constant()), TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5,
+                                                             loop_ms=0, instances=5))
+    assert off["instances"] == 5  # min_instances 0 (the default): every start runs
+
+
 def test_instances_share_the_time_cap():
     clock = FakeClock()
     timer = FakeTimer(noisy(), clock)

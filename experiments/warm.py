@@ -1,0 +1,149 @@
+"""Compile ahead: the torch.compile graphs of the cells a GPU run is about to time, built in background processes
+while the GPU times other cells (issue 25: the H200 sweep spent ~270 s of its ~800 in torch.compile's cold calls).
+
+The DAG's onstart (Snakefile) writes the measurement jobs that will run, in the order their priorities give, and
+starts this module detached: ``lanes`` worker processes take the jobs in turn and, for every compile cell the job's
+cell store does not already hold, trace and compile the cell's expression exactly as the cell will (the same
+function, shapes, dtypes, math mode, fullgraph, static shapes), with a backend that runs Inductor and then stops
+before the compiled code is called. So nothing runs on the GPU but the inputs' random fill, no timing is touched,
+and the measurement process's own cold call loads the graph from Inductor's FX graph cache: on this repository's
+CPU machine a LayerNorm fwd+bwd graph 2.5 s cold, 0.2 s so. Its cold_ms is then the warm-cache cost (the cache_state
+column says the caches were warm). A cell the lanes have not reached yet compiles in the measurement as before;
+a failure here is logged and changes nothing.
+
+    python -m experiments.warm logs/warm/h200.json [--lanes 4]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+log = logging.getLogger("rooflab.warm")
+
+# Lanes beside the measurement: each one Python process compiling one graph at a time (Inductor's own compile
+# workers off), so the measurement keeps its cores; at most 4, and none on a host of fewer than 8 cores.
+MAX_LANES = 4
+MIN_CORES = 8
+
+
+def lanes_for(cores: int | None = None) -> int:
+    cores = os.cpu_count() or 1 if cores is None else cores
+    return 0 if cores < MIN_CORES else min(MAX_LANES, (cores - 2) // 3)
+
+
+class _Compiled(Exception):
+    """Raised in place of running the compiled graph: Inductor has compiled it (and written its caches)."""
+
+
+def _compile_only(gm, example_inputs):
+    from torch._inductor.compile_fx import compile_fx
+
+    compile_fx(gm, example_inputs)  # what backend="inductor" calls: the same graph, the same FX graph cache key
+
+    def stop(*args):
+        raise _Compiled
+
+    return stop
+
+
+def warm_job(job: dict) -> tuple[str, int, int, float]:
+    """(kernel, compiled, skipped, seconds) for one measurement job's compile cells."""
+    import torch
+    import torch._dynamo
+
+    from experiments.measure import cell_store, cells_for, checkpoint_identity
+    from rooflab import store
+    from rooflab.cell import _kw, memory_skip_reason, skip_reason
+    from rooflab.kernel import load_kernel, math_mode, torch_dtype
+    from rooflab.shapes import square_size
+
+    t0 = time.perf_counter()
+    kernel, params, device = load_kernel(job["kernel"]), job["params"], job.get("device", "cuda")
+    if kernel.naive_fn is None:
+        return kernel.name, 0, 0, 0.0
+    done = store.load(cell_store(job["out"]), checkpoint_identity(kernel, params), kernel.name)
+    compiled = skipped = 0
+    for cell in cells_for(kernel, params):
+        if cell.impl != "compile" or cell.key in done or skip_reason(kernel, cell, device, 0):
+            continue
+        shape = kernel.shape(cell.shape or cell.size)
+        n = square_size(shape)
+        at = shape if n is None else n
+        try:
+            if memory_skip_reason(float(kernel.bytes(at, cell.dtype, **_kw(kernel, cell.pass_))), device):
+                skipped += 1
+                continue
+            with math_mode(cell.dtype):
+                inputs = kernel.make_inputs(at, torch_dtype(cell.dtype), device, int(params.get("seed", 0)))
+                torch._dynamo.reset()
+                fn = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False, backend=_compile_only)
+                try:
+                    fn(*inputs, **_kw(kernel, cell.pass_))
+                except _Compiled:
+                    compiled += 1
+            del inputs
+        except Exception as exc:  # the measurement compiles it itself, and says so if it fails
+            log.warning("%s: not warmed: %s: %s", cell, type(exc).__name__, str(exc)[:300])
+            skipped += 1
+    return kernel.name, compiled, skipped, time.perf_counter() - t0
+
+
+def _lane_setup(cache_dirs: dict) -> None:
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # before torch: one lane, one core
+    for key, var in (("triton", "TRITON_CACHE_DIR"), ("inductor", "TORCHINDUCTOR_CACHE_DIR")):
+        if cache_dirs.get(key):
+            os.environ[var] = str(Path(cache_dirs[key]).resolve())
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("spec", help="JSON: {'jobs': [{'kernel', 'out', 'params'}, ...]} in measurement order")
+    ap.add_argument("--lanes", type=int, default=None)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    jobs = json.loads(Path(args.spec).read_text())["jobs"]
+    lanes = args.lanes if args.lanes is not None else lanes_for()
+    if not jobs or lanes < 1:
+        log.info("nothing to warm (%d jobs, %d lanes)", len(jobs), lanes)
+        return 0
+    cache_dirs = jobs[0]["params"].get("cache_dirs") or {}
+    t0 = time.perf_counter()
+    import multiprocessing
+
+    with ProcessPoolExecutor(lanes, mp_context=multiprocessing.get_context("spawn"), initializer=_lane_setup,
+                             initargs=(cache_dirs,)) as pool:
+        for kernel, compiled, skipped, seconds in pool.map(warm_job, jobs):
+            log.info("%s: %d compile cells warmed, %d not, in %.1f s (%.1f s since the start)", kernel, compiled,
+                     skipped, seconds, time.perf_counter() - t0)
+    return 0
+
+
+def start(jobs: list[dict], spec: Path, log_file: Path, lanes: int | None = None) -> int:
+    """Write the spec and start the lanes detached (each at low CPU priority); returns the number of lanes (0: none
+    started). ``lanes`` None: lanes_for() of this host."""
+    import subprocess
+
+    lanes = lanes_for() if lanes is None else lanes
+    if not jobs or lanes < 1:
+        return 0
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(json.dumps({"jobs": jobs}, default=str))
+    with open(log_file, "w") as fh:
+        subprocess.Popen([sys.executable, "-m", "experiments.warm", str(spec), "--lanes", str(lanes)], stdout=fh,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    return lanes
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Compile ahead (experiments/warm.py): the lanes compile a cell's graph without running it, and the cell's own
+torch.compile then loads it from Inductor's FX graph cache instead of compiling it again."""
+import pytest
+
+from experiments import warm
+
+
+def test_lanes_leave_the_measurement_its_cores():
+    assert warm.lanes_for(2) == 0 and warm.lanes_for(7) == 0  # this machine and CI: none
+    assert warm.lanes_for(8) == 2 and warm.lanes_for(16) == 4 and warm.lanes_for(128) == warm.MAX_LANES
+
+
+def test_a_warmed_cell_compiles_from_the_cache_and_nothing_runs(tmp_path, monkeypatch):
+    torch = pytest.importorskip("torch")
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from rooflab.kernel import load_kernel
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    kernel = load_kernel("gelu")
+    params = {"dtypes": ["float32"], "impls": ["naive", "compile"], "sizes": [48], "extra_sizes": [], "seed": 0,
+              "timing": {}, "preset": "square"}
+    job = {"kernel": "gelu", "out": str(tmp_path / "gelu.parquet"), "params": params, "device": "cpu"}
+    counters.clear()
+    name, compiled, skipped, _ = warm.warm_job(job)
+    # compiled counts graphs stopped before they ran (_Compiled): the compile cell only, not the naive one
+    assert (name, compiled, skipped) == ("gelu", 1, 0)
+    assert counters["inductor"]["fxgraph_cache_miss"] == 1
+    # the measurement's own cold call: same function, shape, dtype and flags
+    torch._dynamo.reset()
+    counters.clear()
+    x = kernel.make_inputs(48, torch.float32, "cpu", 0)
+    out = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False)(*x)
+    assert counters["inductor"]["fxgraph_cache_hit"] == 1 and counters["inductor"]["fxgraph_cache_miss"] == 0
+    assert torch.allclose(out, kernel.naive_fn(*x))
