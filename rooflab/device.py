@@ -21,6 +21,11 @@ def prepare_environment(gpu: str, params: dict) -> None:
     acquire(gpu)
     if gpu == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
+    if os.environ.get("ROOFLAB_COMPILE_LANES"):
+        # Lanes compile this run's torch.compile cells ahead (experiments/warm.py): this process loads their graphs
+        # from the cache and needs no pool of compile workers (S32: each job's first torch.compile cell spent 9-13 s
+        # before its call, the pool's start the suspect); a cell the lanes have not reached compiles here serially.
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     caches = params.get("cache_dirs") or {}
     if caches.get("triton"):
         os.environ["TRITON_CACHE_DIR"] = str(Path(caches["triton"]).resolve())

@@ -409,5 +409,8 @@ def start_compile_lanes():
              "device": "cpu" if j.wildcards_dict["gpu"] == "cpu" else "cuda"} for j in jobs]
     lanes = warm.start(spec, Path("logs/warm/jobs.json"), Path("logs/warm/warm.log"), lanes)
     if lanes:
+        # the measurement jobs (children of this process) load what the lanes compiled: no compile-worker pool of
+        # their own (rooflab/device.prepare_environment)
+        os.environ["ROOFLAB_COMPILE_LANES"] = str(lanes)
         print(f"rooflab: compiling the torch.compile cells of {len(spec)} measurement job(s) ahead in {lanes} "
               f"background process(es) (experiments/warm.py; log: logs/warm/warm.log)", file=sys.stderr)
