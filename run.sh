@@ -54,14 +54,20 @@ REQUIRED_MODULES="torch triton snakemake snakemake_executor_plugin_slurm papermi
 REQUIRED_SCRIPTS="snakemake papermill jupyter ninja"
 DEV_MODULES="pytest hypothesis"
 
-missing_requirements() {  # what $PY's environment lacks of the above (and of $1's extra modules), one a line
+missing_requirements() {  # what $PY's environment lacks of the above (and of $1's extra modules), one a line.
+  # $2 = import: import each (after an install: a broken one is found too); else only look each up (every run
+  # starts with this check: importing torch, snakemake, papermill and matplotlib took seconds of each ./run.sh)
   # shellcheck disable=SC2086
-  "$PY" - $REQUIRED_MODULES ${1:-} <<'EOF' || true
-import importlib, sys
-for spec in sys.argv[1:]:
+  "$PY" - "${2:-find}" $REQUIRED_MODULES ${1:-} <<'EOF' || true
+import importlib, importlib.util, sys
+how = sys.argv[1]
+for spec in sys.argv[2:]:
     module, _, pip_name = spec.partition(":")
     try:
-        importlib.import_module(module)
+        if how == "import":
+            importlib.import_module(module)
+        elif importlib.util.find_spec(module) is None:
+            raise ModuleNotFoundError(f"No module named '{module}'")
     except Exception as e:
         print(f"{pip_name or module} ({type(e).__name__}: {e})")
 EOF
@@ -104,7 +110,7 @@ setup_python() {  # setup_python [dev]: dev installs requirements-dev.txt (the r
       pip_install "$PY" "${TORCH_SPEC:-torch==2.13.0}"
     fi
     pip_install "$PY" -r "$reqs"
-    missing=$(missing_requirements "$extra")
+    missing=$(missing_requirements "$extra" import)
     if [ -n "$missing" ]; then  # files deleted under an intact install: pip sees nothing to do
       log "ERROR: still missing after installing $reqs (pip install --force-reinstall them):"
       sed 's/^/  /' <<<"$missing" >&2

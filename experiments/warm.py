@@ -5,11 +5,14 @@ The DAG's onstart (Snakefile) writes the measurement jobs that will run, in the 
 starts this module detached: ``lanes`` worker processes take the jobs in turn and, for every compile cell the job's
 cell store does not already hold, trace and compile the cell's expression exactly as the cell will (the same
 function, shapes, dtypes, math mode, fullgraph, static shapes), with a backend that runs Inductor and then stops
-before the compiled code is called. So nothing runs on the GPU but the inputs' random fill, no timing is touched,
-and the measurement process's own cold call loads the graph from Inductor's FX graph cache: on this repository's
-CPU machine a LayerNorm fwd+bwd graph 2.5 s cold, 0.2 s so. Its cold_ms is then the warm-cache cost (the cache_state
-column says the caches were warm). A cell the lanes have not reached yet compiles in the measurement as before;
-a failure here is logged and changes nothing.
+before the compiled code is called. Where a kernel autotunes (matmul, attention: seconds of compiling per set of
+configs), its Triton cells too: in a lane every Triton launch compiles into Triton's cache and returns without
+launching, and the autotuners time nothing, so every config compiles. Nothing runs on the GPU but the inputs'
+random fill and the wrappers' small torch ops; no timing is touched. The measurement's own cold call then loads the
+graph from Inductor's FX graph cache (on this repository's CPU machine a LayerNorm fwd+bwd graph 2.5 s cold, 0.2 s
+so; on the H200, S32, 0.1-0.2 s a cell against S29's 0.74 s mean) and the binaries from Triton's, and autotunes
+by timing as before. Its cold_ms is then the warm-cache cost. A cell the lanes have not reached compiles in the
+measurement as before; a failure here is logged and changes nothing.
 
     python -m experiments.warm logs/warm/h200.json [--lanes 4]
 """
@@ -53,7 +56,8 @@ def _compile_only(gm, example_inputs):
 
 
 def warm_job(job: dict) -> tuple[str, int, int, float]:
-    """(kernel, compiled, skipped, seconds) for one measurement job's compile cells."""
+    """(kernel, compiled, skipped, seconds) for one measurement job's compile cells (and Triton cells, where the
+    kernel autotunes)."""
     import torch
     import torch._dynamo
 
@@ -61,6 +65,7 @@ def warm_job(job: dict) -> tuple[str, int, int, float]:
     from rooflab import store
     from rooflab.cell import _kw, memory_skip_reason, skip_reason
     from rooflab.kernel import load_kernel, math_mode, torch_dtype
+    from rooflab.kernel_facts import autotuners
     from rooflab.shapes import square_size
 
     t0 = time.perf_counter()
@@ -68,9 +73,11 @@ def warm_job(job: dict) -> tuple[str, int, int, float]:
     if kernel.naive_fn is None:
         return kernel.name, 0, 0, 0.0
     done = store.load(cell_store(job["out"]), checkpoint_identity(kernel, params), kernel.name)
+    # our Triton cells too where the kernel autotunes (matmul, attention: seconds of compiling per config set)
+    impls = {"compile"} | ({"triton"} if device == "cuda" and autotuners(kernel.module) else set())
     compiled = skipped = 0
     for cell in cells_for(kernel, params):
-        if cell.impl != "compile" or cell.key in done or skip_reason(kernel, cell, device, 0):
+        if cell.impl not in impls or cell.key in done or skip_reason(kernel, cell, device, 0):
             continue
         shape = kernel.shape(cell.shape or cell.size)
         n = square_size(shape)
@@ -81,6 +88,11 @@ def warm_job(job: dict) -> tuple[str, int, int, float]:
                 continue
             with math_mode(cell.dtype):
                 inputs = kernel.make_inputs(at, torch_dtype(cell.dtype), device, int(params.get("seed", 0)))
+                if cell.impl == "triton":  # launches compile and stop here (_triton_compile_only)
+                    kernel.impls["triton"](inputs, **_kw(kernel, cell.pass_))()
+                    compiled += 1
+                    del inputs
+                    continue
                 torch._dynamo.reset()
                 fn = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False, backend=_compile_only)
                 try:
@@ -94,6 +106,23 @@ def warm_job(job: dict) -> tuple[str, int, int, float]:
     return kernel.name, compiled, skipped, time.perf_counter() - t0
 
 
+def _triton_compile_only() -> None:
+    """In a lane, every Triton launch compiles (into Triton's cache) and returns without launching, and the
+    autotuners time nothing (rooflab.triton_utils.COMPILE_ONLY): each config of each key compiles, none runs. The
+    measurement then loads the binaries and times the configs itself."""
+    from triton.runtime.jit import JITFunction
+
+    from rooflab import triton_utils
+
+    launch = JITFunction.run
+
+    def run(self, *args, grid, warmup, **kwargs):
+        return launch(self, *args, grid=grid, warmup=True, **kwargs)
+
+    JITFunction.run = run
+    triton_utils.COMPILE_ONLY = True
+
+
 def _lane_setup(cache_dirs: dict) -> None:
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # before torch: one lane, one core
     for key, var in (("triton", "TRITON_CACHE_DIR"), ("inductor", "TORCHINDUCTOR_CACHE_DIR")):
@@ -104,6 +133,7 @@ def _lane_setup(cache_dirs: dict) -> None:
         os.nice(10)
     except OSError:
         pass
+    _triton_compile_only()
 
 
 def main(argv=None) -> int:
@@ -124,7 +154,7 @@ def main(argv=None) -> int:
     with ProcessPoolExecutor(lanes, mp_context=multiprocessing.get_context("spawn"), initializer=_lane_setup,
                              initargs=(cache_dirs,)) as pool:
         for kernel, compiled, skipped, seconds in pool.map(warm_job, jobs):
-            log.info("%s: %d compile cells warmed, %d not, in %.1f s (%.1f s since the start)", kernel, compiled,
+            log.info("%s: %d cells warmed, %d not, in %.1f s (%.1f s since the start)", kernel, compiled,
                      skipped, seconds, time.perf_counter() - t0)
     return 0
 

@@ -24,8 +24,15 @@ def autotune_configs(configs: list[triton.Config]) -> list[triton.Config]:
 AUTOTUNE_WARMUP_MS, AUTOTUNE_REP_MS = 5, 25
 
 
+COMPILE_ONLY = False  # set in a compile lane (experiments/warm.py): the autotuners compile every config, time none
+
+
 def autotune_bench(kernel_call, quantiles):
-    """``do_bench`` for ``triton.autotune(do_bench=...)``: shorter than triton's default, the same statistic."""
+    """``do_bench`` for ``triton.autotune(do_bench=...)``: shorter than triton's default, the same statistic. In a
+    compile lane one call (which there compiles and launches nothing) and no timing: every config gets compiled."""
+    if COMPILE_ONLY:
+        kernel_call()
+        return [1.0] * len(quantiles) if quantiles else 1.0
     return triton.testing.do_bench(kernel_call, warmup=AUTOTUNE_WARMUP_MS, rep=AUTOTUNE_REP_MS, quantiles=quantiles)
 
 

@@ -34,3 +34,12 @@ def test_a_warmed_cell_compiles_from_the_cache_and_nothing_runs(tmp_path, monkey
     out = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False)(*x)
     assert counters["inductor"]["fxgraph_cache_hit"] == 1 and counters["inductor"]["fxgraph_cache_miss"] == 0
     assert torch.allclose(out, kernel.naive_fn(*x))
+
+
+def test_in_a_lane_the_autotuners_compile_every_config_and_time_none(monkeypatch):
+    from rooflab import triton_utils
+
+    monkeypatch.setattr(triton_utils, "COMPILE_ONLY", True)
+    calls = []
+    assert triton_utils.autotune_bench(lambda: calls.append(1), (0.5, 0.2, 0.8)) == [1.0, 1.0, 1.0]
+    assert calls == [1]  # one call: in a lane it compiles the config and launches nothing
