@@ -387,10 +387,27 @@ def print_summary(ok):
     print("=" * 78)
 
 
-def get_measure_priority(wildcards):
+def measure_order_key(kernel):
     """Kernels with a CUDA implementation last: their extensions build in the background from the first timing job
-    on (rooflab/cuda_ext.py), and measured first they waited for the build (S26: GeLU 44 s of its 76)."""
-    return 5 if Path(workflow.basedir, f"kernels/cuda/{wildcards.kernel}.cu").exists() else 10
+    on (rooflab/cuda_ext.py), and measured first they waited for the build (S26: GeLU 44 s of its 76). Among the
+    rest, the ones the compile lanes (experiments/warm.py) need longest for later, so the lanes are done with them
+    by their turn: first single-pass kernels that do not autotune (seconds of lane work each), then those with a
+    fwd+bwd pass (twice the graphs), then those whose Triton autotunes (every config compiled; S34: matmul,
+    measured first, still compiled 31 s of configs itself beside its lane). Then by name. Read from the files: no
+    kernel is imported at parse time."""
+    text = Path(workflow.basedir, f"kernels/{kernel}.py").read_text() if kernel in KERNELS else ""
+    return (Path(workflow.basedir, f"kernels/cuda/{kernel}.cu").exists(), "triton.autotune" in text,
+            '"fwd+bwd"' in text, kernel)
+
+
+MEASURE_ORDER = sorted(config["kernels"], key=measure_order_key)
+
+
+def get_measure_priority(wildcards):
+    """One priority per kernel, in MEASURE_ORDER (equal priorities run in no set order; the lanes take the jobs in
+    this order too); all under the ceilings' (rules/measure.smk)."""
+    kernel = wildcards.kernel
+    return 10 + len(MEASURE_ORDER) - MEASURE_ORDER.index(kernel) if kernel in MEASURE_ORDER else 10
 
 
 def start_compile_lanes():
