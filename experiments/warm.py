@@ -36,7 +36,7 @@ MIN_CORES = 8
 
 
 def lanes_for(cores: int | None = None) -> int:
-    cores = os.cpu_count() or 1 if cores is None else cores
+    cores = (os.cpu_count() or 1) if cores is None else cores
     return 0 if cores < MIN_CORES else min(MAX_LANES, (cores - 2) // 3)
 
 
@@ -103,6 +103,8 @@ def warm_job(job: dict) -> tuple[str, int, int, float]:
         except Exception as exc:  # the measurement compiles it itself, and says so if it fails
             log.warning("%s: not warmed: %s: %s", cell, type(exc).__name__, str(exc)[:300])
             skipped += 1
+    if device == "cuda":
+        torch.cuda.empty_cache()  # the lane keeps no blocks the measurement's placements could use
     return kernel.name, compiled, skipped, time.perf_counter() - t0
 
 
