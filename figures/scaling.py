@@ -6,7 +6,8 @@ The three frames: solid, median_ms (GPU time of one call, L2 flushed, stream hel
 timed), with its p20-p80 band; dashed, graph_median_ms (CUDA graph replay); thin with crosses, loop_ms (Python
 loop: back-to-back calls, launch included: the plateau). Grey dotted: a guide with the kernel's own scaling,
 anchored at the fastest time at the largest size; grey dash-dot: the launch floor (fastest loop time at the
-smallest size). On the CPU only what applies is drawn: host time and the Python loop, no CUDA graph, no launch
+smallest size); triangles at the top edge: each implementation's crossover N in GPU time (analysis/why_tables.py
+plateau: where the work at the large-N rate outgrows the fixed cost). On the CPU only what applies is drawn: host time and the Python loop, no CUDA graph, no launch
 floor. One dtype per figure (float32 where measured) so that the panels stay readable: three panels a row at the
 page's width, the legend under them.
 """
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from analysis.why_tables import plateau
 from figures import SCOPES
 from figures._common import (IMPL_LABEL, MARKER, PALETTE, claimable, gpu_name, impls_present, is_cpu, new_figure,
                              no_data_figure, parse_args, plain_log_ticks, print_size, read_metrics, save, setup,
@@ -36,9 +38,12 @@ def pick_dtype(df: pd.DataFrame) -> str:
     return df["dtype"].iloc[0]
 
 
-def draw(ax, k: pd.DataFrame, kernel: str, floor_line: bool = True, width_in: float | None = None) -> None:
+def draw(ax, k: pd.DataFrame, kernel: str, floor_line: bool = True, width_in: float | None = None,
+         crossover: dict | None = None) -> None:
     """One kernel's panel: every implementation in the three frames, the median with its p20-p80 band; the launch
-    floor only where launches exist (floor_line)."""
+    floor only where launches exist (floor_line); a triangle under the top edge at each implementation's crossover
+    N (the paper's plateau table: the first N whose work, at the largest N's rate, outgrows the smallest N's
+    fixed cost)."""
     for impl in impls_present(k):
         g = k[k["impl"] == impl].sort_values("size")
         ax.plot(g["size"], g["median_ms"], "-", marker=MARKER[impl], color=PALETTE[impl], ms=2.5, lw=1.1)
@@ -51,6 +56,9 @@ def draw(ax, k: pd.DataFrame, kernel: str, floor_line: bool = True, width_in: fl
         loop = g.dropna(subset=["loop_ms"])
         if len(loop):
             ax.plot(loop["size"], loop["loop_ms"], "-x", color=PALETTE[impl], lw=0.6, ms=2.5, alpha=0.55)
+        n = (crossover or {}).get(impl, np.nan)
+        if np.isfinite(n):
+            ax.plot([n], [0.97], "v", color=PALETTE[impl], ms=4, transform=ax.get_xaxis_transform(), clip_on=False)
     sizes = np.array(sorted(set(k["size"])), dtype=float)
     power = 3 if kernel in CUBIC else 2
     n_max = sizes.max()
@@ -94,8 +102,11 @@ def main(argv=None):
     fig, axes = new_figure("scaling", 1.75 * nrows + 0.9, nrows=nrows, ncols=ncols, squeeze=False)
     cpu = is_cpu(args.gpu)
     panel_in = print_size("scaling")[0] / ncols - 0.55  # a panel's axes: its share of the width, less its labels
+    cross = plateau(metrics[metrics["dtype"] == dtype], args.gpu)  # the plotted dtype's, in GPU time (host on CPU)
     for ax, kernel in zip(axes.flat, kernels):
-        draw(ax, df[df["kernel"] == kernel], kernel, floor_line=not cpu, width_in=panel_in)
+        c = cross[cross["kernel"] == kernel]
+        draw(ax, df[df["kernel"] == kernel], kernel, floor_line=not cpu, width_in=panel_in,
+             crossover=dict(zip(c["impl"], c["crossover"])))
     for ax in axes.flat[len(kernels):]:
         ax.set_axis_off()
     for ax in axes[:, 0]:
@@ -107,13 +118,15 @@ def main(argv=None):
     if cpu:
         handles += [Line2D([], [], color="0.3", ls="-", label="host time, one call (p20-p80 band)"),
                     Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop"),
-                    Line2D([], [], color="0.35", ls=":", label="work scaling guide")]
+                    Line2D([], [], color="0.35", ls=":", label="work scaling guide"),
+                    Line2D([], [], color="0.3", ls="", marker="v", ms=4, label="crossover: work outgrows fixed cost")]
     else:
         handles += [Line2D([], [], color="0.3", ls="-", label="GPU time, L2 flushed (p20-p80 band)"),
                     Line2D([], [], color="0.3", ls="--", label="CUDA graph replay"),
                     Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop (launch incl.)"),
                     Line2D([], [], color="0.35", ls=":", label="work scaling guide"),
-                    Line2D([], [], color="0.5", ls="-.", label="launch floor")]
+                    Line2D([], [], color="0.5", ls="-.", label="launch floor"),
+                    Line2D([], [], color="0.3", ls="", marker="v", ms=4, label="crossover: work outgrows fixed cost")]
     fig.legend(handles=handles, loc="outside lower center", ncols=3)
     message = "flat: per-call overhead, then the work" if cpu else "flat: launch-bound, then the work"
     fig.suptitle(f"{title} ({dtype}): {message}")
