@@ -254,20 +254,3 @@ _DTYPES = {**{c: "Int64" for c in _INT}, **{c: "float64" for c in ("autotune_ms"
            **{c: "boolean" for c in ("autotuned", "autotune_best")},
            **{c: "string" for c in COMPILED_COLUMNS if c not in _INT and c not in
               ("autotune_ms", "config_ms", "occupancy", "autotuned", "autotune_best")}}
-
-
-if "snakemake" in globals():
-    sm = globals()["snakemake"]
-    logging.basicConfig(level=logging.INFO, filename=sm.log[0], filemode="w",
-                        format="%(asctime)s %(levelname)s %(message)s")
-    from rooflab.lifeline import follow_snakemake
-
-    follow_snakemake()  # a kill -9 of snakemake ends this job too
-    from rooflab.device import DeviceMismatch
-
-    try:
-        run(sm.wildcards.gpu, [sm.wildcards.kernel], sm.output[0], dict(sm.params.compiled))
-    except DeviceMismatch as exc:
-        log.error("%s", exc)
-        print(f"ERROR: {exc}", file=sys.stderr)
-        sys.exit(2)

@@ -18,7 +18,6 @@ A cell that fails is a row with status 'failed' and the error: this job never fa
 """
 
 import logging
-import sys
 import traceback
 
 
@@ -175,25 +174,3 @@ def run(gpu: str, kernels, out: str, params: dict) -> None:
                     **{c: "string" for c in ("gpu", "kernel", "impl", "dtype", "pass", "activity", "kernel_names",
                                              "status", "error")}})
     write_parquet(df, out)
-
-
-def params_from(sm) -> dict:
-    """The profile job's settings: the size from config profile, the rest from the sweep."""
-    return {**dict(sm.params.sweep), **dict(sm.params.profile)}
-
-
-if "snakemake" in globals():
-    sm = globals()["snakemake"]
-    logging.basicConfig(level=logging.INFO, filename=sm.log[0], filemode="w",
-                        format="%(asctime)s %(levelname)s %(message)s")
-    from rooflab.lifeline import follow_snakemake
-
-    follow_snakemake()  # a kill -9 of snakemake ends this job too
-    from rooflab.device import DeviceMismatch
-
-    try:
-        run(sm.wildcards.gpu, [sm.wildcards.kernel], sm.output[0], params_from(sm))
-    except DeviceMismatch as exc:
-        log.error("%s", exc)
-        print(f"ERROR: {exc}", file=sys.stderr)
-        sys.exit(2)
