@@ -181,7 +181,9 @@ def get_notebooks(wildcards=None):
 
 
 def get_kernel_docs(wildcards=None):
-    return [f"kernels/{k}.py" for k in dict.fromkeys(k for g in ANALYSIS_GPUS for k in ANALYSED[g])]
+    """The paper's kernel descriptions (KERNEL.description, code): each kernel's code stamp, not its file."""
+    return [code_stamp(f"kernel_{k}", [f"kernels/{k}.py"])
+            for k in dict.fromkeys(k for g in ANALYSIS_GPUS for k in ANALYSED[g])]
 
 
 def get_final_outputs(wildcards=None):
@@ -431,3 +433,26 @@ def start_compile_lanes():
         os.environ["ROOFLAB_COMPILE_LANES"] = str(lanes)
         print(f"rooflab: compiling the torch.compile cells of {len(spec)} measurement job(s) ahead in {lanes} "
               f"background process(es) (experiments/warm.py; log: logs/warm/warm.log)", file=sys.stderr)
+
+
+CODE_STAMPS = "results/code"  # what the measurement jobs take as their code inputs (code_stamp)
+
+
+def code_stamp(name, files):
+    """results/code/<name>.digest: the digest of the files' code (rooflab/codehash.py: a Python file's syntax tree
+    without docstrings; comments and layout are not in it), rewritten here, as the DAG is read, only when it
+    changes. A measurement job takes the stamps as its inputs instead of the files, so an edit of comments,
+    docstrings or layout in a kernel or in the measurement code reruns nothing at all (the cell store would reuse
+    every cell anyway, but its job, the analysis after it and the paper would all run again)."""
+    from rooflab.codehash import code_digest
+
+    path = Path(CODE_STAMPS, f"{name}.digest")
+    digest = code_digest([Path(workflow.basedir, f) for f in files]) + "\n"
+    if not path.exists() or path.read_text() != digest:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(digest)
+    return str(path)
+
+
+def get_kernel_stamp(wildcards):
+    return code_stamp(f"kernel_{wildcards.kernel}", [f"kernels/{wildcards.kernel}.py"])

@@ -1,6 +1,7 @@
 # Measurement: per (gpu, kernel) one job for its cells, its kernel-launch profile and its compiled-kernel facts (one
 # process: warm caches), plus the GPU's measured ceilings. A kernel's source file is an input of its own job only, so
-# editing kernels/<k>.py re-measures <k> only (snakemake does not see modules a script imports). The kernel wildcard
+# editing kernels/<k>.py re-measures <k> only (snakemake does not see modules a script imports); as a code stamp
+# (rules/common.smk code_stamp), so an edit of its comments or docstrings reruns nothing. The kernel wildcard
 # is held to the run's kernels (MEASURED): another kernel's results from an earlier run are read as they are, never
 # remade.
 # Every timing job holds a measure_slot (run.sh: --resources measure_slot=<GPUs of the node, at least 1>), and on the
@@ -13,6 +14,7 @@
 from rooflab.kernel import measurement_code
 
 MEASUREMENT_CODE = measurement_code()
+MEASUREMENT_STAMP = code_stamp("measurement", MEASUREMENT_CODE)
 
 if workflow.is_main_process and measure_slots() > 1:  # said in a dry run too
     print(f"rooflab: measure_slot={measure_slots()}: up to {measure_slots()} timing jobs at once, each on a GPU of "
@@ -25,8 +27,8 @@ rule measure:
     registers, spills, shared memory, load widths and occupancy of every Triton kernel and config it launches (on
     the CPU, which compiles none, a file of skipped rows)."""
     input:
-        kernel="kernels/{kernel}.py",
-        code=MEASUREMENT_CODE,
+        kernel=get_kernel_stamp,
+        code=MEASUREMENT_STAMP,
         describe=["experiments/profiles.py", "experiments/compiled.py", "rooflab/kernel_facts.py"],
     output:
         raw=update("results/raw/{gpu}/{kernel}.parquet"),
@@ -58,8 +60,8 @@ rule measure:
 # No launch profile or compiled facts: those describe the square sweep.
 use rule measure as measure_shapes with:
     input:
-        kernel="kernels/{kernel}.py",
-        code=MEASUREMENT_CODE,
+        kernel=get_kernel_stamp,
+        code=MEASUREMENT_STAMP,
         shapes="rooflab/shapes.py",
     output:
         raw=update("results/raw/{gpu}/shapes/{preset}/{kernel}.parquet"),

@@ -119,10 +119,13 @@ def job_names(jobs) -> set[str]:
     return {f"{j['rule']}[{' '.join(j['output'])}]" for j in jobs if j["rule"] != "all"}
 
 
+CODE_EDIT = "\n\ndef _an_edit():\n    return 1\n"  # code: the kernel's stamp (rules/common.smk code_stamp) changes
+
+
 def test_kernel_edit_reruns_that_kernels_jobs_and_the_cross_kernel_ones_only(repo):
     kernel = repo / "kernels/gelu.py"
     original = kernel.read_text()
-    kernel.write_text(original + "\n# an edit\n")
+    kernel.write_text(original + CODE_EDIT)
     try:
         jobs = planned_jobs(repo)
     finally:
@@ -141,6 +144,18 @@ def test_kernel_edit_reruns_that_kernels_jobs_and_the_cross_kernel_ones_only(rep
     assert {"metrics", "paper_inputs"} <= rules
     assert not [j for j in job_names(jobs) if "vecadd" in j or "h200" in j], job_names(jobs)
     # the same content again (a newer mtime): checksums say nothing changed
+    assert planned_jobs(repo) == []
+
+
+def test_a_comment_or_docstring_edit_reruns_nothing(repo):
+    for rel in ("kernels/gelu.py", "rooflab/timing.py"):  # a kernel, and the measurement code every job takes
+        path = repo / rel
+        original = path.read_text()
+        path.write_text(original.replace('"""', '"""An edited docstring. ', 1) + "\n# an edited comment\n")
+        try:
+            assert planned_jobs(repo) == [], rel
+        finally:
+            path.write_text(original)
     assert planned_jobs(repo) == []
 
 
@@ -178,7 +193,7 @@ def test_fresh_clone_needs_touch_once(repo, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert planned_jobs(clone) == []
     # and real edits are still seen afterwards
-    (clone / "kernels/vecadd.py").write_text((clone / "kernels/vecadd.py").read_text() + "\n# an edit\n")
+    (clone / "kernels/vecadd.py").write_text((clone / "kernels/vecadd.py").read_text() + CODE_EDIT)
     assert "results/raw/cpu/vecadd.parquet" in outputs(planned_jobs(clone), "measure")
 
 
