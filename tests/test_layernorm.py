@@ -4,15 +4,8 @@ import torch
 
 from kernels import layernorm as ln
 from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
-from rooflab.cell import relative_error
 
-DTYPES = [  # (dtype, atol, rtol): the tolerance travels with the dtype
-    (torch.float32, 1e-5, 1e-5),
-    (torch.bfloat16, 2e-2, 1.6e-2),  # y rounded to bf16 (8-bit mantissa)
-    (torch.float16, 2e-3, 2e-3),
-]
-SHAPES = [(1, 1), (1, 37), (3, 5), (17, 300), (64, 64), (4, 8192)]  # (rows, cols): one row, tiny, odd, 8192 cols
-DTYPE_IDS = lambda v: str(v).replace("torch.", "")  # noqa: E731
+from test_norms import DTYPE_IDS, DTYPES, SHAPES  # the norms' shared grid (tests/test_norms.py)
 
 
 def _inputs(rows, cols, dtype, seed=0):
@@ -214,24 +207,3 @@ def test_flop_and_byte_model():
     assert ln.bytes_moved(10, "float32") == (2 * 100 + 2 * 10) * 4 == 880  # x, y, weight, bias
     assert ln.bytes_moved(4096, "bfloat16") == (2 * 4096 ** 2 + 2 * 4096) * 2
     assert ln.KERNEL.flops is ln.flops and ln.KERNEL.bytes is ln.bytes_moved
-
-
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
-@pytest.mark.parametrize("impl", ["naive", "builtin", "triton"])
-def test_every_impl_within_kernel_tolerance(impl, dtype):
-    k = ln.KERNEL
-    inputs = k.make_inputs(96, getattr(torch, dtype), "cpu", seed=3)
-    rel, _ = relative_error(k.impls[impl](inputs)(), k.reference(inputs))
-    assert rel <= k.tolerance[dtype]
-
-
-def test_kernel_declaration_and_seeded_inputs():
-    k = ln.KERNEL
-    assert k.name == "layernorm" and k.passes == ("fwd", "fwd+bwd")
-    assert k.dtypes == ("float32", "bfloat16", "float16")
-    first = ln.make_inputs(8, torch.float32, "cpu", seed=5)
-    again = ln.make_inputs(8, torch.float32, "cpu", seed=5)
-    assert all(torch.equal(p, q) for p, q in zip(first, again))
-    assert [tuple(t.shape) for t in first] == [(8, 8), (8,), (8,), (8, 8)]  # the last: the fwd+bwd upstream gradient
-    torch.testing.assert_close(k.reference(first), _ref(*first[:-1]))
-    torch.testing.assert_close(k.naive_fn(*first), ln.layernorm_naive(*first[:-1]))
