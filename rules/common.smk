@@ -430,7 +430,7 @@ def start_compile_lanes():
     if lanes:
         # the measurement jobs (children of this process) load what the lanes compiled: no compile-worker pool of
         # their own (rooflab/device.prepare_environment)
-        os.environ["ROOFLAB_COMPILE_LANES"] = str(lanes)
+        os.environ.update(ROOFLAB_COMPILE_LANES=str(lanes))  # set, not required: no envvars directive
         print(f"rooflab: compiling the torch.compile cells of {len(spec)} measurement job(s) ahead in {lanes} "
               f"background process(es) (experiments/warm.py; log: logs/warm/warm.log)", file=sys.stderr)
 
