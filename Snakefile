@@ -67,9 +67,11 @@ onstart:
 
 
 onsuccess:
+    stop_compile_lanes()
     print_summary(ok=True)
 
 
 onerror:
+    stop_compile_lanes()
     outdate_restored(log)
     print_summary(ok=False)

@@ -92,6 +92,8 @@ def warm_job(job: dict) -> tuple[str, int, int, float]:
                     kernel.impls["triton"](inputs, **_kw(kernel, cell.pass_))()
                     compiled += 1
                     del inputs
+                    if device == "cuda":
+                        torch.cuda.empty_cache()
                     continue
                 torch._dynamo.reset()
                 fn = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False, backend=_compile_only)
@@ -100,11 +102,11 @@ def warm_job(job: dict) -> tuple[str, int, int, float]:
                 except _Compiled:
                     compiled += 1
             del inputs
+            if device == "cuda":
+                torch.cuda.empty_cache()  # the lane holds no blocks while the measurement sizes its placements
         except Exception as exc:  # the measurement compiles it itself, and says so if it fails
             log.warning("%s: not warmed: %s: %s", cell, type(exc).__name__, str(exc)[:300])
             skipped += 1
-    if device == "cuda":
-        torch.cuda.empty_cache()  # the lane keeps no blocks the measurement's placements could use
     return kernel.name, compiled, skipped, time.perf_counter() - t0
 
 
@@ -127,6 +129,8 @@ def _triton_compile_only() -> None:
 
 def _lane_setup(cache_dirs: dict) -> None:
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # before torch: one lane, one core
+    # the autotuners' fake timings of a lane must never reach Triton's disk cache of autotuning results
+    os.environ["TRITON_CACHE_AUTOTUNING"] = "0"
     for key, var in (("triton", "TRITON_CACHE_DIR"), ("inductor", "TORCHINDUCTOR_CACHE_DIR")):
         if cache_dirs.get(key):
             os.environ[var] = str(Path(cache_dirs[key]).resolve())
@@ -136,6 +140,9 @@ def _lane_setup(cache_dirs: dict) -> None:
     except OSError:
         pass
     _triton_compile_only()
+    from kernels import _fastlaunch
+
+    _fastlaunch._override = "off"  # every launch through Triton's dispatch (patched): never a kept raw launcher
 
 
 def main(argv=None) -> int:
@@ -161,9 +168,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def start(jobs: list[dict], spec: Path, log_file: Path, lanes: int | None = None) -> int:
-    """Write the spec and start the lanes detached (each at low CPU priority); returns the number of lanes (0: none
-    started). ``lanes`` None: lanes_for() of this host."""
+def start(jobs: list[dict], spec: Path, log_file: Path, lanes: int | None = None, pid_file: Path | None = None) -> int:
+    """Write the spec and start the lanes detached, in a process group of their own whose id goes to ``pid_file``
+    (stop() ends it); returns the number of lanes (0: none started). ``lanes`` None: lanes_for() of this host."""
     import subprocess
 
     lanes = lanes_for() if lanes is None else lanes
@@ -172,9 +179,25 @@ def start(jobs: list[dict], spec: Path, log_file: Path, lanes: int | None = None
     spec.parent.mkdir(parents=True, exist_ok=True)
     spec.write_text(json.dumps({"jobs": jobs}, default=str))
     with open(log_file, "w") as fh:
-        subprocess.Popen([sys.executable, "-m", "experiments.warm", str(spec), "--lanes", str(lanes)], stdout=fh,
-                         stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-m", "experiments.warm", str(spec), "--lanes", str(lanes)],
+                                stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    if pid_file is not None:
+        pid_file.write_text(f"{proc.pid}\n")
     return lanes
+
+
+def stop(pid_file: Path) -> bool:
+    """End the lanes' process group named in ``pid_file`` if it still runs (its id is the driver's pid: the lanes
+    were started in a session of their own); True if there was one."""
+    import signal
+
+    try:
+        pgid = int(Path(pid_file).read_text())
+        Path(pid_file).unlink()
+        os.killpg(pgid, signal.SIGTERM)
+        return True
+    except (OSError, ValueError):  # no file, or the group is gone
+        return False
 
 
 if __name__ == "__main__":

@@ -160,7 +160,9 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     ``rse_median`` is the larger of the pooled samples' and the instances' own (instance_sd_rel / sqrt(instances)),
     so a comparison that trusts it does not trust one start's samples more than the starts agree. ``min_instances``
     (0: off) stops the starts early once that standard error is under ``instances_target_rse`` (_starts_agree), and
-    ``instances`` in the row is how many ran. ``hold_us`` and ``enqueue_us`` are the last start's."""
+    ``instances`` in the row is how many ran (each start's limits stay 1/instances of the cell's, so a cell that
+    stops early also spends less; the stop reads the standard error the row reports, so a row that stopped early
+    carries the error that stopped it). ``hold_us`` and ``enqueue_us`` are the last start's."""
     instances = max(1, int(cfg.instances))
     rounds = 1
     warming = cfg.warm_translations and inputs is not None

@@ -181,9 +181,10 @@ def get_notebooks(wildcards=None):
 
 
 def get_kernel_docs(wildcards=None):
-    """The paper's kernel descriptions (KERNEL.description, code): each kernel's code stamp, not its file."""
-    return [code_stamp(f"kernel_{k}", [f"kernels/{k}.py"])
-            for k in dict.fromkeys(k for g in ANALYSIS_GPUS for k in ANALYSED[g])]
+    """The kernel files the paper reads, as text: their descriptions and the naive expressions' traffic comments
+    (analysis/why.py), so a comment edit rebuilds the paper (and re-measures nothing: the measurement jobs take
+    code stamps)."""
+    return [f"kernels/{k}.py" for k in dict.fromkeys(k for g in ANALYSIS_GPUS for k in ANALYSED[g])]
 
 
 def get_final_outputs(wildcards=None):
@@ -412,6 +413,9 @@ def get_measure_priority(wildcards):
     return 10 + len(MEASURE_ORDER) - MEASURE_ORDER.index(kernel) if kernel in MEASURE_ORDER else 10
 
 
+LANES_PID = Path("logs/warm/lanes.pid")  # the lanes' process group: onsuccess and onerror end it
+
+
 def start_compile_lanes():
     """From onstart: the torch.compile graphs of the measurement jobs about to run, compiled ahead in background
     processes (experiments/warm.py), the jobs in the order their priorities run them. Logs in logs/warm/."""
@@ -426,7 +430,7 @@ def start_compile_lanes():
                   key=lambda j: (-j.priority, j.wildcards_dict["kernel"]))
     spec = [{"kernel": j.wildcards_dict["kernel"], "out": str(j.output.raw), "params": dict(j.params.sweep),
              "device": "cpu" if j.wildcards_dict["gpu"] == "cpu" else "cuda"} for j in jobs]
-    lanes = warm.start(spec, Path("logs/warm/jobs.json"), Path("logs/warm/warm.log"), lanes)
+    lanes = warm.start(spec, Path("logs/warm/jobs.json"), Path("logs/warm/warm.log"), lanes, LANES_PID)
     if lanes:
         # the measurement jobs (children of this process) load what the lanes compiled: no compile-worker pool of
         # their own (rooflab/device.prepare_environment)
@@ -440,19 +444,29 @@ CODE_STAMPS = "results/code"  # what the measurement jobs take as their code inp
 
 def code_stamp(name, files):
     """results/code/<name>.digest: the digest of the files' code (rooflab/codehash.py: a Python file's syntax tree
-    without docstrings; comments and layout are not in it), rewritten here, as the DAG is read, only when it
-    changes. A measurement job takes the stamps as its inputs instead of the files, so an edit of comments,
-    docstrings or layout in a kernel or in the measurement code reruns nothing at all (the cell store would reuse
-    every cell anyway, but its job, the analysis after it and the paper would all run again)."""
+    without docstrings; comments and layout are not in it), rewritten here, as the main snakemake process reads
+    the DAG, only when it changes. A measurement job takes the stamps as its inputs instead of the files, so an edit
+    of comments, docstrings or layout in a kernel or in the measurement code re-measures nothing and reruns no
+    measurement job (the cell store would reuse every cell anyway, but the job, the analysis after it and every
+    figure of the kernel would run again). Deleting results/code reruns the measurement jobs once (cells reused)."""
     from rooflab.codehash import code_digest
 
     path = Path(CODE_STAMPS, f"{name}.digest")
     digest = code_digest([Path(workflow.basedir, f) for f in files]) + "\n"
-    if not path.exists() or path.read_text() != digest:
+    if workflow.is_main_process and (not path.exists() or path.read_text() != digest):
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(digest)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(digest)
+        os.replace(tmp, path)  # whole or not at all
     return str(path)
 
 
 def get_kernel_stamp(wildcards):
     return code_stamp(f"kernel_{wildcards.kernel}", [f"kernels/{wildcards.kernel}.py"])
+
+
+def stop_compile_lanes():
+    """The lanes outlive no run: a failed or interrupted one too (they would compile on beside the next)."""
+    from experiments import warm
+
+    warm.stop(LANES_PID)

@@ -10,7 +10,8 @@ timed `snakemake all`, the edited file restored (content and mtime) and the snap
 
     no-op              nothing changed
     kernel edit        kernels/<kernel>.py gains a function (code: its cells are measured again)
-    comment-only edit  kernels/<kernel>.py gains a comment (no code change: its code stamp is unchanged, nothing reruns)
+    comment-only edit  kernels/<kernel>.py gains a comment (no code change: nothing is measured; the paper, which quotes
+                       the kernel files, is rebuilt)
     analysis edit      analysis/metrics.py gains a statement (every rate recomputed: all analysis downstream)
     figure edit        figures/<figure>.py gains a statement (that figure redrawn, the paper rebuilt)
 

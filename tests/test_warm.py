@@ -43,3 +43,13 @@ def test_in_a_lane_the_autotuners_compile_every_config_and_time_none(monkeypatch
     calls = []
     assert triton_utils.autotune_bench(lambda: calls.append(1), (0.5, 0.2, 0.8)) == [1.0, 1.0, 1.0]
     assert calls == [1]  # one call: in a lane it compiles the config and launches nothing
+
+
+def test_stop_ends_the_lanes_process_group(tmp_path):
+    import subprocess
+
+    pid_file = tmp_path / "lanes.pid"
+    assert not warm.stop(pid_file)  # none started: nothing to end
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a group of its own, as start() makes
+    pid_file.write_text(f"{proc.pid}\n")
+    assert warm.stop(pid_file) and proc.wait(timeout=10) != 0 and not pid_file.exists()
