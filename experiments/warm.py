@@ -3,18 +3,18 @@ while the GPU times other cells (issue 25: the H200 sweep spent ~270 s of its ~8
 
 The DAG's onstart (Snakefile) writes the measurement jobs that will run, in the order their priorities give, and
 starts this module detached: ``lanes`` worker processes take the jobs in turn and, for every compile cell the job's
-cell store does not already hold, trace and compile the cell's expression exactly as the cell will (the same
-function, shapes, dtypes, math mode, fullgraph, static shapes), with a backend that runs Inductor and then stops
+cell store does not already hold, trace and compile the cell's expression exactly as the cell will (rooflab/cell.compiled_factory:
+the same function, shapes, dtypes, math mode, fullgraph, static shapes), with a backend that runs Inductor and then stops
 before the compiled code is called. Where a kernel autotunes (matmul, attention: seconds of compiling per set of
 configs), its Triton cells too: in a lane every Triton launch compiles into Triton's cache and returns without
-launching, and the autotuners time nothing, so every config compiles. Nothing runs on the GPU but the inputs'
-random fill and the wrappers' small torch ops; no timing is touched. The measurement's own cold call then loads the
+launching, and the autotuners time nothing, so every config compiles. A lane times nothing; on the GPU it runs
+only the inputs' random fill and the wrappers' small torch ops, beside the measurement. The measurement's own cold call then loads the
 graph from Inductor's FX graph cache (on this repository's CPU machine a LayerNorm fwd+bwd graph 2.5 s cold, 0.2 s
 so; on the H200, S32, 0.1-0.2 s a cell against S29's 0.74 s mean) and the binaries from Triton's, and autotunes
 by timing as before. Its cold_ms is then the warm-cache cost. A cell the lanes have not reached compiles in the
 measurement as before; a failure here is logged and changes nothing.
 
-    python -m experiments.warm logs/warm/h200.json [--lanes 4]
+    python -m experiments.warm logs/warm/jobs.json [--lanes 4]
 """
 from __future__ import annotations
 
@@ -59,14 +59,12 @@ def warm_job(job: dict) -> tuple[str, int, int, float]:
     """(kernel, compiled, skipped, seconds) for one measurement job's compile cells (and Triton cells, where the
     kernel autotunes)."""
     import torch
-    import torch._dynamo
 
     from experiments.measure import cell_store, cells_for, checkpoint_identity
     from rooflab import store
-    from rooflab.cell import _kw, memory_skip_reason, skip_reason
+    from rooflab.cell import _kw, cell_shape, compiled_factory, memory_skip_reason, skip_reason
     from rooflab.kernel import load_kernel, math_mode, torch_dtype
     from rooflab.kernel_facts import autotuners
-    from rooflab.shapes import square_size
 
     t0 = time.perf_counter()
     kernel, params, device = load_kernel(job["kernel"]), job["params"], job.get("device", "cuda")
@@ -79,9 +77,7 @@ def warm_job(job: dict) -> tuple[str, int, int, float]:
     for cell in cells_for(kernel, params):
         if cell.impl not in impls or cell.key in done or skip_reason(kernel, cell, device, 0):
             continue
-        shape = kernel.shape(cell.shape or cell.size)
-        n = square_size(shape)
-        at = shape if n is None else n
+        _, _, at = cell_shape(kernel, cell)
         try:
             if memory_skip_reason(float(kernel.bytes(at, cell.dtype, **_kw(kernel, cell.pass_))), device):
                 skipped += 1
@@ -95,10 +91,9 @@ def warm_job(job: dict) -> tuple[str, int, int, float]:
                     if device == "cuda":
                         torch.cuda.empty_cache()
                     continue
-                torch._dynamo.reset()
-                fn = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False, backend=_compile_only)
+                factory, _ = compiled_factory(kernel, backend=_compile_only)  # the cell's own torch.compile call
                 try:
-                    fn(*inputs, **_kw(kernel, cell.pass_))
+                    factory(inputs, **_kw(kernel, cell.pass_))()
                 except _Compiled:
                     compiled += 1
             del inputs

@@ -7,8 +7,8 @@ timed), with its p20-p80 band; dashed, graph_median_ms (CUDA graph replay); thin
 loop: back-to-back calls, launch included: the plateau). Grey dotted: a guide with the kernel's own scaling,
 anchored at the fastest time at the largest size; grey dash-dot: the launch floor (fastest loop time at the
 smallest size); triangles at the top edge: each implementation's crossover N in GPU time (analysis/why_tables.py
-plateau: where the work at the large-N rate outgrows the fixed cost). On the CPU only what applies is drawn: host time and the Python loop, no CUDA graph, no launch
-floor. One dtype per figure (float32 where measured) so that the panels stay readable: three panels a row at the
+plateau: where the work at the large-N rate outgrows the fixed cost). On the CPU only what applies is drawn: host
+time and the Python loop, no CUDA graph, no launch floor. One dtype per figure (float32 where measured) so that the panels stay readable: three panels a row at the
 page's width, the legend under them.
 """
 from __future__ import annotations

@@ -66,12 +66,14 @@ def relative_error(out, ref) -> tuple[float, float]:
     return rel, max_abs
 
 
-def compiled_factory(kernel: Kernel):
+def compiled_factory(kernel: Kernel, backend="inductor"):
     """torch.compile of the naive expression, one fresh compiled callable per cell (shared by its input sets).
 
     The dynamo cache is reset for each cell so the recompile limit (8 by default) can never be reached across the
     sweep's shapes and dtypes; ``fullgraph=True`` turns a graph break into an error instead of a silent eager run.
-    Returns (factory, fallback_probe): the probe says whether dynamo produced no graph (ran eager).
+    ``backend``: Inductor, as a user's torch.compile; the compile lanes (experiments/warm.py) pass one that
+    compiles through Inductor and stops, so their graphs are the cells' own. Returns (factory, fallback_probe): the
+    probe says whether dynamo produced no graph (ran eager).
     """
     import torch
     import torch._dynamo
@@ -83,7 +85,7 @@ def compiled_factory(kernel: Kernel):
         if "fn" not in state:  # compiled once per cell; more input sets (placements) reuse it
             torch._dynamo.reset()
             counters.clear()
-            state["fn"] = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False)
+            state["fn"] = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False, backend=backend)
         fn = state["fn"]
         if kw:
             return lambda: fn(*inputs, **kw)
@@ -137,14 +139,20 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
                          timer=timer, l2_bytes=l2_bytes)
 
 
+def cell_shape(kernel: Kernel, cell: Cell):
+    """(shape, n, at): the cell's shape, its N if square (else None), and what the kernel's functions take: a
+    square cell its n, as before shapes."""
+    shape = kernel.shape(cell.shape or cell.size)
+    n = square_size(shape)
+    return shape, n, shape if n is None else n
+
+
 def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, interpret_max_size: int,
               seed: int, timer, l2_bytes: float) -> dict[str, Any]:
     import torch
 
     kw = _kw(kernel, cell.pass_)
-    shape = kernel.shape(cell.shape or cell.size)
-    n = square_size(shape)
-    at = shape if n is None else n  # what the kernel's functions take: a square cell its n, as before shapes
+    shape, n, at = cell_shape(kernel, cell)
     row: dict[str, Any] = {
         "kernel": kernel.name, "impl": cell.impl, "dtype": cell.dtype,
         "size": n if n is not None else float("nan"),  # N of a square shape; no one N for any other

@@ -398,7 +398,7 @@ def measure_order_key(kernel):
     fwd+bwd pass (twice the graphs), then those whose Triton autotunes (every config compiled; S34: matmul,
     measured first, still compiled 31 s of configs itself beside its lane). Then by name. Read from the files: no
     kernel is imported at parse time."""
-    text = Path(workflow.basedir, f"kernels/{kernel}.py").read_text() if kernel in KERNELS else ""
+    text = Path(workflow.basedir, f"kernels/{kernel}.py").read_text()
     return (Path(workflow.basedir, f"kernels/cuda/{kernel}.cu").exists(), "triton.autotune" in text,
             '"fwd+bwd"' in text, kernel)
 
@@ -409,8 +409,7 @@ MEASURE_ORDER = sorted(config["kernels"], key=measure_order_key)
 def get_measure_priority(wildcards):
     """One priority per kernel, in MEASURE_ORDER (equal priorities run in no set order; the lanes take the jobs in
     this order too); all under the ceilings' (rules/measure.smk)."""
-    kernel = wildcards.kernel
-    return 10 + len(MEASURE_ORDER) - MEASURE_ORDER.index(kernel) if kernel in MEASURE_ORDER else 10
+    return 10 + len(MEASURE_ORDER) - MEASURE_ORDER.index(wildcards.kernel)  # kernel: one of MEASURED
 
 
 LANES_PID = Path("logs/warm/lanes.pid")  # the lanes' process group: onsuccess and onerror end it

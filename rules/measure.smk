@@ -84,7 +84,8 @@ rule ceilings:
                                     **{k: config["timing"][k] for k in ("placements", "warm_translations", "instances")}},
     log:
         "logs/ceilings/{gpu}.log",
-    priority: 1000  # first (above every measure job's): a run cut short (a node's time limit) still has its own roofs for the cells it measured
+    # first (above every measure job's): a run cut short (a node's time limit) still has its own roofs for its cells
+    priority: 1000
     resources:
         measure_slot=1,
         host=host_slots,

@@ -13,8 +13,8 @@ rule paper_inputs:
         repeatability=get_repeatability,
         profiles=get_profiles,
         compiled=get_compiled_facts,
-        modules=["analysis/claims.py", "analysis/why.py", "analysis/why_tables.py", "analysis/origin.py", "analysis/calibration.py", "analysis/latex.py",
-                 "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py"],
+        modules=["analysis/claims.py", "analysis/why.py", "analysis/why_tables.py", "analysis/origin.py",
+                 "analysis/calibration.py", "analysis/latex.py", "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py"],
     output:
         macros=update("results/paper/generated/macros.tex"),
         summary=update("results/paper/generated/table_summary.tex"),
