@@ -56,7 +56,7 @@ def test_constant_samples_stop_by_rse_at_min_samples():
     out = measure(lambda: None, timer, cfg, clock=FakeClock())
     assert timer.warmed
     assert out["stop_reason"] == "rse"
-    assert out["n_samples"] == cfg.min_samples and timer.calls == 1
+    assert out["n_samples"] == cfg.min_samples and timer.calls == 2  # a first round of 3, then the rest
     assert out["median_ms"] == 2.5 and out["rse_median"] == 0.0
     assert out["timer"] == "fake"
 
@@ -82,15 +82,31 @@ def test_batches_grow_so_noisy_cells_cost_few_sample_calls():
     cfg = TimingConfig(min_samples=10, max_samples=2000, target_rse=1e-9, max_time_s=1e9)
     timer = FakeTimer(noisy(2))
     out = measure(lambda: None, timer, cfg, clock=FakeClock())
-    assert out["n_samples"] == 2000 and timer.calls < 15  # geometric growth, not 200 batches of 10
+    assert out["n_samples"] == 2000 and timer.calls < 16  # geometric growth, not 200 batches of 10
 
 
 def test_one_outlier_does_not_stop_a_quantised_timer_from_converging():
     # CUDA events tick in ~0.5 us: most samples equal, one interrupt. The median is known; stop by 'rse'.
     cfg = TimingConfig(min_samples=10, max_samples=1000, target_rse=0.005, max_time_s=10.0)
-    draws = iter([[3.0] * 9 + [50.0]])
-    out = measure(lambda: None, FakeTimer(lambda n: next(draws)), cfg, clock=FakeClock())
+    values = [3.0] * 9 + [50.0]
+
+    def draw(n):
+        out, values[:] = values[:n], values[n:]
+        return out
+    out = measure(lambda: None, FakeTimer(draw), cfg, clock=FakeClock())
     assert out["stop_reason"] == "rse" and out["median_ms"] == 3.0 and out["max_ms"] == 50.0
+
+
+def test_a_call_that_spends_the_time_cap_is_sampled_three_times_not_min_samples():
+    # naive attention at 8192: 42 ms a call against a start's 0.125 s; min_samples (12 with 4 placements) took 0.5 s
+    clock = FakeClock()
+    cfg = TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9, max_time_s=0.12)
+    out = measure(lambda: None, FakeTimer(constant(42.0), clock), cfg, clock=clock)
+    assert out["stop_reason"] == "time_cap" and out["n_samples"] == 3
+    # a call that leaves room after the first round: as many more as the cap has left, not min_samples
+    clock = FakeClock()
+    out = measure(lambda: None, FakeTimer(constant(20.0), clock), cfg, clock=clock)
+    assert out["stop_reason"] == "time_cap" and out["n_samples"] == 6 and clock.now == pytest.approx(0.12)
 
 
 def test_stop_reason_rules():
@@ -383,10 +399,14 @@ def test_samples_are_whole_rounds_starting_at_the_first_placement():
             return out
 
     fns = [lambda k=k: k for k in range(4)]
-    out = measure(fns, Recording(), TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9, max_time_s=0.0,
+    out = measure(fns, Recording(), TimingConfig(min_samples=10, max_samples=1000, target_rse=0.5, max_time_s=1e9,
                                                   loop_ms=0))
     assert out["n_samples"] == 12 and len(drawn) == 12  # 10 rounded up to whole rounds of 4
     assert drawn == [0, 1, 2, 3] * 3  # from the first placement, each the same number of times
+    drawn.clear()  # a time cap spent at once: one round
+    out = measure(fns, Recording(), TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9, max_time_s=0.0,
+                                                  loop_ms=0))
+    assert out["n_samples"] == 4 and drawn == [0, 1, 2, 3] and out["stop_reason"] == "time_cap"
     capped = measure(fns, PlacementTimer(), TimingConfig(min_samples=3, max_samples=10, target_rse=1e-9,
                                                          max_time_s=1e9, loop_ms=0))
     assert capped["n_samples"] == 8 and capped["stop_reason"] == "max_samples"  # 10 rounded down to whole rounds
@@ -561,7 +581,7 @@ def test_measure_warms_translations_when_asked_even_for_one_placement():
     import torch
 
     x = torch.arange(100_000, dtype=torch.float32)  # several 64 KiB strides; touch_pages reads them on the CPU
-    cfg = TimingConfig(min_samples=5, max_samples=5, target_rse=1e-9, max_time_s=0.0, loop_ms=0,
+    cfg = TimingConfig(min_samples=5, max_samples=5, target_rse=1e-9, max_time_s=1e9, loop_ms=0,
                        warm_translations=True)
     timer = WarmingTimer()
     out = measure(lambda: x * 2, timer, cfg, inputs=[(x,)])
