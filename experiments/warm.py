@@ -126,9 +126,9 @@ def _lane_setup(cache_dirs: dict) -> None:
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"  # before torch: one lane, one core
     # the autotuners' fake timings of a lane must never reach Triton's disk cache of autotuning results
     os.environ["TRITON_CACHE_AUTOTUNING"] = "0"
-    for key, var in (("triton", "TRITON_CACHE_DIR"), ("inductor", "TORCHINDUCTOR_CACHE_DIR")):
-        if cache_dirs.get(key):
-            os.environ[var] = str(Path(cache_dirs[key]).resolve())
+    from rooflab.device import set_cache_dirs
+
+    set_cache_dirs(cache_dirs)  # the measurement's folders, Triton's set even where it is the default
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", force=True)
     try:
         os.nice(10)

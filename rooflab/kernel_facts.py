@@ -185,6 +185,15 @@ def _files_in(path) -> int:
     return n
 
 
+def triton_cache_dir(env) -> str:
+    """The folder Triton caches its binaries in under the environment ``env`` (TRITON_CACHE_DIR, else its default
+    under TRITON_HOME or the home folder)."""
+    import os
+    from pathlib import Path
+
+    return env.get("TRITON_CACHE_DIR") or os.path.join(env.get("TRITON_HOME") or str(Path.home()), ".triton", "cache")
+
+
 def compile_caches(environ=None) -> dict:
     """The Triton and Inductor cache folders this process will use, and how many files each held at the start.
 
@@ -196,11 +205,9 @@ def compile_caches(environ=None) -> dict:
     import getpass
     import os
     import tempfile
-    from pathlib import Path
 
     env = os.environ if environ is None else environ
-    triton_dir = env.get("TRITON_CACHE_DIR") or os.path.join(env.get("TRITON_HOME") or str(Path.home()),
-                                                             ".triton", "cache")
+    triton_dir = triton_cache_dir(env)
     try:
         user = getpass.getuser()
     except Exception:

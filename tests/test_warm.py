@@ -1,5 +1,7 @@
 """Compile ahead (experiments/warm.py): the lanes compile a cell's graph without running it, and the cell's own
 torch.compile then loads it from Inductor's FX graph cache instead of compiling it again."""
+import os
+
 import pytest
 
 from experiments import warm
@@ -53,3 +55,19 @@ def test_stop_ends_the_lanes_process_group(tmp_path):
     proc = subprocess.Popen(["sleep", "60"], start_new_session=True)  # a group of its own, as start() makes
     pid_file.write_text(f"{proc.pid}\n")
     assert warm.stop(pid_file) and proc.wait(timeout=10) != 0 and not pid_file.exists()
+
+
+def test_triton_cache_dir_is_always_set_so_inductor_cannot_move_it(monkeypatch, tmp_path):
+    # Inductor points an unset TRITON_CACHE_DIR at its own folder when it loads a compiled graph: a lane and a
+    # measurement job must both name Triton's folder, or the job recompiles what the lane built
+    from rooflab.device import set_cache_dirs
+
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)  # (monkeypatch restores both afterwards)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TRITON_HOME", str(tmp_path))
+    set_cache_dirs({})
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / ".triton" / "cache")
+    monkeypatch.chdir(tmp_path)
+    set_cache_dirs({"triton": "mine", "inductor": "ind"})
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "mine")
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "ind")
