@@ -42,20 +42,22 @@ from rooflab.gpus import CPU_KEY
 
 OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_calibration", "table_specs",
            "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
-           "figures_projection", "kernels", "cpu", "table_plateau", "table_waves", "table_cost", "table_alignment"]
+           "figures_projection", "kernels", "cpu", "table_plateau", "table_waves", "table_cost", "table_alignment",
+           "table_traffic"]
 
 
 def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
              repeatability: dict[str, pd.DataFrame] | None = None, sources: dict[str, str] | None = None,
              launch_counts: set[str] | None = None, current_run: str | None = None,
-             profiles: pd.DataFrame | None = None, compiled: pd.DataFrame | None = None) -> dict[str, str]:
+             profiles: pd.DataFrame | None = None, compiled: pd.DataFrame | None = None,
+             traffic: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
     """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame.
     ``repeatability``: per GPU key, the per-cell table of scripts/repeatability.py (optional). ``sources``: per
     device, the directory its rows were read from (results/raw/<gpu>: this run; else a committed reference).
     ``launch_counts``: the devices with profile rows (None: unknown). ``current_run``: the run building the paper
     (ROOFLAB_RUN_ID), whose cells the paper calls measured in this run, the others kept (None: each device's newest).
     ``profiles``, ``compiled``: the launch profiles and compiled-kernel facts, for the 'why' of each kernel
-    (analysis/why.py; None: not measured).
+    (analysis/why.py; None: not measured). ``traffic``: per GPU key, experiments/traffic.py's table (optional).
 
     The GPU outputs are made from GPU rows and ceilings only; the CPU's rows go to `cpu` and its Cpu* macros."""
     sources = sources or {}
@@ -97,12 +99,14 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "figures_projection": figures_tex(metrics_gpu, gpus, figdir, PROJECTION_FIGURE_CAPTIONS, sources,
                                           launch_counts),
         "kernels": kernel_sections(metrics_gpu, gpu, kernels, figdir,
-                                   why_.why_sections(metrics_gpu, profiles, compiled, gpu, kernels)),
+                                   why_.why_sections(metrics_gpu, profiles, compiled, gpu, kernels,
+                                                     (traffic or {}).get(gpu))),
         "cpu": cpu,
         "table_plateau": why_.plateau_table(metrics_gpu, gpu),
         "table_waves": why_.waves_table(metrics_gpu, compiled, gpu),
         "table_cost": why_.cost_table(metrics_gpu, gpu),
         "table_alignment": why_.alignment_table(metrics_gpu, gpu),
+        "table_traffic": why_.traffic_table((traffic or {}).get(gpu)),
     }
 
 
@@ -149,7 +153,7 @@ def read_facts(paths) -> pd.DataFrame | None:
 
 def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
           repeatability_paths: list[str] = (), profile_paths: list[str] | None = None,
-          compiled_paths: list[str] | None = None) -> None:
+          compiled_paths: list[str] | None = None, traffic_paths: list[str] = ()) -> None:
     import os
 
     from rooflab.io import CEILING_COLUMNS, read_results, write_text
@@ -161,7 +165,8 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
     counts = None if profile_paths is None else read_launch_counts(profile_paths)
     for name, text in generate(metrics, ceilings, figdir, runs, origin.sources_from_paths(ceiling_paths),
                                counts, os.environ.get("ROOFLAB_RUN_ID") or None, read_facts(profile_paths),
-                               read_facts(compiled_paths)).items():
+                               read_facts(compiled_paths),
+                               {Path(p).parent.name: pd.read_csv(p) for p in traffic_paths}).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 
 
@@ -178,8 +183,10 @@ def main(argv=None):
                     help="profiles.parquet files: a fusion figure enters the paper only for a device they cover")
     ap.add_argument("--compiled", nargs="*", default=None,
                     help="compiled.parquet files: registers, occupancy, load widths and tiles of our Triton kernels")
+    ap.add_argument("--traffic", nargs="*", default=[],
+                    help="experiments/traffic.py tables, as <dir>/<gpu>/traffic.csv: DRAM bytes per call, measured")
     a = ap.parse_args(argv)
-    build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles, a.compiled)
+    build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles, a.compiled, a.traffic)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ import pandas as pd
 from analysis.latex import fmt, tex_escape
 from analysis.selection import timed
 from analysis.why_tables import (LOW_PRECISION_FIRST, NOT_MEASURED, alignment, alignment_table,  # noqa: F401
-                                 cost, cost_table, plateau, plateau_table, tile_of, waves, waves_table)
+                                 cost, cost_table, plateau, plateau_table, tile_of, traffic_table, waves,
+                                 waves_table)
 from rooflab.kernel import ELEMENT_BYTES, IMPL_LABEL
 from rooflab.kernel import IMPLS as IMPL_ORDER
 
@@ -194,9 +195,33 @@ def _rate_at(rows: pd.DataFrame, impl: str) -> pd.Series | None:
     return r.iloc[0] if len(r) else None
 
 
+def traffic_sentences(kernel: str, traffic: pd.DataFrame | None) -> list[str]:
+    """What one call of each implementation moved through DRAM (experiments/traffic.py, Nsight Compute), forward
+    pass, against the minimum; and how much more than ours the builtin moved, where it moved more."""
+    if traffic is None or traffic.empty:
+        return []
+    t = traffic[(traffic["kernel"] == kernel) & (traffic["pass"] == "fwd")].set_index("impl")
+    if t.empty:
+        return []
+    r = t.iloc[0]
+    said = [f"{tex_escape(IMPL_LABEL[i])} {fmt(t.at[i, 'moved_bytes'] / 1e6)}~MB in {int(t.at[i, 'launches'])} "
+            f"kernel{'s' if int(t.at[i, 'launches']) != 1 else ''}" for i in IMPL_ORDER if i in t.index]
+    out = [f"Measured under Nsight Compute (one call at $N={int(r['size'])}$ in {tex_escape(str(r['dtype']))}, "
+           f"caches flushed before each kernel; Table~\\ref{{tab:traffic}}), the DRAM bytes read and written per "
+           f"call: " + "; ".join(said) + f"; the minimum is {fmt(r['model_bytes'] / 1e6)}~MB."]
+    if {"builtin", "triton"} <= set(t.index) and t.at["builtin", "moved_bytes"] > 1.1 * t.at["triton", "moved_bytes"]:
+        more = t.at["builtin", "dram_read_bytes"] / t.at["triton", "dram_read_bytes"]
+        out.append(f"The builtin moves {fmt(t.at['builtin', 'moved_bytes'] / t.at['triton', 'moved_bytes'])}"
+                   f"$\\times$ our bytes (it reads {fmt(more)}$\\times$ what ours reads): part of its time is "
+                   "traffic ours does not make.")
+    return out
+
+
 def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | None,
-                  compiled: pd.DataFrame | None, gpu: str) -> str:
-    """The 'why' of one kernel on one GPU, every sentence present only where its data is."""
+                  compiled: pd.DataFrame | None, gpu: str, traffic: pd.DataFrame | None = None) -> str:
+    """The 'why' of one kernel on one GPU, every sentence present only where its data is (``traffic``: that GPU's
+    table of experiments/traffic.py, or None)."""
+    measured = traffic
     ok = timed(metrics, gpu)
     ok = ok[(ok["kernel"] == kernel) & (ok["pass"] == "fwd")]
     rows = metrics[(metrics["gpu"] == gpu) & (metrics["kernel"] == kernel) & (metrics["pass"] == "fwd")]
@@ -241,6 +266,7 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
             at = ok[(ok["size"] == size) & (ok["dtype"] == dtype)].set_index("impl")["median_ms"]
             if {"naive", "triton"} <= set(at.index):
                 out.append(f"Measured, its GPU time there is {fmt(at['naive'] / at['triton'])}$\\times$ ours.")
+    out += traffic_sentences(kernel, measured)
     c = compiled_best(compiled, gpu, kernel, dtype) if dtype else pd.DataFrame()
     if c.empty:
         out.append(f"Our Triton kernel's registers, occupancy and load width are {NOT_MEASURED}.")
@@ -276,6 +302,7 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
 
 
 def why_sections(metrics: pd.DataFrame, profiles: pd.DataFrame | None, compiled: pd.DataFrame | None, gpu: str,
-                 kernels: list[str]) -> dict[str, str]:
+                 kernels: list[str], traffic: pd.DataFrame | None = None) -> dict[str, str]:
     """Per kernel, its 'why' paragraph (LaTeX), for the kernel sections."""
-    return {k: "\\paragraph{Why.} " + why_paragraph(k, metrics, profiles, compiled, gpu) + "\n" for k in kernels}
+    return {k: "\\paragraph{Why.} " + why_paragraph(k, metrics, profiles, compiled, gpu, traffic) + "\n"
+            for k in kernels}

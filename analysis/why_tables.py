@@ -219,3 +219,28 @@ def alignment_table(metrics: pd.DataFrame, gpu: str, odd: int = 1793, even: int 
                         (head, f"{odd} / {even}"): t["ratio"]})
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return table_latex(out, {c: fmt for c in out.columns[2:]}, "llrrr")
+
+
+# ---------------------------------------------------------------------------------------------------- traffic
+
+
+def traffic_table(traffic: pd.DataFrame | None) -> str:
+    """experiments/traffic.py's table (one device): per kernel and pass, the minimum bytes the byte model charges,
+    then per implementation the DRAM bytes one call moved (reads + writes, Nsight Compute) over that minimum and
+    the kernels it launched."""
+    if traffic is None or traffic.empty:
+        return (f"\\begin{{center}}The bytes each implementation moves through DRAM are {NOT_MEASURED} "
+                "(experiments/traffic.py under Nsight Compute).\\end{center}\n")
+    impls = [i for i in IMPL_ORDER if i in set(traffic["impl"])]
+    rows = []
+    for (kernel, pass_), g in traffic.groupby(["kernel", "pass"], sort=False):
+        by = g.set_index("impl")
+        row = {("", "kernel"): kernel, ("", "pass"): pass_, ("", "minimum [MB]"): fmt(g["model_bytes"].iloc[0] / 1e6)}
+        for impl in impls:
+            row[("moved / minimum (kernels)", IMPL_SHORT.get(impl, impl))] = (
+                f"{fmt(by.at[impl, 'moved_over_model'])} ({int(by.at[impl, 'launches'])})" if impl in by.index
+                else "--")
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    return table_latex(out, {}, "llr" + "r" * len(impls))

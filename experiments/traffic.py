@@ -2,7 +2,7 @@
 Nsight Compute, beside the minimum the kernel's byte model charges it (what the sweep's GB/s divide by).
 
     ncu --clock-control none --profile-from-start off --csv --page raw --log-file ncu.csv \
-        --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sectors_op_write.sum,gpu__time_duration.sum \
+        --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
         python -m experiments.traffic run --gpu h200 --size 8192 --dtype bfloat16 --manifest calls.json
     python -m experiments.traffic table --ncu ncu.csv --manifest calls.json --out traffic.csv
 
@@ -10,9 +10,9 @@ Nsight Compute, beside the minimum the kernel's byte model charges it (what the 
 between cudaProfilerStart and Stop, behind a marker kernel (torch.cuda._sleep's spin_kernel): ``table`` splits
 ncu's rows at the markers and matches them, in order, to the calls of the manifest. Nsight Compute flushes the
 caches before each kernel it profiles, so every kernel of a call reads its inputs from DRAM, as the lecture's
-accounting of an unfused expression has it; what a kernel writes can still sit in the L2 when it ends, so the
-written bytes are the L2's write requests (each written line reaches DRAM once), and the DRAM's own count is kept
-beside them. GPU only (a machine where ncu can read the counters).
+accounting of an unfused expression has it. What a kernel writes last can still sit in the L2 when it ends (on the
+H200 about 27 MB of a 134 MB output: G2), so the DRAM writes are a lower bound; the L2's own count of write requests
+is no better (1.5x the output bytes there). GPU only (a machine where ncu can read the counters).
 """
 import argparse
 import io
@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 MARKER = "spin_kernel"  # the kernel torch.cuda._sleep launches (ATen's Sleep.cu)
-METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_sectors_op_write.sum", "gpu__time_duration.sum")
-SECTOR_BYTES = 32
+METRICS = ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum")
+IMPLS = ("naive", "builtin", "compile", "triton")  # the CUDA extensions (nvcc, ~45 s) are the sweep's, not this table's
 WARMUP_CALLS = 3
 
 
@@ -44,9 +44,9 @@ def run(gpu: str, kernels: list[str], impls: list[str] | None, dtype: str, size:
     for name in kernels:
         kernel = load_kernel(name)
         for pass_ in kernel.passes:
-            for impl in impls or list(kernel.impls):
-                if impl == "cuda" or skip_reason(kernel, Cell(name, impl, dtype, size, pass_), device, 0):
-                    continue  # the CUDA extensions (nvcc, ~45 s) are the sweep's, not this table's
+            for impl in impls or IMPLS:
+                if skip_reason(kernel, Cell(name, impl, dtype, size, pass_), device, 0):
+                    continue
                 try:
                     fn = cell_callable(kernel, impl, dtype, size, pass_, device, 0)
                     for _ in range(WARMUP_CALLS):
@@ -95,8 +95,8 @@ def read_ncu(text: str):
 
 
 def table(ncu_rows, calls: list[dict], kernel_bytes=None):
-    """One row per call: the kernels it launched (between its marker and the next), their DRAM reads, L2 write
-    requests and DRAM writes summed, the bytes moved (reads + written lines) and the byte model's minimum."""
+    """One row per call: the kernels it launched (between its marker and the next), their DRAM reads and writes
+    summed, the bytes moved (both) and the byte model's minimum."""
     import pandas as pd
 
     is_marker = ncu_rows["name"].str.contains(MARKER).values
@@ -106,12 +106,11 @@ def table(ncu_rows, calls: list[dict], kernel_bytes=None):
     rows = []
     for i, call in enumerate(calls):
         k = ncu_rows[(segment == i) & ~is_marker]
-        read, dram_write = k["dram__bytes_read.sum"].sum(), k["dram__bytes_write.sum"].sum()
-        written = k["lts__t_sectors_op_write.sum"].sum() * SECTOR_BYTES
+        read, written = k["dram__bytes_read.sum"].sum(), k["dram__bytes_write.sum"].sum()
         model = kernel_bytes(call) if kernel_bytes else float("nan")
         rows.append({**call, "launches": len(k), "kernels": "; ".join(k["name"]), "dram_read_bytes": read,
-                     "l2_write_bytes": written, "dram_write_bytes": dram_write, "moved_bytes": read + written,
-                     "model_bytes": model, "moved_over_model": (read + written) / model if model else float("nan"),
+                     "dram_write_bytes": written, "moved_bytes": read + written, "model_bytes": model,
+                     "moved_over_model": (read + written) / model if model else float("nan"),
                      "ncu_us": k["gpu__time_duration.sum"].sum()})
     return pd.DataFrame(rows)
 
@@ -132,11 +131,12 @@ def main(argv=None) -> int:
     ap.add_argument("mode", choices=["run", "table"])
     ap.add_argument("--gpu", help="run: config key of the device (checked against the device present)")
     ap.add_argument("--kernels", nargs="+", default=None, help="run: default every kernel of the sweep")
-    ap.add_argument("--impls", nargs="+", default=None, help="run: default every implementation but cuda")
+    ap.add_argument("--impls", nargs="+", default=None, help=f"run: default {' '.join(IMPLS)}")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--size", type=int, default=8192, help="run: far past the L2, as the lecture's accounting is")
-    ap.add_argument("--manifest", default="calls.json", help="the calls profiled, in order")
-    ap.add_argument("--ncu", default="ncu.csv", help="table: ncu's --csv --page raw output")
+    ap.add_argument("--manifest", nargs="+", default=["calls.json"], help="the calls profiled, in order (table: one "
+                    "per --ncu file)")
+    ap.add_argument("--ncu", nargs="+", default=["ncu.csv"], help="table: ncu's --csv --page raw output(s)")
     ap.add_argument("--out", help="table: CSV to write")
     args = ap.parse_args(argv)
     if args.mode == "run":
@@ -144,8 +144,13 @@ def main(argv=None) -> int:
             ap.error("run needs --gpu")
         from rooflab.kernel import kernel_names
 
-        return run(args.gpu, args.kernels or kernel_names(), args.impls, args.dtype, args.size, Path(args.manifest))
-    out = table(read_ncu(Path(args.ncu).read_text()), json.loads(Path(args.manifest).read_text()), model_bytes)
+        return run(args.gpu, args.kernels or kernel_names(), args.impls, args.dtype, args.size, Path(args.manifest[0]))
+    import pandas as pd
+
+    if len(args.ncu) != len(args.manifest):
+        ap.error("one --manifest per --ncu file")
+    out = pd.concat([table(read_ncu(Path(n).read_text()), json.loads(Path(m).read_text()), model_bytes)
+                     for n, m in zip(args.ncu, args.manifest)], ignore_index=True)
     if args.out:
         out.to_csv(args.out, index=False)
     print(out.drop(columns="kernels").to_string(index=False, float_format=lambda v: f"{v:.4g}"))

@@ -224,16 +224,27 @@ def device_slot(wildcards):
     return 0 if wildcards.gpu == "cpu" else 1
 
 
-def get_repeatability(wildcards=None):
-    """scripts/repeatability.py tables for the paper, where present: <dir>/<gpu>/repeatability.csv, from this run's
-    results/raw/<gpu>/ (written by hand with --out) or the committed reference."""
+def per_gpu_table(name):
+    """<dir>/<gpu>/<name> per analysed GPU, where present: this run's results/raw/<gpu>/ (written by hand) or the
+    committed reference's."""
     out = []
     for gpu in ANALYSIS_GPUS:
-        for p in (f"results/raw/{gpu}/repeatability.csv", f"{config['reference_dir']}/{gpu}/repeatability.csv"):
+        for p in (f"results/raw/{gpu}/{name}", f"{config['reference_dir']}/{gpu}/{name}"):
             if Path(workflow.basedir, p).exists():
                 out.append(p)
                 break
     return out
+
+
+def get_repeatability(wildcards=None):
+    """scripts/repeatability.py tables for the paper (per_gpu_table)."""
+    return per_gpu_table("repeatability.csv")
+
+
+def get_traffic(wildcards=None):
+    """experiments/traffic.py tables for the paper: the DRAM bytes one call of each implementation moves, under
+    Nsight Compute (per_gpu_table)."""
+    return per_gpu_table("traffic.csv")
 
 
 def get_comparisons(wildcards=None):

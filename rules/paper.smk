@@ -11,6 +11,7 @@ rule paper_inputs:
         script="analysis/paper_inputs.py",
         kernel_docs=get_kernel_docs,
         repeatability=get_repeatability,
+        traffic=get_traffic,
         profiles=get_profiles,
         compiled=get_compiled_facts,
         modules=["analysis/claims.py", "analysis/why.py", "analysis/why_tables.py", "analysis/origin.py",
@@ -35,6 +36,7 @@ rule paper_inputs:
         waves=update("results/paper/generated/table_waves.tex"),
         cost=update("results/paper/generated/table_cost.tex"),
         alignment=update("results/paper/generated/table_alignment.tex"),
+        traffic=update("results/paper/generated/table_traffic.tex"),
     log:
         "logs/paper/inputs.log",
     resources:
@@ -44,7 +46,7 @@ rule paper_inputs:
     shell:
         "python -m analysis.paper_inputs --metrics {input.metrics} --ceilings {input.ceilings} "
         "--figdir results/figures --outdir results/paper/generated --repeatability {input.repeatability} "
-        "--profiles {input.profiles} --compiled {input.compiled} "
+        "--profiles {input.profiles} --compiled {input.compiled} --traffic {input.traffic} "
         "> {log} 2>&1"
 
 

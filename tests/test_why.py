@@ -90,6 +90,24 @@ def test_cost_and_alignment_degrade_without_rows():
     assert "not measured" in why.alignment_table(m, "h200")
 
 
+def test_measured_traffic_is_tabled_and_said_where_the_builtin_moves_more():
+    def row(kernel, impl, moved, read, launches, pass_="fwd"):
+        return {"kernel": kernel, "impl": impl, "dtype": "bfloat16", "size": 8192, "pass": pass_, "launches": launches,
+                "dram_read_bytes": read, "dram_write_bytes": moved - read, "moved_bytes": moved,
+                "model_bytes": 268e6, "moved_over_model": moved / 268e6}
+    t = pd.DataFrame([row("layernorm", "naive", 1500e6, 940e6, 9), row("layernorm", "builtin", 340e6, 227e6, 1),
+                      row("layernorm", "triton", 242e6, 134e6, 1), row("gelu", "triton", 242e6, 134e6, 1),
+                      row("gelu", "builtin", 246e6, 134e6, 1)])
+    table = why.traffic_table(t)
+    assert "5.6 (9)" in table and "1.27 (1)" in table and "--" in table  # gelu has no naive row
+    said = " ".join(why.traffic_sentences("layernorm", t))
+    assert "1{,}500~MB in 9 kernels" in said and "1.4$\\times$ our bytes" in said and "1.69$\\times$" in said
+    assert "our bytes" not in " ".join(why.traffic_sentences("gelu", t))  # within 10 %: no such claim
+    assert why.traffic_sentences("softmax", t) == [] and "not measured" in why.traffic_table(None)
+    m = pd.DataFrame([cell(size=s) for s in (256, 512)])
+    assert "Nsight Compute" in why.why_paragraph("gelu", m.assign(kernel="gelu"), None, None, "h200", t)
+
+
 def test_the_paragraph_says_not_measured_without_profiles_or_compiled_facts():
     m = pd.DataFrame([cell(size=s) for s in (256, 512)])
     text = why.why_paragraph("vecadd", m, None, None, "h200")
@@ -109,10 +127,11 @@ def reference():
 def test_on_the_reference_every_kernel_gets_a_paragraph_from_its_rows(reference):
     metrics, profiles, compiled = reference
     kernels = sorted(set(metrics["kernel"]))
-    paragraphs = why.why_sections(metrics, profiles, compiled, "h200", kernels)
+    traffic = pd.read_csv(REF / "traffic.csv")
+    paragraphs = why.why_sections(metrics, profiles, compiled, "h200", kernels, traffic)
     for k in kernels:
         assert why.NOT_MEASURED not in paragraphs[k], k
-        assert "torch.profiler" in paragraphs[k]
+        assert "torch.profiler" in paragraphs[k] and "Nsight Compute" in paragraphs[k], k
     assert "persistent TMA" in why.waves_table(metrics, compiled, "h200")
     assert "1793" in why.alignment_table(metrics, "h200")
     assert not why.plateau(metrics, "h200").empty and not why.cost(metrics, "h200").empty
