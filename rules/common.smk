@@ -194,6 +194,7 @@ def get_final_outputs(wildcards=None):
         + get_profiles()
         + get_compiled()
         + get_ncu()
+        + get_traffic_outputs()
         + ["results/metrics.parquet"]
         + get_figures()
         + get_comparisons()
@@ -243,8 +244,17 @@ def get_repeatability(wildcards=None):
 
 def get_traffic(wildcards=None):
     """experiments/traffic.py tables for the paper: the DRAM bytes one call of each implementation moves, under
-    Nsight Compute (per_gpu_table)."""
-    return per_gpu_table("traffic.csv")
+    Nsight Compute. This run's own where config traffic.enabled, else per_gpu_table."""
+    own = get_traffic_outputs()
+    return own + [p for p in per_gpu_table("traffic.csv") if Path(p).parent.name not in {Path(o).parent.name
+                                                                                        for o in own}]
+
+
+def get_traffic_outputs(wildcards=None):
+    """The traffic tables this run makes (one per GPU measured here) where config traffic.enabled."""
+    if not config["traffic"]["enabled"]:
+        return []
+    return [f"results/raw/{gpu}/traffic.csv" for gpu in GPUS if gpu != "cpu"]
 
 
 def get_comparisons(wildcards=None):

@@ -133,3 +133,44 @@ rule ncu:
         " --kernel {wildcards.kernel:q} --impl {wildcards.impl:q} --dtype {wildcards.dtype:q} --size {wildcards.size}"
         " && ncu --import {output.report:q} --csv --page details > {output.csv:q}.tmp"
         " && mv {output.csv:q}.tmp {output.csv:q}) > {log:q} 2>&1"
+
+
+rule traffic:
+    """The bytes one call of each implementation moves through DRAM, for every kernel of the run, under Nsight
+    Compute (experiments/traffic.py: one call each at config traffic.size and dtype, caches flushed before each
+    kernel, split at marker kernels), beside the byte model's minimum: the paper's Table "Bytes one call moves".
+    Off unless config traffic.enabled (about 65 s on the H200 for the default kernels, ncu on the PATH)."""
+    input:
+        kernels=expand("kernels/{kernel}.py", kernel=KERNELS),
+        code=MEASUREMENT_CODE,
+        script="experiments/traffic.py",
+    output:
+        table=update("results/raw/{gpu}/traffic.csv"),
+        ncu=update("results/raw/{gpu}/traffic_ncu.csv"),
+        calls=update("results/raw/{gpu}/traffic_calls.json"),
+    params:
+        kernels=" ".join(KERNELS),
+        size=lambda wildcards: config["traffic"]["size"],
+        dtype=lambda wildcards: config["traffic"]["dtype"],
+    wildcard_constraints:
+        gpu="(?!cpu$)[a-z0-9_]+",
+    log:
+        "logs/traffic/{gpu}.log",
+    resources:
+        measure_slot=device_slot,
+        host=1,
+        gpu=get_gpu_count,
+        slurm_partition=get_cluster("slurm_partition"),
+        constraint=get_cluster("constraint"),
+        gres=get_cluster("gres"),
+        runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
+    shell:
+        "(command -v ncu >/dev/null || {{ echo 'ncu (Nsight Compute) is not on the PATH' >&2; exit 3; }}; "
+        " ncu --clock-control none --profile-from-start off --csv --page raw --log-file {output.ncu:q}"
+        " --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
+        " python3 -m experiments.traffic run --gpu {wildcards.gpu:q} --kernels {params.kernels}"
+        " --size {params.size} --dtype {params.dtype:q} --manifest {output.calls:q}"
+        " && python3 -m experiments.traffic table --ncu {output.ncu:q} --manifest {output.calls:q}"
+        " --out {output.table:q}) > {log:q} 2>&1"

@@ -114,6 +114,17 @@ def test_a_dry_run_names_one_measure_slot_per_gpu(repo):
     assert one.returncode == 0 and "rooflab: measure_slot" not in one.stderr, one.stderr
 
 
+def test_traffic_is_profiled_on_a_gpu_and_only_when_enabled(repo):
+    """Rule traffic (Nsight Compute, experiments/traffic.py) is off by default, never on the CPU, and when on, the
+    paper reads its table instead of the committed reference's."""
+    enabled = ("--config", 'traffic={"enabled": true}')
+    assert "traffic" not in {j["rule"] for j in planned_jobs(repo, *enabled)}  # the CPU: nothing to profile
+    gpu = planned_jobs(repo, *enabled, 'gpus=["h200"]')
+    assert outputs(gpu, "traffic") == ["results/raw/h200/traffic.csv", "results/raw/h200/traffic_calls.json",
+                                       "results/raw/h200/traffic_ncu.csv"]
+    assert "traffic" not in {j["rule"] for j in planned_jobs(repo, "--config", 'gpus=["h200"]')}
+
+
 def job_names(jobs) -> set[str]:
     """rule[output] of every job but `all`: enough to tell whose job it is."""
     return {f"{j['rule']}[{' '.join(j['output'])}]" for j in jobs if j["rule"] != "all"}
