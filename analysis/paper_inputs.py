@@ -43,21 +43,23 @@ from rooflab.gpus import CPU_KEY
 OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_calibration", "table_specs",
            "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
            "figures_projection", "kernels", "cpu", "table_plateau", "table_waves", "table_cost", "table_alignment",
-           "table_traffic"]
+           "table_traffic", "table_ablations", "table_alignstudy"]
 
 
 def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
              repeatability: dict[str, pd.DataFrame] | None = None, sources: dict[str, str] | None = None,
              launch_counts: set[str] | None = None, current_run: str | None = None,
              profiles: pd.DataFrame | None = None, compiled: pd.DataFrame | None = None,
-             traffic: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
+             traffic: dict[str, pd.DataFrame] | None = None,
+             ablations: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
     """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame.
     ``repeatability``: per GPU key, the per-cell table of scripts/repeatability.py (optional). ``sources``: per
     device, the directory its rows were read from (results/raw/<gpu>: this run; else a committed reference).
     ``launch_counts``: the devices with profile rows (None: unknown). ``current_run``: the run building the paper
     (ROOFLAB_RUN_ID), whose cells the paper calls measured in this run, the others kept (None: each device's newest).
     ``profiles``, ``compiled``: the launch profiles and compiled-kernel facts, for the 'why' of each kernel
-    (analysis/why.py; None: not measured). ``traffic``: per GPU key, experiments/traffic.py's table (optional).
+    (analysis/why.py; None: not measured). ``traffic``, ``ablations``: per GPU key, the tables of
+    experiments/traffic.py and experiments/ablations.py (optional).
 
     The GPU outputs are made from GPU rows and ceilings only; the CPU's rows go to `cpu` and its Cpu* macros."""
     sources = sources or {}
@@ -107,6 +109,8 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "table_cost": why_.cost_table(metrics_gpu, gpu),
         "table_alignment": why_.alignment_table(metrics_gpu, gpu),
         "table_traffic": why_.traffic_table((traffic or {}).get(gpu)),
+        "table_ablations": why_.ablations_table((ablations or {}).get(gpu)),
+        "table_alignstudy": why_.alignment_study_table((ablations or {}).get(gpu), gpu),
     }
 
 
@@ -153,7 +157,8 @@ def read_facts(paths) -> pd.DataFrame | None:
 
 def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
           repeatability_paths: list[str] = (), profile_paths: list[str] | None = None,
-          compiled_paths: list[str] | None = None, traffic_paths: list[str] = ()) -> None:
+          compiled_paths: list[str] | None = None, traffic_paths: list[str] = (),
+          ablation_paths: list[str] = ()) -> None:
     import os
 
     from rooflab.io import CEILING_COLUMNS, read_results, write_text
@@ -166,7 +171,8 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
     for name, text in generate(metrics, ceilings, figdir, runs, origin.sources_from_paths(ceiling_paths),
                                counts, os.environ.get("ROOFLAB_RUN_ID") or None, read_facts(profile_paths),
                                read_facts(compiled_paths),
-                               {Path(p).parent.name: pd.read_csv(p) for p in traffic_paths}).items():
+                               {Path(p).parent.name: pd.read_csv(p) for p in traffic_paths},
+                               {Path(p).parent.name: pd.read_parquet(p) for p in ablation_paths}).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 
 
@@ -185,8 +191,11 @@ def main(argv=None):
                     help="compiled.parquet files: registers, occupancy, load widths and tiles of our Triton kernels")
     ap.add_argument("--traffic", nargs="*", default=[],
                     help="experiments/traffic.py tables, as <dir>/<gpu>/traffic.csv: DRAM bytes per call, measured")
+    ap.add_argument("--ablations", nargs="*", default=[],
+                    help="experiments/ablations.py tables, as <dir>/<gpu>/ablations.parquet")
     a = ap.parse_args(argv)
-    build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles, a.compiled, a.traffic)
+    build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles, a.compiled, a.traffic,
+          a.ablations)
 
 
 if __name__ == "__main__":

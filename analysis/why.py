@@ -19,9 +19,9 @@ import pandas as pd
 
 from analysis.latex import fmt, tex_escape
 from analysis.selection import timed
-from analysis.why_tables import (LOW_PRECISION_FIRST, NOT_MEASURED, alignment, alignment_table,  # noqa: F401
-                                 cost, cost_table, plateau, plateau_table, tile_of, traffic_table, waves,
-                                 waves_table)
+from analysis.why_tables import (LOW_PRECISION_FIRST, NOT_MEASURED, ablations_table, alignment,  # noqa: F401
+                                 alignment_study, alignment_study_table, alignment_table, cost, cost_table, plateau,
+                                 plateau_table, tile_of, traffic_table, waves, waves_table)
 from rooflab.kernel import ELEMENT_BYTES, IMPL_LABEL
 from rooflab.kernel import IMPLS as IMPL_ORDER
 

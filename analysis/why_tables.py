@@ -244,3 +244,59 @@ def traffic_table(traffic: pd.DataFrame | None) -> str:
     out = pd.DataFrame(rows)
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return table_latex(out, {}, "llr" + "r" * len(impls))
+
+
+# ---------------------------------------------------------------------------------------------------- ablations
+
+
+def ablations_table(ablations: pd.DataFrame | None) -> str:
+    """experiments/ablations.py's tiles study (one device): per variant, TFLOP/s at each size (GPU time) and its
+    share of cuBLAS's at that size."""
+    t = None if ablations is None else ablations[(ablations["study"] == "tiles") & (ablations["status"] == "ok")]
+    if t is None or t.empty:
+        return (f"\\begin{{center}}The matrix product's ablations are {NOT_MEASURED} "
+                "(experiments/ablations.py).\\end{center}\n")
+    cublas = t[t["method"] == "cublas"].groupby("size")["tflops"].first()
+    head = f"{FRAME_LABEL['gpu']}: TFLOP/s (of cuBLAS)"
+    out = pd.DataFrame({("", "variant"): list(dict.fromkeys(t["variant"]))})
+    for n, g in t.groupby("size"):
+        rate = g.set_index("variant")["tflops"]
+        out[(head, f"N={n}")] = [f"{fmt(rate[v])} ({fmt(rate[v] / cublas[n], 2)})" if v in rate.index else "--"
+                                 for v in out[("", "variant")]]
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    return table_latex(out, {}, "l" + "r" * (len(out.columns) - 1))
+
+
+def alignment_study(ablations: pd.DataFrame | None, sms: int, tile=(128, 256)) -> pd.DataFrame:
+    """The alignment study per size: cuBLAS, ours, ours on operands padded (the product alone, the fix whole) in
+    TFLOP/s of the unpadded 2 N^3; whether rows are 16-byte aligned in bf16/fp16; the fraction of the tiles' area
+    that is the matrix (tile quantisation); the wave efficiency of those tiles on ``sms`` SMs."""
+    t = None if ablations is None else ablations[(ablations["study"] == "alignment") & (ablations["status"] == "ok")]
+    if t is None or t.empty:
+        return pd.DataFrame()
+    rows = []
+    for n, g in t.groupby("size"):
+        by = g.set_index("variant")["tflops"]
+        pad = {("alone" if "alone" in v else "whole"): r for v, r in by.items() if "padded" in v}
+        bm, bn = tile
+        tiles = -(-n // bm) * -(-n // bn)
+        rows.append({"size": int(n), "aligned": (n * 2) % 16 == 0, "cublas": by.get("cuBLAS (builtin)", np.nan),
+                     "ours": by.get("ours, autotuned", np.nan), "padded_alone": pad.get("alone", np.nan),
+                     "padded_whole": pad.get("whole", np.nan),
+                     "tile_fill": n * n / (tiles * bm * bn), "waves": tiles / (math.ceil(tiles / sms) * sms)})
+    return pd.DataFrame(rows)
+
+
+def alignment_study_table(ablations: pd.DataFrame | None, gpu: str) -> str:
+    spec = SPECS.get(gpu)
+    t = alignment_study(ablations, spec.sms) if spec is not None else pd.DataFrame()
+    if t.empty:
+        return (f"\\begin{{center}}The alignment study is {NOT_MEASURED} (experiments/ablations.py)."
+                "\\end{center}\n")
+    head = f"{FRAME_LABEL['gpu']}, TFLOP/s"
+    out = pd.DataFrame({("", "N"): t["size"], ("", "rows aligned"): t["aligned"].map({True: "yes", False: "no"}),
+                        ("128x256 tiles", "matrix / tiles"): t["tile_fill"], ("128x256 tiles", "wave eff."): t["waves"],
+                        (head, "cuBLAS"): t["cublas"], (head, "ours"): t["ours"],
+                        (head, "ours, padded"): t["padded_alone"], (head, "padding fix"): t["padded_whole"]})
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    return table_latex(out, {c: fmt for c in out.columns[2:]}, "rlrrrrrr")

@@ -2,6 +2,7 @@
 # Every output is marked update(): snakemake leaves the last good file in place while its job runs and restores it
 # if the job fails, so a failed rerun never costs the last good results (each job also writes atomically).
 import glob
+import json
 import os
 import re
 import shutil
@@ -195,6 +196,7 @@ def get_final_outputs(wildcards=None):
         + get_compiled()
         + get_ncu()
         + get_traffic_outputs()
+        + own_tables("ablations", "ablations.parquet")
         + ["results/metrics.parquet"]
         + get_figures()
         + get_comparisons()
@@ -245,16 +247,32 @@ def get_repeatability(wildcards=None):
 def get_traffic(wildcards=None):
     """experiments/traffic.py tables for the paper: the DRAM bytes one call of each implementation moves, under
     Nsight Compute. This run's own where config traffic.enabled, else per_gpu_table."""
-    own = get_traffic_outputs()
-    return own + [p for p in per_gpu_table("traffic.csv") if Path(p).parent.name not in {Path(o).parent.name
-                                                                                        for o in own}]
+    return own_or_reference("traffic", "traffic.csv")
 
 
 def get_traffic_outputs(wildcards=None):
     """The traffic tables this run makes (one per GPU measured here) where config traffic.enabled."""
-    if not config["traffic"]["enabled"]:
+    return own_tables("traffic", "traffic.csv")
+
+
+def get_ablations(wildcards=None):
+    """experiments/ablations.py tables for the paper: this run's own where config ablations.enabled, else
+    per_gpu_table."""
+    return own_or_reference("ablations", "ablations.parquet")
+
+
+def own_tables(key, name):
+    """results/raw/<gpu>/<name> for each GPU measured here, where config <key>.enabled."""
+    if not config[key]["enabled"]:
         return []
-    return [f"results/raw/{gpu}/traffic.csv" for gpu in GPUS if gpu != "cpu"]
+    return [f"results/raw/{gpu}/{name}" for gpu in GPUS if gpu != "cpu"]
+
+
+def own_or_reference(key, name):
+    """This run's tables (own_tables), and per_gpu_table's for every other GPU."""
+    own = own_tables(key, name)
+    mine = {Path(o).parent.name for o in own}
+    return own + [p for p in per_gpu_table(name) if Path(p).parent.name not in mine]
 
 
 def get_comparisons(wildcards=None):

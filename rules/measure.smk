@@ -174,3 +174,37 @@ rule traffic:
         " --size {params.size} --dtype {params.dtype:q} --manifest {output.calls:q}"
         " && python3 -m experiments.traffic table --ncu {output.ncu:q} --manifest {output.calls:q}"
         " --out {output.table:q}) > {log:q} 2>&1"
+
+
+rule ablations:
+    """The matrix product taken apart (experiments/ablations.py): tile, grouped order and the persistent TMA kernel
+    at config ablations.sizes; the alignment study (odd sizes, tile quantisation, waves, padding) at
+    ablations.align_sizes; GPU time, the sweep's timing. Off unless config ablations.enabled (about a minute on the
+    H200)."""
+    input:
+        kernel="kernels/matmul.py",
+        code=MEASUREMENT_CODE,
+        script="experiments/ablations.py",
+    output:
+        update("results/raw/{gpu}/ablations.parquet"),
+    params:
+        sizes=lambda wildcards: " ".join(map(str, config["ablations"]["sizes"])),
+        align=lambda wildcards: " ".join(map(str, config["ablations"]["align_sizes"])),
+        timing=lambda wildcards: json.dumps(config["timing"]),
+    wildcard_constraints:
+        gpu="(?!cpu$)[a-z0-9_]+",
+    log:
+        "logs/ablations/{gpu}.log",
+    resources:
+        measure_slot=1,
+        host=1,
+        gpu=get_gpu_count,
+        slurm_partition=get_cluster("slurm_partition"),
+        constraint=get_cluster("constraint"),
+        gres=get_cluster("gres"),
+        runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
+    shell:
+        "python3 -m experiments.ablations --gpu {wildcards.gpu:q} --sizes {params.sizes} --align-sizes {params.align}"
+        " --timing {params.timing:q} --out {output:q} > {log:q} 2>&1"

@@ -12,6 +12,7 @@ rule paper_inputs:
         kernel_docs=get_kernel_docs,
         repeatability=get_repeatability,
         traffic=get_traffic,
+        ablations=get_ablations,
         profiles=get_profiles,
         compiled=get_compiled_facts,
         modules=["analysis/claims.py", "analysis/why.py", "analysis/why_tables.py", "analysis/origin.py",
@@ -37,6 +38,8 @@ rule paper_inputs:
         cost=update("results/paper/generated/table_cost.tex"),
         alignment=update("results/paper/generated/table_alignment.tex"),
         traffic=update("results/paper/generated/table_traffic.tex"),
+        ablations=update("results/paper/generated/table_ablations.tex"),
+        alignstudy=update("results/paper/generated/table_alignstudy.tex"),
     log:
         "logs/paper/inputs.log",
     resources:
@@ -47,6 +50,7 @@ rule paper_inputs:
         "python -m analysis.paper_inputs --metrics {input.metrics} --ceilings {input.ceilings} "
         "--figdir results/figures --outdir results/paper/generated --repeatability {input.repeatability} "
         "--profiles {input.profiles} --compiled {input.compiled} --traffic {input.traffic} "
+        "--ablations {input.ablations} "
         "> {log} 2>&1"
 
 

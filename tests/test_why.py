@@ -108,6 +108,27 @@ def test_measured_traffic_is_tabled_and_said_where_the_builtin_moves_more():
     assert "Nsight Compute" in why.why_paragraph("gelu", m.assign(kernel="gelu"), None, None, "h200", t)
 
 
+def test_ablation_tables_rate_each_variant_against_cublas_and_split_the_alignment_causes():
+    def row(study, variant, method, size, tflops, status="ok"):
+        return {"study": study, "variant": variant, "method": method, "size": size, "tflops": tflops, "status": status}
+    t = pd.DataFrame([row("tiles", "cuBLAS (builtin)", "cublas", 8192, 700.0),
+                      row("tiles", "pointer 128x256, row order", "pointer", 8192, 560.0),
+                      row("tiles", "pointer 64x64, grouped", "pointer", 8192, np.nan, "failed"),
+                      row("alignment", "cuBLAS (builtin)", "cublas", 1793, 500.0),
+                      row("alignment", "ours, autotuned", "auto", 1793, 300.0),
+                      row("alignment", "ours, padded to 1856: product alone", "auto", 1793, 450.0),
+                      row("alignment", "ours, padded to 1856: copies + product + slice", "auto", 1793, 400.0),
+                      row("alignment", "ours, autotuned", "auto", 2048, 600.0)])
+    table = why.ablations_table(t)
+    assert "560 (0.8)" in table and "64x64" not in table  # a failed variant is no rate
+    a = why.alignment_study(t, 132).set_index("size")
+    assert not a.loc[1793, "aligned"] and a.loc[2048, "aligned"]
+    assert a.loc[1793, "padded_alone"] == 450.0 and a.loc[1793, "padded_whole"] == 400.0
+    assert a.loc[2048, "tile_fill"] == 1.0 and a.loc[1793, "tile_fill"] == pytest.approx(1793 ** 2 / (15 * 8 * 128 * 256))
+    assert a.loc[2048, "waves"] == pytest.approx(128 / 132)  # 16 x 8 tiles of 128 x 256 on 132 SMs
+    assert "not measured" in why.ablations_table(None) and "not measured" in why.alignment_study_table(t, "nope")
+
+
 def test_the_paragraph_says_not_measured_without_profiles_or_compiled_facts():
     m = pd.DataFrame([cell(size=s) for s in (256, 512)])
     text = why.why_paragraph("vecadd", m, None, None, "h200")
