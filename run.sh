@@ -125,11 +125,17 @@ setup_python() {  # setup_python [dev]: dev installs requirements-dev.txt (the r
 bytecode_cache() {  # where the interpreter cannot keep the .pyc of its packages (a read-only image, or
   # PYTHONDONTWRITEBYTECODE set), every process compiled the source of every module it imported: on the H200 node's
   # image 2,300 modules, 9.3 s of a measurement job's 20.8 (cProfile). Then the bytecode goes to a cache of our own.
-  if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ] || ! "$PY" -c 'import importlib.util as u, os, sys
+  local why=""
+  if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+    why="PYTHONDONTWRITEBYTECODE was set: unset for this run, the .pyc going there instead of beside the sources"
+  elif ! "$PY" -c 'import importlib.util as u, os, sys
 sys.exit(not os.access(os.path.dirname(u.find_spec("torch").origin), os.W_OK))' 2>/dev/null; then
-    export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/rooflab/pycache}
+    why="the packages of $PY cannot hold their own"
+  fi
+  if [ -n "$why" ]; then
+    export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/rooflab/pycache}
     unset PYTHONDONTWRITEBYTECODE
-    log "bytecode cache: $PYTHONPYCACHEPREFIX (the packages of $PY cannot hold their own)"
+    log "bytecode cache: $PYTHONPYCACHEPREFIX ($why)"
   fi
 }
 

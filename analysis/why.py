@@ -1,6 +1,6 @@
 """Why each implementation is as fast as it is (issue 22): what each launches (profiles.parquet), the bytes its
-kernels would move by the traffic each naive expression annotates in its source (a model, not a measurement), what
-our compiled Triton kernels look like (compiled.parquet: registers, occupancy, load width), the fixed cost per call
+kernels would move by the traffic each naive expression annotates in its source (a model) and what each call did move
+through DRAM (experiments/traffic.py under Nsight Compute, a measurement), what our compiled Triton kernels look like (compiled.parquet: registers, occupancy, load width), the fixed cost per call
 and the size where the work outgrows it, the tile the autotuner chose and the waves it makes, and what a kernel costs
 to get (first call, autotune) against what it costs warm.
 
@@ -21,7 +21,7 @@ from analysis.latex import fmt, tex_escape
 from analysis.selection import timed
 from analysis.why_tables import (LOW_PRECISION_FIRST, NOT_MEASURED, ablations_table, alignment,  # noqa: F401
                                  alignment_study, alignment_study_table, alignment_table, cost, cost_table, plateau,
-                                 plateau_table, tile_of, traffic_table, waves, waves_table)
+                                 plateau_table, tile_of, traffic_rows, traffic_table, waves, waves_table)
 from rooflab.kernel import ELEMENT_BYTES, IMPL_LABEL
 from rooflab.kernel import IMPLS as IMPL_ORDER
 
@@ -198,8 +198,7 @@ def _rate_at(rows: pd.DataFrame, impl: str) -> pd.Series | None:
 def traffic_sentences(kernel: str, traffic: pd.DataFrame | None) -> list[str]:
     """What one call of each implementation moved through DRAM (experiments/traffic.py, Nsight Compute), forward
     pass, against the minimum; and how much more than ours the builtin moved, where it moved more."""
-    if traffic is None or traffic.empty:
-        return []
+    traffic = traffic_rows(traffic)
     t = traffic[(traffic["kernel"] == kernel) & (traffic["pass"] == "fwd")].set_index("impl")
     if t.empty:
         return []
@@ -221,7 +220,6 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
                   compiled: pd.DataFrame | None, gpu: str, traffic: pd.DataFrame | None = None) -> str:
     """The 'why' of one kernel on one GPU, every sentence present only where its data is (``traffic``: that GPU's
     table of experiments/traffic.py, or None)."""
-    measured = traffic
     ok = timed(metrics, gpu)
     ok = ok[(ok["kernel"] == kernel) & (ok["pass"] == "fwd")]
     rows = metrics[(metrics["gpu"] == gpu) & (metrics["kernel"] == kernel) & (metrics["pass"] == "fwd")]
@@ -252,21 +250,21 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
             out.append("Inductor generated every kernel torch.compile launches." if generated == comp.n_kernels else
                        f"Of torch.compile's {comp.n_kernels} kernels, Inductor generated {generated} (its "
                        "\\texttt{triton\\_} ones); the others are library calls.")
-        traffic = naive_traffic(kernel, size, ELEMENT_BYTES.get(dtype, 4))
+        modelled = naive_traffic(kernel, size, ELEMENT_BYTES.get(dtype, 4))
         least = ok[(ok["size"] == size) & (ok["dtype"] == dtype)]["bytes"]
-        if traffic and len(least):
+        if modelled and len(least):
             minimum = float(least.iloc[0])
             count = "" if "naive" not in by else (
-                " (as many as it launched)" if by["naive"].n_kernels == traffic["kernels"]
+                " (as many as it launched)" if by["naive"].n_kernels == modelled["kernels"]
                 else f" (it launched {by['naive'].n_kernels})")
             out.append(f"By the traffic its source annotates (modelled, not measured), the naive expression's "
-                       f"{traffic['kernels']} kernels{count} move {fmt(traffic['bytes'] / 1e6)}~MB, "
-                       f"{fmt(traffic['bytes'] / minimum)}$\\times$ the {fmt(minimum / 1e6)}~MB the minimum-bytes "
+                       f"{modelled['kernels']} kernels{count} move {fmt(modelled['bytes'] / 1e6)}~MB, "
+                       f"{fmt(modelled['bytes'] / minimum)}$\\times$ the {fmt(minimum / 1e6)}~MB the minimum-bytes "
                        "model counts.")
             at = ok[(ok["size"] == size) & (ok["dtype"] == dtype)].set_index("impl")["median_ms"]
             if {"naive", "triton"} <= set(at.index):
                 out.append(f"Measured, its GPU time there is {fmt(at['naive'] / at['triton'])}$\\times$ ours.")
-    out += traffic_sentences(kernel, measured)
+    out += traffic_sentences(kernel, traffic)
     c = compiled_best(compiled, gpu, kernel, dtype) if dtype else pd.DataFrame()
     if c.empty:
         out.append(f"Our Triton kernel's registers, occupancy and load width are {NOT_MEASURED}.")

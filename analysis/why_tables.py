@@ -228,22 +228,45 @@ def traffic_table(traffic: pd.DataFrame | None) -> str:
     """experiments/traffic.py's table (one device): per kernel and pass, the minimum bytes the byte model charges,
     then per implementation the DRAM bytes one call moved (reads + writes, Nsight Compute) over that minimum and
     the kernels it launched."""
-    if traffic is None or traffic.empty:
+    traffic = traffic_rows(traffic)
+    if traffic.empty:
         return (f"\\begin{{center}}The bytes each implementation moves through DRAM are {NOT_MEASURED} "
                 "(experiments/traffic.py under Nsight Compute).\\end{center}\n")
     impls = [i for i in IMPL_ORDER if i in set(traffic["impl"])]
     rows = []
     for (kernel, pass_), g in traffic.groupby(["kernel", "pass"], sort=False):
         by = g.set_index("impl")
-        row = {("", "kernel"): kernel, ("", "pass"): pass_, ("", "minimum [MB]"): fmt(g["model_bytes"].iloc[0] / 1e6)}
+        row = {("", "kernel"): kernel, ("", "pass"): pass_, ("", "minimum [MB]"): g["model_bytes"].iloc[0] / 1e6}
         for impl in impls:
             row[("moved / minimum (kernels)", IMPL_SHORT.get(impl, impl))] = (
-                f"{fmt(by.at[impl, 'moved_over_model'])} ({int(by.at[impl, 'launches'])})" if impl in by.index
+                f"{_short(by.at[impl, 'moved_over_model'])} ({int(by.at[impl, 'launches'])})" if impl in by.index
                 else "--")
         rows.append(row)
     out = pd.DataFrame(rows)
     out.columns = pd.MultiIndex.from_tuples(out.columns)
-    return table_latex(out, {}, "llr" + "r" * len(impls))
+    return table_latex(out, {("", "minimum [MB]"): fmt}, "llr" + "r" * len(impls))
+
+
+def traffic_rows(traffic: pd.DataFrame | None) -> pd.DataFrame:
+    """The calls a traffic table can speak for: run without error and, for torch.compile, not fallen back to eager;
+    one size and dtype (the most frequent), each (kernel, impl, pass) once (the last)."""
+    if traffic is None or traffic.empty:
+        return pd.DataFrame(columns=["kernel", "impl", "pass"])
+    t = traffic
+    if "error" in t:
+        t = t[t["error"].fillna("").astype(str) == ""]
+    if "fell_back" in t:
+        t = t[~t["fell_back"].fillna(False).astype(bool)]
+    if t.empty:
+        return t
+    size, dtype = t.groupby(["size", "dtype"]).size().idxmax()
+    t = t[(t["size"] == size) & (t["dtype"] == dtype)]
+    return t.drop_duplicates(["kernel", "impl", "pass"], keep="last")
+
+
+def _short(x: float) -> str:
+    """A ratio in plain digits (no LaTeX: the table escapes its text): 3 significant, none in exponent form."""
+    return f"{x:.3g}" if abs(x) < 1000 else f"{x:.0f}"
 
 
 # ---------------------------------------------------------------------------------------------------- ablations

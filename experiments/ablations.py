@@ -76,10 +76,10 @@ def variants(study: str, n: int, a, b) -> list[dict]:
     return out
 
 
-def run(gpu: str, sizes, align_sizes, dtype: str, timing: dict, out: str) -> int:
+def run(gpu: str, sizes, align_sizes, dtype: str, timing: dict, out: str, cache_dirs: dict | None = None) -> int:
     from rooflab.device import check_device, prepare_environment
 
-    prepare_environment(gpu, {})
+    prepare_environment(gpu, {"cache_dirs": cache_dirs or {}})  # the sweep's compile caches
     device, _ = check_device(gpu)
     if device != "cuda":
         print("ablations: the timer and the TMA kernel need an NVIDIA GPU", file=sys.stderr)
@@ -136,6 +136,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
     ap.add_argument("--config", default="config/config.yaml", help="the timing comes from its timing section")
     ap.add_argument("--timing", help="the timing section as JSON (the DAG's), instead of --config's")
+    ap.add_argument("--cache-dirs", default="{}", help="config cache_dirs as JSON (the sweep's compile caches)")
     args = ap.parse_args(argv)
     import json
 
@@ -144,7 +145,7 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     timing = json.loads(args.timing) if args.timing else \
         (yaml.safe_load(Path(args.config).read_text()) or {}).get("timing", {})
-    return run(args.gpu, args.sizes, args.align_sizes, args.dtype, timing, args.out)
+    return run(args.gpu, args.sizes, args.align_sizes, args.dtype, timing, args.out, json.loads(args.cache_dirs))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Bytes each implementation moves, measured: one call of every (kernel, impl, pass) at one size and dtype under
 Nsight Compute, beside the minimum the kernel's byte model charges it (what the sweep's GB/s divide by).
 
-    ncu --clock-control none --profile-from-start off --csv --page raw --log-file ncu.csv \
+    ncu --clock-control none --cache-control all --profile-from-start off --csv --page raw --log-file ncu.csv \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
         python -m experiments.traffic run --gpu h200 --size 8192 --dtype bfloat16 --manifest calls.json
     python -m experiments.traffic table --ncu ncu.csv --manifest calls.json --out traffic.csv
@@ -26,10 +26,11 @@ IMPLS = ("naive", "builtin", "compile", "triton")  # the CUDA extensions (nvcc, 
 WARMUP_CALLS = 3
 
 
-def run(gpu: str, kernels: list[str], impls: list[str] | None, dtype: str, size: int, manifest: Path) -> int:
+def run(gpu: str, kernels: list[str], impls: list[str] | None, dtype: str, size: int, manifest: Path,
+        cache_dirs: dict | None = None) -> int:
     from rooflab.device import check_device, prepare_environment
 
-    prepare_environment(gpu, {})
+    prepare_environment(gpu, {"cache_dirs": cache_dirs or {}})  # the sweep's compile caches
     device, _ = check_device(gpu)
     if device != "cuda":
         print("traffic: Nsight Compute needs an NVIDIA GPU", file=sys.stderr)
@@ -41,6 +42,7 @@ def run(gpu: str, kernels: list[str], impls: list[str] | None, dtype: str, size:
     from rooflab.kernel import load_kernel
 
     calls = []
+    manifest.write_text("[]")  # never an earlier run's calls beside this run's table
     for name in kernels:
         kernel = load_kernel(name)
         for pass_ in kernel.passes:
@@ -55,12 +57,18 @@ def run(gpu: str, kernels: list[str], impls: list[str] | None, dtype: str, size:
                 except Exception as exc:  # a call that does not run is left out, and said
                     print(f"traffic: {name} {impl} {pass_}: {type(exc).__name__}: {str(exc)[:200]}", file=sys.stderr)
                     continue
+                error = ""
                 torch.cuda.profiler.start()
                 torch.cuda._sleep(1000)
-                fn()
-                torch.cuda.synchronize()
+                try:  # its marker is out: the call gets its manifest entry whatever happens
+                    fn()
+                    torch.cuda.synchronize()
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {str(exc)[:200]}"
                 torch.cuda.profiler.stop()
-                calls.append({"kernel": name, "impl": impl, "dtype": dtype, "size": size, "pass": pass_})
+                fell_back = getattr(fn, "fell_back", None)  # torch.compile that ran eager is not Inductor's traffic
+                calls.append({"kernel": name, "impl": impl, "dtype": dtype, "size": size, "pass": pass_,
+                              "fell_back": bool(fell_back()) if callable(fell_back) else False, "error": error})
                 manifest.write_text(json.dumps(calls))  # after every call: a run cut short keeps what it profiled
                 print(f"traffic: profiled {name} {impl} {dtype} {size} {pass_}", file=sys.stderr, flush=True)
                 del fn
@@ -138,13 +146,15 @@ def main(argv=None) -> int:
                     "per --ncu file)")
     ap.add_argument("--ncu", nargs="+", default=["ncu.csv"], help="table: ncu's --csv --page raw output(s)")
     ap.add_argument("--out", help="table: CSV to write")
+    ap.add_argument("--cache-dirs", default="{}", help="run: config cache_dirs as JSON (the sweep's compile caches)")
     args = ap.parse_args(argv)
     if args.mode == "run":
         if not args.gpu:
             ap.error("run needs --gpu")
         from rooflab.kernel import kernel_names
 
-        return run(args.gpu, args.kernels or kernel_names(), args.impls, args.dtype, args.size, Path(args.manifest[0]))
+        return run(args.gpu, args.kernels or kernel_names(), args.impls, args.dtype, args.size, Path(args.manifest[0]),
+                   json.loads(args.cache_dirs))
     import pandas as pd
 
     if len(args.ncu) != len(args.manifest):

@@ -200,9 +200,10 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
             call.calls = 0
         mine: list[float] = []
         t0 = clock()
-        # One round first: a call long enough to spend the start's time cap in it stops there (the cap takes 3
-        # samples), instead of sampling min_samples of them (naive attention at 8192: 12 x 42 ms a start)
-        batch = min(per_instance.min_samples, max(rounds, 3))
+        # The fewest whole rounds of at least 3 samples first: a call long enough to spend the start's time cap in
+        # them stops there (the cap takes 3 samples), instead of sampling min_samples of them (naive attention at
+        # 8192: 12 x 42 ms a start)
+        batch = min(per_instance.min_samples, -(-3 // rounds) * rounds)  # whole rounds, at least 3 samples
         while True:
             mine += timer.sample(call, batch)
             elapsed = clock() - t0

@@ -34,6 +34,7 @@ COMPARE_GPUS = sorted(
 # (the measure wildcard is held to KERNELS), so its file is read as it is: a subset run never shrinks the
 # figures, notebooks, report or paper, and the paper says which cells this run measured (analysis/origin.py).
 from rooflab.kernel import kernel_names
+from experiments.traffic import METRICS as TRAFFIC_METRICS  # what rule traffic asks Nsight Compute for
 
 KNOWN_KERNELS = kernel_names()
 MEASURED = "|".join(KERNELS)  # measured here (measure: cells, profiles, compiled facts)

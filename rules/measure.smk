@@ -139,7 +139,8 @@ rule traffic:
     """The bytes one call of each implementation moves through DRAM, for every kernel of the run, under Nsight
     Compute (experiments/traffic.py: one call each at config traffic.size and dtype, caches flushed before each
     kernel, split at marker kernels), beside the byte model's minimum: the paper's Table "Bytes one call moves".
-    Off unless config traffic.enabled (about 65 s on the H200 for the default kernels, ncu on the PATH)."""
+    Off unless config traffic.enabled (ncu on the PATH; G2 took about a minute for the default kernels on the H200,
+    without torch.compile, which it now profiles too)."""
     input:
         kernels=expand("kernels/{kernel}.py", kernel=KERNELS),
         code=MEASUREMENT_CODE,
@@ -150,6 +151,8 @@ rule traffic:
         calls=update("results/raw/{gpu}/traffic_calls.json"),
     params:
         kernels=" ".join(KERNELS),
+        metrics=",".join(TRAFFIC_METRICS),
+        caches=lambda wildcards: json.dumps(config.get("cache_dirs") or {}),
         size=lambda wildcards: config["traffic"]["size"],
         dtype=lambda wildcards: config["traffic"]["dtype"],
     wildcard_constraints:
@@ -168,10 +171,10 @@ rule traffic:
         ENV
     shell:
         "(command -v ncu >/dev/null || {{ echo 'ncu (Nsight Compute) is not on the PATH' >&2; exit 3; }}; "
-        " ncu --clock-control none --profile-from-start off --csv --page raw --log-file {output.ncu:q}"
-        " --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum"
+        " ncu --clock-control none --cache-control all --profile-from-start off --csv --page raw"
+        " --log-file {output.ncu:q} --metrics {params.metrics}"
         " python3 -m experiments.traffic run --gpu {wildcards.gpu:q} --kernels {params.kernels}"
-        " --size {params.size} --dtype {params.dtype:q} --manifest {output.calls:q}"
+        " --size {params.size} --dtype {params.dtype:q} --manifest {output.calls:q} --cache-dirs {params.caches:q}"
         " && python3 -m experiments.traffic table --ncu {output.ncu:q} --manifest {output.calls:q}"
         " --out {output.table:q}) > {log:q} 2>&1"
 
@@ -191,6 +194,7 @@ rule ablations:
         sizes=lambda wildcards: " ".join(map(str, config["ablations"]["sizes"])),
         align=lambda wildcards: " ".join(map(str, config["ablations"]["align_sizes"])),
         timing=lambda wildcards: json.dumps(config["timing"]),
+        caches=lambda wildcards: json.dumps(config.get("cache_dirs") or {}),
     wildcard_constraints:
         gpu="(?!cpu$)[a-z0-9_]+",
     log:
@@ -207,4 +211,4 @@ rule ablations:
         ENV
     shell:
         "python3 -m experiments.ablations --gpu {wildcards.gpu:q} --sizes {params.sizes} --align-sizes {params.align}"
-        " --timing {params.timing:q} --out {output:q} > {log:q} 2>&1"
+        " --timing {params.timing:q} --cache-dirs {params.caches:q} --out {output:q} > {log:q} 2>&1"

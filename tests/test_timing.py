@@ -109,6 +109,22 @@ def test_a_call_that_spends_the_time_cap_is_sampled_three_times_not_min_samples(
     assert out["stop_reason"] == "time_cap" and out["n_samples"] == 6 and clock.now == pytest.approx(0.12)
 
 
+def test_two_placements_keep_whole_rounds_when_the_time_cap_stops_early():
+    class Clocked(PlacementTimer):  # 42 ms a sample on the fake clock
+        def __init__(self, clock):
+            self.clock = clock
+
+        def sample(self, fn, n):
+            self.clock.now += 0.042 * n
+            return super().sample(fn, n)
+
+    fns = [lambda k=k: k for k in range(2)]
+    clock = FakeClock()
+    out = measure(fns, Clocked(clock), TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9,
+                                                    max_time_s=0.1, loop_ms=0), clock=clock)
+    assert out["stop_reason"] == "time_cap" and out["n_samples"] == 4  # two rounds, each placement twice
+
+
 def test_stop_reason_rules():
     cfg = TimingConfig(min_samples=10, max_samples=50, target_rse=0.01, max_time_s=1.0)
     assert stop_reason([1.0] * 9, 0.0, cfg) is None  # too few samples, even if constant

@@ -43,3 +43,39 @@ def test_model_bytes_are_the_sweeps_byte_model():
     # gelu reads and writes N^2 elements: 2 * 4 bytes each in float32
     assert model_bytes({"kernel": "gelu", "impl": "triton", "dtype": "float32", "size": 64, "pass": "fwd"}) == \
         2 * 64 * 64 * 4
+
+
+def test_the_reference_table_is_what_the_committed_ncu_tables_make():
+    """data/reference/h200/traffic.csv from data/tuning/traffic_g2 (ncu's own units: byte, ns), as its README says."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).resolve().parent.parent
+    g2 = root / "data/tuning/traffic_g2"
+    made = pd.concat([table(read_ncu((g2 / f"ncu_{b}.csv").read_text()),
+                            json.loads((g2 / f"calls_{b}.json").read_text()), model_bytes) for b in "ab"],
+                     ignore_index=True)
+    ref = pd.read_csv(root / "data/reference/h200/traffic.csv")
+    pd.testing.assert_frame_equal(made.reset_index(drop=True), ref, check_dtype=False)
+    gelu = made.set_index(["kernel", "impl", "pass"]).loc[("gelu", "triton", "fwd")]
+    assert gelu["dram_read_bytes"] == pytest.approx(2 * 8192 * 8192, rel=0.01)  # bf16 input, read once
+
+
+def test_the_paper_speaks_for_clean_calls_only():
+    import pandas as pd
+
+    from analysis.why_tables import traffic_rows, traffic_table
+
+    base = {"kernel": "gelu", "pass": "fwd", "dtype": "bfloat16", "size": 8192, "launches": 1, "model_bytes": 2.7e8,
+            "moved_bytes": 2.4e8, "dram_read_bytes": 1.3e8, "moved_over_model": 0.9, "error": "", "fell_back": False}
+    t = pd.DataFrame([{**base, "impl": "triton"}, {**base, "impl": "triton", "moved_over_model": 0.8},
+                      {**base, "impl": "compile", "fell_back": True}, {**base, "impl": "naive", "error": "OOM"},
+                      {**base, "impl": "builtin", "size": 4096}, {**base, "impl": "naive", "kernel": "softmax",
+                                                                  "moved_over_model": 2500.0, "model_bytes": 2.5e9}])
+    rows = traffic_rows(t)
+    assert sorted(rows["impl"]) == ["naive", "triton"] and rows["size"].eq(8192).all()
+    assert rows.set_index(["kernel", "impl"]).at[("gelu", "triton"), "moved_over_model"] == 0.8  # the last kept
+    text = traffic_table(t)
+    assert "2500 (1)" in text and "2{,}500" in text and "\\{,\\}" not in text  # numbers >= 1000 print as numbers

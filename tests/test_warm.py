@@ -67,6 +67,9 @@ def test_triton_cache_dir_is_always_set_so_inductor_cannot_move_it(monkeypatch, 
     monkeypatch.setenv("TRITON_HOME", str(tmp_path))
     set_cache_dirs({})
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / ".triton" / "cache")
+    from torch._inductor.runtime.cache_dir_utils import triton_cache_dir  # where Inductor would point Triton
+
+    assert triton_cache_dir(0) == os.environ["TRITON_CACHE_DIR"]
     monkeypatch.chdir(tmp_path)
     set_cache_dirs({"triton": "mine", "inductor": "ind"})
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "mine")
