@@ -121,9 +121,10 @@ def run(gpu: str, sizes, align_sizes, dtype: str, timing: dict, out: str, cache_
                          tflops)
             del a, b, want
             torch.cuda.empty_cache()
-    df = pd.DataFrame(rows).assign(gpu=gpu, device_name=torch.cuda.get_device_name(), **provenance())
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    write_parquet(df, out)
+            # after every size: a run cut short keeps the sizes it finished
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            write_parquet(pd.DataFrame(rows).assign(gpu=gpu, device_name=torch.cuda.get_device_name(),
+                                                    **provenance()), out)
     return 0
 
 
