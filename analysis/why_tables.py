@@ -284,7 +284,7 @@ def ablations_table(ablations: pd.DataFrame | None) -> str:
     out = pd.DataFrame({("", "variant"): list(dict.fromkeys(t["variant"]))})
     for n, g in t.groupby("size"):
         rate = g.set_index("variant")["tflops"]
-        out[(head, f"N={n}")] = [f"{fmt(rate[v])} ({fmt(rate[v] / cublas[n], 2)})" if v in rate.index else "--"
+        out[(head, f"N={n}")] = [f"{fmt(rate[v])} ({fmt(rate[v] / cublas[n])})" if v in rate.index else "--"
                                  for v in out[("", "variant")]]
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return table_latex(out, {}, "l" + "r" * (len(out.columns) - 1))
@@ -292,7 +292,9 @@ def ablations_table(ablations: pd.DataFrame | None) -> str:
 
 def alignment_study(ablations: pd.DataFrame | None, sms: int, tile=(128, 256)) -> pd.DataFrame:
     """The alignment study per size: cuBLAS, ours, ours on operands padded (the product alone, the fix whole) in
-    TFLOP/s of the unpadded 2 N^3; whether rows are 16-byte aligned in bf16/fp16; the fraction of the tiles' area
+    TFLOP/s of the unpadded 2 N^3; whether rows are 16-byte aligned in bf16/fp16 (what TMA and cuBLAS's wide loads
+    need) and whether N is a multiple of 16 (what Triton's divisibility hint on strides and sizes needs, so that the
+    pointer kernel's loads are vectorised); the fraction of the tiles' area
     that is the matrix (tile quantisation); the wave efficiency of those tiles on ``sms`` SMs."""
     t = None if ablations is None else ablations[(ablations["study"] == "alignment") & (ablations["status"] == "ok")]
     if t is None or t.empty:
@@ -303,7 +305,8 @@ def alignment_study(ablations: pd.DataFrame | None, sms: int, tile=(128, 256)) -
         pad = {("alone" if "alone" in v else "whole"): r for v, r in by.items() if "padded" in v}
         bm, bn = tile
         tiles = -(-n // bm) * -(-n // bn)
-        rows.append({"size": int(n), "aligned": (n * 2) % 16 == 0, "cublas": by.get("cuBLAS (builtin)", np.nan),
+        rows.append({"size": int(n), "aligned": (n * 2) % 16 == 0, "hint": n % 16 == 0,
+                     "cublas": by.get("cuBLAS (builtin)", np.nan),
                      "ours": by.get("ours, autotuned", np.nan), "padded_alone": pad.get("alone", np.nan),
                      "padded_whole": pad.get("whole", np.nan),
                      "tile_fill": n * n / (tiles * bm * bn), "waves": tiles / (math.ceil(tiles / sms) * sms)})
@@ -317,9 +320,11 @@ def alignment_study_table(ablations: pd.DataFrame | None, gpu: str) -> str:
         return (f"\\begin{{center}}The alignment study is {NOT_MEASURED} (experiments/ablations.py)."
                 "\\end{center}\n")
     head = f"{FRAME_LABEL['gpu']}, TFLOP/s"
-    out = pd.DataFrame({("", "N"): t["size"], ("", "rows aligned"): t["aligned"].map({True: "yes", False: "no"}),
+    yes = {True: "yes", False: "no"}
+    out = pd.DataFrame({("", "N"): t["size"], ("", "16 B rows"): t["aligned"].map(yes),
+                        ("", "16 | N"): t["hint"].map(yes),
                         ("128x256 tiles", "matrix / tiles"): t["tile_fill"], ("128x256 tiles", "wave eff."): t["waves"],
                         (head, "cuBLAS"): t["cublas"], (head, "ours"): t["ours"],
                         (head, "ours, padded"): t["padded_alone"], (head, "padding fix"): t["padded_whole"]})
     out.columns = pd.MultiIndex.from_tuples(out.columns)
-    return table_latex(out, {c: fmt for c in out.columns[2:]}, "rlrrrrrr")
+    return table_latex(out, {c: fmt for c in out.columns[3:]}, "rllrrrrrr")

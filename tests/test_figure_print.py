@@ -36,8 +36,10 @@ def test_the_print_geometry_is_the_papers():
 @pytest.fixture(scope="module")
 def metrics(tmp_path_factory):
     """The H200 reference's metrics, and the same rows labelled as the CPU's (its figures draw other concepts)."""
-    raw = pd.concat([pd.read_parquet(p) for p in sorted(REFERENCE.glob("*.parquet"))
-                     if p.stem not in ("ceilings", "compiled", "profiles")], ignore_index=True)
+    from rooflab.kernel import kernel_names
+
+    raw = pd.concat([pd.read_parquet(p) for p in sorted(REFERENCE.glob("*.parquet")) if p.stem in kernel_names()],
+                    ignore_index=True)  # the kernels' rows (not the ceilings, facts or ablations beside them)
     ceilings = pd.read_parquet(REFERENCE / "ceilings.parquet")
     both = pd.concat([raw, raw.assign(gpu="cpu")], ignore_index=True)
     path = tmp_path_factory.mktemp("print") / "metrics.parquet"
