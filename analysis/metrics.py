@@ -41,9 +41,11 @@ def model_time_s(flops, nbytes, peak_flops, peak_bw):
     return np.maximum(np.asarray(flops, dtype=float) / peak_flops, np.asarray(nbytes, dtype=float) / peak_bw)
 
 
-def wave_efficiency(m: int, n: int, sms: int, tile: int = MATMUL_TILE) -> float:
-    """Fraction of the last wave's SM slots doing work, averaged over waves (1.0 = no quantisation loss)."""
-    tiles = math.ceil(m / tile) * math.ceil(n / tile)
+def wave_efficiency(m: int, n: int, sms: int, tile: int | tuple[int, int] = MATMUL_TILE) -> float:
+    """Fraction of the last wave's SM slots doing work, averaged over waves (1.0 = no quantisation loss); ``tile``
+    a side (square) or (BLOCK_M, BLOCK_N)."""
+    bm, bn = tile if isinstance(tile, tuple) else (tile, tile)
+    tiles = math.ceil(m / bm) * math.ceil(n / bn)
     return tiles / (math.ceil(tiles / sms) * sms)
 
 

@@ -123,7 +123,7 @@ def waves(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) -> pd.
         persistent = "tma" in func
         rows.append({"dtype": r.dtype, "size": int(r.size), "tile": f"{tile[0]}x{tile[1]}", "tiles": tiles,
                      "sms": spec.sms, "waves": math.ceil(tiles / spec.sms),
-                     "efficiency": tiles / (math.ceil(tiles / spec.sms) * spec.sms),
+                     "efficiency": wave_efficiency(m, n, spec.sms, tile),
                      "efficiency_128": wave_efficiency(m, n, spec.sms),
                      "function": "persistent TMA" if persistent else ("pointer" if func else "not recorded"),
                      "programs": min(tiles, spec.sms) if persistent else (tiles if func else np.nan)})
@@ -309,7 +309,7 @@ def alignment_study(ablations: pd.DataFrame | None, sms: int, tile=(128, 256)) -
                      "cublas": by.get("cuBLAS (builtin)", np.nan),
                      "ours": by.get("ours, autotuned", np.nan), "padded_alone": pad.get("alone", np.nan),
                      "padded_whole": pad.get("whole", np.nan),
-                     "tile_fill": n * n / (tiles * bm * bn), "waves": tiles / (math.ceil(tiles / sms) * sms)})
+                     "tile_fill": n * n / (tiles * bm * bn), "waves": wave_efficiency(n, n, sms, tile)})
     return pd.DataFrame(rows)
 
 

@@ -77,12 +77,12 @@ def run(gpu: str, kernels: list[str], impls: list[str] | None, dtype: str, size:
 
 
 _UNITS = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9,
-          "sector": 1, "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "ns": 1e-3, "us": 1.0, "ms": 1e3}
+          "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "ns": 1e-3, "us": 1.0, "ms": 1e3}
 
 
 def read_ncu(text: str):
     """ncu's --csv --page raw table (lines before its header are not ncu's) as one row per profiled kernel: name
-    and each metric in base units (bytes, sectors, microseconds)."""
+    and each metric in base units (bytes, microseconds)."""
     import pandas as pd
 
     lines = text.splitlines()

@@ -196,7 +196,7 @@ def get_final_outputs(wildcards=None):
         + get_profiles()
         + get_compiled()
         + get_ncu()
-        + get_traffic_outputs()
+        + own_tables("traffic", "traffic.csv")
         + own_tables("ablations", "ablations.parquet")
         + ["results/metrics.parquet"]
         + get_figures()
@@ -249,11 +249,6 @@ def get_traffic(wildcards=None):
     """experiments/traffic.py tables for the paper: the DRAM bytes one call of each implementation moves, under
     Nsight Compute. This run's own where config traffic.enabled, else per_gpu_table."""
     return own_or_reference("traffic", "traffic.csv")
-
-
-def get_traffic_outputs(wildcards=None):
-    """The traffic tables this run makes (one per GPU measured here) where config traffic.enabled."""
-    return own_tables("traffic", "traffic.csv")
 
 
 def get_ablations(wildcards=None):
