@@ -50,7 +50,7 @@ pip_install() {  # pip install, offline from the wheelhouse when there is one. -
 # every run, because a package uninstalled after the install leaves the requirements stamp matching. DEV_MODULES:
 # requirements-dev.txt's, checked for ./run.sh test only.
 REQUIRED_MODULES="torch triton snakemake snakemake_executor_plugin_slurm papermill ipykernel nbconvert pandas pyarrow
-  numpy matplotlib seaborn tqdm pynvml:nvidia-ml-py jsonschema yaml:pyyaml ninja"
+  numpy matplotlib pypdfium2 seaborn tqdm pynvml:nvidia-ml-py jsonschema yaml:pyyaml ninja"
 REQUIRED_SCRIPTS="snakemake papermill jupyter ninja"
 DEV_MODULES="pytest hypothesis"
 

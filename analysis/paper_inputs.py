@@ -51,7 +51,8 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
              launch_counts: set[str] | None = None, current_run: str | None = None,
              profiles: pd.DataFrame | None = None, compiled: pd.DataFrame | None = None,
              traffic: dict[str, pd.DataFrame] | None = None,
-             ablations: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
+             ablations: dict[str, pd.DataFrame] | None = None,
+             drawn: list[str] | None = None) -> dict[str, str]:
     """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame.
     ``repeatability``: per GPU key, the per-cell table of scripts/repeatability.py (optional). ``sources``: per
     device, the directory its rows were read from (results/raw/<gpu>: this run; else a committed reference).
@@ -59,7 +60,8 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     (ROOFLAB_RUN_ID), whose cells the paper calls measured in this run, the others kept (None: each device's newest).
     ``profiles``, ``compiled``: the launch profiles and compiled-kernel facts, for the 'why' of each kernel
     (analysis/why.py; None: not measured). ``traffic``, ``ablations``: per GPU key, the tables of
-    experiments/traffic.py and experiments/ablations.py (optional).
+    experiments/traffic.py and experiments/ablations.py (optional). ``drawn``: the figure PDFs the DAG draws (None:
+    those present under ``figdir``).
 
     The GPU outputs are made from GPU rows and ceilings only; the CPU's rows go to `cpu` and its Cpu* macros."""
     sources = sources or {}
@@ -84,7 +86,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
                                              "committed reference."),
                "per device measured here: the cells this run measured, and those kept from earlier runs")
     host_cost_macros(macros, host_cost_rows(metrics_gpu, gpu))
-    cpu = cpu_section(macros, metrics_cpu, ceilings, figdir, sources, launch_counts)
+    cpu = cpu_section(macros, metrics_cpu, ceilings, figdir, sources, launch_counts, drawn)
     return {
         "macros": macros.text(),
         "table_repeatability": repeatability_table(runs),
@@ -97,12 +99,12 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "table_specs": specs_table(ceilings_gpu),
         "table_findings": findings_table(metrics_gpu),
         "table_provenance": origin.provenance_table(gpu_runs, tex_escape),
-        "figures": figures_tex(metrics_gpu, gpus, figdir, GPU_FIGURE_CAPTIONS, sources, launch_counts),
+        "figures": figures_tex(metrics_gpu, gpus, figdir, GPU_FIGURE_CAPTIONS, sources, launch_counts, drawn),
         "figures_projection": figures_tex(metrics_gpu, gpus, figdir, PROJECTION_FIGURE_CAPTIONS, sources,
-                                          launch_counts),
+                                          launch_counts, drawn),
         "kernels": kernel_sections(metrics_gpu, gpu, kernels, figdir,
                                    why_.why_sections(metrics_gpu, profiles, compiled, gpu, kernels,
-                                                     (traffic or {}).get(gpu))),
+                                                     (traffic or {}).get(gpu)), drawn),
         "cpu": cpu,
         "table_plateau": why_.plateau_table(metrics_gpu, gpu),
         "table_waves": why_.waves_table(metrics_gpu, compiled, gpu),
@@ -158,7 +160,7 @@ def read_facts(paths) -> pd.DataFrame | None:
 def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
           repeatability_paths: list[str] = (), profile_paths: list[str] | None = None,
           compiled_paths: list[str] | None = None, traffic_paths: list[str] = (),
-          ablation_paths: list[str] = ()) -> None:
+          ablation_paths: list[str] = (), drawn: list[str] | None = None) -> None:
     import os
 
     from rooflab.io import CEILING_COLUMNS, read_results, write_text
@@ -172,7 +174,8 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
                                counts, os.environ.get("ROOFLAB_RUN_ID") or None, read_facts(profile_paths),
                                read_facts(compiled_paths),
                                {Path(p).parent.name: pd.read_csv(p) for p in traffic_paths},
-                               {Path(p).parent.name: pd.read_parquet(p) for p in ablation_paths}).items():
+                               {Path(p).parent.name: pd.read_parquet(p) for p in ablation_paths},
+                               drawn).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 
 
@@ -182,6 +185,9 @@ def main(argv=None):
     ap.add_argument("--ceilings", nargs="+", required=True,
                     help="<dir>/<gpu>/ceilings.parquet: results/raw/<gpu> is this run, any other dir a reference")
     ap.add_argument("--figdir", default="results/figures")
+    ap.add_argument("--figures", nargs="*", default=None,
+                    help="the figure PDFs the workflow draws, included whether or not drawn yet (default: the PDFs "
+                         "present under --figdir)")
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--repeatability", nargs="*", default=[],
                     help="scripts/repeatability.py tables, as <dir>/<gpu>/repeatability.csv")
@@ -195,7 +201,7 @@ def main(argv=None):
                     help="experiments/ablations.py tables, as <dir>/<gpu>/ablations.parquet")
     a = ap.parse_args(argv)
     build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles, a.compiled, a.traffic,
-          a.ablations)
+          a.ablations, a.figures)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 CPU's own section."""
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 import pandas as pd
@@ -85,14 +87,24 @@ def has_data(fig: str, metrics: pd.DataFrame, gpu: str, launch_counts: set[str] 
     return not ok.empty
 
 
+def figure_drawn(path: str, drawn: Collection[str] | None) -> bool:
+    """Whether the figure at `path` is one the paper can include: one the DAG draws (`drawn`, the PDFs it names,
+    so the paper's inputs are written while the figures draw), or without that list, a PDF present."""
+    if drawn is None:
+        return Path(path).exists()
+    return os.path.normpath(path) in {os.path.normpath(p) for p in drawn}
+
+
 def figures_tex(metrics: pd.DataFrame, gpus: list[str], figdir: str, captions: dict[str, str],
-                sources: dict[str, str], launch_counts: set[str] | None = None) -> str:
-    """The figures of each GPU that exist and show data, their captions naming the GPU and its source."""
+                sources: dict[str, str], launch_counts: set[str] | None = None,
+                drawn: Collection[str] | None = None) -> str:
+    """The figures of each GPU that are drawn (figure_drawn) and show data, their captions naming the GPU and its
+    source."""
     out = []
     for fig, caption in captions.items():
         for g in gpus:
             path = f"{figdir}/{g}/{fig}.pdf"
-            if Path(path).exists() and has_data(fig, metrics, g, launch_counts):
+            if figure_drawn(path, drawn) and has_data(fig, metrics, g, launch_counts):
                 where = tex_escape(origin.dataset_label(g, sources.get(g, f"results/raw/{g}")))
                 out.append(figure(path, f"{caption} ({where})", f"fig:{fig}-{g}",
                                   height=TALL_FIGURES.get(fig, FIGURE_HEIGHT)))
@@ -151,7 +163,7 @@ def speedup_sentence(base: str, tag: str, against: str) -> str:
 
 
 def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir: str,
-                    why: dict[str, str] | None = None) -> str:
+                    why: dict[str, str] | None = None, drawn: Collection[str] | None = None) -> str:
     """One subsection per kernel; `why`: per kernel, its generated 'why' paragraph (analysis/why.py)."""
     out = []
     for kernel in kernels:
@@ -190,14 +202,14 @@ def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir:
             KERNEL_FIGURE_CAPTIONS
         for fig, caption in captions.items():
             path = f"{figdir}/{gpu}/{fig}/{kernel}.pdf"
-            if Path(path).exists() and has_data(fig, metrics, gpu, None, kernel):
+            if figure_drawn(path, drawn) and has_data(fig, metrics, gpu, None, kernel):
                 out.append(figure(path, f"{tex_escape(kernel)}: {caption}", f"fig:{fig}-{label}", KERNEL_FIGURE_WIDTH))
         out.append("\\clearpage\n")
     return "\n".join(out)
 
 
 def cpu_section(m: Macros, metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str, sources: dict[str, str],
-                launch_counts: set[str] | None) -> str:
+                launch_counts: set[str] | None, drawn: Collection[str] | None = None) -> str:
     """The CPU's own section (its Cpu* macros into `m`): only the concepts that apply to a CPU. Empty without CPU
     rows."""
     if metrics.empty:
@@ -242,7 +254,7 @@ def cpu_section(m: Macros, metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir
                    + findings_table(rows).replace("GPU time", CPU_FRAME_LABEL["gpu"]) + "\\end{table}\n")
     for fig, caption in CPU_FIGURE_CAPTIONS.items():
         path = f"{figdir}/{CPU_KEY}/{fig}.pdf"
-        if Path(path).exists() and has_data(fig, rows, CPU_KEY, launch_counts):
+        if figure_drawn(path, drawn) and has_data(fig, rows, CPU_KEY, launch_counts):
             out.append(figure(path, f"{caption} ({where})", f"fig:{fig}-{CPU_KEY}",
                               height=TALL_FIGURES.get(fig, FIGURE_HEIGHT)))
     return "\n".join(out) + "\\clearpage\n"

@@ -161,9 +161,20 @@ def save(fig, args) -> None:
     for path in (args.pdf, args.png):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.pdf)
-    fig.set_layout_engine("none")  # laid out for the PDF: the PNG keeps that layout instead of computing it again
-    fig.savefig(args.png, dpi=PNG_DPI)
     plt.close(fig)
+    png_from_pdf(args.pdf, args.png)
+
+
+def png_from_pdf(pdf: str, png: str, dpi: int = PNG_DPI) -> None:
+    """The PDF's page rasterised by PDFium: the same page, 10-30x faster than drawing the figure again with Agg (about
+    a third of each figure's time)."""
+    import pypdfium2
+
+    doc = pypdfium2.PdfDocument(pdf)
+    try:
+        doc[0].render(scale=dpi / 72).to_pil().save(png)
+    finally:
+        doc.close()
 
 
 def setup() -> None:

@@ -29,6 +29,8 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # dropped before compiling (they would fail with OutOfResources anyway, after costing a compile).
 SMEM_LIMIT_BYTES = 227 * 1024
 TMA_MIN_MNK = values(MATMUL["TMA_MIN_MNK"])  # "auto" takes TMA for products of this many multiply-adds
+PAD_MIN_MNK = values(MATMUL["PAD_MIN_MNK"])  # "auto" pads a product this large whose K or N is no multiple of PAD_TO
+PAD_TO = 16  # elements: Triton assumes an integer argument divisible by 16 only when it is (strides, K, N)
 
 
 @triton.jit
@@ -120,11 +122,9 @@ def _matmul_tma_kernel(
 
 
 def get_matmul_configs() -> list[triton.Config]:
-    """The one list of tile configs for the pointer kernel: every tile the autotuner chose in some cell of the H200
-    reference (data/reference/h200/matmul.parquet, autotune_config: 64x32 and 64x64 for fp32, 64x128 and 64x256 for
-    small 16-bit and TF32 products, 128x128 at 1793) and the widest Hopper tile; the four that never won were dropped,
-    each a compile per shape the autotuner meets. Under the interpreter only the first is used
-    (rooflab.triton_utils.autotune_configs)."""
+    """The pointer kernel's tiles: each the autotuner chose in some cell of the H200 reference (autotune_config: 64x32,
+    64x64 fp32; 64x128, 64x256 small 16-bit and TF32; 128x128 at 1793) and the widest Hopper tile (interpreter: the
+    first only, rooflab.triton_utils.autotune_configs)."""
     return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (64, 256, 32, 8, 4, 4), (64, 128, 64, 8, 4, 4),
                      (64, 64, 64, 8, 4, 4), (64, 32, 32, 8, 5, 2)])
 
@@ -142,8 +142,7 @@ def _smem_bytes(config: triton.Config, element_size: int) -> int:
     return config.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_size
 
 
-# IEEE fp32 products run on the FMA units, not the tensor cores: the reference chose tiles of at most 64 x 64 for
-# them at every size, and a wider one costs seconds of compile (its unrolled FMA code) for nothing.
+# IEEE fp32 products (FMA units, not tensor cores): the reference chose tiles of at most 64 x 64 at every size.
 IEEE_MAX_TILE = 64 * 64
 
 
@@ -272,16 +271,31 @@ def _launch_tma(a, b, c, activation: str, config: dict | None, key=None) -> None
         _matmul_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, **common, **meta, **launch)
 
 
-def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
-                  config: dict | None = None, method: str = "auto") -> torch.Tensor:
-    """C = activation(A @ B). Check the operands; allocate C; launch.
+def padded_dims(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int] | None:
+    """(K, N) rounded up to a multiple of PAD_TO for a product of at least PAD_MIN_MNK multiply-adds whose K or N is
+    no such multiple (its strides would lose Triton's divisibility hint, and TMA its 16-byte rows); else None."""
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:  # matmul_triton's checks say what is wrong
+        return None
+    (m, k), n = a.shape, b.shape[1]
+    aligned = not (k % PAD_TO or n % PAD_TO)
+    return None if aligned or m * n * k < PAD_MIN_MNK else (-(-k // PAD_TO) * PAD_TO, -(-n // PAD_TO) * PAD_TO)
 
-    ``method``: "tma" (tensor descriptors, persistent grid: Hopper and newer, aligned operands), "pointer" (one
-    program per BLOCK_M x BLOCK_N tile, any 2-D strides -- ``a.t()``, ``b.t()``, slices -- without a copy), or
-    "auto": TMA on a GPU where tma_ok and the product is large (M N K >= TMA_MIN_MNK), the pointer kernel
-    elsewhere (smaller products, the interpreter). ``config`` (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M and optionally
-    num_warps, num_stages) bypasses the autotuner; without one, a key seen before launches as its first call did.
-    """
+
+def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
+                  config: dict | None = None, method: str = "auto", pad: bool = True) -> torch.Tensor:
+    """C = activation(A @ B). ``method``: "tma" (tensor descriptors, persistent grid: Hopper and newer, aligned
+    operands), "pointer" (one program per tile, any 2-D strides -- ``a.t()``, slices -- without a copy), or "auto":
+    TMA on a GPU where tma_ok and M N K >= TMA_MIN_MNK, else the pointer kernel. ``config`` (BLOCK_M, BLOCK_N, BLOCK_K,
+    GROUP_M, optionally num_warps, num_stages) bypasses the autotuner; without one, a key seen before launches as its
+    first call did. ``pad`` ("auto", no config): a large product whose K or N is no multiple of 16 (padded_dims) runs
+    on zero-padded copies and returns the first N columns of the padded C, a view (1793^3 bf16: the copies cost
+    ~30 us and save ~65, data/tuning/alignment_g8.csv)."""
+    if pad and config is None and method == "auto":
+        dims = padded_dims(a, b)
+        if dims is not None:
+            (k, n), (kp, np_) = b.shape, dims
+            c = matmul_triton(F.pad(a, (0, kp - k)), F.pad(b, (0, np_ - n, 0, kp - k)), activation, pad=False)
+            return c[:, :n] if np_ != n else c
     key = None
     if config is None:  # a config (a dict, for tuning) launches as asked, never kept
         key = (spec(a), spec(b), activation, method, input_precision_for(a.dtype), TMA_MIN_MNK)

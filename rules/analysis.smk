@@ -1,9 +1,13 @@
 # Analysis: raw timings of every GPU (measured here or from the reference dataset) -> per (gpu, kernel)
 # results/metrics/<gpu>/<kernel>.parquet (each kernel's figures and notebook read its own, so an edit of one kernel
 # recomputes that kernel only) -> results/metrics.parquet, their concatenation (the cross-kernel outputs).
-# The metrics jobs run python -m analysis.metrics's main inside snakemake (rooflab/inprocess.py: imports once).
+# The metrics jobs run python -m analysis.metrics's main in a warm worker process (rooflab/workers.py: imports once).
 
-from rooflab.inprocess import run_main
+from rooflab.workers import run_main
+
+# Over the figures (0), under the measurements (get_measure_priority): the metrics and the paper's inputs first, so
+# the paper's inputs are written while the figures draw.
+ANALYSIS_PRIORITY = 5
 
 
 rule metrics_kernel:
@@ -16,6 +20,7 @@ rule metrics_kernel:
         update("results/metrics/{gpu}/{kernel}.parquet"),
     log:
         "logs/analysis/metrics/{gpu}/{kernel}.log",
+    priority: ANALYSIS_PRIORITY
     resources:
         host=1,
     run:
@@ -29,6 +34,7 @@ rule metrics:
         update("results/metrics.parquet"),
     log:
         "logs/analysis/metrics.log",
+    priority: ANALYSIS_PRIORITY
     resources:
         host=1,
     run:

@@ -7,9 +7,10 @@
 # analysis/calibration.py).
 # Every PNG enters the report tagged with its figure, GPU and kernel ('all' for a figure of the whole GPU), with its
 # caption (report/figure.rst, report/kernel_figure.rst: what the figure shows, per figure, no measured number).
-# The jobs run python -m figures's main inside snakemake (rooflab/inprocess.py: matplotlib imported once).
+# The jobs run python -m figures's main in warm worker processes (rooflab/workers.py: matplotlib imported once per
+# worker, as many figures at once as the cores allow).
 
-from rooflab.inprocess import run_main
+from rooflab.workers import run_main
 
 FIGURE_CODE = ["figures/__init__.py", "figures/__main__.py", "figures/_common.py", "analysis/claims.py",
                "analysis/calibration.py", "analysis/why_tables.py"]  # why_tables: the scaling figure's crossovers

@@ -3,11 +3,13 @@
 # (results/raw/<gpu>: this run; data/reference/<gpu>: the committed reference).
 
 
+from rooflab.workers import run_main
+
+
 rule paper_inputs:
     input:
         metrics="results/metrics.parquet",
         ceilings=get_ceilings,
-        figures=get_figures,
         script="analysis/paper_inputs.py",
         kernel_docs=get_kernel_docs,
         repeatability=get_repeatability,
@@ -40,18 +42,22 @@ rule paper_inputs:
         traffic=update("results/paper/generated/table_traffic.tex"),
         ablations=update("results/paper/generated/table_ablations.tex"),
         alignstudy=update("results/paper/generated/table_alignstudy.tex"),
+    params:
+        # the figures this DAG draws (the paper includes each that shows data): named, not waited for, so the
+        # paper's inputs are written while the figures draw; paper_pdf waits for both. Sorted: a subset run lists
+        # its kernels first, and a reordered list would rerun the job (params are a rerun trigger)
+        figures=lambda wildcards: sorted(f for f in get_figures() if f.endswith(".pdf")),
     log:
         "logs/paper/inputs.log",
+    priority: ANALYSIS_PRIORITY
     resources:
         host=1,
-    conda:
-        ENV
-    shell:
-        "python -m analysis.paper_inputs --metrics {input.metrics} --ceilings {input.ceilings} "
-        "--figdir results/figures --outdir results/paper/generated --repeatability {input.repeatability} "
-        "--profiles {input.profiles} --compiled {input.compiled} --traffic {input.traffic} "
-        "--ablations {input.ablations} "
-        "> {log} 2>&1"
+    run:
+        run_main("analysis.paper_inputs", ["--metrics", input.metrics, "--ceilings", input.ceilings, "--figdir",
+                                           "results/figures", "--figures", params.figures, "--outdir",
+                                           "results/paper/generated", "--repeatability", input.repeatability,
+                                           "--profiles", input.profiles, "--compiled", input.compiled, "--traffic",
+                                           input.traffic, "--ablations", input.ablations], log)
 
 
 rule paper_pdf:

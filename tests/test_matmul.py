@@ -75,6 +75,23 @@ def test_activation_none_keeps_negatives(config):
     assert (relu >= 0).all()
 
 
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=lambda v: str(v).replace("torch.", ""))
+@pytest.mark.parametrize("m,n,k", [(20, 33, 50), (7, 48, 17), (24, 31, 32), (16, 32, 48)])
+def test_large_unaligned_products_run_padded(monkeypatch, m, n, k, dtype, atol, rtol):
+    """Past PAD_MIN_MNK, K or N no multiple of 16 runs on zero-padded copies: the same answer, the first N columns of
+    a C padded to a multiple of 16 (what the H200's divisibility hint needs); aligned ones and pad=False as before."""
+    monkeypatch.setattr(mm, "PAD_MIN_MNK", 1)
+    a, b = _operands(m, n, k, dtype)
+    c = mm.matmul_triton(a, b)
+    torch.testing.assert_close(c.to(torch.float64), _ref(a, b), atol=atol, rtol=rtol)
+    padded = mm.padded_dims(a, b)
+    assert c.shape == (m, n) and (padded is None) == (n % 16 == 0 and k % 16 == 0)
+    assert c.stride(0) == (padded[1] if padded else n)
+    assert mm.matmul_triton(a, b, pad=False).is_contiguous()
+    monkeypatch.setattr(mm, "PAD_MIN_MNK", m * n * k + 1)  # one multiply-add short: not padded
+    assert mm.padded_dims(a, b) is None and mm.matmul_triton(a, b).is_contiguous()
+
+
 def test_empty_dimensions():
     a, b = _operands(0, 5, 4, torch.float32)
     assert mm.matmul_triton(a, b).shape == (0, 5)

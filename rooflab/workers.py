@@ -1,0 +1,168 @@
+"""Run a module's main(argv) in a warm worker process: the metrics, figure and paper-input jobs (rules/analysis.smk,
+rules/figures.smk, rules/paper.smk, their run: directives), so that pandas, pyarrow and matplotlib are imported
+once per worker instead of once per job (about 1.5-2.5 s each; issue 25), and two figures draw at once on two
+cores. Each job still is a job of its own (its inputs, outputs and log), so an edit reruns what it changed only.
+
+Snakemake runs run: jobs in threads of its own process (profiles/default: force-use-threads). A job takes an idle
+worker (``python -m rooflab.workers``, started when no idle one is left, so there are as many as jobs ever ran at
+once), hands it the call and waits; the worker runs it with its file descriptors 1 and 2 on the job's log, so
+the log holds what ``python -m <module> ARGS... > log 2>&1`` would print, C libraries' output included. An exception
+(or argparse's exit) fails the job, the traceback in its log. Between jobs nothing is carried over: every pyplot
+figure is closed and the figures' read cache emptied (each figure sets its own rcParams: figures/_common.setup). A
+worker that dies fails its job (the exit status in the error) and is not reused. Workers read their jobs from a
+pipe and stop when it closes: at snakemake's exit, or when snakemake dies.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+import traceback
+import warnings
+
+# What every job imports: loaded once when a worker starts, before its first job (a job's module still imports
+# whatever else it needs, once per worker).
+PRELOAD = ("pandas", "pyarrow.parquet", "matplotlib", "figures._common", "analysis.metrics")
+
+_IDLE: list["_Worker"] = []
+_ALL: list["_Worker"] = []
+_POOL_LOCK = threading.Lock()
+
+
+def flat(*parts) -> list[str]:
+    """The words of a command line from strings and (nested) lists of them: snakemake's input and output lists."""
+    words: list[str] = []
+    for p in parts:
+        if isinstance(p, (list, tuple)):
+            words += flat(*p)
+        else:
+            words.append(str(p))
+    return words
+
+
+class _Worker:
+    def __init__(self) -> None:
+        # the import path snakemake's own process has (the workflow's folder: figures/, analysis/)
+        env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        self.proc = subprocess.Popen([sys.executable, "-m", "rooflab.workers"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
+
+    def call(self, module: str, argv: list[str], log: str) -> dict:
+        try:
+            self.proc.stdin.write(json.dumps({"module": module, "argv": argv, "log": log}) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if not line:
+            return {"ok": False, "dead": True,
+                    "error": f"its worker process died (exit status {self.proc.wait()})"}
+        return json.loads(line)
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+
+def _take() -> _Worker:
+    with _POOL_LOCK:
+        if _IDLE:
+            return _IDLE.pop()
+        w = _Worker()
+        _ALL.append(w)
+        return w
+
+
+@atexit.register
+def _close_all() -> None:
+    for w in _ALL:
+        w.close()
+    for w in _ALL:
+        try:
+            w.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            w.proc.kill()
+
+
+def run_main(module: str, argv, log) -> None:
+    """importlib.import_module(module).main(argv) in a worker, its output in `log` (a path, or snakemake's log
+    list: its first file); raises RuntimeError, the traceback written to the log, where it fails."""
+    path = log if isinstance(log, str) else str(log[0])
+    worker = _take()
+    reply = worker.call(module, flat(argv), os.path.abspath(path))
+    if reply.get("dead"):
+        with _POOL_LOCK:
+            _ALL.remove(worker)
+    else:
+        with _POOL_LOCK:
+            _IDLE.append(worker)
+    if not reply["ok"]:
+        raise RuntimeError(f"python -m {module} failed ({reply['error']}); see {path}")
+
+
+# ---- the worker's side -------------------------------------------------------------------------------------------
+
+def _reset() -> None:
+    """What one job could leave behind for the next: open pyplot figures, the figures' metrics read cache."""
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+    common = sys.modules.get("figures._common")
+    if common is not None:
+        common._READ.clear()
+
+
+def _run_job(module: str, argv: list[str], log: str) -> dict:
+    """One job with fds 1 and 2 on its log; the reply for the pool."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    error = None
+    with open(log, "w") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+        try:
+            with warnings.catch_warnings():
+                try:
+                    importlib.import_module(module).main(argv)
+                except SystemExit as e:  # argparse's error, or a sys.exit in the main
+                    if e.code not in (None, 0):
+                        traceback.print_exc()
+                        error = f"exited with {e.code}"
+                except BaseException as e:  # noqa: BLE001 -- every failure goes to the log and fails the job
+                    traceback.print_exc()
+                    error = f"{type(e).__name__}: {e}"
+                finally:
+                    _reset()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+    return {"ok": error is None, "error": error}
+
+
+def serve() -> None:
+    """The worker: jobs as JSON lines on stdin, one reply line each on the stdout it started with (fd 1 is the
+    job's log while a job runs, /dev/null between jobs)."""
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    quiet = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(quiet, 1)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for name in PRELOAD:
+        importlib.import_module(name)
+    for line in sys.stdin:
+        job = json.loads(line)
+        replies.write(json.dumps(_run_job(job["module"], job["argv"], job["log"])) + "\n")
+
+
+if __name__ == "__main__":
+    serve()
