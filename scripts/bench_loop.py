@@ -59,6 +59,11 @@ def copy_tree(dest: Path, rev: str | None) -> str:
             tar.extractall(dest, filter="data")
         archive.unlink()
         return f"commit {sha.stdout.strip()}"
+    if subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True).stdout.strip() != \
+            str(REPO):  # no checkout of its own (a copy of the tree, as the GPU node gets): every file but the state
+        shutil.copytree(REPO, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
+            *STATE, ".venv", "wheelhouse", "__pycache__", ".bench*", ".clean"))
+        return f"copy of {REPO} (no git checkout; commit {os.environ.get('ROOFLAB_GIT_SHA', 'unknown')})"
     listing = subprocess.run([*git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"], check=True,
                              capture_output=True).stdout
     packed = subprocess.run(["tar", "-C", str(REPO), "--null", "--ignore-failed-read", "-T", "-", "-cf", "-"],
