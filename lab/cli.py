@@ -33,7 +33,7 @@ PER_SIZE_SECTIONS = {
 }
 # Probes that add their own rows to the Run: these two before the per-size sections, the rest after, in this order.
 PROBES_FIRST = {"floor": floor.run_floor, "flush": timer.run_flush}
-PROBES_LAST = {"matmul": matmul.run_matmul, "intercept": floor.run_intercept, "placement": timer.run_placement,
+PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept": floor.run_intercept, "placement": timer.run_placement,
                "drift": timer.run_drift, "instances": timer.run_instances, "launch": floor.run_launch,
                "timeline": timeline.run_timeline}
 
@@ -60,6 +60,7 @@ HELP = {
              "and a small cell under fixed hold lengths",
     "flush": "the same calls under each timer variant: writing or reading flush, stream held or not, warm L2",
     "matmul": "the pointer kernel and the TMA persistent kernel, each autotuned, against torch.relu(a @ b)",
+    "tf32": "TF32 products: cuBLAS, ours autotuned, ours at fixed BLOCK_K 32 tiles on the pointer and TMA kernels",
     "intercept": "fixed cost and marginal rate of each row kernel and the copy over (R, 8192) inputs; one-wave times",
     "placement": "one cell's median on several input allocations, with and without timing.warm_translations",
     "drift": "one cell's batch medians over seconds, back to back and after idle gaps",

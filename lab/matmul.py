@@ -28,3 +28,37 @@ def run_matmul(run):
                 best = getattr(tuner, "best_config", None)
                 run.rows.append({"kernel": "matmul", "n": n, "dtype": dname, "variant": f"chosen {label}: {best}"})
             print(f"done matmul n={n}", flush=True)
+
+
+# TF32 tiles: fp32 tiles are twice the bytes of 16-bit ones, so the 16-bit tiles at BLOCK_K 64 are pruned to 64-wide
+# ones; these keep 128-256 wide tiles in shared memory with BLOCK_K 32 (BLOCK_M, BLOCK_N, BLOCK_K, stages, warps).
+TF32_TILES = [(128, 128, 32, 3, 4), (128, 128, 32, 4, 8), (128, 256, 32, 3, 8), (256, 128, 32, 3, 8),
+              (128, 64, 32, 4, 4), (64, 128, 32, 4, 4)]
+
+
+def run_tf32(run):
+    """TF32 (float32 operands, torch.backends.cuda.matmul.allow_tf32): cuBLAS, ours autotuned, and ours at each of
+    TF32_TILES on the pointer and the TMA kernel, at every --matmul-n."""
+    from kernels import matmul as mm
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        for n in run.args.matmul_n:
+            a = torch.randn(n, n, device="cuda")
+            b = torch.randn(n, n, device="cuda")
+            variants = {"builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)),
+                        "triton auto (autotuned)": lambda: mm.matmul_triton(a, b)}
+            for bm, bn, bk, stages, warps in TF32_TILES:
+                cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_stages": stages,
+                       "num_warps": warps}
+                for method in ("pointer", "tma"):
+                    variants[f"{method} {bm}x{bn}x{bk} s{stages} w{warps}"] = \
+                        lambda c=cfg, m=method: mm.matmul_triton(a, b, config=c, method=m)
+            for name, fn in variants.items():
+                try:
+                    run.record("matmul", n, "tf32", name, timed(fn, run.timer, run.cfg), flops=2.0 * n ** 3 + n * n)
+                except Exception as e:  # a tile that does not fit or compile: a row saying so
+                    run.rows.append({"kernel": "matmul", "n": n, "dtype": "tf32", "variant": f"{name}: {e!r}"[:200]})
+            print(f"done tf32 n={n}", flush=True)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
