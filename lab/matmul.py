@@ -48,6 +48,15 @@ def run_tf32(run):
             b = torch.randn(n, n, device="cuda")
             variants = {"builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)),
                         "triton auto (autotuned)": lambda: mm.matmul_triton(a, b)}
+            bk_major = b.t().contiguous().t()  # the same B, stored K-major (N x K rows): what Hopper's TF32 MMA reads
+            variants["pointer auto, B K-major (product alone)"] = lambda: mm.matmul_triton(a, bk_major, method="pointer")
+            variants["pointer auto, B transposed + product"] = \
+                lambda: mm.matmul_triton(a, b.t().contiguous().t(), method="pointer")
+            for bm, bn, bk, stages, warps in TF32_TILES[:3]:
+                cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_stages": stages,
+                       "num_warps": warps}
+                variants[f"pointer {bm}x{bn}x{bk} s{stages} w{warps}, B K-major"] = \
+                    lambda c=cfg: mm.matmul_triton(a, bk_major, config=c, method="pointer")
             for bm, bn, bk, stages, warps in TF32_TILES:
                 cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_stages": stages,
                        "num_warps": warps}
