@@ -6,7 +6,6 @@ descriptors (large aligned products). float32 products follow torch's switch, as
 torch.backends.cuda.matmul.allow_tf32, then TF32; the sweep runs "float32" and "tf32" as two precisions
 (rooflab.kernel.math_mode). Under TRITON_INTERPRET=1 the tiles are upcast to fp32 before the dot (DOT_IN_FP32: the
 interpreter's bf16 dot is wrong) and fp32 dots are exact. The builtin is cuBLAS, then a separate ReLU kernel.
-
 References: Triton tutorials 03-matrix-multiplication and 09-persistent-matmul.
 """
 from __future__ import annotations
@@ -18,19 +17,16 @@ import triton.language as tl
 
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._launch import MATMUL, values
+from kernels._matmul_operands import input_precision_for, padded_dims, tma_ok, wants_k_major
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
-from rooflab.triton_utils import (autotune_bench, autotune_configs, check_device, device_capability, interpreting,
-                                  multiprocessor_count)
+from rooflab.triton_utils import autotune_bench, autotune_configs, check_device, interpreting, multiprocessor_count
 
 ACTIVATIONS = ("relu", "none")
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-# H200: 228 KiB of shared memory per SM, 227 KiB usable by one block; configs whose pipelined tiles need more are
-# dropped before compiling (they would fail with OutOfResources anyway, after costing a compile).
+# H200: 227 KiB of shared memory usable by one block; configs needing more are dropped before costing a compile
 SMEM_LIMIT_BYTES = 227 * 1024
 TMA_MIN_MNK = values(MATMUL["TMA_MIN_MNK"])  # "auto" takes TMA for products of this many multiply-adds
-PAD_MIN_MNK = values(MATMUL["PAD_MIN_MNK"])  # "auto" pads a product this large whose K or N is no multiple of PAD_TO
-PAD_TO = 16  # elements: Triton assumes an integer argument divisible by 16 only when it is (strides, K, N)
 
 
 @triton.jit
@@ -123,10 +119,15 @@ def _matmul_tma_kernel(
 
 def get_matmul_configs() -> list[triton.Config]:
     """The pointer kernel's tiles: each the autotuner chose in some cell of the H200 reference (autotune_config: 64x32,
-    64x64 fp32; 64x128, 64x256 small 16-bit and TF32; 128x128 at 1793) and the widest Hopper tile (interpreter: the
-    first only, rooflab.triton_utils.autotune_configs)."""
+    64x64 fp32; 64x128, 64x256 small 16-bit; 128x128 at 1793), the widest Hopper tile, and TF32_TILES for TF32
+    (interpreter: the first only, rooflab.triton_utils.autotune_configs)."""
     return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (64, 256, 32, 8, 4, 4), (64, 128, 64, 8, 4, 4),
-                     (64, 64, 64, 8, 4, 4), (64, 32, 32, 8, 5, 2)])
+                     (64, 64, 64, 8, 4, 4), (128, 128, 32, 8, 3, 4), (128, 256, 32, 8, 3, 8), (64, 32, 32, 8, 5, 2)])
+
+
+# TF32 on a K-major B: 338-347 TFLOP/s at 128x128x32 (3 stages, 4 warps), 313-330 at 128x256x32, where the 16-bit
+# tiles are pruned to 64 wide at fp32's size (data/tuning/tune_tf32_kmajor.csv); offered to TF32 products only.
+TF32_TILES = {(128, 128, 32), (128, 256, 32)}
 
 
 def _configs(tiles, pre_hook=None) -> list[triton.Config]:
@@ -136,8 +137,7 @@ def _configs(tiles, pre_hook=None) -> list[triton.Config]:
             for bm, bn, bk, group_m, stages, warps in tiles]
 
 
-def _smem_bytes(config: triton.Config, element_size: int) -> int:
-    """Shared memory the software pipeline keeps: one A and one B tile per stage."""
+def _smem_bytes(config: triton.Config, element_size: int) -> int:  # the pipeline's A and B tiles, one per stage
     kw = config.kwargs
     return config.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_size
 
@@ -155,11 +155,13 @@ def _fits(config: triton.Config, element_size: int, ieee: bool, epilogue: bool =
 
 
 def _prune_configs(configs, named_args, **kwargs):
-    """Drop configs whose pipelined tiles cannot fit in shared memory at this dtype (float32 tiles are twice as big)
-    and wide tiles for IEEE fp32 products."""
+    """Drop configs whose pipelined tiles cannot fit in shared memory at this dtype (float32 tiles are twice as big),
+    wide tiles for IEEE fp32 products, and TF32_TILES for all but TF32."""
     element_size = named_args["a_ptr"].element_size()
-    ieee = kwargs.get("INPUT_PRECISION") == "ieee"
-    return [c for c in configs if _fits(c, element_size, ieee)] or configs[-1:]
+    ieee, tf32 = (kwargs.get("INPUT_PRECISION") == p for p in ("ieee", "tf32"))
+    return [c for c in configs if _fits(c, element_size, ieee)
+            and (tf32 or (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) not in TF32_TILES)] \
+        or configs[-1:]
 
 
 def get_tma_configs() -> list[triton.Config]:
@@ -192,34 +194,15 @@ _matmul_kernel_autotuned = triton.autotune(
 
 _matmul_tma_autotuned = triton.autotune(
     configs=autotune_configs(get_tma_configs()),
-    # IN_DTYPE: without it a config tuned for float32 tiles (pruned to fit shared memory) was reused for bfloat16
-    # of the same shape (the sweep runs float32 first): 433 instead of 780 TFLOP/s at 8192 on the H200
+    # IN_DTYPE: without it float32's pruned tile was reused for bfloat16 (433 instead of 780 TFLOP/s at 8192)
     key=["M", "N", "K", "IN_DTYPE", "INPUT_PRECISION"],
     prune_configs_by={"early_config_prune": _prune_tma_configs},
     do_bench=autotune_bench,
 )(_matmul_tma_kernel)
 
 
-def input_precision_for(dtype: torch.dtype) -> str:
-    """tl.dot's input precision: float32 products follow torch.backends.cuda.matmul.allow_tf32, as torch.mm's do."""
-    return "tf32" if dtype != torch.float32 or torch.backends.cuda.matmul.allow_tf32 else "ieee"
-
-
-def tma_ok(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """TMA needs a unit last stride and 16-byte aligned base addresses and row strides (and Hopper or newer)."""
-    if a.device.type == "cuda" and device_capability(a.device)[0] < 9:
-        return False
-    for t in (a, b):
-        e = t.element_size()
-        if t.stride(1) != 1 or (t.stride(0) * e) % 16 or t.data_ptr() % 16:
-            return False
-    return (b.shape[1] * a.element_size()) % 16 == 0  # C (M, N) is allocated contiguous: its row stride too
-
-
-def _num_programs(device: torch.device) -> int:
-    if device.type == "cuda":
-        return multiprocessor_count(device)
-    return 4  # the interpreter: a few programs, each walking several tiles
+def _num_programs(device: torch.device) -> int:  # the interpreter: a few programs, each walking several tiles
+    return multiprocessor_count(device) if device.type == "cuda" else 4
 
 
 _LAUNCHES = LaunchCache("matmul")
@@ -227,8 +210,7 @@ _LAUNCHES = LaunchCache("matmul")
 
 def _launch_kept(launch, a, b, c) -> None:
     """A kept launch: the pointer kernel's on (a, b, c); the TMA kernel's on the key's three descriptors (kept from
-    its first call: shapes, strides and the chosen config's block shapes follow from the key), pointed at this call's
-    tensors for the launch only, so no buffer is held after it (the launcher reads the addresses as it launches)."""
+    its first call), pointed at this call's tensors for the launch only, so no buffer is held after it."""
     descriptors = launch.extra
     if descriptors is None:
         launch(a, b, c)
@@ -271,16 +253,6 @@ def _launch_tma(a, b, c, activation: str, config: dict | None, key=None) -> None
         _matmul_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, **common, **meta, **launch)
 
 
-def padded_dims(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int] | None:
-    """(K, N) rounded up to a multiple of PAD_TO for a product of at least PAD_MIN_MNK multiply-adds whose K or N is
-    no such multiple (its strides would lose Triton's divisibility hint, and TMA its 16-byte rows); else None."""
-    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:  # matmul_triton's checks say what is wrong
-        return None
-    (m, k), n = a.shape, b.shape[1]
-    aligned = not (k % PAD_TO or n % PAD_TO)
-    return None if aligned or m * n * k < PAD_MIN_MNK else (-(-k // PAD_TO) * PAD_TO, -(-n // PAD_TO) * PAD_TO)
-
-
 def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
                   config: dict | None = None, method: str = "auto", pad: bool = True) -> torch.Tensor:
     """C = activation(A @ B). ``method``: "tma" (tensor descriptors, persistent grid: Hopper and newer, aligned
@@ -289,13 +261,16 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
     GROUP_M, optionally num_warps, num_stages) bypasses the autotuner; without one, a key seen before launches as its
     first call did. ``pad`` ("auto", no config): a large product whose K or N is no multiple of 16 (padded_dims) runs
     on zero-padded copies and returns the first N columns of the padded C, a view (1793^3 bf16: the copies cost
-    ~30 us and save ~65, data/tuning/alignment_g8.csv)."""
+    ~30 us and save ~65, data/tuning/alignment_g8.csv); a large TF32 product reads a K-major copy of B
+    (wants_k_major)."""
     if pad and config is None and method == "auto":
         dims = padded_dims(a, b)
         if dims is not None:
             (k, n), (kp, np_) = b.shape, dims
             c = matmul_triton(F.pad(a, (0, kp - k)), F.pad(b, (0, np_ - n, 0, kp - k)), activation, pad=False)
             return c[:, :n] if np_ != n else c
+        if wants_k_major(a, b):
+            b = b.t().contiguous().t()  # the same B, its columns contiguous (the pointer kernel takes any strides)
     key = None
     if config is None:  # a config (a dict, for tuning) launches as asked, never kept
         key = (spec(a), spec(b), activation, method, input_precision_for(a.dtype), TMA_MIN_MNK)

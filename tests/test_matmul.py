@@ -7,6 +7,7 @@ import pytest
 import torch
 import triton
 
+from kernels import _matmul_operands as operands
 from kernels import matmul as mm
 from rooflab.cell import relative_error
 from rooflab.kernel import math_mode, math_mode_ran, torch_dtype
@@ -80,7 +81,7 @@ def test_activation_none_keeps_negatives(config):
 def test_large_unaligned_products_run_padded(monkeypatch, m, n, k, dtype, atol, rtol):
     """Past PAD_MIN_MNK, K or N no multiple of 16 runs on zero-padded copies: the same answer, the first N columns of
     a C padded to a multiple of 16 (what the H200's divisibility hint needs); aligned ones and pad=False as before."""
-    monkeypatch.setattr(mm, "PAD_MIN_MNK", 1)
+    monkeypatch.setattr(operands, "PAD_MIN_MNK", 1)
     a, b = _operands(m, n, k, dtype)
     c = mm.matmul_triton(a, b)
     torch.testing.assert_close(c.to(torch.float64), _ref(a, b), atol=atol, rtol=rtol)
@@ -88,8 +89,46 @@ def test_large_unaligned_products_run_padded(monkeypatch, m, n, k, dtype, atol, 
     assert c.shape == (m, n) and (padded is None) == (n % 16 == 0 and k % 16 == 0)
     assert c.stride(0) == (padded[1] if padded else n)
     assert mm.matmul_triton(a, b, pad=False).is_contiguous()
-    monkeypatch.setattr(mm, "PAD_MIN_MNK", m * n * k + 1)  # one multiply-add short: not padded
+    monkeypatch.setattr(operands, "PAD_MIN_MNK", m * n * k + 1)  # one multiply-add short: not padded
     assert mm.padded_dims(a, b) is None and mm.matmul_triton(a, b).is_contiguous()
+
+
+def test_tf32_tiles_only_for_tf32_and_k_major_b_only_for_large_tf32_products_on_hopper(monkeypatch):
+    """The BLOCK_K 32 tiles are offered to TF32 products only; on the CPU (the interpreter) no product is given a
+    K-major B, and on a GPU only a TF32 product of at least KMAJOR_MIN_MNK whose B is row-major."""
+    configs = mm.get_matmul_configs()
+    a, b = _operands(4, 4, 4, torch.float32)
+    tiles = lambda precision: {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"])  # noqa: E731
+                               for c in mm._prune_configs(configs, {"a_ptr": a}, INPUT_PRECISION=precision)}
+    assert mm.TF32_TILES <= tiles("tf32") and not mm.TF32_TILES & (tiles("ieee") | tiles("bf16"))
+    assert mm.TF32_TILES & {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) for c in configs}
+    monkeypatch.setattr(operands, "KMAJOR_MIN_MNK", 1)
+    with math_mode("tf32"):
+        assert not operands.wants_k_major(a, b)  # CPU tensors
+    monkeypatch.setattr(operands, "device_capability", lambda device: (9, 0))
+
+    class Cuda:  # stands in for a CUDA tensor: what wants_k_major reads
+        def __init__(self, t):
+            self.t, self.dtype, self.device, self.shape = t, t.dtype, torch.device("cuda"), t.shape
+
+        def dim(self):
+            return self.t.dim()
+
+        def stride(self, i):
+            return self.t.stride(i)
+
+        def numel(self):
+            return self.t.numel()
+
+    with math_mode("tf32"):
+        assert operands.wants_k_major(Cuda(a), Cuda(b))
+        assert not operands.wants_k_major(Cuda(a), Cuda(b.t().contiguous().t()))  # already K-major
+        assert not operands.wants_k_major(Cuda(a.half()), Cuda(b.half()))
+        monkeypatch.setattr(operands, "KMAJOR_MIN_MNK", 4 ** 3 + 1)
+        assert not operands.wants_k_major(Cuda(a), Cuda(b))
+    monkeypatch.setattr(operands, "KMAJOR_MIN_MNK", 1)
+    with math_mode("float32"):
+        assert not operands.wants_k_major(Cuda(a), Cuda(b))  # IEEE fp32: no TF32 MMA to feed
 
 
 def test_empty_dimensions():
@@ -131,7 +170,7 @@ def test_prune_drops_configs_too_big_for_shared_memory():
     assert mm._smem_bytes(big, 4) == 3 * (128 + 256) * 64 * 4
     fp32 = mm._prune_configs(configs, {"a_ptr": torch.empty(1, dtype=torch.float32)})
     bf16 = mm._prune_configs(configs, {"a_ptr": torch.empty(1, dtype=torch.bfloat16)})
-    assert big not in fp32 and big in bf16 and len(bf16) == len(configs) and fp32
+    assert big not in fp32 and big in bf16 and len(bf16) == len(configs) - len(mm.TF32_TILES) and fp32  # TF32's own
     tiny = [triton.Config({"BLOCK_M": 512, "BLOCK_N": 512, "BLOCK_K": 128, "GROUP_M": 8}, num_stages=4)]
     assert mm._prune_configs(tiny, {"a_ptr": torch.empty(1)}) == tiny  # never prunes to nothing
 

@@ -1,0 +1,46 @@
+"""What a matrix product's operands need before kernels/matmul.py launches: tl.dot's input precision, TMA's
+alignment, zero padding for a large product whose K or N is no multiple of 16, and a K-major B for TF32 on Hopper."""
+from __future__ import annotations
+
+import torch
+
+from kernels._launch import MATMUL, values
+from rooflab.triton_utils import device_capability
+
+PAD_MIN_MNK = values(MATMUL["PAD_MIN_MNK"])  # "auto" pads a product this large whose K or N is no multiple of PAD_TO
+PAD_TO = 16  # elements: Triton assumes an integer argument divisible by 16 only when it is (strides, K, N)
+KMAJOR_MIN_MNK = values(MATMUL["KMAJOR_MIN_MNK"])  # "auto" gives a TF32 product this large a K-major B (wants_k_major)
+
+
+def input_precision_for(dtype: torch.dtype) -> str:
+    """tl.dot's input precision: float32 products follow torch.backends.cuda.matmul.allow_tf32, as torch.mm's do."""
+    return "tf32" if dtype != torch.float32 or torch.backends.cuda.matmul.allow_tf32 else "ieee"
+
+
+def tma_ok(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """TMA needs a unit last stride and 16-byte aligned base addresses and row strides (and Hopper or newer)."""
+    if a.device.type == "cuda" and device_capability(a.device)[0] < 9:
+        return False
+    for t in (a, b):
+        e = t.element_size()
+        if t.stride(1) != 1 or (t.stride(0) * e) % 16 or t.data_ptr() % 16:
+            return False
+    return (b.shape[1] * a.element_size()) % 16 == 0  # C (M, N) is allocated contiguous: its row stride too
+
+
+def padded_dims(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int] | None:
+    """(K, N) rounded up to a multiple of PAD_TO for a product of at least PAD_MIN_MNK multiply-adds whose K or N is
+    no such multiple (its strides would lose Triton's divisibility hint, and TMA its 16-byte rows); else None."""
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:  # matmul_triton's checks say what is wrong
+        return None
+    (m, k), n = a.shape, b.shape[1]
+    aligned = not (k % PAD_TO or n % PAD_TO)
+    return None if aligned or m * n * k < PAD_MIN_MNK else (-(-k // PAD_TO) * PAD_TO, -(-n // PAD_TO) * PAD_TO)
+
+
+def wants_k_major(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether a TF32 product on Hopper or newer should read a K-major copy of B: those tensor cores read TF32
+    operands K-major only, and on a row-major B (K x N) Triton takes the older MMA at a third of the rate."""
+    return (a.dtype == torch.float32 and a.device.type == "cuda" and a.dim() == b.dim() == 2 and b.stride(0) != 1
+            and a.numel() * b.shape[1] >= KMAJOR_MIN_MNK and input_precision_for(a.dtype) == "tf32"
+            and device_capability(a.device)[0] >= 9)
