@@ -263,8 +263,8 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
     on zero-padded copies and returns the first N columns of the padded C, a view (1793^3 bf16: the copies cost
     ~30 us and save ~65, data/tuning/alignment_g8.csv); a large TF32 product reads a K-major copy of B
     (wants_k_major)."""
-    if pad and config is None and method == "auto":
-        dims = padded_dims(a, b)
+    if config is None and method == "auto":
+        dims = padded_dims(a, b) if pad else None
         if dims is not None:
             (k, n), (kp, np_) = b.shape, dims
             c = matmul_triton(F.pad(a, (0, kp - k)), F.pad(b, (0, np_ - n, 0, kp - k)), activation, pad=False)
