@@ -48,14 +48,14 @@ def tied_best(cell: pd.DataFrame, col: str = "median_ms") -> pd.DataFrame:
     Tied: slower than the fastest by no more than the verdict's noise (analysis/metrics.noise_floor: three combined
     standard errors of the two medians, and at least 2 %, 10 % under the short-cell threshold). 65.2 us against
     65.2 us is a tie, never 'the fastest'."""
-    g = cell.dropna(subset=[col]).sort_values(col, kind="stable")
-    if g.empty:
-        return g
-    if "rse_median" not in g:
-        g = g.assign(rse_median=np.nan)
-    best = g.iloc[0]
-    noise = noise_floor(g, np.full(len(g), float(best["rse_median"])))
-    return g[g[col].to_numpy(dtype=float) / float(best[col]) - 1 <= noise]
+    v = cell[col].dropna().sort_values(kind="stable")  # on the two columns it needs, then one take of the rows
+    if v.empty:
+        return cell.loc[v.index]
+    narrow = pd.DataFrame({"median_ms": cell["median_ms"].loc[v.index],
+                           "rse_median": cell["rse_median"].loc[v.index] if "rse_median" in cell else np.nan})
+    noise = noise_floor(narrow, np.full(len(v), float(narrow["rse_median"].iloc[0])))
+    g = cell.loc[v.index[v.to_numpy(dtype=float) / float(v.iloc[0]) - 1 <= noise]]
+    return g if "rse_median" in g else g.assign(rse_median=np.nan)
 
 
 def impl_names(impls, labels: dict | None = None) -> str:
