@@ -158,7 +158,10 @@ def serve() -> None:
     os.dup2(quiet, 1)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     for name in PRELOAD:
-        importlib.import_module(name)
+        try:
+            importlib.import_module(name)
+        except ImportError:  # a job that needs it fails with the traceback in its own log, not the worker
+            pass
     for line in sys.stdin:
         job = json.loads(line)
         replies.write(json.dumps(_run_job(job["module"], job["argv"], job["log"])) + "\n")
