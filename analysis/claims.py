@@ -48,13 +48,17 @@ def tied_best(cell: pd.DataFrame, col: str = "median_ms") -> pd.DataFrame:
     Tied: slower than the fastest by no more than the verdict's noise (analysis/metrics.noise_floor: three combined
     standard errors of the two medians, and at least 2 %, 10 % under the short-cell threshold). 65.2 us against
     65.2 us is a tie, never 'the fastest'."""
-    v = cell[col].dropna().sort_values(kind="stable")  # on the two columns it needs, then one take of the rows
-    if v.empty:
-        return cell.loc[v.index]
-    narrow = pd.DataFrame({"median_ms": cell["median_ms"].loc[v.index],
-                           "rse_median": cell["rse_median"].loc[v.index] if "rse_median" in cell else np.nan})
-    noise = noise_floor(narrow, np.full(len(v), float(narrow["rse_median"].iloc[0])))
-    g = cell.loc[v.index[v.to_numpy(dtype=float) / float(v.iloc[0]) - 1 <= noise]]
+    # positions, not labels (a frame may repeat index labels), and the two columns it needs, then one take of rows
+    vals = cell[col].to_numpy(dtype=float, na_value=np.nan)
+    present = np.flatnonzero(~np.isnan(vals))
+    order = present[np.argsort(vals[present], kind="stable")]
+    if not len(order):
+        return cell.iloc[order]
+    column = lambda name: cell[name].to_numpy(dtype=float, na_value=np.nan)[order]  # noqa: E731
+    rse = column("rse_median") if "rse_median" in cell else np.full(len(order), np.nan)
+    narrow = pd.DataFrame({"median_ms": column("median_ms"), "rse_median": rse})
+    noise = noise_floor(narrow, np.full(len(order), rse[0]))
+    g = cell.iloc[order[vals[order] / vals[order[0]] - 1 <= noise]]
     return g if "rse_median" in g else g.assign(rse_median=np.nan)
 
 

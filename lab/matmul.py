@@ -49,7 +49,8 @@ def run_tf32(run):
             variants = {"builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)),
                         "triton auto (autotuned)": lambda: mm.matmul_triton(a, b)}
             bk_major = b.t().contiguous().t()  # the same B, stored K-major (N x K rows): what Hopper's TF32 MMA reads
-            variants["pointer auto, B K-major (product alone)"] = lambda: mm.matmul_triton(a, bk_major, method="pointer")
+            variants["pointer auto, B K-major (product alone)"] = \
+                lambda: mm.matmul_triton(a, bk_major, method="pointer")
             variants["pointer auto, B transposed + product"] = \
                 lambda: mm.matmul_triton(a, b.t().contiguous().t(), method="pointer")
             for bm, bn, bk, stages, warps in TF32_TILES[:3]:
