@@ -192,6 +192,9 @@ def test_tied_best_names_every_implementation_within_noise():
     assert list(tied_best(apart)["impl"]) == ["triton"]
     short = cell_.assign(median_ms=[0.0050, 0.0040, 0.0043])  # under the short-cell threshold: a 10 % floor
     assert list(tied_best(short)["impl"]) == ["triton", "compile"]
+    # rows by position: a frame that repeats index labels (a concatenation) gives each row once; NaN is no time
+    repeated = pd.concat([cell_.iloc[:1], cell_.iloc[1:].assign(median_ms=[0.0652, np.nan])]).set_axis([0, 0, 0])
+    assert list(tied_best(repeated)["impl"]) == ["triton"] and tied_best(repeated.iloc[:0]).empty
 
 
 def test_a_tie_is_never_called_the_fastest(data):
