@@ -92,7 +92,7 @@ def figure_drawn(path: str, drawn: Collection[str] | None) -> bool:
     so the paper's inputs are written while the figures draw), or without that list, a PDF present."""
     if drawn is None:
         return Path(path).exists()
-    return os.path.normpath(path) in {os.path.normpath(p) for p in drawn}
+    return os.path.abspath(path) in {os.path.abspath(p) for p in drawn}
 
 
 def figures_tex(metrics: pd.DataFrame, gpus: list[str], figdir: str, captions: dict[str, str],

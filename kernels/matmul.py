@@ -158,7 +158,8 @@ def _prune_configs(configs, named_args, **kwargs):
     """Drop configs whose pipelined tiles cannot fit in shared memory at this dtype (float32 tiles are twice as big),
     wide tiles for IEEE fp32 products, and TF32_TILES for all but TF32."""
     element_size = named_args["a_ptr"].element_size()
-    ieee, tf32 = (kwargs.get("INPUT_PRECISION") == p for p in ("ieee", "tf32"))
+    ieee = kwargs.get("INPUT_PRECISION") == "ieee"
+    tf32 = kwargs.get("INPUT_PRECISION") == "tf32" and element_size == 4  # 16-bit products also say "tf32"
     return [c for c in configs if _fits(c, element_size, ieee)
             and (tf32 or (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) not in TF32_TILES)] \
         or configs[-1:]
@@ -186,7 +187,8 @@ def _prune_tma_configs(configs, named_args, **kwargs):
 
 _matmul_kernel_autotuned = triton.autotune(
     configs=autotune_configs(get_matmul_configs()),
-    key=["M", "N", "K", "INPUT_PRECISION"],  # the autotuner adds the tensors' dtypes to the key itself
+    # the autotuner adds the dtypes itself; stride_bk: a K-major B (TF32's copy) tunes apart from a row-major one
+    key=["M", "N", "K", "INPUT_PRECISION", "stride_bk"],
     prune_configs_by={"early_config_prune": _prune_configs},
     do_bench=autotune_bench,
 )(_matmul_kernel)

@@ -9,8 +9,9 @@ once), hands it the call and waits; the worker runs it with its file descriptors
 the log holds what ``python -m <module> ARGS... > log 2>&1`` would print, C libraries' output included. An exception
 (or argparse's exit) fails the job, the traceback in its log. Between jobs nothing is carried over: every pyplot
 figure is closed and the figures' read cache emptied (each figure sets its own rcParams: figures/_common.setup). A
-worker that dies fails its job (the exit status in the error) and is not reused. Workers read their jobs from a
-pipe and stop when it closes: at snakemake's exit, or when snakemake dies.
+worker that dies fails its job (the exit status in the error) and is not reused, nor is an idle one found dead.
+Workers read their jobs from a pipe and stop when it closes, at snakemake's exit; they leave Ctrl-C to snakemake,
+and stop at once, mid-job too, if snakemake is killed outright. A job's change of folder is undone after it.
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ import logging
 import os
 import subprocess
 import sys
+import signal
 import threading
+import time
 import traceback
 import warnings
 
@@ -47,8 +50,11 @@ def flat(*parts) -> list[str]:
 
 class _Worker:
     def __init__(self) -> None:
-        # the import path snakemake's own process has (the workflow's folder: figures/, analysis/)
-        env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        # the import path snakemake's process has beyond this interpreter's own (the workflow's folder: figures/,
+        # analysis/), so that a job starting another Python does not hand it this one's standard library
+        own = tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix} if p)
+        project = [p for p in sys.path if p and not p.startswith(own)]
+        env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(project + [os.getcwd()]))
         self.proc = subprocess.Popen([sys.executable, "-m", "rooflab.workers"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
 
@@ -62,7 +68,11 @@ class _Worker:
         if not line:
             return {"ok": False, "dead": True,
                     "error": f"its worker process died (exit status {self.proc.wait()})"}
-        return json.loads(line)
+        try:
+            return json.loads(line)
+        except ValueError:  # not a reply: the worker is not to be trusted with another job
+            self.proc.kill()
+            return {"ok": False, "dead": True, "error": f"its worker answered {line[:200]!r}"}
 
     def close(self) -> None:
         try:
@@ -73,8 +83,11 @@ class _Worker:
 
 def _take() -> _Worker:
     with _POOL_LOCK:
-        if _IDLE:
-            return _IDLE.pop()
+        while _IDLE:  # an idle worker may have died since (killed, out of memory): dropped, not handed a job
+            w = _IDLE.pop()
+            if w.proc.poll() is None:
+                return w
+            _ALL.remove(w)
         w = _Worker()
         _ALL.append(w)
         return w
@@ -124,6 +137,7 @@ def _run_job(module: str, argv: list[str], log: str) -> dict:
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
     error = None
+    cwd = os.getcwd()  # a job that changes folder does not move the next one
     with open(log, "w") as out:
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
@@ -140,6 +154,7 @@ def _run_job(module: str, argv: list[str], log: str) -> dict:
                     error = f"{type(e).__name__}: {e}"
                 finally:
                     _reset()
+                    os.chdir(cwd)
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -153,6 +168,16 @@ def _run_job(module: str, argv: list[str], log: str) -> dict:
 def serve() -> None:
     """The worker: jobs as JSON lines on stdin, one reply line each on the stdout it started with (fd 1 is the
     job's log while a job runs, /dev/null between jobs)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is snakemake's to handle; its exit closes our stdin
+    parent = os.getppid()
+
+    def orphaned() -> None:  # snakemake killed outright: stop, mid-job too, rather than write its outputs unseen
+        while True:
+            time.sleep(1)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=orphaned, daemon=True).start()
     replies = os.fdopen(os.dup(1), "w", buffering=1)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)

@@ -98,9 +98,15 @@ def test_tf32_tiles_only_for_tf32_and_k_major_b_only_for_large_tf32_products_on_
     K-major B, and on a GPU only a TF32 product of at least KMAJOR_MIN_MNK whose B is row-major."""
     configs = mm.get_matmul_configs()
     a, b = _operands(4, 4, 4, torch.float32)
-    tiles = lambda precision: {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"])  # noqa: E731
-                               for c in mm._prune_configs(configs, {"a_ptr": a}, INPUT_PRECISION=precision)}
-    assert mm.TF32_TILES <= tiles("tf32") and not mm.TF32_TILES & (tiles("ieee") | tiles("bf16"))
+
+    def tiles(dtype, precision):  # what the autotuner is offered, as matmul_triton names the precision
+        return {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) for c in mm._prune_configs(
+            configs, {"a_ptr": a.to(dtype)}, INPUT_PRECISION=precision)}
+
+    assert mm.input_precision_for(torch.bfloat16) == "tf32"  # 16-bit products pass "tf32" too: pruned by size
+    sixteen = tiles(torch.bfloat16, "tf32") | tiles(torch.float16, "tf32")
+    assert mm.TF32_TILES <= tiles(torch.float32, "tf32")
+    assert not mm.TF32_TILES & (tiles(torch.float32, "ieee") | sixteen)
     assert mm.TF32_TILES & {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) for c in configs}
     monkeypatch.setattr(operands, "KMAJOR_MIN_MNK", 1)
     with math_mode("tf32"):

@@ -31,6 +31,10 @@ JOB = textwrap.dedent('''
             os._exit(7)
         elif what == "pid":
             print(os.getpid())
+        elif what == "cd":
+            os.chdir("/")
+        elif what == "cwd":
+            print(os.getcwd())
 ''')
 
 
@@ -83,3 +87,19 @@ def test_jobs_at_once_run_in_workers_of_their_own(job_module, tmp_path):
         t.join()
     pids = {p.read_text().split()[-1] for p in logs}
     assert str(os.getpid()) not in pids and 1 <= len(pids) <= 3 and len(workers._ALL) == len(pids)
+
+
+def test_an_idle_worker_found_dead_is_replaced_and_a_jobs_folder_change_undone(job_module, tmp_path):
+    import signal
+
+    log = tmp_path / "job.log"
+    workers.run_main(job_module, ["cwd"], str(log))
+    here = log.read_text().split()[-1]
+    workers.run_main(job_module, ["cd"], str(log))
+    workers.run_main(job_module, ["cwd"], str(log))
+    assert log.read_text().split()[-1] == here
+    (idle,) = workers._IDLE
+    idle.proc.send_signal(signal.SIGKILL)
+    idle.proc.wait()
+    workers.run_main(job_module, ["pid"], str(log))  # not failed by the dead one: a fresh worker ran it
+    assert log.read_text().split()[-1] != str(idle.proc.pid) and idle not in workers._ALL
