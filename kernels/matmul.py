@@ -125,7 +125,7 @@ def get_matmul_configs() -> list[triton.Config]:
                      (64, 64, 64, 8, 4, 4), (128, 128, 32, 8, 3, 4), (128, 256, 32, 8, 3, 8), (64, 32, 32, 8, 5, 2)])
 
 
-# TF32 on a K-major B: 338-347 TFLOP/s at 128x128x32 (3 stages, 4 warps), 313-330 at 128x256x32, where the 16-bit
+# TF32 on a K-major B: 337-347 TFLOP/s at 128x128x32 (3 stages, 4 warps), 313-330 at 128x256x32, where the 16-bit
 # tiles are pruned to 64 wide at fp32's size (data/tuning/tune_tf32_kmajor.csv); offered to TF32 products only.
 TF32_TILES = {(128, 128, 32), (128, 256, 32)}
 

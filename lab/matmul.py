@@ -37,38 +37,32 @@ TF32_TILES = [(128, 128, 32, 3, 4), (128, 128, 32, 4, 8), (128, 256, 32, 3, 8), 
 
 
 def run_tf32(run):
-    """TF32 (float32 operands, torch.backends.cuda.matmul.allow_tf32): cuBLAS, ours autotuned, and ours at each of
-    TF32_TILES on the pointer and the TMA kernel, at every --matmul-n."""
+    """TF32 (float32 operands, torch's TF32 switch on): cuBLAS, ours autotuned, ours on B stored K-major, and ours at
+    each of TF32_TILES on the pointer and the TMA kernel, at every --matmul-n."""
     from kernels import matmul as mm
+    from rooflab.kernel import math_mode
 
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
+    def tile(bm, bn, bk, stages, warps):
+        return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_stages": stages, "num_warps": warps}
+
+    with math_mode("tf32"):
         for n in run.args.matmul_n:
             a = torch.randn(n, n, device="cuda")
             b = torch.randn(n, n, device="cuda")
-            variants = {"builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)),
-                        "triton auto (autotuned)": lambda: mm.matmul_triton(a, b)}
             bk_major = b.t().contiguous().t()  # the same B, stored K-major (N x K rows): what Hopper's TF32 MMA reads
-            variants["pointer auto, B K-major (product alone)"] = \
-                lambda: mm.matmul_triton(a, bk_major, method="pointer")
-            variants["pointer auto, B transposed + product"] = \
-                lambda: mm.matmul_triton(a, b.t().contiguous().t(), method="pointer")
-            for bm, bn, bk, stages, warps in TF32_TILES[:3]:
-                cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_stages": stages,
-                       "num_warps": warps}
-                variants[f"pointer {bm}x{bn}x{bk} s{stages} w{warps}, B K-major"] = \
-                    lambda c=cfg: mm.matmul_triton(a, bk_major, config=c, method="pointer")
-            for bm, bn, bk, stages, warps in TF32_TILES:
-                cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_stages": stages,
-                       "num_warps": warps}
+            variants = {"builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)),
+                        "triton auto (autotuned)": lambda: mm.matmul_triton(a, b),
+                        "pointer auto, B K-major (product alone)":
+                            lambda: mm.matmul_triton(a, bk_major, method="pointer"),
+                        "pointer auto, B transposed + product":
+                            lambda: mm.matmul_triton(a, b.t().contiguous().t(), method="pointer")}
+            for t in TF32_TILES[:3]:
+                variants[f"pointer {t[0]}x{t[1]}x{t[2]} s{t[3]} w{t[4]}, B K-major"] = \
+                    lambda c=tile(*t): mm.matmul_triton(a, bk_major, config=c, method="pointer")
+            for t in TF32_TILES:
                 for method in ("pointer", "tma"):
-                    variants[f"{method} {bm}x{bn}x{bk} s{stages} w{warps}"] = \
-                        lambda c=cfg, m=method: mm.matmul_triton(a, b, config=c, method=m)
-            for name, fn in variants.items():
-                try:
-                    run.record("matmul", n, "tf32", name, timed(fn, run.timer, run.cfg), flops=2.0 * n ** 3 + n * n)
-                except Exception as e:  # a tile that does not fit or compile: a row saying so
-                    run.rows.append({"kernel": "matmul", "n": n, "dtype": "tf32", "variant": f"{name}: {e!r}"[:200]})
+                    variants[f"{method} {t[0]}x{t[1]}x{t[2]} s{t[3]} w{t[4]}"] = \
+                        lambda c=tile(*t), m=method: mm.matmul_triton(a, b, config=c, method=m)
+            for name, fn in variants.items():  # timed: a tile that does not fit or compile is a NaN row
+                run.record("matmul", n, "tf32", name, timed(fn, run.timer, run.cfg), flops=mm.flops(n))
             print(f"done tf32 n={n}", flush=True)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = False

@@ -20,9 +20,9 @@ import importlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
-import signal
 import threading
 import time
 import traceback
