@@ -39,6 +39,7 @@ from analysis.tables import (calibration_table, cpu_ceilings_table, cpu_summary_
                              projection_table, rate_column,
                              repeatability_table, specs_table, summary_table)
 from rooflab.gpus import CPU_KEY
+from rooflab.io import read_table
 
 OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_calibration", "table_specs",
            "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
@@ -151,7 +152,7 @@ def read_facts(paths) -> pd.DataFrame | None:
     frames = []
     for p in paths or []:
         try:
-            frames.append(pd.read_parquet(p))
+            frames.append(read_table(p))
         except Exception:  # a missing or foreign file: the paper says 'not measured'
             continue
     return pd.concat(frames, ignore_index=True) if frames else None
@@ -165,7 +166,7 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
 
     from rooflab.io import CEILING_COLUMNS, read_results, write_text
 
-    metrics = pd.read_parquet(metrics_path)
+    metrics = read_table(metrics_path)
     ceilings = pd.concat([read_results(p, CEILING_COLUMNS) for p in ceiling_paths], ignore_index=True)
     # <dir>/<gpu>/repeatability.csv: the GPU is the folder's name
     runs = {Path(p).parent.name: pd.read_csv(p) for p in repeatability_paths}
@@ -174,7 +175,7 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
                                counts, os.environ.get("ROOFLAB_RUN_ID") or None, read_facts(profile_paths),
                                read_facts(compiled_paths),
                                {Path(p).parent.name: pd.read_csv(p) for p in traffic_paths},
-                               {Path(p).parent.name: pd.read_parquet(p) for p in ablation_paths},
+                               {Path(p).parent.name: read_table(p) for p in ablation_paths},
                                drawn).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 

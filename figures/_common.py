@@ -22,6 +22,7 @@ from analysis.claims import CPU_FRAME_LABEL, FRAME_LABEL, over_roof  # noqa: E40
 from analysis.latex import print_box  # noqa: E402
 from figures import SCOPES  # noqa: E402
 from rooflab.gpus import CPU_KEY  # noqa: E402
+from rooflab.io import read_table  # noqa: E402
 from rooflab.kernel import IMPL_LABEL, IMPLS  # noqa: E402
 
 IMPL_ORDER = list(IMPLS)
@@ -66,7 +67,7 @@ def read_metrics(paths) -> pd.DataFrame:
     it (each gets a copy)."""
     key = tuple([paths] if isinstance(paths, (str, Path)) else paths)
     if key not in _READ:
-        frames = [pd.read_parquet(p) for p in key]
+        frames = [read_table(p) for p in key]
         _READ[key] = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     return _READ[key].copy()
 

@@ -17,6 +17,7 @@ from matplotlib.colors import LogNorm
 from figures import SCOPES
 from figures._common import (IMPL_SHORT, annotated_grid, gpu_name, impls_present, new_figure, no_data_figure,
                              parse_args, save, setup)
+from rooflab.io import read_table
 from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["fusion"]
@@ -30,7 +31,7 @@ def read_profiles(paths, gpu: str) -> tuple[pd.DataFrame, str]:
         if not Path(p).exists():
             continue
         try:
-            df = pd.read_parquet(p)
+            df = read_table(p)
         except Exception as exc:  # a corrupt or foreign file: say so rather than fail the figure
             why = f"{p}: unreadable ({type(exc).__name__})"
             continue
