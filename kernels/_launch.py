@@ -128,6 +128,14 @@ SOFTMAX = {
         2: Choice((4096, 4096), "faster in two calls; bf16 8192 a tie", T + "tune_v21_unmasked_confirm.csv"),
         4: Choice((8192, 8192), "faster in two calls; fp32 4096 a tie", T + "tune_v21_unmasked_confirm.csv"),
     },
+    # (rows a SM, columns): fewer rows than that, of at least that many columns, are split over several programs
+    "SPLIT_BELOW": Choice((2, 32768), "one program a row leaves most SMs idle (bf16 8 x 256000: 0.44x torch); "
+                                      "square shapes never qualify", None),
+    # a split row: (programs a SM, fewest, most elements a program): the flat tile one program holds
+    "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
+    # tiled forward rows not 16-byte aligned walk tiles that start on a 16-byte boundary
+    "ALIGNED_TILES": Choice(True, "a row's own tiles load one element at a time there (bf16 1024 x 50257: 0.67x "
+                                  "torch)", None),
 }
 
 ROWSUM = {

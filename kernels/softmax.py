@@ -1,9 +1,9 @@
 """Softmax over the rows of an N x N matrix, forward and backward: y = exp(x - max) / sum(exp(x - max)).
 
 Forward: a row of at most MAX_FUSED_BLOCK elements is held in registers by one program (padded to a power of two with
--inf, which exp sends to 0): x read once, y written once; the rows RELOAD_MIN_COLS names read x again, from the L2,
-instead of holding the exponentials across the sum. Longer rows: online softmax over tiles, a running max m and sum
-s, rescaled by exp(m_old - m_new) when m grows, then a second pass writes exp(x - m) / s. Backward:
+-inf, which exp sends to 0): x read once, y written once; the rows RELOAD_MIN_COLS names read x again, from the L2.
+Longer rows: online softmax over tiles, a running max m and sum s, rescaled by exp(m_old - m_new) when m grows, then a
+second pass writes exp(x - m) / s (few long rows, or unaligned ones: kernels/_softmax_long.py). Backward:
 dx = y * (dy - sum_j dy_j y_j), one program per row, two passes over tiles for long rows. Row statistics are fp32.
 Passes: "fwd" and "fwd+bwd" (a fixed seeded upstream gradient). Also here: hand-written CUDA (kernels/cuda/softmax.cu).
 
@@ -19,8 +19,9 @@ import triton.language as tl
 from kernels._cuda import build_cuda, cuda_source
 from kernels._launch import SOFTMAX, values
 from kernels._fastlaunch import LaunchCache, spec
-from kernels._rows import (leading_rows, MAX_BLOCK_SIZE, bound_mask, held_min_warps, needs_grad, row_launch_params,
-                           unmasked)
+from kernels._rows import (leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, held_min_warps, needs_grad,
+                           row_launch_params, split_cols, unmasked)
+from kernels._softmax_long import softmax_fwd_aligned_kernel, split_forward
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.shapes import as_shape
@@ -32,6 +33,9 @@ MAX_FUSED_BLOCK = MAX_BLOCK_SIZE  # longest row held by one program, and the onl
 RELOAD_MIN_COLS = values(SOFTMAX["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
 HELD_MIN_WARPS = values(SOFTMAX["HELD_MIN_WARPS"])  # held rows: element size -> (columns, fewest warps)
 UNMASKED_COLS = values(SOFTMAX["UNMASKED_COLS"])  # element size -> (fewest, most) columns without a column mask
+SPLIT_BELOW = values(SOFTMAX["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_softmax_long)
+SPLIT_CHUNK = values(SOFTMAX["SPLIT_CHUNK"])  # (programs a SM, fewest, most elements a program) of a split row
+ALIGNED_TILES = values(SOFTMAX["ALIGNED_TILES"])  # tiled rows not 16-byte aligned: tiles on 16-byte boundaries
 
 
 @triton.jit
@@ -146,15 +150,17 @@ _BWD_LAUNCHES = LaunchCache("softmax_backward")
 
 
 def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
-                    reload: bool | None = None, full: bool | None = None) -> torch.Tensor:
-    """Softmax over rows. Check; allocate; one program per row, whole-row or online-over-tiles by row length.
-    ``num_warps`` overrides the heuristic (for tuning); ``reload`` reads a one-block row twice (the second time from
-    the L2) instead of holding its exponentials in registers across the sum; by default for the rows
-    RELOAD_MIN_COLS names (held rows take at least HELD_MIN_WARPS warps). ``full`` drops the column mask of a row
-    exactly one block long (by default for the rows UNMASKED_COLS names; ignored on other rows and by the online
-    kernels). A key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py)."""
-    # the tables by id: the lab swaps them between calls
-    key = (spec(x), max_block, num_warps, reload, full, id(RELOAD_MIN_COLS), id(HELD_MIN_WARPS), id(UNMASKED_COLS))
+                    reload: bool | None = None, full: bool | None = None, split: int | None = None,
+                    aligned: bool | None = None) -> torch.Tensor:
+    """Softmax over rows. Check; allocate; one program a row, whole-row or online over tiles by row length; few long
+    rows split, and long unaligned rows on aligned tiles (kernels/_softmax_long.py). ``num_warps`` overrides the
+    heuristic; ``reload`` reads a held row twice (the second time from the L2) instead of holding its exponentials
+    (default: RELOAD_MIN_COLS; held rows take HELD_MIN_WARPS); ``full`` drops a one-block row's column mask (default:
+    UNMASKED_COLS). ``split``: elements a program of the split path (a power of two, at most a row, contiguous x), 0:
+    one program a row, None: split_cols on SPLIT_* (GPU only). ``aligned``: tiled rows of a contiguous x on 16-byte
+    aligned tiles (default: ALIGNED_TILES, where rows are unaligned). A key seen before launches as its first call."""
+    key = (spec(x), max_block, num_warps, reload, full, split, aligned, id(RELOAD_MIN_COLS), id(HELD_MIN_WARPS),
+           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, ALIGNED_TILES)
     launch = _FWD_LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
@@ -165,6 +171,14 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if y.numel() == 0:
         return y
+    flat = x.is_contiguous()
+    if split is None:
+        split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK) if flat else 0
+    elif split and not (flat and split & (split - 1) == 0 and split <= n_cols):
+        raise ValueError(f"split must be a power of two of at most a row ({n_cols}) over a contiguous x, got {split}")
+    if split:
+        split_forward(_FWD_LAUNCHES, key, x, y, split)
+        return y
     block, auto_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
     if reload is None:
         reload = one_block and n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
@@ -173,9 +187,14 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     num_warps = num_warps or auto_warps
     grid = lambda META: (n_rows,)  # noqa: E731
     args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))
+    align = 16 // x.element_size()  # elements in 16 bytes
+    aligned = (ALIGNED_TILES and n_cols % align != 0) if aligned is None else aligned
     if one_block:
         full = unmasked(UNMASKED_COLS, full, n_cols, x.element_size(), whole_tiles=block == n_cols)
         kernel, meta = _softmax_fwd_row_kernel, dict(BLOCK_N=block, RELOAD=reload, FULL=full, num_warps=num_warps)
+    elif aligned and flat:
+        kernel, args = softmax_fwd_aligned_kernel, (x, y, n_cols)
+        meta = dict(BLOCK_N=block, ALIGN=align, num_warps=num_warps)
     else:
         kernel, meta = _softmax_fwd_online_kernel, dict(BLOCK_N=block, num_warps=num_warps)
     _FWD_LAUNCHES.launch(key, kernel, grid, args, meta, n_head=2)

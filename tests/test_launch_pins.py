@@ -57,11 +57,11 @@ class Recorder:
 
 def _recorded(module, names: tuple[str, ...], call) -> list:
     """The launches of call() with each kernel in ``names`` recorded instead, on ``module`` or, for a name it lacks,
-    on the kernels' shared split module (kernels/_norm_split.py)."""
-    from kernels import _norm_split
+    on the split modules (kernels/_norm_split.py, kernels/_softmax_long.py) that has it."""
+    from kernels import _norm_split, _softmax_long
 
     log: list = []
-    owner = {n: module if hasattr(module, n) else _norm_split for n in names}
+    owner = {n: next(m for m in (module, _norm_split, _softmax_long) if hasattr(m, n)) for n in names}
     saved = {n: getattr(owner[n], n) for n in names}
     for n in names:
         setattr(owner[n], n, Recorder(n, log))
@@ -77,6 +77,9 @@ def _recorded(module, names: tuple[str, ...], call) -> list:
 
 def _dt(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+SOFTMAX_FWD_KERNELS = ("_softmax_fwd_row_kernel", "_softmax_fwd_online_kernel", "softmax_fwd_aligned_kernel",
+                       "_softmax_split_stats_kernel", "_softmax_split_apply_kernel")
 
 
 def _row_cases():
@@ -107,7 +110,7 @@ def record_rows() -> dict:
         out[f"layernorm.launch_options/{case}"] = [ln.launch_options(n, e, block, warps, p) for p in (False, True)]
         out[f"rmsnorm/{case}"] = _recorded(rms, ("_rmsnorm_fwd_kernel",), lambda: rms.rmsnorm_triton(x, w))
         out[f"rowsum/{case}"] = _recorded(rs, ("_rowsum_kernel",), lambda: rs.rowsum_triton(x))
-        out[f"softmax.fwd/{case}"] = _recorded(sm, ("_softmax_fwd_row_kernel", "_softmax_fwd_online_kernel"),
+        out[f"softmax.fwd/{case}"] = _recorded(sm, SOFTMAX_FWD_KERNELS,
                                                lambda: sm.softmax_forward(x))
         out[f"softmax.bwd/{case}"] = _recorded(sm, ("_softmax_bwd_row_kernel", "_softmax_bwd_tiled_kernel"),
                                                lambda: sm.softmax_backward(x, x))
@@ -130,7 +133,7 @@ def record_rows() -> dict:
                 lambda: rs.rowsum_triton(x, **kw))
         for kw in ({"max_block": 256}, {"reload": True}, {"reload": False}, {"full": True}, {"num_warps": 2}):
             out[f"softmax.fwd/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
-                sm, ("_softmax_fwd_row_kernel", "_softmax_fwd_online_kernel"), lambda: sm.softmax_forward(x, **kw))
+                sm, SOFTMAX_FWD_KERNELS, lambda: sm.softmax_forward(x, **kw))
         out[f"softmax.bwd/{_dt(dtype)}/3x2048/max_block=256"] = _recorded(
             sm, ("_softmax_bwd_row_kernel", "_softmax_bwd_tiled_kernel"), lambda: sm.softmax_backward(x, x, 256))
     return out

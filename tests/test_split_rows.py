@@ -1,5 +1,5 @@
-"""The split path of the row kernels (issue 23: few long rows, and rowsum's long unaligned rows): forced under the
-interpreter (it never splits by itself there: no SM count) against float64, odd lengths included; the choice itself
+"""The split path of the row kernels (issue 23: few long rows, and rowsum's long unaligned rows), and softmax's
+16-byte aligned tiles for unaligned rows: forced under the interpreter (it never splits by itself there: no SM count) against float64, odd lengths included; the choice itself
 (kernels/_rows.split_cols) for the H200's 132 SMs; the launch cache keeps a split's two launches as one."""
 import pytest
 import torch
@@ -8,9 +8,10 @@ from kernels import _fastlaunch
 from kernels._rows import split_cols
 from kernels.layernorm import layernorm64, layernorm_triton
 from kernels.rmsnorm import rmsnorm64, rmsnorm_triton
-from kernels import rowsum
+from kernels import rowsum, softmax
 from kernels.rmsnorm import SPLIT_BELOW, SPLIT_CHUNK
 from kernels.rowsum import reference as rowsum_reference, rowsum_triton
+from kernels.softmax import softmax_forward
 
 # (shape, columns a program): several chunks a row; 20001 and 70000 rows are not 16-byte aligned in fp16, so
 # rowsum's flat tiles straddle rows; 8192 = 8 tiles exactly (tile and row boundaries meet)
@@ -51,6 +52,50 @@ def test_norms_split_match_float64(shape, chunk, dtype, atol, rtol):
     torch.testing.assert_close(y.double(), layernorm64(x.double(), w.double(), b.double()), atol=atol, rtol=rtol)
 
 
+def _softmax64(x):
+    return torch.softmax(x.double(), dim=1)
+
+
+@pytest.mark.parametrize("shape, chunk", CASES)
+@pytest.mark.parametrize("dtype, atol, rtol", NORM_TOLERANCES)
+def test_softmax_split_matches_float64(shape, chunk, dtype, atol, rtol):
+    x = 4.0 * _x(shape, dtype)  # a spread of maxima across tiles: the partials' rescaling matters
+    y = softmax_forward(x, split=chunk)
+    assert y.dtype == dtype and y.shape == shape
+    torch.testing.assert_close(y.double(), _softmax64(x), atol=atol / 100, rtol=rtol)
+
+
+@pytest.mark.parametrize("shape", [(3, 37), (5, 1001), (2, 4099), (4, 64)])  # 64: aligned, asked anyway
+@pytest.mark.parametrize("dtype, atol, rtol", NORM_TOLERANCES)
+def test_softmax_aligned_tiles_match_float64(shape, dtype, atol, rtol):
+    """Rows no multiple of 16 bytes walked in tiles on 16-byte boundaries (the first before the row's start); short
+    tiles (max_block) so that a row spans several, edges and interior."""
+    x = 4.0 * _x(shape, dtype, seed=2)
+    for block in (16, 256):
+        y = softmax_forward(x, max_block=block, aligned=True)
+        torch.testing.assert_close(y.double(), _softmax64(x), atol=atol / 100, rtol=rtol)
+
+
+def test_softmax_split_and_aligned_tiles_keep_minus_infinity():
+    """A row half -inf, a row with one -inf: as torch's (exp(-inf) = 0, no NaN from -inf - -inf)."""
+    x = _x((4, 40), torch.float32, seed=4)
+    x[1, :20] = -float("inf")
+    x[2, 5] = -float("inf")
+    for kw in (dict(split=16), dict(max_block=16, aligned=True)):
+        torch.testing.assert_close(softmax_forward(x, **kw), torch.softmax(x, dim=1), atol=1e-6, rtol=1e-6)
+
+
+def test_softmax_split_needs_a_contiguous_x_and_a_tile_within_a_row():
+    x = _x((4, 2048), torch.float32)
+    for bad in (3000, 4096):
+        with pytest.raises(ValueError, match="split"):
+            softmax_forward(x, split=bad)
+    with pytest.raises(ValueError, match="contiguous"):
+        softmax_forward(x[:, ::2], split=256)
+    y = softmax_forward(x[:, ::2], max_block=256)  # by default: one program a row, strided (no aligned tiles)
+    torch.testing.assert_close(y.double(), _softmax64(x[:, ::2]), atol=1e-6, rtol=1e-5)
+
+
 def test_norms_split_honour_strides():
     """A transposed x (column stride > 1) through the split path; the output is contiguous."""
     x, w, b = _norm_inputs((5000, 3), torch.float32)
@@ -89,6 +134,9 @@ def test_split_only_for_few_long_rows():
     # rowsum's few long rows keep one program a row (its split measured slower on the H200); unaligned ones split
     assert split_cols(8, 256000, H200_SMS, rowsum.SPLIT_BELOW, rowsum.SPLIT_CHUNK) == 0
     assert split_cols(1024, 50257, H200_SMS, rowsum.SPLIT_BELOW, rowsum.SPLIT_CHUNK, True) == 16384
+    # softmax splits few long rows; its unaligned many rows keep one program a row, on aligned tiles
+    assert split_cols(8, 256000, H200_SMS, softmax.SPLIT_BELOW, softmax.SPLIT_CHUNK) == 4096
+    assert split_cols(1024, 50257, H200_SMS, softmax.SPLIT_BELOW, softmax.SPLIT_CHUNK) == 0
 
 
 def test_a_kept_split_replays_as_its_first_call():
@@ -101,4 +149,14 @@ def test_a_kept_split_replays_as_its_first_call():
         misses = _LAUNCHES.misses
         again = rowsum_triton(x, split=1024)
         assert _LAUNCHES.misses == misses == 2  # two launches on the first call, none after
+    torch.testing.assert_close(again, first, atol=0, rtol=0)
+
+
+def test_a_kept_softmax_split_replays_as_its_first_call():
+    x = 4.0 * _x((8, 20001), torch.float32, seed=5)
+    with _fastlaunch.replaying():
+        first = softmax_forward(x, split=1024)
+        misses = softmax._FWD_LAUNCHES.misses
+        again = softmax_forward(x, split=1024)
+        assert softmax._FWD_LAUNCHES.misses == misses  # the second call replays both launches
     torch.testing.assert_close(again, first, atol=0, rtol=0)
