@@ -133,9 +133,9 @@ SOFTMAX = {
                                       "square shapes never qualify", None),
     # a split row: (programs a SM, fewest, most elements a program): the flat tile one program holds
     "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
-    # tiled forward rows not 16-byte aligned walk tiles that start on a 16-byte boundary
-    "ALIGNED_TILES": Choice(True, "a row's own tiles load one element at a time there (bf16 1024 x 50257: 0.67x "
-                                  "torch)", None),
+    # long forward rows not 16-byte aligned split whatever their number: the flat tiles load 16-byte vectors
+    "SPLIT_UNALIGNED": Choice(True, "one program a row loads an element at a time (bf16 1024 x 50257: 150 us, "
+                                    "builtin 103); tiles on 16-byte boundaries within the row: 186", None),
 }
 
 ROWSUM = {

@@ -1,11 +1,10 @@
-"""Softmax's forward over long rows (kernels/softmax.py chooses): few long rows split over several programs, and
-rows not 16-byte aligned walked in aligned tiles. Both need a contiguous x (the rows' flat offsets).
+"""Softmax's forward split over several programs a row (kernels/softmax.py chooses): for few long rows (one program a
+row leaves SMs idle) and for long rows not 16-byte aligned (a row's own tiles load one element at a time).
 
-Split (few rows, SMs idle): a contiguous x as one flat buffer in tiles of CHUNK elements, a program each, in two
+A contiguous x as one flat buffer in tiles of CHUNK elements, a program each, every tile 16-byte aligned, in two
 launches (kernels/_rows.launch_split): phase 1 writes each tile's (max, sum of exp(x - max)) for the row it starts in
 and for the next; phase 2 combines a row's partials in a fixed order (no atomics) and writes the tile's elements, x
-read again from the L2. Aligned tiles (one program a row): the online softmax over tiles that start on a 16-byte
-boundary, the first one before the row, so the row's inner tiles load and store 16-byte vectors.
+read again (from the L2 where it still is).
 """
 from __future__ import annotations
 
@@ -20,39 +19,6 @@ from kernels._rows import launch_split, row_launch_params
 def _finite(m):
     """A running max as a shift: -inf (nothing seen yet) shifts by 0, so exp(-inf - shift) is 0, never NaN."""
     return tl.where(m == -float("inf"), 0.0, m)
-
-
-@triton.jit
-def softmax_fwd_aligned_kernel(x_ptr, y_ptr, n_cols, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
-    # The online kernel for a contiguous x whose rows are no multiple of 16 bytes (ALIGN elements) long: each row is
-    # walked in tiles that start on a 16-byte boundary (the first one before the row's start), so every tile inside
-    # the row loads and stores 16-byte vectors unmasked; only the row's first and last tiles are masked.
-    row_start = tl.program_id(axis=0).to(tl.int64) * n_cols
-    row_end = row_start + n_cols
-    first = row_start // ALIGN * ALIGN
-    m = -float("inf")
-    s = 0.0
-    for start in range(first, row_end, BLOCK_N):
-        offs = start + tl.arange(0, BLOCK_N)
-        if start >= row_start and start + BLOCK_N <= row_end:
-            x = tl.load(x_ptr + offs, eviction_policy="evict_last").to(tl.float32)
-        else:
-            x = tl.load(x_ptr + offs, mask=(offs >= row_start) & (offs < row_end), other=-float("inf"),
-                        eviction_policy="evict_last").to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        shift = _finite(m_new)
-        s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), axis=0)
-        m = m_new
-    inv_s = 1.0 / s
-    for start in range(first, row_end, BLOCK_N):
-        offs = start + tl.arange(0, BLOCK_N)
-        if start >= row_start and start + BLOCK_N <= row_end:
-            x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
-            tl.store(y_ptr + offs, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty))
-        else:
-            mask = (offs >= row_start) & (offs < row_end)
-            x = tl.load(x_ptr + offs, mask=mask, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
-            tl.store(y_ptr + offs, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit

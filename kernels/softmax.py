@@ -3,7 +3,7 @@
 Forward: a row of at most MAX_FUSED_BLOCK elements is held in registers by one program (padded to a power of two with
 -inf, which exp sends to 0): x read once, y written once; the rows RELOAD_MIN_COLS names read x again, from the L2.
 Longer rows: online softmax over tiles, a running max m and sum s, rescaled by exp(m_old - m_new) when m grows, then a
-second pass writes exp(x - m) / s (few long rows, or unaligned ones: kernels/_softmax_long.py). Backward:
+second pass writes exp(x - m) / s (few long rows, or long unaligned ones: split, kernels/_softmax_long.py). Backward:
 dx = y * (dy - sum_j dy_j y_j), one program per row, two passes over tiles for long rows. Row statistics are fp32.
 Passes: "fwd" and "fwd+bwd" (a fixed seeded upstream gradient). Also here: hand-written CUDA (kernels/cuda/softmax.cu).
 
@@ -21,7 +21,7 @@ from kernels._launch import SOFTMAX, values
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._rows import (leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, held_min_warps, needs_grad,
                            row_launch_params, split_cols, unmasked)
-from kernels._softmax_long import softmax_fwd_aligned_kernel, split_forward
+from kernels._softmax_long import split_forward
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.shapes import as_shape
@@ -35,7 +35,7 @@ HELD_MIN_WARPS = values(SOFTMAX["HELD_MIN_WARPS"])  # held rows: element size ->
 UNMASKED_COLS = values(SOFTMAX["UNMASKED_COLS"])  # element size -> (fewest, most) columns without a column mask
 SPLIT_BELOW = values(SOFTMAX["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_softmax_long)
 SPLIT_CHUNK = values(SOFTMAX["SPLIT_CHUNK"])  # (programs a SM, fewest, most elements a program) of a split row
-ALIGNED_TILES = values(SOFTMAX["ALIGNED_TILES"])  # tiled rows not 16-byte aligned: tiles on 16-byte boundaries
+SPLIT_UNALIGNED = values(SOFTMAX["SPLIT_UNALIGNED"])  # long rows not 16-byte aligned split whatever their number
 
 
 @triton.jit
@@ -150,17 +150,16 @@ _BWD_LAUNCHES = LaunchCache("softmax_backward")
 
 
 def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
-                    reload: bool | None = None, full: bool | None = None, split: int | None = None,
-                    aligned: bool | None = None) -> torch.Tensor:
+                    reload: bool | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
     """Softmax over rows. Check; allocate; one program a row, whole-row or online over tiles by row length; few long
-    rows split, and long unaligned rows on aligned tiles (kernels/_softmax_long.py). ``num_warps`` overrides the
-    heuristic; ``reload`` reads a held row twice (the second time from the L2) instead of holding its exponentials
-    (default: RELOAD_MIN_COLS; held rows take HELD_MIN_WARPS); ``full`` drops a one-block row's column mask (default:
-    UNMASKED_COLS). ``split``: elements a program of the split path (a power of two, at most a row, contiguous x), 0:
-    one program a row, None: split_cols on SPLIT_* (GPU only). ``aligned``: tiled rows of a contiguous x on 16-byte
-    aligned tiles (default: ALIGNED_TILES, where rows are unaligned). A key seen before launches as its first call."""
-    key = (spec(x), max_block, num_warps, reload, full, split, aligned, id(RELOAD_MIN_COLS), id(HELD_MIN_WARPS),
-           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, ALIGNED_TILES)
+    rows, and long unaligned ones, split over several programs (kernels/_softmax_long.py). ``num_warps`` overrides
+    the heuristic; ``reload`` reads a held row twice (the second time from the L2) instead of holding its
+    exponentials (default: RELOAD_MIN_COLS; held rows take HELD_MIN_WARPS); ``full`` drops a one-block row's column
+    mask (default: UNMASKED_COLS). ``split``: elements a program of the split path (a power of two, at most a row, a
+    contiguous x), 0: one program a row, None: split_cols on the SPLIT_* tables (GPU only). A key seen before
+    launches as its first call did (kernels/_fastlaunch.py)."""
+    key = (spec(x), max_block, num_warps, reload, full, split, id(RELOAD_MIN_COLS), id(HELD_MIN_WARPS),
+           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, SPLIT_UNALIGNED)
     launch = _FWD_LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
@@ -173,7 +172,8 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
         return y
     flat = x.is_contiguous()
     if split is None:
-        split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK) if flat else 0
+        unaligned = SPLIT_UNALIGNED and n_cols * x.element_size() % 16 != 0
+        split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK, unaligned) if flat else 0
     elif split and not (flat and split & (split - 1) == 0 and split <= n_cols):
         raise ValueError(f"split must be a power of two of at most a row ({n_cols}) over a contiguous x, got {split}")
     if split:
@@ -187,14 +187,9 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     num_warps = num_warps or auto_warps
     grid = lambda META: (n_rows,)  # noqa: E731
     args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))
-    align = 16 // x.element_size()  # elements in 16 bytes
-    aligned = (ALIGNED_TILES and n_cols % align != 0) if aligned is None else aligned
     if one_block:
         full = unmasked(UNMASKED_COLS, full, n_cols, x.element_size(), whole_tiles=block == n_cols)
         kernel, meta = _softmax_fwd_row_kernel, dict(BLOCK_N=block, RELOAD=reload, FULL=full, num_warps=num_warps)
-    elif aligned and flat:
-        kernel, args = softmax_fwd_aligned_kernel, (x, y, n_cols)
-        meta = dict(BLOCK_N=block, ALIGN=align, num_warps=num_warps)
     else:
         kernel, meta = _softmax_fwd_online_kernel, dict(BLOCK_N=block, num_warps=num_warps)
     _FWD_LAUNCHES.launch(key, kernel, grid, args, meta, n_head=2)

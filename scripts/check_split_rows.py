@@ -1,5 +1,5 @@
 """Check the row kernels' split path on a GPU (issue 23): GPU time of ours as chosen, ours forced onto one program a
-row (split=0; softmax also without its 16-byte aligned tiles: its launch before them), the PyTorch builtin and
+row (split=0), the PyTorch builtin and
 torch.compile of the naive expression, bf16, at few-long-row shapes, unaligned 1024 x 50257 and a square shape
 whose launch must not change; each of ours checked against float64.
 
@@ -34,7 +34,7 @@ KERNELS = {
     "layernorm": (ln, 3, ln.layernorm_triton, ln.layernorm_builtin, ln.layernorm_naive,
                   lambda x, w, b: ln.layernorm64(x.double(), w.double(), b.double()), dict(split=0)),
     "softmax": (sm, 1, sm.softmax_forward, sm.softmax_builtin, sm.softmax_naive_fwd,
-                lambda x: torch.softmax(x.double(), dim=1), dict(split=0, aligned=False)),
+                lambda x: torch.softmax(x.double(), dim=1), dict(split=0)),
 }
 
 
@@ -45,13 +45,9 @@ def gpu_us(fn) -> float:
 def chosen(name: str, module, x: torch.Tensor) -> str:
     """The path the wrapper takes by itself: 'split C' (C columns a program) or 'one-row'."""
     rows, cols = x.shape
-    unaligned = cols * x.element_size() % 16 != 0
-    chunk = split_cols(rows, cols, device_sms(x), module.SPLIT_BELOW, module.SPLIT_CHUNK,
-                       name == "rowsum" and module.SPLIT_UNALIGNED and unaligned)
-    if chunk:
-        return f"split {chunk}"
-    aligned = name == "softmax" and module.ALIGNED_TILES and unaligned and cols > module.MAX_FUSED_BLOCK
-    return "aligned" if aligned else "one-row"
+    unaligned = getattr(module, "SPLIT_UNALIGNED", False) and cols * x.element_size() % 16 != 0
+    chunk = split_cols(rows, cols, device_sms(x), module.SPLIT_BELOW, module.SPLIT_CHUNK, unaligned)
+    return f"split {chunk}" if chunk else "one-row"
 
 
 def main() -> int:

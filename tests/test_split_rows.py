@@ -1,5 +1,5 @@
-"""The split path of the row kernels (issue 23: few long rows, and rowsum's long unaligned rows), and softmax's
-16-byte aligned tiles for unaligned rows: forced under the interpreter (it never splits by itself there: no SM count) against float64, odd lengths included; the choice itself
+"""The split path of the row kernels (issue 23: few long rows, and rowsum's and softmax's long unaligned rows): forced
+under the interpreter (it never splits by itself there: no SM count) against float64, odd lengths included; the choice itself
 (kernels/_rows.split_cols) for the H200's 132 SMs; the launch cache keeps a split's two launches as one."""
 import pytest
 import torch
@@ -65,24 +65,12 @@ def test_softmax_split_matches_float64(shape, chunk, dtype, atol, rtol):
     torch.testing.assert_close(y.double(), _softmax64(x), atol=atol / 100, rtol=rtol)
 
 
-@pytest.mark.parametrize("shape", [(3, 37), (5, 1001), (2, 4099), (4, 64)])  # 64: aligned, asked anyway
-@pytest.mark.parametrize("dtype, atol, rtol", NORM_TOLERANCES)
-def test_softmax_aligned_tiles_match_float64(shape, dtype, atol, rtol):
-    """Rows no multiple of 16 bytes walked in tiles on 16-byte boundaries (the first before the row's start); short
-    tiles (max_block) so that a row spans several, edges and interior."""
-    x = 4.0 * _x(shape, dtype, seed=2)
-    for block in (16, 256):
-        y = softmax_forward(x, max_block=block, aligned=True)
-        torch.testing.assert_close(y.double(), _softmax64(x), atol=atol / 100, rtol=rtol)
-
-
-def test_softmax_split_and_aligned_tiles_keep_minus_infinity():
-    """A row half -inf, a row with one -inf: as torch's (exp(-inf) = 0, no NaN from -inf - -inf)."""
+def test_softmax_split_keeps_minus_infinity():
+    """A row half -inf (whole tiles of -inf), a row with one -inf: as torch's (no NaN from -inf - -inf)."""
     x = _x((4, 40), torch.float32, seed=4)
     x[1, :20] = -float("inf")
     x[2, 5] = -float("inf")
-    for kw in (dict(split=16), dict(max_block=16, aligned=True)):
-        torch.testing.assert_close(softmax_forward(x, **kw), torch.softmax(x, dim=1), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(softmax_forward(x, split=8), torch.softmax(x, dim=1), atol=1e-6, rtol=1e-6)
 
 
 def test_softmax_split_needs_a_contiguous_x_and_a_tile_within_a_row():
@@ -92,7 +80,7 @@ def test_softmax_split_needs_a_contiguous_x_and_a_tile_within_a_row():
             softmax_forward(x, split=bad)
     with pytest.raises(ValueError, match="contiguous"):
         softmax_forward(x[:, ::2], split=256)
-    y = softmax_forward(x[:, ::2], max_block=256)  # by default: one program a row, strided (no aligned tiles)
+    y = softmax_forward(x[:, ::2], max_block=256)  # by default: one program a row, strided
     torch.testing.assert_close(y.double(), _softmax64(x[:, ::2]), atol=1e-6, rtol=1e-5)
 
 
@@ -134,9 +122,9 @@ def test_split_only_for_few_long_rows():
     # rowsum's few long rows keep one program a row (its split measured slower on the H200); unaligned ones split
     assert split_cols(8, 256000, H200_SMS, rowsum.SPLIT_BELOW, rowsum.SPLIT_CHUNK) == 0
     assert split_cols(1024, 50257, H200_SMS, rowsum.SPLIT_BELOW, rowsum.SPLIT_CHUNK, True) == 16384
-    # softmax splits few long rows; its unaligned many rows keep one program a row, on aligned tiles
+    # softmax splits few long rows and, as rowsum, long unaligned ones
     assert split_cols(8, 256000, H200_SMS, softmax.SPLIT_BELOW, softmax.SPLIT_CHUNK) == 4096
-    assert split_cols(1024, 50257, H200_SMS, softmax.SPLIT_BELOW, softmax.SPLIT_CHUNK) == 0
+    assert split_cols(1024, 50257, H200_SMS, softmax.SPLIT_BELOW, softmax.SPLIT_CHUNK, softmax.SPLIT_UNALIGNED) == 16384
 
 
 def test_a_kept_split_replays_as_its_first_call():
