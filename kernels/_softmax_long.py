@@ -1,5 +1,6 @@
 """Softmax's forward split over several programs a row (kernels/softmax.py chooses): for few long rows (one program a
-row leaves SMs idle) and for long rows not 16-byte aligned (a row's own tiles load one element at a time).
+row leaves SMs idle) and, where SPLIT_UNALIGNED, long rows not 16-byte aligned (a row's own tiles load one element
+at a time).
 
 A contiguous x as one flat buffer in tiles of CHUNK elements, a program each, every tile 16-byte aligned, in two
 launches (kernels/_rows.launch_split): phase 1 writes each tile's (max, sum of exp(x - max)) for the row it starts in

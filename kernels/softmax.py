@@ -3,7 +3,7 @@
 Forward: a row of at most MAX_FUSED_BLOCK elements is held in registers by one program (padded to a power of two with
 -inf, which exp sends to 0): x read once, y written once; the rows RELOAD_MIN_COLS names read x again, from the L2.
 Longer rows: online softmax over tiles, a running max m and sum s, rescaled by exp(m_old - m_new) when m grows, then a
-second pass writes exp(x - m) / s (few long rows, or long unaligned ones: split, kernels/_softmax_long.py). Backward:
+second pass writes exp(x - m) / s (few long rows: split over several programs, kernels/_softmax_long.py). Backward:
 dx = y * (dy - sum_j dy_j y_j), one program per row, two passes over tiles for long rows. Row statistics are fp32.
 Passes: "fwd" and "fwd+bwd" (a fixed seeded upstream gradient). Also here: hand-written CUDA (kernels/cuda/softmax.cu).
 
@@ -152,12 +152,12 @@ _BWD_LAUNCHES = LaunchCache("softmax_backward")
 def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
                     reload: bool | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
     """Softmax over rows. Check; allocate; one program a row, whole-row or online over tiles by row length; few long
-    rows, and long unaligned ones, split over several programs (kernels/_softmax_long.py). ``num_warps`` overrides
-    the heuristic; ``reload`` reads a held row twice (the second time from the L2) instead of holding its
-    exponentials (default: RELOAD_MIN_COLS; held rows take HELD_MIN_WARPS); ``full`` drops a one-block row's column
-    mask (default: UNMASKED_COLS). ``split``: elements a program of the split path (a power of two, at most a row, a
-    contiguous x), 0: one program a row, None: split_cols on the SPLIT_* tables (GPU only). A key seen before
-    launches as its first call did (kernels/_fastlaunch.py)."""
+    rows split over several programs (kernels/_softmax_long.py). ``num_warps`` overrides the heuristic; ``reload``
+    reads a held row twice (the second time from the L2) instead of holding its exponentials (default:
+    RELOAD_MIN_COLS; held rows take HELD_MIN_WARPS); ``full`` drops a one-block row's column mask (default:
+    UNMASKED_COLS). ``split``: elements a program of the split path (a power of two, at most a row, a contiguous x),
+    0: one program a row, None: split_cols on the SPLIT_* tables (GPU only). A key seen before launches as its first
+    call did (kernels/_fastlaunch.py)."""
     key = (spec(x), max_block, num_warps, reload, full, split, id(RELOAD_MIN_COLS), id(HELD_MIN_WARPS),
            id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, SPLIT_UNALIGNED)
     launch = _FWD_LAUNCHES.get(key)

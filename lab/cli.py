@@ -35,7 +35,7 @@ PER_SIZE_SECTIONS = {
 PROBES_FIRST = {"floor": floor.run_floor, "flush": timer.run_flush}
 PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept": floor.run_intercept, "placement": timer.run_placement,
                "drift": timer.run_drift, "instances": timer.run_instances, "launch": floor.run_launch,
-               "timeline": timeline.run_timeline}
+               "unaligned": rows.run_unaligned, "timeline": timeline.run_timeline}
 
 HELP = {
     "gelu": "GeLU's BLOCK_SIZE x num_warps",
@@ -67,6 +67,7 @@ HELP = {
     "instances": "one cell timed again in one process, with the same or fresh inputs and timer",
     "launch": "host microseconds per call",
     "timeline": "per-program global-timer stamps inside one call (bf16 8192^2; writes <out>_timeline.csv too)",
+    "unaligned": "softmax over long rows no multiple of 16 bytes: one program a row, split, and 16-byte aligned tiles",
 }
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, *PROBES_FIRST, *PROBES_LAST}
 

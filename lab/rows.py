@@ -9,7 +9,7 @@ from kernels.layernorm import bytes_moved as layernorm_bytes  # the kernels' own
 from kernels.layernorm import make_inputs as ln_inputs  # x, weight, bias as the sweep makes them
 from kernels.rmsnorm import bytes_moved as rmsnorm_bytes
 from kernels.rowsum import bytes_moved as rowsum_bytes
-from lab.common import compiled, dtype_key, readings, swapped
+from lab.common import compiled, dtype_key, readings, swapped, timed
 
 
 def row_variants(n, dtype):
@@ -197,3 +197,75 @@ def smallrows_variants(n, dtype, device="cuda"):
         for warps in (2, 4, 8):
             kinds[f"triton BM={bm} w={warps}"] = lambda bm=bm, w=warps: rowsum_triton(x, bm, None, w)
     return [("rowsum", rowsum_bytes(n, dtype_key(dtype)), readings(kinds))]
+
+
+@triton.jit
+def _softmax_aligned_peeled(x_ptr, y_ptr, n_cols, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
+    # Online softmax of one row of a contiguous x whose rows are no multiple of 16 bytes: tiles on 16-byte boundaries
+    # (the first starts before the row), the first and last masked and peeled off the loop, the inner ones unmasked
+    # at offsets the compiler can prove 16-byte aligned (an aligned base plus a whole number of tiles).
+    row_start = tl.program_id(axis=0).to(tl.int64) * n_cols
+    row_end = row_start + n_cols
+    first = row_start // ALIGN * ALIGN
+    n_tiles = ((row_end - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
+    offs = first + tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + offs, mask=(offs >= row_start) & (offs < row_end), other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    s = tl.sum(tl.exp(x - m), axis=0)
+    for k in range(1, n_tiles - 1):
+        x = tl.load(x_ptr + first + k * BLOCK_N + tl.arange(0, BLOCK_N), eviction_policy="evict_last").to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    if n_tiles > 1:
+        offs = first + (n_tiles - 1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        x = tl.load(x_ptr + offs, mask=offs < row_end, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    inv_s = 1.0 / s
+    offs = first + tl.arange(0, BLOCK_N)
+    mask = (offs >= row_start) & (offs < row_end)
+    x = tl.load(x_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    tl.store(y_ptr + offs, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty), mask=mask)
+    for k in range(1, n_tiles - 1):
+        offs = first + k * BLOCK_N + tl.arange(0, BLOCK_N)
+        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
+        tl.store(y_ptr + offs, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty))
+    if n_tiles > 1:
+        offs = first + (n_tiles - 1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        x = tl.load(x_ptr + offs, mask=offs < row_end, other=-float("inf")).to(tl.float32)
+        tl.store(y_ptr + offs, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty), mask=offs < row_end)
+
+
+def softmax_aligned_peeled(x, block, warps):
+    y = torch.empty_like(x)
+    _softmax_aligned_peeled[(x.shape[0],)](x, y, x.shape[1], BLOCK_N=block, ALIGN=16 // x.element_size(),
+                                           num_warps=warps)
+    return y
+
+
+UNALIGNED_SHAPES = ((1024, 50257), (4096, 50257), (64, 53249))
+
+
+def run_unaligned(run):
+    """Softmax forward over long rows that are no multiple of 16 bytes: the builtin, ours on one program a row and
+    split, and one program a row on 16-byte aligned tiles (first and last tile peeled) at several tiles and warps,
+    each checked against the builtin in fp32, at UNALIGNED_SHAPES and every --dtypes."""
+    from kernels import softmax as sm
+    from lab.common import DTYPES, checked
+
+    for rows, cols in UNALIGNED_SHAPES:
+        for dname in run.args.dtypes:
+            x = torch.randn(rows, cols, device="cuda").to(DTYPES[dname])
+            ref = torch.softmax(x.float(), dim=1)
+            variants = {"builtin": lambda: torch.softmax(x, dim=1),
+                        "ours one program a row": lambda: sm.softmax_forward(x, split=0),
+                        "ours split 16384": lambda: sm.softmax_forward(x, split=16384)}
+            for block, warps in ((4096, 8), (8192, 8), (8192, 16), (16384, 16)):
+                variants[f"aligned peeled {block}x{warps}"] = checked(
+                    lambda b=block, w=warps: softmax_aligned_peeled(x, b, w), ref, DTYPES[dname], "aligned")
+            for name, fn in variants.items():
+                run.record("softmax_unaligned", f"{rows}x{cols}", dname, name, timed(fn, run.timer, run.cfg),
+                           2 * x.numel() * x.element_size())
+            print(f"done unaligned {rows}x{cols} {dname}", flush=True)
