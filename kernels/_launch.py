@@ -133,9 +133,14 @@ SOFTMAX = {
                                       "square shapes never qualify", None),
     # a split row: (programs a SM, fewest, most elements a program): the flat tile one program holds
     "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
+    # tiled forward rows no multiple of 16 bytes: element size -> (tile, warps) on 16-byte aligned tiles
+    "ALIGNED_TILES": {
+        2: Choice((4096, 8), "bf16 1024 x 50257: 113 us against one program a row's 146 (builtin 98), 4096 x 50257: "
+                             "402, 556 (363); longer tiles slower", T + "softmax_unaligned_u1.csv"),
+    },
     # long forward rows not 16-byte aligned split whatever their number (the flat tiles load 16-byte vectors)?
-    "SPLIT_UNALIGNED": Choice(False, "off: on the H200 (do_bench) 1024 x 50257 split took bf16 193 us, one program "
-                                     "a row 151 (builtin 103); fp32 218, 162 (builtin 205)", None),
+    "SPLIT_UNALIGNED": Choice(False, "off: 1024 x 50257 split took bf16 189 us, one program a row 146 (builtin 98); "
+                                     "fp32 215, 161 (builtin 194)", T + "softmax_unaligned_u1.csv"),
 }
 
 ROWSUM = {

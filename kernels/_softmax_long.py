@@ -1,11 +1,12 @@
-"""Softmax's forward split over several programs a row (kernels/softmax.py chooses): for few long rows (one program a
-row leaves SMs idle) and, where SPLIT_UNALIGNED, long rows not 16-byte aligned (a row's own tiles load one element
-at a time).
+"""Softmax's forward over long rows of a contiguous x (kernels/softmax.py chooses): few rows split over several
+programs (one program a row leaves SMs idle); rows no multiple of 16 bytes on aligned tiles (a row's own tiles
+would load one element at a time).
 
-A contiguous x as one flat buffer in tiles of CHUNK elements, a program each, every tile 16-byte aligned, in two
-launches (kernels/_rows.launch_split): phase 1 writes each tile's (max, sum of exp(x - max)) for the row it starts in
-and for the next; phase 2 combines a row's partials in a fixed order (no atomics) and writes the tile's elements, x
-read again (from the L2 where it still is).
+Split: x as one flat buffer in tiles of CHUNK elements, a program each, every tile 16-byte aligned, in two launches
+(kernels/_rows.launch_split): phase 1 writes each tile's (max, sum of exp(x - max)) for the row it starts in and for
+the next; phase 2 combines a row's partials in a fixed order (no atomics) and writes the tile's elements, x read
+again (from the L2 where it still is). Aligned tiles: the online softmax, one program a row, on tiles that start on
+16-byte boundaries (the first before the row); the first and last are masked and peeled off the loops.
 """
 from __future__ import annotations
 
@@ -20,6 +21,45 @@ from kernels._rows import launch_split, row_launch_params
 def _finite(m):
     """A running max as a shift: -inf (nothing seen yet) shifts by 0, so exp(-inf - shift) is 0, never NaN."""
     return tl.where(m == -float("inf"), 0.0, m)
+
+
+@triton.jit
+def softmax_fwd_aligned_kernel(x_ptr, y_ptr, n_cols, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
+    # Online softmax of one row of a contiguous x whose rows are no multiple of 16 bytes: tiles on 16-byte boundaries
+    # (the first starts before the row), the first and last masked and peeled off the loop, the inner ones unmasked
+    # at offsets the compiler can prove 16-byte aligned (an aligned base plus a whole number of tiles).
+    row_start = tl.program_id(axis=0).to(tl.int64) * n_cols
+    row_end = row_start + n_cols
+    first = row_start // ALIGN * ALIGN
+    n_tiles = ((row_end - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
+    offs = first + tl.arange(0, BLOCK_N)
+    x = tl.load(x_ptr + offs, mask=(offs >= row_start) & (offs < row_end), other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    s = tl.sum(tl.exp(x - m), axis=0)
+    for k in range(1, n_tiles - 1):
+        x = tl.load(x_ptr + first + k * BLOCK_N + tl.arange(0, BLOCK_N), eviction_policy="evict_last").to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    if n_tiles > 1:
+        offs = first + (n_tiles - 1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        x = tl.load(x_ptr + offs, mask=offs < row_end, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        m = m_new
+    inv_s = 1.0 / s
+    offs = first + tl.arange(0, BLOCK_N)
+    mask = (offs >= row_start) & (offs < row_end)
+    x = tl.load(x_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    tl.store(y_ptr + offs, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty), mask=mask)
+    for k in range(1, n_tiles - 1):
+        offs = first + k * BLOCK_N + tl.arange(0, BLOCK_N)
+        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
+        tl.store(y_ptr + offs, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty))
+    if n_tiles > 1:
+        offs = first + (n_tiles - 1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        x = tl.load(x_ptr + offs, mask=offs < row_end, other=-float("inf")).to(tl.float32)
+        tl.store(y_ptr + offs, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty), mask=offs < row_end)
 
 
 @triton.jit

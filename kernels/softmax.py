@@ -21,7 +21,7 @@ from kernels._launch import SOFTMAX, values
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._rows import (leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, held_min_warps, needs_grad,
                            row_launch_params, split_cols, unmasked)
-from kernels._softmax_long import split_forward
+from kernels._softmax_long import softmax_fwd_aligned_kernel, split_forward
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.shapes import as_shape
@@ -36,6 +36,7 @@ UNMASKED_COLS = values(SOFTMAX["UNMASKED_COLS"])  # element size -> (fewest, mos
 SPLIT_BELOW = values(SOFTMAX["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_softmax_long)
 SPLIT_CHUNK = values(SOFTMAX["SPLIT_CHUNK"])  # (programs a SM, fewest, most elements a program) of a split row
 SPLIT_UNALIGNED = values(SOFTMAX["SPLIT_UNALIGNED"])  # long rows not 16-byte aligned split whatever their number
+ALIGNED_TILES = values(SOFTMAX["ALIGNED_TILES"])  # element size -> (tile, warps) of tiled unaligned rows
 
 
 @triton.jit
@@ -150,48 +151,52 @@ _BWD_LAUNCHES = LaunchCache("softmax_backward")
 
 
 def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
-                    reload: bool | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
+                    reload: bool | None = None, full: bool | None = None, split: int | None = None,
+                    aligned: bool | None = None) -> torch.Tensor:
     """Softmax over rows. Check; allocate; one program a row, whole-row or online over tiles by row length; few long
     rows split over several programs (kernels/_softmax_long.py). ``num_warps`` overrides the heuristic; ``reload``
     reads a held row twice (the second time from the L2) instead of holding its exponentials (default:
     RELOAD_MIN_COLS; held rows take HELD_MIN_WARPS); ``full`` drops a one-block row's column mask (default:
     UNMASKED_COLS). ``split``: elements a program of the split path (a power of two, at most a row, a contiguous x),
-    0: one program a row, None: split_cols on the SPLIT_* tables (GPU only). A key seen before launches as its first
-    call did (kernels/_fastlaunch.py)."""
-    key = (spec(x), max_block, num_warps, reload, full, split, id(RELOAD_MIN_COLS), id(HELD_MIN_WARPS),
-           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, SPLIT_UNALIGNED)
+    0: one program a row, None: split_cols on the SPLIT_* tables (GPU only). ``aligned``: tiled rows of a contiguous x
+    on 16-byte aligned tiles (default: unaligned rows ALIGNED_TILES names). A key seen before launches as its first."""
+    key = (spec(x), max_block, num_warps, reload, full, split, aligned, id(RELOAD_MIN_COLS), id(HELD_MIN_WARPS),
+           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, SPLIT_UNALIGNED, id(ALIGNED_TILES))
     launch = _FWD_LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
         launch(x, y)
         return y
     _check("softmax_forward", x)
-    n_rows, n_cols = x.shape
+    (n_rows, n_cols), es, flat = x.shape, x.element_size(), x.is_contiguous()
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
     if y.numel() == 0:
         return y
-    flat = x.is_contiguous()
     if split is None:
-        unaligned = SPLIT_UNALIGNED and n_cols * x.element_size() % 16 != 0
+        unaligned = SPLIT_UNALIGNED and n_cols * es % 16 != 0
         split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK, unaligned) if flat else 0
     elif split and not (flat and split & (split - 1) == 0 and split <= n_cols):
         raise ValueError(f"split must be a power of two of at most a row ({n_cols}) over a contiguous x, got {split}")
     if split:
         split_forward(_FWD_LAUNCHES, key, x, y, split)
         return y
-    block, auto_warps, one_block = _launch_params(n_cols, x.element_size(), max_block)
+    block, auto_warps, one_block = _launch_params(n_cols, es, max_block)
     if reload is None:
-        reload = one_block and n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
+        reload = one_block and n_cols >= RELOAD_MIN_COLS.get(es, n_cols + 1)
         if not reload and one_block:
-            auto_warps = held_min_warps(HELD_MIN_WARPS, n_cols, x.element_size(), auto_warps)
-    num_warps = num_warps or auto_warps
+            auto_warps = held_min_warps(HELD_MIN_WARPS, n_cols, es, auto_warps)
     grid = lambda META: (n_rows,)  # noqa: E731
     args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))
     if one_block:
-        full = unmasked(UNMASKED_COLS, full, n_cols, x.element_size(), whole_tiles=block == n_cols)
-        kernel, meta = _softmax_fwd_row_kernel, dict(BLOCK_N=block, RELOAD=reload, FULL=full, num_warps=num_warps)
+        full = unmasked(UNMASKED_COLS, full, n_cols, es, whole_tiles=block == n_cols)
+        kernel, meta = _softmax_fwd_row_kernel, dict(BLOCK_N=block, RELOAD=reload, FULL=full,
+                                                      num_warps=num_warps or auto_warps)
+    elif flat and n_cols * es % 16 and (aligned or aligned is None and es in ALIGNED_TILES):
+        tile, warps = ALIGNED_TILES.get(es, (block, auto_warps))
+        kernel, args = softmax_fwd_aligned_kernel, (x, y, n_cols)
+        meta = dict(BLOCK_N=min(tile, block), ALIGN=16 // es, num_warps=num_warps or warps)
     else:
-        kernel, meta = _softmax_fwd_online_kernel, dict(BLOCK_N=block, num_warps=num_warps)
+        kernel, meta = _softmax_fwd_online_kernel, dict(BLOCK_N=block, num_warps=num_warps or auto_warps)
     _FWD_LAUNCHES.launch(key, kernel, grid, args, meta, n_head=2)
     return y
 

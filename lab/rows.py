@@ -199,49 +199,12 @@ def smallrows_variants(n, dtype, device="cuda"):
     return [("rowsum", rowsum_bytes(n, dtype_key(dtype)), readings(kinds))]
 
 
-@triton.jit
-def _softmax_aligned_peeled(x_ptr, y_ptr, n_cols, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
-    # Online softmax of one row of a contiguous x whose rows are no multiple of 16 bytes: tiles on 16-byte boundaries
-    # (the first starts before the row), the first and last masked and peeled off the loop, the inner ones unmasked
-    # at offsets the compiler can prove 16-byte aligned (an aligned base plus a whole number of tiles).
-    row_start = tl.program_id(axis=0).to(tl.int64) * n_cols
-    row_end = row_start + n_cols
-    first = row_start // ALIGN * ALIGN
-    n_tiles = ((row_end - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
-    offs = first + tl.arange(0, BLOCK_N)
-    x = tl.load(x_ptr + offs, mask=(offs >= row_start) & (offs < row_end), other=-float("inf")).to(tl.float32)
-    m = tl.max(x, axis=0)
-    s = tl.sum(tl.exp(x - m), axis=0)
-    for k in range(1, n_tiles - 1):
-        x = tl.load(x_ptr + first + k * BLOCK_N + tl.arange(0, BLOCK_N), eviction_policy="evict_last").to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
-        m = m_new
-    if n_tiles > 1:
-        offs = first + (n_tiles - 1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        x = tl.load(x_ptr + offs, mask=offs < row_end, other=-float("inf")).to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
-        m = m_new
-    inv_s = 1.0 / s
-    offs = first + tl.arange(0, BLOCK_N)
-    mask = (offs >= row_start) & (offs < row_end)
-    x = tl.load(x_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
-    tl.store(y_ptr + offs, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty), mask=mask)
-    for k in range(1, n_tiles - 1):
-        offs = first + k * BLOCK_N + tl.arange(0, BLOCK_N)
-        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
-        tl.store(y_ptr + offs, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty))
-    if n_tiles > 1:
-        offs = first + (n_tiles - 1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        x = tl.load(x_ptr + offs, mask=offs < row_end, other=-float("inf")).to(tl.float32)
-        tl.store(y_ptr + offs, (tl.exp(x - m) * inv_s).to(y_ptr.dtype.element_ty), mask=offs < row_end)
-
-
 def softmax_aligned_peeled(x, block, warps):
+    from kernels._softmax_long import softmax_fwd_aligned_kernel
+
     y = torch.empty_like(x)
-    _softmax_aligned_peeled[(x.shape[0],)](x, y, x.shape[1], BLOCK_N=block, ALIGN=16 // x.element_size(),
-                                           num_warps=warps)
+    softmax_fwd_aligned_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK_N=block, ALIGN=16 // x.element_size(),
+                                              num_warps=warps)
     return y
 
 
@@ -260,9 +223,10 @@ def run_unaligned(run):
             x = torch.randn(rows, cols, device="cuda").to(DTYPES[dname])
             ref = torch.softmax(x.float(), dim=1)
             variants = {"builtin": lambda: torch.softmax(x, dim=1),
-                        "ours one program a row": lambda: sm.softmax_forward(x, split=0),
+                        "ours (default)": lambda: sm.softmax_forward(x),
+                        "ours one program a row": lambda: sm.softmax_forward(x, split=0, aligned=False),
                         "ours split 16384": lambda: sm.softmax_forward(x, split=16384)}
-            for block, warps in ((4096, 8), (8192, 8), (8192, 16), (16384, 16)):
+            for block, warps in ((2048, 4), (4096, 4), (4096, 8), (8192, 16)):
                 variants[f"aligned peeled {block}x{warps}"] = checked(
                     lambda b=block, w=warps: softmax_aligned_peeled(x, b, w), ref, DTYPES[dname], "aligned")
             for name, fn in variants.items():

@@ -78,8 +78,8 @@ def _recorded(module, names: tuple[str, ...], call) -> list:
 def _dt(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
-SOFTMAX_FWD_KERNELS = ("_softmax_fwd_row_kernel", "_softmax_fwd_online_kernel", "_softmax_split_stats_kernel",
-                       "_softmax_split_apply_kernel")
+SOFTMAX_FWD_KERNELS = ("_softmax_fwd_row_kernel", "_softmax_fwd_online_kernel", "softmax_fwd_aligned_kernel",
+                       "_softmax_split_stats_kernel", "_softmax_split_apply_kernel")
 
 
 def _row_cases():

@@ -1,5 +1,6 @@
-"""The split path of the row kernels (issue 23: few long rows, and rowsum's long unaligned rows): forced under the
-interpreter (it never splits by itself there: no SM count) against float64, odd lengths included; the choice itself
+"""The split path of the row kernels (issue 23: few long rows, and rowsum's long unaligned rows) and softmax's aligned
+tiles for unaligned rows: forced under the interpreter (it never splits by itself there: no SM count) against
+float64, odd lengths included; the choice itself
 (kernels/_rows.split_cols) for the H200's 132 SMs; the launch cache keeps a split's two launches as one."""
 import pytest
 import torch
@@ -65,12 +66,40 @@ def test_softmax_split_matches_float64(shape, chunk, dtype, atol, rtol):
     torch.testing.assert_close(y.double(), _softmax64(x), atol=atol / 100, rtol=rtol)
 
 
-def test_softmax_split_keeps_minus_infinity():
+@pytest.mark.parametrize("shape", [(3, 37), (5, 1001), (2, 4099), (4, 64), (3, 9)])  # 64: aligned, asked anyway
+@pytest.mark.parametrize("dtype, atol, rtol", NORM_TOLERANCES)
+def test_softmax_aligned_tiles_match_float64(shape, dtype, atol, rtol):
+    """Rows no multiple of 16 bytes on tiles that start on 16-byte boundaries (the first before the row); short
+    tiles (max_block) so that a row spans one, two or several of them: the peeled first and last, inner ones."""
+    x = 4.0 * _x(shape, dtype, seed=2)
+    for block in (16, 32, 256):
+        y = softmax_forward(x, max_block=block, aligned=True)
+        torch.testing.assert_close(y.double(), _softmax64(x), atol=atol / 100, rtol=rtol)
+
+
+def test_softmax_aligned_tiles_by_default_for_16_bit_tiled_unaligned_rows():
+    """The launch chosen (recorded, not run): 16-bit rows longer than a block and no multiple of 16 bytes take the
+    aligned tiles at ALIGNED_TILES' tile; fp32 rows and aligned ones keep the online kernel."""
+    from tests.test_launch_pins import SOFTMAX_FWD_KERNELS, _recorded
+
+    def launched(shape, dtype):
+        x = torch.empty(shape, dtype=dtype)
+        return _recorded(softmax, SOFTMAX_FWD_KERNELS, lambda: softmax_forward(x))[0]
+
+    got = launched((4, 50257), torch.bfloat16)
+    assert got["kernel"] == "softmax_fwd_aligned_kernel"
+    assert (got["kw"]["BLOCK_N"], got["kw"]["num_warps"], got["kw"]["ALIGN"]) == (*softmax.ALIGNED_TILES[2], 8)
+    assert launched((4, 50256), torch.bfloat16)["kernel"] == "_softmax_fwd_online_kernel"
+    assert launched((4, 50257), torch.float32)["kernel"] == "_softmax_fwd_online_kernel"
+
+
+def test_softmax_split_and_aligned_tiles_keep_minus_infinity():
     """A row half -inf (whole tiles of -inf), a row with one -inf: as torch's (no NaN from -inf - -inf)."""
     x = _x((4, 40), torch.float32, seed=4)
     x[1, :20] = -float("inf")
     x[2, 5] = -float("inf")
-    torch.testing.assert_close(softmax_forward(x, split=8), torch.softmax(x, dim=1), atol=1e-6, rtol=1e-6)
+    for kw in (dict(split=8), dict(max_block=16, aligned=True)):
+        torch.testing.assert_close(softmax_forward(x, **kw), torch.softmax(x, dim=1), atol=1e-6, rtol=1e-6)
 
 
 def test_softmax_split_needs_a_contiguous_x_and_a_tile_within_a_row():
