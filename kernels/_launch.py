@@ -133,6 +133,10 @@ SOFTMAX = {
                                       "square shapes never qualify", None),
     # a split row: (programs a SM, fewest, most elements a program): the flat tile one program holds
     "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
+    # (columns, elements): rows shorter than that many columns, forward and backward, packed to about that many
+    # elements a program
+    "PACK_ROWS": Choice((256, 4096), "one program a row of 32 columns ran 0.06x torch (odd 1000000 x 32); rowsum's "
+                                     "packing to 4096 elements", None),
     # tiled forward rows no multiple of 16 bytes: element size -> (tile, warps) on 16-byte aligned tiles
     "ALIGNED_TILES": {
         2: Choice((4096, 8), "bf16 1024 x 50257: 113 us against one program a row's 146 (builtin 98), 4096 x 50257: "

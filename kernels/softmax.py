@@ -3,7 +3,7 @@
 Forward: a row of at most MAX_FUSED_BLOCK elements is held in registers by one program (padded to a power of two with
 -inf, which exp sends to 0): x read once, y written once; the rows RELOAD_MIN_COLS names read x again, from the L2.
 Longer rows: online softmax over tiles, a running max m and sum s, rescaled by exp(m_old - m_new) when m grows, then a
-second pass writes exp(x - m) / s (few long rows: split over several programs, kernels/_softmax_long.py). Backward:
+second pass writes exp(x - m) / s (few long rows: split over several programs, kernels/_softmax_shapes.py). Backward:
 dx = y * (dy - sum_j dy_j y_j), one program per row, two passes over tiles for long rows. Row statistics are fp32.
 Passes: "fwd" and "fwd+bwd" (a fixed seeded upstream gradient). Also here: hand-written CUDA (kernels/cuda/softmax.cu).
 
@@ -21,7 +21,8 @@ from kernels._launch import SOFTMAX, values
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._rows import (leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, held_min_warps, needs_grad,
                            row_launch_params, split_cols, unmasked)
-from kernels._softmax_long import softmax_fwd_aligned_kernel, split_forward
+from kernels._softmax_shapes import (finite_shift, packed_launch, softmax_bwd_rows_kernel, softmax_fwd_aligned_kernel,
+                                     softmax_fwd_rows_kernel, split_forward)
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel
 from rooflab.shapes import as_shape
@@ -33,10 +34,11 @@ MAX_FUSED_BLOCK = MAX_BLOCK_SIZE  # longest row held by one program, and the onl
 RELOAD_MIN_COLS = values(SOFTMAX["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
 HELD_MIN_WARPS = values(SOFTMAX["HELD_MIN_WARPS"])  # held rows: element size -> (columns, fewest warps)
 UNMASKED_COLS = values(SOFTMAX["UNMASKED_COLS"])  # element size -> (fewest, most) columns without a column mask
-SPLIT_BELOW = values(SOFTMAX["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_softmax_long)
+SPLIT_BELOW = values(SOFTMAX["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_softmax_shapes)
 SPLIT_CHUNK = values(SOFTMAX["SPLIT_CHUNK"])  # (programs a SM, fewest, most elements a program) of a split row
 SPLIT_UNALIGNED = values(SOFTMAX["SPLIT_UNALIGNED"])  # long rows not 16-byte aligned split whatever their number
 ALIGNED_TILES = values(SOFTMAX["ALIGNED_TILES"])  # element size -> (tile, warps) of tiled unaligned rows
+PACK_ROWS = values(SOFTMAX["PACK_ROWS"])  # (columns, elements): shorter rows packed to about that many a program
 
 
 @triton.jit
@@ -48,8 +50,7 @@ def _softmax_fwd_row_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, 
     x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=-float("inf"),
                 eviction_policy="evict_last" if RELOAD else "").to(tl.float32)
     m = tl.max(x, axis=0)
-    z = x - m
-    e = tl.exp(z)  # padding: exp(-inf) = 0
+    e = tl.exp(x - m)  # padding: exp(-inf) = 0
     inv_s = 1.0 / tl.sum(e, axis=0)
     if RELOAD:  # read the row again (from the L2) instead of holding e across the sum: Inductor's shape
         x = tl.load(x_ptr + row * stride_xm + cols * stride_xn, mask=mask, other=-float("inf"),
@@ -65,8 +66,7 @@ def _softmax_fwd_online_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_x
     row = tl.program_id(axis=0).to(tl.int64)
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
-    # Pass 1: running max m and running sum s = sum exp(x - m). A tile of only -inf (a masked prefix) leaves m at
-    # -inf: shift by 0 then, so exp(-inf - -inf) never makes a NaN (s stays 0 until a finite value arrives).
+    # Pass 1: running max m and sum s = sum exp(x - m) (finite_shift: a tile of only -inf makes no NaN)
     m = -float("inf")
     s = 0.0
     for start in range(0, n_cols, BLOCK_N):
@@ -75,7 +75,7 @@ def _softmax_fwd_online_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_x
         x = tl.load(x_row + cols * stride_xn, mask=cols < n_cols, other=-float("inf"),
                     eviction_policy="evict_last").to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
-        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+        shift = finite_shift(m_new)
         s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), axis=0)
         m = m_new
     # Pass 2: normalise.
@@ -138,8 +138,7 @@ def _check(name: str, *tensors: torch.Tensor) -> None:
 
 
 def _launch_params(n_cols: int, element_size: int, max_block: int) -> tuple[int, int, bool]:
-    """(BLOCK_N, num_warps, whole row in one block?) for rows of n_cols elements; max_block lowers the bound (tests
-    use it to reach the online kernels with short rows)."""
+    """(BLOCK_N, num_warps, whole row in one block?) for rows of n_cols; a lower max_block reaches the tiled kernels."""
     if not (max_block >= 16 and max_block & (max_block - 1) == 0):
         raise ValueError(f"max_block must be a power of two >= 16, got {max_block}")
     block, num_warps = row_launch_params(min(n_cols, max_block), element_size)
@@ -153,15 +152,13 @@ _BWD_LAUNCHES = LaunchCache("softmax_backward")
 def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
                     reload: bool | None = None, full: bool | None = None, split: int | None = None,
                     aligned: bool | None = None) -> torch.Tensor:
-    """Softmax over rows. Check; allocate; one program a row, whole-row or online over tiles by row length; few long
-    rows split over several programs (kernels/_softmax_long.py). ``num_warps`` overrides the heuristic; ``reload``
-    reads a held row twice (the second time from the L2) instead of holding its exponentials (default:
-    RELOAD_MIN_COLS; held rows take HELD_MIN_WARPS); ``full`` drops a one-block row's column mask (default:
-    UNMASKED_COLS). ``split``: elements a program of the split path (a power of two, at most a row, a contiguous x),
-    0: one program a row, None: split_cols on the SPLIT_* tables (GPU only). ``aligned``: tiled rows of a contiguous x
-    on 16-byte aligned tiles (default: unaligned rows ALIGNED_TILES names). A key seen before launches as its first."""
+    """Softmax over rows: one program a row, held or online over tiles; short rows packed, few long ones split, long
+    unaligned ones on aligned tiles (kernels/_softmax_shapes.py). Tuning overrides: ``num_warps``; ``reload`` (a held
+    row read twice; default RELOAD_MIN_COLS); ``full`` (no column mask; default UNMASKED_COLS); ``split`` (elements a
+    program of the split path, 0: none; default split_cols on SPLIT_*, GPU only); ``aligned`` (default ALIGNED_TILES).
+    A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
     key = (spec(x), max_block, num_warps, reload, full, split, aligned, id(RELOAD_MIN_COLS), id(HELD_MIN_WARPS),
-           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, SPLIT_UNALIGNED, id(ALIGNED_TILES))
+           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, SPLIT_UNALIGNED, id(ALIGNED_TILES), PACK_ROWS)
     launch = _FWD_LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
@@ -187,7 +184,10 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
             auto_warps = held_min_warps(HELD_MIN_WARPS, n_cols, es, auto_warps)
     grid = lambda META: (n_rows,)  # noqa: E731
     args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))
-    if one_block:
+    if one_block and (packed := packed_launch(n_rows, n_cols, block, es, PACK_ROWS)):
+        grid, block_m, warps = packed
+        kernel, meta = softmax_fwd_rows_kernel, dict(BLOCK_M=block_m, BLOCK_N=block, num_warps=num_warps or warps)
+    elif one_block:
         full = unmasked(UNMASKED_COLS, full, n_cols, es, whole_tiles=block == n_cols)
         kernel, meta = _softmax_fwd_row_kernel, dict(BLOCK_N=block, RELOAD=reload, FULL=full,
                                                       num_warps=num_warps or auto_warps)
@@ -203,8 +203,8 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
 
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor, max_block: int = MAX_FUSED_BLOCK,
                      num_warps: int | None = None) -> torch.Tensor:
-    """dx = y * (dy - rowsum(dy * y)). Check; allocate; one program per row. ``num_warps`` as in the forward."""
-    key = (spec(y), spec(dy), max_block, num_warps)
+    """dx = y * (dy - rowsum(dy * y)). Check; allocate; one program a row (short ones packed). ``num_warps``: a tune."""
+    key = (spec(y), spec(dy), max_block, num_warps, PACK_ROWS)
     launch = _BWD_LAUNCHES.get(key)
     if launch is not None:
         dx = torch.empty_like(y, memory_format=torch.contiguous_format)
@@ -216,12 +216,14 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, max_block: int = MAX_FUS
     if dx.numel() == 0:
         return dx
     block, auto_warps, one_block = _launch_params(n_cols, y.element_size(), max_block)
-    num_warps = num_warps or auto_warps
-    kernel = _softmax_bwd_row_kernel if one_block else _softmax_bwd_tiled_kernel
-    grid = lambda META: (n_rows,)  # noqa: E731
+    kernel, grid, meta = _softmax_bwd_tiled_kernel, (n_rows,), dict(BLOCK_N=block, num_warps=num_warps or auto_warps)
+    if one_block and (packed := packed_launch(n_rows, n_cols, block, y.element_size(), PACK_ROWS)):
+        grid, block_m, warps = packed
+        kernel, meta = softmax_bwd_rows_kernel, dict(BLOCK_M=block_m, BLOCK_N=block, num_warps=num_warps or warps)
+    elif one_block:
+        kernel = _softmax_bwd_row_kernel
     _BWD_LAUNCHES.launch(key, kernel, grid, (y, dy, dx, n_rows, n_cols, y.stride(0), y.stride(1), dy.stride(0),
-                                             dy.stride(1), dx.stride(0), dx.stride(1)),
-                         dict(BLOCK_N=block, num_warps=num_warps), n_head=3)
+                                             dy.stride(1), dx.stride(0), dx.stride(1)), meta, n_head=3)
     return dx
 
 
@@ -248,9 +250,8 @@ def softmax_triton(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.T
     return softmax_forward(x, max_block)
 
 
-# Hand-written CUDA (kernels/cuda/softmax.cu): one block per row, three sweeps over the row (max, sum of exp, write;
-# the row is re-read from L1/L2), block reductions by warp shuffles then shared memory; 16-byte vector loads when
-# every row is aligned.
+# Hand-written CUDA (kernels/cuda/softmax.cu): a block a row, three sweeps (max, sum of exp, write; the row read again
+# from L1/L2), warp-shuffle then shared-memory reductions; 16-byte vector loads when every row is aligned.
 CUDA_SOURCE = cuda_source("softmax")
 CPP_SOURCE = """
 torch::Tensor softmax_fwd(torch::Tensor x);
@@ -262,8 +263,7 @@ _cuda_module = None  # compiled on first use
 
 def _cuda():
     global _cuda_module
-    if _cuda_module is None:
-        _cuda_module = build_cuda("softmax", CPP_SOURCE, ["softmax_fwd", "softmax_bwd"])
+    _cuda_module = _cuda_module or build_cuda("softmax", CPP_SOURCE, ["softmax_fwd", "softmax_bwd"])
     return _cuda_module
 
 

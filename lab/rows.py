@@ -200,7 +200,7 @@ def smallrows_variants(n, dtype, device="cuda"):
 
 
 def softmax_aligned_peeled(x, block, warps):
-    from kernels._softmax_long import softmax_fwd_aligned_kernel
+    from kernels._softmax_shapes import softmax_fwd_aligned_kernel
 
     y = torch.empty_like(x)
     softmax_fwd_aligned_kernel[(x.shape[0],)](x, y, x.shape[1], BLOCK_N=block, ALIGN=16 // x.element_size(),

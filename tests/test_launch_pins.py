@@ -57,11 +57,11 @@ class Recorder:
 
 def _recorded(module, names: tuple[str, ...], call) -> list:
     """The launches of call() with each kernel in ``names`` recorded instead, on ``module`` or, for a name it lacks,
-    on the split modules (kernels/_norm_split.py, kernels/_softmax_long.py) that has it."""
-    from kernels import _norm_split, _softmax_long
+    on the split modules (kernels/_norm_split.py, kernels/_softmax_shapes.py) that has it."""
+    from kernels import _norm_split, _softmax_shapes
 
     log: list = []
-    owner = {n: next(m for m in (module, _norm_split, _softmax_long) if hasattr(m, n)) for n in names}
+    owner = {n: next(m for m in (module, _norm_split, _softmax_shapes) if hasattr(m, n)) for n in names}
     saved = {n: getattr(owner[n], n) for n in names}
     for n in names:
         setattr(owner[n], n, Recorder(n, log))
@@ -79,7 +79,8 @@ def _dt(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 SOFTMAX_FWD_KERNELS = ("_softmax_fwd_row_kernel", "_softmax_fwd_online_kernel", "softmax_fwd_aligned_kernel",
-                       "_softmax_split_stats_kernel", "_softmax_split_apply_kernel")
+                       "softmax_fwd_rows_kernel", "_softmax_split_stats_kernel", "_softmax_split_apply_kernel")
+SOFTMAX_BWD_KERNELS = ("_softmax_bwd_row_kernel", "_softmax_bwd_tiled_kernel", "softmax_bwd_rows_kernel")
 
 
 def _row_cases():
@@ -112,7 +113,7 @@ def record_rows() -> dict:
         out[f"rowsum/{case}"] = _recorded(rs, ("_rowsum_kernel",), lambda: rs.rowsum_triton(x))
         out[f"softmax.fwd/{case}"] = _recorded(sm, SOFTMAX_FWD_KERNELS,
                                                lambda: sm.softmax_forward(x))
-        out[f"softmax.bwd/{case}"] = _recorded(sm, ("_softmax_bwd_row_kernel", "_softmax_bwd_tiled_kernel"),
+        out[f"softmax.bwd/{case}"] = _recorded(sm, SOFTMAX_BWD_KERNELS,
                                                lambda: sm.softmax_backward(x, x))
     for dtype in DTYPES:  # the knobs tests and the lab turn
         x = torch.empty((3, 2048), dtype=dtype)
@@ -135,7 +136,7 @@ def record_rows() -> dict:
             out[f"softmax.fwd/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
                 sm, SOFTMAX_FWD_KERNELS, lambda: sm.softmax_forward(x, **kw))
         out[f"softmax.bwd/{_dt(dtype)}/3x2048/max_block=256"] = _recorded(
-            sm, ("_softmax_bwd_row_kernel", "_softmax_bwd_tiled_kernel"), lambda: sm.softmax_backward(x, x, 256))
+            sm, SOFTMAX_BWD_KERNELS, lambda: sm.softmax_backward(x, x, 256))
     return out
 
 

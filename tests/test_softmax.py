@@ -80,7 +80,7 @@ def test_default_reload_and_unmasked_rows_follow_the_tables(monkeypatch):
             return lambda *args, **kw: seen.append((kw["RELOAD"], kw["FULL"]))
     monkeypatch.setattr(sm, "_softmax_fwd_row_kernel", Spy())
     for cols, dtype, full in [(8192, torch.float32, None), (4096, torch.bfloat16, None), (8192, torch.bfloat16, None),
-                              (4096, torch.float32, None), (100, torch.float32, True)]:
+                              (4096, torch.float32, None), (300, torch.float32, True)]:
         softmax_forward(torch.zeros((2, cols), dtype=dtype), full=full)
     assert seen == [(True, True), (False, True), (False, False), (False, False), (False, False)]
 

@@ -93,6 +93,37 @@ def test_softmax_aligned_tiles_by_default_for_16_bit_tiled_unaligned_rows():
     assert launched((4, 50257), torch.float32)["kernel"] == "_softmax_fwd_online_kernel"
 
 
+@pytest.mark.parametrize("shape", [(1000, 32), (37, 100), (5, 3), (300, 255), (129, 1)])
+@pytest.mark.parametrize("dtype, atol, rtol", NORM_TOLERANCES)
+def test_softmax_packed_short_rows_match_float64(shape, dtype, atol, rtol):
+    """Rows shorter than PACK_ROWS' columns, several a program (a last program part-filled), forward and backward,
+    strided too."""
+    x = 4.0 * _x(shape, dtype, seed=6)
+    dy = _x(shape, dtype, seed=7)
+    y = softmax_forward(x)
+    torch.testing.assert_close(y.double(), _softmax64(x), atol=atol / 100, rtol=rtol)
+    y64 = _softmax64(x)
+    dx64 = y64 * (dy.double() - (y64 * dy.double()).sum(dim=1, keepdim=True))
+    dx = softmax.softmax_backward(y64.to(dtype), dy)
+    torch.testing.assert_close(dx.double(), dx64, atol=atol, rtol=rtol)
+    xt = x.t().contiguous().t()  # column-major storage: the packed kernels' strides
+    torch.testing.assert_close(softmax_forward(xt).double(), _softmax64(x), atol=atol / 100, rtol=rtol)
+
+
+def test_softmax_packs_short_rows_only():
+    from tests.test_launch_pins import SOFTMAX_FWD_KERNELS, _recorded
+
+    def launched(shape, fn=softmax_forward, names=SOFTMAX_FWD_KERNELS):
+        x = torch.empty(shape, dtype=torch.bfloat16)
+        return _recorded(softmax, names, lambda: fn(x) if fn is softmax_forward else fn(x, x))[0]
+
+    got = launched((1000, 32))
+    assert got["kernel"] == "softmax_fwd_rows_kernel" and got["kw"]["BLOCK_M"] == 128 and got["grid"] == [8]
+    bwd = launched((1000, 32), softmax.softmax_backward, ("_softmax_bwd_row_kernel", "softmax_bwd_rows_kernel"))
+    assert bwd["kernel"] == "softmax_bwd_rows_kernel" and bwd["grid"] == [8]
+    assert launched((1000, 256))["kernel"] == "_softmax_fwd_row_kernel"  # the square sweep's 256 unchanged
+
+
 def test_softmax_split_and_aligned_tiles_keep_minus_infinity():
     """A row half -inf (whole tiles of -inf), a row with one -inf: as torch's (no NaN from -inf - -inf)."""
     x = _x((4, 40), torch.float32, seed=4)

@@ -1,12 +1,13 @@
-"""Softmax's forward over long rows of a contiguous x (kernels/softmax.py chooses): few rows split over several
-programs (one program a row leaves SMs idle); rows no multiple of 16 bytes on aligned tiles (a row's own tiles
-would load one element at a time).
+"""Softmax off the square (kernels/softmax.py chooses): many short rows packed several to a program, forward and
+backward (BLOCK_M rows x BLOCK_N columns, as rowsum packs); few long rows of a contiguous x split over several
+programs (one program a row leaves SMs idle); long rows no multiple of 16 bytes on aligned tiles.
 
 Split: x as one flat buffer in tiles of CHUNK elements, a program each, every tile 16-byte aligned, in two launches
 (kernels/_rows.launch_split): phase 1 writes each tile's (max, sum of exp(x - max)) for the row it starts in and for
 the next; phase 2 combines a row's partials in a fixed order (no atomics) and writes the tile's elements, x read
 again (from the L2 where it still is). Aligned tiles: the online softmax, one program a row, on tiles that start on
-16-byte boundaries (the first before the row); the first and last are masked and peeled off the loops.
+16-byte boundaries (the first before the row; a row's own tiles would load one element at a time); the first and
+last are masked and peeled off the loops.
 """
 from __future__ import annotations
 
@@ -18,9 +19,36 @@ from kernels._rows import launch_split, row_launch_params
 
 
 @triton.jit
-def _finite(m):
+def finite_shift(m):
     """A running max as a shift: -inf (nothing seen yet) shifts by 0, so exp(-inf - shift) is 0, never NaN."""
     return tl.where(m == -float("inf"), 0.0, m)
+
+
+@triton.jit
+def softmax_fwd_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_ym, stride_yn,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(axis=0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    in_rows = (rows < n_rows)[:, None]
+    mask = in_rows & (cols < n_cols)[None, :]
+    x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :] * stride_xn, mask=mask, other=-float("inf"))
+    x = tl.where(in_rows, x.to(tl.float32), 0.0)  # rows past the end: zeros, not -inf (no -inf - -inf)
+    e = tl.exp(x - tl.max(x, axis=1)[:, None])
+    y = e / tl.sum(e, axis=1)[:, None]
+    tl.store(y_ptr + rows[:, None] * stride_ym + cols[None, :] * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def softmax_bwd_rows_kernel(y_ptr, dy_ptr, dx_ptr, n_rows, n_cols, stride_ym, stride_yn, stride_dym, stride_dyn,
+                            stride_dxm, stride_dxn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(axis=0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    y = tl.load(y_ptr + rows[:, None] * stride_ym + cols[None, :] * stride_yn, mask=mask, other=0.0).to(tl.float32)
+    dy = tl.load(dy_ptr + rows[:, None] * stride_dym + cols[None, :] * stride_dyn, mask=mask, other=0.0).to(tl.float32)
+    dx = y * (dy - tl.sum(y * dy, axis=1)[:, None])
+    tl.store(dx_ptr + rows[:, None] * stride_dxm + cols[None, :] * stride_dxn, dx.to(dx_ptr.dtype.element_ty),
+             mask=mask)
 
 
 @triton.jit
@@ -88,9 +116,9 @@ def _softmax_split_stats_kernel(x_ptr, part_ptr, n_elements, n_cols, CHUNK: tl.c
     m_head = tl.max(x_head, axis=0)
     m_tail = tl.max(x_tail, axis=0)
     tl.store(part_ptr + 4 * pid, m_head)
-    tl.store(part_ptr + 4 * pid + 1, tl.sum(tl.exp(x_head - _finite(m_head)), axis=0))
+    tl.store(part_ptr + 4 * pid + 1, tl.sum(tl.exp(x_head - finite_shift(m_head)), axis=0))
     tl.store(part_ptr + 4 * pid + 2, m_tail)
-    tl.store(part_ptr + 4 * pid + 3, tl.sum(tl.exp(x_tail - _finite(m_tail)), axis=0))
+    tl.store(part_ptr + 4 * pid + 3, tl.sum(tl.exp(x_tail - finite_shift(m_tail)), axis=0))
 
 
 @triton.jit
@@ -104,7 +132,7 @@ def _split_row_stats(part_ptr, row, n_cols, n_tiles, CHUNK: tl.constexpr, BLOCK_
     m = tl.load(part, mask=mask, other=-float("inf"))
     s = tl.load(part + 1, mask=mask, other=0.0)
     m_row = tl.max(m, axis=0)
-    return m_row, tl.sum(s * tl.exp(m - _finite(m_row)), axis=0)
+    return m_row, tl.sum(s * tl.exp(m - finite_shift(m_row)), axis=0)
 
 
 @triton.jit
@@ -119,7 +147,7 @@ def _softmax_split_apply_kernel(part_ptr, x_ptr, y_ptr, n_elements, n_cols, n_ti
     m_tail, s_tail = _split_row_stats(part_ptr, row + 1, n_cols, n_tiles, CHUNK, BLOCK_K)
     offs = tl.arange(0, CHUNK)
     in_head = offs < (row + 1) * n_cols - start
-    m = tl.where(in_head, m_head, _finite(m_tail))  # no tail (the last row): its padding gives exp(-inf) = 0
+    m = tl.where(in_head, m_head, finite_shift(m_tail))  # no tail (the last row): its padding gives exp(-inf) = 0
     inv_s = tl.where(in_head, 1.0 / s_head, 1.0 / tl.maximum(s_tail, 1.0))  # a row's sum is >= 1; no tail: 0
     x = _load_flat(x_ptr, start, n_elements, CHUNK, "evict_first")
     y = tl.exp(x - m) * inv_s
@@ -142,3 +170,14 @@ def split_forward(cache, key, x: torch.Tensor, y: torch.Tensor, chunk: int) -> N
                  (_softmax_split_apply_kernel, (programs,), (x.numel(), n_cols, programs),
                   dict(CHUNK=chunk, BLOCK_K=block_k, num_warps=warps)),
                  (programs, 4))
+
+
+def packed_launch(n_rows: int, n_cols: int, block: int, element_size: int, table: tuple[int, int]):
+    """(grid, BLOCK_M, num_warps) of the packed kernels for rows of n_cols held in one block of ``block`` columns,
+    where ``table`` (PACK_ROWS: (columns, elements)) packs them: rows shorter than that many columns, about that many
+    elements a program; None elsewhere."""
+    below, elements = table
+    if n_cols >= below or block >= elements:
+        return None
+    block_m = elements // block
+    return (triton.cdiv(n_rows, block_m),), block_m, row_launch_params(block_m * block, element_size)[1]
