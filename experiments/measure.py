@@ -9,7 +9,6 @@ stopped and a failed cell costs only itself; the parquet appears in one atomic r
 """
 
 import argparse
-import hashlib
 import json
 import logging
 import os
@@ -90,6 +89,10 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     from rooflab.shapes import label
 
     device, l2_bytes = check_device(gpu)
+    if device == "cpu" and (describe_outputs or {}).get("profiles"):
+        from experiments.profiles import profile_inductor_cpp
+
+        profile_inductor_cpp()  # the cells' graphs are then the profile's own (no second C++ compile)
     start_cuda_builds(gpu)  # every kernel's, in the background: the first job to run starts them
     kernel = load_kernel(kernel_name)
     timing = TimingConfig.from_config(params.get("timing"))
