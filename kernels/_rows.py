@@ -122,7 +122,8 @@ def split_cols(n_rows: int, n_cols: int, sms: int, below: tuple[int, int], chunk
     if sms < 1 or n_cols < min_cols or (n_rows >= rows_per_sm * sms and not unaligned):
         return 0
     programs_per_sm, fewest, most = chunk
-    return max(fewest, min(most, triton.next_power_of_2(triton.cdiv(n_rows * n_cols, programs_per_sm * sms))))
+    cols = max(fewest, min(most, triton.next_power_of_2(triton.cdiv(n_rows * n_cols, programs_per_sm * sms))))
+    return cols if cols <= n_cols else 0  # a flat tile longer than a row would span three (tables a lab swapped)
 
 
 def device_sms(x: torch.Tensor) -> int:

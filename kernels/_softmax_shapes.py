@@ -63,17 +63,17 @@ def softmax_fwd_aligned_kernel(x_ptr, y_ptr, n_cols, BLOCK_N: tl.constexpr, ALIG
     offs = first + tl.arange(0, BLOCK_N)
     x = tl.load(x_ptr + offs, mask=(offs >= row_start) & (offs < row_end), other=-float("inf")).to(tl.float32)
     m = tl.max(x, axis=0)
-    s = tl.sum(tl.exp(x - m), axis=0)
+    s = tl.sum(tl.exp(x - finite_shift(m)), axis=0)  # a first tile of only -inf leaves m at -inf: no NaN
     for k in range(1, n_tiles - 1):
         x = tl.load(x_ptr + first + k * BLOCK_N + tl.arange(0, BLOCK_N), eviction_policy="evict_last").to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
-        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        s = s * tl.exp(m - finite_shift(m_new)) + tl.sum(tl.exp(x - finite_shift(m_new)), axis=0)
         m = m_new
     if n_tiles > 1:
         offs = first + (n_tiles - 1) * BLOCK_N + tl.arange(0, BLOCK_N)
         x = tl.load(x_ptr + offs, mask=offs < row_end, other=-float("inf")).to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
-        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(x - m_new), axis=0)
+        s = s * tl.exp(m - finite_shift(m_new)) + tl.sum(tl.exp(x - finite_shift(m_new)), axis=0)
         m = m_new
     inv_s = 1.0 / s
     offs = first + tl.arange(0, BLOCK_N)
@@ -147,8 +147,8 @@ def _softmax_split_apply_kernel(part_ptr, x_ptr, y_ptr, n_elements, n_cols, n_ti
     m_tail, s_tail = _split_row_stats(part_ptr, row + 1, n_cols, n_tiles, CHUNK, BLOCK_K)
     offs = tl.arange(0, CHUNK)
     in_head = offs < (row + 1) * n_cols - start
-    m = tl.where(in_head, m_head, finite_shift(m_tail))  # no tail (the last row): its padding gives exp(-inf) = 0
-    inv_s = tl.where(in_head, 1.0 / s_head, 1.0 / tl.maximum(s_tail, 1.0))  # a row's sum is >= 1; no tail: 0
+    m = tl.where(in_head, m_head, m_tail)  # a row of only -inf: NaN, as torch's (lanes past the end are not stored)
+    inv_s = tl.where(in_head, 1.0 / s_head, 1.0 / s_tail)
     x = _load_flat(x_ptr, start, n_elements, CHUNK, "evict_first")
     y = tl.exp(x - m) * inv_s
     if start + CHUNK <= n_elements:

@@ -57,7 +57,7 @@ def _softmax64(x):
     return torch.softmax(x.double(), dim=1)
 
 
-@pytest.mark.parametrize("shape, chunk", CASES)
+@pytest.mark.parametrize("shape, chunk", CASES + [((4, 63), 16)])  # 63: a row touches 5 tiles of 16, not 4
 @pytest.mark.parametrize("dtype, atol, rtol", NORM_TOLERANCES)
 def test_softmax_split_matches_float64(shape, chunk, dtype, atol, rtol):
     x = 4.0 * _x(shape, dtype)  # a spread of maxima across tiles: the partials' rescaling matters
@@ -66,7 +66,7 @@ def test_softmax_split_matches_float64(shape, chunk, dtype, atol, rtol):
     torch.testing.assert_close(y.double(), _softmax64(x), atol=atol / 100, rtol=rtol)
 
 
-@pytest.mark.parametrize("shape", [(3, 37), (5, 1001), (2, 4099), (4, 64), (3, 9)])  # 64: aligned, asked anyway
+@pytest.mark.parametrize("shape", [(3, 37), (5, 1001), (2, 4099), (3, 9)])
 @pytest.mark.parametrize("dtype, atol, rtol", NORM_TOLERANCES)
 def test_softmax_aligned_tiles_match_float64(shape, dtype, atol, rtol):
     """Rows no multiple of 16 bytes on tiles that start on 16-byte boundaries (the first before the row); short
@@ -108,6 +108,8 @@ def test_softmax_packed_short_rows_match_float64(shape, dtype, atol, rtol):
     torch.testing.assert_close(dx.double(), dx64, atol=atol, rtol=rtol)
     xt = x.t().contiguous().t()  # column-major storage: the packed kernels' strides
     torch.testing.assert_close(softmax_forward(xt).double(), _softmax64(x), atol=atol / 100, rtol=rtol)
+    y_t, dy_t = y64.to(dtype).t().contiguous().t(), dy.t().contiguous().t()
+    torch.testing.assert_close(softmax.softmax_backward(y_t, dy_t).double(), dx64, atol=atol, rtol=rtol)
 
 
 def test_softmax_packs_short_rows_only():
@@ -124,13 +126,23 @@ def test_softmax_packs_short_rows_only():
     assert launched((1000, 256))["kernel"] == "_softmax_fwd_row_kernel"  # the square sweep's 256 unchanged
 
 
-def test_softmax_split_and_aligned_tiles_keep_minus_infinity():
-    """A row half -inf (whole tiles of -inf), a row with one -inf: as torch's (no NaN from -inf - -inf)."""
-    x = _x((4, 40), torch.float32, seed=4)
-    x[1, :20] = -float("inf")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_softmax_split_and_aligned_tiles_keep_minus_infinity(dtype):
+    """Rows of 37 (no multiple of 16 bytes: the aligned kernel runs, recorded below): a -inf prefix longer than a
+    tile, one -inf, a row of only -inf (NaN, as torch's); the split as well, the -inf row once a tile's head and once
+    its tail."""
+    from tests.test_launch_pins import SOFTMAX_FWD_KERNELS, _recorded
+
+    x = _x((5, 37), torch.float32, seed=4)
+    x[1, :25] = -float("inf")
     x[2, 5] = -float("inf")
-    for kw in (dict(split=8), dict(max_block=16, aligned=True)):
-        torch.testing.assert_close(softmax_forward(x, **kw), torch.softmax(x, dim=1), atol=1e-6, rtol=1e-6)
+    x[3, :] = -float("inf")
+    x = x.to(dtype)
+    want = torch.softmax(x.double(), dim=1)
+    kinds = _recorded(softmax, SOFTMAX_FWD_KERNELS, lambda: softmax_forward(x, max_block=16, aligned=True))
+    assert kinds[0]["kernel"] == "softmax_fwd_aligned_kernel"
+    for kw in (dict(split=8), dict(split=16), dict(max_block=16, aligned=True)):
+        torch.testing.assert_close(softmax_forward(x, **kw).double(), want, atol=1e-3, rtol=1e-3, equal_nan=True)
 
 
 def test_softmax_split_needs_a_contiguous_x_and_a_tile_within_a_row():
