@@ -142,7 +142,7 @@ SOFTMAX = {
         2: Choice((4096, 8), "bf16 1024 x 50257: 113 us against one program a row's 146 (builtin 98), 4096 x 50257: "
                              "402, 556 (363); longer tiles slower", T + "softmax_unaligned_u1.csv"),
     },
-    # long forward rows not 16-byte aligned split whatever their number (the flat tiles load 16-byte vectors)?
+    # whether long forward rows not 16-byte aligned are split whatever their number (as rowsum's)
     "SPLIT_UNALIGNED": Choice(False, "off: 1024 x 50257 split took bf16 189 us, one program a row 146 (builtin 98); "
                                      "fp32 215, 161 (builtin 194)", T + "softmax_unaligned_u1.csv"),
 }

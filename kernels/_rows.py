@@ -126,6 +126,12 @@ def split_cols(n_rows: int, n_cols: int, sms: int, below: tuple[int, int], chunk
     return cols if cols <= n_cols else 0  # a flat tile longer than a row would span three (tables a lab swapped)
 
 
+def check_split(split: int, n_cols: int, flat: bool) -> None:
+    """A split asked for by hand (``split=``): flat tiles need a power of two of at most a row over a contiguous x."""
+    if split and not (flat and split & (split - 1) == 0 and split <= n_cols):
+        raise ValueError(f"split must be a power of two of at most a row ({n_cols}) over a contiguous x, got {split}")
+
+
 def device_sms(x: torch.Tensor) -> int:
     """x's device's SM count, cached; 0 off a GPU (the interpreter), where split_cols never splits."""
     return multiprocessor_count(x.device) if x.is_cuda else 0

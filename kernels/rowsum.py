@@ -18,8 +18,8 @@ import triton.language as tl
 
 from kernels._launch import ROWSUM, values
 from kernels._fastlaunch import LaunchCache, spec
-from kernels._rows import (leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, launch_split, row_launch_params,
-                           split_cols, unmasked)
+from kernels._rows import (check_split, leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, launch_split,
+                           row_launch_params, split_cols, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
@@ -155,8 +155,8 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
     if split is None:
         unaligned = SPLIT_UNALIGNED and n_cols * x.element_size() % 16 != 0
         split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK, unaligned) if flat else 0
-    elif split and not (flat and split & (split - 1) == 0 and split <= n_cols):
-        raise ValueError(f"split must be a power of two of at most a row ({n_cols}) over a contiguous x, got {split}")
+    else:
+        check_split(split, n_cols, flat)
     if split:
         _split_sum(key, x, s, split)
         return s

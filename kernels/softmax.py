@@ -19,8 +19,8 @@ import triton.language as tl
 from kernels._cuda import build_cuda, cuda_source
 from kernels._launch import SOFTMAX, values
 from kernels._fastlaunch import LaunchCache, spec
-from kernels._rows import (leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, held_min_warps, needs_grad,
-                           row_launch_params, split_cols, unmasked)
+from kernels._rows import (check_split, leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, held_min_warps,
+                           needs_grad, row_launch_params, split_cols, unmasked)
 from kernels._softmax_shapes import (finite_shift, packed_launch, softmax_bwd_rows_kernel, softmax_fwd_aligned_kernel,
                                      softmax_fwd_rows_kernel, split_forward)
 from rooflab.cuda_ext import cuda_skip_reason
@@ -172,8 +172,8 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
     if split is None:
         unaligned = SPLIT_UNALIGNED and n_cols * es % 16 != 0
         split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK, unaligned) if flat else 0
-    elif split and not (flat and split & (split - 1) == 0 and split <= n_cols):
-        raise ValueError(f"split must be a power of two of at most a row ({n_cols}) over a contiguous x, got {split}")
+    else:
+        check_split(split, n_cols, flat)
     if split:
         split_forward(_FWD_LAUNCHES, key, x, y, split)
         return y
