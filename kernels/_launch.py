@@ -157,8 +157,8 @@ ROWSUM = {
         4: Choice((4096, 4096), "faster in the tune call and in the sweep", T + "tune_v19_unmasked.csv"),
     },
     # (rows a SM, columns): fewer rows than that, of at least that many columns, are split over several programs
-    "SPLIT_BELOW": Choice((0, 32768), "off: on the H200 (S31) bf16 8 x 256000 split 15.9 us, one program a row "
-                                      "14.8 (builtin 10.9); rowsum_triton(split=) still forces it", None),
+    "SPLIT_BELOW": Choice((2, 32768), "few long rows leave SMs idle: fp32 4 x 1000000 one program a row 118 us, "
+                                      "the builtin 13 (D1); bf16 8 x 256000 split 15.9, one a row 14.8 (S31)", None),
     # a split row: (programs a SM, fewest, most elements a program): the flat tile one program sums
     "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
     "SPLIT_UNALIGNED": Choice(True, "long rows not 16-byte aligned split whatever their number: flat tiles load "

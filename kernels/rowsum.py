@@ -32,6 +32,7 @@ UNMASKED_COLS = values(ROWSUM["UNMASKED_COLS"])  # element size -> (fewest, most
 SPLIT_BELOW = values(ROWSUM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_split_sum)
 SPLIT_CHUNK = values(ROWSUM["SPLIT_CHUNK"])  # (programs a SM, fewest, most elements a program) of a split
 SPLIT_UNALIGNED = values(ROWSUM["SPLIT_UNALIGNED"])  # long rows not 16-byte aligned split whatever their number
+NAIVE_CHUNK = 1024  # rowsum_naive's columns a pass
 
 
 @triton.jit
@@ -178,8 +179,8 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
 
 def rowsum_naive(x: torch.Tensor) -> torch.Tensor:
     acc = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)  # 1 kernel: write N
-    for j in range(0, x.shape[1], 1024):  # a student's column-chunked loop, one pass per chunk of 1024 columns
-        acc = acc + x[:, j:j + 1024].sum(dim=1)  # 2 kernels per chunk: read 1024N, write N; read 2N, write N
+    for j in range(0, x.shape[1], NAIVE_CHUNK):  # a student's column-chunked loop, one pass per chunk of columns
+        acc = acc + x[:, j:j + NAIVE_CHUNK].sum(dim=1)  # 2 kernels per chunk: read 1024N, write N; read 2N, write N
     return acc
 
 
@@ -211,6 +212,18 @@ def bytes_moved(shape, dtype: str) -> float:
     return (rows * cols + rows) * ELEMENT_BYTES[dtype]  # the fewest: read x once, write the row sums
 
 
+COMPILE_MAX_CHUNKS = 64  # torch.compile unrolls the naive's loop: on the H200 its 326 passes (16 x 333333) took 75 s
+
+
+def compile_skip(impl: str, shape) -> str | None:
+    """torch.compile of the naive expression traces one graph node a chunk: minutes of compile on long rows."""
+    chunks = triton.cdiv(shape[1], NAIVE_CHUNK)
+    if impl == "compile" and chunks > COMPILE_MAX_CHUNKS:
+        return (f"torch.compile would unroll the naive loop's {chunks} passes (over {COMPILE_MAX_CHUNKS}: 326 took "
+                f"75 s and 977 took 281 s to compile on the H200)")
+    return None
+
+
 KERNEL = Kernel(
     name="rowsum",
     description="sum over each row of an N x N matrix (N outputs), fp32 accumulation",
@@ -220,4 +233,5 @@ KERNEL = Kernel(
     bytes=bytes_moved,
     impls=eager(naive=rowsum_naive, builtin=rowsum_builtin, triton=rowsum_triton),
     naive_fn=rowsum_naive,
+    shape_skip_reason=compile_skip,
 )

@@ -307,7 +307,8 @@ def skip_reason(kernel: Kernel, cell: Cell, device: str, interpret_max_size: int
             return f"{kernel.name} has no naive expression to compile"
     elif cell.impl not in kernel.impls:
         return f"{kernel.name} has no '{cell.impl}' implementation"
-    reason = kernel.skip_reason(cell.impl, device)
+    reason = kernel.skip_reason(cell.impl, device) or kernel.shape_skip_reason(cell.impl,
+                                                                                kernel.shape(cell.shape or cell.size))
     if reason:
         return reason
     if device == "cpu" and cell.impl == "triton" and \

@@ -59,6 +59,8 @@ class Kernel:
     check_rows: Callable[[Inputs, Any], Inputs] | None = None
     passes: tuple[str, ...] = ("fwd",)
     skip_reason: Callable[[str, str], str | None] = lambda impl, device: None  # impl unavailable here -> why
+    # (impl, shape) -> why that implementation is not run at that shape (e.g. a compile that takes minutes), or None
+    shape_skip_reason: Callable[[str, tuple], str | None] = lambda impl, shape: None
     source: str = ""  # the kernel file (set by load_kernel)
     module: Any = None  # the kernel's module, which holds its autotuners (set by load_kernel)
 

@@ -127,3 +127,16 @@ def test_flop_and_byte_model():
     assert KERNEL.flops(1024) == 1024 * 1024  # one add per element
     assert KERNEL.bytes(1024, "float32") == 4_198_400  # (read x + write 1024 sums) (1024^2 + 1024) * 4 B
     assert KERNEL.bytes(1024, "bfloat16") == 2_099_200
+
+
+def test_compile_of_the_naive_loop_is_skipped_on_long_rows():
+    # torch.compile unrolls rowsum_naive's loop, one pass a chunk of columns: minutes of compile on long rows
+    from rooflab.cell import Cell, skip_reason
+
+    def reason(impl, shape):
+        return skip_reason(KERNEL, Cell("rowsum", impl, "float32", None, "fwd", shape=shape), "cpu", 64)
+
+    assert "unroll" in reason("compile", (4, 1_000_000))
+    assert reason("compile", (4096, 4097)) is None
+    assert reason("naive", (4, 1_000_000)) is None  # the naive itself runs: its loop is what it shows
+    assert skip_reason(KERNEL, Cell("rowsum", "compile", "float32", 1024), "cpu", 64) is None  # the square sweep
