@@ -3,11 +3,12 @@
 Per row, with x_hat = (x - mean) * rstd (RMSNorm: no mean) and g = weight * dy:
     dx = rstd * (g - x_hat * mean(g * x_hat) - mean(g))      (RMSNorm: without the last term)
     dweight = sum over rows of dy * x_hat,  dbias = sum over rows of dy
-The statistics are recomputed from x (one more read of a row the backward reads anyway), so the forward saves
-nothing but its inputs. dweight and dbias are reduced in two stages, as Liger-Kernel and the Triton layer-norm
-tutorial do: each program walks a block of rows and keeps its partial sums in fp32 registers, then torch sums the
-programs' partials (no lock, no atomics: the order is fixed, so the result is deterministic).
-A row must fit in one block (kernels/_rows.MAX_BLOCK_SIZE columns); longer rows are refused with that limit.
+The statistics are recomputed from x, so the forward saves nothing but its inputs. dweight and dbias are reduced in
+two stages, as Liger-Kernel and the Triton layer-norm tutorial do: each program walks a block of rows (short rows
+several at once) with its partial sums in fp32 registers, then torch sums the programs' partials (no atomics: a
+fixed order, a deterministic result). Rows longer than a block (kernels/_rows.MAX_BLOCK_SIZE) take two launches over
+column tiles: each tile's statistics (mean, squared deviations, sum of g * (x - mean), sum of g), then each tile
+combines its row's (Chan's formula: no cancellation) and writes dx and partial dweight, dbias.
 """
 from __future__ import annotations
 
@@ -15,55 +16,153 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
+from kernels._rows import MAX_BLOCK_SIZE, row_align, row_launch_params
 from rooflab.triton_utils import multiprocessor_count
 
 PROGRAMS_PER_SM = 4  # partial sums: enough programs to fill the GPU, few enough that stage two is small
+PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes 2048 elements of rows at once
+LONG_TILE = 4096  # columns a program of a long row takes (one held fp32 tile of x, dy and the partial sums)
 
 
 @triton.jit
 def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, dw_part_ptr, db_part_ptr, n_rows, n_cols, eps,
-                     ROWS_PER_PROGRAM: tl.constexpr, BLOCK_SIZE: tl.constexpr, CENTRE: tl.constexpr,
-                     HAS_BIAS: tl.constexpr):
+                     ROWS_PER_PROGRAM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+                     CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr, ALIGN: tl.constexpr = 1):
+    # A program walks its ROWS_PER_PROGRAM rows BLOCK_M at a time (short rows packed: one (BLOCK_M, BLOCK_SIZE)
+    # tile, reduced along its columns); ALIGN divides n_cols (row_align), so rows start on 16-byte vectors.
+    n_cols = n_cols // ALIGN * ALIGN
     pid = tl.program_id(axis=0)
     cols = tl.arange(0, BLOCK_SIZE)
+    col_mask = cols < n_cols
+    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
+    dw = tl.zeros((BLOCK_M, BLOCK_SIZE), dtype=tl.float32)
+    db = tl.zeros((BLOCK_M, BLOCK_SIZE), dtype=tl.float32)
+    for i in range(0, ROWS_PER_PROGRAM, BLOCK_M):
+        local = i + tl.arange(0, BLOCK_M)
+        rows = pid.to(tl.int64) * ROWS_PER_PROGRAM + local  # int64: row * n_cols passes 2^31
+        mask = ((rows < n_rows) & (local < ROWS_PER_PROGRAM))[:, None] & col_mask[None, :]
+        offsets = rows[:, None] * n_cols + cols[None, :]  # contiguous rows
+        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        if CENTRE:
+            x = tl.where(mask, x - (tl.sum(x, axis=1) / n_cols)[:, None], 0.0)
+        rstd = (1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps))[:, None]
+        x_hat = x * rstd
+        g = w * dy
+        dx = g - x_hat * (tl.sum(g * x_hat, axis=1) / n_cols)[:, None]
+        if CENTRE:
+            dx = dx - (tl.sum(g, axis=1) / n_cols)[:, None]
+        tl.store(dx_ptr + offsets, (dx * rstd).to(dx_ptr.dtype.element_ty), mask=mask)
+        dw += dy * x_hat
+        if HAS_BIAS:
+            db += dy
+    tl.store(dw_part_ptr + pid * n_cols + cols, tl.sum(dw, axis=0), mask=col_mask)
+    if HAS_BIAS:
+        tl.store(db_part_ptr + pid * n_cols + cols, tl.sum(db, axis=0), mask=col_mask)
+
+
+@triton.jit
+def _norm_bwd_tile_stats_kernel(x_ptr, w_ptr, dy_ptr, stats_ptr, n_cols, n_tiles, BLOCK_N: tl.constexpr,
+                                CENTRE: tl.constexpr, ALIGN: tl.constexpr = 1):
+    # Long rows, launch 1: one column tile of one row a program; its (mean, squared deviations, sum of
+    # g * (x - mean), sum of g) over its own columns into stats[row, tile, 0:4] (RMSNorm: mean 0).
+    n_cols = n_cols // ALIGN * ALIGN
+    pid = tl.program_id(axis=0)
+    row, tile = pid // n_tiles, pid % n_tiles
+    cols = tile * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = cols < n_cols
+    offset = row.to(tl.int64) * n_cols
+    x = tl.load(x_ptr + offset + cols, mask=mask, other=0.0).to(tl.float32)
+    g = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32) * \
+        tl.load(dy_ptr + offset + cols, mask=mask, other=0.0).to(tl.float32)
+    if CENTRE:
+        mean = tl.sum(x, axis=0) / tl.minimum(n_cols - tile * BLOCK_N, BLOCK_N)
+        x = tl.where(mask, x - mean, 0.0)
+    else:
+        mean = 0.0
+    out = stats_ptr + pid.to(tl.int64) * 4
+    tl.store(out, mean)
+    tl.store(out + 1, tl.sum(x * x, axis=0))
+    tl.store(out + 2, tl.sum(g * x, axis=0))
+    tl.store(out + 3, tl.sum(g, axis=0))
+
+
+@triton.jit
+def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, dw_part_ptr, db_part_ptr, n_rows,
+                                n_cols, n_tiles, eps, ROWS_PER_PROGRAM: tl.constexpr, BLOCK_N: tl.constexpr,
+                                BLOCK_T: tl.constexpr, CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr,
+                                ALIGN: tl.constexpr = 1):
+    # Long rows, launch 2: one column tile of ROWS_PER_PROGRAM rows a program; each row's statistics from its
+    # tiles' (in tile order), then dx of the tile and the rows' partial dweight, dbias into part[row block, cols].
+    n_cols = n_cols // ALIGN * ALIGN
+    pid = tl.program_id(axis=0)
+    block, tile = pid // n_tiles, pid % n_tiles
+    cols = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = cols < n_cols
+    tiles = tl.arange(0, BLOCK_T)
+    t_mask = tiles < n_tiles
+    counts = tl.minimum(n_cols - tiles * BLOCK_N, BLOCK_N).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    dw = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
-    db = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+    dw = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    db = tl.zeros((BLOCK_N,), dtype=tl.float32)
     for i in range(ROWS_PER_PROGRAM):
-        row = pid * ROWS_PER_PROGRAM + i
+        row = block * ROWS_PER_PROGRAM + i
         if row < n_rows:
-            offset = row.to(tl.int64) * n_cols  # contiguous rows; int64: row * n_cols passes 2^31
+            stats = stats_ptr + (row.to(tl.int64) * n_tiles + tiles) * 4
+            t_mean = tl.load(stats, mask=t_mask, other=0.0)
+            t_sg = tl.load(stats + 3, mask=t_mask, other=0.0)
+            mean = tl.sum(tl.where(t_mask, counts * t_mean, 0.0), axis=0) / n_cols
+            d = t_mean - mean  # Chan: the row's sums from its tiles' about their own means
+            m2 = tl.sum(tl.load(stats + 1, mask=t_mask, other=0.0) + tl.where(t_mask, counts * d * d, 0.0), axis=0)
+            sgx = tl.sum(tl.load(stats + 2, mask=t_mask, other=0.0) + d * t_sg, axis=0)
+            rstd = 1.0 / tl.sqrt(m2 / n_cols + eps)
+            offset = row.to(tl.int64) * n_cols
             x = tl.load(x_ptr + offset + cols, mask=mask, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + offset + cols, mask=mask, other=0.0).to(tl.float32)
+            x_hat = tl.where(mask, x - mean, 0.0) * rstd
+            dx = w * dy - x_hat * (sgx * rstd / n_cols)
             if CENTRE:
-                xc = tl.where(mask, x - tl.sum(x, axis=0) / n_cols, 0.0)
-            else:
-                xc = x
-            rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / n_cols + eps)
-            x_hat = xc * rstd
-            g = w * dy
-            dx = g - x_hat * (tl.sum(g * x_hat, axis=0) / n_cols)
-            if CENTRE:
-                dx = dx - tl.sum(g, axis=0) / n_cols
+                dx = dx - tl.sum(t_sg, axis=0) / n_cols
             tl.store(dx_ptr + offset + cols, (dx * rstd).to(dx_ptr.dtype.element_ty), mask=mask)
             dw += dy * x_hat
             if HAS_BIAS:
                 db += dy
-    tl.store(dw_part_ptr + pid * n_cols + cols, dw, mask=mask)
+    tl.store(dw_part_ptr + block.to(tl.int64) * n_cols + cols, dw, mask=mask)
     if HAS_BIAS:
-        tl.store(db_part_ptr + pid * n_cols + cols, db, mask=mask)
+        tl.store(db_part_ptr + block.to(tl.int64) * n_cols + cols, db, mask=mask)
+
+
+def _long_rows(x2, weight, dy2, dx, eps, centre, has_bias, tile, sms):
+    """The backward of rows longer than a block, over column tiles of ``tile`` columns (a power of two): two
+    launches, then torch sums the row blocks' partial dweight, dbias. Returns (dw_part, db_part)."""
+    n_rows, n_cols = x2.shape
+    n_tiles = triton.cdiv(n_cols, tile)
+    warps = row_launch_params(tile, 4)[1]
+    stats = torch.empty((n_rows, n_tiles, 4), dtype=torch.float32, device=x2.device)
+    align = row_align(x2.element_size(), n_cols)
+    _norm_bwd_tile_stats_kernel[(n_rows * n_tiles,)](x2, weight, dy2, stats, n_cols, n_tiles, BLOCK_N=tile,
+                                                     CENTRE=centre, ALIGN=align, num_warps=warps)
+    rows_per_program = triton.cdiv(n_rows, max(1, min(n_rows, PROGRAMS_PER_SM * sms // n_tiles)))
+    blocks = triton.cdiv(n_rows, rows_per_program)
+    dw_part = torch.empty((blocks, n_cols), dtype=torch.float32, device=x2.device)
+    db_part = torch.empty((blocks, n_cols), dtype=torch.float32, device=x2.device) if has_bias else dw_part
+    _norm_bwd_tile_apply_kernel[(blocks * n_tiles,)](
+        x2, weight, dy2, dx, stats, dw_part, db_part, n_rows, n_cols, n_tiles, eps, ROWS_PER_PROGRAM=rows_per_program,
+        BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles), CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align,
+        num_warps=warps)
+    return dw_part, db_part
 
 
 def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: float, centre: bool,
-                  has_bias: bool):
-    """(dx, dweight, dbias or None) of LayerNorm (centre) or RMSNorm over the last dimension of x."""
+                  has_bias: bool, tile: int | None = None):
+    """(dx, dweight, dbias or None) of LayerNorm (centre) or RMSNorm over the last dimension of x. ``tile``: the
+    column tiles of the long-row path (a power of two; by default LONG_TILE for rows longer than a block)."""
     n_cols = x.shape[-1]
     block = triton.next_power_of_2(max(n_cols, 1))
-    if block > MAX_BLOCK_SIZE:
-        raise ValueError(f"the norm backward holds a row in one block: rows of at most {MAX_BLOCK_SIZE} columns, "
-                         f"got {n_cols}")
+    if tile is None and block > MAX_BLOCK_SIZE:
+        tile = LONG_TILE
+    if tile is not None and (tile < 16 or tile & (tile - 1)):
+        raise ValueError(f"tile must be a power of two of at least 16 columns, got {tile}")
     x2, dy2 = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous()
     n_rows = x2.shape[0]
     dx = torch.empty_like(x2)
@@ -71,14 +170,21 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
         zeros = torch.zeros_like(weight)
         return dx.reshape(x.shape), zeros, zeros.clone() if has_bias else None
     sms = multiprocessor_count(x.device) if x.is_cuda else 4
+    if tile is not None:
+        dw_part, db_part = _long_rows(x2, weight.contiguous(), dy2, dx, eps, centre, has_bias, tile, sms)
+        dbias = db_part.sum(dim=0).to(weight.dtype) if has_bias else None
+        return dx.reshape(x.shape), dw_part.sum(dim=0).to(weight.dtype), dbias
     rows_per_program = triton.cdiv(n_rows, min(n_rows, PROGRAMS_PER_SM * sms))
     programs = triton.cdiv(n_rows, rows_per_program)
     dw_part = torch.empty((programs, n_cols), dtype=torch.float32, device=x.device)
     db_part = torch.empty((programs, n_cols), dtype=torch.float32, device=x.device) if has_bias else dw_part
-    _, num_warps = row_launch_params(n_cols, 4)  # the fp32 partial sums set the registers a row needs
+    block_m = max(1, min(PACK_ELEMENTS // block, triton.next_power_of_2(rows_per_program))) if n_cols < PACK_BELOW \
+        else 1
+    _, num_warps = row_launch_params(block_m * block, 4)  # the fp32 partial sums set the registers a tile needs
     _norm_bwd_kernel[(programs,)](x2, weight.contiguous(), dy2, dx, dw_part, db_part, n_rows, n_cols, eps,
-                                  ROWS_PER_PROGRAM=rows_per_program, BLOCK_SIZE=block, CENTRE=centre,
-                                  HAS_BIAS=has_bias, num_warps=num_warps)
+                                  ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
+                                  HAS_BIAS=has_bias, ALIGN=row_align(x2.element_size(), n_cols),
+                                  num_warps=num_warps)
     dbias = db_part.sum(dim=0).to(weight.dtype) if has_bias else None
     return dx.reshape(x.shape), dw_part.sum(dim=0).to(weight.dtype), dbias
 

@@ -41,6 +41,16 @@ def leading_rows(fn):
     return wrapper
 
 
+def row_align(element_size: int, *ints: int) -> int:
+    """ALIGN of a row kernel: the largest power of two, at most one 16-byte vector of elements, dividing every int (a
+    row's length, its strides). Triton proves alignment only of ints divisible by 16; a kernel that rewrites each
+    as (v // ALIGN) * ALIGN tells it more, so rows of 5000 or 100 elements load vectors, not single elements."""
+    align = max(1, 16 // element_size)
+    while align > 1 and any(v % align for v in ints):
+        align //= 2
+    return align
+
+
 def needs_grad(*tensors) -> bool:
     """Whether autograd must see this call (one check on the forward's path): where it need not, a wrapper calls its
     forward without the autograd Function, whose own cost a call would otherwise pay."""

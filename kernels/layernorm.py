@@ -20,9 +20,11 @@ import triton.language as tl
 from kernels._launch import LAYERNORM, values
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
+from kernels._norm_packed import packed_norm_launch
 from kernels._norm_split import norm_split_forward, welford_combine
 from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, device_sms, held_min_warps, l2_prefetch,
-                           leading_rows, names_row, needs_grad, row_launch_params, split_cols, unmasked)
+                           leading_rows, names_row, needs_grad, row_align, row_launch_params, split_cols,
+                           unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
@@ -53,7 +55,9 @@ def _layernorm_fwd_kernel(
     W_LINE: tl.constexpr = 32,  # weight elements per L2 line
     prefetch_programs=0,  # ... how many programs ask
     FULL: tl.constexpr = False,  # held row exactly as long as the tile (n_cols == BLOCK_SIZE): no column mask
+    ALIGN: tl.constexpr = 1,  # divides n_cols and the row strides (kernels/_rows.row_align): vector loads
 ):
+    n_cols, stride_xm, stride_ym = n_cols // ALIGN * ALIGN, stride_xm // ALIGN * ALIGN, stride_ym // ALIGN * ALIGN
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
@@ -179,6 +183,10 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     if split:
         norm_split_forward(_LAUNCHES, key, x, weight, bias, y, eps, split)
         return y
+    if block_size is None and num_warps is None and (packed := packed_norm_launch(x, y, weight, bias, eps)):
+        kernel, grid, args, meta = packed  # many short rows: several a program (kernels/_norm_packed.py)
+        _LAUNCHES.launch(key, kernel, grid, (x, weight, bias, y, *args), meta, n_head=4)
+        return y
     block_size, auto_warps = launch_params(n_cols, x.element_size(), block_size)
     num_warps = num_warps or auto_warps
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
@@ -187,6 +195,7 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         (x, weight, bias, y, n_cols, x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0),
          y.stride(1), eps),
         dict(BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps,
+             ALIGN=row_align(x.element_size(), n_cols, x.stride(0), y.stride(0)),
              **launch_options(n_cols, x.element_size(), block_size, num_warps, can_prefetch(x))),
         n_head=4)
     return y

@@ -20,8 +20,10 @@ import triton.language as tl
 from kernels._launch import RMSNORM, values
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
+from kernels._norm_packed import packed_norm_launch
 from kernels._norm_split import norm_split_forward
-from kernels._rows import leading_rows, bound_mask, device_sms, needs_grad, row_launch_params, split_cols, unmasked
+from kernels._rows import (leading_rows, bound_mask, device_sms, needs_grad, row_align, row_launch_params, split_cols,
+                           unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
@@ -46,7 +48,9 @@ def _rmsnorm_fwd_kernel(
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
     RELOAD: tl.constexpr = False,  # ... or read it twice, holding nothing across the reduction
     FULL: tl.constexpr = False,  # the row is a whole number of tiles (n_cols % BLOCK_SIZE == 0): no column mask
+    ALIGN: tl.constexpr = 1,  # divides n_cols and the row strides (kernels/_rows.row_align): vector loads
 ):
+    n_cols, stride_xm, stride_ym = n_cols // ALIGN * ALIGN, stride_xm // ALIGN * ALIGN, stride_ym // ALIGN * ALIGN
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
     x_row = x_ptr + row * stride_xm
     y_row = y_ptr + row * stride_ym
@@ -124,6 +128,11 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     if split:
         norm_split_forward(_LAUNCHES, key, x, weight, None, y, eps, split)
         return y
+    if block_size is None and num_warps is None and reload is None and full is None and \
+            (packed := packed_norm_launch(x, y, weight, None, eps)):
+        kernel, grid, args, meta = packed  # many short rows: several a program (kernels/_norm_packed.py)
+        _LAUNCHES.launch(key, kernel, grid, (x, weight, y, *args), meta, n_head=3)
+        return y
     auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
     block_size = block_size or auto_block
     if block_size & (block_size - 1):
@@ -137,7 +146,7 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         key, _rmsnorm_fwd_kernel, grid,
         (x, weight, y, n_cols, x.stride(0), x.stride(1), weight.stride(0), y.stride(0), y.stride(1), eps),
         dict(BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload, FULL=full,
-             num_warps=num_warps or auto_warps),
+             num_warps=num_warps or auto_warps, ALIGN=row_align(x.element_size(), n_cols, x.stride(0), y.stride(0))),
         n_head=3)
     return y
 

@@ -19,7 +19,7 @@ import triton.language as tl
 from kernels._launch import ROWSUM, values
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._rows import (check_split, leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, launch_split,
-                           row_launch_params, split_cols, unmasked)
+                           row_align, row_launch_params, split_cols, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
@@ -38,7 +38,9 @@ NAIVE_CHUNK = 1024  # rowsum_naive's columns a pass
 @triton.jit
 def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr,
-                   FULL: tl.constexpr = False):  # one tile exactly, whole programs of rows: no mask
+                   FULL: tl.constexpr = False,  # one tile exactly, whole programs of rows: no mask
+                   ALIGN: tl.constexpr = 1):  # divides n_cols and stride_xm (kernels/_rows.row_align): vector loads
+    n_cols, stride_xm = n_cols // ALIGN * ALIGN, stride_xm // ALIGN * ALIGN
     pid = tl.program_id(axis=0)
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: 8192^2 * 4 B > 2^31
     row_mask = bound_mask(rows, n_rows, FULL)  # FULL: every row of every program is in range
@@ -172,7 +174,7 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
         key, _rowsum_kernel, (triton.cdiv(n_rows, block_m),),
         (x, s, n_rows, n_cols, x.stride(0), x.stride(1), s.stride(0)),
         dict(BLOCK_M=block_m, BLOCK_N=block_n, ONE_TILE=block_n >= n_cols, FULL=full,
-             num_warps=num_warps or auto_warps),
+             num_warps=num_warps or auto_warps, ALIGN=row_align(x.element_size(), n_cols, x.stride(0))),
         n_head=2)
     return s
 

@@ -256,11 +256,11 @@ def test_standing_in_takes_the_raw_path_on_cpu():
     """standing_in() (scripts/bench_wrapper_overhead.py): a first call computes and keeps a raw entry on the stand-in;
     a hit calls its launcher with this call's tensors and allocates the output as the first call did."""
     compiled = _Compiled()
-    x, w = torch.randn(5, 40), 1 + 0.1 * torch.randn(40)
+    x, w = torch.randn(5, 300), 1 + 0.1 * torch.randn(300)  # 300 columns: one program a row (shorter are packed)
     with fl.standing_in(compiled):
         first = rmsnorm.rmsnorm_triton(x, w)
         assert len(rmsnorm._LAUNCHES) == 1 and not compiled.calls, rmsnorm._LAUNCHES.skipped
-        x2 = torch.randn(5, 40)
+        x2 = torch.randn(5, 300)
         out = rmsnorm.rmsnorm_triton(x2, w)
         (call,) = compiled.calls
         assert call[:9] == (5, 1, 1, 0, 1234, ("packed",), None, None, None)

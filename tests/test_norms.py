@@ -52,3 +52,32 @@ def test_kernel_declaration_and_seeded_inputs(norm):
     # x, the weight (and bias), the fwd+bwd upstream gradient last
     assert [tuple(t.shape) for t in first] == [(8, 8)] + [(8,)] * n_params + [(8, 8)]
     torch.testing.assert_close(k.reference(first), formula(*first[:-1]))
+
+
+def test_row_align_is_the_largest_vector_dividing_every_length():
+    from kernels._rows import row_align
+
+    assert row_align(2, 5000, 5000) == 8  # bf16 rows of 5000: 16-byte vectors
+    assert row_align(2, 100, 100) == 4 and row_align(4, 100, 100) == 4
+    assert row_align(4, 4096, 4096) == 4 and row_align(1, 4096) == 16
+    assert row_align(2, 4097, 4097) == 1 and row_align(2, 5000, 5002) == 2 and row_align(4, 100, 0) == 4
+
+
+@pytest.mark.parametrize("name", NORMS)
+@pytest.mark.parametrize("cols,pitch", [(100, 108), (50, 54), (52, 60)])
+def test_rows_whose_length_and_stride_share_a_vector(name, cols, pitch):
+    # ALIGN > 1 (the kernels rewrite n_cols and the row strides as multiples of it): rows of x sliced from a wider
+    # buffer, so the row stride differs from the length; forward and every gradient against float64
+    module, formula, n_params = NORMS[name]
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(9, pitch, generator=g)[:, :cols]
+    params = [1.0 + 0.1 * torch.randn(cols, generator=g) for _ in range(n_params)]
+    leaves = [t.clone().requires_grad_() for t in (x, *params)]
+    y = getattr(module, f"{name}_triton")(*leaves)
+    assert relative_error(y.detach(), formula(x, *params))[0] < 1e-5
+    dy = torch.randn(9, cols, generator=g)
+    y.backward(dy)
+    ref = [t.double().clone().requires_grad_() for t in (x, *params)]
+    formula(*ref).backward(dy.double())
+    for ours, r in zip(leaves, ref):
+        assert relative_error(ours.grad, r.grad)[0] < 1e-4

@@ -61,7 +61,7 @@ def test_an_unmasked_tiled_row_gives_the_masked_result():
 
 
 def test_unmasked_cols_names_the_rows_that_drop_the_mask(monkeypatch):
-    x, w = _inputs(3, 64, torch.float32)
+    x, w = _inputs(3, 512, torch.float32)  # rows of 256 columns or more: shorter ones are packed (_norm_packed)
     calls = []
     real = rms._rmsnorm_fwd_kernel
 
@@ -73,11 +73,11 @@ def test_unmasked_cols_names_the_rows_that_drop_the_mask(monkeypatch):
             return launch
     monkeypatch.setattr(rms, "_rmsnorm_fwd_kernel", Spy())
     rms.rmsnorm_triton(x, w)
-    monkeypatch.setattr(rms, "UNMASKED_COLS", {4: (64, 64)})
+    monkeypatch.setattr(rms, "UNMASKED_COLS", {4: (512, 512)})
     rms.rmsnorm_triton(x, w)
-    rms.rmsnorm_triton(x[:, :60], w[:60])  # named length range (64, 64) does not hold 60
+    rms.rmsnorm_triton(x[:, :500], w[:500])  # named length range (512, 512) does not hold 500
     monkeypatch.setattr(rms, "UNMASKED_COLS", {4: (1, 1 << 14)})
-    rms.rmsnorm_triton(x[:, :60], w[:60])  # named, but shorter than its tile of 64
+    rms.rmsnorm_triton(x[:, :500], w[:500])  # named, but shorter than its tile of 512
     assert calls == [False, True, False, False]
 
 
