@@ -6,7 +6,7 @@ Per row, with x_hat = (x - mean) * rstd (RMSNorm: no mean) and g = weight * dy:
 The statistics are recomputed from x, so the forward saves nothing but its inputs. dweight and dbias are reduced in
 two stages, as Liger-Kernel and the Triton layer-norm tutorial do: each program walks a block of rows (short rows
 several at once) with its partial sums in fp32 registers, then torch sums the programs' partials (no atomics: a
-fixed order, a deterministic result). Rows longer than a block (kernels/_rows.MAX_BLOCK_SIZE) take two launches over
+fixed order, a deterministic result). Rows longer than HELD_MAX_COLS (held, they spill) take two launches over
 column tiles: each tile's statistics (mean, squared deviations, sum of g * (x - mean), sum of g), then each tile
 combines its row's (Chan's formula: no cancellation) and writes dx and partial dweight, dbias.
 """
@@ -16,11 +16,14 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import MAX_BLOCK_SIZE, row_align, row_launch_params
+from kernels._rows import row_align, row_launch_params
 from rooflab.triton_utils import multiprocessor_count
 
 PROGRAMS_PER_SM = 4  # partial sums: enough programs to fill the GPU, few enough that stage two is small
 PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes 2048 elements of rows at once
+# Rows held whole up to 8192 columns: held rows of 16384 spilled (fp32 2048 x 16384 0.27 of torch, 8192 x 14336
+# 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (D3, the twentieth session)
+HELD_MAX_COLS = 8192
 LONG_TILE = 4096  # columns a program of a long row takes (one held fp32 tile of x, dy and the partial sums)
 
 
@@ -159,7 +162,7 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     column tiles of the long-row path (a power of two; by default LONG_TILE for rows longer than a block)."""
     n_cols = x.shape[-1]
     block = triton.next_power_of_2(max(n_cols, 1))
-    if tile is None and block > MAX_BLOCK_SIZE:
+    if tile is None and block > HELD_MAX_COLS:
         tile = LONG_TILE
     if tile is not None and (tile < 16 or tile & (tile - 1)):
         raise ValueError(f"tile must be a power of two of at least 16 columns, got {tile}")

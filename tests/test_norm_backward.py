@@ -99,7 +99,7 @@ def test_long_row_path_against_float64(centre, dtype, shape, tile):
 def test_rows_longer_than_one_block_take_the_tiled_path(centre):
     from kernels._rows import MAX_BLOCK_SIZE
 
-    n = MAX_BLOCK_SIZE + 1000  # a row no block holds: the default goes to the long-row path
+    n = MAX_BLOCK_SIZE + 1000  # a row no block holds (nor HELD_MAX_COLS): the default goes to the long-row path
     x, w, b = rand((2, n), torch.float32, 0), rand((n,), torch.float32, 1, 0.1, 1.0), rand((n,), torch.float32, 2)
     dy = rand((2, n), torch.float32, 3)
     fn = (lambda *t: layernorm_triton(*t)) if centre else (lambda x, w: rmsnorm_triton(x, w))
@@ -111,3 +111,15 @@ def test_rows_longer_than_one_block_take_the_tiled_path(centre):
 def test_a_tile_that_is_no_power_of_two_is_refused():
     with pytest.raises(ValueError, match="power of two"):
         norm_backward(torch.zeros(1, 40), torch.ones(40), torch.zeros(1, 40), 1e-5, True, True, tile=24)
+
+
+def test_rows_over_held_max_cols_take_the_tiled_path(monkeypatch):
+    # rows of 8193-16384 columns fit a block but spill when held: the tiled path takes them
+    from kernels import _norm_bwd
+
+    calls = []
+    monkeypatch.setattr(_norm_bwd, "_long_rows", lambda *a: calls.append(a[-2]) or (torch.zeros(1, a[0].shape[1]),) * 2)
+    n = _norm_bwd.HELD_MAX_COLS + 1
+    norm_backward(torch.zeros(1, n), torch.ones(n), torch.zeros(1, n), 1e-5, True, True)
+    norm_backward(torch.zeros(1, n - 1), torch.ones(n - 1), torch.zeros(1, n - 1), 1e-5, True, True)
+    assert calls == [_norm_bwd.LONG_TILE]
