@@ -22,7 +22,7 @@ from rooflab.triton_utils import multiprocessor_count
 PROGRAMS_PER_SM = 4  # partial sums: enough programs to fill the GPU, few enough that stage two is small
 PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes 2048 elements of rows at once
 # Rows held whole up to 8192 columns: held rows of 16384 spilled (fp32 2048 x 16384 0.27 of torch, 8192 x 14336
-# 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (D3, the twentieth session)
+# 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (D3, nineteenth session)
 HELD_MAX_COLS = 8192
 LONG_TILE = 4096  # columns a program of a long row takes (one held fp32 tile of x, dy and the partial sums)
 

@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import launch_split, row_launch_params
+from kernels._rows import launch_split, row_align, row_launch_params
 
 
 @triton.jit
@@ -26,7 +26,9 @@ def finite_shift(m):
 
 @triton.jit
 def softmax_fwd_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_ym, stride_yn,
-                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr = 1):
+    # ALIGN divides n_cols and the row strides (kernels/_rows.row_align): rows of 100 columns load vectors
+    n_cols, stride_xm, stride_ym = n_cols // ALIGN * ALIGN, stride_xm // ALIGN * ALIGN, stride_ym // ALIGN * ALIGN
     rows = tl.program_id(axis=0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     in_rows = (rows < n_rows)[:, None]
@@ -40,7 +42,10 @@ def softmax_fwd_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, 
 
 @triton.jit
 def softmax_bwd_rows_kernel(y_ptr, dy_ptr, dx_ptr, n_rows, n_cols, stride_ym, stride_yn, stride_dym, stride_dyn,
-                            stride_dxm, stride_dxn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                            stride_dxm, stride_dxn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                            ALIGN: tl.constexpr = 1):
+    n_cols, stride_ym, stride_dym = n_cols // ALIGN * ALIGN, stride_ym // ALIGN * ALIGN, stride_dym // ALIGN * ALIGN
+    stride_dxm = stride_dxm // ALIGN * ALIGN
     rows = tl.program_id(axis=0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
@@ -172,12 +177,14 @@ def split_forward(cache, key, x: torch.Tensor, y: torch.Tensor, chunk: int) -> N
                  (programs, 4))
 
 
-def packed_launch(n_rows: int, n_cols: int, block: int, element_size: int, table: tuple[int, int]):
-    """(grid, BLOCK_M, num_warps) of the packed kernels for rows of n_cols held in one block of ``block`` columns,
-    where ``table`` (PACK_ROWS: (columns, elements)) packs them: rows shorter than that many columns, about that many
-    elements a program; None elsewhere."""
+def packed_launch(n_rows: int, n_cols: int, block: int, table: tuple[int, int], num_warps: int | None, *tensors):
+    """(grid, kwargs) of the packed kernels for rows of n_cols held in one block of ``block`` columns of ``tensors``
+    (x, y; or y, dy, dx), where ``table`` (PACK_ROWS: (columns, elements)) packs them: rows shorter than that many
+    columns, about that many elements a program, ALIGN from their row strides; None elsewhere."""
     below, elements = table
     if n_cols >= below or block >= elements:
         return None
-    block_m = elements // block
-    return (triton.cdiv(n_rows, block_m),), block_m, row_launch_params(block_m * block, element_size)[1]
+    block_m, es = elements // block, tensors[0].element_size()
+    return (triton.cdiv(n_rows, block_m),), dict(
+        BLOCK_M=block_m, BLOCK_N=block, ALIGN=row_align(es, n_cols, *(t.stride(0) for t in tensors)),
+        num_warps=num_warps or row_launch_params(block_m * block, es)[1])

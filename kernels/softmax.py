@@ -184,9 +184,8 @@ def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps
             auto_warps = held_min_warps(HELD_MIN_WARPS, n_cols, es, auto_warps)
     grid = lambda META: (n_rows,)  # noqa: E731
     args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))
-    if one_block and (packed := packed_launch(n_rows, n_cols, block, es, PACK_ROWS)):
-        grid, block_m, warps = packed
-        kernel, meta = softmax_fwd_rows_kernel, dict(BLOCK_M=block_m, BLOCK_N=block, num_warps=num_warps or warps)
+    if one_block and (packed := packed_launch(n_rows, n_cols, block, PACK_ROWS, num_warps, x, y)):
+        kernel, (grid, meta) = softmax_fwd_rows_kernel, packed
     elif one_block:
         full = unmasked(UNMASKED_COLS, full, n_cols, es, whole_tiles=block == n_cols)
         kernel, meta = _softmax_fwd_row_kernel, dict(BLOCK_N=block, RELOAD=reload, FULL=full,
@@ -217,9 +216,8 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor, max_block: int = MAX_FUS
         return dx
     block, auto_warps, one_block = _launch_params(n_cols, y.element_size(), max_block)
     kernel, grid, meta = _softmax_bwd_tiled_kernel, (n_rows,), dict(BLOCK_N=block, num_warps=num_warps or auto_warps)
-    if one_block and (packed := packed_launch(n_rows, n_cols, block, y.element_size(), PACK_ROWS)):
-        grid, block_m, warps = packed
-        kernel, meta = softmax_bwd_rows_kernel, dict(BLOCK_M=block_m, BLOCK_N=block, num_warps=num_warps or warps)
+    if one_block and (packed := packed_launch(n_rows, n_cols, block, PACK_ROWS, num_warps, y, dy, dx)):
+        kernel, (grid, meta) = softmax_bwd_rows_kernel, packed
     elif one_block:
         kernel = _softmax_bwd_row_kernel
     _BWD_LAUNCHES.launch(key, kernel, grid, (y, dy, dx, n_rows, n_cols, y.stride(0), y.stride(1), dy.stride(0),

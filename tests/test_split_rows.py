@@ -221,3 +221,20 @@ def test_a_kept_softmax_split_replays_as_its_first_call():
         again = softmax_forward(x, split=1024)
         assert softmax._FWD_LAUNCHES.misses == misses  # the second call replays both launches
     torch.testing.assert_close(again, first, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("cols,pitch", [(100, 108), (50, 54), (52, 60)])
+def test_packed_softmax_on_rows_whose_length_and_stride_share_a_vector(cols, pitch):
+    # ALIGN > 1 in the packed kernels (kernels/_rows.row_align): rows sliced from a wider buffer, forward and backward
+    from kernels.softmax import softmax_triton
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(40, pitch, generator=g)[:, :cols]
+    dy = torch.randn(40, pitch, generator=g)[:, :cols]
+    leaf = x.clone().requires_grad_()
+    y = softmax_triton(leaf)
+    y.backward(dy)
+    ref = x.double().requires_grad_()
+    torch.softmax(ref, dim=1).backward(dy.double())
+    torch.testing.assert_close(y.double(), torch.softmax(x.double(), dim=1), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(leaf.grad.double(), ref.grad, atol=1e-6, rtol=1e-5)
