@@ -1,6 +1,7 @@
 """What a call costs besides its bytes: the timer's floor (an empty event pair, one-block kernels, fixed holds), the
 fixed cost and marginal rate of each row kernel (intercept), the host's enqueue cost (launch), and how fast anything
-reads the row-sum's bytes (readfloor). Sections: floor, intercept, launch, readfloor."""
+reads the row-sum's bytes (readfloor), where a fwd+bwd call's host time goes (hostprof). Sections: floor, intercept,
+launch, readfloor, hostprof."""
 import time
 
 import torch
@@ -264,5 +265,54 @@ def run_launch(run):
     run.rows += launch_costs()
 
 
+def _loop_us(fn, calls=300):
+    for _ in range(5):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6
+
+
+def hostprof_rows(shape=(128, 4096), dtype=torch.bfloat16, top=15):
+    """Python-loop microseconds a call of ours and of the builtin, forward and fwd+bwd, for each row kernel with a
+    backward, on an input whose GPU time is a few microseconds (so the loop is the host's); then cProfile's
+    heaviest functions over ours' fwd+bwd loop, printed (the sweep measured ours at 2-4x the builtin there)."""
+    import cProfile
+    import io
+    import pstats
+
+    from rooflab.kernel import load_kernel
+
+    rows = []
+    for name in ("layernorm", "rmsnorm", "softmax"):
+        kernel = load_kernel(name)
+        inputs = kernel.make_inputs(shape, dtype, "cuda", 0)
+        for pass_ in kernel.passes:
+            for impl in ("builtin", "triton"):
+                fn = kernel.impls[impl](inputs, pass_=pass_)
+                rows.append({"kernel": "hostprof", "n": shape[1], "dtype": dtype_key(dtype),
+                             "variant": f"{name} {pass_} {impl}: loop us/call", "median_us": _loop_us(fn)})
+        ours = kernel.impls["triton"](inputs, pass_="fwd+bwd")
+        profile = cProfile.Profile()
+        profile.enable()
+        _loop_us(ours, 200)
+        profile.disable()
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(top)
+        print(f"\n{name} fwd+bwd, ours, 205 calls: cProfile by own time\n{text.getvalue()}")
+    return rows
+
+
+def run_hostprof(run):
+    run.rows += hostprof_rows()
+
+
 def launch_summary(df) -> str:
     return df[df.kernel == "launch"][["variant", "median_us"]].to_string(index=False)
+
+
+def hostprof_summary(df) -> str:
+    return df[df.kernel == "hostprof"][["variant", "median_us"]].to_string(index=False)
