@@ -16,6 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._fastlaunch import LaunchCache, spec
 from kernels._rows import row_align, row_launch_params
 from rooflab.triton_utils import multiprocessor_count
 
@@ -135,59 +136,94 @@ def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, dw_part
         tl.store(db_part_ptr + block.to(tl.int64) * n_cols + cols, db, mask=mask)
 
 
-def _long_rows(x2, weight, dy2, dx, eps, centre, has_bias, tile, sms):
-    """The backward of rows longer than a block, over column tiles of ``tile`` columns (a power of two): two
-    launches, then torch sums the row blocks' partial dweight, dbias. Returns (dw_part, db_part)."""
+class _Plan:
+    """A key's backward as its first call launched it, kept in _LAUNCHES (kernels/_fastlaunch.py): its workspaces'
+    shapes and its kept launches (``launch(*head)``), so a hit allocates and launches with no Python planning."""
+    __slots__ = ("parts", "stats", "bias", "launches")
+
+    def __call__(self, x2, weight, dy2):
+        dx = torch.empty_like(x2)
+        dw_part = torch.empty(self.parts, dtype=torch.float32, device=x2.device)
+        db_part = torch.empty(self.parts, dtype=torch.float32, device=x2.device) if self.bias else dw_part
+        if self.stats is None:
+            self.launches[0](x2, weight, dy2, dx, dw_part, db_part)
+        else:  # long rows: the tile statistics, then the tiles
+            stats = torch.empty(self.stats, dtype=torch.float32, device=x2.device)
+            self.launches[0](x2, weight, dy2, stats)
+            self.launches[1](x2, weight, dy2, dx, stats, dw_part, db_part)
+        return dx, dw_part, db_part
+
+
+def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
+    """Plan and launch a key's backward (held rows, several a program where short; or column tiles of ``tile``),
+    keeping it as a _Plan where every launch was kept. Returns (dx, dw_part, db_part)."""
     n_rows, n_cols = x2.shape
-    n_tiles = triton.cdiv(n_cols, tile)
-    warps = row_launch_params(tile, 4)[1]
-    stats = torch.empty((n_rows, n_tiles, 4), dtype=torch.float32, device=x2.device)
-    align = row_align(x2.element_size(), n_cols)
-    _norm_bwd_tile_stats_kernel[(n_rows * n_tiles,)](x2, weight, dy2, stats, n_cols, n_tiles, BLOCK_N=tile,
-                                                     CENTRE=centre, ALIGN=align, num_warps=warps)
-    rows_per_program = triton.cdiv(n_rows, max(1, min(n_rows, PROGRAMS_PER_SM * sms // n_tiles)))
-    blocks = triton.cdiv(n_rows, rows_per_program)
-    dw_part = torch.empty((blocks, n_cols), dtype=torch.float32, device=x2.device)
-    db_part = torch.empty((blocks, n_cols), dtype=torch.float32, device=x2.device) if has_bias else dw_part
-    _norm_bwd_tile_apply_kernel[(blocks * n_tiles,)](
-        x2, weight, dy2, dx, stats, dw_part, db_part, n_rows, n_cols, n_tiles, eps, ROWS_PER_PROGRAM=rows_per_program,
-        BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles), CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align,
-        num_warps=warps)
-    return dw_part, db_part
+    plan, launched, align = _Plan(), [], row_align(x2.element_size(), n_cols)
+    dx = torch.empty_like(x2)
+    plan.bias, plan.stats = has_bias, None
+    if tile is None:
+        block = triton.next_power_of_2(n_cols)
+        rows_per_program = triton.cdiv(n_rows, min(n_rows, PROGRAMS_PER_SM * sms))
+        plan.parts = (triton.cdiv(n_rows, rows_per_program), n_cols)
+        block_m = max(1, min(PACK_ELEMENTS // block, triton.next_power_of_2(rows_per_program))) \
+            if n_cols < PACK_BELOW else 1
+        head = (x2, weight, dy2, dx, *_parts(plan, x2))
+        launched.append(_LAUNCHES.launch(
+            ("held", key), _norm_bwd_kernel, (plan.parts[0],), (*head, n_rows, n_cols, eps),
+            dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
+                 HAS_BIAS=has_bias, ALIGN=align, num_warps=row_launch_params(block_m * block, 4)[1]), n_head=6))
+    else:
+        n_tiles = triton.cdiv(n_cols, tile)
+        warps = row_launch_params(tile, 4)[1]  # the fp32 partial sums set the registers a tile needs
+        plan.stats = (n_rows, n_tiles, 4)
+        stats = torch.empty(plan.stats, dtype=torch.float32, device=x2.device)
+        launched.append(_LAUNCHES.launch(
+            ("stats", key), _norm_bwd_tile_stats_kernel, (n_rows * n_tiles,), (x2, weight, dy2, stats, n_cols, n_tiles),
+            dict(BLOCK_N=tile, CENTRE=centre, ALIGN=align, num_warps=warps), n_head=4))
+        rows_per_program = triton.cdiv(n_rows, max(1, min(n_rows, PROGRAMS_PER_SM * sms // n_tiles)))
+        plan.parts = (triton.cdiv(n_rows, rows_per_program), n_cols)
+        head = (x2, weight, dy2, dx, stats, *_parts(plan, x2))
+        launched.append(_LAUNCHES.launch(
+            ("tiles", key), _norm_bwd_tile_apply_kernel, (plan.parts[0] * n_tiles,),
+            (*head, n_rows, n_cols, n_tiles, eps),
+            dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles),
+                 CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=warps), n_head=7))
+    if None not in launched:
+        plan.launches = launched
+        _LAUNCHES.keep(key, plan)
+    return head[3], head[-2], head[-1]
+
+
+def _parts(plan, x2):
+    """The partial dweight and dbias of a plan (dbias aliases dweight, unwritten, where there is no bias)."""
+    dw_part = torch.empty(plan.parts, dtype=torch.float32, device=x2.device)
+    return dw_part, torch.empty(plan.parts, dtype=torch.float32, device=x2.device) if plan.bias else dw_part
+
+
+_LAUNCHES = LaunchCache("norm_backward")
 
 
 def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: float, centre: bool,
                   has_bias: bool, tile: int | None = None):
     """(dx, dweight, dbias or None) of LayerNorm (centre) or RMSNorm over the last dimension of x. ``tile``: the
-    column tiles of the long-row path (a power of two; by default LONG_TILE for rows longer than a block)."""
+    column tiles of the long-row path (a power of two; by default LONG_TILE for rows over HELD_MAX_COLS). A key seen
+    before launches as its first call did (kernels/_fastlaunch.py)."""
     n_cols = x.shape[-1]
-    block = triton.next_power_of_2(max(n_cols, 1))
-    if tile is None and block > HELD_MAX_COLS:
-        tile = LONG_TILE
-    if tile is not None and (tile < 16 or tile & (tile - 1)):
-        raise ValueError(f"tile must be a power of two of at least 16 columns, got {tile}")
-    x2, dy2 = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous()
-    n_rows = x2.shape[0]
-    dx = torch.empty_like(x2)
-    if n_rows == 0 or n_cols == 0:
-        zeros = torch.zeros_like(weight)
-        return dx.reshape(x.shape), zeros, zeros.clone() if has_bias else None
-    sms = multiprocessor_count(x.device) if x.is_cuda else 4
-    if tile is not None:
-        dw_part, db_part = _long_rows(x2, weight.contiguous(), dy2, dx, eps, centre, has_bias, tile, sms)
-        dbias = db_part.sum(dim=0).to(weight.dtype) if has_bias else None
-        return dx.reshape(x.shape), dw_part.sum(dim=0).to(weight.dtype), dbias
-    rows_per_program = triton.cdiv(n_rows, min(n_rows, PROGRAMS_PER_SM * sms))
-    programs = triton.cdiv(n_rows, rows_per_program)
-    dw_part = torch.empty((programs, n_cols), dtype=torch.float32, device=x.device)
-    db_part = torch.empty((programs, n_cols), dtype=torch.float32, device=x.device) if has_bias else dw_part
-    block_m = max(1, min(PACK_ELEMENTS // block, triton.next_power_of_2(rows_per_program))) if n_cols < PACK_BELOW \
-        else 1
-    _, num_warps = row_launch_params(block_m * block, 4)  # the fp32 partial sums set the registers a tile needs
-    _norm_bwd_kernel[(programs,)](x2, weight.contiguous(), dy2, dx, dw_part, db_part, n_rows, n_cols, eps,
-                                  ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
-                                  HAS_BIAS=has_bias, ALIGN=row_align(x2.element_size(), n_cols),
-                                  num_warps=num_warps)
+    x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
+    key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile)
+    plan = _LAUNCHES.get(key)
+    if plan is not None:
+        dx, dw_part, db_part = plan(x2, weight_c, dy2)
+    else:
+        if tile is None and n_cols > HELD_MAX_COLS:
+            tile = LONG_TILE
+        if tile is not None and (tile < 16 or tile & (tile - 1)):
+            raise ValueError(f"tile must be a power of two of at least 16 columns, got {tile}")
+        if x2.shape[0] == 0 or n_cols == 0:
+            zeros = torch.zeros_like(weight)
+            return torch.empty_like(x), zeros, zeros.clone() if has_bias else None
+        sms = multiprocessor_count(x.device) if x.is_cuda else 4
+        dx, dw_part, db_part = _first_call(key, x2, weight_c, dy2, eps, centre, has_bias, tile, sms)
     dbias = db_part.sum(dim=0).to(weight.dtype) if has_bias else None
     return dx.reshape(x.shape), dw_part.sum(dim=0).to(weight.dtype), dbias
 

@@ -118,8 +118,43 @@ def test_rows_over_held_max_cols_take_the_tiled_path(monkeypatch):
     from kernels import _norm_bwd
 
     calls = []
-    monkeypatch.setattr(_norm_bwd, "_long_rows", lambda *a: calls.append(a[-2]) or (torch.zeros(1, a[0].shape[1]),) * 2)
+    def first_call(key, x2, *rest):  # records the tile it was given
+        calls.append(rest[5])
+        return x2, torch.zeros(1, x2.shape[1]), torch.zeros(1, x2.shape[1])
+
+    monkeypatch.setattr(_norm_bwd, "_first_call", first_call)
     n = _norm_bwd.HELD_MAX_COLS + 1
     norm_backward(torch.zeros(1, n), torch.ones(n), torch.zeros(1, n), 1e-5, True, True)
     norm_backward(torch.zeros(1, n - 1), torch.ones(n - 1), torch.zeros(1, n - 1), 1e-5, True, True)
-    assert calls == [_norm_bwd.LONG_TILE]
+    assert calls == [_norm_bwd.LONG_TILE, None]
+
+
+@pytest.mark.parametrize("tile", [None, 16])
+@pytest.mark.parametrize("centre", [True, False])
+def test_a_kept_backward_replays_its_first_call(tile, centre):
+    # kernels/_fastlaunch.py: a key's first call plans and keeps its launches (held rows: one; column tiles: two);
+    # a hit on new tensors launches them with no planning and gives the plain path's answer; alignment is keyed
+    from kernels import _fastlaunch as fl
+    from kernels._norm_bwd import _LAUNCHES
+
+    def call(seed, unaligned=False):
+        x = rand((7 * 40 + 1,), torch.float32, seed)[1:].view(7, 40) if unaligned else \
+            rand((7, 40), torch.float32, seed)
+        return x, rand((40,), torch.float32, seed + 1, 0.1, 1.0), rand((7, 40), torch.float32, seed + 2)
+
+    plain = [norm_backward(*call(s), 1e-5, centre, centre, tile=tile) for s in (0, 10)]
+    with fl.replaying():
+        kept = norm_backward(*call(0), 1e-5, centre, centre, tile=tile)
+        misses = _LAUNCHES.misses
+        assert misses == (1 if tile is None else 2) and len(_LAUNCHES) == misses + 1, _LAUNCHES.skipped
+        hit = norm_backward(*call(10), 1e-5, centre, centre, tile=tile)
+        assert _LAUNCHES.misses == misses
+        for ours, ref in zip((*kept, *hit), (*plain[0], *plain[1])):
+            if ref is None:
+                assert ours is None
+            else:
+                torch.testing.assert_close(ours, ref, atol=0, rtol=0)
+        x, w, dy = call(20, unaligned=True)
+        assert x.data_ptr() % 16 != 0
+        norm_backward(x, w, dy, 1e-5, centre, centre, tile=tile)  # x one element in: a key of its own
+        assert _LAUNCHES.misses == 2 * misses
