@@ -23,17 +23,18 @@ from triton.compiler import ASTSource
 from kernels.layernorm import _layernorm_fwd_kernel
 
 out = {}
-for name, dtype, block, early, prefetch, cap, full in [("prefetch bf16", "bf16", 8192, False, True, 64, False),
-                                                       ("early fp32", "fp32", 8192, True, False, None, False),
-                                                       ("unmasked fp32 4096", "fp32", 4096, True, False, None, True),
-                                                       ("masked fp32 4096", "fp32", 4096, True, False, None, False)]:
+for name, dtype, block, early, prefetch, cap, full, align in [
+        ("prefetch bf16", "bf16", 8192, False, True, 64, False, 1),
+        ("early fp32", "fp32", 8192, True, False, None, False, 1),
+        ("unmasked fp32 4096", "fp32", 4096, True, False, None, True, 1),
+        ("masked fp32 4096", "fp32", 4096, True, False, None, False, 1)]:
     sig = {"x_ptr": "*" + dtype, "w_ptr": "*" + dtype, "b_ptr": "*" + dtype, "y_ptr": "*" + dtype, "n_cols": "i32",
            "stride_xm": "i32", "stride_xn": "i32", "stride_w": "i32", "stride_b": "i32", "stride_ym": "i32",
            "stride_yn": "i32", "eps": "fp32", "BLOCK_SIZE": "constexpr", "ONE_TILE": "constexpr",
            "WB_EARLY": "constexpr", "WB_PREFETCH": "constexpr", "W_LINE": "constexpr", "prefetch_programs": "i32",
-           "FULL": "constexpr"}
+           "FULL": "constexpr", "ALIGN": "constexpr"}
     consts = {"BLOCK_SIZE": block, "ONE_TILE": True, "WB_EARLY": early, "WB_PREFETCH": prefetch,
-              "W_LINE": 64 if dtype == "bf16" else 32, "FULL": full}
+              "W_LINE": 64 if dtype == "bf16" else 32, "FULL": full, "ALIGN": align}
     options = {"num_warps": 8} | ({"maxnreg": cap} if cap else {})
     k = triton.compile(ASTSource(fn=_layernorm_fwd_kernel, signature=sig, constexprs=consts),
                        target=GPUTarget("cuda", 90, 32), options=options)
@@ -41,6 +42,21 @@ for name, dtype, block, early, prefetch, cap, full in [("prefetch bf16", "bf16",
     out[name] = {"prefetch": ptx.count("prefetch.global.L2"), "maxnreg": ".maxnreg 64" in ptx,
                  "cubin": len(k.asm["cubin"]), "loads": ptx.count("ld.global"),
                  "predicated_loads": len(re.findall(r"@%p\d+ ld\.global", ptx))}
+# As a launch specialises them: unit column strides, 16-byte aligned pointers; the row length and stride i32 (no
+# multiple of 16, so Triton proves nothing of them) under ALIGN 1 and ALIGN 8 (bf16 rows of, say, 5000)
+for align in (1, 8):
+    sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "b_ptr": "*bf16", "y_ptr": "*bf16", "n_cols": "i32", "stride_xm": "i32",
+           "stride_xn": "constexpr", "stride_w": "constexpr", "stride_b": "constexpr", "stride_ym": "i32",
+           "stride_yn": "constexpr", "eps": "fp32", "BLOCK_SIZE": "constexpr", "ONE_TILE": "constexpr",
+           "WB_EARLY": "constexpr", "WB_PREFETCH": "constexpr", "W_LINE": "constexpr", "prefetch_programs": "i32",
+           "FULL": "constexpr", "ALIGN": "constexpr"}
+    consts = {"stride_xn": 1, "stride_w": 1, "stride_b": 1, "stride_yn": 1, "BLOCK_SIZE": 8192, "ONE_TILE": True,
+              "WB_EARLY": True, "WB_PREFETCH": False, "W_LINE": 64, "FULL": False, "ALIGN": align}
+    k = triton.compile(ASTSource(fn=_layernorm_fwd_kernel, signature=sig, constexprs=consts,
+                                 attrs={(i,): [["tt.divisibility", 16]] for i in range(4)}),
+                       target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+    ptx = k.asm["ptx"]
+    out[f"align {align}"] = {"v4": ptx.count("ld.global.v4"), "scalar": ptx.count("ld.global.b16")}
 print(json.dumps(out))
 """
 
@@ -71,3 +87,10 @@ def test_a_full_row_loads_without_a_mask(compiled):
 def test_weights_loaded_early_compile_without_a_prefetch(compiled):
     got = compiled["early fp32"]
     assert got["prefetch"] == 0 and not got["maxnreg"] and got["cubin"] > 0
+
+
+def test_align_lets_rows_of_any_multiple_of_a_vector_load_vectors(compiled):
+    """ALIGN (kernels/_rows.row_align) rewrites n_cols and the row strides as its multiples: without it, an i32 row
+    length and stride no multiple of 16 leave every load a single element; with ALIGN 8, bf16 rows load 16 bytes."""
+    assert compiled["align 8"]["v4"] > 0 and compiled["align 8"]["scalar"] == 0
+    assert compiled["align 1"]["v4"] == 0 and compiled["align 1"]["scalar"] > 0  # the same row, one element a load
