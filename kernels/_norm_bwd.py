@@ -44,13 +44,15 @@ def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, dw_part_ptr, db_part_ptr, n_r
     for i in range(0, ROWS_PER_PROGRAM, BLOCK_M):
         local = i + tl.arange(0, BLOCK_M)
         rows = pid.to(tl.int64) * ROWS_PER_PROGRAM + local  # int64: row * n_cols passes 2^31
-        mask = ((rows < n_rows) & (local < ROWS_PER_PROGRAM))[:, None] & col_mask[None, :]
+        row_ok = (rows < n_rows) & (local < ROWS_PER_PROGRAM)
+        mask = row_ok[:, None] & col_mask[None, :]
         offsets = rows[:, None] * n_cols + cols[None, :]  # contiguous rows
         x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
         if CENTRE:
             x = tl.where(mask, x - (tl.sum(x, axis=1) / n_cols)[:, None], 0.0)
-        rstd = (1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps))[:, None]
+        # 0 on rows past the end: their 1 / sqrt(0 + eps) is inf where eps is 0, and 0 * inf a NaN in dweight
+        rstd = tl.where(row_ok, 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / n_cols + eps), 0.0)[:, None]
         x_hat = x * rstd
         g = w * dy
         dx = g - x_hat * (tl.sum(g * x_hat, axis=1) / n_cols)[:, None]
@@ -210,7 +212,8 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     before launches as its first call did (kernels/_fastlaunch.py)."""
     n_cols = x.shape[-1]
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
-    key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile)
+    key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
+           HELD_MAX_COLS, LONG_TILE, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM)
     plan = _LAUNCHES.get(key)
     if plan is not None:
         dx, dw_part, db_part = plan(x2, weight_c, dy2)

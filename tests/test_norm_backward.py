@@ -158,3 +158,18 @@ def test_a_kept_backward_replays_its_first_call(tile, centre):
         assert x.data_ptr() % 16 != 0
         norm_backward(x, w, dy, 1e-5, centre, centre, tile=tile)  # x one element in: a key of its own
         assert _LAUNCHES.misses == 2 * misses
+
+
+@pytest.mark.parametrize("centre", [True, False])
+@pytest.mark.parametrize("cols", [32, 300])
+def test_eps_zero_leaves_no_nan_from_rows_past_the_end(centre, cols):
+    # a program's tile of rows runs past the last row (100 rows over 16 programs, 8 rows a tile): those rows' sum
+    # of squares is 0, so with eps 0 their rstd must not reach dweight as 0 * inf
+    x, w, b, dy = rand((100, cols), torch.float32, 0), rand((cols,), torch.float32, 1, 0.1, 1.0), \
+        rand((cols,), torch.float32, 2), rand((100, cols), torch.float32, 3)
+    ours = norm_backward(x, w, dy, 0.0, centre, centre)
+    f = (lambda x, w, b: torch.nn.functional.layer_norm(x, (cols,), w, b, 0.0)) if centre else \
+        (lambda x, w: x / torch.sqrt((x * x).mean(-1, keepdim=True)) * w)
+    ref = grads(f, (x.double(), w.double(), b.double()) if centre else (x.double(), w.double()), dy.double())
+    for name, o, r in zip(("dx", "dweight", "dbias"), ours, ref):
+        assert torch.isfinite(o).all() and rel(o, r) < TOL[torch.float32], (name, rel(o, r))
