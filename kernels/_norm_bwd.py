@@ -145,8 +145,7 @@ class _Plan:
 
     def __call__(self, x2, weight, dy2):
         dx = torch.empty_like(x2)
-        dw_part = torch.empty(self.parts, dtype=torch.float32, device=x2.device)
-        db_part = torch.empty(self.parts, dtype=torch.float32, device=x2.device) if self.bias else dw_part
+        dw_part, db_part = _parts(self, x2)
         if self.stats is None:
             self.launches[0](x2, weight, dy2, dx, dw_part, db_part)
         else:  # long rows: the tile statistics, then the tiles
@@ -193,7 +192,7 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
     if None not in launched:
         plan.launches = launched
         _LAUNCHES.keep(key, plan)
-    return head[3], head[-2], head[-1]
+    return dx, head[-2], head[-1]
 
 
 def _parts(plan, x2):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels._rows import row_align, row_launch_params
+from kernels._rows import packed_launch
 
-PACK_ROWS = (256, 4096)  # rows under 256 columns, about 4096 elements a program: softmax's PACK_ROWS, kept alike
+PACK_ROWS = (256, 4096)  # rows under 256 columns, about 4096 elements a program: softmax's values, not tuned apart
 
 
 @triton.jit
@@ -51,15 +51,12 @@ def rmsnorm_fwd_packed_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_xm, st
 def packed_norm_launch(x, y, weight, bias, eps: float):
     """(kernel, grid, args after the head, kwargs) of the packed forward (LayerNorm's head (x, weight, bias, y) where
     a bias is given, RMSNorm's (x, weight, y)), or None where it does not apply: rows of PACK_ROWS[0] columns or
-    more, or rows or weights not contiguous along the columns."""
-    n_rows, n_cols = x.shape
-    block_n = triton.next_power_of_2(n_cols)
-    below, elements = PACK_ROWS
-    if n_cols >= below or block_n >= elements or x.stride(1) != 1 or weight.stride(0) != 1 or \
-            (bias is not None and bias.stride(0) != 1):
+    more (kernels/_rows.packed_launch), or rows or weights not contiguous along the columns."""
+    if x.stride(1) != 1 or weight.stride(0) != 1 or (bias is not None and bias.stride(0) != 1):
         return None
-    block_m = elements // block_n
-    meta = dict(BLOCK_M=block_m, BLOCK_N=block_n, ALIGN=row_align(x.element_size(), n_cols, x.stride(0), y.stride(0)),
-                num_warps=row_launch_params(block_m * block_n, x.element_size())[1])
+    n_rows, n_cols = x.shape
+    packed = packed_launch(n_rows, n_cols, triton.next_power_of_2(n_cols), PACK_ROWS, None, x, y)
+    if packed is None:
+        return None
     kernel = layernorm_fwd_packed_kernel if bias is not None else rmsnorm_fwd_packed_kernel
-    return kernel, (triton.cdiv(n_rows, block_m),), (n_rows, n_cols, x.stride(0), y.stride(0), eps), meta
+    return kernel, packed[0], (n_rows, n_cols, x.stride(0), y.stride(0), eps), packed[1]

@@ -2,8 +2,9 @@
 
 The launch heuristic (one program per row; a row that fits in one block stays in registers, a longer one is walked
 in BLOCK_SIZE tiles), the tables' lookups (held_min_warps, names_row, unmasked), the mask that a row a whole number
-of tiles long drops (bound_mask), an L2 prefetch, and the split path for few long rows (split_cols; launch_split:
-two launches through the launch cache). The leading underscore keeps it out of the kernel registry.
+of tiles long drops (bound_mask), an L2 prefetch, the split path for few long rows (split_cols; launch_split: two
+launches through the launch cache), the packed launch of many short rows (packed_launch) and the row alignment a
+kernel may assume (row_align). The leading underscore keeps it out of the kernel registry.
 """
 from __future__ import annotations
 
@@ -175,3 +176,16 @@ def launch_split(cache, key, head: tuple, order: tuple, first: tuple, second: tu
         split = SplitLaunch()
         (split.first, split.second), split.workspace, split.pick = launched, workspace, pick
         cache.keep(key, split)
+
+
+def packed_launch(n_rows: int, n_cols: int, block: int, table: tuple[int, int], num_warps: int | None, *tensors):
+    """(grid, kwargs) of a packed kernel for rows of n_cols held in one block of ``block`` columns of ``tensors``
+    (x, y; or y, dy, dx), where ``table`` (a kernel's PACK_ROWS: (columns, elements)) packs them: rows shorter than
+    that many columns, about that many elements a program, ALIGN from their row strides; None elsewhere."""
+    below, elements = table
+    if n_cols >= below or block >= elements:
+        return None
+    block_m, es = elements // block, tensors[0].element_size()
+    return (triton.cdiv(n_rows, block_m),), dict(
+        BLOCK_M=block_m, BLOCK_N=block, ALIGN=row_align(es, n_cols, *(t.stride(0) for t in tensors)),
+        num_warps=num_warps or row_launch_params(block_m * block, es)[1])

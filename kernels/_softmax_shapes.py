@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import launch_split, row_align, row_launch_params
+from kernels._rows import launch_split, row_launch_params
 
 
 @triton.jit
@@ -176,15 +176,3 @@ def split_forward(cache, key, x: torch.Tensor, y: torch.Tensor, chunk: int) -> N
                   dict(CHUNK=chunk, BLOCK_K=block_k, num_warps=warps)),
                  (programs, 4))
 
-
-def packed_launch(n_rows: int, n_cols: int, block: int, table: tuple[int, int], num_warps: int | None, *tensors):
-    """(grid, kwargs) of the packed kernels for rows of n_cols held in one block of ``block`` columns of ``tensors``
-    (x, y; or y, dy, dx), where ``table`` (PACK_ROWS: (columns, elements)) packs them: rows shorter than that many
-    columns, about that many elements a program, ALIGN from their row strides; None elsewhere."""
-    below, elements = table
-    if n_cols >= below or block >= elements:
-        return None
-    block_m, es = elements // block, tensors[0].element_size()
-    return (triton.cdiv(n_rows, block_m),), dict(
-        BLOCK_M=block_m, BLOCK_N=block, ALIGN=row_align(es, n_cols, *(t.stride(0) for t in tensors)),
-        num_warps=num_warps or row_launch_params(block_m * block, es)[1])

@@ -20,8 +20,8 @@ from kernels._cuda import build_cuda, cuda_source
 from kernels._launch import SOFTMAX, values
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._rows import (check_split, leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, held_min_warps,
-                           needs_grad, row_launch_params, split_cols, unmasked)
-from kernels._softmax_shapes import (finite_shift, packed_launch, softmax_bwd_rows_kernel, softmax_fwd_aligned_kernel,
+                           needs_grad, packed_launch, row_launch_params, split_cols, unmasked)
+from kernels._softmax_shapes import (finite_shift, softmax_bwd_rows_kernel, softmax_fwd_aligned_kernel,
                                      softmax_fwd_rows_kernel, split_forward)
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel

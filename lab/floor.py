@@ -265,18 +265,7 @@ def run_launch(run):
     run.rows += launch_costs()
 
 
-def _loop_us(fn, calls=300):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t0) / calls * 1e6
-
-
-def hostprof_rows(shape=(128, 4096), dtype=torch.bfloat16, top=15):
+def hostprof_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, top=15, loop_ms=20):
     """Python-loop microseconds a call of ours and of the builtin, forward and fwd+bwd, for each row kernel with a
     backward, on an input whose GPU time is a few microseconds (so the loop is the host's); then cProfile's
     heaviest functions over ours' fwd+bwd loop, printed (the sweep measured ours at 2-4x the builtin there)."""
@@ -294,20 +283,21 @@ def hostprof_rows(shape=(128, 4096), dtype=torch.bfloat16, top=15):
             for impl in ("builtin", "triton"):
                 fn = kernel.impls[impl](inputs, pass_=pass_)
                 rows.append({"kernel": "hostprof", "n": shape[1], "dtype": dtype_key(dtype),
-                             "variant": f"{name} {pass_} {impl}: loop us/call", "median_us": _loop_us(fn)})
+                             "variant": f"{name} {pass_} {impl}: loop us/call",
+                             "median_us": timer.loop(fn, loop_ms) * 1e3})
         ours = kernel.impls["triton"](inputs, pass_="fwd+bwd")
         profile = cProfile.Profile()
         profile.enable()
-        _loop_us(ours, 200)
+        timer.loop(ours, loop_ms)
         profile.disable()
         text = io.StringIO()
         pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(top)
-        print(f"\n{name} fwd+bwd, ours, 205 calls: cProfile by own time\n{text.getvalue()}")
+        print(f"\n{name} fwd+bwd, ours, a {loop_ms} ms loop: cProfile by own time\n{text.getvalue()}")
     return rows
 
 
 def run_hostprof(run):
-    run.rows += hostprof_rows()
+    run.rows += hostprof_rows(run.timer)
 
 
 def launch_summary(df) -> str:
