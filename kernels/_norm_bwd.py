@@ -5,8 +5,8 @@ Per row, with x_hat = (x - mean) * rstd (RMSNorm: no mean) and g = weight * dy:
     dweight = sum over rows of dy * x_hat,  dbias = sum over rows of dy
 The statistics are recomputed from x, so the forward saves nothing but its inputs. dweight and dbias are reduced in
 two stages, as Liger-Kernel and the Triton layer-norm tutorial do: each program walks a block of rows (short rows
-several at once) with its partial sums in fp32 registers, then torch sums the programs' partials (no atomics: a
-fixed order, a deterministic result). Rows longer than HELD_MAX_COLS (held, they spill) take two launches over
+several at once) with its partial sums in fp32 registers, then one launch sums the programs' partials and casts
+them (no atomics: a fixed order, a deterministic result). Rows longer than HELD_MAX_COLS (held, they spill) take two launches over
 column tiles: each tile's statistics (mean, squared deviations, sum of g * (x - mean), sum of g), then each tile
 combines its row's (Chan's formula: no cancellation) and writes dx and partial dweight, dbias.
 """
@@ -26,14 +26,16 @@ PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes
 # 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (D3, nineteenth session)
 HELD_MAX_COLS = 8192
 LONG_TILE = 4096  # columns a program of a long row takes (one held fp32 tile of x, dy and the partial sums)
+REDUCE_BLOCK = (32, 64)  # (partial rows, columns) of the reduction's tile: 8 KiB of fp32 a step, 64-column programs
 
 
 @triton.jit
-def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, dw_part_ptr, db_part_ptr, n_rows, n_cols, eps,
+def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, part_ptr, n_rows, n_cols, eps,
                      ROWS_PER_PROGRAM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_SIZE: tl.constexpr,
                      CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr, ALIGN: tl.constexpr = 1):
     # A program walks its ROWS_PER_PROGRAM rows BLOCK_M at a time (short rows packed: one (BLOCK_M, BLOCK_SIZE)
     # tile, reduced along its columns); ALIGN divides n_cols (row_align), so rows start on 16-byte vectors.
+    # part[0, program] takes its partial dweight, part[1, program] its partial dbias.
     n_cols = n_cols // ALIGN * ALIGN
     pid = tl.program_id(axis=0)
     cols = tl.arange(0, BLOCK_SIZE)
@@ -62,9 +64,10 @@ def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, dw_part_ptr, db_part_ptr, n_r
         dw += dy * x_hat
         if HAS_BIAS:
             db += dy
-    tl.store(dw_part_ptr + pid * n_cols + cols, tl.sum(dw, axis=0), mask=col_mask)
+    tl.store(part_ptr + pid.to(tl.int64) * n_cols + cols, tl.sum(dw, axis=0), mask=col_mask)
     if HAS_BIAS:
-        tl.store(db_part_ptr + pid * n_cols + cols, tl.sum(db, axis=0), mask=col_mask)
+        db_row = (tl.num_programs(axis=0) + pid).to(tl.int64)
+        tl.store(part_ptr + db_row * n_cols + cols, tl.sum(db, axis=0), mask=col_mask)
 
 
 @triton.jit
@@ -94,7 +97,7 @@ def _norm_bwd_tile_stats_kernel(x_ptr, w_ptr, dy_ptr, stats_ptr, n_cols, n_tiles
 
 
 @triton.jit
-def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, dw_part_ptr, db_part_ptr, n_rows,
+def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part_ptr, n_rows,
                                 n_cols, n_tiles, eps, ROWS_PER_PROGRAM: tl.constexpr, BLOCK_N: tl.constexpr,
                                 BLOCK_T: tl.constexpr, CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr,
                                 ALIGN: tl.constexpr = 1):
@@ -133,46 +136,66 @@ def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, dw_part
             dw += dy * x_hat
             if HAS_BIAS:
                 db += dy
-    tl.store(dw_part_ptr + block.to(tl.int64) * n_cols + cols, dw, mask=mask)
+    tl.store(part_ptr + block.to(tl.int64) * n_cols + cols, dw, mask=mask)
     if HAS_BIAS:
-        tl.store(db_part_ptr + block.to(tl.int64) * n_cols + cols, db, mask=mask)
+        db_row = (tl.num_programs(axis=0) // n_tiles + block).to(tl.int64)
+        tl.store(part_ptr + db_row * n_cols + cols, db, mask=mask)
+
+
+@triton.jit
+def _norm_bwd_reduce_kernel(part_ptr, out_ptr, n_parts, n_cols, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+    # Stage two: columns pid(0) of partial pid(1) (dweight, dbias) summed over its n_parts rows in fp32 and stored
+    # in the weight's dtype: one launch where torch took a sum and a cast of each.
+    which = tl.program_id(axis=1).to(tl.int64)
+    cols = tl.program_id(axis=0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    base = part_ptr + which * n_parts * n_cols
+    acc = tl.zeros((BLOCK_P, BLOCK_N), dtype=tl.float32)
+    for start in range(0, n_parts, BLOCK_P):
+        rows = start + tl.arange(0, BLOCK_P)
+        mask = (rows < n_parts)[:, None] & col_mask[None, :]
+        acc += tl.load(base + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)
+    tl.store(out_ptr + which * n_cols + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=col_mask)
 
 
 class _Plan:
     """A key's backward as its first call launched it, kept in _LAUNCHES (kernels/_fastlaunch.py): its workspaces'
     shapes and its kept launches (``launch(*head)``), so a hit allocates and launches with no Python planning."""
-    __slots__ = ("parts", "stats", "bias", "launches")
+    __slots__ = ("parts", "stats", "out", "launches")
 
     def __call__(self, x2, weight, dy2):
         dx = torch.empty_like(x2)
-        dw_part, db_part = _parts(self, x2)
+        parts = torch.empty(self.parts, dtype=torch.float32, device=x2.device)
+        out = torch.empty(self.out, dtype=weight.dtype, device=x2.device)
         if self.stats is None:
-            self.launches[0](x2, weight, dy2, dx, dw_part, db_part)
+            self.launches[0](x2, weight, dy2, dx, parts)
         else:  # long rows: the tile statistics, then the tiles
             stats = torch.empty(self.stats, dtype=torch.float32, device=x2.device)
             self.launches[0](x2, weight, dy2, stats)
-            self.launches[1](x2, weight, dy2, dx, stats, dw_part, db_part)
-        return dx, dw_part, db_part
+            self.launches[1](x2, weight, dy2, dx, stats, parts)
+        self.launches[-1](parts, out)
+        return dx, out
 
 
 def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
     """Plan and launch a key's backward (held rows, several a program where short; or column tiles of ``tile``),
-    keeping it as a _Plan where every launch was kept. Returns (dx, dw_part, db_part)."""
+    then the partial sums' reduction; keep it as a _Plan where every launch was kept. Returns (dx, out): out is
+    dweight, or (dweight, dbias) stacked."""
     n_rows, n_cols = x2.shape
     plan, launched, align = _Plan(), [], row_align(x2.element_size(), n_cols)
     dx = torch.empty_like(x2)
-    plan.bias, plan.stats = has_bias, None
+    plan.stats, plan.out = None, (2, n_cols) if has_bias else (n_cols,)
     if tile is None:
         block = triton.next_power_of_2(n_cols)
         rows_per_program = triton.cdiv(n_rows, min(n_rows, PROGRAMS_PER_SM * sms))
-        plan.parts = (triton.cdiv(n_rows, rows_per_program), n_cols)
+        n_parts = triton.cdiv(n_rows, rows_per_program)
         block_m = max(1, min(PACK_ELEMENTS // block, triton.next_power_of_2(rows_per_program))) \
             if n_cols < PACK_BELOW else 1
-        head = (x2, weight, dy2, dx, *_parts(plan, x2))
+        parts = _parts(plan, has_bias, n_parts, n_cols, x2.device)
         launched.append(_LAUNCHES.launch(
-            ("held", key), _norm_bwd_kernel, (plan.parts[0],), (*head, n_rows, n_cols, eps),
+            ("held", key), _norm_bwd_kernel, (n_parts,), (x2, weight, dy2, dx, parts, n_rows, n_cols, eps),
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
-                 HAS_BIAS=has_bias, ALIGN=align, num_warps=row_launch_params(block_m * block, 4)[1]), n_head=6))
+                 HAS_BIAS=has_bias, ALIGN=align, num_warps=row_launch_params(block_m * block, 4)[1]), n_head=5))
     else:
         n_tiles = triton.cdiv(n_cols, tile)
         warps = row_launch_params(tile, 4)[1]  # the fp32 partial sums set the registers a tile needs
@@ -182,23 +205,28 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
             ("stats", key), _norm_bwd_tile_stats_kernel, (n_rows * n_tiles,), (x2, weight, dy2, stats, n_cols, n_tiles),
             dict(BLOCK_N=tile, CENTRE=centre, ALIGN=align, num_warps=warps), n_head=4))
         rows_per_program = triton.cdiv(n_rows, max(1, min(n_rows, PROGRAMS_PER_SM * sms // n_tiles)))
-        plan.parts = (triton.cdiv(n_rows, rows_per_program), n_cols)
-        head = (x2, weight, dy2, dx, stats, *_parts(plan, x2))
+        n_parts = triton.cdiv(n_rows, rows_per_program)
+        parts = _parts(plan, has_bias, n_parts, n_cols, x2.device)
         launched.append(_LAUNCHES.launch(
-            ("tiles", key), _norm_bwd_tile_apply_kernel, (plan.parts[0] * n_tiles,),
-            (*head, n_rows, n_cols, n_tiles, eps),
+            ("tiles", key), _norm_bwd_tile_apply_kernel, (n_parts * n_tiles,),
+            (x2, weight, dy2, dx, stats, parts, n_rows, n_cols, n_tiles, eps),
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles),
-                 CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=warps), n_head=7))
+                 CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=warps), n_head=6))
+    out = torch.empty(plan.out, dtype=weight.dtype, device=x2.device)
+    block_p, block_n = REDUCE_BLOCK
+    launched.append(_LAUNCHES.launch(
+        ("reduce", key), _norm_bwd_reduce_kernel, (triton.cdiv(n_cols, block_n), 1 + has_bias),
+        (parts, out, n_parts, n_cols), dict(BLOCK_P=block_p, BLOCK_N=block_n, num_warps=4), n_head=2))
     if None not in launched:
         plan.launches = launched
         _LAUNCHES.keep(key, plan)
-    return dx, head[-2], head[-1]
+    return dx, out
 
 
-def _parts(plan, x2):
-    """The partial dweight and dbias of a plan (dbias aliases dweight, unwritten, where there is no bias)."""
-    dw_part = torch.empty(plan.parts, dtype=torch.float32, device=x2.device)
-    return dw_part, torch.empty(plan.parts, dtype=torch.float32, device=x2.device) if plan.bias else dw_part
+def _parts(plan, has_bias, n_parts, n_cols, device):
+    """The partial dweight (and dbias after it) of each program: (1 or 2, programs, columns), fp32."""
+    plan.parts = (1 + has_bias, n_parts, n_cols)
+    return torch.empty(plan.parts, dtype=torch.float32, device=device)
 
 
 _LAUNCHES = LaunchCache("norm_backward")
@@ -212,10 +240,10 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     n_cols = x.shape[-1]
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
     key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
-           HELD_MAX_COLS, LONG_TILE, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM)
+           HELD_MAX_COLS, LONG_TILE, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, REDUCE_BLOCK)
     plan = _LAUNCHES.get(key)
     if plan is not None:
-        dx, dw_part, db_part = plan(x2, weight_c, dy2)
+        dx, out = plan(x2, weight_c, dy2)
     else:
         if tile is None and n_cols > HELD_MAX_COLS:
             tile = LONG_TILE
@@ -225,9 +253,11 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
             zeros = torch.zeros_like(weight)
             return torch.empty_like(x), zeros, zeros.clone() if has_bias else None
         sms = multiprocessor_count(x.device) if x.is_cuda else 4
-        dx, dw_part, db_part = _first_call(key, x2, weight_c, dy2, eps, centre, has_bias, tile, sms)
-    dbias = db_part.sum(dim=0).to(weight.dtype) if has_bias else None
-    return dx.reshape(x.shape), dw_part.sum(dim=0).to(weight.dtype), dbias
+        dx, out = _first_call(key, x2, weight_c, dy2, eps, centre, has_bias, tile, sms)
+    if has_bias:
+        dweight, dbias = out.unbind(0)
+        return dx.reshape(x.shape), dweight, dbias
+    return dx.reshape(x.shape), out, None
 
 
 class TritonNorm(torch.autograd.Function):

@@ -296,8 +296,57 @@ def hostprof_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, top=15, loop_m
     return rows
 
 
+def hostparts_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, loop_ms=20):
+    """LayerNorm fwd+bwd's Python-loop time taken apart: each piece of ours alone (the forward with and without
+    autograd recording, the backward called directly, its partial sums' reduction), a custom autograd Function that
+    does nothing, and ours and the builtin with the autograd engine's device threads off."""
+    from kernels import _norm_bwd
+    from rooflab.kernel import load_kernel
+
+    kernel = load_kernel("layernorm")
+    x, w, b, dy = kernel.make_inputs(shape, dtype, "cuda", 0)
+    leaves = [t.detach().clone().requires_grad_(True) for t in (x, w, b)]
+    ours, builtin = (kernel.impls[i]((x, w, b, dy), pass_="fwd+bwd") for i in ("triton", "builtin"))
+    fwd = kernel.module.layernorm_triton
+    parts = torch.zeros((132 * 4, shape[1]), device="cuda", dtype=torch.float32)
+
+    class Nothing(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w, b):
+            return torch.empty_like(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None, None
+
+    def nothing():
+        for t in leaves:
+            t.grad = None
+        Nothing.apply(*leaves).backward(dy)
+
+    def unthreaded(fn):
+        def run():
+            with torch.autograd.set_multithreading_enabled(False):
+                return fn()
+        return run
+
+    variants = {
+        "ours fwd, no grad": lambda: fwd(x, w, b),
+        "ours fwd, recorded": lambda: fwd(*leaves),
+        "ours backward alone (norm_backward)": lambda: _norm_bwd.norm_backward(x, w, dy, 1e-5, True, True),
+        "partials: 2 x sum(0).to(dtype)": lambda: (parts.sum(dim=0).to(dtype), parts.sum(dim=0).to(dtype)),
+        "empty Function fwd+bwd": nothing,
+        "ours fwd+bwd": ours,
+        "builtin fwd+bwd": builtin,
+        "ours fwd+bwd, engine threads off": unthreaded(ours),
+        "builtin fwd+bwd, engine threads off": unthreaded(builtin),
+    }
+    return [{"kernel": "hostprof", "n": shape[1], "dtype": dtype_key(dtype), "variant": f"parts: {name}",
+             "median_us": timer.loop(fn, loop_ms) * 1e3} for name, fn in variants.items()]
+
+
 def run_hostprof(run):
-    run.rows += hostprof_rows(run.timer)
+    run.rows += hostprof_rows(run.timer) + hostparts_rows(run.timer)
 
 
 def launch_summary(df) -> str:

@@ -288,18 +288,19 @@ def test_a_hit_on_a_transposed_input_allocates_as_the_first_call(name, fn, ref, 
 @pytest.mark.parametrize("tile", [None, 16])
 def test_standing_in_the_norm_backward_hit_launches_raw(tile):
     """kernels/_norm_bwd.py keeps a plan of raw entries: a hit calls the launcher once a launch (held rows one,
-    column tiles two) with this call's tensors at the head and allocates the gradients as the first call did."""
+    column tiles two, then the partials' reduction) with this call's tensors at the head and allocates the gradients
+    as the first call did."""
     from kernels._norm_bwd import _LAUNCHES, norm_backward
 
     compiled = _Compiled()
     x, w, dy = torch.randn(7, 40), 1 + 0.1 * torch.randn(40), torch.randn(7, 40)
     with fl.standing_in(compiled):
         first = norm_backward(x, w, dy, 1e-5, True, True, tile=tile)
-        assert not compiled.calls and _LAUNCHES.misses == (1 if tile is None else 2), _LAUNCHES.skipped
+        assert not compiled.calls and _LAUNCHES.misses == (2 if tile is None else 3), _LAUNCHES.skipped
         x2, dy2 = torch.randn(7, 40), torch.randn(7, 40)
         dx, dw, db = norm_backward(x2, w, dy2, 1e-5, True, True, tile=tile)
-        assert len(compiled.calls) == (1 if tile is None else 2)
-        for call in compiled.calls:  # (grid x, y, z, stream, function, packed, None, None, None, *head, *tail)
+        assert len(compiled.calls) == (2 if tile is None else 3)
+        for call in compiled.calls[:-1]:  # (grid x, y, z, stream, function, packed, None, None, None, *head, *tail)
             assert [t.data_ptr() for t in call[9:12]] == [x2.data_ptr(), w.data_ptr(), dy2.data_ptr()]  # views
         assert dx.shape == first[0].shape and dw.shape == db.shape == (40,) and dw.dtype == w.dtype
     torch.testing.assert_close(first[0], norm_backward(x, w, dy, 1e-5, True, True, tile=tile)[0])

@@ -120,7 +120,7 @@ def test_rows_over_held_max_cols_take_the_tiled_path(monkeypatch):
     calls = []
     def first_call(key, x2, *rest):  # records the tile it was given
         calls.append(rest[5])
-        return x2, torch.zeros(1, x2.shape[1]), torch.zeros(1, x2.shape[1])
+        return x2, torch.zeros(2, x2.shape[1])  # dx, (dweight, dbias)
 
     monkeypatch.setattr(_norm_bwd, "_first_call", first_call)
     n = _norm_bwd.HELD_MAX_COLS + 1
@@ -132,8 +132,9 @@ def test_rows_over_held_max_cols_take_the_tiled_path(monkeypatch):
 @pytest.mark.parametrize("tile", [None, 16])
 @pytest.mark.parametrize("centre", [True, False])
 def test_a_kept_backward_replays_its_first_call(tile, centre):
-    # kernels/_fastlaunch.py: a key's first call plans and keeps its launches (held rows: one; column tiles: two);
-    # a hit on new tensors launches them with no planning and gives the plain path's answer; alignment is keyed
+    # kernels/_fastlaunch.py: a key's first call plans and keeps its launches (held rows: one; column tiles: two;
+    # then the partials' reduction); a hit on new tensors launches them with no planning and gives the plain path's
+    # answer; alignment is keyed
     from kernels import _fastlaunch as fl
     from kernels._norm_bwd import _LAUNCHES
 
@@ -146,7 +147,7 @@ def test_a_kept_backward_replays_its_first_call(tile, centre):
     with fl.replaying():
         kept = norm_backward(*call(0), 1e-5, centre, centre, tile=tile)
         misses = _LAUNCHES.misses
-        assert misses == (1 if tile is None else 2) and len(_LAUNCHES) == misses + 1, _LAUNCHES.skipped
+        assert misses == (2 if tile is None else 3) and len(_LAUNCHES) == misses + 1, _LAUNCHES.skipped
         hit = norm_backward(*call(10), 1e-5, centre, centre, tile=tile)
         assert _LAUNCHES.misses == misses
         for ours, ref in zip((*kept, *hit), (*plain[0], *plain[1])):
