@@ -301,6 +301,7 @@ def hostparts_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, loop_ms=20):
     autograd recording, the backward called directly, its partial sums' reduction), a custom autograd Function that
     does nothing, and ours and the builtin with the autograd engine's device threads off."""
     from kernels import _norm_bwd
+    from kernels._norm_bwd import TritonNorm
     from rooflab.kernel import load_kernel
 
     kernel = load_kernel("layernorm")
@@ -333,6 +334,8 @@ def hostparts_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, loop_ms=20):
     variants = {
         "ours fwd, no grad": lambda: fwd(x, w, b),
         "ours fwd, recorded": lambda: fwd(*leaves),
+        "ours fwd, recorded, C apply (no functorch unwrap)": lambda: super(torch.autograd.Function, TritonNorm).apply(
+            *leaves, 1e-5, kernel.module._layernorm_forward, True),
         "ours backward alone (norm_backward)": lambda: _norm_bwd.norm_backward(x, w, dy, 1e-5, True, True),
         "partials: 2 x sum(0).to(dtype)": lambda: (parts.sum(dim=0).to(dtype), parts.sum(dim=0).to(dtype)),
         "empty Function fwd+bwd": nothing,
