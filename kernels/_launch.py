@@ -85,6 +85,9 @@ LAYERNORM = {
         4: Choice((2048, 4096), "faster at 2048; a tie at 4096 kept because the reference (S17) ran with it",
                   T + "tune_v15_onerow_lnfull.csv"),
     },
+    # rows of (fewest, most) columns, under 3/4 of their 8192 block, walked in (tile, warps) tiles, not held
+    "SPARSE_BLOCK": Choice((4097, 6143, 1024, 8), "4097^2 fp32 63.3 us against held 93.3 (torch.compile 65.7), "
+                                                  "bf16 64.5, 69.3 (59.8)", T + "rows_4097_s20.csv"),
     # (rows a SM, columns): fewer rows than that, of at least that many columns, are split over several programs
     "SPLIT_BELOW": Choice((2, 32768), "one program a row leaves most SMs idle (bf16 8 x 256000: 77.8 us, "
                                       "torch.compile 19.1); square shapes never qualify", None),
@@ -100,6 +103,9 @@ RMSNORM = {
         4: Choice(4096, "ahead of held at 4096 and 8192, level with torch.compile", T + "tune_v20_rms_fp32.csv"),
     },
     "RELOAD_WARPS": Choice(16, "rows read twice run with 16 warps (8 were slower)", T + "tune_v5.csv"),
+    # rows of (fewest, most) columns, under 3/4 of their 8192 block, held with this many warps, not read twice
+    "SPARSE_BLOCK": Choice((4097, 6143, 4), "4097^2 fp32 45.0 us against read twice 63.5 (torch.compile 52.0), "
+                                            "bf16 39.8, held at 8 warps 41.2", T + "rows_4097_s20.csv"),
     # rows of (fewest, most) columns, a whole number of tiles long, drop the column mask
     "UNMASKED_COLS": {
         4: Choice((2048, 8192), "faster at 2048 and 8192, a tie at 4096; 16-bit rows a tie",

@@ -6,9 +6,9 @@ Per row, with x_hat = (x - mean) * rstd (RMSNorm: no mean) and g = weight * dy:
 The statistics are recomputed from x, so the forward saves nothing but its inputs. dweight and dbias are reduced in
 two stages, as Liger-Kernel and the Triton layer-norm tutorial do: each program walks a block of rows (short rows
 several at once) with its partial sums in fp32 registers, then one launch sums the programs' partials and casts
-them (no atomics: a fixed order, a deterministic result). Rows longer than HELD_MAX_COLS (held, they spill) take two launches over
-column tiles: each tile's statistics (mean, squared deviations, sum of g * (x - mean), sum of g), then each tile
-combines its row's (Chan's formula: no cancellation) and writes dx and partial dweight, dbias.
+them (no atomics: a fixed order, a deterministic result). Rows longer than HELD_MAX_COLS (held, they spill) take
+two launches over column tiles: each tile's statistics (mean, squared deviations, sum of g * (x - mean), sum of g),
+then each tile combines its row's (Chan's formula: no cancellation) and writes dx and partial dweight, dbias.
 """
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes
 # 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (D3, nineteenth session)
 HELD_MAX_COLS = 8192
 LONG_TILE = 4096  # columns a program of a long row takes (one held fp32 tile of x, dy and the partial sums)
-REDUCE_BLOCK = (32, 64)  # (partial rows, columns) of the reduction's tile: 8 KiB of fp32 a step, 64-column programs
+# The reduction's tile: up to 8192 fp32 partials a step (32 a thread at 8 warps), at least 64 columns a program
+# where there are that many, at most 256 partial rows (a few steps over 528 programs' partials)
+REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS = 8192, 64, 256, 8
 
 
 @triton.jit
@@ -213,10 +215,11 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles),
                  CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=warps), n_head=6))
     out = torch.empty(plan.out, dtype=weight.dtype, device=x2.device)
-    block_p, block_n = REDUCE_BLOCK
+    block_p = min(triton.next_power_of_2(n_parts), REDUCE_MAX_PARTS)  # few partials: wide column blocks
+    block_n = min(triton.next_power_of_2(n_cols), max(REDUCE_MIN_COLS, REDUCE_TILE // block_p))
     launched.append(_LAUNCHES.launch(
         ("reduce", key), _norm_bwd_reduce_kernel, (triton.cdiv(n_cols, block_n), 1 + has_bias),
-        (parts, out, n_parts, n_cols), dict(BLOCK_P=block_p, BLOCK_N=block_n, num_warps=4), n_head=2))
+        (parts, out, n_parts, n_cols), dict(BLOCK_P=block_p, BLOCK_N=block_n, num_warps=REDUCE_WARPS), n_head=2))
     if None not in launched:
         plan.launches = launched
         _LAUNCHES.keep(key, plan)
@@ -240,7 +243,8 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     n_cols = x.shape[-1]
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
     key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
-           HELD_MAX_COLS, LONG_TILE, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, REDUCE_BLOCK)
+           HELD_MAX_COLS, LONG_TILE, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM,
+           REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS)
     plan = _LAUNCHES.get(key)
     if plan is not None:
         dx, out = plan(x2, weight_c, dy2)

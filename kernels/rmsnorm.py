@@ -34,6 +34,7 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # The launch tables, read at each call (tests and the lab swap them): see kernels/_launch.py.
 RELOAD_MIN_COLS = values(RMSNORM["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
 RELOAD_WARPS = values(RMSNORM["RELOAD_WARPS"])  # ... with this many warps
+SPARSE_BLOCK = values(RMSNORM["SPARSE_BLOCK"])  # (fewest, most columns, warps): held, not read twice
 UNMASKED_COLS = values(RMSNORM["UNMASKED_COLS"])  # element size -> (fewest, most) columns without a column mask
 SPLIT_BELOW = values(RMSNORM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_norm_split)
 SPLIT_CHUNK = values(RMSNORM["SPLIT_CHUNK"])  # (programs a SM, fewest, most columns a program) of a split row
@@ -105,7 +106,8 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     (kernels/_norm_split.py), 0: one program a row, None: split_cols's choice (GPU only). A key seen before launches
     as its first call did (kernels/_fastlaunch.py)."""
     key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full, split,  # the tables by id: lab swaps
-           id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS)
+           id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS,
+           SPARSE_BLOCK)
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
@@ -138,9 +140,10 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     block_size = block_size or auto_block
     if block_size & (block_size - 1):
         raise ValueError(f"block_size must be a power of two, got {block_size}")
+    sparse = block_size == auto_block and SPARSE_BLOCK[0] <= n_cols <= SPARSE_BLOCK[1]  # a block mostly masked
     if reload is None:
-        reload = block_size >= n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
-        auto_warps = RELOAD_WARPS if reload else auto_warps
+        reload = not sparse and block_size >= n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
+        auto_warps = RELOAD_WARPS if reload else SPARSE_BLOCK[2] if sparse else auto_warps
     full = unmasked(UNMASKED_COLS, full, n_cols, x.element_size(), whole_tiles=n_cols % block_size == 0)
     grid = lambda META: (n_rows,)  # noqa: E731  one program per row
     _LAUNCHES.launch(
