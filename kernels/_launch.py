@@ -85,9 +85,15 @@ LAYERNORM = {
         4: Choice((2048, 4096), "faster at 2048; a tie at 4096 kept because the reference (S17) ran with it",
                   T + "tune_v15_onerow_lnfull.csv"),
     },
-    # rows of (fewest, most) columns, under 3/4 of their 8192 block, walked in (tile, warps) tiles, not held
-    "SPARSE_BLOCK": Choice((4097, 6143, 1024, 8), "4097^2 fp32 63.3 us against held 93.3 (torch.compile 65.7), "
-                                                  "bf16 64.5, 69.3 (59.8)", T + "rows_4097_s20.csv"),
+    # element size -> (fewest, most columns, tile, warps, only rows no multiple of 16 bytes): rows under 3/4 of
+    # their 8192 block walked in tiles, not held
+    "SPARSE_BLOCK": {
+        4: Choice((4097, 6143, 1024, 8, False), "4097^2 fp32 63.3 us against held 93.3 (torch.compile 65.7); odd "
+                                                "8192 x 5000 89.8, 92.9", T + "rows_4097_s20.csv"),
+        2: Choice((4097, 6143, 1024, 8, True), "4097^2 bf16 64.5 us against held 69.3 (torch.compile 59.8); aligned "
+                                               "rows stay held (odd bf16 8192 x 5000 tiled 80.0, held 51.7)",
+                  T + "rows_4097_s20.csv"),
+    },
     # (rows a SM, columns): fewer rows than that, of at least that many columns, are split over several programs
     "SPLIT_BELOW": Choice((2, 32768), "one program a row leaves most SMs idle (bf16 8 x 256000: 77.8 us, "
                                       "torch.compile 19.1); square shapes never qualify", None),

@@ -41,7 +41,7 @@ PREFETCH_PROGRAMS = values(LAYERNORM["PREFETCH_PROGRAMS"])  # programs asking th
 UNMASKED_COLS = values(LAYERNORM["UNMASKED_COLS"])  # held rows as long as their tile, no column mask
 SPLIT_BELOW = values(LAYERNORM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_norm_split)
 SPLIT_CHUNK = values(LAYERNORM["SPLIT_CHUNK"])  # (programs a SM, fewest, most columns a program) of a split row
-SPARSE_BLOCK = values(LAYERNORM["SPARSE_BLOCK"])  # (fewest, most columns, tile, warps): tiled, not held
+SPARSE_BLOCK = values(LAYERNORM["SPARSE_BLOCK"])  # element size -> (fewest, most columns, tile, warps, unaligned)
 
 
 @triton.jit
@@ -120,8 +120,9 @@ def launch_params(n_cols: int, element_size: int, block_size: int | None = None)
     auto_block, warps = row_launch_params(n_cols, element_size)
     if auto_block < n_cols and block_size is None:  # too long to hold, and no tile asked for: the tiled loop's table
         auto_block, warps = TILED_LAUNCH.get(element_size, (auto_block, warps))
-    elif block_size is None and SPARSE_BLOCK[0] <= n_cols <= SPARSE_BLOCK[1]:  # a block mostly masked: tiles
-        auto_block, warps = SPARSE_BLOCK[2:]
+    elif block_size is None and (sparse := SPARSE_BLOCK.get(element_size)) and sparse[0] <= n_cols <= sparse[1] \
+            and not (sparse[4] and n_cols * element_size % 16 == 0):  # a block mostly masked: tiles
+        auto_block, warps = sparse[2:4]
     block_size = block_size or auto_block
     if block_size & (block_size - 1):
         raise ValueError(f"block_size must be a power of two, got {block_size}")
@@ -163,7 +164,7 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     split_cols's choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
     key = (spec(x), spec(weight), spec(bias), eps, block_size, num_warps, split,  # the tables by id: lab swaps them
            id(TILED_LAUNCH), id(HELD_MIN_WARPS), id(WB_EARLY_COLS), id(REGISTER_CAP), PREFETCH_PROGRAMS,
-           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS, SPARSE_BLOCK)
+           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS, id(SPARSE_BLOCK))
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
