@@ -32,7 +32,8 @@ def ours_over_best(metrics: pd.DataFrame) -> pd.DataFrame:
     baseline's median / ours (above 1: ours faster), the baseline that was best, our achieved rates, the verdict
     (faster / slower beyond VERDICT_SIGMA combined standard errors and MIN_REL_CHANGE, else tie) and the tensor the
     shape comes from."""
-    cols = KEY + ["ratio", "best", "verdict", "family", "bytes", "flops", "achieved_gbps", "achieved_tflops", "source"]
+    cols = KEY + ["ratio", "best", "verdict", "loop_ratio", "family", "bytes", "flops", "achieved_gbps",
+                  "achieved_tflops", "source"]
     if metrics.empty or "shape" not in metrics:
         return pd.DataFrame(columns=cols)
     ok = metrics[metrics["claimable"].fillna(False).astype(bool)] if "claimable" in metrics else \
@@ -48,23 +49,50 @@ def ours_over_best(metrics: pd.DataFrame) -> pd.DataFrame:
     noise = np.maximum(sigma, MIN_REL_CHANGE)
     j["verdict"] = np.select([j["ratio"] - 1 > noise, 1 - j["ratio"] > noise], ["faster", "slower"], default="tie")
     j["best"] = j["impl_best"]
+    # the Python loop an eager caller pays per call: the best baseline's loop time over ours (NaN where not timed)
+    if "loop_ms" in ok:
+        loops = ok[ok["impl"].isin(BASELINES)].groupby(KEY)["loop_ms"].min().rename("loop_ms_best")
+        j = j.join(loops, on=KEY)
+        j["loop_ratio"] = j["loop_ms_best"] / j["loop_ms"]
+    else:
+        j["loop_ratio"] = np.nan
     j["source"] = [source_of(p, f, parse_label(s)) for p, f, s in zip(j["preset"], j["family"], j["shape"])]
     return j[cols]
 
 
-def one_dtype(d: pd.DataFrame) -> pd.DataFrame:
-    """The forward pass in DTYPE, or in the dtype most cells have where none is in DTYPE."""
-    d = d[d["pass"] == "fwd"]
+def one_dtype(d: pd.DataFrame, pass_: str = "fwd") -> pd.DataFrame:
+    """One pass in DTYPE, or in the dtype most cells have where none is in DTYPE."""
+    d = d[d["pass"] == pass_]
     dtype = DTYPE if (d["dtype"] == DTYPE).any() else (d["dtype"].mode().iloc[0] if len(d) else DTYPE)
     return d[d["dtype"] == dtype]
 
 
+def _frames(gpu_ratio: float, loop_ratio: float) -> str:
+    """One cell of rows_table: "GPU / loop", or the GPU ratio alone where the loop was not timed."""
+    if np.isnan(gpu_ratio):
+        return "--"
+    return f"{gpu_ratio:.2f}" + ("" if np.isnan(loop_ratio) else f" / {loop_ratio:.2f}")
+
+
 def rows_table(d: pd.DataFrame) -> str:
-    """Rows x cols shapes: one line per shape (its set and source), one column per kernel, the ratio in each."""
-    t = d.pivot_table(index=["preset", "shape", "source"], columns="kernel", values="ratio", aggfunc="first")
-    t = t.reset_index().rename(columns={"preset": "set", "shape": "rows x cols", "source": "from"})
-    return table_latex(t, formats={k: "{:.2f}" for k in t.columns[3:]},
-                       align="ll>{\\raggedright\\arraybackslash}p{5.2cm}" + "r" * (len(t.columns) - 3))
+    """Rows x cols shapes: one line per shape (its set and source), one column per kernel, in each the ratio in GPU
+    time and, where timed, in the Python loop ("GPU / loop")."""
+    d = d.assign(cell=[_frames(g, lo) for g, lo in zip(d["ratio"], d["loop_ratio"].astype(float))])
+    t = d.pivot_table(index=["preset", "shape", "source"], columns="kernel", values="cell", aggfunc="first")
+    t = t.reset_index().rename(columns={"preset": "set", "shape": "rows x cols", "source": "from"}).fillna("--")
+    return table_latex(t, align="ll>{\\raggedright\\arraybackslash}p{4.6cm}" + "r" * (len(t.columns) - 3))
+
+
+def frames_sentence(d: pd.DataFrame) -> str:
+    """The Python-loop frame beside GPU time: its median and lowest ratio, and the cells that win in one frame and
+    lose in the other."""
+    lo = d["loop_ratio"].astype(float)
+    if lo.notna().sum() == 0:
+        return ""
+    split = d[(d["ratio"] >= 1) & (lo < 1)]
+    return (f" In the Python loop an eager caller pays per call (each side's loop time, the best baseline's over "
+            f"ours) the median is {fmt(lo.median())} (lowest {fmt(lo.min())}); {len(split)} of the {len(d)} cells "
+            f"win in GPU time and lose in the loop.")
 
 
 def mkn_table(d: pd.DataFrame) -> str:
@@ -96,20 +124,41 @@ def section(metrics: pd.DataFrame, figdir: str = "results/figures") -> str:
             f"(above 1: ours is faster). Over {len(d)} cells the median is {fmt(d['ratio'].median())} (lowest "
             f"{fmt(d['ratio'].min())}, highest {fmt(d['ratio'].max())}); ours is faster beyond noise in "
             f"{int(counts.get('faster', 0))}, slower in {int(counts.get('slower', 0))} and tied in "
-            f"{int(counts.get('tie', 0))}.\n")
+            f"{int(counts.get('tie', 0))}.{frames_sentence(d)}\n")
         for family, fd in d.groupby("family", sort=True):
             body = rows_table(fd) if family == "rows" else mkn_table(fd)
             caption = (f"{name}, {tex_escape(dtype)}: the best of the PyTorch builtin and torch.compile over our "
-                       f"Triton kernel in GPU time at each {'rows x cols' if family == 'rows' else 'M x K x N'} "
-                       f"shape (above 1: ours faster), with the model tensor each shape comes from.")
+                       f"Triton kernel at each {'rows x cols' if family == 'rows' else 'M x K x N'} shape (above 1: "
+                       f"ours faster), {'in GPU time / in the Python loop' if family == 'rows' else 'in GPU time'}, "
+                       f"with the model tensor each shape comes from.")
             out.append(f"\\begin{{table}}[!htbp]\n\\centering\\footnotesize\n{body}\\caption{{{caption}}}\n"
                        f"\\label{{tab:shapes-{gpu}-{family}}}\n\\end{{table}}\n")
+        back = one_dtype(g, "fwd+bwd")
+        if len(back):
+            out.append(backward_paragraph(back, gpu, name))
         pdf = Path(figdir, gpu, "shapes.pdf")
         if pdf.exists():
             out.append(figure(str(pdf), f"{name}: ours over the best of PyTorch at every shape of the shape sets, "
                                         f"against the bytes a call moves (no one N fits these shapes).",
                               f"fig:shapes-{gpu}"))
     return "\n".join(out)
+
+
+def backward_paragraph(d: pd.DataFrame, gpu: str, name: str) -> str:
+    """The fwd+bwd pass (kernels with a backward) at the set shapes: both frames, as the forward's table."""
+    dtype = tex_escape(d["dtype"].iloc[0])
+    counts = d["verdict"].value_counts()
+    caption = (f"{name}, {dtype}, forward and backward (an autograd Function's fwd+bwd against the builtin's "
+               f"autograd and torch.compile of the naive expression's vector-Jacobian product): best over ours in "
+               f"GPU time / in the Python loop.")
+    return (f"Forward and backward together, in {dtype}, over {len(d)} cells: median {fmt(d['ratio'].median())} "
+            f"in GPU time (lowest {fmt(d['ratio'].min())}); faster beyond noise in {int(counts.get('faster', 0))}, "
+            f"slower in {int(counts.get('slower', 0))}, tied in {int(counts.get('tie', 0))}.{frames_sentence(d)} "
+            f"In the loop each call of ours also pays for a Python autograd Function and the autograd engine's "
+            f"hand-off to its device thread, where the builtin's nodes are C++ (\\texttt{{python -m lab hostprof}} "
+            f"takes a call apart).\n"
+            f"\\begin{{table}}[!htbp]\n\\centering\\footnotesize\n{rows_table(d)}\\caption{{{caption}}}\n"
+            f"\\label{{tab:shapes-{gpu}-fwdbwd}}\n\\end{{table}}\n")
 
 
 def main(argv=None) -> None:
