@@ -145,9 +145,11 @@ def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part_pt
 
 
 @triton.jit
-def _norm_bwd_reduce_kernel(part_ptr, out_ptr, n_parts, n_cols, BLOCK_P: tl.constexpr, BLOCK_N: tl.constexpr):
+def _norm_bwd_reduce_kernel(part_ptr, out_ptr, n_parts, n_cols, out_stride, BLOCK_P: tl.constexpr,
+                            BLOCK_N: tl.constexpr):
     # Stage two: columns pid(0) of partial pid(1) (dweight, dbias) summed over its n_parts rows in fp32 and stored
-    # in the weight's dtype: one launch where torch took a sum and a cast of each.
+    # in the weight's dtype, row pid(1) of out (rows out_stride apart): one launch where torch took a sum and a cast
+    # of each.
     which = tl.program_id(axis=1).to(tl.int64)
     cols = tl.program_id(axis=0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
@@ -157,7 +159,7 @@ def _norm_bwd_reduce_kernel(part_ptr, out_ptr, n_parts, n_cols, BLOCK_P: tl.cons
         rows = start + tl.arange(0, BLOCK_P)
         mask = (rows < n_parts)[:, None] & col_mask[None, :]
         acc += tl.load(base + rows.to(tl.int64)[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)
-    tl.store(out_ptr + which * n_cols + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=col_mask)
+    tl.store(out_ptr + which * out_stride + cols, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=col_mask)
 
 
 class _Plan:
@@ -182,11 +184,11 @@ class _Plan:
 def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
     """Plan and launch a key's backward (held rows, several a program where short; or column tiles of ``tile``),
     then the partial sums' reduction; keep it as a _Plan where every launch was kept. Returns (dx, out): out is
-    dweight, or (dweight, dbias) stacked."""
+    dweight, or dweight and dbias as its two rows, each on a 16-byte boundary (_out_shape)."""
     n_rows, n_cols = x2.shape
     plan, launched, align = _Plan(), [], row_align(x2.element_size(), n_cols)
     dx = torch.empty_like(x2)
-    plan.stats, plan.out = None, (2, n_cols) if has_bias else (n_cols,)
+    plan.stats, plan.out = None, _out_shape(n_cols, weight.element_size(), has_bias)
     if tile is None:
         block = triton.next_power_of_2(n_cols)
         rows_per_program = triton.cdiv(n_rows, min(n_rows, PROGRAMS_PER_SM * sms))
@@ -219,11 +221,18 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
     block_n = min(triton.next_power_of_2(n_cols), max(REDUCE_MIN_COLS, REDUCE_TILE // block_p))
     launched.append(_LAUNCHES.launch(
         ("reduce", key), _norm_bwd_reduce_kernel, (triton.cdiv(n_cols, block_n), 1 + has_bias),
-        (parts, out, n_parts, n_cols), dict(BLOCK_P=block_p, BLOCK_N=block_n, num_warps=REDUCE_WARPS), n_head=2))
+        (parts, out, n_parts, n_cols, out.stride(0) if has_bias else 0),
+        dict(BLOCK_P=block_p, BLOCK_N=block_n, num_warps=REDUCE_WARPS), n_head=2))
     if None not in launched:
         plan.launches = launched
         _LAUNCHES.keep(key, plan)
     return dx, out
+
+
+def _out_shape(n_cols: int, element_size: int, has_bias: bool) -> tuple:
+    """dweight's shape, or dweight's and dbias's as two rows whose stride rounds n_cols up to 16 bytes, so dbias
+    starts aligned as a tensor of its own would."""
+    return (2, triton.cdiv(n_cols * element_size, 16) * 16 // element_size) if has_bias else (n_cols,)
 
 
 def _parts(plan, has_bias, n_parts, n_cols, device):
@@ -259,7 +268,7 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
         sms = multiprocessor_count(x.device) if x.is_cuda else 4
         dx, out = _first_call(key, x2, weight_c, dy2, eps, centre, has_bias, tile, sms)
     if has_bias:
-        dweight, dbias = out.unbind(0)
+        dweight, dbias = (out if out.shape[1] == n_cols else out.narrow(1, 0, n_cols)).unbind(0)
         return dx.reshape(x.shape), dweight, dbias
     return dx.reshape(x.shape), out, None
 

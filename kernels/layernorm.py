@@ -154,12 +154,12 @@ _LAUNCHES = LaunchCache("layernorm")
 def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
                      block_size: int | None = None, num_warps: int | None = None,
                      split: int | None = None) -> torch.Tensor:
-    """Check the inputs; allocate y; launch one program per row.
-
-    Any strides of x, weight and bias are honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and
-    ``num_warps`` override the shared heuristic (kernels/_rows.py) and TILED_LAUNCH, e.g. to test the tiled path on
-    short rows. Held rows take at least HELD_MIN_WARPS warps; launch_options adds the early weights, their L2
-    prefetch, the column mask and a register cap. (A held row read again from the L2, as RMSNorm's, was slower.)
+    """Check the inputs; allocate y; launch one program per row. Any strides of x, weight and bias are honoured
+    (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and ``num_warps`` override the shared heuristic
+    (kernels/_rows.py), TILED_LAUNCH and SPARSE_BLOCK (which set the tile where no block_size is asked for, with
+    num_warps alone too), e.g. to test the tiled path on short rows. Held rows take at least HELD_MIN_WARPS warps;
+    launch_options adds the early weights, their L2 prefetch, the column mask and a register cap. (A held row read
+    again from the L2, as RMSNorm's, was slower.)
     ``split``: columns a program of the split path takes (kernels/_norm_split.py), 0: one program a row, None:
     split_cols's choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
     key = (spec(x), spec(weight), spec(bias), eps, block_size, num_warps, split,  # the tables by id: lab swaps them

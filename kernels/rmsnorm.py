@@ -100,11 +100,11 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     """Check the inputs; allocate y; launch one program per row. Any strides of x and weight are honoured (``x.t()``,
     ``x[:, ::2]``) without a copy. ``block_size`` and ``num_warps`` override the shared heuristic (kernels/_rows.py),
     e.g. to test the tiled path on short rows; ``reload`` reads a one-tile row twice (the second time from the L2)
-    instead of holding it in registers; by default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps.
-    ``full`` drops the column mask of a row that is a whole number of tiles long (by default for the rows
-    UNMASKED_COLS names; ignored on other rows). ``split``: columns a program of the split path takes
-    (kernels/_norm_split.py), 0: one program a row, None: split_cols's choice (GPU only). A key seen before launches
-    as its first call did (kernels/_fastlaunch.py)."""
+    instead of holding it: by default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps, but those
+    SPARSE_BLOCK names (held, its warps) where no block_size is asked for. ``full`` drops the column mask of a row a
+    whole number of tiles long (by default for the rows UNMASKED_COLS names; ignored on other rows). ``split``:
+    columns a program of the split path takes (kernels/_norm_split.py), 0: one program a row, None: split_cols's
+    choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
     key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full, split,  # the tables by id: lab swaps
            id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS,
            SPARSE_BLOCK)
@@ -137,10 +137,10 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         _LAUNCHES.launch(key, kernel, grid, (x, weight, y, *args), meta, n_head=3)
         return y
     auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
+    sparse = block_size is None and SPARSE_BLOCK[0] <= n_cols <= SPARSE_BLOCK[1]  # a block mostly masked
     block_size = block_size or auto_block
     if block_size & (block_size - 1):
         raise ValueError(f"block_size must be a power of two, got {block_size}")
-    sparse = block_size == auto_block and SPARSE_BLOCK[0] <= n_cols <= SPARSE_BLOCK[1]  # a block mostly masked
     if reload is None:
         reload = not sparse and block_size >= n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
         auto_warps = RELOAD_WARPS if reload else SPARSE_BLOCK[2] if sparse else auto_warps

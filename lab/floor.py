@@ -303,13 +303,15 @@ def hostparts_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, loop_ms=20):
     from kernels import _norm_bwd
     from kernels._norm_bwd import TritonNorm
     from rooflab.kernel import load_kernel
+    from rooflab.triton_utils import multiprocessor_count
 
     kernel = load_kernel("layernorm")
     x, w, b, dy = kernel.make_inputs(shape, dtype, "cuda", 0)
     leaves = [t.detach().clone().requires_grad_(True) for t in (x, w, b)]
     ours, builtin = (kernel.impls[i]((x, w, b, dy), pass_="fwd+bwd") for i in ("triton", "builtin"))
     fwd = kernel.module.layernorm_triton
-    parts = torch.zeros((132 * 4, shape[1]), device="cuda", dtype=torch.float32)
+    parts = torch.zeros((multiprocessor_count(x.device) * _norm_bwd.PROGRAMS_PER_SM, shape[1]), device="cuda",
+                        dtype=torch.float32)  # as many partial rows as the backward writes
 
     class Nothing(torch.autograd.Function):
         @staticmethod

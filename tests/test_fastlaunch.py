@@ -302,5 +302,8 @@ def test_standing_in_the_norm_backward_hit_launches_raw(tile):
         assert len(compiled.calls) == (2 if tile is None else 3)
         for call in compiled.calls[:-1]:  # (grid x, y, z, stream, function, packed, None, None, None, *head, *tail)
             assert [t.data_ptr() for t in call[9:12]] == [x2.data_ptr(), w.data_ptr(), dy2.data_ptr()]  # views
+        parts, out = compiled.calls[-1][9:11]  # the reduction's head: this call's partials and gradients
+        assert parts.data_ptr() == compiled.calls[-2][9 + (4 if tile is None else 5)].data_ptr()
+        assert out.data_ptr() == dw.data_ptr() and db.data_ptr() == dw.data_ptr() + out.stride(0) * w.element_size()
         assert dx.shape == first[0].shape and dw.shape == db.shape == (40,) and dw.dtype == w.dtype
     torch.testing.assert_close(first[0], norm_backward(x, w, dy, 1e-5, True, True, tile=tile)[0])

@@ -131,6 +131,12 @@ def test_row_launch_params_rejects_nonsense():
     (2048, 4, 512, (512, 4)),  # a tile asked for: the tiled loop, no held-row minimum
     (2048, 4, 4096, (4096, 8)),  # a wider tile asked for still holds the row: the held-row minimum applies
     (1793, 4, None, (2048, 4)),  # keyed on the row's columns: 1793 was not measured with 8 warps
+    (4097, 4, None, (1024, 8)),  # under 3/4 of its 8192 block: SPARSE_BLOCK's tiles, not held
+    (6143, 4, None, (1024, 8)),
+    (6144, 4, None, (8192, 16)),  # 3/4 of the block: held
+    (4097, 2, None, (1024, 8)),  # 16-bit: tiles where the row is no multiple of 16 bytes
+    (5000, 2, None, (8192, 8)),  # ... 10000 bytes are: held
+    (4097, 4, 8192, (8192, 16)),  # a block asked for: held as asked
 ])
 def test_launch_params(n_cols, element_size, block_size, expected):
     assert ln.launch_params(n_cols, element_size, block_size) == expected

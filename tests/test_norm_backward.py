@@ -174,3 +174,25 @@ def test_eps_zero_leaves_no_nan_from_rows_past_the_end(centre, cols):
     ref = grads(f, (x.double(), w.double(), b.double()) if centre else (x.double(), w.double()), dy.double())
     for name, o, r in zip(("dx", "dweight", "dbias"), ours, ref):
         assert torch.isfinite(o).all() and rel(o, r) < TOL[torch.float32], (name, rel(o, r))
+
+
+@pytest.mark.parametrize("centre", [True, False])
+@pytest.mark.parametrize("shape,tile", [((37, 40), None), ((37, 40), 16), ((9, 257), None)])
+def test_partials_reduced_over_several_steps(monkeypatch, centre, shape, tile):
+    # the reduction walks the programs' partial sums REDUCE_MAX_PARTS rows at a time: at 2 (keyed, so the swap takes
+    # effect) 37 rows' partials take several steps, a ragged last one among them; odd fp16 rows put dbias's row of
+    # the output on its own 16-byte boundary
+    from kernels import _norm_bwd
+
+    monkeypatch.setattr(_norm_bwd, "REDUCE_MAX_PARTS", 2)
+    n = shape[-1]
+    for dtype in (torch.float32, torch.float16):
+        x, w, b = rand(shape, dtype, 0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
+        dy = rand(shape, dtype, 3)
+        ours = norm_backward(x, w, dy, LN_EPS if centre else RMS_EPS, centre, centre, tile=tile)
+        ref = _norm_grads64(centre, x, w, b, dy)
+        for name, o, r in zip(("dx", "dweight", "dbias"), ours, ref):
+            assert o.dtype == dtype and o.shape == r.shape and o.is_contiguous(), name
+            assert rel(o, r) < TOL[dtype], (name, dtype, rel(o, r))
+        if centre:
+            assert ours[2].data_ptr() % 16 == 0
