@@ -11,7 +11,7 @@ import textwrap
 
 import pandas as pd
 
-from lab import elementwise, floor, inductor, matmul, normbwd, rows, timeline, timer
+from lab import elementwise, floor, inductor, longrows, matmul, rows, timeline, timer
 from lab.common import DTYPES, Run, by_dtype, timed
 
 DEFAULT_SECTIONS = ["gelu", "rows", "matmul", "launch"]
@@ -35,7 +35,7 @@ PER_SIZE_SECTIONS = {
 PROBES_FIRST = {"floor": floor.run_floor, "flush": timer.run_flush}
 PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept": floor.run_intercept, "placement": timer.run_placement,
                "drift": timer.run_drift, "instances": timer.run_instances, "launch": floor.run_launch,
-               "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof, "normbwd": normbwd.run_normbwd,
+               "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof, "longrows": longrows.run_longrows,
                "timeline": timeline.run_timeline}
 
 HELP = {
@@ -71,8 +71,9 @@ HELP = {
                 "softmax at 128 x 4096 bf16, and cProfile's heaviest functions over ours' fwd+bwd",
     "timeline": "per-program global-timer stamps inside one call (bf16 8192^2; writes <out>_timeline.csv too)",
     "unaligned": "softmax over long rows no multiple of 16 bytes: one program a row, split, and 16-byte aligned tiles",
-    "normbwd": "LayerNorm and RMSNorm fwd+bwd on rows of 8192-50257 columns: the column-tiled backward at other tiles, "
-               "rows held whole at 16 and 32 warps, the builtin and torch.compile",
+    "longrows": "LayerNorm and RMSNorm on rows of 8192-50257 columns, fwd (held in one block at 16 and 32 warps, other "
+                "tiles) and fwd+bwd (the column-tiled backward at other tiles, rows held whole at 16 and 32 warps), "
+                "beside the builtin and torch.compile",
 }
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, *PROBES_FIRST, *PROBES_LAST}
 
