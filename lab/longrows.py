@@ -3,10 +3,12 @@ llm RMSNorm fwd+bwd 1024 x 50257 bf16 0.53, 4096 x 32000 0.63; LayerNorm fwd 409
 - fwd+bwd: rows over kernels/_norm_bwd.HELD_MAX_COLS take two launches over column tiles, each reading x and dy (5
   units of traffic against the pass's 3). Variants: other tiles; rows held whole (up to the widest block) at more warps.
 - fwd: rows over _rows.MAX_BLOCK_SIZE are walked twice in tiles. Variants: held whole in one block of up to 32768 at
-  16 and 32 warps; tiles of 8192 and 16384.
+  16 and 32 warps; tiles of 8192 and 16384; RMSNorm's rows no multiple of 16 bytes on aligned tiles (as softmax's).
 Beside the builtin and torch.compile of the naive expression (its vector-Jacobian product for fwd+bwd), every variant
 checked against the builtin first."""
 import torch
+import triton
+import triton.language as tl
 
 from kernels import _norm_bwd
 from lab.common import DTYPES, checked, swapped, timed
@@ -18,6 +20,57 @@ TILES = (2048, 8192)  # beside the default LONG_TILE
 HELD_WARPS = (16, 32)  # rows held whole (fwd+bwd: up to _rows.MAX_BLOCK_SIZE), at least this many warps
 HELD_MAX_BLOCK = 32768  # the forward's held variants: rows up to this block
 FWD_TILES = (8192, 16384)  # the forward's tiled walk at these tiles (the default's: TILED_LAUNCH, MAX_BLOCK_SIZE)
+
+
+ALIGNED_TILES = ((2048, 4), (4096, 8))  # (tile, warps) of RMSNorm's forward on aligned tiles (_rms_aligned_kernel)
+
+
+@triton.jit
+def _rms_aligned_kernel(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
+    # RMSNorm of one row of a contiguous x whose rows are no multiple of 16 bytes, on 16-byte aligned tiles of the
+    # flat buffer (kernels/_softmax_shapes.softmax_fwd_aligned_kernel's walk): the first and last tiles masked and
+    # peeled, the inner ones unmasked at offsets the compiler can prove aligned. The weight is indexed by column,
+    # so its loads stay unaligned (from L1/L2); x and y move 16-byte vectors. Both passes read x (the second from L2).
+    row_start = tl.program_id(axis=0).to(tl.int64) * n_cols
+    row_end = row_start + n_cols
+    first = row_start // ALIGN * ALIGN
+    n_tiles = ((row_end - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
+    lanes = tl.arange(0, BLOCK_N)
+    offs = first + lanes
+    x = tl.load(x_ptr + offs, mask=(offs >= row_start) & (offs < row_end), other=0.0).to(tl.float32)
+    acc = x * x
+    for k in range(1, n_tiles - 1):
+        x = tl.load(x_ptr + first + k * BLOCK_N + lanes, eviction_policy="evict_last").to(tl.float32)
+        acc += x * x
+    if n_tiles > 1:
+        offs = first + (n_tiles - 1) * BLOCK_N + lanes
+        x = tl.load(x_ptr + offs, mask=offs < row_end, other=0.0).to(tl.float32)
+        acc += x * x
+    rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
+    offs = first + lanes
+    mask = (offs >= row_start) & (offs < row_end)
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + (offs - row_start), mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+    for k in range(1, n_tiles - 1):
+        offs = first + k * BLOCK_N + lanes
+        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(w_ptr + (offs - row_start)).to(tl.float32)
+        tl.store(y_ptr + offs, (x * rstd * w).to(y_ptr.dtype.element_ty))
+    if n_tiles > 1:
+        offs = first + (n_tiles - 1) * BLOCK_N + lanes
+        mask = offs < row_end
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + (offs - row_start), mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + offs, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def rms_aligned(x, w, eps, tile, warps):
+    """RMSNorm forward on aligned tiles: one program a row (x contiguous, its rows no multiple of 16 bytes)."""
+    y = torch.empty_like(x)
+    _rms_aligned_kernel[(x.shape[0],)](x, w, y, x.shape[1], eps, BLOCK_N=tile, ALIGN=16 // x.element_size(),
+                                       num_warps=warps)
+    return y
 
 
 def held_at_least(warps):
@@ -70,6 +123,10 @@ def fwd_variants(name, rows, cols, dtype, device="cuda"):
     for tile in FWD_TILES:
         if tile < cols:
             out[f"ours tiles of {tile}, 16 warps"] = lambda t=tile: ours(x, *params, block_size=t, num_warps=16)
+    if name == "rmsnorm" and cols * x.element_size() % 16:
+        for tile, warps in ALIGNED_TILES:
+            out[f"lab: aligned tiles {tile} x {warps}"] = lambda t=tile, w=warps: rms_aligned(
+                x, params[0], kernel.module.EPS, t, w)
     ref = out["builtin"]()
     return {k: checked(fn, ref, dtype, f"{name} fwd {k}") if k != "builtin" else fn for k, fn in out.items()}
 
