@@ -131,8 +131,7 @@ def section(metrics: pd.DataFrame, figdir: str = "results/figures") -> str:
                        f"Triton kernel at each {'rows x cols' if family == 'rows' else 'M x K x N'} shape (above 1: "
                        f"ours faster), {'in GPU time / in the Python loop' if family == 'rows' else 'in GPU time'}, "
                        f"with the model tensor each shape comes from.")
-            out.append(f"\\begin{{table}}[!htbp]\n\\centering\\footnotesize\n{body}\\caption{{{caption}}}\n"
-                       f"\\label{{tab:shapes-{gpu}-{family}}}\n\\end{{table}}\n")
+            out.append(_table(body, caption, f"tab:shapes-{gpu}-{family}"))
         back = one_dtype(g, "fwd+bwd")
         if len(back):
             out.append(backward_paragraph(back, gpu, name))
@@ -142,6 +141,11 @@ def section(metrics: pd.DataFrame, figdir: str = "results/figures") -> str:
                                         f"against the bytes a call moves (no one N fits these shapes).",
                               f"fig:shapes-{gpu}"))
     return "\n".join(out)
+
+
+def _table(body: str, caption: str, label: str) -> str:
+    return (f"\\begin{{table}}[!htbp]\n\\centering\\footnotesize\n{body}\\caption{{{caption}}}\n"
+            f"\\label{{{label}}}\n\\end{{table}}\n")
 
 
 def backward_paragraph(d: pd.DataFrame, gpu: str, name: str) -> str:
@@ -156,9 +160,7 @@ def backward_paragraph(d: pd.DataFrame, gpu: str, name: str) -> str:
             f"slower in {int(counts.get('slower', 0))}, tied in {int(counts.get('tie', 0))}.{frames_sentence(d)} "
             f"In the loop each call of ours also pays for a Python autograd Function and the autograd engine's "
             f"hand-off to its device thread, where the builtin's nodes are C++ (\\texttt{{python -m lab hostprof}} "
-            f"takes a call apart).\n"
-            f"\\begin{{table}}[!htbp]\n\\centering\\footnotesize\n{rows_table(d)}\\caption{{{caption}}}\n"
-            f"\\label{{tab:shapes-{gpu}-fwdbwd}}\n\\end{{table}}\n")
+            f"takes a call apart).\n" + _table(rows_table(d), caption, f"tab:shapes-{gpu}-fwdbwd"))
 
 
 def main(argv=None) -> None:

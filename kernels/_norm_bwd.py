@@ -236,7 +236,8 @@ def _out_shape(n_cols: int, element_size: int, has_bias: bool) -> tuple:
 
 
 def _parts(plan, has_bias, n_parts, n_cols, device):
-    """The partial dweight (and dbias after it) of each program: (1 or 2, programs, columns), fp32."""
+    """The partial dweight (and dbias after it) of each program: (1 or 2, programs, columns), fp32; its shape is kept
+    in plan.parts for the plan's later calls."""
     plan.parts = (1 + has_bias, n_parts, n_cols)
     return torch.empty(plan.parts, dtype=torch.float32, device=device)
 

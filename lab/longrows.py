@@ -11,6 +11,7 @@ import triton
 import triton.language as tl
 
 from kernels import _norm_bwd
+from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
 from lab.common import DTYPES, checked, swapped, timed
 from rooflab.cell import _kw
 from rooflab.kernel import load_kernel
@@ -20,8 +21,6 @@ TILES = (2048, 8192)  # beside the default LONG_TILE
 HELD_WARPS = (16, 32)  # rows held whole (fwd+bwd: up to _rows.MAX_BLOCK_SIZE), at least this many warps
 HELD_MAX_BLOCK = 32768  # the forward's held variants: rows up to this block
 FWD_TILES = (8192, 16384)  # the forward's tiled walk at these tiles (the default's: TILED_LAUNCH, MAX_BLOCK_SIZE)
-
-
 ALIGNED_TILES = ((2048, 4), (4096, 8))  # (tile, warps) of RMSNorm's forward on aligned tiles (_rms_aligned_kernel)
 
 
@@ -75,8 +74,6 @@ def rms_aligned(x, w, eps, tile, warps):
 
 def held_at_least(warps):
     """kernels/_norm_bwd's row_launch_params with its warps raised to ``warps`` (swapped in for one variant)."""
-    from kernels._rows import row_launch_params
-
     def params(n_cols, element_size):
         block, w = row_launch_params(n_cols, element_size)
         return block, max(w, warps)
@@ -85,8 +82,6 @@ def held_at_least(warps):
 
 def fwd_bwd_variants(name, rows, cols, dtype, device="cuda"):
     """{variant: fn} of one norm's fwd+bwd at rows x cols: every fn returns the gradients (dx, dweight[, dbias])."""
-    from kernels._rows import MAX_BLOCK_SIZE
-
     kernel = load_kernel(name)
     inputs = kernel.make_inputs((rows, cols), dtype, device, 0)
     builtin = kernel.impls["builtin"](inputs, pass_="fwd+bwd")
@@ -100,14 +95,11 @@ def fwd_bwd_variants(name, rows, cols, dtype, device="cuda"):
         for warps in HELD_WARPS:  # HELD_MAX_COLS past the widest block, a value a variant (keyed: its own plan)
             out[f"ours held, >= {warps} warps"] = swapped(_norm_bwd, ours, HELD_MAX_COLS=MAX_BLOCK_SIZE + warps,
                                                           row_launch_params=held_at_least(warps))
-    ref = builtin()
-    return {k: checked(fn, ref, dtype, f"{name} {k}") if k != "builtin" else fn for k, fn in out.items()}
+    return checked_against_builtin(out, dtype, f"{name} fwd+bwd")
 
 
 def fwd_variants(name, rows, cols, dtype, device="cuda"):
     """{variant: fn} of one norm's forward at rows x cols."""
-    import triton
-
     kernel = load_kernel(name)
     x, *params, _ = kernel.make_inputs((rows, cols), dtype, device, 0)
     ours = getattr(kernel.module, f"{name}_triton")
@@ -127,8 +119,13 @@ def fwd_variants(name, rows, cols, dtype, device="cuda"):
         for tile, warps in ALIGNED_TILES:
             out[f"lab: aligned tiles {tile} x {warps}"] = lambda t=tile, w=warps: rms_aligned(
                 x, params[0], kernel.module.EPS, t, w)
-    ref = out["builtin"]()
-    return {k: checked(fn, ref, dtype, f"{name} fwd {k}") if k != "builtin" else fn for k, fn in out.items()}
+    return checked_against_builtin(out, dtype, f"{name} fwd")
+
+
+def checked_against_builtin(variants, dtype, what):
+    """Every variant but the builtin, checked once against the builtin's output (lab.common.checked)."""
+    ref = variants["builtin"]()
+    return {k: fn if k == "builtin" else checked(fn, ref, dtype, f"{what} {k}") for k, fn in variants.items()}
 
 
 def run_longrows(run):
