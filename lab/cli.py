@@ -143,21 +143,24 @@ def main(argv=None):
     del src, dst
     print(f"copy: {copy_gbps:.0f} GB/s", flush=True)
     run = Run(args, clock, cfg, copy_gbps)
-    for section, probe in PROBES_FIRST.items():
-        if section in args.sections:
-            probe(run)
-    for n in args.n:
-        for dname in args.dtypes:
-            for section, make in PER_SIZE_SECTIONS.items():
-                if section in args.sections:
-                    for kernel, moved, variants in make(n, dname):
-                        for name, fn in variants.items():
-                            run.record(kernel, n, dname, name, timed(fn, clock, cfg), moved)
-            print(f"done n={n} {dname}", flush=True)
-            torch.cuda.empty_cache()
-    for section, probe in PROBES_LAST.items():
-        if section in args.sections:
-            probe(run)
+    try:
+        for section, probe in PROBES_FIRST.items():
+            if section in args.sections:
+                probe(run)
+        for n in args.n:
+            for dname in args.dtypes:
+                for section, make in PER_SIZE_SECTIONS.items():
+                    if section in args.sections:
+                        for kernel, moved, variants in make(n, dname):
+                            for name, fn in variants.items():
+                                run.record(kernel, n, dname, name, timed(fn, clock, cfg), moved)
+                print(f"done n={n} {dname}", flush=True)
+                torch.cuda.empty_cache()
+        for section, probe in PROBES_LAST.items():
+            if section in args.sections:
+                probe(run)
+    except KeyboardInterrupt:  # a call's time limit (timeout -s INT): keep the rows timed so far
+        print(f"interrupted: writing the {len(run.rows)} rows timed so far", flush=True)
     df = pd.DataFrame(run.rows)
     df.to_csv(args.out, index=False)
     print_summary(df, args.sections)
