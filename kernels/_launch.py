@@ -117,6 +117,16 @@ RMSNORM = {
         4: Choice((2048, 8192), "faster at 2048 and 8192, a tie at 4096; 16-bit rows a tie",
                   T + "tune_v20_rms_fp32.csv"),
     },
+    # rows too long to hold: element size -> (tile, num_warps) of the two-read walk, in place of 16384 x 16
+    "TILED_LAUNCH": {
+        2: Choice((8192, 16), "bf16 4096 x 32000 133 us against 176 (torch.compile 141), 1024 x 28672 34.8, 39.6 "
+                              "(33.4)", T + "longrows_s21.csv"),
+    },
+    # tiled rows no multiple of 16 bytes: element size -> (tile, warps) on 16-byte aligned tiles of the flat x
+    "ALIGNED_TILES": {
+        2: Choice((2048, 4), "bf16 1024 x 50257 89.9 us against 189 one program a row's tiles (builtin 206); "
+                             "4096 x 8 116", T + "longrows_s21.csv"),
+    },
     # (rows a SM, columns): fewer rows than that, of at least that many columns, are split over several programs
     "SPLIT_BELOW": Choice((2, 32768), "one program a row leaves most SMs idle (bf16 8 x 256000: 38.7 us, "
                                       "torch.compile 12.8); square shapes never qualify", None),

@@ -18,6 +18,7 @@ import triton.language as tl
 
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._rows import row_align, row_launch_params
+from rooflab.kernel import vjp_keeping_output
 from rooflab.triton_utils import multiprocessor_count
 
 PROGRAMS_PER_SM = 4  # partial sums: enough programs to fill the GPU, few enough that stage two is small
@@ -26,6 +27,7 @@ PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes
 # 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (D3, nineteenth session)
 HELD_MAX_COLS = 8192
 LONG_TILE = 4096  # columns a program of a long row takes (one held fp32 tile of x, dy and the partial sums)
+HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the fp32 tile
 # The reduction's tile: up to 8192 fp32 partials a step (32 a thread at 8 warps), at least 64 columns a program
 # where there are that many, at most 256 partial rows (a few steps over 528 programs' partials)
 REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS = 8192, 64, 256, 8
@@ -199,7 +201,8 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
         launched.append(_LAUNCHES.launch(
             ("held", key), _norm_bwd_kernel, (n_parts,), (x2, weight, dy2, dx, parts, n_rows, n_cols, eps),
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
-                 HAS_BIAS=has_bias, ALIGN=align, num_warps=row_launch_params(block_m * block, 4)[1]), n_head=5))
+                 HAS_BIAS=has_bias, ALIGN=align,
+                 num_warps=HELD_WARPS or row_launch_params(block_m * block, 4)[1]), n_head=5))
     else:
         n_tiles = triton.cdiv(n_cols, tile)
         warps = row_launch_params(tile, 4)[1]  # the fp32 partial sums set the registers a tile needs
@@ -253,7 +256,7 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     n_cols = x.shape[-1]
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
     key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
-           HELD_MAX_COLS, LONG_TILE, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM,
+           HELD_MAX_COLS, LONG_TILE, HELD_WARPS, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM,
            REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS)
     plan = _LAUNCHES.get(key)
     if plan is not None:
@@ -302,14 +305,13 @@ def upstream_gradient(shape, dtype: torch.dtype, device: str, seed: int) -> torc
 
 
 def norm_naive_fn(naive):
-    """What torch.compile compiles: fwd, the naive expression; fwd+bwd, its vector-Jacobian product with grad_y
-    through torch.func.vjp (a fullgraph compiled function cannot call .backward())."""
+    """What torch.compile compiles: fwd, the naive expression; fwd+bwd, its gradients with grad_y and its output
+    (rooflab.kernel.vjp_keeping_output)."""
     def fn(x, *rest, pass_: str = "fwd"):
         *params, grad_y = rest
         if pass_ == "fwd":
             return naive(x, *params)
-        _, vjp = torch.func.vjp(naive, x, *params)
-        return vjp(grad_y)
+        return vjp_keeping_output(naive, (x, *params), grad_y)
 
     return fn
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
+from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable, vjp_keeping_output
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import autotune_bench, autotune_configs, check_device
 
@@ -316,12 +316,11 @@ def attention_builtin(q, k, v, causal: bool = CAUSAL) -> torch.Tensor:
 
 
 def attention_naive_fn(q, k, v, grad_o, pass_: str = "fwd"):
-    """What torch.compile compiles: fwd, the naive expression; fwd+bwd, its vector-Jacobian product with grad_o
-    through torch.func.vjp (a fullgraph compiled function cannot call .backward())."""
+    """What torch.compile compiles: fwd, the naive expression; fwd+bwd, its gradients with grad_o and its output
+    (rooflab.kernel.vjp_keeping_output)."""
     if pass_ == "fwd":
         return attention_naive(q, k, v)
-    _, vjp = torch.func.vjp(attention_naive, q, k, v)
-    return vjp(grad_o)
+    return vjp_keeping_output(attention_naive, (q, k, v), grad_o)
 
 
 REFERENCE_SCORES = 1 << 26  # float64 scores per chunk of heads: a check's memory stays bounded at 16k tokens

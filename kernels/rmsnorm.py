@@ -38,6 +38,8 @@ SPARSE_BLOCK = values(RMSNORM["SPARSE_BLOCK"])  # (fewest, most columns, warps):
 UNMASKED_COLS = values(RMSNORM["UNMASKED_COLS"])  # element size -> (fewest, most) columns without a column mask
 SPLIT_BELOW = values(RMSNORM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_norm_split)
 SPLIT_CHUNK = values(RMSNORM["SPLIT_CHUNK"])  # (programs a SM, fewest, most columns a program) of a split row
+TILED_LAUNCH = values(RMSNORM["TILED_LAUNCH"])  # rows too long to hold: element size -> (tile, warps)
+ALIGNED_TILES = values(RMSNORM["ALIGNED_TILES"])  # element size -> (tile, warps) of tiled rows no multiple of 16 B
 
 
 @triton.jit
@@ -90,6 +92,45 @@ def _rmsnorm_fwd_kernel(
             tl.store(y_row + c * stride_yn, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _rmsnorm_fwd_aligned_kernel(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
+    # A long row of a contiguous x no multiple of 16 bytes, on 16-byte aligned tiles of the flat buffer (softmax's
+    # walk, kernels/_softmax_shapes.py): the first and last tiles masked, the inner ones unmasked at offsets the
+    # compiler can prove aligned, so x and y move 16-byte vectors. The weight, indexed by column, stays unaligned.
+    row_start = tl.program_id(axis=0).to(tl.int64) * n_cols
+    row_end = row_start + n_cols
+    first = row_start // ALIGN * ALIGN
+    n_tiles = ((row_end - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
+    lanes = tl.arange(0, BLOCK_N)
+    offs = first + lanes
+    x = tl.load(x_ptr + offs, mask=(offs >= row_start) & (offs < row_end), other=0.0).to(tl.float32)
+    acc = x * x
+    for k in range(1, n_tiles - 1):  # pass 1, the sum of squares: inner tiles unmasked, the last one masked
+        x = tl.load(x_ptr + first + k * BLOCK_N + lanes, eviction_policy="evict_last").to(tl.float32)
+        acc += x * x
+    if n_tiles > 1:
+        offs = first + (n_tiles - 1) * BLOCK_N + lanes
+        x = tl.load(x_ptr + offs, mask=offs < row_end, other=0.0).to(tl.float32)
+        acc += x * x
+    rstd = tl.math.rsqrt(tl.sum(acc, axis=0) / n_cols + eps)
+    offs = first + lanes  # pass 2: normalise, scale, store, tile by tile as pass 1
+    mask = (offs >= row_start) & (offs < row_end)
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + (offs - row_start), mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + offs, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+    for k in range(1, n_tiles - 1):
+        offs = first + k * BLOCK_N + lanes
+        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(w_ptr + (offs - row_start)).to(tl.float32)
+        tl.store(y_ptr + offs, (x * rstd * w).to(y_ptr.dtype.element_ty))
+    if n_tiles > 1:
+        offs = first + (n_tiles - 1) * BLOCK_N + lanes
+        mask = offs < row_end
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        w = tl.load(w_ptr + (offs - row_start), mask=mask, other=0.0).to(tl.float32)
+        tl.store(y_ptr + offs, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
 _LAUNCHES = LaunchCache("rmsnorm")
 
 
@@ -107,7 +148,7 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
     key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full, split,  # the tables by id: lab swaps
            id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS,
-           SPARSE_BLOCK)
+           SPARSE_BLOCK, id(TILED_LAUNCH), id(ALIGNED_TILES))
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
@@ -137,6 +178,14 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         _LAUNCHES.launch(key, kernel, grid, (x, weight, y, *args), meta, n_head=3)
         return y
     auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
+    es, asked = x.element_size(), block_size is not None or num_warps is not None or full is not None
+    if auto_block < n_cols and not asked:  # too long to hold: the tiled walk's table
+        if n_cols * es % 16 and es in ALIGNED_TILES and x.stride() == (n_cols, 1):  # on 16-byte aligned tiles
+            tile, warps = ALIGNED_TILES[es]
+            _LAUNCHES.launch(key, _rmsnorm_fwd_aligned_kernel, (n_rows,), (x, weight, y, n_cols, eps),
+                             dict(BLOCK_N=tile, ALIGN=16 // es, num_warps=warps), n_head=3)
+            return y
+        auto_block, auto_warps = TILED_LAUNCH.get(es, (auto_block, auto_warps))
     sparse = block_size is None and SPARSE_BLOCK[0] <= n_cols <= SPARSE_BLOCK[1]  # a block mostly masked
     block_size = block_size or auto_block
     if block_size & (block_size - 1):

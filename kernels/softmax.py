@@ -24,7 +24,7 @@ from kernels._rows import (check_split, leading_rows, MAX_BLOCK_SIZE, bound_mask
 from kernels._softmax_shapes import (finite_shift, softmax_bwd_rows_kernel, softmax_fwd_aligned_kernel,
                                      softmax_fwd_rows_kernel, split_forward)
 from rooflab.cuda_ext import cuda_skip_reason
-from rooflab.kernel import ELEMENT_BYTES, Kernel
+from rooflab.kernel import ELEMENT_BYTES, Kernel, vjp_keeping_output
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
@@ -303,12 +303,12 @@ def softmax_naive_fwd(x: torch.Tensor) -> torch.Tensor:
 
 
 def softmax_naive(x: torch.Tensor, grad_y: torch.Tensor, pass_: str = "fwd") -> torch.Tensor:
-    """What torch.compile compiles (and, for fwd, the naive impl). fwd+bwd: the vector-Jacobian product of the naive
-    forward with grad_y through torch.func.vjp, because a fullgraph compiled function cannot call .backward()."""
+    """What torch.compile compiles (and, for fwd, the naive impl). fwd+bwd: (dx, y), the naive forward's gradient with
+    grad_y and its output (rooflab.kernel.vjp_keeping_output)."""
     if pass_ == "fwd":
         return softmax_naive_fwd(x)
-    _, vjp = torch.func.vjp(softmax_naive_fwd, x)
-    return vjp(grad_y)[0]
+    (dx,), y = vjp_keeping_output(softmax_naive_fwd, (x,), grad_y)
+    return dx, y
 
 
 def softmax_builtin(x: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,7 @@ PROBES_FIRST = {"floor": floor.run_floor, "flush": timer.run_flush}
 PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept": floor.run_intercept, "placement": timer.run_placement,
                "drift": timer.run_drift, "instances": timer.run_instances, "launch": floor.run_launch,
                "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof, "longrows": longrows.run_longrows,
-               "timeline": timeline.run_timeline}
+               "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd, "timeline": timeline.run_timeline}
 
 HELP = {
     "gelu": "GeLU's BLOCK_SIZE x num_warps",
@@ -74,6 +74,9 @@ HELP = {
     "longrows": "LayerNorm and RMSNorm on rows of 8192-50257 columns, fwd (held in one block at 16 and 32 warps, other "
                 "tiles) and fwd+bwd (the column-tiled backward at other tiles, rows held whole at 16 and 32 warps), "
                 "beside the builtin and torch.compile",
+    "longfwd": "longrows' forward variants alone",
+    "normbwd": "the norms' held-row backward alone at square and llm shapes: programs a SM, warps, two rows at once, "
+               "beside the fwd+bwd of ours, the builtin and torch.compile",
 }
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, *PROBES_FIRST, *PROBES_LAST}
 

@@ -48,7 +48,8 @@ class Kernel:
     bytes: Callable[..., float]  # fewest bytes one call must move through DRAM at a shape and dtype
     impls: dict[str, Factory]  # naive / builtin / triton / cuda factories
     compile_target: str | None = "naive"  # the impl whose function torch.compile compiles
-    naive_fn: Callable[..., Any] | None = None  # the plain function for torch.compile (takes *inputs)
+    # the plain function for torch.compile (takes *inputs); fwd+bwd: (gradients, output), vjp_keeping_output's
+    naive_fn: Callable[..., Any] | None = None
     compute_unit: Callable[[str], str] = lambda dtype: "fp32"  # which peak applies: fp32 / tf32 / bf16 / fp16
     dtypes: tuple[str, ...] = ("float32", "bfloat16")
     tolerance: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TOLERANCE))
@@ -85,6 +86,17 @@ def leading_rows_of(inputs: Inputs, rows) -> Inputs:
 def eager(**fns: Callable[..., Any]) -> dict[str, Factory]:
     """Factories for implementations that are plain functions of the inputs: name -> (inputs -> (() -> fn(*inputs)))."""
     return {name: (lambda inputs, fn=fn: (lambda: fn(*inputs))) for name, fn in fns.items()}
+
+
+def vjp_keeping_output(fn: Callable[..., Any], primals: tuple, cotangent) -> tuple:
+    """(fn's vector-Jacobian product with cotangent, fn's output): what a compiled fwd+bwd returns (a fullgraph
+    compiled function cannot call .backward()). The output comes back so Inductor stores it, as a training step's
+    next layer needs it and every eager fwd+bwd writes it; asked for the gradients alone, Inductor dropped the
+    forward's store, a fifth of a norm's bytes. The compile impl hands the cell the gradients (rooflab/cell.py)."""
+    import torch
+
+    out, vjp = torch.func.vjp(fn, *primals)
+    return vjp(cotangent), out
 
 
 def differentiable(fn: Callable[..., Any]) -> Factory:

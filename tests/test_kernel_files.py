@@ -98,7 +98,7 @@ READERS = {  # kernel module -> (its table in kernels/_launch.py, the attributes
                                                        "REGISTER_CAP", "PREFETCH_PROGRAMS", "UNMASKED_COLS",
                                                        "SPLIT_BELOW", "SPLIT_CHUNK", "SPARSE_BLOCK")}),
     "kernels.rmsnorm": ("RMSNORM", {k: k for k in ("RELOAD_MIN_COLS", "RELOAD_WARPS", "UNMASKED_COLS", "SPLIT_BELOW",
-                                                   "SPLIT_CHUNK", "SPARSE_BLOCK")}),
+                                                   "SPLIT_CHUNK", "SPARSE_BLOCK", "TILED_LAUNCH", "ALIGNED_TILES")}),
     "kernels.softmax": ("SOFTMAX", {k: k for k in ("RELOAD_MIN_COLS", "HELD_MIN_WARPS", "UNMASKED_COLS", "SPLIT_BELOW",
                                                    "SPLIT_CHUNK", "SPLIT_UNALIGNED", "ALIGNED_TILES", "PACK_ROWS")}),
     "kernels.rowsum": ("ROWSUM", {k: k for k in ("MIN_TILE_ELEMENTS", "UNMASKED_COLS", "SPLIT_BELOW", "SPLIT_CHUNK",

@@ -196,3 +196,19 @@ def test_partials_reduced_over_several_steps(monkeypatch, centre, shape, tile):
             assert rel(o, r) < TOL[dtype], (name, dtype, rel(o, r))
         if centre:
             assert ours[2].data_ptr() % 16 == 0
+
+
+@pytest.mark.parametrize("name", ["layernorm", "rmsnorm", "softmax", "attention"])
+def test_compiled_fwd_bwd_returns_the_output_and_the_cell_gets_the_gradients(name):
+    # asked for the gradients alone, Inductor drops the forward's store, which every eager fwd+bwd makes: the
+    # naive function returns the output too (so the compiled graph stores it), the compile cell hands on the grads
+    from rooflab.cell import compiled_factory, relative_error
+    from rooflab.kernel import load_kernel
+
+    k = load_kernel(name)
+    ins = k.make_inputs((1, 2, 24, 16) if name == "attention" else (6, 40), torch.float32, "cpu", 0)
+    grads_, out = k.naive_fn(*ins, pass_="fwd+bwd")
+    torch.testing.assert_close(out, k.naive_fn(*ins, pass_="fwd"))
+    make, _ = compiled_factory(k, backend="eager")
+    cell_out = make(ins, pass_="fwd+bwd")()
+    assert relative_error(cell_out, k.reference(ins, "fwd+bwd"))[0] <= 1e-5

@@ -157,3 +157,38 @@ def test_flop_and_byte_model():
     assert rms.bytes_moved(10, "float32") == (2 * 100 + 10) * 4 == 840  # x, y, weight
     assert rms.bytes_moved(4096, "float16") == (2 * 4096 ** 2 + 4096) * 2
     assert rms.KERNEL.flops is rms.flops and rms.KERNEL.bytes is rms.bytes_moved
+
+
+@pytest.mark.parametrize("cols,tile", [(257, 512), (300, 64), (1001, 128)])
+def test_long_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, cols, tile):
+    # rows too long to hold (the widest block cut to 8 columns; rows under 256 columns are packed) and no multiple
+    # of 16 bytes walk the flat buffer in aligned tiles: rows starting mid-tile, of one and two tiles (257 columns),
+    # first, inner and last tiles
+    from kernels import _rows
+
+    monkeypatch.setattr(_rows, "MAX_BLOCK_SIZE", 8)
+    monkeypatch.setattr(rms, "ALIGNED_TILES", {2: (tile, 1)})
+    launched = []
+    real = rms._rmsnorm_fwd_aligned_kernel
+    monkeypatch.setattr(rms, "_rmsnorm_fwd_aligned_kernel", type("Spy", (), {
+        "__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
+    x, w = _inputs(7, cols, torch.float16)
+    torch.testing.assert_close(rms.rmsnorm_triton(x, w).double(), _ref(x, w), atol=2e-3, rtol=2e-3)
+    assert launched == [(7,)]
+    # fp32 rows, an aligned row length and a strided x take the tiled walk of TILED_LAUNCH (not the aligned tiles)
+    for x, w in [_inputs(3, cols, torch.float32), _inputs(3, 304, torch.float16), (x[::2], w)]:
+        torch.testing.assert_close(rms.rmsnorm_triton(x, w).double(), _ref(x, w), atol=2e-3, rtol=2e-3)
+    assert launched == [(7,)]
+
+
+def test_tiled_launch_names_the_long_rows_tile(monkeypatch):
+    seen = []
+
+    class Spy:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append((kw["BLOCK_SIZE"], kw["num_warps"]))
+    monkeypatch.setattr(rms, "_rmsnorm_fwd_kernel", Spy())
+    monkeypatch.setattr(rms, "TILED_LAUNCH", {2: (2048, 8)})
+    for dtype in (torch.bfloat16, torch.float32):
+        rms.rmsnorm_triton(torch.zeros((2, 16384 + 8), dtype=dtype), torch.ones(16384 + 8, dtype=dtype))
+    assert seen == [(2048, 8), (16384, 16)]

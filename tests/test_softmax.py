@@ -165,6 +165,9 @@ def test_impls_through_registry(impl, pass_):
 def test_naive_fn_for_compile_takes_pass(pass_):
     inputs = KERNEL.make_inputs(48, torch.float32, "cpu", seed=3)
     out = softmax_naive(*inputs, pass_=pass_)
+    if pass_ == "fwd+bwd":  # (dx, y): the output comes back too, so a compiled fwd+bwd stores it
+        out, y = out
+        torch.testing.assert_close(y, softmax_naive(*inputs))
     torch.testing.assert_close(out.double(), KERNEL.reference(inputs, pass_=pass_), atol=1e-7, rtol=1e-5)
 
 
