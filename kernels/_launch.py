@@ -60,6 +60,15 @@ LAYERNORM = {
     "TILED_LAUNCH": {
         2: Choice((4096, 8), "16-bit long rows spilled at 16384 x 16; 4096 x 8 is the fastest two-read walk",
                   T + "tune_v7_layernorm_long_rows.csv"),
+        4: Choice((2048, 4), "fp32 1024 x 50257 202 us against 16384 x 16's 295 (torch.compile 251)",
+                  T + "longfwd_s21.csv"),
+    },
+    # rows just too long for the shared heuristic's block: element size -> (most columns, warps) held whole
+    "WIDE_HELD": {
+        2: Choice((32768, 32), "bf16 4096 x 32000 162 us against the tiles' 191 (torch.compile 150), 1024 x 28672 "
+                               "42.3, 45.0 (41.7)", T + "longfwd_s21.csv"),
+        4: Choice((32768, 32), "fp32 4096 x 32000 278 us against the tiles' 357 (torch.compile 269), 1024 x 28672 "
+                               "71.0, 91.9 (65.6)", T + "longfwd_s21.csv"),
     },
     # held rows: element size -> (columns, warps); keyed on columns, so rows of 1025-2047 keep the heuristic
     "HELD_MIN_WARPS": {
@@ -126,6 +135,14 @@ RMSNORM = {
     "ALIGNED_TILES": {
         2: Choice((2048, 4), "bf16 1024 x 50257 89.9 us against 189 one program a row's tiles (builtin 206); "
                              "4096 x 8 116", T + "longrows_s21.csv"),
+        4: Choice((1024, 4), "fp32 1024 x 50257 170 us against 16384 x 16's 209 (torch.compile 188)",
+                  T + "longfwd_s21.csv"),
+    },
+    # rows just too long for the shared heuristic's block: element size -> (most columns, warps) in one tile, read
+    # twice (RELOAD)
+    "WIDE_HELD": {
+        4: Choice((32768, 32), "fp32 4096 x 32000 246 us against 16384 x 16's 308 (torch.compile 258), 1024 x 28672 "
+                               "59.6, 73.8 (58.7)", T + "longfwd_s21.csv"),
     },
     # (rows a SM, columns): fewer rows than that, of at least that many columns, are split over several programs
     "SPLIT_BELOW": Choice((2, 32768), "one program a row leaves most SMs idle (bf16 8 x 256000: 38.7 us, "

@@ -21,7 +21,9 @@ from kernels._rows import row_align, row_launch_params
 from rooflab.kernel import vjp_keeping_output
 from rooflab.triton_utils import multiprocessor_count
 
-PROGRAMS_PER_SM = 4  # partial sums: enough programs to fill the GPU, few enough that stage two is small
+# Programs a SM: ELEMENTS_PER_SM // a program's tile, at most PROGRAMS_PER_SM (bf16 4096 x 8192 backward alone: 1
+# program a SM 88 us, 2 92, 4 99; 4096 x 4096: 2 45, 4 47, 1 66; 1024^2: 4 12.6, 2 13.4; normbwd_s21.csv)
+PROGRAMS_PER_SM, ELEMENTS_PER_SM = 4, 8192
 PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes 2048 elements of rows at once
 # Rows held whole up to 8192 columns: held rows of 16384 spilled (fp32 2048 x 16384 0.27 of torch, 8192 x 14336
 # 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (D3, nineteenth session)
@@ -193,7 +195,8 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
     plan.stats, plan.out = None, _out_shape(n_cols, weight.element_size(), has_bias)
     if tile is None:
         block = triton.next_power_of_2(n_cols)
-        rows_per_program = triton.cdiv(n_rows, min(n_rows, PROGRAMS_PER_SM * sms))
+        rows_per_program = triton.cdiv(n_rows, min(n_rows, _per_sm(block if n_cols >= PACK_BELOW else PACK_ELEMENTS)
+                                                   * sms))
         n_parts = triton.cdiv(n_rows, rows_per_program)
         block_m = max(1, min(PACK_ELEMENTS // block, triton.next_power_of_2(rows_per_program))) \
             if n_cols < PACK_BELOW else 1
@@ -211,7 +214,7 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
         launched.append(_LAUNCHES.launch(
             ("stats", key), _norm_bwd_tile_stats_kernel, (n_rows * n_tiles,), (x2, weight, dy2, stats, n_cols, n_tiles),
             dict(BLOCK_N=tile, CENTRE=centre, ALIGN=align, num_warps=warps), n_head=4))
-        rows_per_program = triton.cdiv(n_rows, max(1, min(n_rows, PROGRAMS_PER_SM * sms // n_tiles)))
+        rows_per_program = triton.cdiv(n_rows, max(1, min(n_rows, _per_sm(tile) * sms // n_tiles)))
         n_parts = triton.cdiv(n_rows, rows_per_program)
         parts = _parts(plan, has_bias, n_parts, n_cols, x2.device)
         launched.append(_LAUNCHES.launch(
@@ -230,6 +233,11 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
         plan.launches = launched
         _LAUNCHES.keep(key, plan)
     return dx, out
+
+
+def _per_sm(tile_elements: int) -> int:
+    """Programs a SM for a program's tile of this many elements (ELEMENTS_PER_SM in flight, at most PROGRAMS_PER_SM)."""
+    return max(1, min(PROGRAMS_PER_SM, ELEMENTS_PER_SM // tile_elements))
 
 
 def _out_shape(n_cols: int, element_size: int, has_bias: bool) -> tuple:
@@ -256,7 +264,7 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     n_cols = x.shape[-1]
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
     key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
-           HELD_MAX_COLS, LONG_TILE, HELD_WARPS, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM,
+           HELD_MAX_COLS, LONG_TILE, HELD_WARPS, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM,
            REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS)
     plan = _LAUNCHES.get(key)
     if plan is not None:

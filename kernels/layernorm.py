@@ -42,6 +42,7 @@ UNMASKED_COLS = values(LAYERNORM["UNMASKED_COLS"])  # held rows as long as their
 SPLIT_BELOW = values(LAYERNORM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_norm_split)
 SPLIT_CHUNK = values(LAYERNORM["SPLIT_CHUNK"])  # (programs a SM, fewest, most columns a program) of a split row
 SPARSE_BLOCK = values(LAYERNORM["SPARSE_BLOCK"])  # element size -> (fewest, most columns, tile, warps, unaligned)
+WIDE_HELD = values(LAYERNORM["WIDE_HELD"])  # rows too long to hold by the heuristic: (most columns, warps) held
 
 
 @triton.jit
@@ -118,7 +119,10 @@ def launch_params(n_cols: int, element_size: int, block_size: int | None = None)
     for rows too long to hold and SPARSE_BLOCK's tiles for rows that would fill little of their block (unless a
     block_size is asked for), and HELD_MIN_WARPS for held rows."""
     auto_block, warps = row_launch_params(n_cols, element_size)
-    if auto_block < n_cols and block_size is None:  # too long to hold, and no tile asked for: the tiled loop's table
+    wide = WIDE_HELD.get(element_size)
+    if auto_block < n_cols and block_size is None and wide and n_cols <= wide[0]:  # held whole at more warps
+        auto_block, warps = triton.next_power_of_2(n_cols), wide[1]
+    elif auto_block < n_cols and block_size is None:  # too long to hold, and no tile asked for: the tiled loop's table
         auto_block, warps = TILED_LAUNCH.get(element_size, (auto_block, warps))
     elif block_size is None and (sparse := SPARSE_BLOCK.get(element_size)) and sparse[0] <= n_cols <= sparse[1] \
             and not (sparse[4] and n_cols * element_size % 16 == 0):  # a block mostly masked: tiles
@@ -164,7 +168,7 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     split_cols's choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
     key = (spec(x), spec(weight), spec(bias), eps, block_size, num_warps, split,  # the tables by id: lab swaps them
            id(TILED_LAUNCH), id(HELD_MIN_WARPS), id(WB_EARLY_COLS), id(REGISTER_CAP), PREFETCH_PROGRAMS,
-           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS, id(SPARSE_BLOCK))
+           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS, id(SPARSE_BLOCK), id(WIDE_HELD))
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing

@@ -40,6 +40,7 @@ SPLIT_BELOW = values(RMSNORM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, lon
 SPLIT_CHUNK = values(RMSNORM["SPLIT_CHUNK"])  # (programs a SM, fewest, most columns a program) of a split row
 TILED_LAUNCH = values(RMSNORM["TILED_LAUNCH"])  # rows too long to hold: element size -> (tile, warps)
 ALIGNED_TILES = values(RMSNORM["ALIGNED_TILES"])  # element size -> (tile, warps) of tiled rows no multiple of 16 B
+WIDE_HELD = values(RMSNORM["WIDE_HELD"])  # rows too long to hold by the heuristic: (most columns, warps), one tile
 
 
 @triton.jit
@@ -148,7 +149,7 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
     key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full, split,  # the tables by id: lab swaps
            id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS,
-           SPARSE_BLOCK, id(TILED_LAUNCH), id(ALIGNED_TILES))
+           SPARSE_BLOCK, id(TILED_LAUNCH), id(ALIGNED_TILES), id(WIDE_HELD))
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
@@ -179,7 +180,10 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         return y
     auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
     es, asked = x.element_size(), block_size is not None or num_warps is not None or full is not None
-    if auto_block < n_cols and not asked:  # too long to hold: the tiled walk's table
+    wide = not asked and auto_block < n_cols <= WIDE_HELD.get(es, (0,))[0]  # one tile at more warps
+    if wide:
+        block_size, num_warps = triton.next_power_of_2(n_cols), WIDE_HELD[es][1]
+    elif auto_block < n_cols and not asked:  # too long to hold: the tiled walk's table
         if n_cols * es % 16 and es in ALIGNED_TILES and x.stride() == (n_cols, 1):  # on 16-byte aligned tiles
             tile, warps = ALIGNED_TILES[es]
             _LAUNCHES.launch(key, _rmsnorm_fwd_aligned_kernel, (n_rows,), (x, weight, y, n_cols, eps),

@@ -38,7 +38,7 @@ def test_long_rows_through_tiled_loop(block_size):
 
 
 def test_rows_too_long_to_hold_take_the_tiled_launch():
-    x, w, b = _inputs(2, MAX_BLOCK_SIZE + 37, torch.bfloat16)  # longer than one block: the tiled two-read loop
+    x, w, b = _inputs(2, 2 * MAX_BLOCK_SIZE + 37, torch.bfloat16)  # longer than WIDE_HELD: the tiled two-read loop
     y = ln.layernorm_triton(x, w, b)
     torch.testing.assert_close(y.double(), _ref(x, w, b), atol=2e-2, rtol=1.6e-2)
     assert ln.TILED_LAUNCH[2][0] < MAX_BLOCK_SIZE  # 16-bit rows walk narrower tiles than the held bound
@@ -126,8 +126,10 @@ def test_row_launch_params_rejects_nonsense():
     (2048, 2, None, (2048, 4)),  # 16-bit rows of 2048 keep the heuristic
     (4096, 2, None, (4096, 8)),  # 16-bit rows of 4096 take 8 warps (HELD_MIN_WARPS), not the heuristic's 4
     (8192, 2, None, (8192, 8)),
-    (32768, 2, None, (4096, 8)),  # too long to hold: TILED_LAUNCH's tile for 16-bit rows
-    (32768, 4, None, (MAX_BLOCK_SIZE, 16)),
+    (32768, 2, None, (32768, 32)),  # too long for the heuristic's block, not for WIDE_HELD's: held at 32 warps
+    (20000, 4, None, (32768, 32)),
+    (32769, 2, None, (4096, 8)),  # too long to hold: TILED_LAUNCH's tile for 16-bit rows
+    (50257, 4, None, (2048, 4)),  # ... and for fp32 rows
     (2048, 4, 512, (512, 4)),  # a tile asked for: the tiled loop, no held-row minimum
     (2048, 4, 4096, (4096, 8)),  # a wider tile asked for still holds the row: the held-row minimum applies
     (1793, 4, None, (2048, 4)),  # keyed on the row's columns: 1793 was not measured with 8 warps
@@ -213,3 +215,9 @@ def test_flop_and_byte_model():
     assert ln.bytes_moved(10, "float32") == (2 * 100 + 2 * 10) * 4 == 880  # x, y, weight, bias
     assert ln.bytes_moved(4096, "bfloat16") == (2 * 4096 ** 2 + 2 * 4096) * 2
     assert ln.KERNEL.flops is ln.flops and ln.KERNEL.bytes is ln.bytes_moved
+
+
+def test_a_row_held_by_wide_held_matches_float64():
+    x, w, b = _inputs(2, MAX_BLOCK_SIZE + 3000, torch.float32)  # one tile of 32768 at 32 warps (WIDE_HELD)
+    assert ln.launch_params(x.shape[1], 4) == (32768, 32)
+    torch.testing.assert_close(ln.layernorm_triton(x, w, b).double(), _ref(x, w, b), atol=1e-5, rtol=1e-5)

@@ -189,6 +189,17 @@ def test_tiled_launch_names_the_long_rows_tile(monkeypatch):
             return lambda *args, **kw: seen.append((kw["BLOCK_SIZE"], kw["num_warps"]))
     monkeypatch.setattr(rms, "_rmsnorm_fwd_kernel", Spy())
     monkeypatch.setattr(rms, "TILED_LAUNCH", {2: (2048, 8)})
-    for dtype in (torch.bfloat16, torch.float32):
-        rms.rmsnorm_triton(torch.zeros((2, 16384 + 8), dtype=dtype), torch.ones(16384 + 8, dtype=dtype))
-    assert seen == [(2048, 8), (16384, 16)]
+    monkeypatch.setattr(rms, "WIDE_HELD", {4: (32768, 32)})
+    for dtype, cols in [(torch.bfloat16, 16392), (torch.float32, 16392), (torch.float32, 32772)]:
+        rms.rmsnorm_triton(torch.zeros((2, cols), dtype=dtype), torch.ones(cols, dtype=dtype))
+    # bf16: TILED_LAUNCH's tiles; fp32 up to 32768 columns: one tile at WIDE_HELD's warps; past it the heuristic's
+    assert seen == [(2048, 8), (32768, 32), (16384, 16)]
+
+
+def test_a_wide_row_held_in_one_tile_matches_float64(monkeypatch):
+    from kernels import _rows
+
+    monkeypatch.setattr(_rows, "MAX_BLOCK_SIZE", 256)
+    monkeypatch.setattr(rms, "WIDE_HELD", {4: (1024, 4)})
+    x, w = _inputs(3, 1000, torch.float32)
+    torch.testing.assert_close(rms.rmsnorm_triton(x, w).double(), _ref(x, w), atol=1e-5, rtol=1e-5)
