@@ -14,6 +14,7 @@ from analysis.latex import DTYPE_TAG, IMPL_TAG, UNIT_TAG, Macros, camel, fmt, gp
 from analysis.metrics import CLOCK_FRACTION, FIT_MIN_SIZE, ROOF_SIGMA, measured_peaks
 from analysis.selection import largest, most_common, timed, verdict
 from rooflab.gpus import SPECS
+from rooflab.kernel import compile_dropped_output
 from rooflab.timing import TOUCH_STRIDE_BYTES
 
 # Macros paper/main.tex uses: always defined (as n/a when the data cannot give them), so the paper always builds.
@@ -69,6 +70,10 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     for status in ("ok", "not_timed", "mismatch", "failed", "skipped"):
         m.add(f"Cells{camel(status)}", str(int((all_rows["status"] == status).sum())))
     m.add("CellsProblemAllGpus", str(int(metrics["status"].isin(["mismatch", "failed"]).sum())))
+    fb = all_rows[(all_rows["impl"] == "compile") & (all_rows["pass"] == "fwd+bwd") & (all_rows["status"] == "ok")]
+    m.add("CompileFwdBwdCells", str(len(fb)), "timed torch.compile fwd+bwd cells on the headline device")
+    m.add("CompileFwdBwdGradientsOnly", str(int(compile_dropped_output(fb).sum())) if "timestamp" in fb else "n/a",
+          "... of them timed when the compiled function returned the gradients alone (its output's store skipped)")
     if not ok.empty:
         m.add("LargestSize", str(int(ok["size"].max())), "largest N timed on the headline device")
     if "placements" in ok and ok["placements"].notna().any():

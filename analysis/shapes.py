@@ -19,6 +19,7 @@ from analysis.latex import figure, fmt, table_latex, tex_escape
 from analysis.metrics import VERDICT_SIGMA
 from rooflab.gpus import CPU_KEY, spec_for
 from rooflab.io import read_table
+from rooflab.kernel import compile_dropped_output
 from rooflab.shapes import parse_label, source_of
 
 BASELINES = ("builtin", "compile")  # "the best of PyTorch": its own op and the compiled naive expression
@@ -33,7 +34,7 @@ def ours_over_best(metrics: pd.DataFrame) -> pd.DataFrame:
     (faster / slower beyond VERDICT_SIGMA combined standard errors and MIN_REL_CHANGE, else tie) and the tensor the
     shape comes from."""
     cols = KEY + ["ratio", "best", "verdict", "loop_ratio", "family", "bytes", "flops", "achieved_gbps",
-                  "achieved_tflops", "source"]
+                  "achieved_tflops", "source", "compile_dropped_output"]
     if metrics.empty or "shape" not in metrics:
         return pd.DataFrame(columns=cols)
     ok = metrics[metrics["claimable"].fillna(False).astype(bool)] if "claimable" in metrics else \
@@ -57,6 +58,8 @@ def ours_over_best(metrics: pd.DataFrame) -> pd.DataFrame:
     else:
         j["loop_ratio"] = np.nan
     j["source"] = [source_of(p, f, parse_label(s)) for p, f, s in zip(j["preset"], j["family"], j["shape"])]
+    dropped = ok[compile_dropped_output(ok)] if "timestamp" in ok else ok.iloc[:0]
+    j["compile_dropped_output"] = pd.MultiIndex.from_frame(j[KEY]).isin(pd.MultiIndex.from_frame(dropped[KEY]))
     return j[cols]
 
 
@@ -153,14 +156,27 @@ def backward_paragraph(d: pd.DataFrame, gpu: str, name: str) -> str:
     dtype = tex_escape(d["dtype"].iloc[0])
     counts = d["verdict"].value_counts()
     caption = (f"{name}, {dtype}, forward and backward (an autograd Function's fwd+bwd against the builtin's "
-               f"autograd and torch.compile of the naive expression's vector-Jacobian product): best over ours in "
+               f"autograd and torch.compile of the naive expression's output and vector-Jacobian product): best over "
+               f"ours in "
                f"GPU time / in the Python loop.")
     return (f"Forward and backward together, in {dtype}, over {len(d)} cells: median {fmt(d['ratio'].median())} "
             f"in GPU time (lowest {fmt(d['ratio'].min())}); faster beyond noise in {int(counts.get('faster', 0))}, "
             f"slower in {int(counts.get('slower', 0))}, tied in {int(counts.get('tie', 0))}.{frames_sentence(d)} "
             f"In the loop each call of ours also pays for a Python autograd Function and the autograd engine's "
             f"hand-off to its device thread, where the builtin's nodes are C++ (\\texttt{{python -m lab hostprof}} "
-            f"takes a call apart).\n" + _table(rows_table(d), caption, f"tab:shapes-{gpu}-fwdbwd"))
+            f"takes a call apart).{dropped_sentence(d)}\n" + _table(rows_table(d), caption, f"tab:shapes-{gpu}-fwdbwd"))
+
+
+def dropped_sentence(d: pd.DataFrame) -> str:
+    """How many fwd+bwd cells compare against a torch.compile row whose compiled function returned the gradients
+    alone (rooflab.kernel.VJP_KEEPS_OUTPUT_SINCE): Inductor skipped the output's store, so they flatter it."""
+    n = int(d["compile_dropped_output"].fillna(False).astype(bool).sum())
+    if not n:
+        return " Every torch.compile cell here stores the forward's output, as the eager implementations must."
+    kernels = ", ".join(sorted(d.loc[d["compile_dropped_output"].astype(bool), "kernel"].unique()))
+    return (f" {n} of the {len(d)} cells ({tex_escape(kernels)}) compare against torch.compile rows timed when its "
+            f"compiled function returned the gradients alone, so Inductor skipped the output's store that every "
+            f"eager fwd+bwd makes: those rows flatter torch.compile.")
 
 
 def main(argv=None) -> None:

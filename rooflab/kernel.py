@@ -88,6 +88,21 @@ def eager(**fns: Callable[..., Any]) -> dict[str, Factory]:
     return {name: (lambda inputs, fn=fn: (lambda: fn(*inputs))) for name, fn in fns.items()}
 
 
+# torch.compile fwd+bwd rows timed before this (the commit that brought vjp_keeping_output) compiled the gradients
+# alone, so Inductor skipped the forward's store: analysis says how many of its comparisons rest on such rows.
+VJP_KEEPS_OUTPUT_SINCE = "2026-12-02T09:34:41+00:00"
+
+
+def compile_dropped_output(rows) -> "Any":
+    """Per row (a DataFrame with impl, pass and timestamp): a torch.compile fwd+bwd row timed before
+    VJP_KEEPS_OUTPUT_SINCE, whose compiled function returned the gradients alone."""
+    import pandas as pd
+
+    when = pd.to_datetime(rows["timestamp"], utc=True, errors="coerce")
+    return (rows["impl"] == "compile") & (rows["pass"] == "fwd+bwd") & \
+        (when < pd.Timestamp(VJP_KEEPS_OUTPUT_SINCE)).fillna(False)
+
+
 def vjp_keeping_output(fn: Callable[..., Any], primals: tuple, cotangent) -> tuple:
     """(fn's vector-Jacobian product with cotangent, fn's output): what a compiled fwd+bwd returns (a fullgraph
     compiled function cannot call .backward()). The output comes back so Inductor stores it, as a training step's

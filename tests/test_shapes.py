@@ -311,3 +311,21 @@ def test_shapes_figure_is_drawn(tmp_path):
         fig.main(["--metrics", str(path), "--gpu", gpu, "--pdf", str(tmp_path / f"{gpu}.pdf"),
                   "--png", str(tmp_path / f"{gpu}.png")])
         assert (tmp_path / f"{gpu}.pdf").stat().st_size > 0
+
+
+def test_fwd_bwd_cells_against_a_compile_row_that_skipped_the_output_store_are_counted():
+    # compile rows of fwd+bwd timed before rooflab.kernel.VJP_KEEPS_OUTPUT_SINCE returned the gradients alone
+    from analysis.shapes import dropped_sentence, one_dtype, ours_over_best
+    from rooflab.kernel import VJP_KEEPS_OUTPUT_SINCE, compile_dropped_output
+
+    m = _shape_metrics()
+    extra = m[m["impl"] == "builtin"].assign(impl="compile", median_ms=100.0)
+    m = pd.concat([m, extra], ignore_index=True).assign(timestamp="2026-12-01T22:40:00+00:00")
+    flags = compile_dropped_output(m)
+    assert flags.sum() == 1 and m.loc[flags, "kernel"].tolist() == ["softmax"]  # compile, fwd+bwd, before
+    back = one_dtype(ours_over_best(m), "fwd+bwd")
+    assert back["compile_dropped_output"].tolist() == [True]
+    assert "1 of the 1 cells (softmax) compare against torch.compile rows timed when" in dropped_sentence(back)
+    later = m.assign(timestamp=VJP_KEEPS_OUTPUT_SINCE)  # at the change: stored
+    assert not compile_dropped_output(later).any()
+    assert "Every torch.compile cell here stores" in dropped_sentence(one_dtype(ours_over_best(later), "fwd+bwd"))
