@@ -30,6 +30,7 @@ PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes
 HELD_MAX_COLS = 8192
 LONG_TILE = 4096  # columns a program of a long row takes (one held fp32 tile of x, dy and the partial sums)
 HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the fp32 tile
+PREFETCH_ROWS = False  # held rows: load the next rows' x and dy before working on this one's
 # The reduction's tile: up to 8192 fp32 partials a step (32 a thread at 8 warps), at least 64 columns a program
 # where there are that many, at most 256 partial rows (a few steps over 528 programs' partials)
 REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS = 8192, 64, 256, 8
@@ -38,7 +39,8 @@ REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS = 8192, 64, 256, 8
 @triton.jit
 def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, part_ptr, n_rows, n_cols, eps,
                      ROWS_PER_PROGRAM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                     CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr, ALIGN: tl.constexpr = 1):
+                     CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr, ALIGN: tl.constexpr = 1,
+                     PREFETCH: tl.constexpr = False):
     # A program walks its ROWS_PER_PROGRAM rows BLOCK_M at a time (short rows packed: one (BLOCK_M, BLOCK_SIZE)
     # tile, reduced along its columns); ALIGN divides n_cols (row_align), so rows start on 16-byte vectors.
     # part[0, program] takes its partial dweight, part[1, program] its partial dbias.
@@ -49,14 +51,27 @@ def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, part_ptr, n_rows, n_cols, eps
     w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
     dw = tl.zeros((BLOCK_M, BLOCK_SIZE), dtype=tl.float32)
     db = tl.zeros((BLOCK_M, BLOCK_SIZE), dtype=tl.float32)
+    first = pid.to(tl.int64) * ROWS_PER_PROGRAM  # int64: row * n_cols passes 2^31
+    if PREFETCH:  # the first rows' x and dy, in their own dtype; each step loads the next while it works
+        nxt = first + tl.arange(0, BLOCK_M)
+        nxt_mask = ((nxt < n_rows) & (tl.arange(0, BLOCK_M) < ROWS_PER_PROGRAM))[:, None] & col_mask[None, :]
+        x_next = tl.load(x_ptr + nxt[:, None] * n_cols + cols[None, :], mask=nxt_mask, other=0.0)
+        dy_next = tl.load(dy_ptr + nxt[:, None] * n_cols + cols[None, :], mask=nxt_mask, other=0.0)
     for i in range(0, ROWS_PER_PROGRAM, BLOCK_M):
         local = i + tl.arange(0, BLOCK_M)
-        rows = pid.to(tl.int64) * ROWS_PER_PROGRAM + local  # int64: row * n_cols passes 2^31
+        rows = first + local
         row_ok = (rows < n_rows) & (local < ROWS_PER_PROGRAM)
         mask = row_ok[:, None] & col_mask[None, :]
         offsets = rows[:, None] * n_cols + cols[None, :]  # contiguous rows
-        x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
-        dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+        if PREFETCH:
+            x, dy = x_next.to(tl.float32), dy_next.to(tl.float32)
+            nxt_ok = (rows + BLOCK_M < n_rows) & (local + BLOCK_M < ROWS_PER_PROGRAM)
+            nxt_mask = nxt_ok[:, None] & col_mask[None, :]
+            x_next = tl.load(x_ptr + offsets + BLOCK_M * n_cols, mask=nxt_mask, other=0.0)
+            dy_next = tl.load(dy_ptr + offsets + BLOCK_M * n_cols, mask=nxt_mask, other=0.0)
+        else:
+            x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+            dy = tl.load(dy_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
         if CENTRE:
             x = tl.where(mask, x - (tl.sum(x, axis=1) / n_cols)[:, None], 0.0)
         # 0 on rows past the end: their 1 / sqrt(0 + eps) is inf where eps is 0, and 0 * inf a NaN in dweight
@@ -204,7 +219,7 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
         launched.append(_LAUNCHES.launch(
             ("held", key), _norm_bwd_kernel, (n_parts,), (x2, weight, dy2, dx, parts, n_rows, n_cols, eps),
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
-                 HAS_BIAS=has_bias, ALIGN=align,
+                 HAS_BIAS=has_bias, ALIGN=align, PREFETCH=PREFETCH_ROWS,
                  num_warps=HELD_WARPS or row_launch_params(block_m * block, 4)[1]), n_head=5))
     else:
         n_tiles = triton.cdiv(n_cols, tile)
@@ -264,8 +279,8 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     n_cols = x.shape[-1]
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
     key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
-           HELD_MAX_COLS, LONG_TILE, HELD_WARPS, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM,
-           REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS)
+           HELD_MAX_COLS, LONG_TILE, HELD_WARPS, PREFETCH_ROWS, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM,
+           ELEMENTS_PER_SM, REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS)
     plan = _LAUNCHES.get(key)
     if plan is not None:
         dx, out = plan(x2, weight_c, dy2)

@@ -24,7 +24,7 @@ HELD_MAX_BLOCK = 32768  # the forward's held variants: rows up to this block
 FWD_TILES = ((2048, 4), (4096, 8), (4096, 16), (8192, 8), (8192, 16), (16384, 16))  # (tile, warps) of the tiled walk
 ALIGNED_TILES = ((1024, 4), (2048, 4), (2048, 8), (4096, 8))  # (tile, warps) of RMSNorm's forward on aligned tiles
 BWD_SHAPES = ((1024, 1024), (4096, 4096), (8192, 8192), (4096, 8192), (16384, 4096), (128, 4096), (8192, 14336))
-BWD_PROGRAMS_PER_SM = (1, 2, 8)  # beside the default's PROGRAMS_PER_SM
+BWD_PROGRAMS_PER_SM = (1, 2, 4)  # the most programs a SM (PROGRAMS_PER_SM), beside the default's
 BWD_WARPS = (4, 8, 16, 32)  # num_warps of the held backward (the default: the fp32 tile's row_launch_params)
 
 
@@ -73,10 +73,14 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
     out = {"builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"),
            "compile": _compiled(kernel, "fwd+bwd")(inputs),
            "ours (default)": kernel.impls["triton"](inputs, pass_="fwd+bwd"), "bwd alone (default)": bwd}
-    for per_sm in BWD_PROGRAMS_PER_SM:
-        out[f"bwd alone, {per_sm} programs a SM"] = swapped(_norm_bwd, bwd, PROGRAMS_PER_SM=per_sm)
+    for per_sm in BWD_PROGRAMS_PER_SM:  # ELEMENTS_PER_SM past any tile: PROGRAMS_PER_SM alone decides
+        out[f"bwd alone, {per_sm} programs a SM"] = swapped(_norm_bwd, bwd, PROGRAMS_PER_SM=per_sm,
+                                                            ELEMENTS_PER_SM=1 << 30)
     for warps in BWD_WARPS:
         out[f"bwd alone, {warps} warps"] = swapped(_norm_bwd, bwd, HELD_WARPS=warps)
+    out["bwd alone, next rows prefetched"] = swapped(_norm_bwd, bwd, PREFETCH_ROWS=True)
+    out["ours, next rows prefetched"] = swapped(_norm_bwd, out["ours (default)"], PREFETCH_ROWS=True)
+    out["bwd alone, prefetched, 8 warps"] = swapped(_norm_bwd, bwd, PREFETCH_ROWS=True, HELD_WARPS=8)
     if cols >= _norm_bwd.PACK_BELOW:  # two rows at once: the packed path's (BLOCK_M, BLOCK_SIZE) tile
         block = triton.next_power_of_2(cols)
         out["bwd alone, two rows at once"] = swapped(_norm_bwd, bwd, PACK_BELOW=cols + 1, PACK_ELEMENTS=2 * block)

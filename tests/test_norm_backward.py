@@ -212,3 +212,20 @@ def test_compiled_fwd_bwd_returns_the_output_and_the_cell_gets_the_gradients(nam
     make, _ = compiled_factory(k, backend="eager")
     cell_out = make(ins, pass_="fwd+bwd")()
     assert relative_error(cell_out, k.reference(ins, "fwd+bwd"))[0] <= 1e-5
+
+
+@pytest.mark.parametrize("centre", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("shape", [(37, 64), (41, 300), (7, 257), (1, 33)])
+def test_held_rows_with_the_next_rows_prefetched_against_float64(monkeypatch, centre, dtype, shape):
+    # PREFETCH_ROWS: each step loads the next rows while it works (on this CPU at most 16 programs: 37 and 41 rows
+    # give each several steps, packed short rows several rows a step, a last step past the end, one row alone)
+    from kernels import _norm_bwd
+
+    monkeypatch.setattr(_norm_bwd, "PREFETCH_ROWS", True)
+    n = shape[-1]
+    x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
+    dy = rand(shape, dtype, 3)
+    ours = norm_backward(x, w, dy, LN_EPS if centre else RMS_EPS, centre, centre)
+    for name, o, r in zip(("dx", "dweight", "dbias"), ours, _norm_grads64(centre, x, w, b, dy)):
+        assert rel(o, r) < TOL[dtype], (name, rel(o, r))
