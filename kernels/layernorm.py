@@ -1,10 +1,10 @@
 """LayerNorm over the last dimension of an N x N input: y = (x - mean) / sqrt(var + eps) * weight + bias.
 
 One program per row (few long rows: several, kernels/_norm_split.py), statistics in fp32. A row that fits in one
-block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is held in registers. A longer row is walked in tiles twice: for
-both statistics, by Welford's update in every lane (a running mean and sum of squared deviations, not E[x^2] -
-E[x]^2, which cancels badly when |mean| >> std) and one combining reduction at the end, as torch.compile's LayerNorm
-does; then to normalise and store. The launch choices (tiles, warps, early weights and their L2 prefetch, a cap,
+block (up to kernels/_rows.MAX_BLOCK_SIZE columns, or WIDE_HELD's wider block) is held in registers. A longer row is
+walked in tiles twice: for both statistics, by Welford's update in every lane (a running mean and sum of squared
+deviations, not E[x^2] - E[x]^2, which cancels badly when |mean| >> std) and one combining reduction at the end, as
+torch.compile's LayerNorm does; then to normalise and store. The launch choices (tiles, warps, early weights and their L2 prefetch, a cap,
 unmasked rows) are tables in kernels/_launch.py. Passes "fwd" and "fwd+bwd" (kernels/_norm_bwd.py's backward).
 
 References: Ba, Kiros & Hinton, "Layer Normalization" (2016); Triton tutorial 05-layer-norm; Liger-Kernel's
@@ -115,9 +115,10 @@ def _layernorm_fwd_kernel(
 
 
 def launch_params(n_cols: int, element_size: int, block_size: int | None = None) -> tuple[int, int]:
-    """(BLOCK_SIZE, num_warps) for rows of n_cols elements: the shared row heuristic (kernels/_rows.py), TILED_LAUNCH
-    for rows too long to hold and SPARSE_BLOCK's tiles for rows that would fill little of their block (unless a
-    block_size is asked for), and HELD_MIN_WARPS for held rows."""
+    """(BLOCK_SIZE, num_warps) for rows of n_cols elements: the shared row heuristic (kernels/_rows.py), WIDE_HELD's
+    block and warps for rows a little too long for it, TILED_LAUNCH for rows longer still and SPARSE_BLOCK's tiles for
+    rows that would fill little of their block (unless a block_size is asked for), and HELD_MIN_WARPS for held
+    rows."""
     auto_block, warps = row_launch_params(n_cols, element_size)
     wide = WIDE_HELD.get(element_size)
     if auto_block < n_cols and block_size is None and wide and n_cols <= wide[0]:  # held whole at more warps

@@ -2,10 +2,10 @@
 
 One program per row, the sum of squares in fp32. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE
 columns) is read once and kept in registers, or, for the rows RELOAD_MIN_COLS names, read twice, the second time
-from the L2, which frees the registers for more rows per SM (Inductor's shape). A longer row is walked in tiles
-twice: once for the sum of squares, once to normalise and store; few long rows are split over several programs
-(kernels/_norm_split.py). Rows a whole number of tiles long that
-UNMASKED_COLS names drop the column mask. The tables are in kernels/_launch.py. Passes "fwd" and "fwd+bwd"
+from the L2, which frees the registers for more rows per SM (Inductor's shape); rows WIDE_HELD names, up to a wider
+block. A longer row is walked in tiles twice: once for the sum of squares, once to normalise and store (a contiguous
+row no multiple of 16 bytes on 16-byte aligned tiles of the flat x); few long rows are split over several programs
+(kernels/_norm_split.py). Rows a whole number of tiles long that UNMASKED_COLS names drop the column mask. The tables are in kernels/_launch.py. Passes "fwd" and "fwd+bwd"
 (kernels/_norm_bwd.py's backward).
 
 References: Zhang & Sennrich, "Root Mean Square Layer Normalization" (2019); Liger-Kernel's ops/rms_norm.py.
@@ -139,14 +139,13 @@ _LAUNCHES = LaunchCache("rmsnorm")
 def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
                    block_size: int | None = None, num_warps: int | None = None,
                    reload: bool | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
-    """Check the inputs; allocate y; launch one program per row. Any strides of x and weight are honoured (``x.t()``,
-    ``x[:, ::2]``) without a copy. ``block_size`` and ``num_warps`` override the shared heuristic (kernels/_rows.py),
-    e.g. to test the tiled path on short rows; ``reload`` reads a one-tile row twice (the second time from the L2)
-    instead of holding it: by default for the rows RELOAD_MIN_COLS names, with RELOAD_WARPS warps, but those
-    SPARSE_BLOCK names (held, its warps) where no block_size is asked for. ``full`` drops the column mask of a row a
-    whole number of tiles long (by default for the rows UNMASKED_COLS names; ignored on other rows). ``split``:
-    columns a program of the split path takes (kernels/_norm_split.py), 0: one program a row, None: split_cols's
-    choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
+    """Check the inputs; allocate y; launch one program per row, honouring any strides of x and weight without a
+    copy. ``block_size`` and ``num_warps`` override the heuristic (kernels/_rows.py; asked for, with ``full``, they
+    turn off TILED_LAUNCH, WIDE_HELD and ALIGNED_TILES); ``reload`` reads a one-tile row twice (the second time from
+    the L2): by default for the rows RELOAD_MIN_COLS names, at RELOAD_WARPS, but SPARSE_BLOCK's (held, its warps)
+    where no block_size is asked for. ``full`` drops the column mask of a row a whole number of tiles long (default:
+    UNMASKED_COLS's rows). ``split``: columns a program of the split path takes (kernels/_norm_split.py), 0: one
+    program a row, None: split_cols's choice (GPU only). A key seen before launches as its first call did."""
     key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full, split,  # the tables by id: lab swaps
            id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS,
            SPARSE_BLOCK, id(TILED_LAUNCH), id(ALIGNED_TILES), id(WIDE_HELD))
@@ -184,7 +183,7 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     if wide:
         block_size, num_warps = triton.next_power_of_2(n_cols), WIDE_HELD[es][1]
     elif auto_block < n_cols and not asked:  # too long to hold: the tiled walk's table
-        if n_cols * es % 16 and es in ALIGNED_TILES and x.stride() == (n_cols, 1):  # on 16-byte aligned tiles
+        if n_cols * es % 16 and es in ALIGNED_TILES and x.stride() == (n_cols, 1) and weight.stride(0) == 1:
             tile, warps = ALIGNED_TILES[es]
             _LAUNCHES.launch(key, _rmsnorm_fwd_aligned_kernel, (n_rows,), (x, weight, y, n_cols, eps),
                              dict(BLOCK_N=tile, ALIGN=16 // es, num_warps=warps), n_head=3)

@@ -88,9 +88,9 @@ def eager(**fns: Callable[..., Any]) -> dict[str, Factory]:
     return {name: (lambda inputs, fn=fn: (lambda: fn(*inputs))) for name, fn in fns.items()}
 
 
-# torch.compile fwd+bwd rows timed before this (the commit that brought vjp_keeping_output) compiled the gradients
-# alone, so Inductor skipped the forward's store: analysis says how many of its comparisons rest on such rows.
-VJP_KEEPS_OUTPUT_SINCE = "2026-12-02T09:34:41+00:00"
+# torch.compile fwd+bwd rows timed before this (the commit that brought vjp_keeping_output, c363a01) compiled the
+# gradients alone, so Inductor skipped the forward's store: analysis says how many comparisons rest on such rows.
+VJP_KEEPS_OUTPUT_SINCE = "2026-12-02T09:33:14+00:00"
 
 
 def compile_dropped_output(rows) -> "Any":
@@ -98,7 +98,7 @@ def compile_dropped_output(rows) -> "Any":
     VJP_KEEPS_OUTPUT_SINCE, whose compiled function returned the gradients alone."""
     import pandas as pd
 
-    when = pd.to_datetime(rows["timestamp"], utc=True, errors="coerce")
+    when = pd.to_datetime(rows["timestamp"], utc=True, errors="coerce", format="ISO8601")
     return (rows["impl"] == "compile") & (rows["pass"] == "fwd+bwd") & \
         (when < pd.Timestamp(VJP_KEEPS_OUTPUT_SINCE)).fillna(False)
 

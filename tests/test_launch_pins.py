@@ -109,7 +109,8 @@ def record_rows() -> dict:
         out[f"layernorm/{case}"] = _recorded(ln, ("_layernorm_fwd_kernel",), lambda: ln.layernorm_triton(x, w, w))
         block, warps = ln.launch_params(n, e)
         out[f"layernorm.launch_options/{case}"] = [ln.launch_options(n, e, block, warps, p) for p in (False, True)]
-        out[f"rmsnorm/{case}"] = _recorded(rms, ("_rmsnorm_fwd_kernel", "_rmsnorm_fwd_aligned_kernel"), lambda: rms.rmsnorm_triton(x, w))
+        out[f"rmsnorm/{case}"] = _recorded(rms, ("_rmsnorm_fwd_kernel", "_rmsnorm_fwd_aligned_kernel"),
+                                            lambda: rms.rmsnorm_triton(x, w))
         out[f"rowsum/{case}"] = _recorded(rs, ("_rowsum_kernel",), lambda: rs.rowsum_triton(x))
         out[f"softmax.fwd/{case}"] = _recorded(sm, SOFTMAX_FWD_KERNELS,
                                                lambda: sm.softmax_forward(x))

@@ -216,10 +216,11 @@ def test_compiled_fwd_bwd_returns_the_output_and_the_cell_gets_the_gradients(nam
 
 @pytest.mark.parametrize("centre", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("shape", [(37, 64), (41, 300), (7, 257), (1, 33)])
+@pytest.mark.parametrize("shape", [(37, 64), (1000, 64), (41, 300), (7, 257), (1, 33)])
 def test_held_rows_with_the_next_rows_prefetched_against_float64(monkeypatch, centre, dtype, shape):
-    # PREFETCH_ROWS: each step loads the next rows while it works (on this CPU at most 16 programs: 37 and 41 rows
-    # give each several steps, packed short rows several rows a step, a last step past the end, one row alone)
+    # PREFETCH_ROWS: each step loads the next rows while it works (on this CPU at most 16 programs): 41 x 300 gives
+    # each several one-row steps, 1000 x 64 several steps of packed rows with a last one past the end, 37 x 64 one
+    # packed step of 3 rows in 4, then a row a program and one row alone
     from kernels import _norm_bwd
 
     monkeypatch.setattr(_norm_bwd, "PREFETCH_ROWS", True)

@@ -159,11 +159,11 @@ def test_flop_and_byte_model():
     assert rms.KERNEL.flops is rms.flops and rms.KERNEL.bytes is rms.bytes_moved
 
 
-@pytest.mark.parametrize("cols,tile", [(257, 512), (300, 64), (1001, 128)])
+@pytest.mark.parametrize("cols,tile", [(257, 512), (257, 256), (300, 64), (1001, 128)])
 def test_long_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, cols, tile):
     # rows too long to hold (the widest block cut to 8 columns; rows under 256 columns are packed) and no multiple
-    # of 16 bytes walk the flat buffer in aligned tiles: rows starting mid-tile, of one and two tiles (257 columns),
-    # first, inner and last tiles
+    # of 16 bytes walk the flat buffer in aligned tiles: rows starting mid-tile, of one tile (257 columns in 512) and
+    # two (in 256: no inner tile), first, inner and last tiles
     from kernels import _rows
 
     monkeypatch.setattr(_rows, "MAX_BLOCK_SIZE", 8)
@@ -175,8 +175,9 @@ def test_long_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, cols, t
     x, w = _inputs(7, cols, torch.float16)
     torch.testing.assert_close(rms.rmsnorm_triton(x, w).double(), _ref(x, w), atol=2e-3, rtol=2e-3)
     assert launched == [(7,)]
-    # fp32 rows, an aligned row length and a strided x take the tiled walk of TILED_LAUNCH (not the aligned tiles)
-    for x, w in [_inputs(3, cols, torch.float32), _inputs(3, 304, torch.float16), (x[::2], w)]:
+    # not the aligned tiles: fp32 rows (no ALIGNED_TILES entry here), an aligned row length, a strided x or weight
+    wide = _inputs(1, 2 * cols, torch.float16)[1]
+    for x, w in [_inputs(3, cols, torch.float32), _inputs(3, 304, torch.float16), (x[::2], w), (x, wide[::2])]:
         torch.testing.assert_close(rms.rmsnorm_triton(x, w).double(), _ref(x, w), atol=2e-3, rtol=2e-3)
     assert launched == [(7,)]
 
