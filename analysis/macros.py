@@ -12,9 +12,8 @@ from analysis import calibration, origin
 from analysis.claims import FRAME_LABEL, FRAME_TAG, findings, impl_names, speedup_column, tied_best
 from analysis.latex import DTYPE_TAG, IMPL_TAG, UNIT_TAG, Macros, camel, fmt, gpu_tag, pass_tag, tex_escape
 from analysis.metrics import CLOCK_FRACTION, FIT_MIN_SIZE, ROOF_SIGMA, measured_peaks
-from analysis.selection import largest, most_common, timed, verdict
+from analysis.selection import compile_dropped_output, largest, most_common, timed, verdict
 from rooflab.gpus import SPECS
-from rooflab.kernel import compile_dropped_output
 from rooflab.timing import TOUCH_STRIDE_BYTES
 
 # Macros paper/main.tex uses: always defined (as n/a when the data cannot give them), so the paper always builds.

@@ -6,6 +6,7 @@ import pandas as pd
 
 from analysis.metrics import fixed_costs
 from rooflab.gpus import CPU_KEY
+from rooflab.kernel import VJP_KEEPS_OUTPUT_SINCE
 
 def headline_gpu(metrics: pd.DataFrame) -> str:
     """The first GPU with timed data ('' where no GPU has any: the CPU is never the GPU paper's headline)."""
@@ -40,3 +41,11 @@ def ours_fixed_costs(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
     """The fixed-cost fit (analysis/metrics.fixed_costs) of our Triton kernels on this GPU, every pass."""
     f = fixed_costs(metrics)
     return f[(f["gpu"] == gpu) & (f["impl"] == "triton")]
+
+
+def compile_dropped_output(rows: pd.DataFrame) -> pd.Series:
+    """Per row (impl, pass, timestamp): a torch.compile fwd+bwd row timed before VJP_KEEPS_OUTPUT_SINCE, whose
+    compiled function returned the gradients alone (so Inductor skipped the forward's output store)."""
+    when = pd.to_datetime(rows["timestamp"], utc=True, errors="coerce", format="ISO8601")
+    return (rows["impl"] == "compile") & (rows["pass"] == "fwd+bwd") & \
+        (when < pd.Timestamp(VJP_KEEPS_OUTPUT_SINCE)).fillna(False)

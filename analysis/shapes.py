@@ -17,9 +17,9 @@ import pandas as pd
 
 from analysis.latex import figure, fmt, table_latex, tex_escape
 from analysis.metrics import VERDICT_SIGMA
+from analysis.selection import compile_dropped_output
 from rooflab.gpus import CPU_KEY, spec_for
 from rooflab.io import read_table
-from rooflab.kernel import compile_dropped_output
 from rooflab.shapes import parse_label, source_of
 
 BASELINES = ("builtin", "compile")  # "the best of PyTorch": its own op and the compiled naive expression
@@ -159,8 +159,7 @@ def backward_paragraph(d: pd.DataFrame, gpu: str, name: str) -> str:
     counts = d["verdict"].value_counts()
     caption = (f"{name}, {dtype}, forward and backward (an autograd Function's fwd+bwd against the builtin's "
                f"autograd and torch.compile of the naive expression's output and vector-Jacobian product): best over "
-               f"ours in "
-               f"GPU time / in the Python loop.")
+               f"ours in GPU time / in the Python loop.")
     return (f"Forward and backward together, in {dtype}, over {len(d)} cells: median {fmt(d['ratio'].median())} "
             f"in GPU time (lowest {fmt(d['ratio'].min())}); faster beyond noise in {int(counts.get('faster', 0))}, "
             f"slower in {int(counts.get('slower', 0))}, tied in {int(counts.get('tie', 0))}.{frames_sentence(d)} "

@@ -4,8 +4,8 @@ One program per row (few long rows: several, kernels/_norm_split.py), statistics
 block (up to kernels/_rows.MAX_BLOCK_SIZE columns, or WIDE_HELD's wider block) is held in registers. A longer row is
 walked in tiles twice: for both statistics, by Welford's update in every lane (a running mean and sum of squared
 deviations, not E[x^2] - E[x]^2, which cancels badly when |mean| >> std) and one combining reduction at the end, as
-torch.compile's LayerNorm does; then to normalise and store. The launch choices (tiles, warps, early weights and their L2 prefetch, a cap,
-unmasked rows) are tables in kernels/_launch.py. Passes "fwd" and "fwd+bwd" (kernels/_norm_bwd.py's backward).
+torch.compile's LayerNorm does; then to normalise and store. Launch choices: tables in kernels/_launch.py. Passes
+"fwd" and "fwd+bwd" (kernels/_norm_bwd.py's backward).
 
 References: Ba, Kiros & Hinton, "Layer Normalization" (2016); Triton tutorial 05-layer-norm; Liger-Kernel's
 ops/layer_norm.py.
@@ -120,11 +120,12 @@ def launch_params(n_cols: int, element_size: int, block_size: int | None = None)
     rows that would fill little of their block (unless a block_size is asked for), and HELD_MIN_WARPS for held
     rows."""
     auto_block, warps = row_launch_params(n_cols, element_size)
-    wide = WIDE_HELD.get(element_size)
-    if auto_block < n_cols and block_size is None and wide and n_cols <= wide[0]:  # held whole at more warps
-        auto_block, warps = triton.next_power_of_2(n_cols), wide[1]
-    elif auto_block < n_cols and block_size is None:  # too long to hold, and no tile asked for: the tiled loop's table
-        auto_block, warps = TILED_LAUNCH.get(element_size, (auto_block, warps))
+    if auto_block < n_cols and block_size is None:  # too long for the heuristic's block, and no tile asked for
+        wide = WIDE_HELD.get(element_size)
+        if wide and n_cols <= wide[0]:  # held whole at more warps
+            auto_block, warps = triton.next_power_of_2(n_cols), wide[1]
+        else:  # the tiled loop's table
+            auto_block, warps = TILED_LAUNCH.get(element_size, (auto_block, warps))
     elif block_size is None and (sparse := SPARSE_BLOCK.get(element_size)) and sparse[0] <= n_cols <= sparse[1] \
             and not (sparse[4] and n_cols * element_size % 16 == 0):  # a block mostly masked: tiles
         auto_block, warps = sparse[2:4]

@@ -5,8 +5,8 @@ columns) is read once and kept in registers, or, for the rows RELOAD_MIN_COLS na
 from the L2, which frees the registers for more rows per SM (Inductor's shape); rows WIDE_HELD names, up to a wider
 block. A longer row is walked in tiles twice: once for the sum of squares, once to normalise and store (a contiguous
 row no multiple of 16 bytes on 16-byte aligned tiles of the flat x); few long rows are split over several programs
-(kernels/_norm_split.py). Rows a whole number of tiles long that UNMASKED_COLS names drop the column mask. The tables are in kernels/_launch.py. Passes "fwd" and "fwd+bwd"
-(kernels/_norm_bwd.py's backward).
+(kernels/_norm_split.py). Rows a whole number of tiles long that UNMASKED_COLS names drop the column mask. The
+tables are in kernels/_launch.py. Passes "fwd" and "fwd+bwd" (kernels/_norm_bwd.py's backward).
 
 References: Zhang & Sennrich, "Root Mean Square Layer Normalization" (2019); Liger-Kernel's ops/rms_norm.py.
 """
@@ -179,16 +179,16 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         return y
     auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
     es, asked = x.element_size(), block_size is not None or num_warps is not None or full is not None
-    wide = not asked and auto_block < n_cols <= WIDE_HELD.get(es, (0,))[0]  # one tile at more warps
-    if wide:
-        block_size, num_warps = triton.next_power_of_2(n_cols), WIDE_HELD[es][1]
-    elif auto_block < n_cols and not asked:  # too long to hold: the tiled walk's table
-        if n_cols * es % 16 and es in ALIGNED_TILES and x.stride() == (n_cols, 1) and weight.stride(0) == 1:
-            tile, warps = ALIGNED_TILES[es]
+    if auto_block < n_cols and not asked:  # too long for the heuristic's block
+        if n_cols <= WIDE_HELD.get(es, (0,))[0]:  # one tile at more warps
+            block_size, num_warps = triton.next_power_of_2(n_cols), WIDE_HELD[es][1]
+        elif n_cols * es % 16 and es in ALIGNED_TILES and x.stride() == (n_cols, 1) and weight.stride(0) == 1:
+            tile, warps = ALIGNED_TILES[es]  # contiguous, no multiple of 16 bytes: on aligned tiles
             _LAUNCHES.launch(key, _rmsnorm_fwd_aligned_kernel, (n_rows,), (x, weight, y, n_cols, eps),
                              dict(BLOCK_N=tile, ALIGN=16 // es, num_warps=warps), n_head=3)
             return y
-        auto_block, auto_warps = TILED_LAUNCH.get(es, (auto_block, auto_warps))
+        else:  # the tiled walk's table
+            auto_block, auto_warps = TILED_LAUNCH.get(es, (auto_block, auto_warps))
     sparse = block_size is None and SPARSE_BLOCK[0] <= n_cols <= SPARSE_BLOCK[1]  # a block mostly masked
     block_size = block_size or auto_block
     if block_size & (block_size - 1):

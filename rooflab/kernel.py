@@ -89,18 +89,8 @@ def eager(**fns: Callable[..., Any]) -> dict[str, Factory]:
 
 
 # torch.compile fwd+bwd rows timed before this (the commit that brought vjp_keeping_output, c363a01) compiled the
-# gradients alone, so Inductor skipped the forward's store: analysis says how many comparisons rest on such rows.
+# gradients alone, so Inductor skipped the forward's store: analysis/selection.compile_dropped_output flags them.
 VJP_KEEPS_OUTPUT_SINCE = "2026-12-02T09:33:14+00:00"
-
-
-def compile_dropped_output(rows) -> "Any":
-    """Per row (a DataFrame with impl, pass and timestamp): a torch.compile fwd+bwd row timed before
-    VJP_KEEPS_OUTPUT_SINCE, whose compiled function returned the gradients alone."""
-    import pandas as pd
-
-    when = pd.to_datetime(rows["timestamp"], utc=True, errors="coerce", format="ISO8601")
-    return (rows["impl"] == "compile") & (rows["pass"] == "fwd+bwd") & \
-        (when < pd.Timestamp(VJP_KEEPS_OUTPUT_SINCE)).fillna(False)
 
 
 def vjp_keeping_output(fn: Callable[..., Any], primals: tuple, cotangent) -> tuple:

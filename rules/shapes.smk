@@ -62,6 +62,7 @@ rule paper_shapes:
         shapes="results/shapes.parquet",
         figures=get_shapes_figures,
         script="analysis/shapes.py",
+        code="analysis/selection.py",  # compile_dropped_output: which fwd+bwd ratios rest on an old compile row
     output:
         update("results/paper/generated/shapes.tex"),
     log:

@@ -317,7 +317,8 @@ def test_fwd_bwd_cells_against_a_compile_row_that_skipped_the_output_store_are_c
     # compile rows of fwd+bwd timed before rooflab.kernel.VJP_KEEPS_OUTPUT_SINCE returned the gradients alone; a
     # cell's ratio rests on one only where it is the best baseline
     from analysis.shapes import dropped_sentence, one_dtype, ours_over_best
-    from rooflab.kernel import VJP_KEEPS_OUTPUT_SINCE, compile_dropped_output
+    from analysis.selection import compile_dropped_output
+    from rooflab.kernel import VJP_KEEPS_OUTPUT_SINCE
 
     m = _shape_metrics()
     extra = m[m["impl"] == "builtin"].assign(impl="compile", median_ms=1.0)  # faster than the builtin: the best
