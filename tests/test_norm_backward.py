@@ -218,15 +218,40 @@ def test_compiled_fwd_bwd_returns_the_output_and_the_cell_gets_the_gradients(nam
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("shape", [(37, 64), (1000, 64), (41, 300), (7, 257), (1, 33)])
 def test_held_rows_with_the_next_rows_prefetched_against_float64(monkeypatch, centre, dtype, shape):
-    # PREFETCH_ROWS: each step loads the next rows while it works (on this CPU at most 16 programs): 41 x 300 gives
-    # each several one-row steps, 1000 x 64 several steps of packed rows with a last one past the end, 37 x 64 one
-    # packed step of 3 rows in 4, then a row a program and one row alone
+    # every held row prefetched: each step loads the next rows while it works (on this CPU at most 16 programs):
+    # 41 x 300 gives each several one-row steps, 1000 x 64 several steps of packed rows with a last one past the
+    # end, 37 x 64 one packed step of 3 rows in 4, then a row a program and one row alone
     from kernels import _norm_bwd
 
-    monkeypatch.setattr(_norm_bwd, "PREFETCH_ROWS", True)
+    monkeypatch.setattr(_norm_bwd, "PREFETCH_ROW_BYTES", ((0, 1 << 30), (0, 1 << 30)))
     n = shape[-1]
     x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
     dy = rand(shape, dtype, 3)
     ours = norm_backward(x, w, dy, LN_EPS if centre else RMS_EPS, centre, centre)
     for name, o, r in zip(("dx", "dweight", "dbias"), ours, _norm_grads64(centre, x, w, b, dy)):
         assert rel(o, r) < TOL[dtype], (name, rel(o, r))
+
+
+@pytest.mark.parametrize("centre, dtype, cols, prefetch", [
+    (False, torch.float16, 128, False), (False, torch.float16, 4096, True), (False, torch.float32, 8192, True),
+    (True, torch.float16, 4096, False), (True, torch.float16, 4097, True), (True, torch.float16, 8192, True),
+    (True, torch.float32, 2048, False), (True, torch.float32, 4096, True), (True, torch.float32, 8192, False)])
+def test_held_rows_prefetch_where_the_rule_says_at_most_its_warps(monkeypatch, centre, dtype, cols, prefetch):
+    # PREFETCH_ROW_BYTES: RMSNorm's rows over 1 KB, LayerNorm's of 8-16 KB; prefetching rows take <= 8 warps
+    from kernels import _norm_bwd
+
+    seen = []
+    launch = _norm_bwd._LAUNCHES.launch
+    monkeypatch.setattr(_norm_bwd._LAUNCHES, "launch", lambda key, kernel, grid, args, kwargs=None, n_head=0: (
+        seen.append(kwargs) if kernel is _norm_bwd._norm_bwd_kernel else None,
+        launch(key, kernel, grid, args, kwargs, n_head))[1])
+    x, dy = rand((2, cols), dtype, 0), rand((2, cols), dtype, 1)
+    norm_backward(x, rand((cols,), dtype, 2, 0.1, 1.0), dy, 1e-5, centre, centre)
+    (kw,) = seen
+    assert kw["PREFETCH"] == prefetch
+    assert kw["num_warps"] == (min(8, _norm_bwd.row_launch_params(cols, 4)[1]) if prefetch else
+                               _norm_bwd.row_launch_params(triton_next_pow2(cols), 4)[1])
+
+
+def triton_next_pow2(n):
+    return 1 << (n - 1).bit_length()
