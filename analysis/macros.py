@@ -71,8 +71,14 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     m.add("CellsProblemAllGpus", str(int(metrics["status"].isin(["mismatch", "failed"]).sum())))
     fb = all_rows[(all_rows["impl"] == "compile") & (all_rows["pass"] == "fwd+bwd") & (all_rows["status"] == "ok")]
     m.add("CompileFwdBwdCells", str(len(fb)), "timed torch.compile fwd+bwd cells on the headline device")
-    m.add("CompileFwdBwdGradientsOnly", str(int(compile_dropped_output(fb).sum())) if "timestamp" in fb else "n/a",
+    old = int(compile_dropped_output(fb).sum()) if "timestamp" in fb else None
+    m.add("CompileFwdBwdGradientsOnly", "n/a" if old is None else str(old),
           "... of them timed when the compiled function returned the gradients alone (its output's store skipped)")
+    m.add("CompileFwdBwdRule", "" if old is None or not len(fb) else
+          f"All {len(fb)} \\texttt{{torch.compile}} forward-and-backward cells of the main sweep were timed so."
+          if not old else f"{old} of the {len(fb)} \\texttt{{torch.compile}} forward-and-backward cells of the main "
+          "sweep were timed before that rule, and flatter \\texttt{torch.compile}.",
+          "the sentence saying how many compile fwd+bwd cells predate the output-storing rule")
     if not ok.empty:
         m.add("LargestSize", str(int(ok["size"].max())), "largest N timed on the headline device")
     if "placements" in ok and ok["placements"].notna().any():

@@ -34,6 +34,9 @@ HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the f
 # (bwd alone, normbwd_s22_d1.csv: RMSNorm bf16 4096 x 8192 88 -> 57 us, fp32 8192^2 235 -> 206; LayerNorm bf16
 # 8192^2 175 -> 120, fp32 4096^2 91 -> 65; LayerNorm lost on rows of 8 KB, bf16 4096^2 47 -> 52, and of 32 KB)
 PREFETCH_ROW_BYTES = ((1024, 32768), (8192, 16384))  # [centre]: RMSNorm's, LayerNorm's (over, at most)
+# [centre]: whether rows no multiple of 16 bytes prefetch (S22-D4 fwd+bwd bf16 4096 x 4097: RMSNorm 142 -> 117 us,
+# LayerNorm 213 -> 288; its aligned 8192 x 5000 209 -> 160)
+PREFETCH_UNALIGNED = (True, False)
 PREFETCH_WARPS = 8
 # The reduction's tile: up to 8192 fp32 partials a step (32 a thread at 8 warps), at least 64 columns a program
 # where there are that many, at most 256 partial rows (a few steps over 528 programs' partials)
@@ -221,7 +224,8 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
             if n_cols < PACK_BELOW else 1
         parts = _parts(plan, has_bias, n_parts, n_cols, x2.device)
         over, most = PREFETCH_ROW_BYTES[centre]
-        prefetch = over < n_cols * x2.element_size() <= most
+        prefetch = over < n_cols * x2.element_size() <= most and (
+            PREFETCH_UNALIGNED[centre] or align * x2.element_size() == 16)
         warps = HELD_WARPS or row_launch_params(block_m * block, 4)[1]
         launched.append(_LAUNCHES.launch(
             ("held", key), _norm_bwd_kernel, (n_parts,), (x2, weight, dy2, dx, parts, n_rows, n_cols, eps),
@@ -286,8 +290,9 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     n_cols = x.shape[-1]
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
     key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
-           HELD_MAX_COLS, LONG_TILE, HELD_WARPS, PREFETCH_ROW_BYTES, PREFETCH_WARPS, PACK_BELOW, PACK_ELEMENTS,
-           PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS)
+           HELD_MAX_COLS, LONG_TILE, HELD_WARPS, PREFETCH_ROW_BYTES, PREFETCH_UNALIGNED, PREFETCH_WARPS,
+           PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS,
+           REDUCE_WARPS)
     plan = _LAUNCHES.get(key)
     if plan is not None:
         dx, out = plan(x2, weight_c, dy2)

@@ -23,8 +23,8 @@ HELD_WARPS = (16, 32)  # rows held whole (fwd+bwd: up to _rows.MAX_BLOCK_SIZE), 
 HELD_MAX_BLOCK = 32768  # the forward's held variants: rows up to this block
 FWD_TILES = ((2048, 4), (4096, 8), (4096, 16), (8192, 8), (8192, 16), (16384, 16))  # (tile, warps) of the tiled walk
 ALIGNED_TILES = ((1024, 4), (2048, 4), (2048, 8), (4096, 8))  # (tile, warps) of RMSNorm's forward on aligned tiles
-BWD_SHAPES = ((1024, 1024), (8192, 2048), (4096, 4096), (4096, 5120), (8192, 8192), (4096, 8192), (16384, 4096), (128, 4096),
-              (8192, 14336))
+BWD_SHAPES = ((1024, 1024), (8192, 2048), (4096, 4096), (4096, 4097), (4096, 5120), (8192, 8192), (4096, 8192),
+              (16384, 4096), (128, 4096), (8192, 14336))
 BWD_PROGRAMS_PER_SM = (1, 2, 4)  # the most programs a SM (PROGRAMS_PER_SM), beside the default's
 BWD_WARPS = (4, 8, 16, 32)  # num_warps of the held backward (the default: the fp32 tile's row_launch_params)
 
@@ -82,8 +82,9 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
     out["bwd alone, no prefetch"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=((0, 0), (0, 0)))
     out["ours, no prefetch"] = swapped(_norm_bwd, out["ours (default)"], PREFETCH_ROW_BYTES=((0, 0), (0, 0)))
     every = ((0, 1 << 30), (0, 1 << 30))  # every held row prefetched, at its default warps and at 8
-    out["bwd alone, every row prefetched"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=every, PREFETCH_WARPS=32)
-    out["bwd alone, every row prefetched, 8 warps"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=every)
+    every = dict(PREFETCH_ROW_BYTES=every, PREFETCH_UNALIGNED=(True, True))
+    out["bwd alone, every row prefetched"] = swapped(_norm_bwd, bwd, **every, PREFETCH_WARPS=32)
+    out["bwd alone, every row prefetched, 8 warps"] = swapped(_norm_bwd, bwd, **every)
     if cols >= _norm_bwd.PACK_BELOW:  # two rows at once: the packed path's (BLOCK_M, BLOCK_SIZE) tile
         block = triton.next_power_of_2(cols)
         out["bwd alone, two rows at once"] = swapped(_norm_bwd, bwd, PACK_BELOW=cols + 1, PACK_ELEMENTS=2 * block)

@@ -224,6 +224,7 @@ def test_held_rows_with_the_next_rows_prefetched_against_float64(monkeypatch, ce
     from kernels import _norm_bwd
 
     monkeypatch.setattr(_norm_bwd, "PREFETCH_ROW_BYTES", ((0, 1 << 30), (0, 1 << 30)))
+    monkeypatch.setattr(_norm_bwd, "PREFETCH_UNALIGNED", (True, True))
     n = shape[-1]
     x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
     dy = rand(shape, dtype, 3)
@@ -234,10 +235,12 @@ def test_held_rows_with_the_next_rows_prefetched_against_float64(monkeypatch, ce
 
 @pytest.mark.parametrize("centre, dtype, cols, prefetch", [
     (False, torch.float16, 128, False), (False, torch.float16, 4096, True), (False, torch.float32, 8192, True),
-    (True, torch.float16, 4096, False), (True, torch.float16, 4097, True), (True, torch.float16, 8192, True),
+    (False, torch.float16, 4097, True), (True, torch.float16, 4096, False), (True, torch.float16, 4097, False),
+    (True, torch.float16, 5000, True), (True, torch.float16, 8192, True),
     (True, torch.float32, 2048, False), (True, torch.float32, 4096, True), (True, torch.float32, 8192, False)])
 def test_held_rows_prefetch_where_the_rule_says_at_most_its_warps(monkeypatch, centre, dtype, cols, prefetch):
-    # PREFETCH_ROW_BYTES: RMSNorm's rows over 1 KB, LayerNorm's of 8-16 KB; prefetching rows take <= 8 warps
+    # PREFETCH_ROW_BYTES: RMSNorm's rows over 1 KB, LayerNorm's of 8-16 KB and a multiple of 16 bytes
+    # (PREFETCH_UNALIGNED); prefetching rows take <= 8 warps
     from kernels import _norm_bwd
 
     seen = []
