@@ -1,6 +1,7 @@
 """Measurement job: sweep one kernel on one device and write results/raw/{gpu}/{kernel}.parquet.
 
-Run by the DAG (rule ``measure``), or by hand:
+Run by the DAG (rule ``measure``: this script in a process of its own; on the CPU rule ``measure_host``: main() in
+a warm worker, rooflab/workers.py), or by hand:
     python experiments/measure.py --kernel gelu --gpu cpu --out /tmp/gelu.parquet --sizes 256 512
 
 Guarantees: the device present must be the gpu asked for (else an error and no file); every cell is checked against
@@ -19,6 +20,7 @@ from pathlib import Path
 from rooflab.codehash import code_digest, text_digest
 from rooflab.cuda_ext import start_cuda_builds
 from rooflab.device import DeviceMismatch, check_device, prepare_environment
+from rooflab.workers import console
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -118,8 +120,8 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     # On a terminal the bar redraws in place; into a log file (a cluster job, a device call) it writes a line
     # every 30 s instead of one per cell.
-    tty = sys.__stderr__ is not None and sys.__stderr__.isatty()
-    bar = tqdm(cells, desc=f"{gpu}/{kernel_name}", unit="cell", disable=not progress, file=sys.__stderr__,
+    tty = console() is not None and console().isatty()
+    bar = tqdm(cells, desc=f"{gpu}/{kernel_name}", unit="cell", disable=not progress, file=console(),
                dynamic_ncols=True, mininterval=0.1 if tty else 30.0)
     with open(ckpt, "a") as fh:
         for cell in bar:
@@ -214,12 +216,17 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", help="measure a shape preset (rooflab/shapes.py: llm, odd) instead of --sizes")
     ap.add_argument("--shapes", nargs="+", metavar="SHAPE",
                     help="measure these shapes of the kernel's family (4096x4097; 16x4096x14336) instead of --sizes")
+    ap.add_argument("--params", help="the sweep's parameters as JSON (the DAG's, rcfg.sweep_params), in place of "
+                    "those of the options above")
+    ap.add_argument("--log", help="log to this file, not to stderr")
     args = ap.parse_args(argv)
-    _setup_logging(None)
+    _setup_logging(args.log)
     params = {"sizes": args.sizes, "dtypes": args.dtypes, "impls": args.impls, "timing": {},
               "interpret_max_size": args.interpret_max_size, "allow_failures": args.allow_failures,
               "profile": {"size": args.profile_size}}
-    if args.preset or args.shapes:
+    if args.params:
+        params = json.loads(args.params)
+    elif args.preset or args.shapes:
         from rooflab.kernel import load_kernel
         from rooflab.shapes import CUSTOM, shape_sets
 
@@ -227,11 +234,14 @@ def main(argv=None) -> int:
         preset = args.preset or CUSTOM
         params.update(preset=preset, shapes=shape_sets([spec])[preset])
     try:
-        return run(args.kernel, args.gpu, args.out, params,
-                   describe_outputs={"profiles": args.profiles_out, "compiled": args.compiled_out})
+        rc = run(args.kernel, args.gpu, args.out, params,
+                 describe_outputs={"profiles": args.profiles_out, "compiled": args.compiled_out})
     except DeviceMismatch as exc:
         log.error("%s", exc)
-        return 2
+        rc = 2
+    if rc:  # an exit status the CLI and a warm worker (which fails the job on it) both see
+        raise SystemExit(rc)
+    return 0
 
 
 if __name__ == "__main__" and "snakemake" not in globals():

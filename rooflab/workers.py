@@ -28,11 +28,18 @@ import time
 import traceback
 import warnings
 
-# What every job imports: loaded once when a worker starts, before its first job (a job's module still imports
-# whatever else it needs, once per worker).
-PRELOAD = ("pandas", "pyarrow.parquet", "matplotlib", "figures._common", "analysis.metrics")
+# Pools of workers, each its environment and what its workers import once when they start, before their first job
+# (a job's module still imports whatever else it needs, once per worker). "analysis": the metrics, figure and paper
+# jobs. "host": the CPU's measurement jobs (rules/measure.smk measure_host), one at a time; triton there is the
+# interpreter (set before it is imported), Inductor compiles in the worker itself, and torch, triton and Inductor's
+# first compile (about 5 s a process on 2 cores, even from a warm cache) are paid once a run, not once a kernel.
+POOLS = {
+    "analysis": ({}, ("pandas", "pyarrow.parquet", "matplotlib", "figures._common", "analysis.metrics")),
+    "host": ({"TRITON_INTERPRET": "1", "TORCHINDUCTOR_COMPILE_THREADS": "1"},
+             ("pandas", "torch", "triton", "torch._inductor.compile_fx", "rooflab.cell", "experiments.measure")),
+}
 
-_IDLE: list["_Worker"] = []
+_IDLE: dict[str, list["_Worker"]] = {name: [] for name in POOLS}
 _ALL: list["_Worker"] = []
 _POOL_LOCK = threading.Lock()
 
@@ -49,13 +56,14 @@ def flat(*parts) -> list[str]:
 
 
 class _Worker:
-    def __init__(self) -> None:
+    def __init__(self, pool: str) -> None:
+        self.pool = pool
         # the import path snakemake's process has beyond this interpreter's own (the workflow's folder: figures/,
         # analysis/), so that a job starting another Python does not hand it this one's standard library
         own = tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix} if p)
         project = [p for p in sys.path if p and not p.startswith(own)]
-        env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(project + [os.getcwd()]))
-        self.proc = subprocess.Popen([sys.executable, "-m", "rooflab.workers"], stdin=subprocess.PIPE,
+        env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(project + [os.getcwd()]), **POOLS[pool][0])
+        self.proc = subprocess.Popen([sys.executable, "-m", "rooflab.workers", pool], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
 
     def call(self, module: str, argv: list[str], log: str) -> dict:
@@ -81,14 +89,14 @@ class _Worker:
             pass
 
 
-def _take() -> _Worker:
+def _take(pool: str) -> _Worker:
     with _POOL_LOCK:
-        while _IDLE:  # an idle worker may have died since (killed, out of memory): dropped, not handed a job
-            w = _IDLE.pop()
+        while _IDLE[pool]:  # an idle worker may have died since (killed, out of memory): dropped, not handed a job
+            w = _IDLE[pool].pop()
             if w.proc.poll() is None:
                 return w
             _ALL.remove(w)
-        w = _Worker()
+        w = _Worker(pool)
         _ALL.append(w)
         return w
 
@@ -104,18 +112,18 @@ def _close_all() -> None:
             w.proc.kill()
 
 
-def run_main(module: str, argv, log) -> None:
-    """importlib.import_module(module).main(argv) in a worker, its output in `log` (a path, or snakemake's log
-    list: its first file); raises RuntimeError, the traceback written to the log, where it fails."""
+def run_main(module: str, argv, log, pool: str = "analysis") -> None:
+    """importlib.import_module(module).main(argv) in a worker of ``pool`` (POOLS), its output in `log` (a path, or
+    snakemake's log list: its first file); raises RuntimeError, the traceback written to the log, where it fails."""
     path = log if isinstance(log, str) else str(log[0])
-    worker = _take()
+    worker = _take(pool)
     reply = worker.call(module, flat(argv), os.path.abspath(path))
     if reply.get("dead"):
         with _POOL_LOCK:
             _ALL.remove(worker)
     else:
         with _POOL_LOCK:
-            _IDLE.append(worker)
+            _IDLE[pool].append(worker)
     if not reply["ok"]:
         raise RuntimeError(f"python -m {module} failed ({reply['error']}); see {path}")
 
@@ -123,12 +131,16 @@ def run_main(module: str, argv, log) -> None:
 # ---- the worker's side -------------------------------------------------------------------------------------------
 
 def _reset() -> None:
-    """What one job could leave behind for the next: open pyplot figures, the figures' metrics read cache."""
+    """What one job could leave behind for the next: open pyplot figures, the figures' metrics read cache,
+    torch.compile's traced frames (the compiled graphs stay in Inductor's caches), logging's handlers."""
     if "matplotlib.pyplot" in sys.modules:
         sys.modules["matplotlib.pyplot"].close("all")
     common = sys.modules.get("figures._common")
     if common is not None:
         common._READ.clear()
+    if "torch._dynamo" in sys.modules:
+        sys.modules["torch._dynamo"].reset()
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT, force=True)
 
 
 def _run_job(module: str, argv: list[str], log: str) -> dict:
@@ -165,7 +177,16 @@ def _run_job(module: str, argv: list[str], log: str) -> dict:
     return {"ok": error is None, "error": error}
 
 
-def serve() -> None:
+LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
+_CONSOLE = None  # in a worker: the stderr it started with (snakemake's), while fd 2 is a job's log
+
+
+def console():
+    """Where a job's progress bar goes: snakemake's stderr, in a worker too (its own fd 2 is then the job's log)."""
+    return _CONSOLE or sys.__stderr__
+
+
+def serve(pool: str) -> None:
     """The worker: jobs as JSON lines on stdin, one reply line each on the stdout it started with (fd 1 is the
     job's log while a job runs, /dev/null between jobs)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is snakemake's to handle; its exit closes our stdin
@@ -178,11 +199,13 @@ def serve() -> None:
                 os._exit(1)
 
     threading.Thread(target=orphaned, daemon=True).start()
+    global _CONSOLE
     replies = os.fdopen(os.dup(1), "w", buffering=1)
+    _CONSOLE = os.fdopen(os.dup(2), "w", buffering=1)
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)
-    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for name in PRELOAD:
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
+    for name in POOLS[pool][1]:
         try:
             importlib.import_module(name)
         except ImportError:  # a job that needs it fails with the traceback in its own log, not the worker
@@ -193,4 +216,6 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    from rooflab import workers  # serve from the module jobs import (console()), not from this __main__ copy
+
+    workers.serve(sys.argv[1] if len(sys.argv) > 1 else "analysis")

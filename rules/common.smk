@@ -209,6 +209,20 @@ def get_final_outputs(wildcards=None):
     )
 
 
+ON_A_GPU = "(?!cpu(?:/|$))[^/]+"  # a gpu wildcard other than cpu (rules/measure.smk: the CPU's jobs run in a worker)
+
+
+def measure_argv(wildcards, params, output):
+    """experiments/measure.py's arguments for a measure job run as main(argv) (measure_host): the job's
+    kernel, device, outputs and sweep parameters (as JSON)."""
+    argv = ["--kernel", wildcards.kernel, "--gpu", wildcards.gpu, "--out", output.raw,
+            "--params", json.dumps(dict(params.sweep))]
+    for name in ("profiles", "compiled"):
+        if output.get(name):
+            argv += [f"--{name}-out", output.get(name)]
+    return argv
+
+
 def host_slots(wildcards):
     """Host slots a timing job (measure, ceilings) holds (run.sh: --resources host=<cores>; every other job holds
     one): on the CPU it times on the host, so it holds them all and runs alone; on a GPU one, beside the analysis."""
@@ -459,7 +473,7 @@ def start_compile_lanes():
         return
     lanes = config.get("compile_lanes")  # None: the host's share, for GPU jobs only (on the CPU they would share
     # the cores the host timing runs on); a number: that many, for every job
-    jobs = sorted((j for j in workflow.dag.needrun_jobs() if j.rule.name in ("measure", "measure_shapes")
+    jobs = sorted((j for j in workflow.dag.needrun_jobs() if j.rule.name in ("measure", "measure_shapes", "measure_host", "measure_shapes_host")
                    and (lanes is not None or j.wildcards_dict["gpu"] != "cpu")),
                   key=lambda j: (-j.priority, j.wildcards_dict["kernel"]))
     spec = [{"kernel": j.wildcards_dict["kernel"], "out": str(j.output.raw), "params": dict(j.params.sweep),

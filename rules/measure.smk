@@ -12,6 +12,7 @@
 
 
 from rooflab.kernel import measurement_code
+from rooflab.workers import run_main
 
 MEASUREMENT_CODE = measurement_code()
 MEASUREMENT_STAMP = code_stamp("measurement", MEASUREMENT_CODE)
@@ -21,38 +22,64 @@ if workflow.is_main_process and measure_slots() > 1:  # said in a dry run too
           f"its own (rooflab/slots.py)", file=sys.stderr)
 
 
+MEASURE_INPUT = dict(kernel=get_kernel_stamp, code=MEASUREMENT_STAMP,
+                     describe=["experiments/profiles.py", "experiments/compiled.py", "rooflab/kernel_facts.py"])
+MEASURE_OUTPUT = dict(raw=update("results/raw/{gpu}/{kernel}.parquet"),
+                      profiles=update("results/raw/{gpu}/profiles/{kernel}.parquet"),
+                      compiled=update("results/raw/{gpu}/compiled/{kernel}.parquet"))
+MEASURE_RESOURCES = dict(measure_slot=1, host=host_slots, gpu=get_gpu_count,
+                         slurm_partition=get_cluster("slurm_partition"), constraint=get_cluster("constraint"),
+                         gres=get_cluster("gres"), runtime=get_cluster("runtime", default=60))
+SHAPES_INPUT = dict(kernel=get_kernel_stamp, code=MEASUREMENT_STAMP, shapes="rooflab/shapes.py")
+SHAPES_OUTPUT = dict(raw=update("results/raw/{gpu}/shapes/{preset}/{kernel}.parquet"))
+SHAPES_LOG = "logs/measure/{gpu}/shapes/{preset}/{kernel}.log"
+
+
 rule measure:
     """The kernel's cells, then, in the same process (its caches, Inductor graphs and autotuner choices warm), the
     kernels one call of each (impl, dtype, pass) launches at config profile.size (the fusion evidence) and the
-    registers, spills, shared memory, load widths and occupancy of every Triton kernel and config it launches (on
-    the CPU, which compiles none, a file of skipped rows)."""
+    registers, spills, shared memory, load widths and occupancy of every Triton kernel and config it launches."""
     input:
-        kernel=get_kernel_stamp,
-        code=MEASUREMENT_STAMP,
-        describe=["experiments/profiles.py", "experiments/compiled.py", "rooflab/kernel_facts.py"],
+        **MEASURE_INPUT,
     output:
-        raw=update("results/raw/{gpu}/{kernel}.parquet"),
-        profiles=update("results/raw/{gpu}/profiles/{kernel}.parquet"),
-        compiled=update("results/raw/{gpu}/compiled/{kernel}.parquet"),
+        **MEASURE_OUTPUT,
     params:
         sweep=lambda wildcards: rcfg.sweep_params(config),
     log:
         "logs/measure/{gpu}/{kernel}.log",
     priority: get_measure_priority
     wildcard_constraints:
+        gpu=ON_A_GPU,
         kernel=MEASURED_SQUARE,
     resources:
-        measure_slot=1,
-        host=host_slots,
-        gpu=get_gpu_count,
-        slurm_partition=get_cluster("slurm_partition"),
-        constraint=get_cluster("constraint"),
-        gres=get_cluster("gres"),
-        runtime=get_cluster("runtime", default=60),
+        **MEASURE_RESOURCES,
     conda:
         ENV
     script:
         "../experiments/measure.py"
+
+
+# On the CPU the same job runs experiments/measure.py's main in a warm worker (rooflab/workers.py, pool "host"):
+# torch, triton and Inductor's first compile, about 9 s a process on 2 cores, are paid once a run, not once a
+# kernel. It holds every host slot, so it still times alone. (A GPU's jobs stay processes of their own: each takes
+# its GPU before torch is imported, rooflab/slots.py.)
+rule measure_host:
+    input:
+        **MEASURE_INPUT,
+    output:
+        **MEASURE_OUTPUT,
+    params:
+        sweep=lambda wildcards: rcfg.sweep_params(config),
+    log:
+        "logs/measure/{gpu}/{kernel}.log",
+    priority: get_measure_priority
+    wildcard_constraints:
+        gpu="cpu",
+        kernel=MEASURED_SQUARE,
+    resources:
+        **MEASURE_RESOURCES,
+    run:
+        run_main("experiments.measure", measure_argv(wildcards, params, output), log, pool="host")
 
 
 # The cells at the shapes of one set of config shapes other than square (llm, odd, custom: the set a wildcard, its
@@ -60,16 +87,30 @@ rule measure:
 # No launch profile or compiled facts: those describe the square sweep.
 use rule measure as measure_shapes with:
     input:
-        kernel=get_kernel_stamp,
-        code=MEASUREMENT_STAMP,
-        shapes="rooflab/shapes.py",
+        **SHAPES_INPUT,
     output:
-        raw=update("results/raw/{gpu}/shapes/{preset}/{kernel}.parquet"),
+        **SHAPES_OUTPUT,
     params:
         sweep=lambda wildcards: rcfg.sweep_params(config, wildcards.preset),
     log:
-        "logs/measure/{gpu}/shapes/{preset}/{kernel}.log",
+        SHAPES_LOG,
     wildcard_constraints:
+        gpu=ON_A_GPU,
+        kernel=MEASURED,
+        preset=MEASURED_PRESETS,
+
+
+use rule measure_host as measure_shapes_host with:
+    input:
+        **SHAPES_INPUT,
+    output:
+        **SHAPES_OUTPUT,
+    params:
+        sweep=lambda wildcards: rcfg.sweep_params(config, wildcards.preset),
+    log:
+        SHAPES_LOG,
+    wildcard_constraints:
+        gpu="cpu",
         kernel=MEASURED,
         preset=MEASURED_PRESETS,
 

@@ -1,6 +1,6 @@
 """profiles/slurm end to end on a real one-node Slurm cluster (scripts/slurm_cluster.sh), about a minute and a half.
 
-The tiny CPU sweep goes through snakemake-executor-plugin-slurm: measure and ceilings are submitted with sbatch
+The tiny CPU sweep goes through snakemake-executor-plugin-slurm: measure_host and ceilings are submitted with sbatch
 (partition and gres from config['cluster']), everything else runs locally, and the results are complete.
 Skipped only where slurm is not installed and cannot be (not root, or no apt-get).
 """
@@ -44,7 +44,7 @@ def test_profile_slurm_end_to_end(slurm_available, tmp_path):
 
     # the device jobs went through sbatch, with the partition and gres of config['cluster']['cpu']
     submitted = re.findall(r"Job \d+ has been submitted with SLURM jobid \d+ \(log: .*?slurm_logs/rule_(\w+)/", out)
-    assert submitted.count("measure") == 2 and submitted.count("ceilings") == 1, submitted
+    assert submitted.count("measure_host") == 2 and submitted.count("ceilings") == 1, submitted
     calls = [line for line in out.splitlines() if "sbatch call:" in line]
     assert len(calls) == len(submitted) and all("--gres=gpu:1" in c and "debug" in c for c in calls), calls
     # the rest ran here

@@ -35,6 +35,8 @@ JOB = textwrap.dedent('''
             os.chdir("/")
         elif what == "cwd":
             print(os.getcwd())
+        elif what == "env":
+            print(os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"), os.environ.get("TRITON_INTERPRET"))
 ''')
 
 
@@ -44,7 +46,8 @@ def job_module(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))  # the workers take snakemake's import path (sys.path) with them
     yield "rooflab_test_job"
     workers._close_all()
-    workers._IDLE.clear()
+    for idle in workers._IDLE.values():
+        idle.clear()
     workers._ALL.clear()
 
 
@@ -98,8 +101,25 @@ def test_an_idle_worker_found_dead_is_replaced_and_a_jobs_folder_change_undone(j
     workers.run_main(job_module, ["cd"], str(log))
     workers.run_main(job_module, ["cwd"], str(log))
     assert log.read_text().split()[-1] == here
-    (idle,) = workers._IDLE
+    (idle,) = workers._IDLE["analysis"]
     idle.proc.send_signal(signal.SIGKILL)
     idle.proc.wait()
     workers.run_main(job_module, ["pid"], str(log))  # not failed by the dead one: a fresh worker ran it
     assert log.read_text().split()[-1] != str(idle.proc.pid) and idle not in workers._ALL
+
+
+def test_pools_keep_their_own_workers_and_environment(job_module, tmp_path, monkeypatch):
+    # the host pool (the CPU's measurement jobs) sets TRITON_INTERPRET before anything imports triton, and compiles
+    # in the worker; its workers never serve the analysis pool's jobs, nor the other way round
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    log = tmp_path / "job.log"
+    workers.run_main(job_module, ["env"], str(log), pool="host")
+    assert log.read_text().split()[-2:] == ["1", "1"]
+    workers.run_main(job_module, ["env"], str(log))
+    assert log.read_text().split()[-2] == "None"
+    workers.run_main(job_module, ["pid"], str(log), pool="host")
+    host = log.read_text().split()[-1]
+    workers.run_main(job_module, ["pid"], str(log))
+    assert log.read_text().split()[-1] != host and len(workers._ALL) == 2
+    assert [w.pool for w in workers._IDLE["host"]] == ["host"] and [w.pool for w in workers._IDLE["analysis"]] == [
+        "analysis"]

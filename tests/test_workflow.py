@@ -141,7 +141,7 @@ def test_kernel_edit_reruns_that_kernels_jobs_and_the_cross_kernel_ones_only(rep
         jobs = planned_jobs(repo)
     finally:
         kernel.write_text(original)
-    assert sorted(outputs(jobs, "measure")) == ["results/raw/cpu/compiled/gelu.parquet", "results/raw/cpu/gelu.parquet",
+    assert sorted(outputs(jobs, "measure_host")) == ["results/raw/cpu/compiled/gelu.parquet", "results/raw/cpu/gelu.parquet",
                                                 "results/raw/cpu/profiles/gelu.parquet"]  # one job, its profile too
     assert outputs(jobs, "metrics_kernel") == ["results/metrics/cpu/gelu.parquet"]
     assert outputs(jobs, "figures_kernel") == ["results/figures/cpu/bandwidth/gelu.pdf",
@@ -150,7 +150,7 @@ def test_kernel_edit_reruns_that_kernels_jobs_and_the_cross_kernel_ones_only(rep
     assert not outputs(jobs, "ceilings")
     # the rest is cross-kernel: the metrics table, the CPU's device figures and the paper, nothing of vecadd or h200
     assert outputs(jobs, "figure_gpu") and all(o.startswith("results/figures/cpu/") for o in outputs(jobs, "figure_gpu"))
-    rules = {j["rule"] for j in jobs} - {"measure", "metrics_kernel", "figures_kernel", "notebook"}
+    rules = {j["rule"] for j in jobs} - {"measure_host", "metrics_kernel", "figures_kernel", "notebook"}
     assert rules <= {"all", "metrics", "figure_gpu", "paper_inputs", "paper_pdf", "paper_sources"}, rules
     assert {"metrics", "paper_inputs"} <= rules
     assert not [j for j in job_names(jobs) if "vecadd" in j or "h200" in j], job_names(jobs)
@@ -209,13 +209,13 @@ def test_fresh_clone_needs_touch_once(repo, tmp_path):
     clone = copy_repo(tmp_path)
     shutil.copy(repo / "tiny.yaml", clone)
     shutil.copytree(repo / "results", clone / "results", copy_function=shutil.copy2)  # old mtimes, as restored
-    assert outputs(planned_jobs(clone), "measure"), "a fresh clone should look out of date"
+    assert outputs(planned_jobs(clone), "measure_host"), "a fresh clone should look out of date"
     res = snakemake(clone, "--touch", "--cores", "1", "--configfile", "tiny.yaml")
     assert res.returncode == 0, res.stderr[-3000:]
     assert planned_jobs(clone) == []
     # and real edits are still seen afterwards
     (clone / "kernels/vecadd.py").write_text((clone / "kernels/vecadd.py").read_text() + CODE_EDIT)
-    assert "results/raw/cpu/vecadd.parquet" in outputs(planned_jobs(clone), "measure")
+    assert "results/raw/cpu/vecadd.parquet" in outputs(planned_jobs(clone), "measure_host")
 
 
 def test_a_subset_run_keeps_every_other_kernel(repo):
@@ -231,10 +231,10 @@ def test_a_subset_run_keeps_every_other_kernel(repo):
                                "results/notebooks/cpu/vecadd.html")]
     before = {p: p.stat().st_mtime_ns for p in kept}
     (repo / "results/raw/cpu/.cells/gelu.jsonl").unlink()  # so this run measures gelu's cells anew
-    res = snakemake(repo, "--cores", "2", "all", "--configfile", "tiny.yaml", *subset, "--forcerun", "measure")
+    res = snakemake(repo, "--cores", "2", "all", "--configfile", "tiny.yaml", *subset, "--forcerun", "measure_host")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     ran = re.findall(r"^(?:local)?rule (\w+):\n(?:    .*\n)*?    wildcards: (.*)$", res.stdout + res.stderr, re.M)
-    assert ("measure", "gpu=cpu, kernel=gelu") in ran and not [r for r in ran if "vecadd" in r[1]], ran
+    assert ("measure_host", "gpu=cpu, kernel=gelu") in ran and not [r for r in ran if "vecadd" in r[1]], ran
     assert {p: p.stat().st_mtime_ns for p in kept} == before
     metrics = pd.read_parquet(repo / "results/metrics.parquet")
     assert set(metrics.loc[metrics["gpu"] == "cpu", "kernel"]) == {"gelu", "vecadd"}
@@ -253,9 +253,9 @@ def test_config_change_measures_only_new_cells(repo):
 
     sizes = ["--config", "sizes=[32,64]"]
     jobs = planned_jobs(repo, *sizes)
-    assert [o for o in outputs(jobs, "measure") if o.count("/") == 3] == ["results/raw/cpu/gelu.parquet",
+    assert [o for o in outputs(jobs, "measure_host") if o.count("/") == 3] == ["results/raw/cpu/gelu.parquet",
                                                                          "results/raw/cpu/vecadd.parquet"]
-    assert all("params" in j["reason"].lower() for j in jobs if j["rule"] == "measure"), jobs
+    assert all("params" in j["reason"].lower() for j in jobs if j["rule"] == "measure_host"), jobs
     assert not outputs(jobs, "ceilings")  # its params did not change
 
     store = repo / "results/raw/cpu/.cells/gelu.jsonl"
