@@ -35,7 +35,7 @@ HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the f
 # 8192^2 175 -> 120, fp32 4096^2 91 -> 65; LayerNorm lost on rows of 8 KB, bf16 4096^2 47 -> 52, and of 32 KB)
 PREFETCH_ROW_BYTES = ((1024, 32768), (8192, 16384))  # [centre]: RMSNorm's, LayerNorm's (over, at most)
 # [centre]: whether rows no multiple of 16 bytes prefetch (S22-D4 fwd+bwd bf16 4096 x 4097: RMSNorm 142 -> 117 us,
-# LayerNorm 213 -> 288; its aligned 8192 x 5000 209 -> 160)
+# LayerNorm 213 -> 280; its aligned 8192 x 5000 209 -> 160)
 PREFETCH_UNALIGNED = (True, False)
 PREFETCH_WARPS = 8
 # The reduction's tile: up to 8192 fp32 partials a step (32 a thread at 8 warps), at least 64 columns a program

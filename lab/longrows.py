@@ -78,7 +78,7 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
         out[f"bwd alone, {per_sm} programs a SM"] = swapped(_norm_bwd, bwd, PROGRAMS_PER_SM=per_sm,
                                                             ELEMENTS_PER_SM=1 << 30)
     for warps in BWD_WARPS:
-        out[f"bwd alone, {warps} warps"] = swapped(_norm_bwd, bwd, HELD_WARPS=warps)
+        out[f"bwd alone, {warps} warps"] = swapped(_norm_bwd, bwd, HELD_WARPS=warps, PREFETCH_WARPS=warps)
     out["bwd alone, no prefetch"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=((0, 0), (0, 0)))
     out["ours, no prefetch"] = swapped(_norm_bwd, out["ours (default)"], PREFETCH_ROW_BYTES=((0, 0), (0, 0)))
     every = ((0, 1 << 30), (0, 1 << 30))  # every held row prefetched, at its default warps and at 8

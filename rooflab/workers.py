@@ -7,8 +7,10 @@ Snakemake runs run: jobs in threads of its own process (profiles/default: force-
 worker (``python -m rooflab.workers``, started when no idle one is left, so there are as many as jobs ever ran at
 once), hands it the call and waits; the worker runs it with its file descriptors 1 and 2 on the job's log, so
 the log holds what ``python -m <module> ARGS... > log 2>&1`` would print, C libraries' output included. An exception
-(or argparse's exit) fails the job, the traceback in its log. Between jobs nothing is carried over: every pyplot
-figure is closed and the figures' read cache emptied (each figure sets its own rcParams: figures/_common.setup). A
+(or argparse's exit) fails the job, the traceback in its log. Between jobs, what one sets is undone: every pyplot
+figure is closed, the figures' read cache emptied (each figure sets its own rcParams: figures/_common.setup),
+torch.compile's frames reset and Inductor's and dynamo's settings restored; what stays warm is imports and caches
+(Inductor's compiled graphs, so on the CPU a kernel's first compile no longer pays the process's own start). A
 worker that dies fails its job (the exit status in the error) and is not reused, nor is an idle one found dead.
 Workers read their jobs from a pipe and stop when it closes, at snakemake's exit; they leave Ctrl-C to snakemake,
 and stop at once, mid-job too, if snakemake is killed outright. A job's change of folder is undone after it.
@@ -33,11 +35,16 @@ import warnings
 # jobs. "host": the CPU's measurement jobs (rules/measure.smk measure_host), one at a time; triton there is the
 # interpreter (set before it is imported), Inductor compiles in the worker itself, and torch, triton and Inductor's
 # first compile (about 5 s a process on 2 cores, even from a warm cache) are paid once a run, not once a kernel.
+# A pool's settings: env (set), env_default (set where the caller's environment has none), preload, and interruptible
+# (Ctrl-C stops a job, its cell store keeping every finished cell, where the analysis pool's jobs run on to their end).
 POOLS = {
-    "analysis": ({}, ("pandas", "pyarrow.parquet", "matplotlib", "figures._common", "analysis.metrics")),
-    "host": ({"TRITON_INTERPRET": "1", "TORCHINDUCTOR_COMPILE_THREADS": "1"},
-             ("pandas", "torch", "triton", "torch._inductor.compile_fx", "rooflab.cell", "experiments.measure")),
+    "analysis": dict(env={}, env_default={}, interruptible=False,
+                     preload=("pandas", "pyarrow.parquet", "matplotlib", "figures._common", "analysis.metrics")),
+    "host": dict(env={"TRITON_INTERPRET": "1"}, env_default={"TORCHINDUCTOR_COMPILE_THREADS": "1"}, interruptible=True,
+                 preload=("pandas", "torch", "triton", "torch._inductor.compile_fx", "rooflab.cell",
+                          "experiments.measure")),
 }
+CONFIGS = ("torch._inductor.config", "torch._dynamo.config")  # restored after each job to their state before it
 
 _IDLE: dict[str, list["_Worker"]] = {name: [] for name in POOLS}
 _ALL: list["_Worker"] = []
@@ -62,7 +69,8 @@ class _Worker:
         # analysis/), so that a job starting another Python does not hand it this one's standard library
         own = tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix} if p)
         project = [p for p in sys.path if p and not p.startswith(own)]
-        env = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=os.pathsep.join(project + [os.getcwd()]), **POOLS[pool][0])
+        env = {**POOLS[pool]["env_default"], **os.environ, **POOLS[pool]["env"], "MPLBACKEND": "Agg",
+               "PYTHONPATH": os.pathsep.join(project + [os.getcwd()])}
         self.proc = subprocess.Popen([sys.executable, "-m", "rooflab.workers", pool], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
 
@@ -140,11 +148,25 @@ def _reset() -> None:
         common._READ.clear()
     if "torch._dynamo" in sys.modules:
         sys.modules["torch._dynamo"].reset()
+    with warnings.catch_warnings():  # loading a saved config sets its deprecated keys too
+        warnings.simplefilter("ignore")
+        for name, saved in _SAVED.items():
+            sys.modules[name].load_config(saved)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT, force=True)
+
+
+_SAVED: dict[str, bytes] = {}  # CONFIGS as they were before the first job that found them imported
+
+
+def _save_configs() -> None:
+    for name in CONFIGS:
+        if name not in _SAVED and hasattr(sys.modules.get(name), "save_config"):
+            _SAVED[name] = sys.modules[name].save_config()
 
 
 def _run_job(module: str, argv: list[str], log: str) -> dict:
     """One job with fds 1 and 2 on its log; the reply for the pool."""
+    _save_configs()
     sys.stdout.flush()
     sys.stderr.flush()
     saved = os.dup(1), os.dup(2)
@@ -205,14 +227,18 @@ def serve(pool: str) -> None:
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=LOG_FORMAT)
-    for name in POOLS[pool][1]:
+    for name in POOLS[pool]["preload"]:
         try:
             importlib.import_module(name)
         except ImportError:  # a job that needs it fails with the traceback in its own log, not the worker
             pass
     for line in sys.stdin:
         job = json.loads(line)
-        replies.write(json.dumps(_run_job(job["module"], job["argv"], job["log"])) + "\n")
+        if POOLS[pool]["interruptible"]:  # Ctrl-C (the terminal's, to the whole process group) ends this job
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        reply = _run_job(job["module"], job["argv"], job["log"])
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        replies.write(json.dumps(reply) + "\n")
 
 
 if __name__ == "__main__":

@@ -209,7 +209,7 @@ def get_final_outputs(wildcards=None):
     )
 
 
-ON_A_GPU = "(?!cpu(?:/|$))[^/]+"  # a gpu wildcard other than cpu (rules/measure.smk: the CPU's jobs run in a worker)
+ON_A_GPU = "(?!cpu(?:/|$))[a-z0-9-]+"  # a gpu wildcard other than cpu (rules/measure.smk: the CPU's jobs run in a worker)
 
 
 def measure_argv(wildcards, params, output):

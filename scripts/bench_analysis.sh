@@ -11,6 +11,11 @@ cd "$(dirname "$0")/.."
 cores=2
 if [ "${1:-}" = "--cores" ]; then cores="$2"; shift 2; fi
 mkdir -p logs  # a fresh clone has none
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then  # as run.sh does (bytecode_cache): .pyc kept, in a cache of ours
+  unset PYTHONDONTWRITEBYTECODE
+  export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/rooflab/pycache}
+  echo "bench: PYTHONDONTWRITEBYTECODE was set: unset, .pyc in $PYTHONPYCACHEPREFIX (as run.sh)" >&2
+fi
 args=(--resources measure_slot=1 "host=$cores" --cores "$cores")
 paper=results/paper/rooflab.pdf
 command -v latexmk >/dev/null && command -v pdflatex >/dev/null || paper=results/paper/BUILD_THE_PDF_ELSEWHERE.txt

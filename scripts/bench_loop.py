@@ -146,7 +146,8 @@ def main(argv=None) -> int:
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
         env.pop("ROOFLAB_RUN_ID", None)  # each snakemake invocation is a run of its own
         if env.pop("PYTHONDONTWRITEBYTECODE", None):  # as run.sh does (bytecode_cache): .pyc kept, in a cache
-            env.setdefault("PYTHONPYCACHEPREFIX", str(Path.home() / ".cache" / "rooflab" / "pycache"))
+            cache = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+            env.setdefault("PYTHONPYCACHEPREFIX", str(cache / "rooflab" / "pycache"))
         if not a.warm:
             env["TRITON_CACHE_DIR"] = str(root / "cache" / "triton")
             env["TORCHINDUCTOR_CACHE_DIR"] = str(root / "cache" / "inductor")

@@ -35,6 +35,17 @@ JOB = textwrap.dedent('''
             os.chdir("/")
         elif what == "cwd":
             print(os.getcwd())
+        elif what == "set-config":
+            import torch._inductor.config as c
+            print(c.cpp.enable_kernel_profile)
+            c.cpp.enable_kernel_profile = True
+        elif what == "get-config":
+            import torch._inductor.config as c
+            print(c.cpp.enable_kernel_profile)
+        elif what == "wait":
+            open(argv[1], "w").close()
+            import time
+            time.sleep(60)
         elif what == "env":
             print(os.environ.get("TORCHINDUCTOR_COMPILE_THREADS"), os.environ.get("TRITON_INTERPRET"))
 ''')
@@ -123,3 +134,33 @@ def test_pools_keep_their_own_workers_and_environment(job_module, tmp_path, monk
     assert log.read_text().split()[-1] != host and len(workers._ALL) == 2
     assert [w.pool for w in workers._IDLE["host"]] == ["host"] and [w.pool for w in workers._IDLE["analysis"]] == [
         "analysis"]
+
+
+def test_a_jobs_inductor_settings_are_undone_and_a_host_job_stops_at_ctrl_c(job_module, tmp_path):
+    # the CPU's square measure job turns Inductor's kernel profiling on (experiments/profiles.py): the next job in
+    # that worker must not compile with it. Ctrl-C (SIGINT to the process group) ends a host job, not its worker
+    import signal
+    import time
+
+    log = tmp_path / "job.log"
+    workers.run_main(job_module, ["set-config"], str(log), pool="host")
+    assert log.read_text().split()[-1] == "False"
+    workers.run_main(job_module, ["get-config"], str(log), pool="host")
+    assert log.read_text().split()[-1] == "False"
+    started = tmp_path / "started"
+    (worker,) = workers._IDLE["host"]
+    threading.Timer(0, lambda: (_wait_for(started), worker.proc.send_signal(signal.SIGINT))).start()
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="KeyboardInterrupt"):
+        workers.run_main(job_module, ["wait", str(started)], str(log), pool="host")
+    assert time.monotonic() - t0 < 30
+    workers.run_main(job_module, ["pid"], str(log), pool="host")
+    assert log.read_text().split()[-1] == str(worker.proc.pid)  # the same worker serves on
+
+
+def _wait_for(path, timeout=60.0):
+    import time
+
+    end = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < end:
+        time.sleep(0.05)
