@@ -24,7 +24,7 @@ HELD_MAX_BLOCK = 32768  # the forward's held variants: rows up to this block
 FWD_TILES = ((2048, 4), (4096, 8), (4096, 16), (8192, 8), (8192, 16), (16384, 16))  # (tile, warps) of the tiled walk
 ALIGNED_TILES = ((1024, 4), (2048, 4), (2048, 8), (4096, 8))  # (tile, warps) of RMSNorm's forward on aligned tiles
 BWD_SHAPES = ((1024, 1024), (8192, 2048), (4096, 4096), (4096, 4097), (4096, 5120), (8192, 8192), (4096, 8192),
-              (16384, 4096), (128, 4096), (8192, 14336))
+              (16384, 4096), (128, 4096), (8192, 14336), (16, 333333))
 BWD_PROGRAMS_PER_SM = (1, 2, 4)  # the most programs a SM (PROGRAMS_PER_SM), beside the default's
 BWD_WARPS = (4, 8, 16, 32)  # num_warps of the held backward (the default: the fp32 tile's row_launch_params)
 
