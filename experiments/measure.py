@@ -218,9 +218,8 @@ def main(argv=None) -> int:
                     help="measure these shapes of the kernel's family (4096x4097; 16x4096x14336) instead of --sizes")
     ap.add_argument("--params", help="the sweep's parameters as JSON (the DAG's, rcfg.sweep_params), in place of "
                     "those of the options above")
-    ap.add_argument("--log", help="log to this file, not to stderr")
     args = ap.parse_args(argv)
-    _setup_logging(args.log)
+    _setup_logging(None)
     params = {"sizes": args.sizes, "dtypes": args.dtypes, "impls": args.impls, "timing": {},
               "interpret_max_size": args.interpret_max_size, "allow_failures": args.allow_failures,
               "profile": {"size": args.profile_size}}

@@ -81,8 +81,7 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
         out[f"bwd alone, {warps} warps"] = swapped(_norm_bwd, bwd, HELD_WARPS=warps, PREFETCH_WARPS=warps)
     out["bwd alone, no prefetch"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=((0, 0), (0, 0)))
     out["ours, no prefetch"] = swapped(_norm_bwd, out["ours (default)"], PREFETCH_ROW_BYTES=((0, 0), (0, 0)))
-    every = ((0, 1 << 30), (0, 1 << 30))  # every held row prefetched, at its default warps and at 8
-    every = dict(PREFETCH_ROW_BYTES=every, PREFETCH_UNALIGNED=(True, True))
+    every = dict(PREFETCH_ROW_BYTES=((0, 1 << 30),) * 2, PREFETCH_UNALIGNED=(True, True))  # at default warps and 8
     out["bwd alone, every row prefetched"] = swapped(_norm_bwd, bwd, **every, PREFETCH_WARPS=32)
     out["bwd alone, every row prefetched, 8 warps"] = swapped(_norm_bwd, bwd, **every)
     if cols >= _norm_bwd.PACK_BELOW:  # two rows at once: the packed path's (BLOCK_M, BLOCK_SIZE) tile

@@ -12,8 +12,9 @@ figure is closed, the figures' read cache emptied (each figure sets its own rcPa
 torch.compile's frames reset and Inductor's and dynamo's settings restored; what stays warm is imports and caches
 (Inductor's compiled graphs, so on the CPU a kernel's first compile no longer pays the process's own start). A
 worker that dies fails its job (the exit status in the error) and is not reused, nor is an idle one found dead.
-Workers read their jobs from a pipe and stop when it closes, at snakemake's exit; they leave Ctrl-C to snakemake,
-and stop at once, mid-job too, if snakemake is killed outright. A job's change of folder is undone after it.
+Workers read their jobs from a pipe and stop when it closes, at snakemake's exit; they leave Ctrl-C to snakemake
+(but for an interruptible pool's job in flight, which it ends), and stop at once, mid-job too, if snakemake is killed
+outright. A job's change of folder is undone after it.
 """
 from __future__ import annotations
 

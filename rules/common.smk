@@ -209,7 +209,7 @@ def get_final_outputs(wildcards=None):
     )
 
 
-ON_A_GPU = "(?!cpu(?:/|$))[a-z0-9-]+"  # a gpu wildcard other than cpu (rules/measure.smk: the CPU's jobs run in a worker)
+ON_A_GPU = "(?!cpu(?:/|$))[a-z0-9-]+"  # a gpu other than cpu (rules/measure.smk: the CPU's jobs run in a worker)
 
 
 def measure_argv(wildcards, params, output):
@@ -473,7 +473,8 @@ def start_compile_lanes():
         return
     lanes = config.get("compile_lanes")  # None: the host's share, for GPU jobs only (on the CPU they would share
     # the cores the host timing runs on); a number: that many, for every job
-    jobs = sorted((j for j in workflow.dag.needrun_jobs() if j.rule.name in ("measure", "measure_shapes", "measure_host", "measure_shapes_host")
+    measures = ("measure", "measure_shapes", "measure_host", "measure_shapes_host")
+    jobs = sorted((j for j in workflow.dag.needrun_jobs() if j.rule.name in measures
                    and (lanes is not None or j.wildcards_dict["gpu"] != "cpu")),
                   key=lambda j: (-j.priority, j.wildcards_dict["kernel"]))
     spec = [{"kernel": j.wildcards_dict["kernel"], "out": str(j.output.raw), "params": dict(j.params.sweep),
