@@ -6,9 +6,8 @@ Per row, with x_hat = (x - mean) * rstd (RMSNorm: no mean) and g = weight * dy:
 The statistics are recomputed from x, so the forward saves nothing but its inputs. dweight and dbias are reduced in
 two stages, as Liger-Kernel and the Triton layer-norm tutorial do: each program walks a block of rows (short rows
 several at once) with its partial sums in fp32 registers, then one launch sums the programs' partials and casts
-them (no atomics: a fixed order, a deterministic result). Rows longer than HELD_MAX_COLS (held, they spill) take
-two launches over column tiles: each tile's statistics (mean, squared deviations, sum of g * (x - mean), sum of g),
-then each tile combines its row's (Chan's formula: no cancellation) and writes dx and partial dweight, dbias.
+them (no atomics: a fixed order, a deterministic result). Rows longer than HELD_MAX_COLS (held, they spill) are
+read twice (kernels/_norm_bwd_long.py): in one launch whose second read the L2 serves, or in column tiles.
 """
 from __future__ import annotations
 
@@ -16,10 +15,11 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import _norm_bwd_long as long_rows
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._rows import row_align, row_launch_params
 from rooflab.kernel import vjp_keeping_output
-from rooflab.triton_utils import multiprocessor_count
+from rooflab.triton_utils import l2_cache_bytes, multiprocessor_count
 
 # Programs a SM: ELEMENTS_PER_SM // a program's tile, at most PROGRAMS_PER_SM (bf16 4096 x 8192 backward alone: 1
 # program a SM 88 us, 2 92, 4 99; 4096 x 4096: 2 45, 4 47, 1 66; 1024^2: 4 12.6, 2 13.4; normbwd_s21.csv)
@@ -29,6 +29,7 @@ PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes
 # 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (D3, nineteenth session)
 HELD_MAX_COLS = 8192
 LONG_TILE = 4096  # columns a program of a long row takes (one held fp32 tile of x, dy and the partial sums)
+INTERPRETER_L2_BYTES = 1 << 20  # the L2 the row loop's rule assumes under the interpreter (its 4 "SMs")
 HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the fp32 tile
 # Held rows of (over, at most) bytes load the next rows' x and dy while working on this one's, at most 8 warps
 # (bwd alone, normbwd_s22_d1.csv: RMSNorm bf16 4096 x 8192 88 -> 57 us, fp32 8192^2 235 -> 206; LayerNorm bf16
@@ -99,78 +100,6 @@ def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, part_ptr, n_rows, n_cols, eps
 
 
 @triton.jit
-def _norm_bwd_tile_stats_kernel(x_ptr, w_ptr, dy_ptr, stats_ptr, n_cols, n_tiles, BLOCK_N: tl.constexpr,
-                                CENTRE: tl.constexpr, ALIGN: tl.constexpr = 1):
-    # Long rows, launch 1: one column tile of one row a program; its (mean, squared deviations, sum of
-    # g * (x - mean), sum of g) over its own columns into stats[row, tile, 0:4] (RMSNorm: mean 0).
-    n_cols = n_cols // ALIGN * ALIGN
-    pid = tl.program_id(axis=0)
-    row, tile = pid // n_tiles, pid % n_tiles
-    cols = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = cols < n_cols
-    offset = row.to(tl.int64) * n_cols
-    x = tl.load(x_ptr + offset + cols, mask=mask, other=0.0).to(tl.float32)
-    g = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32) * \
-        tl.load(dy_ptr + offset + cols, mask=mask, other=0.0).to(tl.float32)
-    if CENTRE:
-        mean = tl.sum(x, axis=0) / tl.minimum(n_cols - tile * BLOCK_N, BLOCK_N)
-        x = tl.where(mask, x - mean, 0.0)
-    else:
-        mean = 0.0
-    out = stats_ptr + pid.to(tl.int64) * 4
-    tl.store(out, mean)
-    tl.store(out + 1, tl.sum(x * x, axis=0))
-    tl.store(out + 2, tl.sum(g * x, axis=0))
-    tl.store(out + 3, tl.sum(g, axis=0))
-
-
-@triton.jit
-def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part_ptr, n_rows,
-                                n_cols, n_tiles, eps, ROWS_PER_PROGRAM: tl.constexpr, BLOCK_N: tl.constexpr,
-                                BLOCK_T: tl.constexpr, CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr,
-                                ALIGN: tl.constexpr = 1):
-    # Long rows, launch 2: one column tile of ROWS_PER_PROGRAM rows a program; each row's statistics from its
-    # tiles' (in tile order), then dx of the tile and the rows' partial dweight, dbias into part[row block, cols].
-    n_cols = n_cols // ALIGN * ALIGN
-    pid = tl.program_id(axis=0)
-    block, tile = pid // n_tiles, pid % n_tiles
-    cols = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask = cols < n_cols
-    tiles = tl.arange(0, BLOCK_T)
-    t_mask = tiles < n_tiles
-    counts = tl.minimum(n_cols - tiles * BLOCK_N, BLOCK_N).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    dw = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    db = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    for i in range(ROWS_PER_PROGRAM):
-        row = block * ROWS_PER_PROGRAM + i
-        if row < n_rows:
-            stats = stats_ptr + (row.to(tl.int64) * n_tiles + tiles) * 4
-            t_mean = tl.load(stats, mask=t_mask, other=0.0)
-            t_sg = tl.load(stats + 3, mask=t_mask, other=0.0)
-            mean = tl.sum(tl.where(t_mask, counts * t_mean, 0.0), axis=0) / n_cols
-            d = t_mean - mean  # Chan: the row's sums from its tiles' about their own means
-            m2 = tl.sum(tl.load(stats + 1, mask=t_mask, other=0.0) + tl.where(t_mask, counts * d * d, 0.0), axis=0)
-            sgx = tl.sum(tl.load(stats + 2, mask=t_mask, other=0.0) + d * t_sg, axis=0)
-            rstd = 1.0 / tl.sqrt(m2 / n_cols + eps)
-            offset = row.to(tl.int64) * n_cols
-            x = tl.load(x_ptr + offset + cols, mask=mask, other=0.0).to(tl.float32)
-            dy = tl.load(dy_ptr + offset + cols, mask=mask, other=0.0).to(tl.float32)
-            x_hat = tl.where(mask, x - mean, 0.0) * rstd
-            dx = w * dy - x_hat * (sgx * rstd / n_cols)
-            if CENTRE:
-                dx = dx - tl.sum(t_sg, axis=0) / n_cols
-            tl.store(dx_ptr + offset + cols, (dx * rstd).to(dx_ptr.dtype.element_ty), mask=mask)
-            dw += dy * x_hat
-            if HAS_BIAS:
-                db += dy
-    tl.store(part_ptr + block.to(tl.int64) * n_cols + cols, dw, mask=mask)
-    if HAS_BIAS:
-        db_row = (tl.num_programs(axis=0) // n_tiles + block).to(tl.int64)
-        tl.store(part_ptr + db_row * n_cols + cols, db, mask=mask)
-
-
-@triton.jit
 def _norm_bwd_reduce_kernel(part_ptr, out_ptr, n_parts, n_cols, out_stride, BLOCK_P: tl.constexpr,
                             BLOCK_N: tl.constexpr):
     # Stage two: columns pid(0) of partial pid(1) (dweight, dbias) summed over its n_parts rows in fp32 and stored
@@ -197,9 +126,9 @@ class _Plan:
         dx = torch.empty_like(x2)
         parts = torch.empty(self.parts, dtype=torch.float32, device=x2.device)
         out = torch.empty(self.out, dtype=weight.dtype, device=x2.device)
-        if self.stats is None:
+        if self.stats is None:  # held rows, or the row loop
             self.launches[0](x2, weight, dy2, dx, parts)
-        else:  # long rows: the tile statistics, then the tiles
+        else:  # long rows in column tiles: the tile statistics, then the tiles
             stats = torch.empty(self.stats, dtype=torch.float32, device=x2.device)
             self.launches[0](x2, weight, dy2, stats)
             self.launches[1](x2, weight, dy2, dx, stats, parts)
@@ -207,10 +136,11 @@ class _Plan:
         return dx, out
 
 
-def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
-    """Plan and launch a key's backward (held rows, several a program where short; or column tiles of ``tile``),
-    then the partial sums' reduction; keep it as a _Plan where every launch was kept. Returns (dx, out): out is
-    dweight, or dweight and dbias as its two rows, each on a 16-byte boundary (_out_shape)."""
+def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms, programs):
+    """Plan and launch a key's backward (held rows, several a program where short; with ``tile``, long rows: the row
+    loop's ``programs``, or where none column tiles: kernels/_norm_bwd_long.py), then the partial sums' reduction;
+    keep it as a _Plan where every launch was kept. Returns (dx, out): out is dweight, or dweight and dbias as its
+    two rows, each on a 16-byte boundary (_out_shape)."""
     n_rows, n_cols = x2.shape
     plan, launched, align = _Plan(), [], row_align(x2.element_size(), n_cols)
     dx = torch.empty_like(x2)
@@ -232,19 +162,28 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
                  HAS_BIAS=has_bias, ALIGN=align, PREFETCH=prefetch,
                  num_warps=min(warps, PREFETCH_WARPS) if prefetch else warps), n_head=5))
+    elif programs:
+        n_parts = min(programs, n_rows)
+        parts = _parts(plan, has_bias, n_parts, n_cols, x2.device)
+        launched.append(_LAUNCHES.launch(
+            ("loop", key), long_rows._norm_bwd_loop_kernel, (n_parts,),
+            (x2, weight, dy2, dx, parts, n_rows, n_cols, eps),
+            dict(BLOCK_N=tile, CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=long_rows.LOOP_WARPS),
+            n_head=5))
     else:
         n_tiles = triton.cdiv(n_cols, tile)
         warps = row_launch_params(tile, 4)[1]  # the fp32 partial sums set the registers a tile needs
         plan.stats = (n_rows, n_tiles, 4)
         stats = torch.empty(plan.stats, dtype=torch.float32, device=x2.device)
         launched.append(_LAUNCHES.launch(
-            ("stats", key), _norm_bwd_tile_stats_kernel, (n_rows * n_tiles,), (x2, weight, dy2, stats, n_cols, n_tiles),
-            dict(BLOCK_N=tile, CENTRE=centre, ALIGN=align, num_warps=warps), n_head=4))
+            ("stats", key), long_rows._norm_bwd_tile_stats_kernel, (n_rows * n_tiles,),
+            (x2, weight, dy2, stats, n_cols, n_tiles), dict(BLOCK_N=tile, CENTRE=centre, ALIGN=align, num_warps=warps),
+            n_head=4))
         rows_per_program = triton.cdiv(n_rows, max(1, min(n_rows, _per_sm(tile) * sms // n_tiles)))
         n_parts = triton.cdiv(n_rows, rows_per_program)
         parts = _parts(plan, has_bias, n_parts, n_cols, x2.device)
         launched.append(_LAUNCHES.launch(
-            ("tiles", key), _norm_bwd_tile_apply_kernel, (n_parts * n_tiles,),
+            ("tiles", key), long_rows._norm_bwd_tile_apply_kernel, (n_parts * n_tiles,),
             (x2, weight, dy2, dx, stats, parts, n_rows, n_cols, n_tiles, eps),
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles),
                  CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=warps), n_head=6))
@@ -283,29 +222,36 @@ _LAUNCHES = LaunchCache("norm_backward")
 
 
 def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: float, centre: bool,
-                  has_bias: bool, tile: int | None = None):
-    """(dx, dweight, dbias or None) of LayerNorm (centre) or RMSNorm over the last dimension of x. ``tile``: the
-    column tiles of the long-row path (a power of two; by default LONG_TILE for rows over HELD_MAX_COLS). A key seen
-    before launches as its first call did (kernels/_fastlaunch.py)."""
+                  has_bias: bool, tile: int | None = None, programs: int | None = None):
+    """(dx, dweight, dbias or None) of LayerNorm (centre) or RMSNorm over the last dimension of x. Rows over
+    HELD_MAX_COLS take a long-row path (kernels/_norm_bwd_long.py): the row loop where loop_programs gives it
+    programs, else column tiles. ``programs``: the row loop's programs (0: never the loop); ``tile``: the long-row
+    path's columns a step (a power of two; alone, it forces the column tiles). A key seen before launches as its
+    first call did (kernels/_fastlaunch.py)."""
     n_cols = x.shape[-1]
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
-    key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
-           HELD_MAX_COLS, LONG_TILE, HELD_WARPS, PREFETCH_ROW_BYTES, PREFETCH_UNALIGNED, PREFETCH_WARPS,
-           PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS,
-           REDUCE_WARPS)
+    key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile, programs,  # and the modules' choices,
+           HELD_MAX_COLS, LONG_TILE, HELD_WARPS, PREFETCH_ROW_BYTES, PREFETCH_UNALIGNED, PREFETCH_WARPS,  # which a
+           PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE, REDUCE_MIN_COLS,  # lab swaps
+           REDUCE_MAX_PARTS, REDUCE_WARPS, long_rows.LOOP_PER_SM, long_rows.LOOP_L2_SHARE, long_rows.LOOP_TILE,
+           long_rows.LOOP_WARPS)
     plan = _LAUNCHES.get(key)
     if plan is not None:
         dx, out = plan(x2, weight_c, dy2)
     else:
-        if tile is None and n_cols > HELD_MAX_COLS:
-            tile = LONG_TILE
-        if tile is not None and (tile < 16 or tile & (tile - 1)):
-            raise ValueError(f"tile must be a power of two of at least 16 columns, got {tile}")
         if x2.shape[0] == 0 or n_cols == 0:
             zeros = torch.zeros_like(weight)
             return torch.empty_like(x), zeros, zeros.clone() if has_bias else None
         sms = multiprocessor_count(x.device) if x.is_cuda else 4
-        dx, out = _first_call(key, x2, weight_c, dy2, eps, centre, has_bias, tile, sms)
+        if programs is None:
+            programs = 0 if tile is not None or n_cols <= HELD_MAX_COLS else long_rows.loop_programs(
+                x2.shape[0], n_cols, x2.element_size(), has_bias, sms,
+                l2_cache_bytes(x.device) if x.is_cuda else INTERPRETER_L2_BYTES)
+        if tile is None and (programs or n_cols > HELD_MAX_COLS):
+            tile = long_rows.LOOP_TILE if programs else LONG_TILE
+        if tile is not None and (tile < 16 or tile & (tile - 1)):
+            raise ValueError(f"tile must be a power of two of at least 16 columns, got {tile}")
+        dx, out = _first_call(key, x2, weight_c, dy2, eps, centre, has_bias, tile, sms, programs)
     if has_bias:
         dweight, dbias = (out if out.shape[1] == n_cols else out.narrow(1, 0, n_cols)).unbind(0)
         return dx.reshape(x.shape), dweight, dbias

@@ -36,7 +36,8 @@ PROBES_FIRST = {"floor": floor.run_floor, "flush": timer.run_flush}
 PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept": floor.run_intercept, "placement": timer.run_placement,
                "drift": timer.run_drift, "instances": timer.run_instances, "launch": floor.run_launch,
                "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof, "longrows": longrows.run_longrows,
-               "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd, "timeline": timeline.run_timeline}
+               "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
+               "longbwd": longrows.run_longbwd, "timeline": timeline.run_timeline}
 
 HELP = {
     "gelu": "GeLU's BLOCK_SIZE x num_warps",
@@ -77,6 +78,8 @@ HELP = {
     "longfwd": "longrows' forward variants alone",
     "normbwd": "the norms' held-row backward alone at square and llm shapes: programs a SM, warps, two rows at once, "
                "beside the fwd+bwd of ours, the builtin and torch.compile",
+    "longbwd": "the norms' long-row backward alone (rows of 11008-50257 columns): the row loop's programs a SM, tile, "
+               "warps and L2 share against the column tiles, beside the fwd+bwd of ours, the builtin and torch.compile",
 }
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, *PROBES_FIRST, *PROBES_LAST}
 

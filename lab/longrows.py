@@ -7,11 +7,12 @@ llm RMSNorm fwd+bwd 1024 x 50257 bf16 0.53, 4096 x 32000 0.63; LayerNorm fwd 409
 Beside the builtin and torch.compile of the naive expression (fwd+bwd: its gradients and output, and as before the
 twenty-first session the gradients alone, whose forward store Inductor drops), every variant checked against the
 builtin first. Section longfwd: the forward's variants alone; normbwd: the held rows' backward (programs a SM,
-warps, the next rows prefetched or not, two rows at once) at square and llm shapes."""
+warps, the next rows prefetched or not, two rows at once) at square and llm shapes; longbwd: the long rows' backward
+alone, the row loop (kernels/_norm_bwd_long.py: programs, tile, warps, its L2 share) against the column tiles."""
 import torch
 import triton
 
-from kernels import _norm_bwd
+from kernels import _norm_bwd, _norm_bwd_long
 from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
 from lab.common import DTYPES, checked, swapped, timed
 from rooflab.cell import _kw, compiled_factory
@@ -27,6 +28,11 @@ BWD_SHAPES = ((1024, 1024), (8192, 2048), (4096, 4096), (4096, 4097), (4096, 512
               (16384, 4096), (128, 4096), (8192, 14336), (16, 333333))
 BWD_PROGRAMS_PER_SM = (1, 2, 4)  # the most programs a SM (PROGRAMS_PER_SM), beside the default's
 BWD_WARPS = (4, 8, 16, 32)  # num_warps of the held backward (the default: the fp32 tile's row_launch_params)
+LONG_BWD_SHAPES = ((2048, 16384), (8192, 14336), (4096, 11008), (1024, 28672), (4096, 32000), (1024, 50257),
+                   (16384, 12288))
+LOOP_VARIANTS = ((1, 4096, 8), (2, 4096, 8), (3, 4096, 8), (2, 2048, 4), (2, 2048, 8), (1, 8192, 8), (1, 8192, 16),
+                 (2, 4096, 16))  # (programs a SM, tile, warps) of the row loop, forced whatever its L2 rule says
+LOOP_L2_SHARES = (0.75, 1.0)  # the rule's share of the L2 at its defaults, beside LOOP_L2_SHARE
 
 
 def held_at_least(warps):
@@ -90,6 +96,29 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
     return checked_against_builtin(out, dtype, f"{name} bwd")
 
 
+def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
+    """{variant: fn} of one norm's long-row backward alone: the default, the column tiles, the row loop at each of
+    LOOP_VARIANTS, the rule at other L2 shares; the fwd+bwd of ours, the builtin and torch.compile beside them."""
+    kernel = load_kernel(name)
+    inputs = kernel.make_inputs((rows, cols), dtype, device, 0)
+    x, w, *rest = inputs
+    dy, centre = rest[-1], name == "layernorm"
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+
+    def bwd(**kw):
+        return lambda: _norm_bwd.norm_backward(x, w, dy, kernel.module.EPS, centre, centre, **kw)[:2 + centre]
+    out = {"builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"),
+           "compile": _compiled(kernel, "fwd+bwd")(inputs),
+           "ours (default)": kernel.impls["triton"](inputs, pass_="fwd+bwd"), "bwd alone (default)": bwd(),
+           "bwd alone, column tiles": bwd(programs=0)}
+    for per_sm, tile, warps in LOOP_VARIANTS:
+        out[f"bwd alone, loop {per_sm} a SM, tile {tile}, {warps} warps"] = swapped(
+            _norm_bwd_long, bwd(programs=min(rows, per_sm * sms), tile=tile), LOOP_WARPS=warps)
+    for share in LOOP_L2_SHARES:
+        out[f"bwd alone, rule at L2 share {share}"] = swapped(_norm_bwd_long, bwd(), LOOP_L2_SHARE=share)
+    return checked_against_builtin(out, dtype, f"{name} bwd")
+
+
 def fwd_variants(name, rows, cols, dtype, device="cuda"):
     """{variant: fn} of one norm's forward at rows x cols."""
     kernel = load_kernel(name)
@@ -145,3 +174,7 @@ def run_longfwd(run):
 
 def run_normbwd(run):
     _run(run, BWD_SHAPES, (("bwd", bwd_variants),))
+
+
+def run_longbwd(run):
+    _run(run, LONG_BWD_SHAPES, (("bwd", long_bwd_variants),))
