@@ -7,7 +7,7 @@ The statistics are recomputed from x, so the forward saves nothing but its input
 two stages, as Liger-Kernel and the Triton layer-norm tutorial do: each program walks a block of rows (short rows
 several at once) with its partial sums in fp32 registers, then one launch sums the programs' partials and casts
 them (no atomics: a fixed order, a deterministic result). Rows longer than HELD_MAX_COLS (held, they spill) are
-read twice (kernels/_norm_bwd_long.py): in one launch whose second read the L2 serves, or in column tiles.
+read twice, in column tiles (kernels/_norm_bwd_long.py).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from kernels import _norm_bwd_long as long_rows
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._rows import row_align, row_launch_params
 from rooflab.kernel import vjp_keeping_output
-from rooflab.triton_utils import l2_cache_bytes, multiprocessor_count
+from rooflab.triton_utils import multiprocessor_count
 
 # Programs a SM: ELEMENTS_PER_SM // a program's tile, at most PROGRAMS_PER_SM (bf16 4096 x 8192 backward alone: 1
 # program a SM 88 us, 2 92, 4 99; 4096 x 4096: 2 45, 4 47, 1 66; 1024^2: 4 12.6, 2 13.4; normbwd_s21.csv)
@@ -29,7 +29,7 @@ PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes
 # 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (D3, nineteenth session)
 HELD_MAX_COLS = 8192
 LONG_TILE = 4096  # columns a program of a long row takes (one held fp32 tile of x, dy and the partial sums)
-INTERPRETER_L2_BYTES = 1 << 20  # the L2 the row loop's rule assumes under the interpreter (its 4 "SMs")
+TILE_PREFETCH = False  # the column tiles' second launch loads a row's x and dy while it works on the row before
 HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the fp32 tile
 # Held rows of (over, at most) bytes load the next rows' x and dy while working on this one's, at most 8 warps
 # (bwd alone, normbwd_s22_d1.csv: RMSNorm bf16 4096 x 8192 88 -> 57 us, fp32 8192^2 235 -> 206; LayerNorm bf16
@@ -136,11 +136,11 @@ class _Plan:
         return dx, out
 
 
-def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms, programs):
-    """Plan and launch a key's backward (held rows, several a program where short; with ``tile``, long rows: the row
-    loop's ``programs``, or where none column tiles: kernels/_norm_bwd_long.py), then the partial sums' reduction;
-    keep it as a _Plan where every launch was kept. Returns (dx, out): out is dweight, or dweight and dbias as its
-    two rows, each on a 16-byte boundary (_out_shape)."""
+def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
+    """Plan and launch a key's backward (held rows, several a program where short; or column tiles of ``tile``:
+    kernels/_norm_bwd_long.py), then the partial sums' reduction; keep it as a _Plan where every launch was kept.
+    Returns (dx, out): out is dweight, or dweight and dbias as its two rows, each on a 16-byte boundary
+    (_out_shape)."""
     n_rows, n_cols = x2.shape
     plan, launched, align = _Plan(), [], row_align(x2.element_size(), n_cols)
     dx = torch.empty_like(x2)
@@ -162,14 +162,6 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms, programs
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
                  HAS_BIAS=has_bias, ALIGN=align, PREFETCH=prefetch,
                  num_warps=min(warps, PREFETCH_WARPS) if prefetch else warps), n_head=5))
-    elif programs:
-        n_parts = min(programs, n_rows)
-        parts = _parts(plan, has_bias, n_parts, n_cols, x2.device)
-        launched.append(_LAUNCHES.launch(
-            ("loop", key), long_rows._norm_bwd_loop_kernel, (n_parts,),
-            (x2, weight, dy2, dx, parts, n_rows, n_cols, eps),
-            dict(BLOCK_N=tile, CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=long_rows.LOOP_WARPS),
-            n_head=5))
     else:
         n_tiles = triton.cdiv(n_cols, tile)
         warps = row_launch_params(tile, 4)[1]  # the fp32 partial sums set the registers a tile needs
@@ -186,7 +178,7 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms, programs
             ("tiles", key), long_rows._norm_bwd_tile_apply_kernel, (n_parts * n_tiles,),
             (x2, weight, dy2, dx, stats, parts, n_rows, n_cols, n_tiles, eps),
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles),
-                 CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=warps), n_head=6))
+                 CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, PREFETCH=TILE_PREFETCH, num_warps=warps), n_head=6))
     out = torch.empty(plan.out, dtype=weight.dtype, device=x2.device)
     block_p = min(triton.next_power_of_2(n_parts), REDUCE_MAX_PARTS)  # few partials: wide column blocks
     block_n = min(triton.next_power_of_2(n_cols), max(REDUCE_MIN_COLS, REDUCE_TILE // block_p))
@@ -222,36 +214,29 @@ _LAUNCHES = LaunchCache("norm_backward")
 
 
 def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: float, centre: bool,
-                  has_bias: bool, tile: int | None = None, programs: int | None = None):
-    """(dx, dweight, dbias or None) of LayerNorm (centre) or RMSNorm over the last dimension of x. Rows over
-    HELD_MAX_COLS take a long-row path (kernels/_norm_bwd_long.py): the row loop where loop_programs gives it
-    programs, else column tiles. ``programs``: the row loop's programs (0: never the loop); ``tile``: the long-row
-    path's columns a step (a power of two; alone, it forces the column tiles). A key seen before launches as its
-    first call did (kernels/_fastlaunch.py)."""
+                  has_bias: bool, tile: int | None = None):
+    """(dx, dweight, dbias or None) of LayerNorm (centre) or RMSNorm over the last dimension of x. ``tile``: the
+    column tiles of the long-row path (a power of two; by default LONG_TILE for rows over HELD_MAX_COLS). A key seen
+    before launches as its first call did (kernels/_fastlaunch.py)."""
     n_cols = x.shape[-1]
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
-    key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile, programs,  # and the modules' choices,
-           HELD_MAX_COLS, LONG_TILE, HELD_WARPS, PREFETCH_ROW_BYTES, PREFETCH_UNALIGNED, PREFETCH_WARPS,  # which a
-           PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE, REDUCE_MIN_COLS,  # lab swaps
-           REDUCE_MAX_PARTS, REDUCE_WARPS, long_rows.LOOP_PER_SM, long_rows.LOOP_L2_SHARE, long_rows.LOOP_TILE,
-           long_rows.LOOP_WARPS)
+    key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
+           HELD_MAX_COLS, LONG_TILE, TILE_PREFETCH, HELD_WARPS, PREFETCH_ROW_BYTES, PREFETCH_UNALIGNED, PREFETCH_WARPS,
+           PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS,
+           REDUCE_WARPS)
     plan = _LAUNCHES.get(key)
     if plan is not None:
         dx, out = plan(x2, weight_c, dy2)
     else:
+        if tile is None and n_cols > HELD_MAX_COLS:
+            tile = LONG_TILE
+        if tile is not None and (tile < 16 or tile & (tile - 1)):
+            raise ValueError(f"tile must be a power of two of at least 16 columns, got {tile}")
         if x2.shape[0] == 0 or n_cols == 0:
             zeros = torch.zeros_like(weight)
             return torch.empty_like(x), zeros, zeros.clone() if has_bias else None
         sms = multiprocessor_count(x.device) if x.is_cuda else 4
-        if programs is None:
-            programs = 0 if tile is not None or n_cols <= HELD_MAX_COLS else long_rows.loop_programs(
-                x2.shape[0], n_cols, x2.element_size(), has_bias, sms,
-                l2_cache_bytes(x.device) if x.is_cuda else INTERPRETER_L2_BYTES)
-        if tile is None and (programs or n_cols > HELD_MAX_COLS):
-            tile = long_rows.LOOP_TILE if programs else LONG_TILE
-        if tile is not None and (tile < 16 or tile & (tile - 1)):
-            raise ValueError(f"tile must be a power of two of at least 16 columns, got {tile}")
-        dx, out = _first_call(key, x2, weight_c, dy2, eps, centre, has_bias, tile, sms, programs)
+        dx, out = _first_call(key, x2, weight_c, dy2, eps, centre, has_bias, tile, sms)
     if has_bias:
         dweight, dbias = (out if out.shape[1] == n_cols else out.narrow(1, 0, n_cols)).unbind(0)
         return dx.reshape(x.shape), dweight, dbias

@@ -78,8 +78,8 @@ HELP = {
     "longfwd": "longrows' forward variants alone",
     "normbwd": "the norms' held-row backward alone at square and llm shapes: programs a SM, warps, two rows at once, "
                "beside the fwd+bwd of ours, the builtin and torch.compile",
-    "longbwd": "the norms' long-row backward alone (rows of 11008-50257 columns): the row loop's programs a SM, tile, "
-               "warps and L2 share against the column tiles, beside the fwd+bwd of ours, the builtin and torch.compile",
+    "longbwd": "the norms' long-row backward alone (rows of 11008-333333 columns) in column tiles: the next row "
+               "loaded ahead, tiles, programs a SM, beside the fwd+bwd of ours, the builtin and torch.compile",
 }
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, *PROBES_FIRST, *PROBES_LAST}
 

@@ -8,11 +8,11 @@ Beside the builtin and torch.compile of the naive expression (fwd+bwd: its gradi
 twenty-first session the gradients alone, whose forward store Inductor drops), every variant checked against the
 builtin first. Section longfwd: the forward's variants alone; normbwd: the held rows' backward (programs a SM,
 warps, the next rows prefetched or not, two rows at once) at square and llm shapes; longbwd: the long rows' backward
-alone, the row loop (kernels/_norm_bwd_long.py: programs, tile, warps, its L2 share) against the column tiles."""
+alone in column tiles (kernels/_norm_bwd_long.py): the next row loaded ahead, tiles, programs a SM."""
 import torch
 import triton
 
-from kernels import _norm_bwd, _norm_bwd_long
+from kernels import _norm_bwd
 from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
 from lab.common import DTYPES, checked, swapped, timed
 from rooflab.cell import _kw, compiled_factory
@@ -29,10 +29,8 @@ BWD_SHAPES = ((1024, 1024), (8192, 2048), (4096, 4096), (4096, 4097), (4096, 512
 BWD_PROGRAMS_PER_SM = (1, 2, 4)  # the most programs a SM (PROGRAMS_PER_SM), beside the default's
 BWD_WARPS = (4, 8, 16, 32)  # num_warps of the held backward (the default: the fp32 tile's row_launch_params)
 LONG_BWD_SHAPES = ((2048, 16384), (8192, 14336), (4096, 11008), (1024, 28672), (4096, 32000), (1024, 50257),
-                   (16384, 12288))
-LOOP_VARIANTS = ((1, 4096, 8), (2, 4096, 8), (3, 4096, 8), (2, 2048, 4), (2, 2048, 8), (1, 8192, 8), (1, 8192, 16),
-                 (2, 4096, 16))  # (programs a SM, tile, warps) of the row loop, forced whatever its L2 rule says
-LOOP_L2_SHARES = (0.75, 1.0)  # the rule's share of the L2 at its defaults, beside LOOP_L2_SHARE
+                   (32, 128256), (16, 333333))
+LONG_BWD_TILES = (2048, 8192)  # beside LONG_TILE, with and without the next row loaded ahead
 
 
 def held_at_least(warps):
@@ -97,25 +95,26 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
 
 
 def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
-    """{variant: fn} of one norm's long-row backward alone: the default, the column tiles, the row loop at each of
-    LOOP_VARIANTS, the rule at other L2 shares; the fwd+bwd of ours, the builtin and torch.compile beside them."""
+    """{variant: fn} of one norm's long-row backward alone (column tiles): the default; the next row's x and dy
+    loaded ahead (TILE_PREFETCH); other tiles; other programs a SM; the fwd+bwd of ours, the builtin and
+    torch.compile beside them."""
     kernel = load_kernel(name)
     inputs = kernel.make_inputs((rows, cols), dtype, device, 0)
     x, w, *rest = inputs
     dy, centre = rest[-1], name == "layernorm"
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-
-    def bwd(**kw):
-        return lambda: _norm_bwd.norm_backward(x, w, dy, kernel.module.EPS, centre, centre, **kw)[:2 + centre]
+    bwd = lambda: _norm_bwd.norm_backward(x, w, dy, kernel.module.EPS, centre, centre)[:2 + centre]  # noqa: E731
     out = {"builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"),
            "compile": _compiled(kernel, "fwd+bwd")(inputs),
-           "ours (default)": kernel.impls["triton"](inputs, pass_="fwd+bwd"), "bwd alone (default)": bwd(),
-           "bwd alone, column tiles": bwd(programs=0)}
-    for per_sm, tile, warps in LOOP_VARIANTS:
-        out[f"bwd alone, loop {per_sm} a SM, tile {tile}, {warps} warps"] = swapped(
-            _norm_bwd_long, bwd(programs=min(rows, per_sm * sms), tile=tile), LOOP_WARPS=warps)
-    for share in LOOP_L2_SHARES:
-        out[f"bwd alone, rule at L2 share {share}"] = swapped(_norm_bwd_long, bwd(), LOOP_L2_SHARE=share)
+           "ours (default)": kernel.impls["triton"](inputs, pass_="fwd+bwd"), "bwd alone (default)": bwd}
+    for prefetch in (False, True):
+        label = ", prefetch" if prefetch else ""
+        out[f"bwd alone, tile {_norm_bwd.LONG_TILE}{label}"] = swapped(_norm_bwd, bwd, TILE_PREFETCH=prefetch)
+        for tile in LONG_BWD_TILES:
+            out[f"bwd alone, tile {tile}{label}"] = swapped(_norm_bwd, bwd, LONG_TILE=tile, TILE_PREFETCH=prefetch)
+        for per_sm in BWD_PROGRAMS_PER_SM:
+            out[f"bwd alone, {per_sm} a SM{label}"] = swapped(_norm_bwd, bwd, PROGRAMS_PER_SM=per_sm,
+                                                              ELEMENTS_PER_SM=1 << 30, TILE_PREFETCH=prefetch)
+    out["ours, prefetch"] = swapped(_norm_bwd, out["ours (default)"], TILE_PREFETCH=True)
     return checked_against_builtin(out, dtype, f"{name} bwd")
 
 

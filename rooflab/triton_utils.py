@@ -48,12 +48,6 @@ def multiprocessor_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-@functools.lru_cache(maxsize=None)
-def l2_cache_bytes(device: torch.device) -> int:
-    """The device's L2 size in bytes, once per device."""
-    return torch.cuda.get_device_properties(device).L2_cache_size
-
-
 def check_device(*tensors) -> None:
     """Triton needs CUDA tensors on a GPU, CPU tensors under the interpreter: say so instead of crashing."""
     want_cpu = interpreting()

@@ -79,16 +79,19 @@ def _norm_grads64(centre, x, w, b, dy):
 
 @pytest.mark.parametrize("centre", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("programs", [None, 3])
+@pytest.mark.parametrize("prefetch", [False, True])
 @pytest.mark.parametrize("shape,tile", [((3, 100), 16), ((37, 64), 32), ((1, 33), 16), ((9, 257), 64)])
-def test_long_row_path_against_float64(centre, dtype, programs, shape, tile):
-    # both long-row paths, forced on short rows (None: column tiles; 3: the row loop's programs): a last partial
-    # tile, one row, several rows a program (37 rows over 2 tiles, or 13 rows a program of the loop), a large mean
-    # (LayerNorm combines tiles about their own means)
+def test_long_row_path_against_float64(monkeypatch, centre, dtype, prefetch, shape, tile):
+    # the column-tiled path of rows longer than a block, forced on short rows: a last partial tile, one row,
+    # several rows a program (37 rows over 2 tiles), a large mean (LayerNorm combines tiles about their own means);
+    # with and without the next row's x and dy loaded ahead (TILE_PREFETCH, keyed)
+    from kernels import _norm_bwd
+
+    monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", prefetch)
     n = shape[-1]
     x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
     dy = rand(shape, dtype, 3)
-    ours = norm_backward(x, w, dy, LN_EPS if centre else RMS_EPS, centre, centre, tile=tile, programs=programs)
+    ours = norm_backward(x, w, dy, LN_EPS if centre else RMS_EPS, centre, centre, tile=tile)
     ref = _norm_grads64(centre, x, w, b, dy)
     for name, o, r in zip(("dx", "dweight", "dbias"), ours, ref):
         assert o.dtype == dtype and o.shape == r.shape, name
@@ -115,49 +118,28 @@ def test_a_tile_that_is_no_power_of_two_is_refused():
         norm_backward(torch.zeros(1, 40), torch.ones(40), torch.zeros(1, 40), 1e-5, True, True, tile=24)
 
 
-def test_rows_over_held_max_cols_take_a_long_row_path(monkeypatch):
-    # rows of 8193-16384 columns fit a block but spill when held: a long-row path takes them, the row loop where
-    # there are rows for every SM (the interpreter's 4) and at least a program a SM fits half the L2 it assumes
-    # (512 KiB: an fp16 RMSNorm row of 8193 columns, its x, dy and fp32 partial sums, is 64 KiB and 8 bytes, so 7
-    # programs fit), else column tiles (fewer rows than SMs; fp32 rows of 16384, 192 KiB: 2 fit)
-    from kernels import _norm_bwd, _norm_bwd_long
+def test_rows_over_held_max_cols_take_the_tiled_path(monkeypatch):
+    # rows of 8193-16384 columns fit a block but spill when held: the tiled path takes them
+    from kernels import _norm_bwd
 
     calls = []
-    def first_call(key, x2, *rest):  # records the tile and the programs it was given
-        calls.append((rest[5], rest[7]))
-        return x2, torch.zeros(x2.shape[1])  # dx, dweight
+    def first_call(key, x2, *rest):  # records the tile it was given
+        calls.append(rest[5])
+        return x2, torch.zeros(2, x2.shape[1])  # dx, (dweight, dbias)
 
     monkeypatch.setattr(_norm_bwd, "_first_call", first_call)
-    long = _norm_bwd.HELD_MAX_COLS + 1
-    for rows, n, dtype in ((1, long, torch.float16), (1, long - 1, torch.float16), (3, long, torch.float16),
-                           (20, long, torch.float16), (5, long, torch.float16), (20, 16384, torch.float32)):
-        x = torch.zeros(rows, n, dtype=dtype)
-        norm_backward(x, torch.ones(n, dtype=dtype), x, 1e-5, False, False)
-    tiles, loop = (_norm_bwd.LONG_TILE, 0), _norm_bwd_long.LOOP_TILE
-    assert calls == [tiles, (None, 0), tiles, (loop, 7), (loop, 5), tiles]
+    n = _norm_bwd.HELD_MAX_COLS + 1
+    norm_backward(torch.zeros(1, n), torch.ones(n), torch.zeros(1, n), 1e-5, True, True)
+    norm_backward(torch.zeros(1, n - 1), torch.ones(n - 1), torch.zeros(1, n - 1), 1e-5, True, True)
+    assert calls == [_norm_bwd.LONG_TILE, None]
 
 
-def test_the_row_loop_programs_rule():
-    # on the H200 (132 SMs, 60 MiB of L2, half of it for the loop): LOOP_PER_SM programs a SM where they fit, fewer
-    # where only as many as the SMs fit, none past that or for fewer rows than SMs
-    from kernels._norm_bwd_long import LOOP_PER_SM, loop_programs
-
-    l2 = 60 << 20
-    assert LOOP_PER_SM >= 2
-    assert loop_programs(4096, 16384, 2, False, 132, l2) == 240  # 128 KiB a program: 240 fit
-    assert loop_programs(4096, 8192, 2, False, 132, l2) == 132 * LOOP_PER_SM  # 64 KiB: 480 fit
-    assert loop_programs(100, 8192, 2, False, 132, l2) == 0  # fewer rows than SMs
-    assert loop_programs(8192, 14336, 4, True, 132, l2) == 137  # fp32 with a bias: 224 KiB
-    assert loop_programs(4096, 32000, 2, False, 132, l2) == 0  # 250 KiB: 122 fit
-    assert loop_programs(1024, 151936, 2, False, 132, l2) == 0
-
-
-@pytest.mark.parametrize("tile,programs", [(None, None), (16, None), (16, 3)])
+@pytest.mark.parametrize("tile", [None, 16])
 @pytest.mark.parametrize("centre", [True, False])
-def test_a_kept_backward_replays_its_first_call(tile, programs, centre):
-    # kernels/_fastlaunch.py: a key's first call plans and keeps its launches (held rows or the row loop: one;
-    # column tiles: two; then the partials' reduction); a hit on new tensors launches them with no planning and
-    # gives the plain path's answer; alignment is keyed
+def test_a_kept_backward_replays_its_first_call(tile, centre):
+    # kernels/_fastlaunch.py: a key's first call plans and keeps its launches (held rows: one; column tiles: two;
+    # then the partials' reduction); a hit on new tensors launches them with no planning and gives the plain path's
+    # answer; alignment is keyed
     from kernels import _fastlaunch as fl
     from kernels._norm_bwd import _LAUNCHES
 
@@ -166,12 +148,12 @@ def test_a_kept_backward_replays_its_first_call(tile, programs, centre):
             rand((7, 40), torch.float32, seed)
         return x, rand((40,), torch.float32, seed + 1, 0.1, 1.0), rand((7, 40), torch.float32, seed + 2)
 
-    plain = [norm_backward(*call(s), 1e-5, centre, centre, tile=tile, programs=programs) for s in (0, 10)]
+    plain = [norm_backward(*call(s), 1e-5, centre, centre, tile=tile) for s in (0, 10)]
     with fl.replaying():
-        kept = norm_backward(*call(0), 1e-5, centre, centre, tile=tile, programs=programs)
+        kept = norm_backward(*call(0), 1e-5, centre, centre, tile=tile)
         misses = _LAUNCHES.misses
-        assert misses == (3 if tile and not programs else 2) and len(_LAUNCHES) == misses + 1, _LAUNCHES.skipped
-        hit = norm_backward(*call(10), 1e-5, centre, centre, tile=tile, programs=programs)
+        assert misses == (2 if tile is None else 3) and len(_LAUNCHES) == misses + 1, _LAUNCHES.skipped
+        hit = norm_backward(*call(10), 1e-5, centre, centre, tile=tile)
         assert _LAUNCHES.misses == misses
         for ours, ref in zip((*kept, *hit), (*plain[0], *plain[1])):
             if ref is None:
@@ -180,18 +162,22 @@ def test_a_kept_backward_replays_its_first_call(tile, programs, centre):
                 torch.testing.assert_close(ours, ref, atol=0, rtol=0)
         x, w, dy = call(20, unaligned=True)
         assert x.data_ptr() % 16 != 0
-        norm_backward(x, w, dy, 1e-5, centre, centre, tile=tile, programs=programs)  # x one element in: a key of its own
+        norm_backward(x, w, dy, 1e-5, centre, centre, tile=tile)  # x one element in: a key of its own
         assert _LAUNCHES.misses == 2 * misses
 
 
 @pytest.mark.parametrize("centre", [True, False])
-@pytest.mark.parametrize("cols", [32, 300])
-def test_eps_zero_leaves_no_nan_from_rows_past_the_end(centre, cols):
-    # a program's tile of rows runs past the last row (100 rows over 16 programs, 8 rows a tile): those rows' sum
-    # of squares is 0, so with eps 0 their rstd must not reach dweight as 0 * inf
+@pytest.mark.parametrize("cols,tile", [(32, None), (300, None), (300, 64)])
+def test_eps_zero_leaves_no_nan_from_rows_past_the_end(monkeypatch, centre, cols, tile):
+    # a program's rows run past the last row (held: 100 rows over 16 programs, 8 rows a tile; column tiles of 64:
+    # 5 tiles, 34 rows a program, the next rows loaded ahead): those rows' sum of squares is 0, so with eps 0 their rstd must not
+    # reach dweight as 0 * inf
+    from kernels import _norm_bwd
+
+    monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", True)
     x, w, b, dy = rand((100, cols), torch.float32, 0), rand((cols,), torch.float32, 1, 0.1, 1.0), \
         rand((cols,), torch.float32, 2), rand((100, cols), torch.float32, 3)
-    ours = norm_backward(x, w, dy, 0.0, centre, centre)
+    ours = norm_backward(x, w, dy, 0.0, centre, centre, tile=tile)
     f = (lambda x, w, b: torch.nn.functional.layer_norm(x, (cols,), w, b, 0.0)) if centre else \
         (lambda x, w: x / torch.sqrt((x * x).mean(-1, keepdim=True)) * w)
     ref = grads(f, (x.double(), w.double(), b.double()) if centre else (x.double(), w.double()), dy.double())
