@@ -202,6 +202,8 @@ ROWSUM = {
     "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
     "SPLIT_UNALIGNED": Choice(True, "long rows not 16-byte aligned split whatever their number: flat tiles load "
                                     "vectors (bf16 1024 x 50257: 59 us, torch 32)", None),
+    "SPLIT_ONCE_MAX_ROWS": Choice(4096, "split rows' two phases in one launch (its last program adds up the rows, "
+                                        "at most a few steps of them): one launch's start and tail fewer", None),
 }
 
 MATMUL = {

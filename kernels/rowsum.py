@@ -32,6 +32,7 @@ UNMASKED_COLS = values(ROWSUM["UNMASKED_COLS"])  # element size -> (fewest, most
 SPLIT_BELOW = values(ROWSUM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_split_sum)
 SPLIT_CHUNK = values(ROWSUM["SPLIT_CHUNK"])  # (programs a SM, fewest, most elements a program) of a split
 SPLIT_UNALIGNED = values(ROWSUM["SPLIT_UNALIGNED"])  # long rows not 16-byte aligned split whatever their number
+SPLIT_ONCE_MAX_ROWS = values(ROWSUM["SPLIT_ONCE_MAX_ROWS"])  # split rows up to this many: one launch, not two
 NAIVE_CHUNK = 1024  # rowsum_naive's columns a pass
 
 
@@ -62,11 +63,10 @@ def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
 
 
 @triton.jit
-def _rowsum_split_kernel(x_ptr, part_ptr, n_elements, n_cols, CHUNK: tl.constexpr):
+def _split_partials(x_ptr, part_ptr, pid, n_elements, n_cols, CHUNK: tl.constexpr):
     # Split rows, phase 1: a contiguous x as one flat buffer, CHUNK elements a program, so every tile starts
     # 16-byte aligned whatever the row length; a tile spans at most two rows (CHUNK <= n_cols): the sums of its
     # head (the row it starts in) and of its tail (the next row) go to part[pid, 0] and part[pid, 1].
-    pid = tl.program_id(axis=0).to(tl.int64)
     start = pid * CHUNK  # int64: the flat offset passes 2^31
     offs = tl.arange(0, CHUNK)
     if start + CHUNK <= n_elements:  # every tile but the last: no mask, so nothing stops 16-byte vectors
@@ -79,18 +79,45 @@ def _rowsum_split_kernel(x_ptr, part_ptr, n_elements, n_cols, CHUNK: tl.constexp
 
 
 @triton.jit
-def _rowsum_combine_kernel(part_ptr, s_ptr, n_rows, n_cols, stride_s, CHUNK: tl.constexpr,
-                           BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+def _combine_rows(part_ptr, s_ptr, rows, n_rows, n_cols, stride_s, CHUNK: tl.constexpr, BLOCK_K: tl.constexpr):
     # Split rows, phase 2: each row adds the partials of the tiles it touches, in a fixed order (no atomics); a
-    # tile that starts in the row before holds this row's part as its tail.
-    rows = tl.program_id(axis=0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    # tile that starts in the row before holds this row's part as its tail. ".cg": read at the L2, where another
+    # program's partials are (never a stale L1 line)
     first = rows * n_cols // CHUNK  # the tile of the row's first element
     last = ((rows + 1) * n_cols - 1) // CHUNK
     tiles = first[:, None] + tl.arange(0, BLOCK_K)[None, :]  # (BLOCK_M, BLOCK_K)
     mask = (rows < n_rows)[:, None] & (tiles <= last[:, None])
     tail = (tiles * CHUNK // n_cols != rows[:, None]).to(tl.int64)
-    s = tl.sum(tl.load(part_ptr + 2 * tiles + tail, mask=mask, other=0.0), axis=1)
+    s = tl.sum(tl.load(part_ptr + 2 * tiles + tail, mask=mask, other=0.0, cache_modifier=".cg"), axis=1)
     tl.store(s_ptr + rows * stride_s, s.to(s_ptr.dtype.element_ty), mask=rows < n_rows)
+
+
+@triton.jit
+def _rowsum_split_kernel(x_ptr, part_ptr, n_elements, n_cols, CHUNK: tl.constexpr):
+    _split_partials(x_ptr, part_ptr, tl.program_id(axis=0).to(tl.int64), n_elements, n_cols, CHUNK)
+
+
+@triton.jit
+def _rowsum_combine_kernel(part_ptr, s_ptr, n_rows, n_cols, stride_s, CHUNK: tl.constexpr,
+                           BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    rows = tl.program_id(axis=0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
+    _combine_rows(part_ptr, s_ptr, rows, n_rows, n_cols, stride_s, CHUNK, BLOCK_K)
+
+
+@triton.jit
+def _rowsum_split_once_kernel(x_ptr, s_ptr, part_ptr, count_ptr, n_elements, n_rows, n_cols, stride_s,
+                              CHUNK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    # Both phases in one launch: each program writes its partials and counts itself done (the atomic releases its
+    # stores and acquires the others'); the last program to finish adds up every row, in the two launches' order,
+    # and sets the count back to 0 for the next call (count_ptr: one int32 a device, shared by its calls).
+    pid = tl.program_id(axis=0).to(tl.int64)
+    _split_partials(x_ptr, part_ptr, pid, n_elements, n_cols, CHUNK)
+    tl.debug_barrier()  # every thread's stores before the count
+    if tl.atomic_add(count_ptr, 1, sem="acq_rel") == tl.num_programs(axis=0) - 1:
+        for start in range(0, n_rows, BLOCK_M):
+            _combine_rows(part_ptr, s_ptr, start + tl.arange(0, BLOCK_M).to(tl.int64), n_rows, n_cols, stride_s,
+                          CHUNK, BLOCK_K)
+        tl.atomic_xchg(count_ptr, 0)
 
 
 def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
@@ -108,17 +135,49 @@ def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
 
 def _split_sum(key, x: torch.Tensor, s: torch.Tensor, chunk: int) -> None:
     """The split path: flat tiles of ``chunk`` elements of a contiguous x, a program each, into fp32 partials
-    (programs, 2); then each row adds its tiles' partials (two launches, kept as one under ``key``)."""
+    (programs, 2); then each row adds its tiles' partials: in the same launch where the rows are at most
+    SPLIT_ONCE_MAX_ROWS (the last program adds them all), else in a second (kept as one under ``key``)."""
     n_rows, n_cols = x.shape
     programs = triton.cdiv(x.numel(), chunk)
     block_k = triton.next_power_of_2(triton.cdiv(n_cols, chunk) + 1)  # the most tiles a row touches
     block_m = max(1, MIN_TILE_ELEMENTS // block_k)
+    warps = row_launch_params(chunk, x.element_size())[1]
+    if n_rows <= SPLIT_ONCE_MAX_ROWS:
+        once = _SplitOnce()
+        once.workspace = (programs, 2)
+        once.launch = _LAUNCHES.launch(
+            ("once", key), _rowsum_split_once_kernel, (programs,),
+            (x, s, torch.empty(once.workspace, dtype=torch.float32, device=x.device), _done_count(x.device),
+             x.numel(), n_rows, n_cols, s.stride(0)),
+            dict(CHUNK=chunk, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps), n_head=3)
+        if once.launch is not None:
+            _LAUNCHES.keep(key, once)
+        return
     launch_split(_LAUNCHES, key, (x, s), (0, 2),
-                 (_rowsum_split_kernel, (programs,), (x.numel(), n_cols),
-                  dict(CHUNK=chunk, num_warps=row_launch_params(chunk, x.element_size())[1])),
+                 (_rowsum_split_kernel, (programs,), (x.numel(), n_cols), dict(CHUNK=chunk, num_warps=warps)),
                  (_rowsum_combine_kernel, (triton.cdiv(n_rows, block_m),), (n_rows, n_cols, s.stride(0)),
                   dict(CHUNK=chunk, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=4)),
                  (programs, 2))
+
+
+class _SplitOnce:
+    """The one-launch split as kept under its key: a fresh workspace for the partials each call."""
+    __slots__ = ("launch", "workspace")
+
+    def __call__(self, x, s):
+        self.launch(x, s, torch.empty(self.workspace, dtype=torch.float32, device=x.device))
+
+
+_DONE_COUNTS: dict = {}
+
+
+def _done_count(device: torch.device) -> torch.Tensor:
+    """The device's count of the one-launch split's finished programs: zeroed once, reset by each launch's last
+    program. Calls on one stream take turns with it; two streams running the split at once would share it."""
+    count = _DONE_COUNTS.get(device)
+    if count is None:
+        count = _DONE_COUNTS[device] = torch.zeros(1, dtype=torch.int32, device=device)
+    return count
 
 
 _LAUNCHES = LaunchCache("rowsum")
@@ -137,7 +196,7 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
     """
     # the tables by id: tests and the lab swap them
     key = (spec(x), block_m, block_n, num_warps, full, split, MIN_TILE_ELEMENTS, id(UNMASKED_COLS), SPLIT_BELOW,
-           SPLIT_CHUNK, SPLIT_UNALIGNED)
+           SPLIT_CHUNK, SPLIT_UNALIGNED, SPLIT_ONCE_MAX_ROWS)
     launch = _LAUNCHES.get(key)
     if launch is not None:
         s = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)  # an int: a Size costs more to parse

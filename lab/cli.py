@@ -37,7 +37,7 @@ PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept"
                "drift": timer.run_drift, "instances": timer.run_instances, "launch": floor.run_launch,
                "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof, "longrows": longrows.run_longrows,
                "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
-               "longbwd": longrows.run_longbwd, "timeline": timeline.run_timeline}
+               "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "timeline": timeline.run_timeline}
 
 HELP = {
     "gelu": "GeLU's BLOCK_SIZE x num_warps",
@@ -78,8 +78,10 @@ HELP = {
     "longfwd": "longrows' forward variants alone",
     "normbwd": "the norms' held-row backward alone at square and llm shapes: programs a SM, warps, two rows at once, "
                "beside the fwd+bwd of ours, the builtin and torch.compile",
+    "splitrows": "row-sum of few long rows: the split's two phases in one launch against two, one program a row and "
+                 "the builtin",
     "longbwd": "the norms' long-row backward alone (rows of 11008-333333 columns) in column tiles: the next row "
-               "loaded ahead, tiles, programs a SM, beside the fwd+bwd of ours, the builtin and torch.compile",
+               "loaded ahead, tiles, beside the fwd+bwd of ours, the builtin and torch.compile",
 }
 KNOWN_SECTIONS = {*PER_SIZE_SECTIONS, *PROBES_FIRST, *PROBES_LAST}
 

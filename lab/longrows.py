@@ -8,7 +8,7 @@ Beside the builtin and torch.compile of the naive expression (fwd+bwd: its gradi
 twenty-first session the gradients alone, whose forward store Inductor drops), every variant checked against the
 builtin first. Section longfwd: the forward's variants alone; normbwd: the held rows' backward (programs a SM,
 warps, the next rows prefetched or not, two rows at once) at square and llm shapes; longbwd: the long rows' backward
-alone in column tiles (kernels/_norm_bwd_long.py): the next row loaded ahead, tiles, programs a SM."""
+alone in column tiles (kernels/_norm_bwd_long.py): the next row loaded ahead, tiles."""
 import torch
 import triton
 
@@ -96,8 +96,7 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
 
 def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
     """{variant: fn} of one norm's long-row backward alone (column tiles): the default; the next row's x and dy
-    loaded ahead (TILE_PREFETCH); other tiles; other programs a SM; the fwd+bwd of ours, the builtin and
-    torch.compile beside them."""
+    loaded ahead (TILE_PREFETCH); other tiles; the fwd+bwd of ours, the builtin and torch.compile beside them."""
     kernel = load_kernel(name)
     inputs = kernel.make_inputs((rows, cols), dtype, device, 0)
     x, w, *rest = inputs
@@ -111,9 +110,6 @@ def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
         out[f"bwd alone, tile {_norm_bwd.LONG_TILE}{label}"] = swapped(_norm_bwd, bwd, TILE_PREFETCH=prefetch)
         for tile in LONG_BWD_TILES:
             out[f"bwd alone, tile {tile}{label}"] = swapped(_norm_bwd, bwd, LONG_TILE=tile, TILE_PREFETCH=prefetch)
-        for per_sm in BWD_PROGRAMS_PER_SM:
-            out[f"bwd alone, {per_sm} a SM{label}"] = swapped(_norm_bwd, bwd, PROGRAMS_PER_SM=per_sm,
-                                                              ELEMENTS_PER_SM=1 << 30, TILE_PREFETCH=prefetch)
     out["ours, prefetch"] = swapped(_norm_bwd, out["ours (default)"], TILE_PREFETCH=True)
     return checked_against_builtin(out, dtype, f"{name} bwd")
 

@@ -227,3 +227,30 @@ def run_unaligned(run):
                 run.record("softmax_unaligned", f"{rows}x{cols}", dname, name, timed(fn, run.timer, run.cfg),
                            2 * x.numel() * x.element_size())
             print(f"done unaligned {rows}x{cols} {dname}", flush=True)
+
+
+SPLIT_SHAPES = ((4, 1000000), (8, 256000), (16, 333333), (32, 128256), (64, 53248), (1024, 50257))
+
+
+def run_splitrows(run):
+    """Row-sum of few long rows (and long unaligned ones) split into flat tiles: the two phases in one launch (the
+    default where the rows are at most SPLIT_ONCE_MAX_ROWS) against two, one program a row, and the builtin, each
+    checked against the builtin in fp32, at SPLIT_SHAPES and every --dtypes."""
+    from kernels import rowsum as rs
+    from lab.common import DTYPES, checked
+
+    for rows, cols in SPLIT_SHAPES:
+        for dname in run.args.dtypes:
+            x = torch.randn(rows, cols, device="cuda").to(DTYPES[dname])
+            ref = x.float().sum(dim=1).to(x.dtype)
+            chunk = rs.split_cols(rows, cols, rs.device_sms(x), rs.SPLIT_BELOW, rs.SPLIT_CHUNK, True) or 4096
+            variants = {"builtin": lambda: x.sum(dim=1), "ours (default)": lambda: rs.rowsum_triton(x),
+                        "ours split, one launch": lambda: rs.rowsum_triton(x, split=chunk),
+                        "ours split, two launches": swapped(rs, lambda: rs.rowsum_triton(x, split=chunk),
+                                                            SPLIT_ONCE_MAX_ROWS=0),
+                        "ours one program a row": lambda: rs.rowsum_triton(x, split=0)}
+            for name, fn in variants.items():
+                fn = fn if name == "builtin" else checked(fn, ref, DTYPES[dname], name)
+                run.record("rowsum_split", f"{rows}x{cols}", dname, name, timed(fn, run.timer, run.cfg),
+                           rowsum_bytes((rows, cols), dname))
+            print(f"done splitrows {rows}x{cols} {dname}", flush=True)

@@ -131,7 +131,7 @@ def record_rows() -> dict:
         for kw in ({"block_m": 2}, {"block_n": 256}, {"num_warps": 1}, {"full": True}, {"full": False},
                    {"split": 1024}, {"split": 0}):
             out[f"rowsum/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
-                rs, ("_rowsum_kernel", "_rowsum_split_kernel", "_rowsum_combine_kernel"),
+                rs, ("_rowsum_kernel", "_rowsum_split_kernel", "_rowsum_combine_kernel", "_rowsum_split_once_kernel"),
                 lambda: rs.rowsum_triton(x, **kw))
         for kw in ({"max_block": 256}, {"reload": True}, {"reload": False}, {"full": True}, {"num_warps": 2}):
             out[f"softmax.fwd/{_dt(dtype)}/3x2048/{kw}"] = _recorded(

@@ -28,11 +28,16 @@ def _x(shape, dtype, seed=0):
 
 @pytest.mark.parametrize("shape, chunk", CASES)
 @pytest.mark.parametrize("dtype, atol, rtol", TOLERANCES)
-def test_rowsum_split_matches_float64(shape, chunk, dtype, atol, rtol):
+@pytest.mark.parametrize("once_max_rows", [0, 2, rowsum.SPLIT_ONCE_MAX_ROWS])
+def test_rowsum_split_matches_float64(monkeypatch, shape, chunk, dtype, atol, rtol, once_max_rows):
+    # in two launches (0; 2 for more than 2 rows) or one (its last program adding up every row), which leaves the
+    # device's count of finished programs at 0 for the next call
+    monkeypatch.setattr(rowsum, "SPLIT_ONCE_MAX_ROWS", once_max_rows)
     x = _x(shape, dtype)
     out = rowsum_triton(x, split=chunk)
     assert out.dtype == dtype and out.shape == (shape[0],)
     torch.testing.assert_close(out.double(), rowsum_reference((x,)), atol=atol, rtol=rtol)
+    assert int(rowsum._done_count(x.device)) == 0
 
 
 def _norm_inputs(shape, dtype):
@@ -200,17 +205,21 @@ def test_split_only_for_few_long_rows():
     assert split_cols(1024, 50257, H200_SMS, softmax.SPLIT_BELOW, softmax.SPLIT_CHUNK, softmax.SPLIT_UNALIGNED) == 0
 
 
-def test_a_kept_split_replays_as_its_first_call():
-    """replaying(): the first call keeps both launches as one entry, later calls replay it (a fresh workspace each)."""
+@pytest.mark.parametrize("once_max_rows,launches", [(0, 2), (8, 1)])
+def test_a_kept_split_replays_as_its_first_call(monkeypatch, once_max_rows, launches):
+    """replaying(): the first call keeps its launches (two, or one where SPLIT_ONCE_MAX_ROWS takes the rows) as one
+    entry, later calls replay it (a fresh workspace each)."""
     from kernels.rowsum import _LAUNCHES
 
+    monkeypatch.setattr(rowsum, "SPLIT_ONCE_MAX_ROWS", once_max_rows)
     x = _x((8, 20001), torch.float32, seed=1)
     with _fastlaunch.replaying():
         first = rowsum_triton(x, split=1024)
         misses = _LAUNCHES.misses
         again = rowsum_triton(x, split=1024)
-        assert _LAUNCHES.misses == misses == 2  # two launches on the first call, none after
+        assert _LAUNCHES.misses == misses == launches  # the first call's launches, none after
     torch.testing.assert_close(again, first, atol=0, rtol=0)
+    torch.testing.assert_close(first.double(), rowsum_reference((x,)), atol=1e-4, rtol=1e-5)
 
 
 def test_a_kept_softmax_split_replays_as_its_first_call():
