@@ -6,7 +6,8 @@ reduced in-block (tl.sum); short rows are packed several to a program. Longer ro
 an fp32 register tile reduced once at the end. The output has the input's dtype. On the H200 the one-row-per-program
 form reads its bytes as fast as anything there reads them (docs/archive/performance-rounds.md round 35), but for few
 long rows (SMs idle) or long rows not 16-byte aligned (no vector loads): there a contiguous x is split into aligned
-flat tiles, partial sums in fp32, then summed per row (_split_sum). Launch tables: kernels/_launch.py.
+flat tiles, partial sums in fp32, then summed per row, by the launch's last program where the rows are few
+(_split_sum). Launch tables: kernels/_launch.py.
 
 References: Triton tutorial 02-fused-softmax (row reductions) and 05-layer-norm (the tiled loop over a long row).
 """
