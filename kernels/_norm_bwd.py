@@ -28,8 +28,10 @@ PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes
 # Rows held whole up to 8192 columns: held rows of 16384 spilled (fp32 2048 x 16384 0.27 of torch, 8192 x 14336
 # 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (D3, nineteenth session)
 HELD_MAX_COLS = 8192
-LONG_TILE = 4096  # columns a program of a long row takes (one held fp32 tile of x, dy and the partial sums)
-TILE_PREFETCH = False  # the column tiles' second launch loads a row's x and dy while it works on the row before
+# Long rows: columns a program takes; element sizes whose second launch loads the next row's x and dy while it works
+# on this one's (bwd alone, longbwd_s23_d4.csv, tiles of 4096 -> 2048 and the prefetch: RMSNorm bf16 8192 x 14336
+# 327 -> 288 us, 1024 x 50257 315 -> 277; LayerNorm 354 -> 322; fp32 prefetched lost, 152 -> 181 at 1024 x 28672)
+LONG_TILE, TILE_PREFETCH = 2048, (2,)
 HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the fp32 tile
 # Held rows of (over, at most) bytes load the next rows' x and dy while working on this one's, at most 8 warps
 # (bwd alone, normbwd_s22_d1.csv: RMSNorm bf16 4096 x 8192 88 -> 57 us, fp32 8192^2 235 -> 206; LayerNorm bf16
@@ -178,7 +180,8 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
             ("tiles", key), long_rows._norm_bwd_tile_apply_kernel, (n_parts * n_tiles,),
             (x2, weight, dy2, dx, stats, parts, n_rows, n_cols, n_tiles, eps),
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles),
-                 CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, PREFETCH=TILE_PREFETCH, num_warps=warps), n_head=6))
+                 CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, PREFETCH=x2.element_size() in TILE_PREFETCH,
+                 num_warps=warps), n_head=6))
     out = torch.empty(plan.out, dtype=weight.dtype, device=x2.device)
     block_p = min(triton.next_power_of_2(n_parts), REDUCE_MAX_PARTS)  # few partials: wide column blocks
     block_n = min(triton.next_power_of_2(n_cols), max(REDUCE_MIN_COLS, REDUCE_TILE // block_p))

@@ -30,7 +30,7 @@ BWD_PROGRAMS_PER_SM = (1, 2, 4)  # the most programs a SM (PROGRAMS_PER_SM), bes
 BWD_WARPS = (4, 8, 16, 32)  # num_warps of the held backward (the default: the fp32 tile's row_launch_params)
 LONG_BWD_SHAPES = ((2048, 16384), (8192, 14336), (4096, 11008), (1024, 28672), (4096, 32000), (1024, 50257),
                    (32, 128256), (16, 333333))
-LONG_BWD_TILES = (2048, 8192)  # beside LONG_TILE, with and without the next row loaded ahead
+LONG_BWD_TILES = (4096, 8192)  # beside LONG_TILE, with and without the next row loaded ahead
 
 
 def held_at_least(warps):
@@ -107,10 +107,11 @@ def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
            "ours (default)": kernel.impls["triton"](inputs, pass_="fwd+bwd"), "bwd alone (default)": bwd}
     for prefetch in (False, True):
         label = ", prefetch" if prefetch else ""
-        out[f"bwd alone, tile {_norm_bwd.LONG_TILE}{label}"] = swapped(_norm_bwd, bwd, TILE_PREFETCH=prefetch)
+        sizes = (2, 4) if prefetch else ()  # every element size prefetches, or none
+        out[f"bwd alone, tile {_norm_bwd.LONG_TILE}{label}"] = swapped(_norm_bwd, bwd, TILE_PREFETCH=sizes)
         for tile in LONG_BWD_TILES:
-            out[f"bwd alone, tile {tile}{label}"] = swapped(_norm_bwd, bwd, LONG_TILE=tile, TILE_PREFETCH=prefetch)
-    out["ours, prefetch"] = swapped(_norm_bwd, out["ours (default)"], TILE_PREFETCH=True)
+            out[f"bwd alone, tile {tile}{label}"] = swapped(_norm_bwd, bwd, LONG_TILE=tile, TILE_PREFETCH=sizes)
+    out["ours, prefetch"] = swapped(_norm_bwd, out["ours (default)"], TILE_PREFETCH=(2, 4))
     return checked_against_builtin(out, dtype, f"{name} bwd")
 
 

@@ -87,7 +87,7 @@ def test_long_row_path_against_float64(monkeypatch, centre, dtype, prefetch, sha
     # with and without the next row's x and dy loaded ahead (TILE_PREFETCH, keyed)
     from kernels import _norm_bwd
 
-    monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", prefetch)
+    monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", (2, 4) if prefetch else ())
     n = shape[-1]
     x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
     dy = rand(shape, dtype, 3)
@@ -170,11 +170,11 @@ def test_a_kept_backward_replays_its_first_call(tile, centre):
 @pytest.mark.parametrize("cols,tile", [(32, None), (300, None), (300, 64)])
 def test_eps_zero_leaves_no_nan_from_rows_past_the_end(monkeypatch, centre, cols, tile):
     # a program's rows run past the last row (held: 100 rows over 16 programs, 8 rows a tile; column tiles of 64:
-    # 5 tiles, 34 rows a program, the next rows loaded ahead): those rows' sum of squares is 0, so with eps 0 their rstd must not
-    # reach dweight as 0 * inf
+    # 5 tiles, 34 rows a program, the next rows loaded ahead): those rows' sum of squares is 0, so with eps 0 their
+    # rstd must not reach dweight as 0 * inf
     from kernels import _norm_bwd
 
-    monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", True)
+    monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", (4,))
     x, w, b, dy = rand((100, cols), torch.float32, 0), rand((cols,), torch.float32, 1, 0.1, 1.0), \
         rand((cols,), torch.float32, 2), rand((100, cols), torch.float32, 3)
     ours = norm_backward(x, w, dy, 0.0, centre, centre, tile=tile)
