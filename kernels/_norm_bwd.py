@@ -128,7 +128,7 @@ class _Plan:
         dx = torch.empty_like(x2)
         parts = torch.empty(self.parts, dtype=torch.float32, device=x2.device)
         out = torch.empty(self.out, dtype=weight.dtype, device=x2.device)
-        if self.stats is None:  # held rows, or the row loop
+        if self.stats is None:  # held rows
             self.launches[0](x2, weight, dy2, dx, parts)
         else:  # long rows in column tiles: the tile statistics, then the tiles
             stats = torch.empty(self.stats, dtype=torch.float32, device=x2.device)

@@ -67,9 +67,8 @@ def fwd_bwd_variants(name, rows, cols, dtype, device="cuda"):
     return checked_against_builtin(out, dtype, f"{name} fwd+bwd")
 
 
-def bwd_variants(name, rows, cols, dtype, device="cuda"):
-    """{variant: fn} of one norm's held-row backward alone (norm_backward, every fn returning its gradients), with
-    the fwd+bwd of ours, the builtin and torch.compile beside it."""
+def _bwd_alone(name, rows, cols, dtype, device):
+    """({builtin, compile, ours: fwd+bwd; bwd alone (default)}, the backward alone) of one norm at rows x cols."""
     kernel = load_kernel(name)
     inputs = kernel.make_inputs((rows, cols), dtype, device, 0)
     x, w, *rest = inputs
@@ -78,6 +77,13 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
     out = {"builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"),
            "compile": _compiled(kernel, "fwd+bwd")(inputs),
            "ours (default)": kernel.impls["triton"](inputs, pass_="fwd+bwd"), "bwd alone (default)": bwd}
+    return out, bwd
+
+
+def bwd_variants(name, rows, cols, dtype, device="cuda"):
+    """{variant: fn} of one norm's held-row backward alone (norm_backward, every fn returning its gradients), with
+    the fwd+bwd of ours, the builtin and torch.compile beside it."""
+    out, bwd = _bwd_alone(name, rows, cols, dtype, device)
     for per_sm in BWD_PROGRAMS_PER_SM:  # ELEMENTS_PER_SM past any tile: PROGRAMS_PER_SM alone decides
         out[f"bwd alone, {per_sm} programs a SM"] = swapped(_norm_bwd, bwd, PROGRAMS_PER_SM=per_sm,
                                                             ELEMENTS_PER_SM=1 << 30)
@@ -97,14 +103,7 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
 def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
     """{variant: fn} of one norm's long-row backward alone (column tiles): the default; the next row's x and dy
     loaded ahead (TILE_PREFETCH); other tiles; the fwd+bwd of ours, the builtin and torch.compile beside them."""
-    kernel = load_kernel(name)
-    inputs = kernel.make_inputs((rows, cols), dtype, device, 0)
-    x, w, *rest = inputs
-    dy, centre = rest[-1], name == "layernorm"
-    bwd = lambda: _norm_bwd.norm_backward(x, w, dy, kernel.module.EPS, centre, centre)[:2 + centre]  # noqa: E731
-    out = {"builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"),
-           "compile": _compiled(kernel, "fwd+bwd")(inputs),
-           "ours (default)": kernel.impls["triton"](inputs, pass_="fwd+bwd"), "bwd alone (default)": bwd}
+    out, bwd = _bwd_alone(name, rows, cols, dtype, device)
     for prefetch in (False, True):
         label = ", prefetch" if prefetch else ""
         sizes = (2, 4) if prefetch else ()  # every element size prefetches, or none
