@@ -202,9 +202,8 @@ ROWSUM = {
     "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
     "SPLIT_UNALIGNED": Choice(True, "long rows not 16-byte aligned split whatever their number: flat tiles load "
                                     "vectors (bf16 1024 x 50257: 59 us, torch 32)", None),
-    "SPLIT_ONCE_MAX_ROWS": Choice(64, "split rows' two phases in one launch, its last program adding up the rows: "
-                                      "bf16 64 x 53248 15.7 -> 13.7 us, 4 x 1000000 16.4 -> 14.4; 1024 x 50257 "
-                                      "49.2 -> 77.0 (one program adds 1024 rows)", T + "splitrows_s23_d4.csv"),
+    "SPLIT_ONCE_MAX_ROWS": Choice(64, "a split in one launch, the last program adding the rows: bf16 64 x 53248 15.7 "
+                                      "-> 13.7 us; 1024 x 50257 49.2 -> 77.0", T + "splitrows_s23_d4.csv"),
 }
 
 MATMUL = {

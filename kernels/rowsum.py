@@ -4,11 +4,9 @@ A reduction reads N^2 elements and writes only N, so it is memory-bound: the que
 bandwidth. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is loaded whole, in one go, and
 reduced in-block (tl.sum); short rows are packed several to a program. Longer rows are walked in BLOCK_N columns into
 an fp32 register tile reduced once at the end. The output has the input's dtype. On the H200 the one-row-per-program
-form reads its bytes as fast as anything there reads them (docs/archive/performance-rounds.md round 35), but for few
-long rows (SMs idle) or long rows not 16-byte aligned (no vector loads): there a contiguous x is split into aligned
-flat tiles, partial sums in fp32, then summed per row, by the launch's last program where the rows are few
-(_split_sum). Launch tables: kernels/_launch.py.
-
+form reads at copy speed (docs/archive/performance-rounds.md round 35) but for few long rows (SMs idle) or long
+unaligned rows (no vector loads): there x is split into aligned flat tiles summed per row (_split_sum). Launch
+tables: kernels/_launch.py.
 References: Triton tutorial 02-fused-softmax (row reductions) and 05-layer-norm (the tiled loop over a long row).
 """
 from __future__ import annotations
