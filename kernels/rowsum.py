@@ -32,6 +32,7 @@ SPLIT_BELOW = values(ROWSUM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, long
 SPLIT_CHUNK = values(ROWSUM["SPLIT_CHUNK"])  # (programs a SM, fewest, most elements a program) of a split
 SPLIT_UNALIGNED = values(ROWSUM["SPLIT_UNALIGNED"])  # long rows not 16-byte aligned split whatever their number
 SPLIT_ONCE_MAX_ROWS = values(ROWSUM["SPLIT_ONCE_MAX_ROWS"])  # split rows up to this many: one launch, not two
+ALIGNED_TILES = values(ROWSUM["ALIGNED_TILES"])  # element size -> (tile, warps) of long rows no multiple of 16 B
 NAIVE_CHUNK = 1024  # rowsum_naive's columns a pass
 
 
@@ -59,6 +60,26 @@ def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
             acc += tl.load(row_ptrs + c[None, :] * stride_xn, mask=mask, other=0.0).to(tl.float32)
         s = tl.sum(acc, axis=1)  # (BLOCK_M,): one in-block reduction per row, after the loop
     tl.store(s_ptr + rows * stride_s, s.to(s_ptr.dtype.element_ty), mask=row_mask)
+
+
+@triton.jit
+def _rowsum_aligned_kernel(x_ptr, s_ptr, n_cols, stride_s, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
+    # A long row of a contiguous x no multiple of 16 bytes, on 16-byte aligned tiles of the flat buffer (RMSNorm's
+    # walk): the first and last tiles masked, the inner ones unmasked at offsets the compiler can prove aligned.
+    row = tl.program_id(axis=0).to(tl.int64)
+    row_start = row * n_cols
+    row_end = row_start + n_cols
+    first = row_start // ALIGN * ALIGN
+    n_tiles = ((row_end - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
+    lanes = tl.arange(0, BLOCK_N)
+    offs = first + lanes
+    acc = tl.load(x_ptr + offs, mask=(offs >= row_start) & (offs < row_end), other=0.0).to(tl.float32)
+    for k in range(1, n_tiles - 1):
+        acc += tl.load(x_ptr + first + k * BLOCK_N + lanes, eviction_policy="evict_first").to(tl.float32)
+    if n_tiles > 1:
+        offs = first + (n_tiles - 1) * BLOCK_N + lanes
+        acc += tl.load(x_ptr + offs, mask=offs < row_end, other=0.0).to(tl.float32)
+    tl.store(s_ptr + row * stride_s, tl.sum(acc, axis=0).to(s_ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -195,7 +216,7 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
     """
     # the tables by id: tests and the lab swap them
     key = (spec(x), block_m, block_n, num_warps, full, split, MIN_TILE_ELEMENTS, id(UNMASKED_COLS), SPLIT_BELOW,
-           SPLIT_CHUNK, SPLIT_UNALIGNED, SPLIT_ONCE_MAX_ROWS)
+           SPLIT_CHUNK, SPLIT_UNALIGNED, SPLIT_ONCE_MAX_ROWS, id(ALIGNED_TILES))
     launch = _LAUNCHES.get(key)
     if launch is not None:
         s = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)  # an int: a Size costs more to parse
@@ -220,6 +241,13 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
         check_split(split, n_cols, flat)
     if split:
         _split_sum(key, x, s, split)
+        return s
+    es = x.element_size()
+    aligned = flat and n_cols > MAX_BLOCK_N and n_cols * es % 16 and es in ALIGNED_TILES
+    if aligned and block_m is None and block_n is None:
+        tile, warps = ALIGNED_TILES[es]  # long rows no multiple of 16 bytes: on aligned tiles, one program a row
+        _LAUNCHES.launch(key, _rowsum_aligned_kernel, (n_rows,), (x, s, n_cols, s.stride(0)),
+                         dict(BLOCK_N=tile, ALIGN=16 // es, num_warps=num_warps or warps), n_head=2)
         return s
     auto_m, auto_n, auto_warps = launch_params(n_cols, x.element_size())
     block_m, block_n = block_m or auto_m, block_n or auto_n

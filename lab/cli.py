@@ -37,7 +37,8 @@ PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept"
                "drift": timer.run_drift, "instances": timer.run_instances, "launch": floor.run_launch,
                "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof, "longrows": longrows.run_longrows,
                "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
-               "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "timeline": timeline.run_timeline}
+               "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "alignedrows": rows.run_alignedrows,
+               "timeline": timeline.run_timeline}
 
 HELP = {
     "gelu": "GeLU's BLOCK_SIZE x num_warps",
@@ -80,6 +81,8 @@ HELP = {
                "beside the fwd+bwd of ours, the builtin and torch.compile",
     "splitrows": "row-sum of few long rows: the split's two phases in one launch against two, one program a row and "
                  "the builtin",
+    "alignedrows": "row-sum of many long rows no multiple of 16 bytes: aligned tiles (tile, warps) against the split "
+                   "and the builtin",
     "longbwd": "the norms' long-row backward alone (rows of 11008-333333 columns) in column tiles: the next row "
                "loaded ahead, tiles, beside the fwd+bwd of ours, the builtin and torch.compile",
 }

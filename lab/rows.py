@@ -254,3 +254,30 @@ def run_splitrows(run):
                 run.record("rowsum_split", f"{rows}x{cols}", dname, name, timed(fn, run.timer, run.cfg),
                            rowsum_bytes((rows, cols), dname))
             print(f"done splitrows {rows}x{cols} {dname}", flush=True)
+
+
+ALIGNED_SHAPES = ((256, 50257), (1024, 50257), (4096, 50257), (2048, 16385), (1024, 151937))
+ALIGNED_CHOICES = ((2048, 4), (2048, 8), (4096, 8), (4096, 16), (8192, 16))
+
+
+def run_alignedrows(run):
+    """Row-sum of many long rows no multiple of 16 bytes: one program a row on 16-byte aligned tiles of the flat x
+    (ALIGNED_TILES, at each of ALIGNED_CHOICES) against the flat split (SPLIT_UNALIGNED) and the builtin, each checked
+    against the builtin in fp32, at ALIGNED_SHAPES and every --dtypes."""
+    from kernels import rowsum as rs
+    from lab.common import DTYPES, checked
+
+    for rows, cols in ALIGNED_SHAPES:
+        for dname in run.args.dtypes:
+            x = torch.randn(rows, cols, device="cuda").to(DTYPES[dname])
+            ref, es = x.float().sum(dim=1).to(x.dtype), x.element_size()
+            variants = {"builtin": lambda: x.sum(dim=1), "ours (default)": lambda: rs.rowsum_triton(x),
+                        "ours split": swapped(rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=True)}
+            for tile, warps in ALIGNED_CHOICES:
+                variants[f"ours aligned {tile}x{warps}"] = swapped(
+                    rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=False, ALIGNED_TILES={es: (tile, warps)})
+            for name, fn in variants.items():
+                fn = fn if name == "builtin" else checked(fn, ref, DTYPES[dname], name)
+                run.record("rowsum_aligned", f"{rows}x{cols}", dname, name, timed(fn, run.timer, run.cfg),
+                           rowsum_bytes((rows, cols), dname))
+            print(f"done alignedrows {rows}x{cols} {dname}", flush=True)

@@ -103,7 +103,8 @@ READERS = {  # kernel module -> (its table in kernels/_launch.py, the attributes
     "kernels.softmax": ("SOFTMAX", {k: k for k in ("RELOAD_MIN_COLS", "HELD_MIN_WARPS", "UNMASKED_COLS", "SPLIT_BELOW",
                                                    "SPLIT_CHUNK", "SPLIT_UNALIGNED", "ALIGNED_TILES", "PACK_ROWS")}),
     "kernels.rowsum": ("ROWSUM", {k: k for k in ("MIN_TILE_ELEMENTS", "UNMASKED_COLS", "SPLIT_BELOW", "SPLIT_CHUNK",
-                                                 "SPLIT_UNALIGNED", "SPLIT_ONCE_MAX_ROWS")}),
+                                                 "SPLIT_UNALIGNED", "SPLIT_ONCE_MAX_ROWS",
+                                                 "ALIGNED_TILES")}),
     "kernels.matmul": ("MATMUL", {"TMA_MIN_MNK": "TMA_MIN_MNK"}),
     "kernels._matmul_operands": ("MATMUL", {k: k for k in ("PAD_MIN_MNK", "KMAJOR_MIN_MNK")}),
 }

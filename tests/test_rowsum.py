@@ -2,6 +2,8 @@
 import pytest
 import torch
 
+from kernels import rowsum
+
 from kernels.rowsum import KERNEL, MAX_BLOCK_N, launch_params, reference, rowsum_triton
 
 # Whole-row tiles (packed several rows to a program when short) and, past MAX_BLOCK_N, the tiled loop; 1793 is a
@@ -147,3 +149,23 @@ def test_rows_whose_length_and_stride_share_a_vector(cols, pitch):
     # ALIGN > 1: the kernel rewrites n_cols and the row stride as multiples of it (kernels/_rows.row_align)
     x = torch.randn(33, pitch, generator=torch.Generator().manual_seed(3))[:, :cols]
     torch.testing.assert_close(rowsum_triton(x).double(), x.double().sum(dim=1), atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cols,tile", [(257, 512), (257, 256), (300, 64), (1001, 128)])
+def test_long_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, cols, tile):
+    # rows too long to hold (the widest block cut to 8 columns) and no multiple of 16 bytes walk the flat buffer in
+    # aligned tiles: rows starting mid-tile, of one tile (257 columns in 512) and two (in 256: no inner tile), first,
+    # inner and last tiles
+    monkeypatch.setattr(rowsum, "MAX_BLOCK_N", 8)
+    monkeypatch.setattr(rowsum, "ALIGNED_TILES", {2: (tile, 1)})
+    launched = []
+    real = rowsum._rowsum_aligned_kernel
+    monkeypatch.setattr(rowsum, "_rowsum_aligned_kernel", type("Spy", (), {
+        "__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
+    x = torch.randn(7, cols).to(torch.float16)
+    torch.testing.assert_close(rowsum.rowsum_triton(x).double(), x.double().sum(dim=1), atol=0.1, rtol=2e-3)
+    assert launched == [(7,)]
+    # not the aligned tiles: fp32 rows (no ALIGNED_TILES entry here), an aligned row length, a strided x, a tile asked
+    for y, kw in [(torch.randn(3, cols), {}), (torch.randn(3, 304).half(), {}), (x[::2], {}), (x, {"block_n": 64})]:
+        torch.testing.assert_close(rowsum.rowsum_triton(y, **kw).double(), y.double().sum(dim=1), atol=0.1, rtol=2e-3)
+    assert launched == [(7,)]
