@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels import _norm_bwd_aligned as aligned_rows
 from kernels import _norm_bwd_long as long_rows
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._rows import row_align, row_launch_params
@@ -32,6 +33,8 @@ HELD_MAX_COLS = 8192
 # on this one's (bwd alone, longbwd_s23_d4.csv, tiles of 4096 -> 2048 and the prefetch: RMSNorm bf16 8192 x 14336
 # 327 -> 288 us, 1024 x 50257 315 -> 277; LayerNorm 354 -> 322; fp32 prefetched lost, 152 -> 181 at 1024 x 28672)
 LONG_TILE, TILE_PREFETCH = 2048, (2,)
+# Long rows no multiple of 16 bytes on tiles aligned to 16 bytes (kernels/_norm_bwd_aligned.py): untimed, so off
+ALIGNED_LONG = False
 HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the fp32 tile
 # Held rows of (over, at most) bytes load the next rows' x and dy while working on this one's, at most 8 warps
 # (bwd alone, normbwd_s22_d1.csv: RMSNorm bf16 4096 x 8192 88 -> 57 us, fp32 8192^2 235 -> 206; LayerNorm bf16
@@ -164,6 +167,8 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
                  HAS_BIAS=has_bias, ALIGN=align, PREFETCH=prefetch,
                  num_warps=min(warps, PREFETCH_WARPS) if prefetch else warps), n_head=5))
+    elif ALIGNED_LONG and align * x2.element_size() != 16:
+        n_parts, parts = _aligned_tiles(plan, launched, key, x2, weight, dy2, dx, eps, centre, has_bias, tile, sms)
     else:
         n_tiles = triton.cdiv(n_cols, tile)
         warps = row_launch_params(tile, 4)[1]  # the fp32 partial sums set the registers a tile needs
@@ -195,6 +200,32 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
     return dx, out
 
 
+def _aligned_tiles(plan, launched, key, x2, weight, dy2, dx, eps, centre, has_bias, tile, sms):
+    """Launch the long-row path on 16-byte aligned tiles (kernels/_norm_bwd_aligned.py): the tile statistics, then
+    the tiles, each program rows of one class; returns the partials' count and their workspace."""
+    n_rows, n_cols = x2.shape
+    align = 16 // x2.element_size()
+    n_tiles, n_classes = triton.cdiv(n_cols + align - 1, tile), aligned_rows.classes(n_cols, align)
+    warps = row_launch_params(tile, 4)[1]
+    plan.stats = (n_rows, n_tiles, 4)
+    stats = torch.empty(plan.stats, dtype=torch.float32, device=x2.device)
+    launched.append(_LAUNCHES.launch(
+        ("aligned stats", key), aligned_rows._norm_bwd_aligned_stats_kernel, (n_rows * n_tiles,),
+        (x2, weight, dy2, stats, n_cols, n_tiles), dict(BLOCK_N=tile, CENTRE=centre, ALIGN=align, num_warps=warps),
+        n_head=4))
+    per_class = triton.cdiv(n_rows, n_classes)
+    chunks = min(per_class, triton.cdiv(max(1, _per_sm(tile) * sms // n_tiles), n_classes))
+    rows_per_program = triton.cdiv(per_class, chunks)
+    n_parts = n_classes * triton.cdiv(per_class, rows_per_program)
+    parts = _parts(plan, has_bias, n_parts, n_cols, x2.device)
+    launched.append(_LAUNCHES.launch(
+        ("aligned tiles", key), aligned_rows._norm_bwd_aligned_apply_kernel, (n_parts * n_tiles,),
+        (x2, weight, dy2, dx, stats, parts, n_rows, n_cols, n_tiles, n_classes, eps),
+        dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles),
+             CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=warps), n_head=6))
+    return n_parts, parts
+
+
 def _per_sm(tile_elements: int) -> int:
     """Programs a SM for a program's tile of this many elements (ELEMENTS_PER_SM in flight, at most PROGRAMS_PER_SM)."""
     return max(1, min(PROGRAMS_PER_SM, ELEMENTS_PER_SM // tile_elements))
@@ -224,9 +255,9 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     n_cols = x.shape[-1]
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
     key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
-           HELD_MAX_COLS, LONG_TILE, TILE_PREFETCH, HELD_WARPS, PREFETCH_ROW_BYTES, PREFETCH_UNALIGNED, PREFETCH_WARPS,
-           PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS,
-           REDUCE_WARPS)
+           HELD_MAX_COLS, LONG_TILE, TILE_PREFETCH, ALIGNED_LONG, HELD_WARPS, PREFETCH_ROW_BYTES, PREFETCH_UNALIGNED,
+           PREFETCH_WARPS, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE, REDUCE_MIN_COLS,
+           REDUCE_MAX_PARTS, REDUCE_WARPS)
     plan = _LAUNCHES.get(key)
     if plan is not None:
         dx, out = plan(x2, weight_c, dy2)

@@ -102,7 +102,8 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
 
 def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
     """{variant: fn} of one norm's long-row backward alone (column tiles): the default; the next row's x and dy
-    loaded ahead (TILE_PREFETCH); other tiles; the fwd+bwd of ours, the builtin and torch.compile beside them."""
+    loaded ahead (TILE_PREFETCH); other tiles; rows no multiple of 16 bytes on aligned tiles (ALIGNED_LONG); the
+    fwd+bwd of ours, the builtin and torch.compile beside them."""
     out, bwd = _bwd_alone(name, rows, cols, dtype, device)
     for prefetch in (False, True):
         label = ", prefetch" if prefetch else ""
@@ -111,6 +112,10 @@ def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
         for tile in LONG_BWD_TILES:
             out[f"bwd alone, tile {tile}{label}"] = swapped(_norm_bwd, bwd, LONG_TILE=tile, TILE_PREFETCH=sizes)
     out["ours, prefetch"] = swapped(_norm_bwd, out["ours (default)"], TILE_PREFETCH=(2, 4))
+    if cols * dtype.itemsize % 16:  # rows no multiple of 16 bytes: on aligned tiles (ALIGNED_LONG)
+        for tile in sorted({1024, _norm_bwd.LONG_TILE, 4096}):
+            out[f"bwd alone, aligned tiles {tile}"] = swapped(_norm_bwd, bwd, ALIGNED_LONG=True, LONG_TILE=tile)
+        out["ours, aligned tiles"] = swapped(_norm_bwd, out["ours (default)"], ALIGNED_LONG=True)
     return checked_against_builtin(out, dtype, f"{name} bwd")
 
 

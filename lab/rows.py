@@ -262,8 +262,8 @@ ALIGNED_CHOICES = ((2048, 4), (2048, 8), (4096, 8), (4096, 16), (8192, 16))
 
 def run_alignedrows(run):
     """Row-sum of many long rows no multiple of 16 bytes: one program a row on 16-byte aligned tiles of the flat x
-    (ALIGNED_TILES, at each of ALIGNED_CHOICES) against the flat split (SPLIT_UNALIGNED) and the builtin, each checked
-    against the builtin in fp32, at ALIGNED_SHAPES and every --dtypes."""
+    (ALIGNED_TILES, at each of ALIGNED_CHOICES) against the flat split (SPLIT_UNALIGNED), the tiled loop and the
+    builtin, each checked against the builtin in fp32, at ALIGNED_SHAPES and every --dtypes."""
     from kernels import rowsum as rs
     from lab.common import DTYPES, checked
 
@@ -272,7 +272,9 @@ def run_alignedrows(run):
             x = torch.randn(rows, cols, device="cuda").to(DTYPES[dname])
             ref, es = x.float().sum(dim=1).to(x.dtype), x.element_size()
             variants = {"builtin": lambda: x.sum(dim=1), "ours (default)": lambda: rs.rowsum_triton(x),
-                        "ours split": swapped(rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=True)}
+                        "ours split": swapped(rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=True),
+                        "ours tiled loop": swapped(rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=False,
+                                                   ALIGNED_TILES={})}
             for tile, warps in ALIGNED_CHOICES:
                 variants[f"ours aligned {tile}x{warps}"] = swapped(
                     rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=False, ALIGNED_TILES={es: (tile, warps)})

@@ -44,6 +44,31 @@ def configfile_args(args: list[str]) -> list[str]:
     return files
 
 
+def dotted_config_problems(args: list[str]) -> list[str]:
+    """Why snakemake would refuse the --config entries of `args` whose key has a dot (it takes top-level keys only,
+    with an error that names none of them): each with the form it takes."""
+    problems, taking = [], False
+    for a in args:
+        if a == "--config":
+            taking = True
+            continue
+        if a.startswith("--config="):
+            a, taking = a.partition("=")[2], False
+        elif a.startswith("-"):
+            taking = False
+            continue
+        elif not taking:
+            continue
+        key, eq, value = a.partition("=")
+        if eq and "." in key:
+            head, _, rest = key.partition(".")
+            nested = value
+            for part in reversed(rest.split(".")):
+                nested = f"{{{part}: {nested}}}"
+            problems.append(f"--config {a}: snakemake takes no dotted keys; write {head}='{nested}'")
+    return problems
+
+
 def configfile_problem(path: str | Path) -> str | None:
     """Why snakemake could not read the configfile `path` (missing, unreadable, neither JSON nor YAML, not a
     mapping), or None."""
@@ -247,7 +272,7 @@ def cluster_resource(config: dict, gpu: str, key: str):
 
 def main(args: list[str]) -> int:
     files = configfile_args(args)
-    problems = list(filter(None, map(configfile_problem, files)))
+    problems = list(filter(None, map(configfile_problem, files))) + dotted_config_problems(args)
     for problem in problems:
         print(f"ERROR: {problem}", file=sys.stderr)
     if problems:

@@ -261,6 +261,16 @@ def test_configfile_args_follow_snakemake():
     assert rcfg.configfile_args(args) == ["a.yaml", "b.yaml", "c.yaml", "d.yaml"]
 
 
+def test_run_sh_names_a_dotted_config_key_and_the_form_snakemake_takes(checkout):
+    # snakemake's own error ("Config entry must start with a valid identifier") names neither entry nor fix
+    res = run_sh(checkout, "all", "--until", "traffic", "--config", "traffic.enabled=true", "seed=1")
+    assert res.returncode != 0 and snakemake_calls(checkout) == []
+    assert "--config traffic.enabled=true: snakemake takes no dotted keys; write traffic='{enabled: true}'" \
+        in res.stderr, res.stderr
+    assert rcfg.dotted_config_problems(["--config=a.b.c=1", "-n", "x.y=2", "--config", "ok=1.5", "v={a.b: 1}"]) == [
+        "--config a.b.c=1: snakemake takes no dotted keys; write a='{b: {c: 1}}'"]
+
+
 # 4. The report follows only a run that builds.
 
 @pytest.mark.parametrize("args", [

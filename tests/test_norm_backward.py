@@ -167,6 +167,36 @@ def test_a_kept_backward_replays_its_first_call(tile, centre):
 
 
 @pytest.mark.parametrize("centre", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("shape,tile", [((7, 37), 16), ((9, 101), 32), ((3, 1001), 128), ((17, 250), 16),
+                                        ((2, 61), 64), ((100, 33), 16)])
+def test_long_unaligned_rows_on_aligned_tiles_against_float64(monkeypatch, centre, dtype, shape, tile):
+    # ALIGNED_LONG: rows no multiple of 16 bytes on tiles from the 16-byte boundary before each row: rows of one
+    # tile and two (no inner tile), of 2-8 start classes (250 fp16 columns: 4), classes of one row (2 rows, 8
+    # classes), several rows a program and rows past the end (100 rows), a large mean
+    from kernels import _norm_bwd, _norm_bwd_aligned
+
+    monkeypatch.setattr(_norm_bwd, "ALIGNED_LONG", True)
+    launched = []
+    for name in ("_norm_bwd_aligned_stats_kernel", "_norm_bwd_aligned_apply_kernel"):
+        real = getattr(_norm_bwd_aligned, name)
+        monkeypatch.setattr(_norm_bwd_aligned, name, type("Spy", (), {
+            "__getitem__": lambda self, grid, r=real, n=name: (launched.append(n), r[grid])[1]})())
+    n = shape[-1]
+    x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
+    dy = rand(shape, dtype, 3)
+    ours = norm_backward(x, w, dy, LN_EPS if centre else RMS_EPS, centre, centre, tile=tile)
+    for name, o, r in zip(("dx", "dweight", "dbias"), ours, _norm_grads64(centre, x, w, b, dy)):
+        assert o.dtype == dtype and o.shape == r.shape, name
+        assert rel(o, r) < TOL[dtype], (name, rel(o, r))
+    assert len(launched) == 2
+    # aligned rows keep _norm_bwd_long's tiles
+    x = rand((3, 64), dtype, 0)
+    norm_backward(x, rand((64,), dtype, 1), rand((3, 64), dtype, 3), 1e-5, centre, centre, tile=16)
+    assert len(launched) == 2
+
+
+@pytest.mark.parametrize("centre", [True, False])
 @pytest.mark.parametrize("cols,tile", [(32, None), (300, None), (300, 64)])
 def test_eps_zero_leaves_no_nan_from_rows_past_the_end(monkeypatch, centre, cols, tile):
     # a program's rows run past the last row (held: 100 rows over 16 programs, 8 rows a tile; column tiles of 64:

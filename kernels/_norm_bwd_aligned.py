@@ -1,0 +1,121 @@
+"""The norms' long-row backward for rows no multiple of 16 bytes: kernels/_norm_bwd_long.py's column tiles, aligned.
+
+A row of n columns that starts h elements past a 16-byte boundary gets no vector loads from tiles that start at its
+first column. Here its tiles start at that boundary instead: tile t holds columns [t * T - h, (t + 1) * T - h), the
+first and last masked, the inner ones unmasked at offsets the compiler can prove aligned, so x, dy and dx move
+16-byte vectors (softmax's and RMSNorm's forward walk). Rows with the same h, every P-th row (P = ALIGN / gcd(n,
+ALIGN)), put the same columns in a tile: launch 2 gives each program rows of one such class, so its partial dweight,
+dbias stay one per column. The statistics and their combination are _norm_bwd_long.py's.
+"""
+from __future__ import annotations
+
+import math
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _tile(row_start, tile, n_cols, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
+    # (flat offset of the tile's lane 0, a multiple of ALIGN; its columns; which are the row's; whether masked)
+    h = (row_start % ALIGN).to(tl.int32)
+    cols = tile * BLOCK_N - h + tl.arange(0, BLOCK_N)
+    edge = (tile == 0) | ((tile + 1) * BLOCK_N - h > n_cols)  # the inner tiles lie wholly in the row
+    return row_start // ALIGN * ALIGN + tile * BLOCK_N, cols, (cols >= 0) & (cols < n_cols), edge
+
+
+@triton.jit
+def _load(ptr, start, mask, edge, BLOCK_N: tl.constexpr):
+    offs = start + tl.arange(0, BLOCK_N)
+    if edge:
+        v = tl.load(ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    else:
+        v = tl.load(ptr + offs).to(tl.float32)
+    return v
+
+
+@triton.jit
+def _counts(tiles, h, n_cols, BLOCK_N: tl.constexpr):
+    # the row's columns in each of its tiles (0 in a tile past its end)
+    return tl.maximum(tl.minimum((tiles + 1) * BLOCK_N - h, n_cols) - tl.maximum(tiles * BLOCK_N - h, 0), 0)
+
+
+@triton.jit
+def _norm_bwd_aligned_stats_kernel(x_ptr, w_ptr, dy_ptr, stats_ptr, n_cols, n_tiles, BLOCK_N: tl.constexpr,
+                                   CENTRE: tl.constexpr, ALIGN: tl.constexpr):
+    # Launch 1: one aligned tile of one row a program; (mean, squared deviations, sum of g * (x - mean), sum of g)
+    # over the row's columns in it into stats[row, tile, 0:4] (RMSNorm: mean 0; a tile past the row's end: zeros).
+    pid = tl.program_id(axis=0)
+    row, tile = pid // n_tiles, pid % n_tiles
+    row_start = row.to(tl.int64) * n_cols
+    start, cols, mask, edge = _tile(row_start, tile, n_cols, BLOCK_N, ALIGN)
+    x = _load(x_ptr, start, mask, edge, BLOCK_N)
+    g = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32) * _load(dy_ptr, start, mask, edge, BLOCK_N)
+    if CENTRE:
+        count = _counts(tile, (row_start % ALIGN).to(tl.int32), n_cols, BLOCK_N)
+        mean = tl.sum(x, axis=0) / tl.maximum(count, 1)
+        x = tl.where(mask, x - mean, 0.0)
+    else:
+        mean = 0.0
+    out = stats_ptr + pid.to(tl.int64) * 4
+    tl.store(out, mean)
+    tl.store(out + 1, tl.sum(x * x, axis=0))
+    tl.store(out + 2, tl.sum(g * x, axis=0))
+    tl.store(out + 3, tl.sum(g, axis=0))
+
+
+@triton.jit
+def _norm_bwd_aligned_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part_ptr, n_rows, n_cols, n_tiles,
+                                   n_classes, eps, ROWS_PER_PROGRAM: tl.constexpr, BLOCK_N: tl.constexpr,
+                                   BLOCK_T: tl.constexpr, CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr,
+                                   ALIGN: tl.constexpr):
+    # Launch 2: one aligned tile of ROWS_PER_PROGRAM rows of one class a program (rows cls, cls + n_classes, ...);
+    # each row's statistics from its tiles' (in tile order, Chan's formula), then dx of the tile and the rows'
+    # partial dweight, dbias into part[block, cols].
+    pid = tl.program_id(axis=0)
+    block, tile = pid // n_tiles, pid % n_tiles
+    cls, chunk = block % n_classes, block // n_classes
+    _, cols, mask, edge = _tile(cls.to(tl.int64) * n_cols, tile, n_cols, BLOCK_N, ALIGN)  # the class's columns
+    tiles = tl.arange(0, BLOCK_T)
+    t_mask = tiles < n_tiles
+    counts = _counts(tiles, ((cls.to(tl.int64) * n_cols) % ALIGN).to(tl.int32), n_cols, BLOCK_N).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    dw = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    db = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    first = chunk.to(tl.int64) * ROWS_PER_PROGRAM * n_classes + cls  # int64: row * n_cols passes 2^31
+    for i in range(ROWS_PER_PROGRAM):
+        row = first + i * n_classes
+        row_ok = row < n_rows
+        start = row * n_cols // ALIGN * ALIGN + tile * BLOCK_N
+        x = _load(x_ptr, start, mask & row_ok, edge | (row >= n_rows), BLOCK_N)
+        dy = _load(dy_ptr, start, mask & row_ok, edge | (row >= n_rows), BLOCK_N)
+        stats = stats_ptr + (row * n_tiles + tiles) * 4
+        s_mask = t_mask & row_ok
+        t_mean = tl.load(stats, mask=s_mask, other=0.0)
+        t_sg = tl.load(stats + 3, mask=s_mask, other=0.0)
+        mean = tl.sum(tl.where(t_mask, counts * t_mean, 0.0), axis=0) / n_cols
+        d = t_mean - mean
+        m2 = tl.sum(tl.load(stats + 1, mask=s_mask, other=0.0) + tl.where(t_mask, counts * d * d, 0.0), axis=0)
+        sgx = tl.sum(tl.load(stats + 2, mask=s_mask, other=0.0) + d * t_sg, axis=0)
+        rstd = tl.where(row_ok, 1.0 / tl.sqrt(m2 / n_cols + eps), 0.0)  # 0 past the last row (no inf * 0)
+        x_hat = tl.where(mask, x - mean, 0.0) * rstd
+        dx = w * dy - x_hat * (sgx * rstd / n_cols)
+        if CENTRE:
+            dx = dx - tl.sum(t_sg, axis=0) / n_cols
+        dx = (dx * rstd).to(dx_ptr.dtype.element_ty)
+        if edge | (row >= n_rows):
+            tl.store(dx_ptr + start + tl.arange(0, BLOCK_N), dx, mask=mask & row_ok)
+        else:
+            tl.store(dx_ptr + start + tl.arange(0, BLOCK_N), dx)
+        dw += dy * x_hat
+        if HAS_BIAS:
+            db += dy
+    tl.store(part_ptr + block.to(tl.int64) * n_cols + cols, dw, mask=mask)
+    if HAS_BIAS:
+        db_row = (tl.num_programs(axis=0) // n_tiles + block).to(tl.int64)
+        tl.store(part_ptr + db_row * n_cols + cols, db, mask=mask)
+
+
+def classes(n_cols: int, align: int) -> int:
+    """Rows whose start sits the same distance past a 16-byte boundary recur every this many rows."""
+    return align // math.gcd(n_cols, align)
