@@ -108,6 +108,9 @@ LAYERNORM = {
                                       "torch.compile 19.1); square shapes never qualify", None),
     # a split row: (programs a SM, fewest, most columns a program): one chunk of a row, held
     "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
+    # element size -> (fewest columns, tile, warps): contiguous rows no multiple of 16 bytes on 16-byte aligned tiles
+    # of the flat x (RMSNorm's walk); empty (held or the tiled loop) until the lab's alignedfwd section has timed it
+    "ALIGNED_TILES": {},
 }
 
 RMSNORM = {

@@ -43,6 +43,7 @@ SPLIT_BELOW = values(LAYERNORM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, l
 SPLIT_CHUNK = values(LAYERNORM["SPLIT_CHUNK"])  # (programs a SM, fewest, most columns a program) of a split row
 SPARSE_BLOCK = values(LAYERNORM["SPARSE_BLOCK"])  # element size -> (fewest, most columns, tile, warps, unaligned)
 WIDE_HELD = values(LAYERNORM["WIDE_HELD"])  # rows too long to hold by the heuristic: (most columns, warps) held
+ALIGNED_TILES = values(LAYERNORM["ALIGNED_TILES"])  # element size -> (fewest columns, tile, warps): aligned tiles
 
 
 @triton.jit
@@ -114,6 +115,49 @@ def _layernorm_fwd_kernel(
             tl.store(y_row + c * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _layernorm_fwd_aligned_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK_N: tl.constexpr,
+                                  ALIGN: tl.constexpr):
+    # A row of a contiguous x no multiple of 16 bytes on 16-byte aligned tiles of the flat buffer (RMSNorm's walk:
+    # the first and last tiles masked, the inner ones unmasked, so x and y move 16-byte vectors). Both statistics in
+    # one pass, as sums about the row's first element: a shift within the row's spread, so a large mean cancels
+    # nothing; then normalise, scale, shift and store, tile by tile.
+    row_start = tl.program_id(axis=0).to(tl.int64) * n_cols
+    row_end = row_start + n_cols
+    first = row_start // ALIGN * ALIGN
+    n_tiles = ((row_end - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
+    lanes = tl.arange(0, BLOCK_N)
+    shift = tl.load(x_ptr + row_start).to(tl.float32)
+    offs = first + lanes
+    mask = (offs >= row_start) & (offs < row_end)
+    x = tl.where(mask, tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32) - shift, 0.0)
+    s1, s2 = x, x * x
+    for k in range(1, n_tiles - 1):
+        x = tl.load(x_ptr + first + k * BLOCK_N + lanes, eviction_policy="evict_last").to(tl.float32) - shift
+        s1, s2 = s1 + x, s2 + x * x
+    if n_tiles > 1:
+        offs = first + (n_tiles - 1) * BLOCK_N + lanes
+        x = tl.where(offs < row_end, tl.load(x_ptr + offs, mask=offs < row_end, other=0.0).to(tl.float32) - shift,
+                     0.0)
+        s1, s2 = s1 + x, s2 + x * x
+    d = tl.sum(s1, axis=0) / n_cols  # mean - shift
+    rstd = tl.math.rsqrt(tl.maximum(tl.sum(s2, axis=0) / n_cols - d * d, 0.0) + eps)
+    mean = shift + d
+    for k in range(0, n_tiles):  # pass 2: the first and last tiles masked
+        offs = first + k * BLOCK_N + lanes
+        if (k == 0) | (k == n_tiles - 1):
+            mask = (offs >= row_start) & (offs < row_end)
+            x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + (offs - row_start), mask=mask, other=0.0).to(tl.float32)
+            b = tl.load(b_ptr + (offs - row_start), mask=mask, other=0.0).to(tl.float32)
+            tl.store(y_ptr + offs, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=mask)
+        else:
+            x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
+            w = tl.load(w_ptr + (offs - row_start)).to(tl.float32)
+            b = tl.load(b_ptr + (offs - row_start)).to(tl.float32)
+            tl.store(y_ptr + offs, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty))
+
+
 def launch_params(n_cols: int, element_size: int, block_size: int | None = None) -> tuple[int, int]:
     """(BLOCK_SIZE, num_warps) for rows of n_cols elements: the shared row heuristic (kernels/_rows.py), WIDE_HELD's
     block and warps for rows a little too long for it, TILED_LAUNCH for rows longer still and SPARSE_BLOCK's tiles for
@@ -170,7 +214,8 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     split_cols's choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
     key = (spec(x), spec(weight), spec(bias), eps, block_size, num_warps, split,  # the tables by id: lab swaps them
            id(TILED_LAUNCH), id(HELD_MIN_WARPS), id(WB_EARLY_COLS), id(REGISTER_CAP), PREFETCH_PROGRAMS,
-           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS, id(SPARSE_BLOCK), id(WIDE_HELD))
+           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS, id(SPARSE_BLOCK), id(WIDE_HELD),
+           id(ALIGNED_TILES))
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
@@ -198,6 +243,13 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     if block_size is None and num_warps is None and (packed := packed_norm_launch(x, y, weight, bias, eps)):
         kernel, grid, args, meta = packed  # many short rows: several a program (kernels/_norm_packed.py)
         _LAUNCHES.launch(key, kernel, grid, (x, weight, bias, y, *args), meta, n_head=4)
+        return y
+    aligned, es = ALIGNED_TILES.get(x.element_size()), x.element_size()
+    if aligned and n_cols >= aligned[0] and n_cols * es % 16 and block_size is None and num_warps is None and \
+            x.stride() == (n_cols, 1) and weight.stride(0) == 1 and bias.stride(0) == 1:
+        _, tile, warps = aligned  # contiguous rows no multiple of 16 bytes: on aligned tiles
+        _LAUNCHES.launch(key, _layernorm_fwd_aligned_kernel, (n_rows,), (x, weight, bias, y, n_cols, eps),
+                         dict(BLOCK_N=tile, ALIGN=16 // es, num_warps=warps), n_head=4)
         return y
     block_size, auto_warps = launch_params(n_cols, x.element_size(), block_size)
     num_warps = num_warps or auto_warps

@@ -38,6 +38,7 @@ PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept"
                "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof, "longrows": longrows.run_longrows,
                "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
                "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "alignedrows": rows.run_alignedrows,
+               "alignedfwd": longrows.run_alignedfwd,
                "timeline": timeline.run_timeline}
 
 HELP = {
@@ -83,6 +84,8 @@ HELP = {
                  "the builtin",
     "alignedrows": "row-sum of many long rows no multiple of 16 bytes: aligned tiles (tile, warps) against the split "
                    "and the builtin",
+    "alignedfwd": "LayerNorm's forward on rows no multiple of 16 bytes: 16-byte aligned tiles (tile, warps) against "
+                  "the default, the builtin and torch.compile",
     "longbwd": "the norms' long-row backward alone (rows of 11008-333333 columns) in column tiles: the next row "
                "loaded ahead, tiles, beside the fwd+bwd of ours, the builtin and torch.compile",
 }

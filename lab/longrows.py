@@ -8,7 +8,8 @@ Beside the builtin and torch.compile of the naive expression (fwd+bwd: its gradi
 twenty-first session the gradients alone, whose forward store Inductor drops), every variant checked against the
 builtin first. Section longfwd: the forward's variants alone; normbwd: the held rows' backward (programs a SM,
 warps, the next rows prefetched or not, two rows at once) at square and llm shapes; longbwd: the long rows' backward
-alone in column tiles (kernels/_norm_bwd_long.py): the next row loaded ahead, tiles."""
+alone in column tiles (kernels/_norm_bwd_long.py): the next row loaded ahead, tiles, rows no multiple of 16 bytes on
+aligned tiles; alignedfwd: LayerNorm's forward on rows no multiple of 16 bytes, on aligned tiles."""
 import torch
 import triton
 
@@ -31,6 +32,8 @@ BWD_WARPS = (4, 8, 16, 32)  # num_warps of the held backward (the default: the f
 LONG_BWD_SHAPES = ((2048, 16384), (8192, 14336), (4096, 11008), (1024, 28672), (4096, 32000), (1024, 50257),
                    (32, 128256), (16, 333333))
 LONG_BWD_TILES = (4096, 8192)  # beside LONG_TILE, with and without the next row loaded ahead
+ALIGNED_FWD_SHAPES = ((4096, 4097), (8192, 4097), (6000, 1793), (2048, 5001), (1024, 50257))  # rows no multiple of 16 B
+ALIGNED_FWD_TILES = ((1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8))  # LayerNorm's forward on aligned tiles
 
 
 def held_at_least(warps):
@@ -143,14 +146,29 @@ def fwd_variants(name, rows, cols, dtype, device="cuda"):
     return checked_against_builtin(out, dtype, f"{name} fwd")
 
 
+def aligned_fwd_variants(name, rows, cols, dtype, device="cuda"):
+    """{variant: fn} of LayerNorm's forward on rows no multiple of 16 bytes: the default, and on 16-byte aligned
+    tiles (its ALIGNED_TILES) at each of ALIGNED_FWD_TILES, beside the builtin and torch.compile."""
+    kernel = load_kernel(name)
+    inputs = kernel.make_inputs((rows, cols), dtype, device, 0)
+    x, *params, _ = inputs
+    ours = getattr(kernel.module, f"{name}_triton")
+    out = {"builtin": lambda: getattr(kernel.module, f"{name}_builtin")(x, *params),
+           "compile": _compiled(kernel, "fwd")(inputs), "ours (default)": lambda: ours(x, *params)}
+    for tile, warps in ALIGNED_FWD_TILES:
+        out[f"aligned tiles {tile} x {warps}"] = swapped(kernel.module, out["ours (default)"],
+                                                         ALIGNED_TILES={x.element_size(): (1, tile, warps)})
+    return checked_against_builtin(out, dtype, f"{name} fwd")
+
+
 def checked_against_builtin(variants, dtype, what):
     """Every variant but the builtin, checked once against the builtin's output (lab.common.checked)."""
     ref = variants["builtin"]()
     return {k: fn if k == "builtin" else checked(fn, ref, dtype, f"{what} {k}") for k, fn in variants.items()}
 
 
-def _run(run, shapes, passes):
-    for name in ("rmsnorm", "layernorm"):
+def _run(run, shapes, passes, names=("rmsnorm", "layernorm")):
+    for name in names:
         bytes_moved = load_kernel(name).bytes
         for rows, cols in shapes:
             for dname in run.args.dtypes:
@@ -178,3 +196,7 @@ def run_normbwd(run):
 
 def run_longbwd(run):
     _run(run, LONG_BWD_SHAPES, (("bwd", long_bwd_variants),))
+
+
+def run_alignedfwd(run):
+    _run(run, ALIGNED_FWD_SHAPES, (("fwd", aligned_fwd_variants),), names=("layernorm",))

@@ -221,3 +221,29 @@ def test_a_row_held_by_wide_held_matches_float64():
     x, w, b = _inputs(2, MAX_BLOCK_SIZE + 3000, torch.float32)  # one tile of 32768 at 32 warps (WIDE_HELD)
     assert ln.launch_params(x.shape[1], 4) == (32768, 32)
     torch.testing.assert_close(ln.layernorm_triton(x, w, b).double(), _ref(x, w, b), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("cols,tile", [(257, 512), (257, 256), (301, 64), (1001, 128), (333, 16)])
+def test_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, dtype, cols, tile):
+    # ALIGNED_TILES: rows no multiple of 16 bytes walk the flat buffer in aligned tiles: rows starting mid-tile, of
+    # one tile (257 in 512) and two (no inner tile), first, inner and last tiles; a mean of 1000 (|mean| >> std: the
+    # sums about the row's first element keep the variance)
+    monkeypatch.setattr(ln, "ALIGNED_TILES", {2: (33, tile, 1), 4: (33, tile, 1)})
+    launched = []
+    real = ln._layernorm_fwd_aligned_kernel
+    monkeypatch.setattr(ln, "_layernorm_fwd_aligned_kernel", type("Spy", (), {
+        "__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
+    x, w, b = _inputs(7, cols, dtype)
+    tol = dict(atol=2e-3, rtol=2e-3) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
+    for shift in (0.0, 1000.0):
+        xs = (x.double() + shift).to(dtype)
+        torch.testing.assert_close(ln.layernorm_triton(xs, w, b).double(), _ref(xs, w, b), **tol)
+    assert launched == [(7,)] * 2
+    # not the aligned tiles: rows under the table's fewest columns, aligned rows, a strided x, weight or bias, a tile
+    # asked for
+    wide = _inputs(1, 2 * cols, dtype)[1]
+    for args, kw in [(_inputs(3, 31, dtype), {}), (_inputs(3, 40, dtype), {}), ((x[::2], w, b), {}),
+                     ((x, wide[::2], b), {}), ((x, w, wide[::2]), {}), ((x, w, b), {"block_size": 64})]:
+        torch.testing.assert_close(ln.layernorm_triton(*args, **kw).double(), _ref(*args), **tol)
+    assert launched == [(7,)] * 2
