@@ -84,8 +84,9 @@ def _bwd_alone(name, rows, cols, dtype, device):
 
 
 def bwd_variants(name, rows, cols, dtype, device="cuda"):
-    """{variant: fn} of one norm's held-row backward alone (norm_backward, every fn returning its gradients), with
-    the fwd+bwd of ours, the builtin and torch.compile beside it."""
+    """{variant: fn} of one norm's held-row backward alone (norm_backward, every fn returning its gradients), rows no
+    multiple of 16 bytes also on aligned tiles (ALIGNED_LONG), with the fwd+bwd of ours, the builtin and torch.compile
+    beside it."""
     out, bwd = _bwd_alone(name, rows, cols, dtype, device)
     for per_sm in BWD_PROGRAMS_PER_SM:  # ELEMENTS_PER_SM past any tile: PROGRAMS_PER_SM alone decides
         out[f"bwd alone, {per_sm} programs a SM"] = swapped(_norm_bwd, bwd, PROGRAMS_PER_SM=per_sm,
@@ -97,6 +98,10 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
     every = dict(PREFETCH_ROW_BYTES=((0, 1 << 30),) * 2, PREFETCH_UNALIGNED=(True, True))  # at default warps and 8
     out["bwd alone, every row prefetched"] = swapped(_norm_bwd, bwd, **every, PREFETCH_WARPS=32)
     out["bwd alone, every row prefetched, 8 warps"] = swapped(_norm_bwd, bwd, **every)
+    if cols * dtype.itemsize % 16:  # rows no multiple of 16 bytes: read twice on aligned tiles, not held
+        for tile in (1024, 2048):
+            out[f"bwd alone, aligned tiles {tile}"] = swapped(_norm_bwd, bwd, ALIGNED_LONG=True, LONG_TILE=tile,
+                                                              HELD_MAX_COLS=0)
     if cols >= _norm_bwd.PACK_BELOW:  # two rows at once: the packed path's (BLOCK_M, BLOCK_SIZE) tile
         block = triton.next_power_of_2(cols)
         out["bwd alone, two rows at once"] = swapped(_norm_bwd, bwd, PACK_BELOW=cols + 1, PACK_ELEMENTS=2 * block)
