@@ -120,42 +120,44 @@ def _layernorm_fwd_aligned_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK
                                   ALIGN: tl.constexpr):
     # A row of a contiguous x no multiple of 16 bytes on 16-byte aligned tiles of the flat buffer (RMSNorm's walk:
     # the first and last tiles masked, the inner ones unmasked, so x and y move 16-byte vectors). Both statistics in
-    # one pass, as sums about the row's first element: a shift within the row's spread, so a large mean cancels
-    # nothing; then normalise, scale, shift and store, tile by tile.
+    # one pass: each lane sums about its own first value (within its own spread: neither a large mean nor an
+    # outlier cancels), then the lanes combine as Welford partials; then normalise, scale, shift, store.
     row_start = tl.program_id(axis=0).to(tl.int64) * n_cols
     row_end = row_start + n_cols
     first = row_start // ALIGN * ALIGN
     n_tiles = ((row_end - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
     lanes = tl.arange(0, BLOCK_N)
-    shift = tl.load(x_ptr + row_start).to(tl.float32)
-    offs = first + lanes
-    mask = (offs >= row_start) & (offs < row_end)
-    x = tl.where(mask, tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32) - shift, 0.0)
-    s1, s2 = x, x * x
+    head = first + lanes
+    head_in = (head >= row_start) & (head < row_end)
+    x0 = tl.load(x_ptr + head, mask=head_in, other=0.0).to(tl.float32)
+    tail = first + (n_tiles - 1) * BLOCK_N + lanes
+    tail_in = (tail < row_end) & (n_tiles > 1)
+    xl = tl.load(x_ptr + tail, mask=tail_in, other=0.0).to(tl.float32)
+    shift = tl.where(head_in, x0, xl)  # the lane's first value (tile 1's where there are inner tiles)
+    if n_tiles > 2:
+        shift = tl.where(head_in, x0, tl.load(x_ptr + first + BLOCK_N + lanes).to(tl.float32))
+    d0, dl = tl.where(head_in, x0 - shift, 0.0), tl.where(tail_in, xl - shift, 0.0)
+    s1, s2 = d0 + dl, d0 * d0 + dl * dl
     for k in range(1, n_tiles - 1):
         x = tl.load(x_ptr + first + k * BLOCK_N + lanes, eviction_policy="evict_last").to(tl.float32) - shift
         s1, s2 = s1 + x, s2 + x * x
-    if n_tiles > 1:
-        offs = first + (n_tiles - 1) * BLOCK_N + lanes
-        x = tl.where(offs < row_end, tl.load(x_ptr + offs, mask=offs < row_end, other=0.0).to(tl.float32) - shift,
-                     0.0)
-        s1, s2 = s1 + x, s2 + x * x
-    d = tl.sum(s1, axis=0) / n_cols  # mean - shift
-    rstd = tl.math.rsqrt(tl.maximum(tl.sum(s2, axis=0) / n_cols - d * d, 0.0) + eps)
-    mean = shift + d
-    for k in range(0, n_tiles):  # pass 2: the first and last tiles masked
+    count = head_in.to(tl.float32) + tail_in.to(tl.float32) + tl.maximum(n_tiles - 2, 0)
+    safe = tl.maximum(count, 1.0)
+    lane_mean, lane_m2 = shift + s1 / safe, tl.maximum(s2 - s1 * s1 / safe, 0.0)
+    mean, m2, _ = tl.reduce((tl.where(count > 0, lane_mean, 0.0), lane_m2, count), 0, welford_combine)
+    rstd = tl.math.rsqrt(m2 / n_cols + eps)
+    w = tl.load(w_ptr + (head - row_start), mask=head_in, other=0.0).to(tl.float32)  # pass 2: edges masked
+    b = tl.load(b_ptr + (head - row_start), mask=head_in, other=0.0).to(tl.float32)
+    tl.store(y_ptr + head, ((x0 - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=head_in)
+    for k in range(1, n_tiles - 1):
         offs = first + k * BLOCK_N + lanes
-        if (k == 0) | (k == n_tiles - 1):
-            mask = (offs >= row_start) & (offs < row_end)
-            x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(w_ptr + (offs - row_start), mask=mask, other=0.0).to(tl.float32)
-            b = tl.load(b_ptr + (offs - row_start), mask=mask, other=0.0).to(tl.float32)
-            tl.store(y_ptr + offs, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=mask)
-        else:
-            x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
-            w = tl.load(w_ptr + (offs - row_start)).to(tl.float32)
-            b = tl.load(b_ptr + (offs - row_start)).to(tl.float32)
-            tl.store(y_ptr + offs, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty))
+        x = tl.load(x_ptr + offs, eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(w_ptr + (offs - row_start)).to(tl.float32)
+        b = tl.load(b_ptr + (offs - row_start)).to(tl.float32)
+        tl.store(y_ptr + offs, ((x - mean) * rstd * w + b).to(y_ptr.dtype.element_ty))
+    w = tl.load(w_ptr + (tail - row_start), mask=tail_in, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + (tail - row_start), mask=tail_in, other=0.0).to(tl.float32)
+    tl.store(y_ptr + tail, ((xl - mean) * rstd * w + b).to(y_ptr.dtype.element_ty), mask=tail_in)
 
 
 def launch_params(n_cols: int, element_size: int, block_size: int | None = None) -> tuple[int, int]:

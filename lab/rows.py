@@ -273,11 +273,10 @@ def run_alignedrows(run):
             ref, es = x.float().sum(dim=1).to(x.dtype), x.element_size()
             variants = {"builtin": lambda: x.sum(dim=1), "ours (default)": lambda: rs.rowsum_triton(x),
                         "ours split": swapped(rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=True),
-                        "ours tiled loop": swapped(rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=False,
-                                                   ALIGNED_TILES={})}
-            for tile, warps in ALIGNED_CHOICES:
+                        "ours tiled loop": swapped(rs, lambda: rs.rowsum_triton(x, split=0), ALIGNED_TILES={})}
+            for tile, warps in ALIGNED_CHOICES:  # split=0: one program a row, even where SPLIT_BELOW would split
                 variants[f"ours aligned {tile}x{warps}"] = swapped(
-                    rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=False, ALIGNED_TILES={es: (tile, warps)})
+                    rs, lambda: rs.rowsum_triton(x, split=0), ALIGNED_TILES={es: (tile, warps)})
             for name, fn in variants.items():
                 fn = fn if name == "builtin" else checked(fn, ref, DTYPES[dname], name)
                 run.record("rowsum_aligned", f"{rows}x{cols}", dname, name, timed(fn, run.timer, run.cfg),

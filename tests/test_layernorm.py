@@ -227,8 +227,8 @@ def test_a_row_held_by_wide_held_matches_float64():
 @pytest.mark.parametrize("cols,tile", [(257, 512), (257, 256), (301, 64), (1001, 128), (333, 16)])
 def test_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, dtype, cols, tile):
     # ALIGNED_TILES: rows no multiple of 16 bytes walk the flat buffer in aligned tiles: rows starting mid-tile, of
-    # one tile (257 in 512) and two (no inner tile), first, inner and last tiles; a mean of 1000 (|mean| >> std: the
-    # sums about the row's first element keep the variance)
+    # one tile (257 in 512) and two (no inner tile), first, inner and last tiles; a mean of 1000 and a first column
+    # of 1e4 in fp32 (|mean| >> std, an outlier: each lane's sums about its own first value keep the variance)
     monkeypatch.setattr(ln, "ALIGNED_TILES", {2: (33, tile, 1), 4: (33, tile, 1)})
     launched = []
     real = ln._layernorm_fwd_aligned_kernel
@@ -236,14 +236,24 @@ def test_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, dtype, cols,
         "__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
     x, w, b = _inputs(7, cols, dtype)
     tol = dict(atol=2e-3, rtol=2e-3) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
-    for shift in (0.0, 1000.0):
-        xs = (x.double() + shift).to(dtype)
+    outlier = x.clone()
+    outlier[:, 0] = 1e4 if dtype == torch.float32 else 300.0
+    for xs in ((x.double() + 1000.0).to(dtype), x, outlier):
         torch.testing.assert_close(ln.layernorm_triton(xs, w, b).double(), _ref(xs, w, b), **tol)
-    assert launched == [(7,)] * 2
+    assert launched == [(7,)] * 3
     # not the aligned tiles: rows under the table's fewest columns, aligned rows, a strided x, weight or bias, a tile
     # asked for
     wide = _inputs(1, 2 * cols, dtype)[1]
     for args, kw in [(_inputs(3, 31, dtype), {}), (_inputs(3, 40, dtype), {}), ((x[::2], w, b), {}),
                      ((x, wide[::2], b), {}), ((x, w, wide[::2]), {}), ((x, w, b), {"block_size": 64})]:
         torch.testing.assert_close(ln.layernorm_triton(*args, **kw).double(), _ref(*args), **tol)
-    assert launched == [(7,)] * 2
+    assert launched == [(7,)] * 3
+
+
+def test_aligned_tiles_keep_the_variance_of_a_long_row_with_an_outlier(monkeypatch):
+    # sums about one shift for the whole row would cancel here: n * (x0 - mean)^2 against the row's own squared
+    # deviations, ~1 % off at 151937 columns with x[:, 0] = 1e4 (each lane's own shift: ~1e-5)
+    monkeypatch.setattr(ln, "ALIGNED_TILES", {4: (33, 4096, 1)})
+    x, w, b = _inputs(2, 151937, torch.float32)
+    x[:, 0] = 1e4
+    torch.testing.assert_close(ln.layernorm_triton(x, w, b).double(), _ref(x, w, b), atol=1e-3, rtol=1e-3)
