@@ -14,30 +14,7 @@ import math
 import triton
 import triton.language as tl
 
-
-@triton.jit
-def _tile(row_start, tile, n_cols, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
-    # (flat offset of the tile's lane 0, a multiple of ALIGN; its columns; which are the row's; whether masked)
-    h = (row_start % ALIGN).to(tl.int32)
-    cols = tile * BLOCK_N - h + tl.arange(0, BLOCK_N)
-    edge = (tile == 0) | ((tile + 1) * BLOCK_N - h > n_cols)  # the inner tiles lie wholly in the row
-    return row_start // ALIGN * ALIGN + tile * BLOCK_N, cols, (cols >= 0) & (cols < n_cols), edge
-
-
-@triton.jit
-def _load(ptr, start, mask, edge, BLOCK_N: tl.constexpr):
-    offs = start + tl.arange(0, BLOCK_N)
-    if edge:
-        v = tl.load(ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    else:
-        v = tl.load(ptr + offs).to(tl.float32)
-    return v
-
-
-@triton.jit
-def _counts(tiles, h, n_cols, BLOCK_N: tl.constexpr):
-    # the row's columns in each of its tiles (0 in a tile past its end)
-    return tl.maximum(tl.minimum((tiles + 1) * BLOCK_N - h, n_cols) - tl.maximum(tiles * BLOCK_N - h, 0), 0)
+from kernels._rows import aligned_tile, load_tile, tile_counts
 
 
 @triton.jit
@@ -48,11 +25,11 @@ def _norm_bwd_aligned_stats_kernel(x_ptr, w_ptr, dy_ptr, stats_ptr, n_cols, n_ti
     pid = tl.program_id(axis=0)
     row, tile = pid // n_tiles, pid % n_tiles
     row_start = row.to(tl.int64) * n_cols
-    start, cols, mask, edge = _tile(row_start, tile, n_cols, BLOCK_N, ALIGN)
-    x = _load(x_ptr, start, mask, edge, BLOCK_N)
-    g = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32) * _load(dy_ptr, start, mask, edge, BLOCK_N)
+    start, cols, mask, edge = aligned_tile(row_start, tile, n_cols, BLOCK_N, ALIGN)
+    x = load_tile(x_ptr, start, mask, edge, BLOCK_N)
+    g = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32) * load_tile(dy_ptr, start, mask, edge, BLOCK_N)
     if CENTRE:
-        count = _counts(tile, (row_start % ALIGN).to(tl.int32), n_cols, BLOCK_N)
+        count = tile_counts(tile, (row_start % ALIGN).to(tl.int32), n_cols, BLOCK_N)
         mean = tl.sum(x, axis=0) / tl.maximum(count, 1)
         x = tl.where(mask, x - mean, 0.0)
     else:
@@ -75,10 +52,10 @@ def _norm_bwd_aligned_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part
     pid = tl.program_id(axis=0)
     block, tile = pid // n_tiles, pid % n_tiles
     cls, chunk = block % n_classes, block // n_classes
-    _, cols, mask, edge = _tile(cls.to(tl.int64) * n_cols, tile, n_cols, BLOCK_N, ALIGN)  # the class's columns
+    _, cols, mask, edge = aligned_tile(cls.to(tl.int64) * n_cols, tile, n_cols, BLOCK_N, ALIGN)  # the class's columns
     tiles = tl.arange(0, BLOCK_T)
     t_mask = tiles < n_tiles
-    counts = _counts(tiles, ((cls.to(tl.int64) * n_cols) % ALIGN).to(tl.int32), n_cols, BLOCK_N).to(tl.float32)
+    counts = tile_counts(tiles, ((cls.to(tl.int64) * n_cols) % ALIGN).to(tl.int32), n_cols, BLOCK_N).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     dw = tl.zeros((BLOCK_N,), dtype=tl.float32)
     db = tl.zeros((BLOCK_N,), dtype=tl.float32)
@@ -87,8 +64,8 @@ def _norm_bwd_aligned_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part
         row = first + i * n_classes
         row_ok = row < n_rows
         start = row * n_cols // ALIGN * ALIGN + tile * BLOCK_N
-        x = _load(x_ptr, start, mask & row_ok, edge | (row >= n_rows), BLOCK_N)
-        dy = _load(dy_ptr, start, mask & row_ok, edge | (row >= n_rows), BLOCK_N)
+        x = load_tile(x_ptr, start, mask & row_ok, edge | (row >= n_rows), BLOCK_N)
+        dy = load_tile(dy_ptr, start, mask & row_ok, edge | (row >= n_rows), BLOCK_N)
         stats = stats_ptr + (row * n_tiles + tiles) * 4
         s_mask = t_mask & row_ok
         t_mean = tl.load(stats, mask=s_mask, other=0.0)

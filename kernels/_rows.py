@@ -118,6 +118,34 @@ def l2_prefetch(ptrs, mask):
         "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
+@triton.jit
+def aligned_tile(row_start, tile, n_cols, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
+    # Tile ``tile`` of the row at flat offset row_start on 16-byte aligned tiles of a contiguous buffer (rows no
+    # multiple of 16 bytes): (the flat offset of its lane 0, a multiple of ALIGN; its columns; which of them are the
+    # row's; whether it is masked: the first and last, the inner tiles lying wholly in the row)
+    h = (row_start % ALIGN).to(tl.int32)
+    cols = tile * BLOCK_N - h + tl.arange(0, BLOCK_N)
+    edge = (tile == 0) | ((tile + 1) * BLOCK_N - h > n_cols)
+    return row_start // ALIGN * ALIGN + tile * BLOCK_N, cols, (cols >= 0) & (cols < n_cols), edge
+
+
+@triton.jit
+def load_tile(ptr, start, mask, edge, BLOCK_N: tl.constexpr):
+    # an aligned tile as fp32: masked where ``edge``, else unmasked (16-byte vectors)
+    offs = start + tl.arange(0, BLOCK_N)
+    if edge:
+        v = tl.load(ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    else:
+        v = tl.load(ptr + offs).to(tl.float32)
+    return v
+
+
+@triton.jit
+def tile_counts(tiles, h, n_cols, BLOCK_N: tl.constexpr):
+    # the row's columns in each of its tiles (0 in a tile past its end)
+    return tl.maximum(tl.minimum((tiles + 1) * BLOCK_N - h, n_cols) - tl.maximum(tiles * BLOCK_N - h, 0), 0)
+
+
 def can_prefetch(*tensors) -> bool:
     """l2_prefetch can run: CUDA tensors, compiled (not the interpreter)."""
     return not interpreting() and all(t.device.type == "cuda" for t in tensors)

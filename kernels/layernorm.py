@@ -20,7 +20,7 @@ import triton.language as tl
 from kernels._launch import LAYERNORM, values
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
-from kernels import _norm_packed
+from kernels import _norm_packed, _norm_split
 from kernels._norm_packed import packed_norm_launch
 from kernels._norm_split import norm_split_forward, welford_combine
 from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, device_sms, held_min_warps, l2_prefetch,
@@ -217,7 +217,7 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     key = (spec(x), spec(weight), spec(bias), eps, block_size, num_warps, split,  # the tables by id: lab swaps them
            id(TILED_LAUNCH), id(HELD_MIN_WARPS), id(WB_EARLY_COLS), id(REGISTER_CAP), PREFETCH_PROGRAMS,
            id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS, id(SPARSE_BLOCK), id(WIDE_HELD),
-           id(ALIGNED_TILES))
+           id(ALIGNED_TILES), _norm_split.ALIGNED_SPLIT)
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing

@@ -20,7 +20,7 @@ import triton.language as tl
 from kernels._launch import RMSNORM, values
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
-from kernels import _norm_packed
+from kernels import _norm_packed, _norm_split
 from kernels._norm_packed import packed_norm_launch
 from kernels._norm_split import norm_split_forward
 from kernels._rows import (leading_rows, bound_mask, device_sms, needs_grad, row_align, row_launch_params, split_cols,
@@ -148,7 +148,7 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     program a row, None: split_cols's choice (GPU only). A key seen before launches as its first call did."""
     key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full, split,  # the tables by id: lab swaps
            id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS,
-           SPARSE_BLOCK, id(TILED_LAUNCH), id(ALIGNED_TILES), id(WIDE_HELD))
+           _norm_split.ALIGNED_SPLIT, SPARSE_BLOCK, id(TILED_LAUNCH), id(ALIGNED_TILES), id(WIDE_HELD))
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing

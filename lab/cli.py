@@ -84,8 +84,8 @@ HELP = {
                  "the builtin",
     "alignedrows": "row-sum of many long rows no multiple of 16 bytes: aligned tiles (tile, warps) against the split "
                    "and the builtin",
-    "alignedfwd": "LayerNorm's forward on rows no multiple of 16 bytes: 16-byte aligned tiles (tile, warps) against "
-                  "the default, the builtin and torch.compile",
+    "alignedfwd": "the norms' forward on rows no multiple of 16 bytes: LayerNorm's 16-byte aligned tiles (tile, "
+                  "warps) and the split's aligned chunks against the default, the builtin and torch.compile",
     "longbwd": "the norms' long-row backward alone (rows of 11008-333333 columns) in column tiles: the next row "
                "loaded ahead, tiles, beside the fwd+bwd of ours, the builtin and torch.compile",
 }

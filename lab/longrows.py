@@ -9,11 +9,12 @@ twenty-first session the gradients alone, whose forward store Inductor drops), e
 builtin first. Section longfwd: the forward's variants alone; normbwd: the held rows' backward (programs a SM,
 warps, the next rows prefetched or not, two rows at once) at square and llm shapes; longbwd: the long rows' backward
 alone in column tiles (kernels/_norm_bwd_long.py): the next row loaded ahead, tiles, rows no multiple of 16 bytes on
-aligned tiles; alignedfwd: LayerNorm's forward on rows no multiple of 16 bytes, on aligned tiles."""
+aligned tiles; alignedfwd: the forward on rows no multiple of 16 bytes on aligned tiles (LayerNorm's walk, the
+split's chunks)."""
 import torch
 import triton
 
-from kernels import _norm_bwd
+from kernels import _norm_bwd, _norm_split
 from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
 from lab.common import DTYPES, checked, swapped, timed
 from rooflab.cell import _kw, compiled_factory
@@ -32,7 +33,7 @@ BWD_WARPS = (4, 8, 16, 32)  # num_warps of the held backward (the default: the f
 LONG_BWD_SHAPES = ((2048, 16384), (8192, 14336), (4096, 11008), (1024, 28672), (4096, 32000), (1024, 50257),
                    (32, 128256), (16, 333333))
 LONG_BWD_TILES = (4096, 8192)  # beside LONG_TILE, with and without the next row loaded ahead
-ALIGNED_FWD_SHAPES = ((4096, 4097), (8192, 4097), (6000, 1793), (2048, 5001), (1024, 50257))  # rows no multiple of 16 B
+ALIGNED_FWD_SHAPES = ((4096, 4097), (8192, 4097), (6000, 1793), (2048, 5001), (1024, 50257), (16, 333333))
 ALIGNED_FWD_TILES = ((1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8))  # LayerNorm's forward on aligned tiles
 
 
@@ -124,6 +125,7 @@ def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
         for tile in sorted({1024, _norm_bwd.LONG_TILE, 4096}):
             out[f"bwd alone, aligned tiles {tile}"] = swapped(_norm_bwd, bwd, ALIGNED_LONG=True, LONG_TILE=tile)
         out["ours, aligned tiles"] = swapped(_norm_bwd, out["ours (default)"], ALIGNED_LONG=True)
+        out["ours, aligned tiles and split"] = swapped(_norm_split, out["ours, aligned tiles"], ALIGNED_SPLIT=True)
     return checked_against_builtin(out, dtype, f"{name} bwd")
 
 
@@ -152,17 +154,20 @@ def fwd_variants(name, rows, cols, dtype, device="cuda"):
 
 
 def aligned_fwd_variants(name, rows, cols, dtype, device="cuda"):
-    """{variant: fn} of LayerNorm's forward on rows no multiple of 16 bytes: the default, and on 16-byte aligned
-    tiles (its ALIGNED_TILES) at each of ALIGNED_FWD_TILES, beside the builtin and torch.compile."""
+    """{variant: fn} of one norm's forward on rows no multiple of 16 bytes: the default; LayerNorm's on 16-byte
+    aligned tiles (its ALIGNED_TILES) at each of ALIGNED_FWD_TILES; few long rows' split in chunks on aligned tiles
+    (kernels/_norm_split.ALIGNED_SPLIT; the default where no split is taken); beside the builtin and torch.compile."""
     kernel = load_kernel(name)
     inputs = kernel.make_inputs((rows, cols), dtype, device, 0)
     x, *params, _ = inputs
     ours = getattr(kernel.module, f"{name}_triton")
     out = {"builtin": lambda: getattr(kernel.module, f"{name}_builtin")(x, *params),
            "compile": _compiled(kernel, "fwd")(inputs), "ours (default)": lambda: ours(x, *params)}
-    for tile, warps in ALIGNED_FWD_TILES:
-        out[f"aligned tiles {tile} x {warps}"] = swapped(kernel.module, out["ours (default)"],
-                                                         ALIGNED_TILES={x.element_size(): (1, tile, warps)})
+    if name == "layernorm":
+        for tile, warps in ALIGNED_FWD_TILES:
+            out[f"aligned tiles {tile} x {warps}"] = swapped(kernel.module, out["ours (default)"],
+                                                             ALIGNED_TILES={x.element_size(): (1, tile, warps)})
+    out["ours, split on aligned tiles"] = swapped(_norm_split, out["ours (default)"], ALIGNED_SPLIT=True)
     return checked_against_builtin(out, dtype, f"{name} fwd")
 
 
@@ -204,4 +209,4 @@ def run_longbwd(run):
 
 
 def run_alignedfwd(run):
-    _run(run, ALIGNED_FWD_SHAPES, (("fwd", aligned_fwd_variants),), names=("layernorm",))
+    _run(run, ALIGNED_FWD_SHAPES, (("fwd", aligned_fwd_variants),))

@@ -47,15 +47,25 @@ def _norm_inputs(shape, dtype):
     return x.to(dtype), w.to(dtype), b.to(dtype)
 
 
-@pytest.mark.parametrize("shape, chunk", CASES)
+@pytest.mark.parametrize("shape, chunk", CASES + [((5, 1001), 128), ((3, 333), 64)])
 @pytest.mark.parametrize("dtype, atol, rtol", NORM_TOLERANCES)
-def test_norms_split_match_float64(shape, chunk, dtype, atol, rtol):
+@pytest.mark.parametrize("aligned", [False, True])
+def test_norms_split_match_float64(monkeypatch, shape, chunk, dtype, atol, rtol, aligned):
+    # ALIGNED_SPLIT: rows no multiple of 16 bytes (20001, 1001 and 333 columns) in chunks on 16-byte aligned tiles
+    # of the flat x and y, the first and last chunk of a row masked; aligned rows keep the plain chunks
+    from kernels import _norm_split
+
+    monkeypatch.setattr(_norm_split, "ALIGNED_SPLIT", aligned)
+    aligns, real = [], _norm_split.launch_split
+    monkeypatch.setattr(_norm_split, "launch_split", lambda *a: (aligns.append(a[4][3].get("ALIGN", 1)), real(*a))[1])
     x, w, b = _norm_inputs(shape, dtype)
     y = rmsnorm_triton(x, w, split=chunk)
     assert y.dtype == dtype and y.shape == shape
     torch.testing.assert_close(y.double(), rmsnorm64(x.double(), w.double()), atol=atol, rtol=rtol)
     y = layernorm_triton(x, w, b, split=chunk)
     torch.testing.assert_close(y.double(), layernorm64(x.double(), w.double(), b.double()), atol=atol, rtol=rtol)
+    unaligned = aligned and shape[1] * x.element_size() % 16
+    assert aligns == [16 // x.element_size() if unaligned else 1] * 2
 
 
 def _softmax64(x):
