@@ -14,6 +14,7 @@ import math
 import triton
 import triton.language as tl
 
+from kernels._norm_bwd_long import store_partials, store_tile_stats, tile_dx
 from kernels._rows import aligned_tile, load_tile, tile_counts
 
 
@@ -28,17 +29,8 @@ def _norm_bwd_aligned_stats_kernel(x_ptr, w_ptr, dy_ptr, stats_ptr, n_cols, n_ti
     start, cols, mask, edge = aligned_tile(row_start, tile, n_cols, BLOCK_N, ALIGN)
     x = load_tile(x_ptr, start, mask, edge, BLOCK_N)
     g = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32) * load_tile(dy_ptr, start, mask, edge, BLOCK_N)
-    if CENTRE:
-        count = tile_counts(tile, (row_start % ALIGN).to(tl.int32), n_cols, BLOCK_N)
-        mean = tl.sum(x, axis=0) / tl.maximum(count, 1)
-        x = tl.where(mask, x - mean, 0.0)
-    else:
-        mean = 0.0
-    out = stats_ptr + pid.to(tl.int64) * 4
-    tl.store(out, mean)
-    tl.store(out + 1, tl.sum(x * x, axis=0))
-    tl.store(out + 2, tl.sum(g * x, axis=0))
-    tl.store(out + 3, tl.sum(g, axis=0))
+    count = tile_counts(tile, (row_start % ALIGN).to(tl.int32), n_cols, BLOCK_N)
+    store_tile_stats(stats_ptr, pid, x, g, mask, count, CENTRE)
 
 
 @triton.jit
@@ -66,20 +58,9 @@ def _norm_bwd_aligned_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part
         start = row * n_cols // ALIGN * ALIGN + tile * BLOCK_N
         x = load_tile(x_ptr, start, mask & row_ok, edge | (row >= n_rows), BLOCK_N)
         dy = load_tile(dy_ptr, start, mask & row_ok, edge | (row >= n_rows), BLOCK_N)
-        stats = stats_ptr + (row * n_tiles + tiles) * 4
-        s_mask = t_mask & row_ok
-        t_mean = tl.load(stats, mask=s_mask, other=0.0)
-        t_sg = tl.load(stats + 3, mask=s_mask, other=0.0)
-        mean = tl.sum(tl.where(t_mask, counts * t_mean, 0.0), axis=0) / n_cols
-        d = t_mean - mean
-        m2 = tl.sum(tl.load(stats + 1, mask=s_mask, other=0.0) + tl.where(t_mask, counts * d * d, 0.0), axis=0)
-        sgx = tl.sum(tl.load(stats + 2, mask=s_mask, other=0.0) + d * t_sg, axis=0)
-        rstd = tl.where(row_ok, 1.0 / tl.sqrt(m2 / n_cols + eps), 0.0)  # 0 past the last row (no inf * 0)
-        x_hat = tl.where(mask, x - mean, 0.0) * rstd
-        dx = w * dy - x_hat * (sgx * rstd / n_cols)
-        if CENTRE:
-            dx = dx - tl.sum(t_sg, axis=0) / n_cols
-        dx = (dx * rstd).to(dx_ptr.dtype.element_ty)
+        dx, x_hat = tile_dx(stats_ptr, row, row_ok, n_tiles, tiles, t_mask, counts, x, dy, w, mask, n_cols, eps,
+                            CENTRE)
+        dx = dx.to(dx_ptr.dtype.element_ty)
         if edge | (row >= n_rows):
             tl.store(dx_ptr + start + tl.arange(0, BLOCK_N), dx, mask=mask & row_ok)
         else:
@@ -87,10 +68,7 @@ def _norm_bwd_aligned_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part
         dw += dy * x_hat
         if HAS_BIAS:
             db += dy
-    tl.store(part_ptr + block.to(tl.int64) * n_cols + cols, dw, mask=mask)
-    if HAS_BIAS:
-        db_row = (tl.num_programs(axis=0) // n_tiles + block).to(tl.int64)
-        tl.store(part_ptr + db_row * n_cols + cols, db, mask=mask)
+    store_partials(part_ptr, block, n_tiles, cols, mask, n_cols, dw, db, HAS_BIAS)
 
 
 def classes(n_cols: int, align: int) -> int:

@@ -26,8 +26,15 @@ def _norm_bwd_tile_stats_kernel(x_ptr, w_ptr, dy_ptr, stats_ptr, n_cols, n_tiles
     x = tl.load(x_ptr + offset + cols, mask=mask, other=0.0).to(tl.float32)
     g = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32) * \
         tl.load(dy_ptr + offset + cols, mask=mask, other=0.0).to(tl.float32)
+    store_tile_stats(stats_ptr, pid, x, g, mask, tl.minimum(n_cols - tile * BLOCK_N, BLOCK_N), CENTRE)
+
+
+@triton.jit
+def store_tile_stats(stats_ptr, pid, x, g, mask, count, CENTRE: tl.constexpr):
+    # one tile's (mean, squared deviations, sum of g * (x - mean), sum of g) over its ``count`` columns of the row
+    # into stats[pid, 0:4] (RMSNorm: mean 0; no columns: zeros)
     if CENTRE:
-        mean = tl.sum(x, axis=0) / tl.minimum(n_cols - tile * BLOCK_N, BLOCK_N)
+        mean = tl.sum(x, axis=0) / tl.maximum(count, 1)
         x = tl.where(mask, x - mean, 0.0)
     else:
         mean = 0.0
@@ -73,24 +80,39 @@ def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part_pt
         else:
             x = tl.load(x_ptr + offset + cols, mask=mask & row_ok, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + offset + cols, mask=mask & row_ok, other=0.0).to(tl.float32)
-        stats = stats_ptr + (row * n_tiles + tiles) * 4
-        s_mask = t_mask & row_ok
-        t_mean = tl.load(stats, mask=s_mask, other=0.0)
-        t_sg = tl.load(stats + 3, mask=s_mask, other=0.0)
-        mean = tl.sum(tl.where(t_mask, counts * t_mean, 0.0), axis=0) / n_cols
-        d = t_mean - mean  # Chan: the row's sums from its tiles' about their own means
-        m2 = tl.sum(tl.load(stats + 1, mask=s_mask, other=0.0) + tl.where(t_mask, counts * d * d, 0.0), axis=0)
-        sgx = tl.sum(tl.load(stats + 2, mask=s_mask, other=0.0) + d * t_sg, axis=0)
-        # 0 past the last row: its 1 / sqrt(0 + eps) is inf where eps is 0, and 0 * inf a NaN in dweight
-        rstd = tl.where(row_ok, 1.0 / tl.sqrt(m2 / n_cols + eps), 0.0)
-        x_hat = tl.where(mask, x - mean, 0.0) * rstd
-        dx = w * dy - x_hat * (sgx * rstd / n_cols)
-        if CENTRE:
-            dx = dx - tl.sum(t_sg, axis=0) / n_cols
-        tl.store(dx_ptr + offset + cols, (dx * rstd).to(dx_ptr.dtype.element_ty), mask=mask & row_ok)
+        dx, x_hat = tile_dx(stats_ptr, row, row_ok, n_tiles, tiles, t_mask, counts, x, dy, w, mask, n_cols, eps,
+                            CENTRE)
+        tl.store(dx_ptr + offset + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask & row_ok)
         dw += dy * x_hat
         if HAS_BIAS:
             db += dy
+    store_partials(part_ptr, block, n_tiles, cols, mask, n_cols, dw, db, HAS_BIAS)
+
+
+@triton.jit
+def tile_dx(stats_ptr, row, row_ok, n_tiles, tiles, t_mask, counts, x, dy, w, mask, n_cols, eps, CENTRE: tl.constexpr):
+    # (dx, x_hat) of one tile of a row, its statistics combined from its tiles' (in tile order; counts: the row's
+    # columns in each tile)
+    stats = stats_ptr + (row * n_tiles + tiles) * 4
+    s_mask = t_mask & row_ok
+    t_mean = tl.load(stats, mask=s_mask, other=0.0)
+    t_sg = tl.load(stats + 3, mask=s_mask, other=0.0)
+    mean = tl.sum(tl.where(t_mask, counts * t_mean, 0.0), axis=0) / n_cols
+    d = t_mean - mean  # Chan: the row's sums from its tiles' about their own means
+    m2 = tl.sum(tl.load(stats + 1, mask=s_mask, other=0.0) + tl.where(t_mask, counts * d * d, 0.0), axis=0)
+    sgx = tl.sum(tl.load(stats + 2, mask=s_mask, other=0.0) + d * t_sg, axis=0)
+    # 0 past the last row: its 1 / sqrt(0 + eps) is inf where eps is 0, and 0 * inf a NaN in dweight
+    rstd = tl.where(row_ok, 1.0 / tl.sqrt(m2 / n_cols + eps), 0.0)
+    x_hat = tl.where(mask, x - mean, 0.0) * rstd
+    dx = w * dy - x_hat * (sgx * rstd / n_cols)
+    if CENTRE:
+        dx = dx - tl.sum(t_sg, axis=0) / n_cols
+    return dx * rstd, x_hat
+
+
+@triton.jit
+def store_partials(part_ptr, block, n_tiles, cols, mask, n_cols, dw, db, HAS_BIAS: tl.constexpr):
+    # a program's partial dweight (and dbias, n_parts rows further) into part[block, cols]
     tl.store(part_ptr + block.to(tl.int64) * n_cols + cols, dw, mask=mask)
     if HAS_BIAS:
         db_row = (tl.num_programs(axis=0) // n_tiles + block).to(tl.int64)

@@ -129,14 +129,20 @@ def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
     return checked_against_builtin(out, dtype, f"{name} bwd")
 
 
-def fwd_variants(name, rows, cols, dtype, device="cuda"):
-    """{variant: fn} of one norm's forward at rows x cols."""
+def _fwd_default(name, rows, cols, dtype, device):
+    """(the kernel, x, its parameters, ours, {builtin, compile, ours (default): the forward}) at rows x cols."""
     kernel = load_kernel(name)
     inputs = kernel.make_inputs((rows, cols), dtype, device, 0)
     x, *params, _ = inputs
     ours = getattr(kernel.module, f"{name}_triton")
     out = {"builtin": lambda: getattr(kernel.module, f"{name}_builtin")(x, *params),
            "compile": _compiled(kernel, "fwd")(inputs), "ours (default)": lambda: ours(x, *params)}
+    return kernel, x, params, ours, out
+
+
+def fwd_variants(name, rows, cols, dtype, device="cuda"):
+    """{variant: fn} of one norm's forward at rows x cols."""
+    kernel, x, params, ours, out = _fwd_default(name, rows, cols, dtype, device)
     block = triton.next_power_of_2(cols)
     if block <= HELD_MAX_BLOCK:
         for warps in HELD_WARPS:
@@ -157,12 +163,7 @@ def aligned_fwd_variants(name, rows, cols, dtype, device="cuda"):
     """{variant: fn} of one norm's forward on rows no multiple of 16 bytes: the default; LayerNorm's on 16-byte
     aligned tiles (its ALIGNED_TILES) at each of ALIGNED_FWD_TILES; few long rows' split in chunks on aligned tiles
     (kernels/_norm_split.ALIGNED_SPLIT; the default where no split is taken); beside the builtin and torch.compile."""
-    kernel = load_kernel(name)
-    inputs = kernel.make_inputs((rows, cols), dtype, device, 0)
-    x, *params, _ = inputs
-    ours = getattr(kernel.module, f"{name}_triton")
-    out = {"builtin": lambda: getattr(kernel.module, f"{name}_builtin")(x, *params),
-           "compile": _compiled(kernel, "fwd")(inputs), "ours (default)": lambda: ours(x, *params)}
+    kernel, x, _, _, out = _fwd_default(name, rows, cols, dtype, device)
     if name == "layernorm":
         for tile, warps in ALIGNED_FWD_TILES:
             out[f"aligned tiles {tile} x {warps}"] = swapped(kernel.module, out["ours (default)"],
