@@ -33,13 +33,12 @@ PER_SIZE_SECTIONS = {
 }
 # Probes that add their own rows to the Run: these two before the per-size sections, the rest after, in this order.
 PROBES_FIRST = {"floor": floor.run_floor, "flush": timer.run_flush}
-PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept": floor.run_intercept, "placement": timer.run_placement,
-               "drift": timer.run_drift, "instances": timer.run_instances, "launch": floor.run_launch,
-               "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof, "longrows": longrows.run_longrows,
-               "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
+PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept": floor.run_intercept,
+               "placement": timer.run_placement, "drift": timer.run_drift, "instances": timer.run_instances,
+               "launch": floor.run_launch, "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof,
+               "longrows": longrows.run_longrows, "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
                "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "alignedrows": rows.run_alignedrows,
-               "alignedfwd": longrows.run_alignedfwd,
-               "timeline": timeline.run_timeline}
+               "alignedfwd": longrows.run_alignedfwd, "timeline": timeline.run_timeline}
 
 HELP = {
     "gelu": "GeLU's BLOCK_SIZE x num_warps",
