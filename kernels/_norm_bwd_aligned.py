@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 from kernels._norm_bwd_long import store_partials, store_tile_stats, tile_dx
-from kernels._rows import aligned_tile, load_tile, tile_counts
+from kernels._rows import aligned_tile, load_tile, store_tile, tile_counts
 
 
 @triton.jit
@@ -29,7 +29,8 @@ def _norm_bwd_aligned_stats_kernel(x_ptr, w_ptr, dy_ptr, stats_ptr, n_cols, n_ti
     start, cols, mask, edge = aligned_tile(row_start, tile, n_cols, BLOCK_N, ALIGN)
     x = load_tile(x_ptr, start, mask, edge, BLOCK_N)
     g = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32) * load_tile(dy_ptr, start, mask, edge, BLOCK_N)
-    count = tile_counts(tile, (row_start % ALIGN).to(tl.int32), n_cols, BLOCK_N)
+    # at least 1: a tile past the row's end holds zeros, its mean 0
+    count = tl.maximum(tile_counts(tile, (row_start % ALIGN).to(tl.int32), n_cols, BLOCK_N), 1)
     store_tile_stats(stats_ptr, pid, x, g, mask, count, CENTRE)
 
 
@@ -60,11 +61,7 @@ def _norm_bwd_aligned_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part
         dy = load_tile(dy_ptr, start, mask & row_ok, edge | (row >= n_rows), BLOCK_N)
         dx, x_hat = tile_dx(stats_ptr, row, row_ok, n_tiles, tiles, t_mask, counts, x, dy, w, mask, n_cols, eps,
                             CENTRE)
-        dx = dx.to(dx_ptr.dtype.element_ty)
-        if edge | (row >= n_rows):
-            tl.store(dx_ptr + start + tl.arange(0, BLOCK_N), dx, mask=mask & row_ok)
-        else:
-            tl.store(dx_ptr + start + tl.arange(0, BLOCK_N), dx)
+        store_tile(dx_ptr, start, dx.to(dx_ptr.dtype.element_ty), mask & row_ok, edge | (row >= n_rows), BLOCK_N)
         dw += dy * x_hat
         if HAS_BIAS:
             db += dy

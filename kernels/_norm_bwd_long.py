@@ -31,10 +31,10 @@ def _norm_bwd_tile_stats_kernel(x_ptr, w_ptr, dy_ptr, stats_ptr, n_cols, n_tiles
 
 @triton.jit
 def store_tile_stats(stats_ptr, pid, x, g, mask, count, CENTRE: tl.constexpr):
-    # one tile's (mean, squared deviations, sum of g * (x - mean), sum of g) over its ``count`` columns of the row
-    # into stats[pid, 0:4] (RMSNorm: mean 0; no columns: zeros)
+    # one tile's (mean, squared deviations, sum of g * (x - mean), sum of g) over its ``count`` (at least 1) columns
+    # of the row into stats[pid, 0:4] (RMSNorm: mean 0)
     if CENTRE:
-        mean = tl.sum(x, axis=0) / tl.maximum(count, 1)
+        mean = tl.sum(x, axis=0) / count
         x = tl.where(mask, x - mean, 0.0)
     else:
         mean = 0.0

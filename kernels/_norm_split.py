@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import aligned_tile, launch_split, load_tile, row_launch_params, tile_counts
+from kernels._rows import aligned_tile, launch_split, load_tile, row_launch_params, store_tile, tile_counts
 
 
 # Rows no multiple of 16 bytes of a contiguous x in chunks on 16-byte aligned tiles (ALIGN): untimed, so off
@@ -38,7 +38,7 @@ def _norm_split_stats_kernel(x_ptr, part_ptr, n_cols, n_chunks, stride_xm, strid
     if ALIGN > 1:
         start, cols, mask, edge = aligned_tile(row * n_cols, chunk, n_cols, CHUNK, ALIGN)
         x = load_tile(x_ptr, start, mask, edge, CHUNK)
-        count = tile_counts(chunk, ((row * n_cols) % ALIGN).to(tl.int32), n_cols, CHUNK)
+        count = tl.maximum(tile_counts(chunk, ((row * n_cols) % ALIGN).to(tl.int32), n_cols, CHUNK), 1)
     else:
         cols = chunk.to(tl.int64) * CHUNK + tl.arange(0, CHUNK)
         mask = cols < n_cols
@@ -48,7 +48,7 @@ def _norm_split_stats_kernel(x_ptr, part_ptr, n_cols, n_chunks, stride_xm, strid
         count = tl.minimum(n_cols - chunk * CHUNK, CHUNK)
     part = part_ptr + (row * n_chunks + chunk) * 2
     if CENTRE:
-        mean = tl.sum(x, axis=0) / tl.maximum(count, 1).to(tl.float32)
+        mean = tl.sum(x, axis=0) / count.to(tl.float32)
         diff = tl.where(mask, x - mean, 0.0)
         tl.store(part, mean)
         tl.store(part + 1, tl.sum(diff * diff, axis=0))
@@ -89,13 +89,10 @@ def _norm_split_apply_kernel(part_ptr, x_ptr, w_ptr, b_ptr, y_ptr, n_cols, n_chu
     y = (x - mean) * rstd * w
     if CENTRE:
         y += tl.load(b_ptr + cols * stride_b, mask=mask, other=0.0).to(tl.float32)
-    y = y.to(y_ptr.dtype.element_ty)
-    if ALIGN == 1:
-        tl.store(y_ptr + row * stride_ym + cols * stride_yn, y, mask=mask)
-    elif edge:
-        tl.store(y_ptr + start + tl.arange(0, CHUNK), y, mask=mask)
+    if ALIGN > 1:
+        store_tile(y_ptr, start, y.to(y_ptr.dtype.element_ty), mask, edge, CHUNK)
     else:
-        tl.store(y_ptr + start + tl.arange(0, CHUNK), y)
+        tl.store(y_ptr + row * stride_ym + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def norm_split_forward(cache, key, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,

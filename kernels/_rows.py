@@ -141,6 +141,25 @@ def load_tile(ptr, start, mask, edge, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
+def store_tile(ptr, start, value, mask, edge, BLOCK_N: tl.constexpr):
+    # an aligned tile's store: masked where ``edge``, else unmasked (16-byte vectors)
+    offs = start + tl.arange(0, BLOCK_N)
+    if edge:
+        tl.store(ptr + offs, value, mask=mask)
+    else:
+        tl.store(ptr + offs, value)
+
+
+@triton.jit
+def aligned_row(row, n_cols, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
+    # Row ``row`` of a contiguous buffer on 16-byte aligned tiles: (its flat start and end, the aligned offset of its
+    # first tile, its number of tiles)
+    row_start = row.to(tl.int64) * n_cols
+    first = row_start // ALIGN * ALIGN
+    return row_start, row_start + n_cols, first, ((row_start + n_cols - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
+
+
+@triton.jit
 def tile_counts(tiles, h, n_cols, BLOCK_N: tl.constexpr):
     # the row's columns in each of its tiles (0 in a tile past its end)
     return tl.maximum(tl.minimum((tiles + 1) * BLOCK_N - h, n_cols) - tl.maximum(tiles * BLOCK_N - h, 0), 0)

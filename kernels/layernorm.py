@@ -23,8 +23,8 @@ from kernels._norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_r
 from kernels import _norm_packed, _norm_split
 from kernels._norm_packed import packed_norm_launch
 from kernels._norm_split import norm_split_forward, welford_combine
-from kernels._rows import (L2_LINE_BYTES, bound_mask, can_prefetch, device_sms, held_min_warps, l2_prefetch,
-                           leading_rows, names_row, needs_grad, row_align, row_launch_params, split_cols,
+from kernels._rows import (L2_LINE_BYTES, aligned_row, bound_mask, can_prefetch, device_sms, held_min_warps,
+                           l2_prefetch, leading_rows, names_row, needs_grad, row_align, row_launch_params, split_cols,
                            unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
@@ -122,10 +122,7 @@ def _layernorm_fwd_aligned_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK
     # the first and last tiles masked, the inner ones unmasked, so x and y move 16-byte vectors). Both statistics in
     # one pass: each lane sums about its own first value (within its own spread: neither a large mean nor an
     # outlier cancels), then the lanes combine as Welford partials; then normalise, scale, shift, store.
-    row_start = tl.program_id(axis=0).to(tl.int64) * n_cols
-    row_end = row_start + n_cols
-    first = row_start // ALIGN * ALIGN
-    n_tiles = ((row_end - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
+    row_start, row_end, first, n_tiles = aligned_row(tl.program_id(axis=0), n_cols, BLOCK_N, ALIGN)
     lanes = tl.arange(0, BLOCK_N)
     head = first + lanes
     head_in = (head >= row_start) & (head < row_end)

@@ -23,8 +23,8 @@ from kernels._norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_r
 from kernels import _norm_packed, _norm_split
 from kernels._norm_packed import packed_norm_launch
 from kernels._norm_split import norm_split_forward
-from kernels._rows import (leading_rows, bound_mask, device_sms, needs_grad, row_align, row_launch_params, split_cols,
-                           unmasked)
+from kernels._rows import (aligned_row, leading_rows, bound_mask, device_sms, needs_grad, row_align, row_launch_params,
+                           split_cols, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
@@ -98,10 +98,7 @@ def _rmsnorm_fwd_aligned_kernel(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK_N: tl.co
     # A long row of a contiguous x no multiple of 16 bytes, on 16-byte aligned tiles of the flat buffer (softmax's
     # walk, kernels/_softmax_shapes.py): the first and last tiles masked, the inner ones unmasked at offsets the
     # compiler can prove aligned, so x and y move 16-byte vectors. The weight, indexed by column, stays unaligned.
-    row_start = tl.program_id(axis=0).to(tl.int64) * n_cols
-    row_end = row_start + n_cols
-    first = row_start // ALIGN * ALIGN
-    n_tiles = ((row_end - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
+    row_start, row_end, first, n_tiles = aligned_row(tl.program_id(axis=0), n_cols, BLOCK_N, ALIGN)
     lanes = tl.arange(0, BLOCK_N)
     offs = first + lanes
     x = tl.load(x_ptr + offs, mask=(offs >= row_start) & (offs < row_end), other=0.0).to(tl.float32)

@@ -17,8 +17,8 @@ import triton.language as tl
 
 from kernels._launch import ROWSUM, values
 from kernels._fastlaunch import LaunchCache, spec
-from kernels._rows import (check_split, leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, launch_split,
-                           row_align, row_launch_params, split_cols, unmasked)
+from kernels._rows import (aligned_row, check_split, leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms,
+                           launch_split, row_align, row_launch_params, split_cols, unmasked)
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
@@ -67,10 +67,7 @@ def _rowsum_aligned_kernel(x_ptr, s_ptr, n_cols, stride_s, BLOCK_N: tl.constexpr
     # A long row of a contiguous x no multiple of 16 bytes, on 16-byte aligned tiles of the flat buffer (RMSNorm's
     # walk): the first and last tiles masked, the inner ones unmasked at offsets the compiler can prove aligned.
     row = tl.program_id(axis=0).to(tl.int64)
-    row_start = row * n_cols
-    row_end = row_start + n_cols
-    first = row_start // ALIGN * ALIGN
-    n_tiles = ((row_end - first + BLOCK_N - 1) // BLOCK_N).to(tl.int32)
+    row_start, row_end, first, n_tiles = aligned_row(row, n_cols, BLOCK_N, ALIGN)
     lanes = tl.arange(0, BLOCK_N)
     offs = first + lanes
     acc = tl.load(x_ptr + offs, mask=(offs >= row_start) & (offs < row_end), other=0.0).to(tl.float32)
