@@ -1,7 +1,8 @@
 """Bytes each implementation moves, measured: one call of every (kernel, impl, pass) at one size and dtype under
 Nsight Compute, beside the minimum the kernel's byte model charges it (what the sweep's GB/s divide by).
 
-    ncu --clock-control none --cache-control all --profile-from-start off --csv --page raw --log-file ncu.csv \
+    ncu --clock-control none --cache-control all --profile-from-start off --target-processes application-only \
+        --csv --page raw --log-file ncu.csv \
         --metrics dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum \
         python -m experiments.traffic run --gpu h200 --size 8192 --dtype bfloat16 --manifest calls.json
     python -m experiments.traffic table --ncu ncu.csv --manifest calls.json --out traffic.csv
@@ -17,6 +18,7 @@ is no better (1.5x the output bytes there). GPU only (a machine where ncu can re
 import argparse
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,6 +32,8 @@ def run(gpu: str, kernels: list[str], impls: list[str] | None, dtype: str, size:
         cache_dirs: dict | None = None) -> int:
     from rooflab.device import check_device, prepare_environment
 
+    # No pool of compile workers under ncu: with one, S25-D2's run hung at torch.compile's first profiled call
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     prepare_environment(gpu, {"cache_dirs": cache_dirs or {}})  # the sweep's compile caches
     device, _ = check_device(gpu)
     if device != "cuda":

@@ -109,8 +109,13 @@ LAYERNORM = {
     # a split row: (programs a SM, fewest, most columns a program): one chunk of a row, held
     "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
     # element size -> (fewest columns, tile, warps): contiguous rows no multiple of 16 bytes on 16-byte aligned tiles
-    # of the flat x (RMSNorm's walk); empty (held or the tiled loop) until the lab's alignedfwd section has timed it
-    "ALIGNED_TILES": {},
+    # of the flat x (RMSNorm's walk); shorter rows stay held (6000 x 1793 bf16 held 29.4 us, aligned 1024 x 8 48.3)
+    "ALIGNED_TILES": {
+        2: Choice((4097, 1024, 8), "bf16 4096 x 4097 64.4 -> 50.2 us (torch.compile 46.6), 2048 x 5001 36.0 -> 28.0, "
+                                   "1024 x 50257 175 -> 121 (builtin 210)", T + "aligned_s25_d1.csv"),
+        4: Choice((4097, 1024, 8), "fp32 4096 x 4097 62.8 -> 53.4 us (torch.compile 51.6), 8192 x 4097 121 -> 102, "
+                                   "1024 x 50257 202 -> 184", T + "aligned_s25_d1.csv"),
+    },
 }
 
 RMSNORM = {
@@ -203,13 +208,17 @@ ROWSUM = {
                                       "the builtin 13 (D1); bf16 8 x 256000 split 15.9, one a row 14.8 (S31)", None),
     # a split row: (programs a SM, fewest, most elements a program): the flat tile one program sums
     "SPLIT_CHUNK": Choice((4, 4096, 16384), "a few programs a SM fill it; one held tile each", None),
-    "SPLIT_UNALIGNED": Choice(True, "long rows not 16-byte aligned split whatever their number: flat tiles load "
-                                    "vectors (bf16 1024 x 50257: 59 us, torch 32)", None),
+    "SPLIT_UNALIGNED": Choice(False, "off: aligned tiles beat the split on long rows no multiple of 16 bytes (bf16 "
+                                     "1024 x 50257 split 49.2 us, aligned 28.6)", T + "aligned_s25_d1.csv"),
     "SPLIT_ONCE_MAX_ROWS": Choice(64, "a split in one launch, the last program adding the rows: bf16 64 x 53248 15.7 "
                                       "-> 13.7 us; 1024 x 50257 49.2 -> 77.0", T + "splitrows_s23_d4.csv"),
-    # long rows no multiple of 16 bytes, not split: element size -> (tile, warps) on 16-byte aligned tiles of flat x;
-    # empty (the tiled loop) until the lab's alignedrows section has timed it
-    "ALIGNED_TILES": {},
+    # long rows no multiple of 16 bytes, not split: element size -> (tile, warps) on 16-byte aligned tiles of flat x
+    "ALIGNED_TILES": {
+        2: Choice((2048, 8), "bf16 1024 x 50257 49.2 -> 28.6 us (builtin 31.9), 4096 x 50257 155 -> 98, 2048 x 16385 "
+                             "60.9 -> 21.2 (26.8)", T + "aligned_s25_d1.csv"),
+        4: Choice((4096, 16), "fp32 1024 x 50257 64.1 -> 51.5 us (builtin 55.7), 256 x 50257 28.3 -> 16.5, 1024 x "
+                              "151937 164 -> 145 (149)", T + "aligned_s25_d1.csv"),
+    },
 }
 
 MATMUL = {

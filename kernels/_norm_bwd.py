@@ -33,8 +33,9 @@ HELD_MAX_COLS = 8192
 # on this one's (bwd alone, longbwd_s23_d4.csv, tiles of 4096 -> 2048 and the prefetch: RMSNorm bf16 8192 x 14336
 # 327 -> 288 us, 1024 x 50257 315 -> 277; LayerNorm 354 -> 322; fp32 prefetched lost, 152 -> 181 at 1024 x 28672)
 LONG_TILE, TILE_PREFETCH = 2048, (2,)
-# Long rows no multiple of 16 bytes on tiles aligned to 16 bytes (kernels/_norm_bwd_aligned.py): untimed, so off
-ALIGNED_LONG = False
+# Long rows no multiple of 16 bytes on tiles aligned to 16 bytes (kernels/_norm_bwd_aligned.py; bwd alone,
+# aligned_s25_d1.csv: RMSNorm bf16 1024 x 50257 276 -> 237 us, 16 x 333333 45.0 -> 38.6; LayerNorm 286 -> 261)
+ALIGNED_LONG = True
 HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the fp32 tile
 # Held rows of (over, at most) bytes load the next rows' x and dy while working on this one's, at most 8 warps
 # (bwd alone, normbwd_s22_d1.csv: RMSNorm bf16 4096 x 8192 88 -> 57 us, fp32 8192^2 235 -> 206; LayerNorm bf16

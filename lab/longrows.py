@@ -125,7 +125,7 @@ def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
         for tile in sorted({1024, _norm_bwd.LONG_TILE, 4096}):
             out[f"bwd alone, aligned tiles {tile}"] = swapped(_norm_bwd, bwd, ALIGNED_LONG=True, LONG_TILE=tile)
         out["ours, aligned tiles"] = swapped(_norm_bwd, out["ours (default)"], ALIGNED_LONG=True)
-        out["ours, aligned tiles and split"] = swapped(_norm_split, out["ours, aligned tiles"], ALIGNED_SPLIT=True)
+        out["ours, aligned tiles and split"] = swapped(_norm_split, out["ours, aligned tiles"], ALIGNED_SPLIT=(2, 4))
     return checked_against_builtin(out, dtype, f"{name} bwd")
 
 
@@ -168,7 +168,7 @@ def aligned_fwd_variants(name, rows, cols, dtype, device="cuda"):
         for tile, warps in ALIGNED_FWD_TILES:
             out[f"aligned tiles {tile} x {warps}"] = swapped(kernel.module, out["ours (default)"],
                                                              ALIGNED_TILES={x.element_size(): (1, tile, warps)})
-    out["ours, split on aligned tiles"] = swapped(_norm_split, out["ours (default)"], ALIGNED_SPLIT=True)
+    out["ours, split on aligned tiles"] = swapped(_norm_split, out["ours (default)"], ALIGNED_SPLIT=(2, 4))
     return checked_against_builtin(out, dtype, f"{name} fwd")
 
 

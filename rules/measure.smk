@@ -212,7 +212,8 @@ rule traffic:
         ENV
     shell:
         "(command -v ncu >/dev/null || {{ echo 'ncu (Nsight Compute) is not on the PATH' >&2; exit 3; }}; "
-        " ncu --clock-control none --cache-control all --profile-from-start off --csv --page raw"
+        " ncu --clock-control none --cache-control all --profile-from-start off --target-processes application-only"
+        " --csv --page raw"
         " --log-file {output.ncu:q} --metrics {params.metrics}"
         " python3 -m experiments.traffic run --gpu {wildcards.gpu:q} --kernels {params.kernels}"
         " --size {params.size} --dtype {params.dtype:q} --manifest {output.calls:q} --cache-dirs {params.caches:q}"
