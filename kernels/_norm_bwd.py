@@ -37,6 +37,9 @@ LONG_TILE, TILE_PREFETCH = 2048, (2,)
 # aligned_s25_d1.csv: RMSNorm bf16 1024 x 50257 276 -> 237 us, 16 x 333333 45.0 -> 38.6; LayerNorm 286 -> 261)
 ALIGNED_LONG = True
 HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the fp32 tile
+# Held rows no multiple of 16 bytes that do not prefetch, of over this many columns: 32 warps (bwd alone, LayerNorm
+# 4096 x 4097, normbwd_s25_d4.csv: bf16 16 warps 151 us, 32 103, aligned tiles 106; fp32 161, 109)
+UNALIGNED_WIDE_COLS = 4096
 # Held rows of (over, at most) bytes load the next rows' x and dy while working on this one's, at most 8 warps
 # (bwd alone, normbwd_s22_d1.csv: RMSNorm bf16 4096 x 8192 88 -> 57 us, fp32 8192^2 235 -> 206; LayerNorm bf16
 # 8192^2 175 -> 120, fp32 4096^2 91 -> 65; LayerNorm lost on rows of 8 KB, bf16 4096^2 47 -> 52, and of 32 KB)
@@ -162,7 +165,8 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
         over, most = PREFETCH_ROW_BYTES[centre]
         prefetch = over < n_cols * x2.element_size() <= most and (
             PREFETCH_UNALIGNED[centre] or align * x2.element_size() == 16)
-        warps = HELD_WARPS or row_launch_params(block_m * block, 4)[1]
+        warps = HELD_WARPS or (32 if n_cols > UNALIGNED_WIDE_COLS and not prefetch and align * x2.element_size() != 16
+                               else row_launch_params(block_m * block, 4)[1])
         launched.append(_LAUNCHES.launch(
             ("held", key), _norm_bwd_kernel, (n_parts,), (x2, weight, dy2, dx, parts, n_rows, n_cols, eps),
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
@@ -256,9 +260,9 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     n_cols = x.shape[-1]
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
     key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
-           HELD_MAX_COLS, LONG_TILE, TILE_PREFETCH, ALIGNED_LONG, HELD_WARPS, PREFETCH_ROW_BYTES, PREFETCH_UNALIGNED,
-           PREFETCH_WARPS, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE, REDUCE_MIN_COLS,
-           REDUCE_MAX_PARTS, REDUCE_WARPS)
+           HELD_MAX_COLS, LONG_TILE, TILE_PREFETCH, ALIGNED_LONG, HELD_WARPS, UNALIGNED_WIDE_COLS, PREFETCH_ROW_BYTES,
+           PREFETCH_UNALIGNED, PREFETCH_WARPS, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE,
+           REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS)
     plan = _LAUNCHES.get(key)
     if plan is not None:
         dx, out = plan(x2, weight_c, dy2)
