@@ -94,9 +94,17 @@ def compiled_factory(kernel: Kernel, backend="inductor"):
         return lambda: fn(*inputs)
 
     def fell_back() -> bool:
-        return int(counters["stats"].get("unique_graphs", 0)) == 0
+        return compiled_graphs() == 0
 
     return make, fell_back
+
+
+def compiled_graphs() -> int:
+    """Graphs dynamo traced since the last compiled_factory call built its callable: 1 for a cell compiled once,
+    more where an input set after the first missed the guards (a recompile), 0 where it ran eager."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"].get("unique_graphs", 0))
 
 
 def shape_columns(family: str, shape) -> dict[str, int]:
@@ -161,7 +169,7 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
         "problem": None, "pass": cell.pass_, "status": "failed", "error": "",
         "shape": label(shape), "family": kernel.family, "preset": cell.preset, **shape_columns(kernel.family, shape),
         "tolerance": kernel.tolerance.get(cell.dtype, float("nan")),
-        "compute_unit": None, "compile_fallback": False,
+        "compute_unit": None, "compile_fallback": False, "compile_graphs": float("nan"),
         "math_mode": math_mode_ran(cell.dtype) if cell.dtype in MATH_MODE else None,  # as torch is set for the cell
         "autotune_config": "", "autotune_ms": float("nan"),
         "warm_translations": False,  # measure() says whether the samples were taken with translations warmed
@@ -243,6 +251,8 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
                 row["graph_median_ms"] = float("nan")
                 row["error"] = f"cudagraph: {type(exc).__name__}: {exc}"[:500]
         row["clock_throttled"] = clocks.throttled(row)
+        if cell.impl == "compile":  # after every input set and the graph replay: a recompile among them counts
+            row["compile_graphs"] = compiled_graphs()
         row["status"] = "ok"
     except Exception as exc:  # one bad cell must not lose the sweep
         if device == "cuda" and isinstance(exc, torch.cuda.OutOfMemoryError):

@@ -23,7 +23,7 @@ RAW_COLUMNS = [
     "flops", "bytes", "working_set_bytes", "l2_bytes", "l2_ratio", "l2_resident",
     "sm_clock_before_mhz", "sm_clock_after_mhz", "mem_clock_before_mhz", "mem_clock_after_mhz",
     "gpu_temp_before_c", "gpu_temp_after_c", "mem_temp_before_c", "mem_temp_after_c", "power_before_w",
-    "power_after_w", "clock_throttled", "compile_fallback", "compute_unit", "math_mode",
+    "power_after_w", "clock_throttled", "compile_fallback", "compile_graphs", "compute_unit", "math_mode",
     "git_sha", "git_dirty", "config_hash", "host", "driver", "cuda", "torch", "triton", "python", "timestamp",
     "run_id", "device_index", "device_uuid",
 ]
@@ -32,6 +32,7 @@ LATER_COLUMNS = {"loop_ms": float("nan"), "enqueue_us": float("nan"), "hold_us":
                  "placements": 1.0, "warm_translations": False, "flush_buffers": float("nan"),
                  "placement_sd_rel": float("nan"), "instances": 1.0, "instance_sd_rel": float("nan"),
                  "cell_s": float("nan"),  # before cells were timed as a whole
+                 "compile_graphs": float("nan"),  # before torch.compile's graphs a cell were counted
                  "run_id": "",  # before runs were named: a dataset's cells and ceilings read as one run
                  "device_index": float("nan"), "device_uuid": "",  # before several GPUs a node (rooflab/slots.py)
                  **{f"{what}_{when}_{unit}": float("nan") for what, unit in (("gpu_temp", "c"), ("mem_temp", "c"),

@@ -284,6 +284,7 @@ def test_compile_with_a_graph_is_not_flagged(monkeypatch):
     monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
     row = run_cell(fake_kernel(), Cell("fake", "compile", "float32", 8), "cpu", TimingConfig.from_config(FAST_TIMING))
     assert row["status"] == "ok" and row["compile_fallback"] is False
+    assert row["compile_graphs"] == 1  # every input set (placement) after the first hit the guards: no recompile
 
 
 def test_compile_graph_break_is_a_failed_row_not_silent_eager():

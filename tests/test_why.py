@@ -136,6 +136,15 @@ def test_the_paragraph_says_not_measured_without_profiles_or_compiled_facts():
     m = pd.DataFrame([cell(size=s) for s in (256, 512)])
     text = why.why_paragraph("vecadd", m, None, None, "h200")
     assert "launches are not measured on this run" in text and "load width are not measured" in text
+    assert "recompile" not in text  # rows without the count say nothing of it
+
+
+@pytest.mark.parametrize("graphs, said", [((1, 1, 1), "one graph in each of its 3 cells"),
+                                          ((1, 3, 2), "recompiled in 2 of 3 cells (up to 3 graphs a cell)")])
+def test_the_paragraph_counts_torch_compile_recompiles(graphs, said):
+    m = pd.DataFrame([cell(impl="compile", size=s, compile_graphs=g) for s, g in zip((256, 512, 1024), graphs)]
+                     + [cell(size=1024)])
+    assert said in why.why_paragraph("vecadd", m, None, None, "h200")
 
 
 @pytest.fixture(scope="module")
