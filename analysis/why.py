@@ -204,8 +204,8 @@ def traffic_sentences(kernel: str, traffic: pd.DataFrame | None) -> list[str]:
     if t.empty:
         return []
     r = t.iloc[0]
-    said = [f"{tex_escape(IMPL_LABEL[i])} {fmt(t.at[i, 'moved_bytes'] / 1e6)}~MB in {int(t.at[i, 'launches'])} "
-            f"kernel{'s' if int(t.at[i, 'launches']) != 1 else ''}" for i in IMPL_ORDER if i in t.index]
+    said = [f"{tex_escape(IMPL_LABEL[i])} {fmt(t.at[i, 'moved_bytes'] / 1e6)}~MB in {_kernels(t.at[i, 'launches'])}"
+            for i in IMPL_ORDER if i in t.index]
     out = [f"Measured under Nsight Compute (one call at $N={int(r['size'])}$ in {tex_escape(str(r['dtype']))}, "
            f"caches flushed before each kernel; Table~\\ref{{tab:traffic}}), the DRAM bytes read and written per "
            f"call: " + "; ".join(said) + f"; the minimum is {fmt(r['model_bytes'] / 1e6)}~MB."]
@@ -216,10 +216,14 @@ def traffic_sentences(kernel: str, traffic: pd.DataFrame | None) -> list[str]:
                 more = t.at[impl, "dram_read_bytes"] / t.at["triton", "dram_read_bytes"]
                 out.append(f"{'The builtin' if impl == 'builtin' else 'torch.compile'} moves "
                            f"{fmt(t.at[impl, 'moved_bytes'] / t.at['triton', 'moved_bytes'])}$\\times$ our bytes"
-                           f"{where} (it reads {fmt(more)}$\\times$ what ours reads, in {int(t.at[impl, 'launches'])} "
-                           f"kernels to our {int(t.at['triton', 'launches'])}): part of its time is traffic ours "
-                           "does not make.")
+                           f"{where} (it reads {fmt(more)}$\\times$ what ours reads, in "
+                           f"{_kernels(t.at[impl, 'launches'])} to our {int(t.at['triton', 'launches'])}): part of "
+                           "its time is traffic ours does not make.")
     return out
+
+
+def _kernels(n) -> str:
+    return f"{int(n)} kernel{'s' if int(n) != 1 else ''}"
 
 
 def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | None,

@@ -38,7 +38,8 @@ LONG_TILE, TILE_PREFETCH = 2048, (2,)
 ALIGNED_LONG = True
 HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the fp32 tile
 # Held rows no multiple of 16 bytes that do not prefetch, of over this many columns: 32 warps (bwd alone, LayerNorm
-# 4096 x 4097, normbwd_s25_d4.csv: bf16 16 warps 151 us, 32 103, aligned tiles 106; fp32 161, 109)
+# 4096 x 4097, normbwd_s25_d4.csv: bf16 16 warps 151 us, 32 103, aligned tiles 106; fp32 161, 109; timed at 4097
+# columns only: aligned rows of 5120 lost at 32 warps, so rows of 5000-8191 are the next to time)
 UNALIGNED_WIDE_COLS = 4096
 # Held rows of (over, at most) bytes load the next rows' x and dy while working on this one's, at most 8 warps
 # (bwd alone, normbwd_s22_d1.csv: RMSNorm bf16 4096 x 8192 88 -> 57 us, fp32 8192^2 235 -> 206; LayerNorm bf16

@@ -94,7 +94,10 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
                                                             ELEMENTS_PER_SM=1 << 30)
     for warps in BWD_WARPS:
         out[f"bwd alone, {warps} warps"] = swapped(_norm_bwd, bwd, HELD_WARPS=warps, PREFETCH_WARPS=warps)
-    out["bwd alone, no prefetch"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=((0, 0), (0, 0)))
+    out["bwd alone, no prefetch"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=((0, 0), (0, 0)))  # wide unaligned
+    # rows unprefetched take 32 warps (UNALIGNED_WIDE_COLS); past any row, the warps of the rows' block
+    out["bwd alone, no prefetch, block's warps"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=((0, 0), (0, 0)),
+                                                           UNALIGNED_WIDE_COLS=1 << 30)
     out["ours, no prefetch"] = swapped(_norm_bwd, out["ours (default)"], PREFETCH_ROW_BYTES=((0, 0), (0, 0)))
     every = dict(PREFETCH_ROW_BYTES=((0, 1 << 30),) * 2, PREFETCH_UNALIGNED=(True, True))  # at default warps and 8
     out["bwd alone, every row prefetched"] = swapped(_norm_bwd, bwd, **every, PREFETCH_WARPS=32)
@@ -124,8 +127,8 @@ def long_bwd_variants(name, rows, cols, dtype, device="cuda"):
     if cols * dtype.itemsize % 16:  # rows no multiple of 16 bytes: on aligned tiles (ALIGNED_LONG)
         for tile in sorted({1024, _norm_bwd.LONG_TILE, 4096}):
             out[f"bwd alone, aligned tiles {tile}"] = swapped(_norm_bwd, bwd, ALIGNED_LONG=True, LONG_TILE=tile)
-        out["ours, aligned tiles"] = swapped(_norm_bwd, out["ours (default)"], ALIGNED_LONG=True)
-        out["ours, aligned tiles and split"] = swapped(_norm_split, out["ours, aligned tiles"], ALIGNED_SPLIT=(2, 4))
+        out["ours, row tiles"] = swapped(_norm_bwd, out["ours (default)"], ALIGNED_LONG=False)  # before S25
+        out["ours, split on row tiles"] = swapped(_norm_split, out["ours (default)"], ALIGNED_SPLIT=())
     return checked_against_builtin(out, dtype, f"{name} bwd")
 
 
@@ -169,6 +172,7 @@ def aligned_fwd_variants(name, rows, cols, dtype, device="cuda"):
             out[f"aligned tiles {tile} x {warps}"] = swapped(kernel.module, out["ours (default)"],
                                                              ALIGNED_TILES={x.element_size(): (1, tile, warps)})
     out["ours, split on aligned tiles"] = swapped(_norm_split, out["ours (default)"], ALIGNED_SPLIT=(2, 4))
+    out["ours, split on row tiles"] = swapped(_norm_split, out["ours (default)"], ALIGNED_SPLIT=())
     return checked_against_builtin(out, dtype, f"{name} fwd")
 
 

@@ -49,7 +49,7 @@ def _norm_inputs(shape, dtype):
 
 @pytest.mark.parametrize("shape, chunk", CASES + [((5, 1001), 128), ((3, 333), 64)])
 @pytest.mark.parametrize("dtype, atol, rtol", NORM_TOLERANCES)
-@pytest.mark.parametrize("aligned", [(), (2, 4)])
+@pytest.mark.parametrize("aligned", [(), (2,), (2, 4)])
 def test_norms_split_match_float64(monkeypatch, shape, chunk, dtype, atol, rtol, aligned):
     # ALIGNED_SPLIT: rows no multiple of 16 bytes (20001, 1001 and 333 columns) in chunks on 16-byte aligned tiles
     # of the flat x and y, the first and last chunk of a row masked; aligned rows keep the plain chunks
@@ -64,7 +64,7 @@ def test_norms_split_match_float64(monkeypatch, shape, chunk, dtype, atol, rtol,
     torch.testing.assert_close(y.double(), rmsnorm64(x.double(), w.double()), atol=atol, rtol=rtol)
     y = layernorm_triton(x, w, b, split=chunk)
     torch.testing.assert_close(y.double(), layernorm64(x.double(), w.double(), b.double()), atol=atol, rtol=rtol)
-    unaligned = aligned and shape[1] * x.element_size() % 16
+    unaligned = x.element_size() in aligned and shape[1] * x.element_size() % 16
     assert aligns == [16 // x.element_size() if unaligned else 1] * 2
 
 
@@ -195,7 +195,7 @@ def test_rowsum_split_needs_a_contiguous_x_and_a_tile_within_a_row():
 def test_split_only_for_few_long_rows():
     """On 132 SMs: fewer than 264 rows of at least 32768 columns, about 4 programs a SM in 4096-16384 columns;
     never a square shape of the sweep (n x n, n <= 8192, and 1793), nor a row count of 264 or more unless unaligned
-    (rowsum's flat tiles); never off a GPU (no SM count)."""
+    (where a kernel's SPLIT_UNALIGNED says so: none does now); never off a GPU (no SM count)."""
     def cols(rows, n, unaligned=False):
         return split_cols(rows, n, H200_SMS, SPLIT_BELOW, SPLIT_CHUNK, unaligned)
 
@@ -209,7 +209,8 @@ def test_split_only_for_few_long_rows():
     # rowsum splits few long rows as softmax does (one program a row: fp32 4 x 1000000 118 us, the builtin 13)
     assert split_cols(8, 256000, H200_SMS, rowsum.SPLIT_BELOW, rowsum.SPLIT_CHUNK) == 4096
     assert split_cols(4096, 4097, H200_SMS, rowsum.SPLIT_BELOW, rowsum.SPLIT_CHUNK) == 0
-    assert split_cols(1024, 50257, H200_SMS, rowsum.SPLIT_BELOW, rowsum.SPLIT_CHUNK, True) == 16384
+    # its long unaligned rows are not split for that (SPLIT_UNALIGNED off): aligned tiles, one program a row
+    assert split_cols(1024, 50257, H200_SMS, rowsum.SPLIT_BELOW, rowsum.SPLIT_CHUNK, rowsum.SPLIT_UNALIGNED) == 0
     # softmax splits few long rows; its long unaligned ones keep one program a row (split, they measured slower)
     assert split_cols(8, 256000, H200_SMS, softmax.SPLIT_BELOW, softmax.SPLIT_CHUNK) == 4096
     assert split_cols(1024, 50257, H200_SMS, softmax.SPLIT_BELOW, softmax.SPLIT_CHUNK, softmax.SPLIT_UNALIGNED) == 0
