@@ -94,8 +94,9 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
                                                             ELEMENTS_PER_SM=1 << 30)
     for warps in BWD_WARPS:
         out[f"bwd alone, {warps} warps"] = swapped(_norm_bwd, bwd, HELD_WARPS=warps, PREFETCH_WARPS=warps)
-    out["bwd alone, no prefetch"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=((0, 0), (0, 0)))  # wide unaligned
-    # rows unprefetched take 32 warps (UNALIGNED_WIDE_COLS); past any row, the warps of the rows' block
+    # without the prefetch, wide rows no multiple of 16 bytes take 32 warps (UNALIGNED_WIDE_COLS); the second
+    # variant moves that rule past any row, so they keep their block's warps
+    out["bwd alone, no prefetch"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=((0, 0), (0, 0)))
     out["bwd alone, no prefetch, block's warps"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=((0, 0), (0, 0)),
                                                            UNALIGNED_WIDE_COLS=1 << 30)
     out["ours, no prefetch"] = swapped(_norm_bwd, out["ours (default)"], PREFETCH_ROW_BYTES=((0, 0), (0, 0)))
