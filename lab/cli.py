@@ -38,7 +38,8 @@ PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept"
                "launch": floor.run_launch, "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof,
                "longrows": longrows.run_longrows, "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
                "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "alignedrows": rows.run_alignedrows,
-               "alignedfwd": longrows.run_alignedfwd, "timeline": timeline.run_timeline}
+               "alignedfwd": longrows.run_alignedfwd, "timeline": timeline.run_timeline,
+               "compileframes": inductor.run_compileframes}
 
 HELP = {
     "gelu": "GeLU's BLOCK_SIZE x num_warps",
@@ -85,6 +86,9 @@ HELP = {
                    "and the builtin",
     "alignedfwd": "the norms' forward on rows no multiple of 16 bytes: LayerNorm's 16-byte aligned tiles (tile, "
                   "warps) and the split's aligned chunks against the default, the builtin and torch.compile",
+    "compileframes": "torch.compile's fwd+bwd as the sweep's cell compiles it (forward and backward one graph) and as "
+                     "a training step runs it (the forward compiled, the backward AOTAutograd's), beside ours and the "
+                     "builtin: the norms, softmax and attention at square and llm shapes",
     "longbwd": "the norms' long-row backward alone (rows of 11008-333333 columns) in column tiles: the next row "
                "loaded ahead, tiles, beside the fwd+bwd of ours, the builtin and torch.compile",
 }

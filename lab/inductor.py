@@ -1,6 +1,6 @@
-"""Our Triton kernels against torch.compile (Inductor) of each kernel's naive expression, interleaved.
-Section: compile."""
-from lab.common import compiled
+"""Our Triton kernels against torch.compile (Inductor) of each kernel's naive expression, interleaved (section
+compile), and torch.compile's fwd+bwd in its two frames (section compileframes)."""
+from lab.common import DTYPES, checked, compiled, timed
 
 
 def compile_variants(n, dtype_name):
@@ -21,3 +21,47 @@ def compile_variants(n, dtype_name):
             variants["builtin"] = kernel.impls["builtin"](inputs, **kw)
         out.append((name, kernel.bytes(n, dtype_name), variants))
     return out
+
+
+# Section compileframes: torch.compile's fwd+bwd in the two frames a user can meet. The sweep's compile cell hands
+# Inductor forward and backward as one graph (rooflab.kernel.vjp_keeping_output), so it may fuse them, reading x once
+# for y and dx; a training step compiles the forward and runs the backward AOTAutograd split from it, later.
+FRAME_SHAPES = {"rmsnorm": ((128, 4096), (4096, 8192), (2048, 16384), (8192, 14336), (16, 333333), (4096, 11008)),
+                "layernorm": ((128, 4096), (4096, 8192), (2048, 16384), (8192, 14336), (4096, 4097)),
+                "softmax": ((4096, 4096), (8192, 8192), (4096, 32000)),
+                "attention": ((4, 16, 4096, 128),)}
+
+
+def frame_variants(name, shape, dtype, device="cuda"):
+    """{variant: fn} of one kernel's fwd+bwd: the builtin, ours, torch.compile joint (the sweep's cell) and as a
+    training step runs it (the forward compiled, its backward AOTAutograd's), each returning the gradients."""
+    import torch
+
+    from rooflab.cell import compiled_factory
+    from rooflab.kernel import differentiable, load_kernel
+
+    kernel = load_kernel(name)
+    inputs = kernel.make_inputs(shape, dtype, device, 0)
+    make, _ = compiled_factory(kernel)  # resets dynamo, as each sweep cell does
+    joint = make(inputs, pass_="fwd+bwd")
+    forward = torch.compile(lambda *a: kernel.naive_fn(*a, None, pass_="fwd"), fullgraph=True, dynamic=False)
+    split = differentiable(forward)(inputs, pass_="fwd+bwd")
+    variants = {"builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"),
+                "ours": kernel.impls["triton"](inputs, pass_="fwd+bwd"),
+                "compile, joint graph (the sweep's)": joint, "compile, as a training step (AOTAutograd)": split}
+    ref = variants["builtin"]()
+    return {k: fn if k == "builtin" else checked(fn, ref, dtype, f"{name} {k}") for k, fn in variants.items()}
+
+
+def run_compileframes(run):
+    from rooflab.kernel import load_kernel
+
+    for name, shapes in FRAME_SHAPES.items():
+        kernel = load_kernel(name)
+        for shape in shapes:
+            label = "x".join(map(str, shape))
+            for dname in run.args.dtypes:
+                moved = kernel.bytes(shape, dname, "fwd+bwd")
+                for variant, fn in frame_variants(name, shape, DTYPES[dname]).items():
+                    run.record(f"{name} fwd+bwd", label, dname, variant, timed(fn, run.timer, run.cfg), moved)
+                print(f"done {name} {label} {dname}", flush=True)
