@@ -23,9 +23,9 @@ def compile_variants(n, dtype_name):
     return out
 
 
-# Section compileframes: torch.compile's fwd+bwd in the two frames a user can meet. The sweep's compile cell hands
-# Inductor forward and backward as one graph (rooflab.kernel.vjp_keeping_output), so it may fuse them, reading x once
-# for y and dx; a training step compiles the forward and runs the backward AOTAutograd split from it, later.
+# Section compileframes: torch.compile's fwd+bwd in the two frames a user can meet. Given forward and backward as one
+# graph (naive_fn's fwd+bwd, rooflab.kernel.vjp_keeping_output) Inductor may fuse them, reading x once for y and dx;
+# a training step (the sweep's cell since S26-D3) compiles the forward and runs AOTAutograd's backward, later.
 FRAME_SHAPES = {"rmsnorm": ((128, 4096), (4096, 8192), (2048, 16384), (8192, 14336), (16, 333333), (4096, 11008)),
                 "layernorm": ((128, 4096), (4096, 8192), (2048, 16384), (8192, 14336), (4096, 4097)),
                 "softmax": ((4096, 4096), (8192, 8192), (4096, 32000)),
@@ -33,22 +33,21 @@ FRAME_SHAPES = {"rmsnorm": ((128, 4096), (4096, 8192), (2048, 16384), (8192, 143
 
 
 def frame_variants(name, shape, dtype, device="cuda"):
-    """{variant: fn} of one kernel's fwd+bwd: the builtin, ours, torch.compile joint (the sweep's cell) and as a
-    training step runs it (the forward compiled, its backward AOTAutograd's), each returning the gradients."""
+    """{variant: fn} of one kernel's fwd+bwd: the builtin, ours, torch.compile of the joint graph and as a training
+    step runs it (the sweep's cell: the forward compiled, its backward AOTAutograd's), each returning the gradients."""
     import torch
 
     from rooflab.cell import compiled_factory
-    from rooflab.kernel import differentiable, load_kernel
+    from rooflab.kernel import load_kernel
 
     kernel = load_kernel(name)
     inputs = kernel.make_inputs(shape, dtype, device, 0)
-    make, _ = compiled_factory(kernel)  # resets dynamo, as each sweep cell does
-    joint = make(inputs, pass_="fwd+bwd")
-    forward = torch.compile(lambda *a: kernel.naive_fn(*a, None, pass_="fwd"), fullgraph=True, dynamic=False)
-    split = differentiable(forward)(inputs, pass_="fwd+bwd")
+    split = compiled_factory(kernel)[0](inputs, pass_="fwd+bwd")  # resets dynamo, as each sweep cell does
+    joint_fn = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False)
     variants = {"builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"),
                 "ours": kernel.impls["triton"](inputs, pass_="fwd+bwd"),
-                "compile, joint graph (the sweep's)": joint, "compile, as a training step (AOTAutograd)": split}
+                "compile, joint graph": lambda: joint_fn(*inputs, pass_="fwd+bwd")[0],
+                "compile, as a training step (AOTAutograd; the sweep's)": split}
     ref = variants["builtin"]()
     return {k: fn if k == "builtin" else checked(fn, ref, dtype, f"{name} {k}") for k, fn in variants.items()}
 

@@ -8,6 +8,7 @@ answer: kept out of speedups and claims), failed (raised), skipped (not availabl
 """
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 import traceback
@@ -16,7 +17,7 @@ from typing import Any
 
 from rooflab import clocks
 from rooflab.kernel_facts import autotune_facts, autotune_snapshot, autotuners
-from rooflab.kernel import MATH_MODE, Kernel, math_mode, math_mode_ran, torch_dtype
+from rooflab.kernel import MATH_MODE, Kernel, differentiable, math_mode, math_mode_ran, torch_dtype
 from rooflab.shapes import FAMILIES, SQUARE, elements, label, square_size
 from rooflab.timing import TimingConfig, cudagraph_median_ms, measure, timer_for
 
@@ -72,8 +73,11 @@ def compiled_factory(kernel: Kernel, backend="inductor"):
     The dynamo cache is reset for each cell so the recompile limit (8 by default) can never be reached across the
     sweep's shapes and dtypes; ``fullgraph=True`` turns a graph break into an error instead of a silent eager run.
     ``backend``: Inductor, as a user's torch.compile; the compile lanes (experiments/warm.py) pass one that
-    compiles through Inductor and stops, so their graphs are the cells' own. Returns (factory, fallback_probe): the
-    probe says whether dynamo produced no graph (ran eager).
+    compiles through Inductor and stops, so their graphs are the cells' own. fwd+bwd is the frame a training step
+    runs: the forward compiled, called on inputs that require grad, then the backward AOTAutograd split from it, as
+    every other implementation's (given forward and backward as one graph, Inductor fused them: RMSNorm bf16 8192 x
+    14336 380 us against 456, data/tuning/compileframes_s26_d3.csv). Returns (factory, fallback_probe): the probe
+    says whether dynamo produced no graph (ran eager).
     """
     import torch
     import torch._dynamo
@@ -85,10 +89,12 @@ def compiled_factory(kernel: Kernel, backend="inductor"):
         if "fn" not in state:  # compiled once per cell; more input sets (placements) reuse it
             torch._dynamo.reset()
             counters.clear()
-            state["fn"] = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False, backend=backend)
+            fwd_bwd = kw.get("pass_") == "fwd+bwd"  # its forward alone: autograd records, AOTAutograd splits
+            target = functools.partial(_naive_forward, kernel.naive_fn) if fwd_bwd else kernel.naive_fn
+            state["fn"] = torch.compile(target, fullgraph=True, dynamic=False, backend=backend)
         fn = state["fn"]
-        if kw.get("pass_") == "fwd+bwd":  # (gradients, output): the output is stored, the gradients checked
-            return lambda: fn(*inputs, **kw)[0]
+        if kw.get("pass_") == "fwd+bwd":  # as a training step runs it: the forward, later its backward
+            return differentiable(fn)(inputs, **kw)
         if kw:
             return lambda: fn(*inputs, **kw)
         return lambda: fn(*inputs)
@@ -97,6 +103,11 @@ def compiled_factory(kernel: Kernel, backend="inductor"):
         return compiled_graphs() == 0
 
     return make, fell_back
+
+
+def _naive_forward(naive_fn, *args):
+    """The naive expression's forward on the inputs but the upstream gradient (naive_fn's signature)."""
+    return naive_fn(*args, None, pass_="fwd")
 
 
 def compiled_graphs() -> int:
