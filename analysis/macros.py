@@ -12,7 +12,7 @@ from analysis import calibration, origin
 from analysis.claims import FRAME_LABEL, FRAME_TAG, findings, impl_names, speedup_column, tied_best
 from analysis.latex import DTYPE_TAG, IMPL_TAG, UNIT_TAG, Macros, camel, fmt, gpu_tag, pass_tag, tex_escape
 from analysis.metrics import CLOCK_FRACTION, FIT_MIN_SIZE, ROOF_SIGMA, measured_peaks
-from analysis.selection import compile_dropped_output, largest, most_common, timed, verdict
+from analysis.selection import compile_dropped_output, compile_joint_graph, largest, most_common, timed, verdict
 from rooflab.gpus import SPECS
 from rooflab.timing import TOUCH_STRIDE_BYTES
 
@@ -72,13 +72,21 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     fb = all_rows[(all_rows["impl"] == "compile") & (all_rows["pass"] == "fwd+bwd") & (all_rows["status"] == "ok")]
     m.add("CompileFwdBwdCells", str(len(fb)), "timed torch.compile fwd+bwd cells on the headline device")
     old = int(compile_dropped_output(fb).sum()) if "timestamp" in fb else None
+    joint = int(compile_joint_graph(fb).sum()) if "timestamp" in fb else None
     m.add("CompileFwdBwdGradientsOnly", "n/a" if old is None else str(old),
           "... of them timed when the compiled function returned the gradients alone (its output's store skipped)")
-    m.add("CompileFwdBwdRule", "" if old is None or not len(fb) else
-          f"All {len(fb)} \\texttt{{torch.compile}} forward-and-backward cells of the main sweep were timed so."
-          if not old else f"{old} of the {len(fb)} \\texttt{{torch.compile}} forward-and-backward cells of the main "
-          "sweep were timed before that rule, and flatter \\texttt{torch.compile}.",
-          "the sentence saying how many compile fwd+bwd cells predate the output-storing rule")
+    m.add("CompileFwdBwdJointGraph", "n/a" if joint is None else str(joint),
+          "... of them timed with forward and backward compiled as one graph (before the training-step frame)")
+    rule = "" if old is None or not len(fb) else (
+        f"All {len(fb)} \\texttt{{torch.compile}} forward-and-backward cells of the main sweep store the output."
+        if not old else f"{old} of the {len(fb)} \\texttt{{torch.compile}} forward-and-backward cells of the main "
+        "sweep were timed before that rule, and flatter \\texttt{torch.compile}.")
+    if joint is not None and len(fb):
+        rule += (f" All {len(fb)} ran as a training step runs them." if not joint else
+                 f" {joint} of the {len(fb)} were timed with forward and backward as one graph, and flatter "
+                 "\\texttt{torch.compile}.")
+    m.add("CompileFwdBwdRule", rule.strip(),
+          "the sentences saying how many compile fwd+bwd cells predate the output-storing rule and the split frame")
     if not ok.empty:
         m.add("LargestSize", str(int(ok["size"].max())), "largest N timed on the headline device")
     if "placements" in ok and ok["placements"].notna().any():

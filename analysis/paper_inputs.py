@@ -44,7 +44,7 @@ from rooflab.io import read_table
 OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_calibration", "table_specs",
            "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
            "figures_projection", "kernels", "cpu", "table_plateau", "table_waves", "table_cost", "table_alignment",
-           "table_traffic", "table_ablations", "table_alignstudy"]
+           "table_traffic", "table_ablations", "table_alignstudy", "table_compile_frames"]
 
 
 def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
@@ -53,7 +53,8 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
              profiles: pd.DataFrame | None = None, compiled: pd.DataFrame | None = None,
              traffic: dict[str, pd.DataFrame] | None = None,
              ablations: dict[str, pd.DataFrame] | None = None,
-             drawn: list[str] | None = None) -> dict[str, str]:
+             drawn: list[str] | None = None,
+             compile_frames: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
     """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame.
     ``repeatability``: per GPU key, the per-cell table of scripts/repeatability.py (optional). ``sources``: per
     device, the directory its rows were read from (results/raw/<gpu>: this run; else a committed reference).
@@ -62,7 +63,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     ``profiles``, ``compiled``: the launch profiles and compiled-kernel facts, for the 'why' of each kernel
     (analysis/why.py; None: not measured). ``traffic``, ``ablations``: per GPU key, the tables of
     experiments/traffic.py and experiments/ablations.py (optional). ``drawn``: the figure PDFs the DAG draws (None:
-    those present under ``figdir``).
+    those present under ``figdir``). ``compile_frames``: per GPU key, `python -m lab compileframes` rows (optional).
 
     The GPU outputs are made from GPU rows and ceilings only; the CPU's rows go to `cpu` and its Cpu* macros."""
     sources = sources or {}
@@ -87,6 +88,9 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
                                              "committed reference."),
                "per device measured here: the cells this run measured, and those kept from earlier runs")
     host_cost_macros(macros, host_cost_rows(metrics_gpu, gpu))
+    frames = (compile_frames or {}).get(gpu)
+    macros.add("CompileFramesSentence", why_.compile_frames_sentence(frames),
+               "torch.compile's fwd+bwd as a training step over one joint graph (python -m lab compileframes)")
     cpu = cpu_section(macros, metrics_cpu, ceilings, figdir, sources, launch_counts, drawn)
     return {
         "macros": macros.text(),
@@ -114,6 +118,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "table_traffic": why_.traffic_table((traffic or {}).get(gpu)),
         "table_ablations": why_.ablations_table((ablations or {}).get(gpu)),
         "table_alignstudy": why_.alignment_study_table((ablations or {}).get(gpu), gpu),
+        "table_compile_frames": why_.compile_frames_table(frames),
     }
 
 
@@ -161,7 +166,8 @@ def read_facts(paths) -> pd.DataFrame | None:
 def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
           repeatability_paths: list[str] = (), profile_paths: list[str] | None = None,
           compiled_paths: list[str] | None = None, traffic_paths: list[str] = (),
-          ablation_paths: list[str] = (), drawn: list[str] | None = None) -> None:
+          ablation_paths: list[str] = (), drawn: list[str] | None = None,
+          compile_frame_paths: list[str] = ()) -> None:
     import os
 
     from rooflab.io import CEILING_COLUMNS, read_results, write_text
@@ -176,7 +182,7 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
                                read_facts(compiled_paths),
                                {Path(p).parent.name: pd.read_csv(p) for p in traffic_paths},
                                {Path(p).parent.name: read_table(p) for p in ablation_paths},
-                               drawn).items():
+                               drawn, {Path(p).parent.name: pd.read_csv(p) for p in compile_frame_paths}).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 
 
@@ -200,9 +206,11 @@ def main(argv=None):
                     help="experiments/traffic.py tables, as <dir>/<gpu>/traffic.csv: DRAM bytes per call, measured")
     ap.add_argument("--ablations", nargs="*", default=[],
                     help="experiments/ablations.py tables, as <dir>/<gpu>/ablations.parquet")
+    ap.add_argument("--compile-frames", nargs="*", default=[],
+                    help="python -m lab compileframes tables, as <dir>/<gpu>/compile_frames.csv")
     a = ap.parse_args(argv)
     build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles, a.compiled, a.traffic,
-          a.ablations, a.figures)
+          a.ablations, a.figures, a.compile_frames)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import pandas as pd
 
 from analysis.metrics import fixed_costs
 from rooflab.gpus import CPU_KEY
-from rooflab.kernel import VJP_KEEPS_OUTPUT_SINCE
+from rooflab.kernel import COMPILE_SPLIT_SINCE, VJP_KEEPS_OUTPUT_SINCE
 
 def headline_gpu(metrics: pd.DataFrame) -> str:
     """The first GPU with timed data ('' where no GPU has any: the CPU is never the GPU paper's headline)."""
@@ -43,9 +43,18 @@ def ours_fixed_costs(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
     return f[(f["gpu"] == gpu) & (f["impl"] == "triton")]
 
 
+def _compile_fwd_bwd_before(rows: pd.DataFrame, since: str) -> pd.Series:
+    when = pd.to_datetime(rows["timestamp"], utc=True, errors="coerce", format="ISO8601")
+    return (rows["impl"] == "compile") & (rows["pass"] == "fwd+bwd") & (when < pd.Timestamp(since)).fillna(False)
+
+
 def compile_dropped_output(rows: pd.DataFrame) -> pd.Series:
     """Per row (impl, pass, timestamp): a torch.compile fwd+bwd row timed before VJP_KEEPS_OUTPUT_SINCE, whose
     compiled function returned the gradients alone (so Inductor skipped the forward's output store)."""
-    when = pd.to_datetime(rows["timestamp"], utc=True, errors="coerce", format="ISO8601")
-    return (rows["impl"] == "compile") & (rows["pass"] == "fwd+bwd") & \
-        (when < pd.Timestamp(VJP_KEEPS_OUTPUT_SINCE)).fillna(False)
+    return _compile_fwd_bwd_before(rows, VJP_KEEPS_OUTPUT_SINCE)
+
+
+def compile_joint_graph(rows: pd.DataFrame) -> pd.Series:
+    """Per row (impl, pass, timestamp): a torch.compile fwd+bwd row timed before COMPILE_SPLIT_SINCE, whose forward
+    and backward Inductor compiled as one graph (and could fuse, as no training step can)."""
+    return _compile_fwd_bwd_before(rows, COMPILE_SPLIT_SINCE)

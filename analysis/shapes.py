@@ -17,7 +17,7 @@ import pandas as pd
 
 from analysis.latex import figure, fmt, table_latex, tex_escape
 from analysis.metrics import VERDICT_SIGMA
-from analysis.selection import compile_dropped_output
+from analysis.selection import compile_dropped_output, compile_joint_graph
 from rooflab.gpus import CPU_KEY, spec_for
 from rooflab.io import read_table
 from rooflab.shapes import parse_label, source_of
@@ -34,7 +34,7 @@ def ours_over_best(metrics: pd.DataFrame) -> pd.DataFrame:
     (faster / slower beyond VERDICT_SIGMA combined standard errors and MIN_REL_CHANGE, else tie) and the tensor the
     shape comes from."""
     cols = KEY + ["ratio", "best", "verdict", "loop_ratio", "family", "bytes", "flops", "achieved_gbps",
-                  "achieved_tflops", "source", "compile_dropped_output"]
+                  "achieved_tflops", "source", "compile_dropped_output", "compile_joint_graph"]
     if metrics.empty or "shape" not in metrics:
         return pd.DataFrame(columns=cols)
     ok = metrics[metrics["claimable"].fillna(False).astype(bool)] if "claimable" in metrics else \
@@ -59,9 +59,11 @@ def ours_over_best(metrics: pd.DataFrame) -> pd.DataFrame:
         j["loop_ratio"] = np.nan
     j["source"] = [source_of(p, f, parse_label(s)) for p, f, s in zip(j["preset"], j["family"], j["shape"])]
     # the ratio rests on a compile row that skipped the output's store only where that row was the best baseline
-    dropped = ok[compile_dropped_output(ok)] if "timestamp" in ok else ok.iloc[:0]
-    j["compile_dropped_output"] = pd.MultiIndex.from_frame(j[KEY]).isin(pd.MultiIndex.from_frame(dropped[KEY])) & \
-        (j["best"] == "compile")
+    flags = (("compile_dropped_output", compile_dropped_output), ("compile_joint_graph", compile_joint_graph))
+    for column, flag in flags:
+        flagged = ok[flag(ok)] if "timestamp" in ok else ok.iloc[:0]
+        j[column] = pd.MultiIndex.from_frame(j[KEY]).isin(pd.MultiIndex.from_frame(flagged[KEY])) & \
+            (j["best"] == "compile")
     return j[cols]
 
 
@@ -158,14 +160,15 @@ def backward_paragraph(d: pd.DataFrame, gpu: str, name: str) -> str:
     dtype = tex_escape(d["dtype"].iloc[0])
     counts = d["verdict"].value_counts()
     caption = (f"{name}, {dtype}, forward and backward (an autograd Function's fwd+bwd against the builtin's "
-               f"autograd and torch.compile of the naive expression's output and vector-Jacobian product): best over "
+               f"autograd and torch.compile of the naive expression, its backward AOTAutograd's): best over "
                f"ours in GPU time / in the Python loop.")
     return (f"Forward and backward together, in {dtype}, over {len(d)} cells: median {fmt(d['ratio'].median())} "
             f"in GPU time (lowest {fmt(d['ratio'].min())}); faster beyond noise in {int(counts.get('faster', 0))}, "
             f"slower in {int(counts.get('slower', 0))}, tied in {int(counts.get('tie', 0))}.{frames_sentence(d)} "
             f"In the loop each call of ours also pays for a Python autograd Function and the autograd engine's "
             f"hand-off to its device thread, where the builtin's nodes are C++ (\\texttt{{python -m lab hostprof}} "
-            f"takes a call apart).{dropped_sentence(d)}\n" + _table(rows_table(d), caption, f"tab:shapes-{gpu}-fwdbwd"))
+            f"takes a call apart).{dropped_sentence(d)}{joint_sentence(d)}\n"
+            + _table(rows_table(d), caption, f"tab:shapes-{gpu}-fwdbwd"))
 
 
 def dropped_sentence(d: pd.DataFrame) -> str:
@@ -180,6 +183,21 @@ def dropped_sentence(d: pd.DataFrame) -> str:
     return (f" In {n} of the {len(d)} cells ({tex_escape(kernels)}) the best baseline is a torch.compile row timed "
             f"when its compiled function returned the gradients alone, so Inductor skipped the output's store that "
             f"every eager fwd+bwd makes: those ratios flatter torch.compile.")
+
+
+def joint_sentence(d: pd.DataFrame) -> str:
+    """How many fwd+bwd cells have as their best baseline a torch.compile row timed with forward and backward as one
+    compiled graph (before rooflab.kernel.COMPILE_SPLIT_SINCE), which Inductor may fuse as no training step can."""
+    flags = d["compile_joint_graph"].fillna(False).astype(bool) if "compile_joint_graph" in d else \
+        pd.Series(False, index=d.index)
+    if not flags.any():
+        return (" Every torch.compile cell here ran as a training step runs it: the forward compiled, then the "
+                "backward AOTAutograd split from it.")
+    kernels = ", ".join(sorted(d.loc[flags, "kernel"].unique()))
+    return (f" In {int(flags.sum())} of the {len(d)} cells ({tex_escape(kernels)}) the best baseline is a "
+            f"torch.compile row timed with forward and backward compiled as one graph, which Inductor may fuse "
+            f"(reading the input once for the output and the gradient), as no training step can: those ratios "
+            f"flatter torch.compile (Table~\\ref{{tab:compile-frames}} times both frames).")
 
 
 def main(argv=None) -> None:

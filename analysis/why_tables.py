@@ -328,3 +328,45 @@ def alignment_study_table(ablations: pd.DataFrame | None, gpu: str) -> str:
                         (head, "ours, padded"): t["padded_alone"], (head, "padding fix"): t["padded_whole"]})
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return table_latex(out, {c: fmt for c in out.columns[3:]}, "rllrrrrrr")
+
+
+# ----------------------------------------------------------------------------------------- torch.compile's frames
+
+JOINT, SPLIT = "compile, joint graph", "compile, as a training step"  # the lab's variant names begin so
+
+
+def compile_frames(frames: pd.DataFrame | None) -> pd.DataFrame:
+    """`python -m lab compileframes` rows (one device) as one row per kernel, shape and dtype: GPU time (us) of ours,
+    the builtin and torch.compile in both frames, and the training step's time over the joint graph's."""
+    cols = ["kernel", "shape", "dtype", "ours", "builtin", "joint", "split", "split_over_joint"]
+    if frames is None or frames.empty:
+        return pd.DataFrame(columns=cols)
+    f = frames.assign(kernel=frames["kernel"].str.replace(" fwd+bwd", "", regex=False),
+                      variant=frames["variant"].map(lambda v: "joint" if v.startswith(JOINT) else "split"
+                                                    if v.startswith(SPLIT) else v))
+    t = f.pivot_table(index=["kernel", "n", "dtype"], columns="variant", values="median_us", sort=False)
+    t = t.reset_index().rename(columns={"n": "shape"}).reindex(columns=cols[:-1])
+    t["split_over_joint"] = t["split"] / t["joint"]
+    return t
+
+
+def compile_frames_table(frames: pd.DataFrame | None) -> str:
+    """The compileframes table: per kernel, shape and dtype, GPU time in microseconds of ours, the builtin and
+    torch.compile as one joint graph and as a training step runs it (the sweep's frame), and the ratio of the two."""
+    t = compile_frames(frames)
+    if t.empty:
+        return (f"\\begin{{center}}torch.compile's fwd+bwd in its two frames is {NOT_MEASURED} (python -m lab "
+                "compileframes).\\end{center}\n")
+    out = t.rename(columns={"ours": "ours [us]", "builtin": "builtin [us]", "joint": "compile, joint [us]",
+                            "split": "compile, training step [us]", "split_over_joint": "training / joint"})
+    return table_latex(out, {c: fmt for c in out.columns[3:]}, "lll" + "r" * 5)
+
+
+def compile_frames_sentence(frames: pd.DataFrame | None) -> str:
+    """The training step's time over the joint graph's: median and range over the cells timed in both frames."""
+    r = compile_frames(frames)["split_over_joint"].dropna()
+    if r.empty:
+        return f"torch.compile's two frames are {NOT_MEASURED}."
+    return (f"As a training step runs it, \\texttt{{torch.compile}}'s forward and backward took a median "
+            f"{fmt(r.median())}$\\times$ the joint graph's GPU time over {len(r)} cells ({fmt(r.min())} to "
+            f"{fmt(r.max())}).")

@@ -311,8 +311,8 @@ def upstream_gradient(shape, dtype: torch.dtype, device: str, seed: int) -> torc
 
 
 def norm_naive_fn(naive):
-    """What torch.compile compiles: fwd, the naive expression; fwd+bwd, its gradients with grad_y and its output
-    (rooflab.kernel.vjp_keeping_output)."""
+    """What torch.compile compiles: fwd, the naive expression (the fwd+bwd cell's too); fwd+bwd, its gradients with
+    grad_y and its output as one joint graph (rooflab.kernel.vjp_keeping_output; the lab's compileframes)."""
     def fn(x, *rest, pass_: str = "fwd"):
         *params, grad_y = rest
         if pass_ == "fwd":

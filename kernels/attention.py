@@ -316,8 +316,8 @@ def attention_builtin(q, k, v, causal: bool = CAUSAL) -> torch.Tensor:
 
 
 def attention_naive_fn(q, k, v, grad_o, pass_: str = "fwd"):
-    """What torch.compile compiles: fwd, the naive expression; fwd+bwd, its gradients with grad_o and its output
-    (rooflab.kernel.vjp_keeping_output)."""
+    """What torch.compile compiles: fwd, the naive expression (the fwd+bwd cell's too); fwd+bwd, its gradients with
+    grad_o and its output as one joint graph (rooflab.kernel.vjp_keeping_output; the lab's compileframes)."""
     if pass_ == "fwd":
         return attention_naive(q, k, v)
     return vjp_keeping_output(attention_naive, (q, k, v), grad_o)

@@ -303,8 +303,9 @@ def softmax_naive_fwd(x: torch.Tensor) -> torch.Tensor:
 
 
 def softmax_naive(x: torch.Tensor, grad_y: torch.Tensor, pass_: str = "fwd") -> torch.Tensor:
-    """What torch.compile compiles (and, for fwd, the naive impl). fwd+bwd: (dx, y), the naive forward's gradient with
-    grad_y and its output (rooflab.kernel.vjp_keeping_output)."""
+    """What torch.compile compiles (and, for fwd, the naive impl; its fwd+bwd cell compiles the fwd). fwd+bwd: (dx,
+    y), the naive forward's gradient with grad_y and its output as one joint graph (rooflab.kernel.vjp_keeping_output;
+    the lab's compileframes)."""
     if pass_ == "fwd":
         return softmax_naive_fwd(x)
     (dx,), y = vjp_keeping_output(softmax_naive_fwd, (x,), grad_y)

@@ -76,7 +76,7 @@ def compiled_factory(kernel: Kernel, backend="inductor"):
     compiles through Inductor and stops, so their graphs are the cells' own. fwd+bwd is the frame a training step
     runs: the forward compiled, called on inputs that require grad, then the backward AOTAutograd split from it, as
     every other implementation's (given forward and backward as one graph, Inductor fused them: RMSNorm bf16 8192 x
-    14336 380 us against 456, data/tuning/compileframes_s26_d3.csv). Returns (factory, fallback_probe): the probe
+    14336 380 us against 456, data/reference/h200/compile_frames.csv). Returns (factory, fallback_probe): the probe
     says whether dynamo produced no graph (ran eager).
     """
     import torch

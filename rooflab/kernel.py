@@ -48,7 +48,7 @@ class Kernel:
     bytes: Callable[..., float]  # fewest bytes one call must move through DRAM at a shape and dtype
     impls: dict[str, Factory]  # naive / builtin / triton / cuda factories
     compile_target: str | None = "naive"  # the impl whose function torch.compile compiles
-    # the plain function for torch.compile (takes *inputs); fwd+bwd: (gradients, output), vjp_keeping_output's
+    # the plain function for torch.compile (takes *inputs); fwd+bwd: (gradients, output) as one joint graph, the lab's
     naive_fn: Callable[..., Any] | None = None
     compute_unit: Callable[[str], str] = lambda dtype: "fp32"  # which peak applies: fp32 / tf32 / bf16 / fp16
     dtypes: tuple[str, ...] = ("float32", "bfloat16")
@@ -91,13 +91,17 @@ def eager(**fns: Callable[..., Any]) -> dict[str, Factory]:
 # torch.compile fwd+bwd rows timed before this (the commit that brought vjp_keeping_output, c363a01) compiled the
 # gradients alone, so Inductor skipped the forward's store: analysis/selection.compile_dropped_output flags them.
 VJP_KEEPS_OUTPUT_SINCE = "2026-12-02T09:33:14+00:00"
+# Rows timed before this (ba0d144) compiled forward and backward as one graph (naive_fn's fwd+bwd), which Inductor
+# may fuse as no training step can; since, the forward is compiled and AOTAutograd's backward runs after it
+# (rooflab/cell.compiled_factory): analysis/selection.compile_joint_graph flags the older rows.
+COMPILE_SPLIT_SINCE = "2026-12-03T19:37:01+00:00"
 
 
 def vjp_keeping_output(fn: Callable[..., Any], primals: tuple, cotangent) -> tuple:
-    """(fn's vector-Jacobian product with cotangent, fn's output): what a compiled fwd+bwd returns (a fullgraph
-    compiled function cannot call .backward()). The output comes back so Inductor stores it, as a training step's
-    next layer needs it and every eager fwd+bwd writes it; asked for the gradients alone, Inductor dropped the
-    forward's store, a fifth of a norm's bytes. The compile impl hands the cell the gradients (rooflab/cell.py)."""
+    """(fn's vector-Jacobian product with cotangent, fn's output): forward and backward as one function, the joint
+    graph the compile cell compiled until COMPILE_SPLIT_SINCE and the lab's compileframes times (a fullgraph compiled
+    function cannot call .backward()). The output comes back so Inductor stores it, as every eager fwd+bwd writes it;
+    asked for the gradients alone, Inductor dropped the forward's store, a fifth of a norm's bytes."""
     import torch
 
     out, vjp = torch.func.vjp(fn, *primals)

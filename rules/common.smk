@@ -259,6 +259,11 @@ def get_repeatability(wildcards=None):
     return per_gpu_table("repeatability.csv")
 
 
+def get_compile_frames(wildcards=None):
+    """python -m lab compileframes tables for the paper (per_gpu_table): torch.compile's fwd+bwd in its two frames."""
+    return per_gpu_table("compile_frames.csv")
+
+
 def get_traffic(wildcards=None):
     """experiments/traffic.py tables for the paper: the DRAM bytes one call of each implementation moves, under
     Nsight Compute. This run's own where config traffic.enabled, else per_gpu_table."""

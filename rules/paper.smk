@@ -15,6 +15,7 @@ rule paper_inputs:
         repeatability=get_repeatability,
         traffic=get_traffic,
         ablations=get_ablations,
+        compile_frames=get_compile_frames,
         profiles=get_profiles,
         compiled=get_compiled_facts,
         modules=["analysis/claims.py", "analysis/why.py", "analysis/why_tables.py", "analysis/origin.py",
@@ -42,6 +43,7 @@ rule paper_inputs:
         traffic=update("results/paper/generated/table_traffic.tex"),
         ablations=update("results/paper/generated/table_ablations.tex"),
         alignstudy=update("results/paper/generated/table_alignstudy.tex"),
+        compile_frames=update("results/paper/generated/table_compile_frames.tex"),
     params:
         # the figures this DAG draws (the paper includes each that shows data): named, not waited for, so the
         # paper's inputs are written while the figures draw; paper_pdf waits for both. Sorted: a subset run lists
@@ -57,7 +59,8 @@ rule paper_inputs:
                                            "results/figures", "--figures", params.figures, "--outdir",
                                            "results/paper/generated", "--repeatability", input.repeatability,
                                            "--profiles", input.profiles, "--compiled", input.compiled, "--traffic",
-                                           input.traffic, "--ablations", input.ablations], log)
+                                           input.traffic, "--ablations", input.ablations,
+                                           "--compile-frames", input.compile_frames], log)
 
 
 rule paper_pdf:

@@ -242,7 +242,8 @@ def test_partials_reduced_over_several_steps(monkeypatch, centre, shape, tile):
 @pytest.mark.parametrize("name", ["layernorm", "rmsnorm", "softmax", "attention"])
 def test_compiled_fwd_bwd_returns_the_output_and_the_cell_gets_the_gradients(name):
     # asked for the gradients alone, Inductor drops the forward's store, which every eager fwd+bwd makes: the
-    # naive function returns the output too (so the compiled graph stores it), the compile cell hands on the grads
+    # naive function's joint graph (the lab's) returns the output too; the compile cell runs the forward, then the
+    # backward, and hands on the gradients
     from rooflab.cell import compiled_factory, relative_error
     from rooflab.kernel import load_kernel
 
@@ -250,9 +251,19 @@ def test_compiled_fwd_bwd_returns_the_output_and_the_cell_gets_the_gradients(nam
     ins = k.make_inputs((1, 2, 24, 16) if name == "attention" else (6, 40), torch.float32, "cpu", 0)
     grads_, out = k.naive_fn(*ins, pass_="fwd+bwd")
     torch.testing.assert_close(out, k.naive_fn(*ins, pass_="fwd"))
-    make, _ = compiled_factory(k, backend="eager")
+    seen = []
+
+    def backend(gm, example_inputs):  # what dynamo hands the compiler: the graph's inputs
+        seen.append([t.requires_grad for t in example_inputs if isinstance(t, torch.Tensor)])
+        return gm.forward
+
+    make, _ = compiled_factory(k, backend=backend)
     cell_out = make(ins, pass_="fwd+bwd")()
     assert relative_error(cell_out, k.reference(ins, "fwd+bwd"))[0] <= 1e-5
+    # as a training step runs it: the forward alone is compiled, on inputs that require grad (the upstream gradient
+    # no input of it), and the backward runs after it through autograd (a joint graph would take all of them, none
+    # requiring grad)
+    assert len(seen) == 1 and seen[0] == [True] * (len(ins) - 1)
 
 
 @pytest.mark.parametrize("centre", [True, False])

@@ -334,3 +334,24 @@ def test_fwd_bwd_cells_against_a_compile_row_that_skipped_the_output_store_are_c
     later = m.assign(timestamp=VJP_KEEPS_OUTPUT_SINCE)  # at the change: stored
     assert not compile_dropped_output(later).any()
     assert "No cell here has" in dropped_sentence(one_dtype(ours_over_best(later), "fwd+bwd"))
+
+
+def test_fwd_bwd_ratios_resting_on_a_joint_graph_compile_row_are_flagged_and_said():
+    # compile rows of fwd+bwd timed before rooflab.kernel.COMPILE_SPLIT_SINCE compiled forward and backward as one
+    # graph (which Inductor may fuse); since, the forward alone with AOTAutograd's backward after it
+    from analysis.shapes import joint_sentence, one_dtype, ours_over_best
+    from analysis.selection import compile_joint_graph
+    from rooflab.kernel import COMPILE_SPLIT_SINCE
+
+    m = _shape_metrics()
+    extra = m[m["impl"] == "builtin"].assign(impl="compile", median_ms=1.0)  # faster than the builtin: the best
+    m = pd.concat([m, extra], ignore_index=True).assign(timestamp="2026-12-03T19:20:00+00:00")
+    assert compile_joint_graph(m).sum() == 1  # the one compile fwd+bwd row
+    back = one_dtype(ours_over_best(m), "fwd+bwd")
+    assert back["compile_joint_graph"].tolist() == [True]
+    assert "In 1 of the 1 cells (softmax) the best baseline is a torch.compile row timed with forward" in \
+        joint_sentence(back)
+    later = m.assign(timestamp=COMPILE_SPLIT_SINCE)
+    assert not compile_joint_graph(later).any()
+    assert "Every torch.compile cell here ran as a training step" in joint_sentence(
+        one_dtype(ours_over_best(later), "fwd+bwd"))

@@ -111,6 +111,25 @@ def test_measured_traffic_is_tabled_and_said_where_the_builtin_moves_more():
     assert "Nsight Compute" in why.why_paragraph("gelu", m.assign(kernel="gelu"), None, None, "h200", t)
 
 
+def test_compile_frames_are_tabled_with_the_training_step_over_the_joint_graph():
+    def row(variant, us, kernel="rmsnorm fwd+bwd", n="128x4096"):
+        return {"kernel": kernel, "n": n, "dtype": "bfloat16", "variant": variant, "median_us": us}
+    t = pd.DataFrame([row("builtin", 21.0), row("ours", 13.6), row("compile, joint graph (the sweep's)", 10.0),
+                      row("compile, as a training step (AOTAutograd)", 12.5),
+                      row("compile, joint graph", 100.0, n="4096x8192"),
+                      row("compile, as a training step (AOTAutograd; the sweep's)", 120.0, n="4096x8192")])
+    f = why.compile_frames(t).set_index("shape")
+    assert f.loc["128x4096", "split_over_joint"] == pytest.approx(1.25) and f.loc["4096x8192", "split"] == 120.0
+    assert f.loc["128x4096", "kernel"] == "rmsnorm" and np.isnan(f.loc["4096x8192", "ours"])
+    table = why.compile_frames_table(t)
+    assert "12.5" in table and "1.25" in table and "-- & --" in table  # no ours, no builtin at 4096x8192
+    said = why.compile_frames_sentence(t)
+    assert "median 1.23$\\times$ the joint graph's GPU time over 2 cells (1.2 to 1.25)" in said
+    assert "not measured" in why.compile_frames_table(None) and "not measured" in why.compile_frames_sentence(None)
+    ref = pd.read_csv(REF / "compile_frames.csv")  # the committed H200 call: the training step slower in most cells
+    assert (why.compile_frames(ref)["split_over_joint"].dropna() > 1).mean() > 0.5
+
+
 def test_ablation_tables_rate_each_variant_against_cublas_and_split_the_alignment_causes():
     def row(study, variant, method, size, tflops, status="ok"):
         return {"study": study, "variant": variant, "method": method, "size": size, "tflops": tflops, "status": status}
