@@ -34,6 +34,7 @@ import pandas as pd
 
 
 from analysis.repeatability import EVENT_MIN_MS, GRAPH_MAX_MS  # the classes its summary uses
+from analysis.selection import compile_joint_graph
 from rooflab.io import read_raw_many, write_text
 
 KEY = ["kernel", "impl", "dtype", "size", "pass"]
@@ -75,7 +76,8 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
     the GPU's repeatability table, from which floors() are taken unless `noise_floors` (its result) is given."""
     s = _settings(settings)
     floor = {name: value for name, (value, _) in (noise_floors or floors(repeat, **settings)).items()}
-    cols = KEY + ["status", "median_ms", "graph_median_ms", "rse_median", "hold_us"]
+    cols = KEY + ["status", "median_ms", "graph_median_ms", "rse_median", "hold_us", "joint"]
+    now, ref = (d.assign(joint=compile_joint_graph(d) if "timestamp" in d else False) for d in (now, ref))
     a = now.reindex(columns=cols).rename(columns={c: f"{c}_now" for c in cols if c not in KEY})
     b = ref.reindex(columns=cols).rename(columns={c: f"{c}_ref" for c in cols if c not in KEY})
     t = a.merge(b, on=KEY, how="outer", indicator=True)
@@ -90,7 +92,9 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
     cls = np.select([graph, short, us < s["long_cell_us"]], ["short_graph", "short", "mid"], default="long")
     t["noise"] = np.maximum(s["k_sigma"] * rse, pd.Series(cls).map(floor).to_numpy())
     # the reference was timed without the held stream (its rows have no hold_us) while this run held it
-    t["method_changed"] = t["hold_us_ref"].isna() & t["hold_us_now"].notna()
+    # or its torch.compile fwd+bwd compiled forward and backward as one graph, this run's as a training step does
+    joint = t["joint_ref"].fillna(False).astype(bool) & ~t["joint_now"].fillna(False).astype(bool)
+    t["method_changed"] = (t["hold_us_ref"].isna() & t["hold_us_now"].notna()) | joint
     both_ok = (t["status_now"] == "ok") & (t["status_ref"] == "ok")
     verdict = np.select(
         [t["_merge"] == "left_only", t["_merge"] == "right_only", ~both_ok & (t["status_now"] != t["status_ref"]),
@@ -114,7 +118,8 @@ def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10, noise_floors: dic
         lines += [f"| {label[k]} | {v:.1%} | {src} |" for k, (v, src) in noise_floors.items()]
     if t["method_changed"].any():
         lines += ["", f"Note: {int(t['method_changed'].sum())} reference cells were timed without the held stream "
-                      "(an older timer): their differences mix the timing method and the kernel."]
+                      "(an older timer) or, torch.compile's fwd+bwd, as one joint graph (rooflab.kernel."
+                      "COMPILE_SPLIT_SINCE): their differences mix the method and the kernel."]
     for verdict, asc in (("slower", False), ("faster", True)):
         g = t[t["verdict"] == verdict].sort_values("rel_change", ascending=asc).head(top)
         if len(g):

@@ -58,6 +58,24 @@ def test_older_timing_method_is_flagged():
     assert "without the held stream" in md and "| faster | 1 |" in md and "-50.0%" in md
 
 
+def test_a_joint_graph_compile_reference_row_is_a_method_change():
+    # torch.compile's fwd+bwd compiled as one graph before rooflab.kernel.COMPILE_SPLIT_SINCE, as a training step after
+    from rooflab.kernel import COMPILE_SPLIT_SINCE
+
+    cell = {"kernel": "softmax", "impl": "compile", "size": 4096, "pass": "fwd+bwd"}
+    ref = _rows([{**cell, "median_ms": 0.10, "timestamp": "2026-12-03T19:13:00+00:00"},
+                 {**cell, "impl": "builtin", "median_ms": 0.10, "timestamp": "2026-12-03T19:13:00+00:00"}])
+    now = _rows([{**cell, "median_ms": 0.12, "timestamp": COMPILE_SPLIT_SINCE},
+                 {**cell, "impl": "builtin", "median_ms": 0.10, "timestamp": COMPILE_SPLIT_SINCE}])
+    t = compare(now, ref).set_index("impl")
+    assert bool(t.loc["compile", "method_changed"]) and t.loc["compile", "verdict"] == "slower"
+    assert not bool(t.loc["builtin", "method_changed"])  # only torch.compile's fwd+bwd changed frame
+    assert "as one joint graph" in summary_markdown(t.reset_index(), "h200")
+    assert not compare(now, now)["method_changed"].any()
+    untimed = compare(now.drop(columns="timestamp"), ref.drop(columns="timestamp"))  # no timestamps: no flag
+    assert not untimed["method_changed"].any()
+
+
 def _repeat():
     """A repeatability table: |differences| 4 % (short, graph), 20 % (short, event), 6 % (middle), 1 % (long)."""
     return pd.DataFrame({"median_ms_1": [0.005, 0.005, 0.020, 0.100, 0.200],
