@@ -92,8 +92,8 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
     cls = np.select([graph, short, us < s["long_cell_us"]], ["short_graph", "short", "mid"], default="long")
     t["noise"] = np.maximum(s["k_sigma"] * rse, pd.Series(cls).map(floor).to_numpy())
     # the reference was timed without the held stream (its rows have no hold_us) while this run held it
-    # or its torch.compile fwd+bwd compiled forward and backward as one graph, this run's as a training step does
-    joint = t["joint_ref"].fillna(False).astype(bool) & ~t["joint_now"].fillna(False).astype(bool)
+    # or one side's torch.compile fwd+bwd compiled forward and backward as one graph, the other's as a training step
+    joint = t["joint_ref"].fillna(False).astype(bool) != t["joint_now"].fillna(False).astype(bool)
     t["method_changed"] = (t["hold_us_ref"].isna() & t["hold_us_now"].notna()) | joint
     both_ok = (t["status_now"] == "ok") & (t["status_ref"] == "ok")
     verdict = np.select(

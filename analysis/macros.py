@@ -83,7 +83,7 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
         "sweep were timed before that rule, and flatter \\texttt{torch.compile}.")
     if joint is not None and len(fb):
         rule += (f" All {len(fb)} ran as a training step runs them." if not joint else
-                 f" {joint} of the {len(fb)} were timed with forward and backward as one graph, and flatter "
+                 f" {joint} of the {len(fb)} were timed with forward and backward as one graph, which may flatter "
                  "\\texttt{torch.compile}.")
     m.add("CompileFwdBwdRule", rule.strip(),
           "the sentences saying how many compile fwd+bwd cells predate the output-storing rule and the split frame")

@@ -91,6 +91,8 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     frames = (compile_frames or {}).get(gpu)
     macros.add("CompileFramesSentence", why_.compile_frames_sentence(frames),
                "torch.compile's fwd+bwd as a training step over one joint graph (python -m lab compileframes)")
+    macros.add("TrafficCompileFrame", why_.traffic_compile_frame((traffic or {}).get(gpu)),
+               "the frame the traffic table's torch.compile fwd+bwd rows were measured in")
     cpu = cpu_section(macros, metrics_cpu, ceilings, figdir, sources, launch_counts, drawn)
     return {
         "macros": macros.text(),

@@ -160,7 +160,7 @@ def backward_paragraph(d: pd.DataFrame, gpu: str, name: str) -> str:
     dtype = tex_escape(d["dtype"].iloc[0])
     counts = d["verdict"].value_counts()
     caption = (f"{name}, {dtype}, forward and backward (an autograd Function's fwd+bwd against the builtin's "
-               f"autograd and torch.compile of the naive expression, its backward AOTAutograd's): best over "
+               f"autograd and torch.compile of the naive expression): best over "
                f"ours in GPU time / in the Python loop.")
     return (f"Forward and backward together, in {dtype}, over {len(d)} cells: median {fmt(d['ratio'].median())} "
             f"in GPU time (lowest {fmt(d['ratio'].min())}); faster beyond noise in {int(counts.get('faster', 0))}, "
@@ -191,13 +191,13 @@ def joint_sentence(d: pd.DataFrame) -> str:
     flags = d["compile_joint_graph"].fillna(False).astype(bool) if "compile_joint_graph" in d else \
         pd.Series(False, index=d.index)
     if not flags.any():
-        return (" Every torch.compile cell here ran as a training step runs it: the forward compiled, then the "
-                "backward AOTAutograd split from it.")
+        return (" No cell here has as its best baseline a torch.compile row timed with forward and backward compiled "
+                "as one graph.")
     kernels = ", ".join(sorted(d.loc[flags, "kernel"].unique()))
     return (f" In {int(flags.sum())} of the {len(d)} cells ({tex_escape(kernels)}) the best baseline is a "
             f"torch.compile row timed with forward and backward compiled as one graph, which Inductor may fuse "
             f"(reading the input once for the output and the gradient), as no training step can: those ratios "
-            f"flatter torch.compile (Table~\\ref{{tab:compile-frames}} times both frames).")
+            f"may flatter torch.compile (Table~\\ref{{tab:compile-frames}} times both frames).")
 
 
 def main(argv=None) -> None:

@@ -16,6 +16,7 @@ from analysis.latex import IMPL_SHORT, fmt, table_latex
 from analysis.metrics import wave_efficiency
 from analysis.selection import timed
 from rooflab.gpus import SPECS
+from rooflab.kernel import COMPILE_SPLIT_SINCE
 from rooflab.kernel import IMPLS as IMPL_ORDER
 
 NOT_MEASURED = "not measured on this run"
@@ -245,6 +246,20 @@ def traffic_table(traffic: pd.DataFrame | None) -> str:
     out = pd.DataFrame(rows)
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return table_latex(out, {("", "minimum [MB]"): fmt}, "llr" + "r" * len(impls))
+
+
+def traffic_compile_frame(traffic: pd.DataFrame | None) -> str:
+    """Which frame the traffic table's torch.compile fwd+bwd rows were measured in: one joint graph where they carry
+    no timestamp or one before rooflab.kernel.COMPILE_SPLIT_SINCE, else a training step's ('' without such rows)."""
+    t = traffic_rows(traffic)
+    t = t[(t["impl"] == "compile") & (t["pass"] == "fwd+bwd")]
+    if t.empty:
+        return ""
+    when = pd.to_datetime(t.get("timestamp", pd.Series("", index=t.index)), utc=True, errors="coerce",
+                          format="ISO8601")
+    joint = (when.isna() | (when < pd.Timestamp(COMPILE_SPLIT_SINCE))).any()
+    return ("The traffic table's \\texttt{torch.compile} forward-and-backward rows were measured "
+            + ("with the one graph." if joint else "as a training step runs them."))
 
 
 def traffic_rows(traffic: pd.DataFrame | None) -> pd.DataFrame:

@@ -20,6 +20,7 @@ import io
 import json
 import os
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 MARKER = "spin_kernel"  # the kernel torch.cuda._sleep launches (ATen's Sleep.cu)
@@ -72,7 +73,8 @@ def run(gpu: str, kernels: list[str], impls: list[str] | None, dtype: str, size:
                 torch.cuda.profiler.stop()
                 fell_back = getattr(fn, "fell_back", None)  # torch.compile that ran eager is not Inductor's traffic
                 calls.append({"kernel": name, "impl": impl, "dtype": dtype, "size": size, "pass": pass_,
-                              "fell_back": bool(fell_back()) if callable(fell_back) else False, "error": error})
+                              "fell_back": bool(fell_back()) if callable(fell_back) else False, "error": error,
+                              "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
                 manifest.write_text(json.dumps(calls))  # after every call: a run cut short keeps what it profiled
                 print(f"traffic: profiled {name} {impl} {dtype} {size} {pass_}", file=sys.stderr, flush=True)
                 del fn

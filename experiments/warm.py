@@ -45,9 +45,17 @@ class _Compiled(Exception):
 
 
 def _compile_only(gm, example_inputs):
+    import contextlib
+
+    import torch._functorch.config as functorch_config
     from torch._inductor.compile_fx import compile_fx
 
-    compile_fx(gm, example_inputs)  # what backend="inductor" calls: the same graph, the same FX graph cache key
+    # a fwd+bwd cell's forward runs on inputs that require grad: AOTAutograd compiles its backward only at the first
+    # .backward(), which never comes here, unless told to lower it now (torch's flag, where this torch has it)
+    eager_backward = functorch_config.patch(force_non_lazy_backward_lowering=True) \
+        if hasattr(functorch_config, "force_non_lazy_backward_lowering") else contextlib.nullcontext()
+    with eager_backward:
+        compile_fx(gm, example_inputs)  # what backend="inductor" calls: the same graphs, the same FX graph cache keys
 
     def stop(*args):
         raise _Compiled

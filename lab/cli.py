@@ -86,9 +86,9 @@ HELP = {
                    "and the builtin",
     "alignedfwd": "the norms' forward on rows no multiple of 16 bytes: LayerNorm's 16-byte aligned tiles (tile, "
                   "warps) and the split's aligned chunks against the default, the builtin and torch.compile",
-    "compileframes": "torch.compile's fwd+bwd as the sweep's cell compiles it (forward and backward one graph) and as "
-                     "a training step runs it (the forward compiled, the backward AOTAutograd's), beside ours and the "
-                     "builtin: the norms, softmax and attention at square and llm shapes",
+    "compileframes": "torch.compile's fwd+bwd as one joint graph (forward and backward, which Inductor may fuse) and "
+                     "as a training step runs it (the sweep's cell: the forward compiled, the backward AOTAutograd's), "
+                     "beside ours and the builtin: the norms, softmax and attention at square and llm shapes",
     "longbwd": "the norms' long-row backward alone (rows of 11008-333333 columns) in column tiles: the next row "
                "loaded ahead, tiles, beside the fwd+bwd of ours, the builtin and torch.compile",
 }

@@ -25,7 +25,7 @@ def compile_variants(n, dtype_name):
 
 # Section compileframes: torch.compile's fwd+bwd in the two frames a user can meet. Given forward and backward as one
 # graph (naive_fn's fwd+bwd, rooflab.kernel.vjp_keeping_output) Inductor may fuse them, reading x once for y and dx;
-# a training step (the sweep's cell since S26-D3) compiles the forward and runs AOTAutograd's backward, later.
+# a training step (the sweep's cell since S26-D4, ba0d144) compiles the forward and runs AOTAutograd's backward, later.
 FRAME_SHAPES = {"rmsnorm": ((128, 4096), (4096, 8192), (2048, 16384), (8192, 14336), (16, 333333), (4096, 11008)),
                 "layernorm": ((128, 4096), (4096, 8192), (2048, 16384), (8192, 14336), (4096, 4097)),
                 "softmax": ((4096, 4096), (8192, 8192), (4096, 32000)),

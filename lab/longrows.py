@@ -4,9 +4,9 @@ llm RMSNorm fwd+bwd 1024 x 50257 bf16 0.53, 4096 x 32000 0.63; LayerNorm fwd 409
   units of traffic against the pass's 3). Variants: other tiles; rows held whole (up to the widest block) at more warps.
 - fwd: rows over _rows.MAX_BLOCK_SIZE are walked twice in tiles. Variants: held whole in one block of up to 32768 at
   16 and 32 warps; other (tile, warps); RMSNorm's rows no multiple of 16 bytes on other aligned tiles.
-Beside the builtin and torch.compile of the naive expression (fwd+bwd: its gradients and output, and as before the
-twenty-first session the gradients alone, whose forward store Inductor drops), every variant checked against the
-builtin first. Section longfwd: the forward's variants alone; normbwd: the held rows' backward (programs a SM,
+Beside the builtin and torch.compile of the naive expression (fwd+bwd: as the sweep's cell runs it, a training step
+since ba0d144, one joint graph of gradients and output before, and as before the twenty-first session the gradients
+alone, whose forward store Inductor drops), every variant checked against the builtin first. Section longfwd: the forward's variants alone; normbwd: the held rows' backward (programs a SM,
 warps, the next rows prefetched or not, two rows at once) at square and llm shapes; longbwd: the long rows' backward
 alone in column tiles (kernels/_norm_bwd_long.py): the next row loaded ahead, tiles, rows no multiple of 16 bytes on
 aligned tiles; alignedfwd: the forward on rows no multiple of 16 bytes on aligned tiles (LayerNorm's walk, the
@@ -47,7 +47,8 @@ def held_at_least(warps):
 
 def _compiled(kernel, pass_):
     """torch.compile of the kernel's naive expression as the sweep's cell makes it (a dynamo reset first, so the
-    recompile limit is never reached across shapes): fwd+bwd hands on the gradients, the output stored."""
+    recompile limit is never reached across shapes): fwd+bwd as a training step runs it (the CSVs before ba0d144:
+    one joint graph), handing on the gradients."""
     make, _ = compiled_factory(kernel)
     return lambda inputs: make(inputs, **_kw(kernel, pass_))
 

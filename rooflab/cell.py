@@ -75,7 +75,7 @@ def compiled_factory(kernel: Kernel, backend="inductor"):
     ``backend``: Inductor, as a user's torch.compile; the compile lanes (experiments/warm.py) pass one that
     compiles through Inductor and stops, so their graphs are the cells' own. fwd+bwd is the frame a training step
     runs: the forward compiled, called on inputs that require grad, then the backward AOTAutograd split from it, as
-    every other implementation's (given forward and backward as one graph, Inductor fused them: RMSNorm bf16 8192 x
+    every other implementation's (given forward and backward as one graph, Inductor may fuse them: RMSNorm bf16 8192 x
     14336 380 us against 456, data/reference/h200/compile_frames.csv). Returns (factory, fallback_probe): the probe
     says whether dynamo produced no graph (ran eager).
     """
@@ -83,17 +83,17 @@ def compiled_factory(kernel: Kernel, backend="inductor"):
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    state: dict[str, Any] = {}
+    state: dict[bool, Any] = {}  # the compiled callable, by whether the cell is fwd+bwd
 
     def make(inputs, **kw):
-        if "fn" not in state:  # compiled once per cell; more input sets (placements) reuse it
+        fwd_bwd = kw.get("pass_") == "fwd+bwd"  # its forward alone: autograd records, AOTAutograd splits
+        if fwd_bwd not in state:  # compiled once per cell; more input sets (placements) reuse it
             torch._dynamo.reset()
             counters.clear()
-            fwd_bwd = kw.get("pass_") == "fwd+bwd"  # its forward alone: autograd records, AOTAutograd splits
             target = functools.partial(_naive_forward, kernel.naive_fn) if fwd_bwd else kernel.naive_fn
-            state["fn"] = torch.compile(target, fullgraph=True, dynamic=False, backend=backend)
-        fn = state["fn"]
-        if kw.get("pass_") == "fwd+bwd":  # as a training step runs it: the forward, later its backward
+            state[fwd_bwd] = torch.compile(target, fullgraph=True, dynamic=False, backend=backend)
+        fn = state[fwd_bwd]
+        if fwd_bwd:  # as a training step runs it: the forward, later its backward
             return differentiable(fn)(inputs, **kw)
         if kw:
             return lambda: fn(*inputs, **kw)

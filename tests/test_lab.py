@@ -100,6 +100,21 @@ def test_onerow_times_both_tilings_beside_the_builtin_and_compile_and_each_is_ri
     assert "failed" not in err and "wrong" not in err
 
 
+@pytest.mark.parametrize("name, shape", [("rmsnorm", (6, 40)), ("softmax", (5, 33))])
+def test_compileframes_times_both_frames_of_torch_compile_and_each_is_right(capsys, name, shape):
+    """Section compileframes on the CPU: torch.compile's fwd+bwd as one joint graph and as the sweep's cell runs it
+    (a training step), beside ours and the builtin, each checked against the builtin's gradients."""
+    from lab.inductor import frame_variants
+
+    variants = frame_variants(name, shape, pytest.importorskip("torch").float32, device="cpu")
+    assert list(variants) == ["builtin", "ours", "compile, joint graph",
+                              "compile, as a training step (AOTAutograd; the sweep's)"]
+    for fn in variants.values():
+        fn()
+    err = capsys.readouterr().err
+    assert "failed" not in err and "wrong" not in err
+
+
 def test_lnfull_times_the_default_against_every_row_and_no_row_unmasked(capsys):
     import torch
 

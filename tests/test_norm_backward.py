@@ -264,6 +264,8 @@ def test_compiled_fwd_bwd_returns_the_output_and_the_cell_gets_the_gradients(nam
     # no input of it), and the backward runs after it through autograd (a joint graph would take all of them, none
     # requiring grad)
     assert len(seen) == 1 and seen[0] == [True] * (len(ins) - 1)
+    split, _ = compiled_factory(k, backend="aot_eager")  # AOTAutograd's own forward and backward split
+    assert relative_error(split(ins, pass_="fwd+bwd")(), k.reference(ins, "fwd+bwd"))[0] <= 1e-5
 
 
 @pytest.mark.parametrize("centre", [True, False])

@@ -38,6 +38,33 @@ def test_a_warmed_cell_compiles_from_the_cache_and_nothing_runs(tmp_path, monkey
     assert torch.allclose(out, kernel.naive_fn(*x))
 
 
+def test_a_warmed_fwd_bwd_cell_finds_its_forward_and_backward_in_the_cache(tmp_path, monkeypatch):
+    # the cell compiles the forward on inputs that require grad and AOTAutograd's backward at the first .backward():
+    # the lane, which never calls backward, must have compiled both
+    torch = pytest.importorskip("torch")
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from rooflab.cell import compiled_factory
+    from rooflab.kernel import load_kernel
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    kernel = load_kernel("rmsnorm")
+    params = {"dtypes": ["float32"], "impls": ["compile"], "sizes": [8], "extra_sizes": [],
+              "seed": 0, "timing": {}, "preset": "square"}
+    job = {"kernel": "rmsnorm", "out": str(tmp_path / "rmsnorm.parquet"), "params": params, "device": "cpu"}
+    counters.clear()
+    name, compiled, skipped, _ = warm.warm_job(job)
+    assert (name, compiled, skipped) == ("rmsnorm", 2, 0)  # the fwd cell and the fwd+bwd cell
+    torch._dynamo.reset()
+    counters.clear()
+    inputs = kernel.make_inputs(8, torch.float32, "cpu", 0)
+    make, _ = compiled_factory(kernel)  # the measurement's own cold call
+    grads = make(inputs, pass_="fwd+bwd")()
+    assert counters["inductor"]["fxgraph_cache_miss"] == 0 and counters["inductor"]["fxgraph_cache_hit"] == 2
+    assert len(grads) == 2 and all(torch.isfinite(g).all() for g in grads)
+
+
 def test_in_a_lane_the_autotuners_compile_every_config_and_time_none(monkeypatch):
     from rooflab import triton_utils
 

@@ -107,6 +107,12 @@ def test_measured_traffic_is_tabled_and_said_where_the_builtin_moves_more():
     assert "in 4 kernels to our 3" in said
     assert "our bytes" not in " ".join(why.traffic_sentences("gelu", t))  # builtin and compile within 10 %: none
     assert why.traffic_sentences("softmax", t) == [] and "not measured" in why.traffic_table(None)
+    # its compile fwd+bwd row: no timestamp (the calls before ba0d144) is the one joint graph; a later one a training
+    # step's (rooflab.kernel.COMPILE_SPLIT_SINCE)
+    assert why.traffic_compile_frame(t).endswith("with the one graph.") and why.traffic_compile_frame(None) == ""
+    later = t.assign(timestamp="2026-12-04T00:00:00+00:00")
+    assert why.traffic_compile_frame(later).endswith("as a training step runs them.")
+    assert "with the one graph" in why.traffic_compile_frame(later.assign(timestamp="2026-12-03T19:00:00+00:00"))
     m = pd.DataFrame([cell(size=s) for s in (256, 512)])
     assert "Nsight Compute" in why.why_paragraph("gelu", m.assign(kernel="gelu"), None, None, "h200", t)
 
