@@ -38,8 +38,8 @@ PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept"
                "launch": floor.run_launch, "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof,
                "longrows": longrows.run_longrows, "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
                "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "alignedrows": rows.run_alignedrows,
-               "alignedfwd": longrows.run_alignedfwd, "timeline": timeline.run_timeline,
-               "compileframes": inductor.run_compileframes}
+               "alignedfwd": longrows.run_alignedfwd, "compileframes": inductor.run_compileframes,
+               "timeline": timeline.run_timeline}
 
 HELP = {
     "gelu": "GeLU's BLOCK_SIZE x num_warps",
