@@ -77,7 +77,7 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
     s = _settings(settings)
     floor = {name: value for name, (value, _) in (noise_floors or floors(repeat, **settings)).items()}
     cols = KEY + ["status", "median_ms", "graph_median_ms", "rse_median", "hold_us", "joint"]
-    now, ref = (d.assign(joint=compile_joint_graph(d) if "timestamp" in d else False) for d in (now, ref))
+    now, ref = (d.assign(joint=compile_joint_graph(d)) for d in (now, ref))
     a = now.reindex(columns=cols).rename(columns={c: f"{c}_now" for c in cols if c not in KEY})
     b = ref.reindex(columns=cols).rename(columns={c: f"{c}_ref" for c in cols if c not in KEY})
     t = a.merge(b, on=KEY, how="outer", indicator=True)

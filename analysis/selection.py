@@ -44,6 +44,8 @@ def ours_fixed_costs(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
 
 
 def _compile_fwd_bwd_before(rows: pd.DataFrame, since: str) -> pd.Series:
+    if "timestamp" not in rows:  # rows that say nothing of when they were timed are flagged by nothing
+        return pd.Series(False, index=rows.index)
     when = pd.to_datetime(rows["timestamp"], utc=True, errors="coerce", format="ISO8601")
     return (rows["impl"] == "compile") & (rows["pass"] == "fwd+bwd") & (when < pd.Timestamp(since)).fillna(False)
 

@@ -61,7 +61,7 @@ def ours_over_best(metrics: pd.DataFrame) -> pd.DataFrame:
     # the ratio rests on a compile row that skipped the output's store only where that row was the best baseline
     flags = (("compile_dropped_output", compile_dropped_output), ("compile_joint_graph", compile_joint_graph))
     for column, flag in flags:
-        flagged = ok[flag(ok)] if "timestamp" in ok else ok.iloc[:0]
+        flagged = ok[flag(ok)]
         j[column] = pd.MultiIndex.from_frame(j[KEY]).isin(pd.MultiIndex.from_frame(flagged[KEY])) & \
             (j["best"] == "compile")
     return j[cols]

@@ -14,9 +14,8 @@ import pandas as pd
 from analysis.claims import FRAME_LABEL
 from analysis.latex import IMPL_SHORT, fmt, table_latex
 from analysis.metrics import wave_efficiency
-from analysis.selection import timed
+from analysis.selection import compile_joint_graph, timed
 from rooflab.gpus import SPECS
-from rooflab.kernel import COMPILE_SPLIT_SINCE
 from rooflab.kernel import IMPLS as IMPL_ORDER
 
 NOT_MEASURED = "not measured on this run"
@@ -255,9 +254,10 @@ def traffic_compile_frame(traffic: pd.DataFrame | None) -> str:
     t = t[(t["impl"] == "compile") & (t["pass"] == "fwd+bwd")]
     if t.empty:
         return ""
-    when = pd.to_datetime(t.get("timestamp", pd.Series("", index=t.index)), utc=True, errors="coerce",
-                          format="ISO8601")
-    joint = (when.isna() | (when < pd.Timestamp(COMPILE_SPLIT_SINCE))).any()
+    unstamped = "1970-01-01T00:00:00+00:00"  # traffic.py stamps its calls since the split: an older one was joint
+    stamps = t.get("timestamp", pd.Series(index=t.index, dtype=object))
+    stamps = stamps.where(stamps.notna() & (stamps.astype(str) != ""), unstamped)
+    joint = compile_joint_graph(t.assign(timestamp=stamps)).any()
     return ("The traffic table's \\texttt{torch.compile} forward-and-backward rows were measured "
             + ("with the one graph." if joint else "as a training step runs them."))
 

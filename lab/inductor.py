@@ -1,6 +1,7 @@
 """Our Triton kernels against torch.compile (Inductor) of each kernel's naive expression, interleaved (section
 compile), and torch.compile's fwd+bwd in its two frames (section compileframes)."""
-from lab.common import DTYPES, checked, compiled, timed
+from lab.common import DTYPES, compiled, timed
+from lab.longrows import checked_against_builtin
 
 
 def compile_variants(n, dtype_name):
@@ -48,8 +49,7 @@ def frame_variants(name, shape, dtype, device="cuda"):
                 "ours": kernel.impls["triton"](inputs, pass_="fwd+bwd"),
                 "compile, joint graph": lambda: joint_fn(*inputs, pass_="fwd+bwd")[0],
                 "compile, as a training step (AOTAutograd; the sweep's)": split}
-    ref = variants["builtin"]()
-    return {k: fn if k == "builtin" else checked(fn, ref, dtype, f"{name} {k}") for k, fn in variants.items()}
+    return checked_against_builtin(variants, dtype, f"{name} fwd+bwd")
 
 
 def run_compileframes(run):

@@ -6,11 +6,11 @@ llm RMSNorm fwd+bwd 1024 x 50257 bf16 0.53, 4096 x 32000 0.63; LayerNorm fwd 409
   16 and 32 warps; other (tile, warps); RMSNorm's rows no multiple of 16 bytes on other aligned tiles.
 Beside the builtin and torch.compile of the naive expression (fwd+bwd: as the sweep's cell runs it, a training step
 since ba0d144, one joint graph of gradients and output before, and as before the twenty-first session the gradients
-alone, whose forward store Inductor drops), every variant checked against the builtin first. Section longfwd: the forward's variants alone; normbwd: the held rows' backward (programs a SM,
-warps, the next rows prefetched or not, two rows at once) at square and llm shapes; longbwd: the long rows' backward
-alone in column tiles (kernels/_norm_bwd_long.py): the next row loaded ahead, tiles, rows no multiple of 16 bytes on
-aligned tiles; alignedfwd: the forward on rows no multiple of 16 bytes on aligned tiles (LayerNorm's walk, the
-split's chunks)."""
+alone, whose forward store Inductor drops), every variant checked against the builtin first. Section longfwd: the
+forward's variants alone; normbwd: the held rows' backward (programs a SM, warps, the next rows prefetched or not,
+two rows at once) at square and llm shapes; longbwd: the long rows' backward alone in column tiles
+(kernels/_norm_bwd_long.py): the next row loaded ahead, tiles, rows no multiple of 16 bytes on aligned tiles;
+alignedfwd: the forward on rows no multiple of 16 bytes on aligned tiles (LayerNorm's walk, the split's chunks)."""
 import torch
 import triton
 
