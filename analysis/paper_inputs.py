@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import origin
+from analysis.attention import attention_section
 from analysis.claims import split_devices
 # The pieces, importable from here as before (tests and scripts use analysis.paper_inputs.<name>).
 from analysis.latex import (DIGIT_WORDS, DTYPE_TAG, IMPL_SHORT, IMPL_TAG, UNIT_TAG, Macros, camel,  # noqa: F401
@@ -44,7 +45,7 @@ from rooflab.io import read_table
 OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_calibration", "table_specs",
            "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
            "figures_projection", "kernels", "cpu", "table_plateau", "table_waves", "table_cost", "table_alignment",
-           "table_traffic", "table_ablations", "table_alignstudy", "table_compile_frames"]
+           "table_traffic", "table_ablations", "table_alignstudy", "table_compile_frames", "attention"]
 
 
 def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
@@ -54,7 +55,8 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
              traffic: dict[str, pd.DataFrame] | None = None,
              ablations: dict[str, pd.DataFrame] | None = None,
              drawn: list[str] | None = None,
-             compile_frames: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
+             compile_frames: dict[str, pd.DataFrame] | None = None,
+             backends: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
     """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame.
     ``repeatability``: per GPU key, the per-cell table of scripts/repeatability.py (optional). ``sources``: per
     device, the directory its rows were read from (results/raw/<gpu>: this run; else a committed reference).
@@ -64,6 +66,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     (analysis/why.py; None: not measured). ``traffic``, ``ablations``: per GPU key, the tables of
     experiments/traffic.py and experiments/ablations.py (optional). ``drawn``: the figure PDFs the DAG draws (None:
     those present under ``figdir``). ``compile_frames``: per GPU key, `python -m lab compileframes` rows (optional).
+    ``backends``: per GPU key, experiments/backends.py's rows, ours beside each SDPA backend (optional).
 
     The GPU outputs are made from GPU rows and ceilings only; the CPU's rows go to `cpu` and its Cpu* macros."""
     sources = sources or {}
@@ -121,6 +124,8 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "table_ablations": why_.ablations_table((ablations or {}).get(gpu)),
         "table_alignstudy": why_.alignment_study_table((ablations or {}).get(gpu), gpu),
         "table_compile_frames": why_.compile_frames_table(frames),
+        "attention": attention_section(metrics_gpu, ceilings_gpu, gpu, (traffic or {}).get(gpu),
+                                       (backends or {}).get(gpu)),
     }
 
 
@@ -169,7 +174,7 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
           repeatability_paths: list[str] = (), profile_paths: list[str] | None = None,
           compiled_paths: list[str] | None = None, traffic_paths: list[str] = (),
           ablation_paths: list[str] = (), drawn: list[str] | None = None,
-          compile_frame_paths: list[str] = ()) -> None:
+          compile_frame_paths: list[str] = (), backend_paths: list[str] = ()) -> None:
     import os
 
     from rooflab.io import CEILING_COLUMNS, read_results, write_text
@@ -184,7 +189,8 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
                                read_facts(compiled_paths),
                                {Path(p).parent.name: pd.read_csv(p) for p in traffic_paths},
                                {Path(p).parent.name: read_table(p) for p in ablation_paths},
-                               drawn, {Path(p).parent.name: pd.read_csv(p) for p in compile_frame_paths}).items():
+                               drawn, {Path(p).parent.name: pd.read_csv(p) for p in compile_frame_paths},
+                               {Path(p).parent.name: read_table(p) for p in backend_paths}).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 
 
@@ -210,9 +216,11 @@ def main(argv=None):
                     help="experiments/ablations.py tables, as <dir>/<gpu>/ablations.parquet")
     ap.add_argument("--compile-frames", nargs="*", default=[],
                     help="python -m lab compileframes tables, as <dir>/<gpu>/compile_frames.csv")
+    ap.add_argument("--backends", nargs="*", default=[],
+                    help="experiments/backends.py tables, as <dir>/<gpu>/backends.parquet")
     a = ap.parse_args(argv)
     build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles, a.compiled, a.traffic,
-          a.ablations, a.figures, a.compile_frames)
+          a.ablations, a.figures, a.compile_frames, a.backends)
 
 
 if __name__ == "__main__":

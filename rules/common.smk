@@ -198,6 +198,7 @@ def get_final_outputs(wildcards=None):
         + get_ncu()
         + own_tables("traffic", "traffic.csv")
         + own_tables("ablations", "ablations.parquet")
+        + own_tables("backends", "backends.parquet")
         + ["results/metrics.parquet"]
         + get_figures()
         + get_comparisons()
@@ -274,6 +275,12 @@ def get_ablations(wildcards=None):
     """experiments/ablations.py tables for the paper: this run's own where config ablations.enabled, else
     per_gpu_table."""
     return own_or_reference("ablations", "ablations.parquet")
+
+
+def get_backends(wildcards=None):
+    """experiments/backends.py tables for the paper (ours beside each SDPA backend): this run's own where config
+    backends.enabled, else per_gpu_table."""
+    return own_or_reference("backends", "backends.parquet")
 
 
 def own_tables(key, name):

@@ -254,3 +254,39 @@ rule ablations:
     shell:
         "python3 -m experiments.ablations --gpu {wildcards.gpu:q} --sizes {params.sizes} --align-sizes {params.align}"
         " --timing {params.timing:q} --cache-dirs {params.caches:q} --out {output:q} > {log:q} 2>&1"
+
+
+rule backends:
+    """Our FlashAttention-2 beside each SDPA backend forced in turn (experiments/backends.py): flash, cuDNN and
+    memory-efficient at config backends.shapes, causal and full, fwd and fwd+bwd; GPU time and the Python loop,
+    the sweep's timing. Off unless config backends.enabled (about three minutes on the H200)."""
+    input:
+        kernel="kernels/attention.py",
+        code=MEASUREMENT_CODE,
+        script="experiments/backends.py",
+    output:
+        update("results/raw/{gpu}/backends.parquet"),
+    params:
+        shapes=lambda wildcards: " ".join("x".join(map(str, s)) for s in config["backends"]["shapes"]),
+        causal=lambda wildcards: " ".join(str(c).lower() for c in config["backends"]["causal"]),
+        dtypes=lambda wildcards: " ".join(config["backends"]["dtypes"]),
+        timing=lambda wildcards: json.dumps(config["timing"]),
+        caches=lambda wildcards: json.dumps(config.get("cache_dirs") or {}),
+    wildcard_constraints:
+        gpu="(?!cpu$)[a-z0-9_]+",
+    log:
+        "logs/backends/{gpu}.log",
+    resources:
+        measure_slot=1,
+        host=1,
+        gpu=get_gpu_count,
+        slurm_partition=get_cluster("slurm_partition"),
+        constraint=get_cluster("constraint"),
+        gres=get_cluster("gres"),
+        runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
+    shell:
+        "python3 -m experiments.backends run --gpu {wildcards.gpu:q} --shapes {params.shapes} --causal {params.causal}"
+        " --dtypes {params.dtypes} --timing {params.timing:q} --cache-dirs {params.caches:q} --out {output:q}"
+        " > {log:q} 2>&1"

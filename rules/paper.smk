@@ -15,11 +15,12 @@ rule paper_inputs:
         repeatability=get_repeatability,
         traffic=get_traffic,
         ablations=get_ablations,
+        backends=get_backends,
         compile_frames=get_compile_frames,
         profiles=get_profiles,
         compiled=get_compiled_facts,
         modules=["analysis/claims.py", "analysis/why.py", "analysis/why_tables.py", "analysis/origin.py",
-                 "analysis/calibration.py", "analysis/latex.py", "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py"],
+                 "analysis/calibration.py", "analysis/latex.py", "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py", "analysis/attention.py"],
     output:
         macros=update("results/paper/generated/macros.tex"),
         summary=update("results/paper/generated/table_summary.tex"),
@@ -44,6 +45,7 @@ rule paper_inputs:
         ablations=update("results/paper/generated/table_ablations.tex"),
         alignstudy=update("results/paper/generated/table_alignstudy.tex"),
         compile_frames=update("results/paper/generated/table_compile_frames.tex"),
+        attention=update("results/paper/generated/attention.tex"),
     params:
         # the figures this DAG draws (the paper includes each that shows data): named, not waited for, so the
         # paper's inputs are written while the figures draw; paper_pdf waits for both. Sorted: a subset run lists
@@ -60,7 +62,8 @@ rule paper_inputs:
                                            "results/paper/generated", "--repeatability", input.repeatability,
                                            "--profiles", input.profiles, "--compiled", input.compiled, "--traffic",
                                            input.traffic, "--ablations", input.ablations,
-                                           "--compile-frames", input.compile_frames], log)
+                                           "--compile-frames", input.compile_frames, "--backends",
+                                           input.backends], log)
 
 
 rule paper_pdf:

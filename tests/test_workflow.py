@@ -320,3 +320,18 @@ def test_failed_rerun_keeps_the_last_good_outputs(repo):
     res = snakemake(repo, "--cores", "1", "all", "--configfile", "tiny.yaml")
     assert res.returncode == 0, res.stderr[-3000:]
     assert planned_jobs(repo) == []
+
+
+def test_sdpa_backends_are_measured_on_a_gpu_and_only_when_enabled(repo):
+    """Rule backends (experiments/backends.py: ours beside each SDPA backend) is off by default and never on the
+    CPU; on a GPU with backends.enabled it runs with the config's shapes, and the paper reads its table."""
+    enabled = ("--config", 'backends={"enabled": true, "shapes": [[2, 4, 512, 64]]}')
+    assert "backends" not in {j["rule"] for j in planned_jobs(repo, *enabled)}
+    gpu = planned_jobs(repo, *enabled, 'gpus=["h200"]')
+    assert outputs(gpu, "backends") == ["results/raw/h200/backends.parquet"]
+    assert any(j["rule"] == "paper_inputs" for j in gpu)
+    assert "backends" not in {j["rule"] for j in planned_jobs(repo, "--config", 'gpus=["h200"]')}
+    res = snakemake(repo, "results/raw/h200/backends.parquet", "-n", "-p", "--configfile", "tiny.yaml", *enabled,
+                    'gpus=["h200"]')
+    assert res.returncode == 0 and "--shapes 2x4x512x64 --causal true false --dtypes bfloat16" in res.stdout, \
+        res.stdout + res.stderr

@@ -1,0 +1,172 @@
+"""The paper's attention section (results/paper/generated/attention.tex), every number from the rows: where
+attention turns compute-bound (the sweep's byte and FLOP model against the measured ridge point), what the online
+softmax saves in traffic (Nsight Compute's bytes, experiments/traffic.py), and our FlashAttention-2 beside each
+SDPA backend forced in turn (experiments/backends.py) in GPU time and in the Python loop, each backend's distance
+from the tensor-core roof, and the issue's goals read off those rows."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.claims import FRAME_LABEL
+from analysis.latex import fmt, table_latex, tex_escape
+from analysis.selection import timed
+
+BACKENDS = {"flash": "flash", "cudnn": "cuDNN", "efficient": "mem.-efficient"}  # experiments/backends.VARIANTS
+NOT_RUN = ("Our FlashAttention-2 beside each SDPA backend was not measured for this GPU (experiments/backends.py: "
+           "config backends.enabled, on an NVIDIA GPU).")
+
+
+def compute_bound_sentence(metrics: pd.DataFrame, gpu: str) -> str:
+    """From the sweep's attention rows (our kernel, bf16, fwd): the model's arithmetic intensity per sequence
+    length, the ridge point of the same rows, and the first length past it."""
+    ok = timed(metrics, gpu)
+    a = ok[(ok["kernel"] == "attention") & (ok["impl"] == "triton") & (ok["pass"] == "fwd")
+           & (ok["dtype"] == "bfloat16")].sort_values("size")
+    if a.empty or "arithmetic_intensity" not in a or a["ridge_point"].isna().all():
+        return ""
+    ridge = float(a["ridge_point"].dropna().iloc[0])
+    past = a[a["arithmetic_intensity"] >= ridge]
+    per = ", ".join(f"{fmt(r.arithmetic_intensity)} at {int(r.size)}" for r in a.itertuples())
+    where = (f"so it is compute-bound from a sequence of {int(past['size'].iloc[0])} on" if len(past) else
+             "so it stays memory-bound over the sizes swept")
+    return (f"Causal attention at the sweep's shapes (16k tokens a batch, 16 heads of 128, bfloat16) does "
+            f"$S/4$ FLOPs per byte of its minimum traffic: {per} FLOP/B, against a ridge point of {fmt(ridge)} "
+            f"FLOP/B (the measured bf16 roof over the measured copy bandwidth), {where}. ")
+
+
+def traffic_sentence(traffic: pd.DataFrame | None) -> str:
+    """What the online softmax saves: the DRAM bytes the naive expression moved over ours', per pass."""
+    if traffic is None or traffic.empty:
+        return ""
+    t = traffic[(traffic["kernel"] == "attention") & traffic["impl"].isin(["naive", "triton"])]
+    parts = []
+    for pass_, g in t.groupby("pass", sort=True):
+        by = g.set_index("impl")["moved_bytes"]
+        if {"naive", "triton"} <= set(by.index):
+            parts.append(f"{pass_} {fmt(by['naive'] / 1e9)} GB against {fmt(by['triton'] / 1e9)} "
+                         f"({fmt(by['naive'] / by['triton'])}x)")
+    if not parts:
+        return ""
+    size, dtype = int(t["size"].iloc[0]), t["dtype"].iloc[0]
+    return (f"Writing the $S \\times S$ scores is what the online softmax saves: at $S={size}$ in {dtype}, the "
+            f"naive expression moved {'; '.join(parts)} through DRAM (Nsight Compute, Table~\\ref{{tab:traffic}}), "
+            "ours within a few percent of the minimum. ")
+
+
+def ratios(rows):
+    """Per (shape, causal, dtype, pass): ours' TFLOP/s and ours over each SDPA backend (its time over ours) in GPU
+    time and in the Python loop; NaN where a backend has no timed row."""
+    key = ["batch", "heads", "seq", "head_dim", "causal", "dtype", "pass"]
+    ok = rows[rows["status"] == "ok"]
+    out = []
+    for k, g in ok.groupby(key, sort=True):
+        by = g.set_index("variant")
+        if "ours" not in by.index:
+            continue
+        row = dict(zip(key, k), ours_tflops=by.at["ours", "tflops"], ours_tflops_loop=by.at["ours", "tflops_loop"])
+        for v in BACKENDS:
+            row[f"{v}_tflops"] = by.at[v, "tflops"] if v in by.index else float("nan")
+            row[f"vs_{v}"] = by.at[v, "median_ms"] / by.at["ours", "median_ms"] if v in by.index else float("nan")
+            row[f"vs_{v}_loop"] = by.at[v, "loop_ms"] / by.at["ours", "loop_ms"] if v in by.index else float("nan")
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def printed_table(rows) -> str:
+    """The printed table: ours over each backend, GPU time / Python loop (above 1: ours faster)."""
+    r = ratios(rows)
+    if r.empty:
+        return "no timed cell of ours"
+    head = (f"{'shape':>18} {'causal':>6} {'dtype':>8} {'pass':>7} {'ours TF/s':>9}  "
+            + "  ".join(f"{'vs ' + name:>22}" for name in BACKENDS.values()))
+    lines = ["ours over each SDPA backend: its time / ours, GPU time | Python loop (above 1: ours faster)", head]
+    for _, x in r.iterrows():
+        shape = f"{x['batch']}x{x['heads']}x{x['seq']}x{x['head_dim']}"
+        cols = "  ".join(f"{x[f'vs_{v}']:>10.3f} | {x[f'vs_{v}_loop']:<9.3f}" for v in BACKENDS)
+        lines.append(f"{shape:>18} {str(x['causal']):>6} {x['dtype']:>8} {x['pass']:>7} {x['ours_tflops']:>9.1f}  "
+                     + cols)
+    return "\n".join(lines)
+
+
+def backends_table(backends: pd.DataFrame) -> str:
+    r = ratios(backends)
+    rows = []
+    for _, x in r.iterrows():
+        row = {("", "shape"): f"{x['batch']}x{x['heads']}x{x['seq']}x{x['head_dim']}",
+               ("", "mask"): "causal" if x["causal"] else "full", ("", "pass"): x["pass"],
+               ("ours", "TFLOP/s"): x["ours_tflops"]}
+        for v, name in BACKENDS.items():
+            row[(f"SDPA {name}", "TFLOP/s")] = x[f"{v}_tflops"]
+            row[(f"SDPA {name}", "ours/it")] = (f"{fmt(x[f'vs_{v}'])} | {fmt(x[f'vs_{v}_loop'])}"
+                                                if np.isfinite(x[f"vs_{v}"]) else "--")
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    out.columns = pd.MultiIndex.from_tuples(out.columns)
+    fmts = {c: fmt for c in out.columns if c[1] == "TFLOP/s"}
+    return table_latex(out, fmts, "lll" + "r" * (len(out.columns) - 3))
+
+
+def roof_sentence(backends: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> str:
+    """Each variant's forward TFLOP/s at the longest causal bf16 sequence of head dim 128, over the bf16 roof."""
+    roof = ceilings[(ceilings["gpu"] == gpu) & (ceilings["ceiling"] == "gemm_bf16")]["value"]
+    ok = backends[(backends["status"] == "ok") & (backends["pass"] == "fwd") & (backends["dtype"] == "bfloat16")
+                  & backends["causal"] & (backends["head_dim"] == 128)]
+    if roof.empty or ok.empty:
+        return ""
+    at = ok[ok["seq"] == ok["seq"].max()]
+    peak = float(roof.iloc[0]) / 1e12
+    parts = [f"{tex_escape(r.label)} {fmt(r.tflops)} ({fmt(r.tflops / peak)})" for r in at.itertuples()]
+    return (f"At the longest causal sequence ({int(at['seq'].iloc[0])}, head dim 128, bf16), the forward pass "
+            f"reaches, in TFLOP/s and as a share of the measured bf16 roof ({fmt(peak)} TFLOP/s, a GEMM's): "
+            f"{', '.join(parts)}. ")
+
+
+def goals_sentence(backends: pd.DataFrame) -> str:
+    """The goals of issue 24 read off the rows: forward at sequences of 4096 and more against cuDNN and flash,
+    forward+backward against flash; the range over masks and head dims, in GPU time."""
+    r = ratios(backends)
+    r = r[r["seq"] >= 4096]
+    if r.empty:
+        return ""
+    fwd, both = r[r["pass"] == "fwd"], r[r["pass"] == "fwd+bwd"]
+
+    def span(s: pd.Series) -> str:
+        s = s.dropna()
+        return f"{fmt(s.min())}-{fmt(s.max())}" if len(s) else "--"
+    return (f"Against the goals, at sequences of 4096 and more ({FRAME_LABEL['gpu']}; causal and full, both head "
+            f"dims): our forward runs at {span(fwd['vs_cudnn'])}x the cuDNN backend's speed (goal 1.0) and "
+            f"{span(fwd['vs_flash'])}x the flash backend's (goal at least 1.3), our forward+backward at "
+            f"{span(both['vs_flash'])}x the flash backend's (goal 1.0). ")
+
+
+def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, traffic: pd.DataFrame | None,
+                      backends: pd.DataFrame | None) -> str:
+    head = compute_bound_sentence(metrics, gpu) + traffic_sentence(traffic)
+    if backends is None or backends.empty or ratios(backends).empty:
+        return head + "\n\n" + NOT_RUN + "\n"
+    cap = (f"Our FlashAttention-2 beside each backend of \\texttt{{scaled\\_dot\\_product\\_attention}}, forced in "
+           f"turn (experiments/backends.py), {tex_escape(str(backends['dtype'].iloc[0]))}: TFLOP/s in "
+           f"{FRAME_LABEL['gpu']} (FA2's count: causal half, backward 2.5x forward) and ours over each backend, "
+           f"its time over ours, in {FRAME_LABEL['gpu']} | {FRAME_LABEL['loop']} (above 1: ours faster).")
+    table = ("\\begin{table}[htbp]\\centering\\scriptsize\n" + backends_table(backends)
+             + f"\\caption{{{cap}}}\\label{{tab:backends}}\n\\end{{table}}\n")
+    sdpa = ("The sweep's builtin row is SDPA as a user calls it, which picks its backend per call; Table~"
+            "\\ref{tab:backends} forces each in turn. ")
+    return (head + "\n\n" + sdpa + roof_sentence(backends, ceilings, gpu) + goals_sentence(backends) + "\n\n"
+            + table)
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    from rooflab.io import read_table
+
+    ap = argparse.ArgumentParser(description="Print ours over each SDPA backend from experiments/backends.py rows.")
+    ap.add_argument("rows", help="a backends.parquet (results/raw/<gpu>/ or data/reference/<gpu>/)")
+    print(printed_table(read_table(ap.parse_args(argv).rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
