@@ -287,6 +287,6 @@ rule backends:
     conda:
         ENV
     shell:
-        "python3 -m experiments.backends run --gpu {wildcards.gpu:q} --shapes {params.shapes} --causal {params.causal}"
+        "python3 -m experiments.backends --gpu {wildcards.gpu:q} --shapes {params.shapes} --causal {params.causal}"
         " --dtypes {params.dtypes} --timing {params.timing:q} --cache-dirs {params.caches:q} --out {output:q}"
         " > {log:q} 2>&1"
