@@ -19,6 +19,9 @@ rule notebook:
     log:
         "logs/notebooks/{gpu}/{kernel}.log",
     priority: -1
+    # papermill's kernel can die at its start when a notebook started beside it took the port it picked (ZMQ
+    # "Address already in use": S28-D3 on the H200's 16 cores): that is no answer about the notebook, so it runs again
+    retries: 2
     resources:
         host=1,
     conda:

@@ -333,5 +333,5 @@ def test_sdpa_backends_are_measured_on_a_gpu_and_only_when_enabled(repo):
     assert "backends" not in {j["rule"] for j in planned_jobs(repo, "--config", 'gpus=["h200"]')}
     res = snakemake(repo, "results/raw/h200/backends.parquet", "-n", "-p", "--configfile", "tiny.yaml", *enabled,
                     'gpus=["h200"]')
-    assert res.returncode == 0 and "experiments.backends --gpu h200 --shapes 2x4x512x64 --causal true false" in res.stdout, \
-        res.stdout + res.stderr
+    command = "experiments.backends --gpu h200 --shapes 2x4x512x64 --causal true false"
+    assert res.returncode == 0 and command in res.stdout, res.stdout + res.stderr
