@@ -17,22 +17,24 @@ NOT_RUN = ("Our FlashAttention-2 beside each SDPA backend was not measured for t
            "config backends.enabled, on an NVIDIA GPU).")
 
 
-def compute_bound_sentence(metrics: pd.DataFrame, gpu: str) -> str:
+def compute_bound_sentence(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> str:
     """From the sweep's attention rows (our kernel, bf16, fwd): the model's arithmetic intensity per sequence
-    length, the ridge point of the same rows, and the first length past it."""
+    length, the ridge point of the measured ceilings (bf16 GEMM roof over the copy bandwidth), the first length past
+    it."""
     ok = timed(metrics, gpu)
     a = ok[(ok["kernel"] == "attention") & (ok["impl"] == "triton") & (ok["pass"] == "fwd")
-           & (ok["dtype"] == "bfloat16")].sort_values("size")
-    if a.empty or "arithmetic_intensity" not in a or a["ridge_point"].isna().all():
+           & (ok["dtype"] == "bfloat16") & ok["size"].notna()].sort_values("size")
+    c = ceilings[ceilings["gpu"] == gpu].set_index("ceiling")["value"] if len(ceilings) else pd.Series(dtype=float)
+    if a.empty or "arithmetic_intensity" not in a or not {"gemm_bf16", "copy"} <= set(c.index):
         return ""
-    ridge = float(a["ridge_point"].dropna().iloc[0])
+    ridge = float(c["gemm_bf16"] / c["copy"])
     past = a[a["arithmetic_intensity"] >= ridge]
     per = ", ".join(f"{fmt(r.arithmetic_intensity)} at {int(r.size)}" for r in a.itertuples())
     where = (f"so it is compute-bound from a sequence of {int(past['size'].iloc[0])} on" if len(past) else
              "so it stays memory-bound over the sizes swept")
-    return (f"Causal attention at the sweep's shapes (16k tokens a batch, 16 heads of 128, bfloat16) does "
-            f"$S/4$ FLOPs per byte of its minimum traffic: {per} FLOP/B, against a ridge point of {fmt(ridge)} "
-            f"FLOP/B (the measured bf16 roof over the measured copy bandwidth), {where}. ")
+    return (f"Causal attention at the sweep's shapes (bfloat16) does $S/4$ FLOPs per byte of its minimum traffic: "
+            f"{per} FLOP/B, against a ridge point of {fmt(ridge)} FLOP/B (the measured bf16 roof over the measured "
+            f"copy bandwidth), {where}. ")
 
 
 def traffic_sentence(traffic: pd.DataFrame | None) -> str:
@@ -45,8 +47,9 @@ def traffic_sentence(traffic: pd.DataFrame | None) -> str:
         by = g.set_index("impl")["moved_bytes"]
         if {"naive", "triton"} <= set(by.index):
             minimum = float(g["model_bytes"].iloc[0])
-            parts.append(f"{pass_} {fmt(by['naive'] / 1e9)} GB against ours' {fmt(by['triton'] / 1e9)} "
-                         f"({fmt(by['naive'] / by['triton'])}x; ours {fmt(by['triton'] / minimum)}x the minimum)")
+            parts.append(f"{pass_} {fmt(by['naive'] / 1e9)} GB against ours' {fmt(by['triton'] / 1e9)} GB "
+                         f"({fmt(by['naive'] / by['triton'])}x; ours {fmt(by['triton'] / minimum)}x the byte "
+                         "model's count, whose last writes may sit in the L2)")
     if not parts:
         return ""
     size, dtype = int(t["size"].iloc[0]), t["dtype"].iloc[0]
@@ -134,15 +137,19 @@ def goals_sentence(backends: pd.DataFrame) -> str:
     def span(s: pd.Series) -> str:
         s = s.dropna()
         return f"{fmt(s.min())}-{fmt(s.max())}" if len(s) else "--"
-    return (f"Against the goals, at sequences of 4096 and more ({FRAME_LABEL['gpu']}; causal and full, both head "
-            f"dims): our forward runs at {span(fwd['vs_cudnn'])}x the cuDNN backend's speed (goal 1.0) and "
+    masks = " and ".join(sorted({"causal" if c else "full" for c in r["causal"]}))
+    dims = ", ".join(str(d) for d in sorted(set(r["head_dim"])))
+    return (f"Against the goals, at sequences of 4096 and more ({FRAME_LABEL['gpu']}; {masks}; head dims {dims}; "
+            f"every timed cell): our forward runs at {span(fwd['vs_cudnn'])}x the cuDNN backend's speed (goal 1.0) and "
             f"{span(fwd['vs_flash'])}x the flash backend's (goal at least 1.3), our forward+backward at "
             f"{span(both['vs_flash'])}x the flash backend's (goal 1.0). ")
 
 
 def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, traffic: pd.DataFrame | None,
                       backends: pd.DataFrame | None) -> str:
-    head = compute_bound_sentence(metrics, gpu) + traffic_sentence(traffic)
+    head = compute_bound_sentence(metrics, ceilings, gpu) + traffic_sentence(traffic)
+    if backends is not None and (backends["dtype"] == "bfloat16").any():
+        backends = backends[backends["dtype"] == "bfloat16"]  # the goals are bf16's; one dtype per table
     if backends is None or backends.empty or ratios(backends).empty:
         return head + "\n\n" + NOT_RUN + "\n"
     cap = (f"Our FlashAttention-2 beside each backend of \\texttt{{scaled\\_dot\\_product\\_attention}}, forced in "

@@ -118,6 +118,7 @@ def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: d
                         continue
                     stats = measure(fn, timer, cfg)
                 except Exception as exc:
+                    torch.cuda.empty_cache()  # an out-of-memory cell leaves the next its memory
                     status = "unsupported" if unsupported(exc) else "failed"
                     log.warning("%s %s causal=%s %s: %s: %s", label, shape, causal, pass_, status, str(exc)[:200])
                     rows.append({**base, "status": status, "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
@@ -144,12 +145,14 @@ def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: d
 
 
 def main(argv=None) -> int:
+    from rooflab.config import schema_defaults
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     r = ap
     r.add_argument("--gpu", required=True, help="config key of the device (checked against the device present)")
     r.add_argument("--out", required=True)
-    r.add_argument("--shapes", nargs="+", default=["16x16x1024x128", "4x16x4096x128", "1x16x16384x128"],
-                   help="batch x heads x seq x head_dim")
+    r.add_argument("--shapes", nargs="+", help="batch x heads x seq x head_dim (default: config/schema.yaml's "
+                   "backends.shapes)", default=["x".join(map(str, s)) for s in schema_defaults()["backends"]["shapes"]])
     r.add_argument("--causal", nargs="+", default=["true", "false"], choices=["true", "false"])
     r.add_argument("--dtypes", nargs="+", default=["bfloat16"], choices=["bfloat16", "float16"])
     r.add_argument("--timing", default="{}", help="the timing section as JSON (the DAG's; default the schema's)")
