@@ -11,8 +11,10 @@ import pandas as pd
 from analysis.claims import FRAME_LABEL
 from analysis.latex import fmt, table_latex, tex_escape
 from analysis.selection import timed
+from rooflab.shapes import dims_of, label
 
 BACKENDS = {"flash": "flash", "cudnn": "cuDNN", "efficient": "mem.-efficient"}  # experiments/backends.VARIANTS
+DIMS = list(dims_of("bhsd"))  # the rows' shape columns: batch, heads, seq, head_dim
 NOT_RUN = ("Our FlashAttention-2 beside each SDPA backend was not measured for this GPU (experiments/backends.py: "
            "config backends.enabled, on an NVIDIA GPU).")
 
@@ -60,7 +62,7 @@ def traffic_sentence(traffic: pd.DataFrame | None) -> str:
 def ratios(rows):
     """Per (shape, causal, dtype, pass): ours' TFLOP/s and ours over each SDPA backend (its time over ours) in GPU
     time and in the Python loop; NaN where a backend has no timed row."""
-    key = ["batch", "heads", "seq", "head_dim", "causal", "dtype", "pass"]
+    key = [*DIMS, "causal", "dtype", "pass"]
     ok = rows[rows["status"] == "ok"]
     out = []
     for k, g in ok.groupby(key, sort=True):
@@ -85,7 +87,7 @@ def printed_table(rows) -> str:
             + "  ".join(f"{'vs ' + name:>22}" for name in BACKENDS.values()))
     lines = ["ours over each SDPA backend: its time / ours, GPU time | Python loop (above 1: ours faster)", head]
     for _, x in r.iterrows():
-        shape = f"{x['batch']}x{x['heads']}x{x['seq']}x{x['head_dim']}"
+        shape = label(x[DIMS])
         cols = "  ".join(f"{x[f'vs_{v}']:>10.3f} | {x[f'vs_{v}_loop']:<9.3f}" for v in BACKENDS)
         lines.append(f"{shape:>18} {str(x['causal']):>6} {x['dtype']:>8} {x['pass']:>7} {x['ours_tflops']:>9.1f}  "
                      + cols)
@@ -96,7 +98,7 @@ def backends_table(backends: pd.DataFrame) -> str:
     r = ratios(backends)
     rows = []
     for _, x in r.iterrows():
-        row = {("", "shape"): f"{x['batch']}x{x['heads']}x{x['seq']}x{x['head_dim']}",
+        row = {("", "shape"): label(x[DIMS]),
                ("", "mask"): "causal" if x["causal"] else "full", ("", "pass"): x["pass"],
                ("ours", "TFLOP/s"): x["ours_tflops"]}
         for v, name in BACKENDS.items():

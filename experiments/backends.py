@@ -15,6 +15,7 @@ for that head dim, dtype or mask) is a row with status `unsupported` and its rea
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import sys
 from pathlib import Path
@@ -52,13 +53,13 @@ def first_head(inputs):
 
 
 def rel_err(out, ref) -> float:
-    """||out - ref|| / ||ref|| over every output (O, or dQ, dK, dV together), as the sweep's check."""
+    """The sweep's relative error (rooflab.cell.relative_error) of the first (batch, head) of every output."""
     import torch
 
+    from rooflab.cell import relative_error
+
     outs = (out,) if torch.is_tensor(out) else tuple(out)
-    refs = (ref,) if torch.is_tensor(ref) else tuple(ref)
-    num = sum(float(((o[:1, :1].double() - r) ** 2).sum()) for o, r in zip(outs, refs))
-    return (num / max(sum(float((r ** 2).sum()) for r in refs), 1e-300)) ** 0.5
+    return relative_error(tuple(o[:1, :1] for o in outs), ref)[0]
 
 
 UNSUPPORTED = ("No available kernel", "No viable backend")  # SDPA's words on CUDA and on the CPU
@@ -67,13 +68,6 @@ UNSUPPORTED = ("No available kernel", "No viable backend")  # SDPA's words on CU
 def unsupported(exc: Exception) -> bool:
     """SDPA's answer when the forced backend has no kernel for the cell (a warning names why, the error not)."""
     return isinstance(exc, RuntimeError) and any(s in str(exc) for s in UNSUPPORTED)
-
-
-def cells(shapes, causals, dtypes):
-    for shape in shapes:
-        for causal in causals:
-            for dtype in dtypes:
-                yield tuple(int(d) for d in shape), bool(causal), dtype
 
 
 def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: dict | None = None) -> int:
@@ -93,12 +87,13 @@ def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: d
     from rooflab.io import write_parquet
     from rooflab.kernel import DEFAULT_TOLERANCE, differentiable, torch_dtype
     from rooflab.provenance import provenance
+    from rooflab.shapes import label as shape_label
     from rooflab.timers import timer_for
     from rooflab.timing import TimingConfig, measure
 
     cfg = TimingConfig.from_config(timing)
     timer = timer_for(device, cfg)
-    rows, todo = [], list(cells(shapes, causals, dtypes))
+    rows, todo = [], list(itertools.product(shapes, causals, dtypes))
     for i, (shape, causal, dtype) in enumerate(todo, 1):
         inputs = at.make_inputs(shape, torch_dtype(dtype), "cuda", seed=0)
         small = first_head(inputs)
@@ -129,7 +124,7 @@ def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: d
                              "tflops": flops / (stats["median_ms"] * 1e-3) / 1e12,
                              "tflops_loop": flops / (stats["loop_ms"] * 1e-3) / 1e12, **clocks.prefixed("after")})
                 log.info("[%d/%d] %-22s %-18s causal=%-5s %-7s %9.4f ms %7.1f TFLOP/s (loop %9.4f ms)", i, len(todo),
-                         label, "x".join(map(str, shape)), causal, pass_, stats["median_ms"], rows[-1]["tflops"],
+                         label, shape_label(shape), causal, pass_, stats["median_ms"], rows[-1]["tflops"],
                          stats["loop_ms"])
             del ref
         del inputs, small
@@ -146,27 +141,25 @@ def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: d
 
 def main(argv=None) -> int:
     from rooflab.config import schema_defaults
+    from rooflab.shapes import ShapeError, as_shape, label
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    r = ap
-    r.add_argument("--gpu", required=True, help="config key of the device (checked against the device present)")
-    r.add_argument("--out", required=True)
-    r.add_argument("--shapes", nargs="+", help="batch x heads x seq x head_dim (default: config/schema.yaml's "
-                   "backends.shapes)", default=["x".join(map(str, s)) for s in schema_defaults()["backends"]["shapes"]])
-    r.add_argument("--causal", nargs="+", default=["true", "false"], choices=["true", "false"])
-    r.add_argument("--dtypes", nargs="+", default=["bfloat16"], choices=["bfloat16", "float16"])
-    r.add_argument("--timing", default="{}", help="the timing section as JSON (the DAG's; default the schema's)")
-    r.add_argument("--cache-dirs", default="{}", help="config cache_dirs as JSON (the sweep's compile caches)")
+    ap.add_argument("--gpu", required=True, help="config key of the device (checked against the device present)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--shapes", nargs="+", help="batch x heads x seq x head_dim (default: config/schema.yaml's "
+                   "backends.shapes)", default=[label(s) for s in schema_defaults()["backends"]["shapes"]])
+    ap.add_argument("--causal", nargs="+", default=["true", "false"], choices=["true", "false"])
+    ap.add_argument("--dtypes", nargs="+", default=["bfloat16"], choices=["bfloat16", "float16"])
+    ap.add_argument("--timing", default="{}", help="the timing section as JSON (the DAG's; default the schema's)")
+    ap.add_argument("--cache-dirs", default="{}", help="config cache_dirs as JSON (the sweep's compile caches)")
     args = ap.parse_args(argv)
     import json
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
-        shapes = [tuple(int(d) for d in s.lower().split("x")) for s in args.shapes]
-    except ValueError:
-        shapes = []
-    if not shapes or any(len(s) != 4 for s in shapes):
-        ap.error(f"--shapes are batch x heads x seq x head_dim, e.g. 4x16x4096x128: got {args.shapes}")
+        shapes = [as_shape(s, "bhsd") for s in args.shapes]
+    except ShapeError as exc:
+        ap.error(f"--shapes: {exc}")
     return run(args.gpu, shapes, [c == "true" for c in args.causal], args.dtypes, json.loads(args.timing), args.out,
                json.loads(args.cache_dirs))
 
