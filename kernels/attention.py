@@ -1,12 +1,12 @@
 """FlashAttention-2, forward and backward: O = softmax(Q K^T / sqrt(d)) V over (batch, heads, seq, head_dim).
 
 Forward: one program per (query tile, batch x head) walks the key/value tiles with an online softmax in base 2 (a
-running max m and sum l, the accumulator rescaled by exp2(m_old - m_new)), never writing the seq x seq scores;
-it stores O and the logsumexp (base 2) of each row. Causal: the tiles left of the diagonal run unmasked, the
-diagonal ones masked, the ones right of it not at all. Backward recomputes P per tile from the logsumexp: a
-preprocess delta = rowsum(dO * O), dK and dV in one kernel over key/value tiles, dQ in another. fp32 accumulation.
-The sweep is causal (CAUSAL: an LLM's prefill); non-causal is tested and in scripts/check_attention.py. Passes
-"fwd" and "fwd+bwd". No launch cache (kernels/_fastlaunch.py): at the swept shapes a call is milliseconds of GPU.
+running max m and sum l, the accumulator rescaled by exp2(m_old - m_new) before P V is added onto it in the MMA),
+never writing the seq x seq scores; it stores O and the logsumexp (base 2) of each row. Causal: the tiles left of
+the diagonal run unmasked, the diagonal ones masked, the ones right of it not at all. Two kernels with one inner
+step: on Hopper, 16-bit contiguous heads of whole 128-row tiles arrive through TMA descriptors (the sweep's and the
+llm shapes); anything else (fp32, strided heads, odd lengths, older GPUs) through pointer loads. The backward is in
+kernels/_attention_bwd.py. The sweep is causal (CAUSAL: an LLM's prefill); experiments/backends.py times both masks.
 
 References: Dao, "FlashAttention-2" (2023); Triton tutorial 06-fused-attention (its Hopper configs).
 """
@@ -17,43 +17,48 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from kernels._attention_bwd import EVEN, KEY, LOG2E, _load_rows, attention_backward
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable, vjp_keeping_output
 from rooflab.shapes import as_shape
-from rooflab.triton_utils import autotune_bench, autotune_configs, check_device
+from rooflab.triton_utils import autotune_bench, autotune_configs, check_device, device_capability
 
 CAUSAL = True  # what the sweep measures
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 HEAD_DIMS = (16, 32, 64, 128)
-LOG2E = 1.4426950408889634  # exp(x) = exp2(x * log2(e)): the softmax runs in base 2 (ex2 is one instruction)
+METHODS = ("auto", "tma", "pointer")
+TMA_ROWS = 128  # the TMA kernel's tiles never cross a head: seq a multiple of every BLOCK_M and BLOCK_N
+MASKED = tl.constexpr(-1.0e6)  # added to a masked logit (base 2): exp2 of it is 0, and no inf - inf on a row
+
+# (BLOCK_M, BLOCK_N, num_warps, num_stages); BLOCK_M a multiple of BLOCK_N: the causal stages split at a tile edge.
+# The first is the interpreter's. Pointer: the tutorial's Hopper search. TMA: lab `attention` (S29).
+POINTER_TILES = [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 4)]
+TMA_TILES = [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 4), (128, 128, 8, 2)]
 
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages) from the tutorial's Hopper search; BLOCK_M a multiple of BLOCK_N (fwd,
-# dQ) or the reverse (dK dV): the causal stages split at a tile edge. Three each, so a new key compiles 9 kernels;
-# the first is the interpreter's. A key: seq_len, HEAD_DIM, CAUSAL and every tensor's dtype.
-TILES = {"fwd": [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 4)],
-         "dkdv": [(32, 128, 4, 3), (64, 128, 8, 3), (32, 64, 4, 3)],
-         "dq": [(128, 32, 4, 3), (128, 64, 8, 3), (64, 32, 4, 3)]}
-CONFIGS = {kind: autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-                                   for m, n, w, s in tiles]) for kind, tiles in TILES.items()}
-KEY = ["seq_len", "HEAD_DIM", "CAUSAL"]
-EVEN = {"EVEN": lambda a: a["seq_len"] % a["BLOCK_M"] == 0 and a["seq_len"] % a["BLOCK_N"] == 0}
-
-
-@triton.jit
-def _load_rows(ptrs, rows, seq_len, EVEN: tl.constexpr):
-    """A (rows, head_dim) tile; rows past seq_len read as 0 unless every tile is whole (EVEN)."""
-    if EVEN:
-        return tl.load(ptrs)
-    else:
-        return tl.load(ptrs, mask=rows[:, None] < seq_len, other=0.0)
+def _configs(tiles, pre_hook=None):
+    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s, pre_hook=pre_hook)
+            for m, n, w, s in tiles]
 
 
 @triton.jit
-def _row_stat(ptr, rows, seq_len, other, EVEN: tl.constexpr):
-    if EVEN:
-        return tl.load(ptr + rows)
+def _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAGONAL: tl.constexpr,
+                 EVEN: tl.constexpr):
+    """One key/value tile: logits in base 2 (the scale folded into one FMA with the max), P, the rescaled sums."""
+    qk = tl.dot(q, tl.trans(k))
+    if DIAGONAL or not EVEN:
+        keep = offs_n[None, :] < seq_len
+        if DIAGONAL:
+            keep = keep & (offs_m[:, None] >= offs_n[None, :])
+        qk = qk * qk_scale + tl.where(keep, 0.0, MASKED)
+        m_new = tl.maximum(m_i, tl.max(qk, 1))  # finite: every row has seen a key by its first tile
+        qk -= m_new[:, None]
     else:
-        return tl.load(ptr + rows, mask=rows < seq_len, other=other)
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # qk_scale > 0: the max of the scaled logits
+        qk = qk * qk_scale - m_new[:, None]
+    p = tl.math.exp2(qk)
+    alpha = tl.math.exp2(m_i - m_new)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return acc, l_i * alpha + tl.sum(p, 1), m_new
 
 
 @triton.jit
@@ -63,21 +68,11 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, o
         offs_n = start_n + tl.arange(0, BLOCK_N)
         k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], offs_n, seq_len, EVEN)
         v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n, seq_len, EVEN)
-        qk = tl.dot(q, tl.trans(k)) * qk_scale  # (BLOCK_M, BLOCK_N) logits, base 2
-        if DIAGONAL:
-            qk = tl.where(offs_m[:, None] >= offs_n[None, :], qk, -float("inf"))
-        if not EVEN:
-            qk = tl.where(offs_n[None, :] < seq_len, qk, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(qk, 1))  # finite: every row has seen a key by its first tile
-        p = tl.math.exp2(qk - m_new[:, None])
-        alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
+        acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAGONAL, EVEN)
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=CONFIGS["fwd"], key=KEY, do_bench=autotune_bench)
+@triton.autotune(configs=autotune_configs(_configs(POINTER_TILES)), key=KEY, do_bench=autotune_bench)
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stride_qz, stride_qh, stride_qm, stride_kz, stride_kh,
@@ -111,118 +106,50 @@ def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stride_qz, stride_qh, 
 
 
 @triton.jit
-def _attn_bwd_preprocess(o_ptr, do_ptr, delta_ptr, stride_oz, stride_oh, stride_om, stride_dz, stride_dh, stride_dm,
-                         n_heads, seq_len, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr):
-    off_hz = tl.program_id(1)
-    z, h = (off_hz // n_heads).to(tl.int64), (off_hz % n_heads).to(tl.int64)
-    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    o = _load_rows(o_ptr + z * stride_oz + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :], offs_m,
-                   seq_len, False).to(tl.float32)
-    do = _load_rows(do_ptr + z * stride_dz + h * stride_dh + offs_m[:, None] * stride_dm + offs_d[None, :], offs_m,
-                    seq_len, False).to(tl.float32)
-    tl.store(delta_ptr + off_hz.to(tl.int64) * seq_len + offs_m, tl.sum(o * do, axis=1), mask=offs_m < seq_len)
-
-
-@triton.jit
-def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n, offs_d, seq_len,
-                qk_scale, lo, hi, BLOCK_M: tl.constexpr, DIAGONAL: tl.constexpr, EVEN: tl.constexpr):
-    for start_m in range(lo, hi, BLOCK_M):
-        offs_m = start_m + tl.arange(0, BLOCK_M)
-        q = _load_rows(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m, seq_len, EVEN)
-        do = _load_rows(do_base + offs_m[:, None] * stride_dm + offs_d[None, :], offs_m, seq_len, EVEN)
-        lse = _row_stat(lse_base, offs_m, seq_len, float("inf"), EVEN)  # a row past the end: P = 0
-        delta = _row_stat(delta_base, offs_m, seq_len, 0.0, EVEN)
-        p_t = tl.math.exp2(tl.dot(k, tl.trans(q)) * qk_scale - lse[None, :])  # P^T: (BLOCK_N, BLOCK_M)
-        if DIAGONAL:
-            p_t = tl.where(offs_m[None, :] >= offs_n[:, None], p_t, 0.0)
-        dv += tl.dot(p_t.to(do.dtype), do)
-        ds_t = p_t * (tl.dot(v, tl.trans(do)) - delta[None, :])  # dS^T = P^T * (dP^T - delta)
-        dk += tl.dot(ds_t.to(q.dtype), q)
-    return dk, dv
-
-
-@triton.autotune(configs=CONFIGS["dkdv"], key=KEY, do_bench=autotune_bench)
-@triton.heuristics(EVEN)
-@triton.jit
-def _attn_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, delta_ptr, stride_qz, stride_qh,
-                          stride_qm, stride_kz, stride_kh, stride_kn, stride_vz, stride_vh, stride_vn, stride_dz,
-                          stride_dh, stride_dm, n_heads, seq_len, sm_scale, qk_scale, HEAD_DIM: tl.constexpr,
-                          CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr):
-    start_n = tl.program_id(0) * BLOCK_N
-    off_hz = tl.program_id(1)
-    z, h = (off_hz // n_heads).to(tl.int64), (off_hz % n_heads).to(tl.int64)
-    offs_n = start_n + tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    kv_offs = offs_n[:, None] * stride_kn + offs_d[None, :]
-    k = _load_rows(k_ptr + z * stride_kz + h * stride_kh + kv_offs, offs_n, seq_len, EVEN)
-    v = _load_rows(v_ptr + z * stride_vz + h * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n,
-                   seq_len, EVEN)
-    q_base = q_ptr + z * stride_qz + h * stride_qh
-    do_base = do_ptr + z * stride_dz + h * stride_dh
-    lse_base = lse_ptr + off_hz.to(tl.int64) * seq_len
-    delta_base = delta_ptr + off_hz.to(tl.int64) * seq_len
-    dk = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
-    dv = tl.zeros((BLOCK_N, HEAD_DIM), dtype=tl.float32)
-    if CAUSAL:  # the query tiles on the diagonal masked, those below it unmasked
-        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n,
-                             offs_d, seq_len, qk_scale, start_n, start_n + BLOCK_N, BLOCK_M, True, EVEN)
-        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n,
-                             offs_d, seq_len, qk_scale, start_n + BLOCK_N, seq_len, BLOCK_M, False, EVEN)
-    else:
-        dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n,
-                             offs_d, seq_len, qk_scale, 0, seq_len, BLOCK_M, False, EVEN)
-    out = z * n_heads * seq_len * HEAD_DIM + h * seq_len * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
-    tl.store(dk_ptr + out, (dk * sm_scale).to(dk_ptr.dtype.element_ty), mask=offs_n[:, None] < seq_len)
-    tl.store(dv_ptr + out, dv.to(dv_ptr.dtype.element_ty), mask=offs_n[:, None] < seq_len)
-
-
-@triton.jit
-def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_len, qk_scale, lo,
-              hi, BLOCK_N: tl.constexpr, DIAGONAL: tl.constexpr, EVEN: tl.constexpr):
-    for start_n in range(lo, hi, BLOCK_N):
+def _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, lo, hi, BLOCK_N: tl.constexpr,
+                   DIAGONAL: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+        k = desc_k.load([row0 + start_n, 0])
+        v = desc_v.load([row0 + start_n, 0])
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], offs_n, seq_len, EVEN)
-        v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n, seq_len, EVEN)
-        p = tl.math.exp2(tl.dot(q, tl.trans(k)) * qk_scale - lse[:, None])  # a key past the end: k = 0, adds 0
-        if DIAGONAL:
-            p = tl.where(offs_m[:, None] >= offs_n[None, :], p, 0.0)
-        ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])
-        dq += tl.dot(ds.to(k.dtype), k)
-    return dq
+        acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAGONAL, True)
+    return acc, l_i, m_i
 
 
-@triton.autotune(configs=CONFIGS["dq"], key=KEY, do_bench=autotune_bench)
-@triton.heuristics(EVEN)
 @triton.jit
-def _attn_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr, stride_qz, stride_qh, stride_qm,
-                        stride_kz, stride_kh, stride_kn, stride_vz, stride_vh, stride_vn, stride_dz, stride_dh,
-                        stride_dm, n_heads, seq_len, sm_scale, qk_scale, HEAD_DIM: tl.constexpr,
-                        CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr):
+def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, lse_ptr, seq_len, qk_scale, HEAD_DIM: tl.constexpr,
+                         CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         WARP_SPECIALIZE: tl.constexpr = False):
+    """Q, K, V and O as (batch * heads * seq, head_dim) row tables; seq a multiple of the tiles (no masks)."""
     start_m = tl.program_id(0) * BLOCK_M
     off_hz = tl.program_id(1)
-    z, h = (off_hz // n_heads).to(tl.int64), (off_hz % n_heads).to(tl.int64)
+    row0 = off_hz * seq_len  # the head's first row
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q = _load_rows(q_ptr + z * stride_qz + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m,
-                   seq_len, EVEN)
-    do = _load_rows(do_ptr + z * stride_dz + h * stride_dh + offs_m[:, None] * stride_dm + offs_d[None, :], offs_m,
-                    seq_len, EVEN)
-    lse = _row_stat(lse_ptr + off_hz.to(tl.int64) * seq_len, offs_m, seq_len, float("inf"), EVEN)
-    delta = _row_stat(delta_ptr + off_hz.to(tl.int64) * seq_len, offs_m, seq_len, 0.0, EVEN)
-    k_base = k_ptr + z * stride_kz + h * stride_kh
-    v_base = v_ptr + z * stride_vz + h * stride_vh
-    dq = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+    q = desc_q.load([row0 + start_m, 0])
+    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
     if CAUSAL:
-        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_len,
-                       qk_scale, 0, start_m, BLOCK_N, False, EVEN)
-        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_len,
-                       qk_scale, start_m, start_m + BLOCK_M, BLOCK_N, True, EVEN)
+        acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
+                                       start_m, BLOCK_N, False, WARP_SPECIALIZE)
+        acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, start_m,
+                                       start_m + BLOCK_M, BLOCK_N, True, False)
     else:
-        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_len,
-                       qk_scale, 0, seq_len, BLOCK_N, False, EVEN)
-    out = z * n_heads * seq_len * HEAD_DIM + h * seq_len * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
-    tl.store(dq_ptr + out, (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=offs_m[:, None] < seq_len)
+        acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
+                                       seq_len, BLOCK_N, False, WARP_SPECIALIZE)
+    desc_o.store([row0 + start_m, 0], (acc / l_i[:, None]).to(desc_o.dtype))
+    tl.store(lse_ptr + off_hz.to(tl.int64) * seq_len + offs_m, m_i + tl.math.log2(l_i))
+
+
+def _set_block_shapes(nargs):
+    """Each descriptor's block for the config being run (the autotuner's pre-hook)."""
+    rows = {"desc_q": "BLOCK_M", "desc_o": "BLOCK_M", "desc_k": "BLOCK_N", "desc_v": "BLOCK_N"}
+    for desc, block in rows.items():
+        nargs[desc].block_shape = [nargs[block], nargs["HEAD_DIM"]]
+
+
+_attn_fwd_tma_autotuned = triton.autotune(configs=autotune_configs(_configs(TMA_TILES, _set_block_shapes)), key=KEY,
+                                          do_bench=autotune_bench)(_attn_fwd_tma_kernel)
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -241,39 +168,44 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
                              f"< 2^31 (in-head offsets are int32), got strides {t.stride()}")
 
 
-def attention_forward(q, k, v, causal: bool, sm_scale: float):
-    """(O, logsumexp in base 2 of each row, (batch * heads, seq) fp32). Check; allocate; launch."""
+def tma_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """The TMA kernel's inputs: 16-bit, contiguous (rows of one table), 16-byte aligned, whole tiles, Hopper on."""
+    if q.dtype == torch.float32 or q.shape[2] % TMA_ROWS:
+        return False
+    if q.device.type == "cuda" and device_capability(q.device)[0] < 9:
+        return False
+    return all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (q, k, v))
+
+
+def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "auto", config: dict | None = None):
+    """(O, logsumexp in base 2 of each row, (batch * heads, seq) fp32). Check; allocate; launch. ``config``: one
+    tile ({BLOCK_M, BLOCK_N, num_warps, num_stages[, WARP_SPECIALIZE]}) instead of the autotuner's (the lab's)."""
     _check(q, k, v)
+    if method not in METHODS or (method == "tma" and not tma_ok(q, k, v)):
+        raise ValueError(f"method {method!r}: one of {METHODS}; tma needs tma_ok(q, k, v)")
+    if not sm_scale > 0:
+        raise ValueError(f"attention_triton needs sm_scale > 0 (the max is taken before scaling), got {sm_scale}")
     batch, heads, seq, head_dim = q.shape
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # (batch, heads, seq, head_dim), contiguous
     lse = torch.empty((batch * heads, seq), dtype=torch.float32, device=q.device)
     if o.numel() == 0:
         return o, lse
     grid = lambda META: (triton.cdiv(seq, META["BLOCK_M"]), batch * heads)  # noqa: E731
-    _attn_fwd_kernel[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3],
-                           heads, seq, sm_scale * LOG2E, HEAD_DIM=head_dim, CAUSAL=causal)
+    meta = dict(HEAD_DIM=head_dim, CAUSAL=causal, **(config or {}))
+    if method == "pointer" or (method == "auto" and not tma_ok(q, k, v)):
+        kernel = _attn_fwd_kernel.fn if config else _attn_fwd_kernel
+        kernel[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], heads, seq,
+                     sm_scale * LOG2E, **meta)
+        return o, lse
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    descs = {name: TensorDescriptor.from_tensor(t.view(-1, head_dim), [1, head_dim])
+             for name, t in (("desc_q", q), ("desc_k", k), ("desc_v", v), ("desc_o", o))}
+    if config:
+        _set_block_shapes({**descs, **meta})
+    kernel = _attn_fwd_tma_kernel if config else _attn_fwd_tma_autotuned
+    kernel[grid](*descs.values(), lse, seq, sm_scale * LOG2E, **meta)
     return o, lse
-
-
-def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float):
-    """(dQ, dK, dV): delta = rowsum(dO * O), then dK and dV over key tiles, dQ over query tiles."""
-    if do.stride(-1) != 1:
-        do = do.contiguous()  # autograd may hand an expanded gradient: the kernels read rows of head_dim
-    batch, heads, seq, head_dim = q.shape
-    dq, dk, dv = (torch.empty(q.shape, dtype=q.dtype, device=q.device) for _ in range(3))  # contiguous
-    delta = torch.empty_like(lse)
-    if dq.numel() == 0:
-        return dq, dk, dv
-    _attn_bwd_preprocess[(triton.cdiv(seq, 64), batch * heads)](o, do, delta, *o.stride()[:3], *do.stride()[:3],
-                                                                heads, seq, HEAD_DIM=head_dim, BLOCK_M=64)
-    strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3])
-    scales = (heads, seq, sm_scale, sm_scale * LOG2E)
-    grid = lambda META: (triton.cdiv(seq, META["BLOCK_N"]), batch * heads)  # noqa: E731
-    _attn_bwd_dkdv_kernel[grid](q, k, v, do, dk, dv, lse, delta, *strides, *scales, HEAD_DIM=head_dim,
-                                CAUSAL=causal)
-    grid = lambda META: (triton.cdiv(seq, META["BLOCK_M"]), batch * heads)  # noqa: E731
-    _attn_bwd_dq_kernel[grid](q, k, v, do, dq, lse, delta, *strides, *scales, HEAD_DIM=head_dim, CAUSAL=causal)
-    return dq, dk, dv
 
 
 class TritonAttention(torch.autograd.Function):
@@ -311,7 +243,7 @@ def attention_naive(q, k, v, causal: bool = CAUSAL) -> torch.Tensor:
 
 
 def attention_builtin(q, k, v, causal: bool = CAUSAL) -> torch.Tensor:
-    """SDPA picks its backend (flash, cuDNN, memory-efficient, math) per call: scripts/check_attention.py says which."""
+    """SDPA picks its backend (flash, cuDNN, memory-efficient, math) per call; experiments/backends.py forces each."""
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 

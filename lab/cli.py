@@ -11,7 +11,7 @@ import textwrap
 
 import pandas as pd
 
-from lab import elementwise, floor, inductor, longrows, matmul, rows, timeline, timer
+from lab import attention, elementwise, floor, inductor, longrows, matmul, rows, timeline, timer
 from lab.common import DTYPES, Run, by_dtype, timed
 
 DEFAULT_SECTIONS = ["gelu", "rows", "matmul", "launch"]
@@ -39,6 +39,7 @@ PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept"
                "longrows": longrows.run_longrows, "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
                "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "alignedrows": rows.run_alignedrows,
                "alignedfwd": longrows.run_alignedfwd, "compileframes": inductor.run_compileframes,
+               "attention": attention.run_attention, "attnws": attention.run_attnws,
                "timeline": timeline.run_timeline}
 
 HELP = {
@@ -89,6 +90,10 @@ HELP = {
     "compileframes": "torch.compile's fwd+bwd as one joint graph (forward and backward, which Inductor may fuse) and "
                      "as a training step runs it (the sweep's cell: the forward compiled, the backward AOTAutograd's), "
                      "beside ours and the builtin: the norms, softmax and attention at square and llm shapes",
+    "attention": "FlashAttention-2's forward: the TMA kernel at each tile of the tutorial's Hopper space and the pointer "
+                 "kernel at its own, each autotuned too, beside SDPA's cuDNN and flash backends, causal and full, "
+                 "head dims 64 and 128 (--dtypes: the 16-bit ones)",
+    "attnws": "attention's TMA tiles with warp specialisation (tl.range(warp_specialize=True)); run on its own",
     "longbwd": "the norms' long-row backward alone (rows of 11008-333333 columns) in column tiles: the next row "
                "loaded ahead, tiles, beside the fwd+bwd of ours, the builtin and torch.compile",
 }
