@@ -30,9 +30,10 @@ TMA_ROWS = 128  # the TMA kernel's tiles never cross a head: seq a multiple of e
 MASKED = tl.constexpr(-1.0e6)  # added to a masked logit (base 2): exp2 of it is 0, and no inf - inf on a row
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages); BLOCK_M a multiple of BLOCK_N: the causal stages split at a tile edge.
-# The first is the interpreter's. Pointer: the tutorial's Hopper search. TMA: lab `attention` (S29).
-POINTER_TILES = [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 4)]
-TMA_TILES = [(128, 64, 4, 3), (128, 128, 8, 3), (128, 64, 8, 4), (128, 128, 8, 2)]
+# The first is the interpreter's. The best of lab `attntiles` (S29-D1, bf16, H200): 128x128 w8 s3 at head dim 128
+# and seq >= 4096, 64x64 w4 s3 at seq 1024 and head dim 64, 128x64 w8 s4 next at head dim 64.
+POINTER_TILES = [(128, 128, 8, 3), (128, 64, 8, 4)]
+TMA_TILES = [(128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 8, 4)]
 
 
 def _configs(tiles, pre_hook=None):
@@ -119,9 +120,10 @@ def _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_s
 @triton.jit
 def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, lse_ptr, seq_len, qk_scale, HEAD_DIM: tl.constexpr,
                          CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         WARP_SPECIALIZE: tl.constexpr = False):
-    """Q, K, V and O as (batch * heads * seq, head_dim) row tables; seq a multiple of the tiles (no masks)."""
-    start_m = tl.program_id(0) * BLOCK_M
+                         WARP_SPECIALIZE: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = False):
+    """Q, K, V and O as (batch * heads * seq, head_dim) row tables; seq a multiple of the tiles (no masks).
+    HEAVY_FIRST: a head's last query tiles (causal: the most key tiles) start first, so the light ones end the grid."""
+    start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if HEAVY_FIRST else tl.program_id(0)) * BLOCK_M
     off_hz = tl.program_id(1)
     row0 = off_hz * seq_len  # the head's first row
     offs_m = start_m + tl.arange(0, BLOCK_M)

@@ -1,7 +1,8 @@
-"""FlashAttention-2's forward: the TMA kernel at every tile of the tutorial's Hopper space and the pointer kernel at
-its own, each autotuned too, beside SDPA's cuDNN and flash backends, bf16 and fp16 (--dtypes), causal and full, at
-head dims 64 and 128; every variant checked against float64 first. Sections: attention, and attnws (the TMA tiles
-again with warp specialisation, run apart: a compiler crash there ends only its own process)."""
+"""FlashAttention-2's forward at square-sweep and llm shapes, bf16 and fp16 (--dtypes), causal and full, head dims 64
+and 128; every variant checked against float64 on four heads first. Sections: attention (the default, each kernel
+autotuned, and each of their tiles, the TMA ones with and without heavy tiles first, beside SDPA's cuDNN and flash
+backends), attntiles (the TMA kernel at every tile of the tutorial's Hopper space) and attnws (those tiles with
+warp specialisation; run it on its own: a compiler crash there ends its process)."""
 import itertools
 
 import torch
@@ -18,12 +19,12 @@ def _tile(m, n, w, s, **extra):
     return {"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s, **extra}
 
 
-def attention_variants(shape, causal, dtype, warp_specialize=False):
+def attention_variants(shape, causal, dtype, section="attention", device="cuda"):
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     from kernels import attention as at
 
-    q, k, v, grad_o = at.make_inputs(shape, dtype, "cuda")
+    q, k, v, grad_o = at.make_inputs(shape, dtype, device)
     scale = shape[-1] ** -0.5
 
     def sdpa(backend):
@@ -35,20 +36,23 @@ def attention_variants(shape, causal, dtype, warp_specialize=False):
     def ours(method, config=None):
         return lambda: at.attention_forward(q, k, v, causal, scale, method=method, config=config)[0]
 
-    if warp_specialize:
-        variants = {}
-    else:
+    variants = {}
+    if section == "attention":
         variants = {"builtin cuDNN": sdpa(SDPBackend.CUDNN_ATTENTION),
                     "builtin flash": sdpa(SDPBackend.FLASH_ATTENTION), "triton (default)": ours("auto"),
                     "triton pointer (autotuned)": ours("pointer"),
                     "triton tma (autotuned)": ours("tma")}
         variants |= {f"pointer {m}x{n} w{w} s{s}": ours("pointer", _tile(m, n, w, s))
                      for m, n, w, s in at.POINTER_TILES}
-    for m, n, w, s in SPACE:
-        if n <= shape[-1]:
-            extra = {"WARP_SPECIALIZE": True} if warp_specialize else {}
-            variants[f"tma {m}x{n} w{w} s{s}{' ws' if warp_specialize else ''}"] = \
-                ours("tma", _tile(m, n, w, s, **extra))
+        for m, n, w, s in at.TMA_TILES:
+            for heavy in (False, True):
+                variants[f"tma {m}x{n} w{w} s{s}{' heavy-first' if heavy else ''}"] = \
+                    ours("tma", _tile(m, n, w, s, HEAVY_FIRST=heavy))
+    else:
+        extra = {"WARP_SPECIALIZE": True} if section == "attnws" else {}
+        for m, n, w, s in SPACE:
+            if n <= shape[-1]:
+                variants[f"tma {m}x{n} w{w} s{s}{' ws' if extra else ''}"] = ours("tma", _tile(m, n, w, s, **extra))
     ref = at.reference([t[:1, :4] for t in (q, k, v, grad_o)], "fwd", causal)  # float64: the first four heads
     kept = {}
     for name, fn in variants.items():  # checked on the first four heads of the output, timed whole
@@ -58,7 +62,7 @@ def attention_variants(shape, causal, dtype, warp_specialize=False):
     return kept
 
 
-def run_attention(run, warp_specialize=False):
+def run_attention(run, section="attention"):
     from kernels import attention as at
 
     for dname in run.args.dtypes:
@@ -66,7 +70,7 @@ def run_attention(run, warp_specialize=False):
             continue
         for shape, causal in SHAPES:
             label = f"{'x'.join(map(str, shape))} {'causal' if causal else 'full'}"
-            for name, fn in attention_variants(shape, causal, DTYPES[dname], warp_specialize).items():
+            for name, fn in attention_variants(shape, causal, DTYPES[dname], section).items():
                 run.record("attention", label, dname, name, timed(fn, run.timer, run.cfg),
                            flops=at.flops(shape, "fwd", causal))
             for tuner, kind in ((at._attn_fwd_kernel, "pointer"), (at._attn_fwd_tma_autotuned, "tma")):
@@ -77,5 +81,9 @@ def run_attention(run, warp_specialize=False):
             print(f"done attention {label} {dname}", flush=True)
 
 
+def run_attntiles(run):
+    run_attention(run, "attntiles")
+
+
 def run_attnws(run):
-    run_attention(run, warp_specialize=True)
+    run_attention(run, "attnws")

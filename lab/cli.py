@@ -39,7 +39,8 @@ PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept"
                "longrows": longrows.run_longrows, "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
                "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "alignedrows": rows.run_alignedrows,
                "alignedfwd": longrows.run_alignedfwd, "compileframes": inductor.run_compileframes,
-               "attention": attention.run_attention, "attnws": attention.run_attnws,
+               "attention": attention.run_attention, "attntiles": attention.run_attntiles,
+               "attnws": attention.run_attnws,
                "timeline": timeline.run_timeline}
 
 HELP = {
@@ -90,9 +91,11 @@ HELP = {
     "compileframes": "torch.compile's fwd+bwd as one joint graph (forward and backward, which Inductor may fuse) and "
                      "as a training step runs it (the sweep's cell: the forward compiled, the backward AOTAutograd's), "
                      "beside ours and the builtin: the norms, softmax and attention at square and llm shapes",
-    "attention": "FlashAttention-2's forward: the TMA kernel at each tile of the tutorial's Hopper space and the pointer "
-                 "kernel at its own, each autotuned too, beside SDPA's cuDNN and flash backends, causal and full, "
-                 "head dims 64 and 128 (--dtypes: the 16-bit ones)",
+    "attention": "FlashAttention-2's forward, causal and full, head dims 64 and 128 (--dtypes: the 16-bit ones): ours "
+                 "autotuned and at each of its tiles (TMA: with and without heavy tiles first) beside SDPA's cuDNN "
+                 "and flash backends",
+    "attntiles": "attention's TMA kernel at every tile of the tutorial's Hopper space (64-128 x 32-128, 4 and 8 warps, "
+                 "2-4 stages)",
     "attnws": "attention's TMA tiles with warp specialisation (tl.range(warp_specialize=True)); run on its own",
     "longbwd": "the norms' long-row backward alone (rows of 11008-333333 columns) in column tiles: the next row "
                "loaded ahead, tiles, beside the fwd+bwd of ours, the builtin and torch.compile",

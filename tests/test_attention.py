@@ -105,9 +105,10 @@ def test_refusals_name_the_problem():
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
-@pytest.mark.parametrize("config", [None, {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2},
+@pytest.mark.parametrize("config", [None, {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2,
+                                           "HEAVY_FIRST": True},
                                     {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2,
-                                     "WARP_SPECIALIZE": True}], ids=["autotuned", "64x32", "128x128-ws"])
+                                     "WARP_SPECIALIZE": True}], ids=["autotuned", "64x32-heavy-first", "128x128-ws"])
 def test_tma_and_pointer_kernels_agree_with_float64(config, causal):
     q, k, v, grad_o = inputs((1, 2, 256, 32), torch.float16, seed=4)
     assert at.tma_ok(q, k, v)

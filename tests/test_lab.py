@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 
-from lab import cli, common, elementwise, floor, rows
+from lab import attention, cli, common, elementwise, floor, rows
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -207,6 +208,19 @@ def test_smallrows_times_every_launch_shape_beside_builtin_and_compile(capsys):
     assert kernel == "rowsum" and firsts[:3] == ["triton (default)", "builtin", "compile"] and len(firsts) == 12
     torch.testing.assert_close(variants["triton BM=4 w=2 (3)"](), variants["builtin"](), atol=1e-5, rtol=1e-5)
     assert "failed" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("section", ["attntiles", "attnws"])
+def test_attention_tiles_are_each_checked_and_the_sdpa_backends_refused_on_the_cpu(capsys, section):
+    variants = attention.attention_variants((1, 2, 128, 32), True, torch.float16, section, device="cpu")
+    assert len(variants) == 12 and all(" ws" in v for v in variants) == (section == "attnws")  # BLOCK_N 32 only
+    assert variants["tma 64x32 w4 s2" + (" ws" if section == "attnws" else "")]().shape == (1, 2, 128, 32)
+    assert "failed" not in capsys.readouterr().err
+    default = attention.attention_variants((1, 2, 128, 32), False, torch.float16, device="cpu")
+    assert {"builtin cuDNN", "triton (default)", "tma 128x128 w8 s3 heavy-first"} <= set(default)
+    assert "variant failed" in capsys.readouterr().err  # SDPA's CUDA backends on CPU tensors: no result, no crash
+    with pytest.raises(RuntimeError):
+        default["builtin cuDNN"]()
 
 
 def test_every_section_is_listed_with_what_it_times_in_the_order_a_call_runs_them():
