@@ -1,8 +1,8 @@
 """FlashAttention-2's forward at square-sweep and llm shapes, bf16 and fp16 (--dtypes), causal and full, head dims 64
 and 128; every variant checked against float64 on four heads first. Sections: attention (the default, each kernel
-autotuned, and each of their tiles, the TMA ones with and without heavy tiles first, beside SDPA's cuDNN and flash
-backends), attntiles (the TMA kernel at every tile of the tutorial's Hopper space) and attnws (those tiles with
-warp specialisation; run it on its own: a compiler crash there ends its process)."""
+autotuned, and each of their tiles, the TMA ones also in program order and with the lazy rescale, beside SDPA's
+cuDNN and flash backends), attntiles (the TMA kernel at every tile of the tutorial's Hopper space) and attnws
+(those tiles with warp specialisation; run it on its own: a compiler crash there ends its process)."""
 import itertools
 
 import torch
@@ -44,10 +44,9 @@ def attention_variants(shape, causal, dtype, section="attention", device="cuda")
                     "triton tma (autotuned)": ours("tma")}
         variants |= {f"pointer {m}x{n} w{w} s{s}": ours("pointer", _tile(m, n, w, s))
                      for m, n, w, s in at.POINTER_TILES}
-        for m, n, w, s in at.TMA_TILES:
-            for heavy in (False, True):
-                variants[f"tma {m}x{n} w{w} s{s}{' heavy-first' if heavy else ''}"] = \
-                    ours("tma", _tile(m, n, w, s, HEAVY_FIRST=heavy))
+        for m, n, w, s in at.TMA_TILES:  # the default order (heavy tiles first), in order, lazy rescale
+            for label, extra in (("", {}), (" in order", {"HEAVY_FIRST": False}), (" lazy", {"LAZY": True})):
+                variants[f"tma {m}x{n} w{w} s{s}{label}"] = ours("tma", _tile(m, n, w, s, **extra))
     else:
         extra = {"WARP_SPECIALIZE": True} if section == "attnws" else {}
         for m, n, w, s in SPACE:
