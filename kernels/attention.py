@@ -27,7 +27,6 @@ SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 HEAD_DIMS = (16, 32, 64, 128)
 METHODS = ("auto", "tma", "pointer")
 TMA_ROWS = 128  # the TMA kernel's tiles never cross a head: seq a multiple of every BLOCK_M and BLOCK_N
-LAZY_BOUND = tl.constexpr(8.0)  # FlashAttention-4's lazy rescale: P < 256 is exact enough in fp32 and 16-bit
 MASKED = tl.constexpr(-1.0e6)  # added to a masked logit (base 2): exp2 of it is 0, and no inf - inf on a row
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages); BLOCK_M a multiple of BLOCK_N: the causal stages split at a tile edge.
@@ -44,9 +43,8 @@ def _configs(tiles, pre_hook=None):
 
 @triton.jit
 def _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAGONAL: tl.constexpr,
-                 EVEN: tl.constexpr, LAZY: tl.constexpr = False):
-    """One key/value tile: logits in base 2 (the scale folded into one FMA with the max), P, the rescaled sums.
-    LAZY: the running max moves (and acc is rescaled) only when a row's max grew by more than LAZY_BOUND."""
+                 EVEN: tl.constexpr):
+    """One key/value tile: logits in base 2 (the scale folded into one FMA with the max), P, the rescaled sums."""
     qk = tl.dot(q, tl.trans(k))
     if DIAGONAL or not EVEN:
         keep = offs_n[None, :] < seq_len
@@ -54,23 +52,14 @@ def _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAG
             keep = keep & (offs_m[:, None] >= offs_n[None, :])
         qk = qk * qk_scale + tl.where(keep, 0.0, MASKED)
         m_new = tl.maximum(m_i, tl.max(qk, 1))  # finite: every row has seen a key by its first tile
-        scale = 1.0
+        qk -= m_new[:, None]
     else:
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # qk_scale > 0: the max of the scaled logits
-        scale = qk_scale
-    if LAZY:
-        if tl.max(m_new - m_i, 0) > LAZY_BOUND:  # one branch for the block: P stays below 2^LAZY_BOUND otherwise
-            alpha = tl.math.exp2(m_i - m_new)
-            acc = acc * alpha[:, None]
-            l_i = l_i * alpha
-            m_i = m_new
-    else:
-        alpha = tl.math.exp2(m_i - m_new)
-        acc = acc * alpha[:, None]
-        l_i = l_i * alpha
-        m_i = m_new
-    p = tl.math.exp2(qk * scale - m_i[:, None])
-    return tl.dot(p.to(v.dtype), v, acc), l_i + tl.sum(p, 1), m_i
+        qk = qk * qk_scale - m_new[:, None]
+    p = tl.math.exp2(qk)
+    alpha = tl.math.exp2(m_i - m_new)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+    return acc, l_i * alpha + tl.sum(p, 1), m_new
 
 
 @triton.jit
@@ -119,20 +108,19 @@ def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stride_qz, stride_qh, 
 
 @triton.jit
 def _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, lo, hi, BLOCK_N: tl.constexpr,
-                   DIAGONAL: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, LAZY: tl.constexpr):
+                   DIAGONAL: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         k = desc_k.load([row0 + start_n, 0])
         v = desc_v.load([row0 + start_n, 0])
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAGONAL, True, LAZY)
+        acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAGONAL, True)
     return acc, l_i, m_i
 
 
 @triton.jit
 def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, lse_ptr, seq_len, qk_scale, HEAD_DIM: tl.constexpr,
                          CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                         WARP_SPECIALIZE: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = True,
-                         LAZY: tl.constexpr = False):
+                         WARP_SPECIALIZE: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = True):
     """Q, K, V and O as (batch * heads * seq, head_dim) row tables; seq a multiple of the tiles (no masks).
     HEAVY_FIRST: a head's last query tiles (causal: the most key tiles) start first, so the light ones end the grid."""
     start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if HEAVY_FIRST else tl.program_id(0)) * BLOCK_M
@@ -145,12 +133,12 @@ def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, lse_ptr, seq_len, qk_sc
     acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
     if CAUSAL:
         acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
-                                       start_m, BLOCK_N, False, WARP_SPECIALIZE, LAZY)
+                                       start_m, BLOCK_N, False, WARP_SPECIALIZE)
         acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, start_m,
-                                       start_m + BLOCK_M, BLOCK_N, True, False, LAZY)
+                                       start_m + BLOCK_M, BLOCK_N, True, False)
     else:
         acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
-                                       seq_len, BLOCK_N, False, WARP_SPECIALIZE, LAZY)
+                                       seq_len, BLOCK_N, False, WARP_SPECIALIZE)
     desc_o.store([row0 + start_m, 0], (acc / l_i[:, None]).to(desc_o.dtype))
     tl.store(lse_ptr + off_hz.to(tl.int64) * seq_len + offs_m, m_i + tl.math.log2(l_i))
 

@@ -1,7 +1,7 @@
 """FlashAttention-2's forward at square-sweep and llm shapes, bf16 and fp16 (--dtypes), causal and full, head dims 64
 and 128; every variant checked against float64 on four heads first. Sections: attention (the default, each kernel
-autotuned, and each of their tiles, the TMA ones also in program order and with the lazy rescale, beside SDPA's
-cuDNN and flash backends), attntiles (the TMA kernel at every tile of the tutorial's Hopper space) and attnws
+autotuned, and each of their tiles, the TMA ones also in program order, beside SDPA's cuDNN and flash
+backends), attntiles (the TMA kernel at every tile of the tutorial's Hopper space) and attnws
 (those tiles with warp specialisation; run it on its own: a compiler crash there ends its process)."""
 import itertools
 
@@ -44,8 +44,8 @@ def attention_variants(shape, causal, dtype, section="attention", device="cuda")
                     "triton tma (autotuned)": ours("tma")}
         variants |= {f"pointer {m}x{n} w{w} s{s}": ours("pointer", _tile(m, n, w, s))
                      for m, n, w, s in at.POINTER_TILES}
-        for m, n, w, s in at.TMA_TILES:  # the default order (heavy tiles first), in order, lazy rescale
-            for label, extra in (("", {}), (" in order", {"HEAVY_FIRST": False}), (" lazy", {"LAZY": True})):
+        for m, n, w, s in at.TMA_TILES:  # the default order (heavy tiles first) and program order
+            for label, extra in (("", {}), (" in order", {"HEAVY_FIRST": False})):
                 variants[f"tma {m}x{n} w{w} s{s}{label}"] = ours("tma", _tile(m, n, w, s, **extra))
     else:
         extra = {"WARP_SPECIALIZE": True} if section == "attnws" else {}

@@ -92,8 +92,8 @@ HELP = {
                      "as a training step runs it (the sweep's cell: the forward compiled, the backward AOTAutograd's), "
                      "beside ours and the builtin: the norms, softmax and attention at square and llm shapes",
     "attention": "FlashAttention-2's forward, causal and full, head dims 64 and 128 (--dtypes: the 16-bit ones): ours "
-                 "autotuned and at each of its tiles (TMA: also in program order and with the lazy rescale) beside "
-                 "SDPA's cuDNN and flash backends",
+                 "autotuned and at each of its tiles (TMA: also in program order) beside SDPA's cuDNN and flash "
+                 "backends",
     "attntiles": "attention's TMA kernel at every tile of the tutorial's Hopper space (64-128 x 32-128, 4 and 8 warps, "
                  "2-4 stages)",
     "attnws": "attention's TMA tiles with warp specialisation (tl.range(warp_specialize=True)); run on its own",

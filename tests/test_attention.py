@@ -106,9 +106,9 @@ def test_refusals_name_the_problem():
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("config", [None, {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2,
-                                           "HEAVY_FIRST": False, "LAZY": True},
+                                           "HEAVY_FIRST": False},
                                     {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2,
-                                     "WARP_SPECIALIZE": True}], ids=["autotuned", "64x32-in-order-lazy", "128x128-ws"])
+                                     "WARP_SPECIALIZE": True}], ids=["autotuned", "64x32-in-order", "128x128-ws"])
 def test_tma_and_pointer_kernels_agree_with_float64(config, causal):
     q, k, v, grad_o = inputs((1, 2, 256, 32), torch.float16, seed=4)
     assert at.tma_ok(q, k, v)
@@ -119,17 +119,6 @@ def test_tma_and_pointer_kernels_agree_with_float64(config, causal):
         outs[method] = at.attention_forward(q, k, v, causal, 32 ** -0.5, method=method, config=cfg)
         assert relative_error(outs[method][0], ref)[0] <= DEFAULT_TOLERANCE["float16"], method
     torch.testing.assert_close(outs["tma"][1], outs["pointer"][1], rtol=1e-4, atol=1e-4)  # the logsumexp the bwd reads
-
-
-def test_the_lazy_rescale_moves_the_max_when_later_keys_outgrow_it():
-    q, k, v, grad_o = inputs((1, 1, 256, 32), torch.float16, seed=5)
-    k[:, :, 64:] *= 4  # later key tiles raise the rows' max by far more than LAZY_BOUND (base-2 units)
-    ref = at.reference((q, k, v, grad_o), "fwd", False)
-    lazy = {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2, "LAZY": True}
-    o, lse = at.attention_forward(q, k, v, False, 32 ** -0.5, method="tma", config=lazy)
-    assert relative_error(o, ref)[0] <= DEFAULT_TOLERANCE["float16"]
-    torch.testing.assert_close(lse, at.attention_forward(q, k, v, False, 32 ** -0.5, method="pointer")[1], rtol=1e-4,
-                               atol=1e-4)
 
 
 def test_the_tma_kernel_takes_only_whole_tiles_of_contiguous_16_bit_heads():
