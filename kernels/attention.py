@@ -4,8 +4,8 @@ Forward: one program per (query tile, batch x head) walks the key/value tiles wi
 running max m and sum l, the accumulator rescaled by exp2(m_old - m_new) before P V is added onto it in the MMA),
 never writing the seq x seq scores; it stores O and the logsumexp (base 2) of each row. Causal: the tiles left of
 the diagonal run unmasked, the diagonal ones masked, the ones right of it not at all. Two kernels with one inner
-step: on Hopper, 16-bit contiguous heads of whole 128-row tiles arrive through TMA descriptors (the sweep's and the
-llm shapes); anything else (fp32, strided heads, odd lengths, older GPUs) through pointer loads. The backward is in
+step: on Hopper, 16-bit contiguous heads arrive through TMA descriptors (the sweep's, llm and odd shapes); anything
+else (fp32, strided heads, older GPUs) through pointer loads. The backward is in
 kernels/_attention_bwd.py. The sweep is causal (CAUSAL: an LLM's prefill); experiments/backends.py times both masks.
 
 References: Dao, "FlashAttention-2" (2023); Triton tutorial 06-fused-attention (its Hopper configs).
@@ -26,7 +26,6 @@ CAUSAL = True  # what the sweep measures
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 HEAD_DIMS = (16, 32, 64, 128)
 METHODS = ("auto", "tma", "pointer")
-TMA_ROWS = 128  # the TMA kernel's tiles never cross a head: seq a multiple of every BLOCK_M and BLOCK_N
 MASKED = tl.constexpr(-1.0e6)  # added to a masked logit (base 2): exp2 of it is 0, and no inf - inf on a row
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages); BLOCK_M a multiple of BLOCK_N: the causal stages split at a tile edge.
@@ -108,20 +107,22 @@ def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stride_qz, stride_qh, 
 
 @triton.jit
 def _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, lo, hi, BLOCK_N: tl.constexpr,
-                   DIAGONAL: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+                   DIAGONAL: tl.constexpr, EVEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-        k = desc_k.load([row0 + start_n, 0])
+        k = desc_k.load([row0 + start_n, 0])  # rows past seq_len: the next head's (or zeros), masked if not EVEN
         v = desc_v.load([row0 + start_n, 0])
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAGONAL, True)
+        acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAGONAL, EVEN)
     return acc, l_i, m_i
 
 
+@triton.heuristics(EVEN)
 @triton.jit
-def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, lse_ptr, seq_len, qk_scale, HEAD_DIM: tl.constexpr,
-                         CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, seq_len, qk_scale, HEAD_DIM: tl.constexpr,
+                         CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr,
                          WARP_SPECIALIZE: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = True):
-    """Q, K, V and O as (batch * heads * seq, head_dim) row tables; seq a multiple of the tiles (no masks).
+    """Q, K, V and O as (batch * heads * seq, head_dim) row tables. A tile past a head's end reads the next head's
+    rows (the last head's: zeros), masked as keys; not EVEN, O is stored through a row mask, not the descriptor.
     HEAVY_FIRST: a head's last query tiles (causal: the most key tiles) start first, so the light ones end the grid."""
     start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if HEAVY_FIRST else tl.program_id(0)) * BLOCK_M
     off_hz = tl.program_id(1)
@@ -131,16 +132,25 @@ def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, lse_ptr, seq_len, qk_sc
     m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
-    if CAUSAL:
+    if CAUSAL:  # left of the diagonal whole tiles of real keys; the diagonal masked, stopping at the head's end
         acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
-                                       start_m, BLOCK_N, False, WARP_SPECIALIZE)
+                                       start_m, BLOCK_N, False, True, WARP_SPECIALIZE)
         acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, start_m,
-                                       start_m + BLOCK_M, BLOCK_N, True, False)
-    else:
+                                       tl.minimum(start_m + BLOCK_M, seq_len), BLOCK_N, True, EVEN, False)
+    else:  # whole key tiles unmasked, then the last, partial one masked
+        whole = seq_len // BLOCK_N * BLOCK_N
         acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
-                                       seq_len, BLOCK_N, False, WARP_SPECIALIZE)
-    desc_o.store([row0 + start_m, 0], (acc / l_i[:, None]).to(desc_o.dtype))
-    tl.store(lse_ptr + off_hz.to(tl.int64) * seq_len + offs_m, m_i + tl.math.log2(l_i))
+                                       whole, BLOCK_N, False, True, WARP_SPECIALIZE)
+        if not EVEN:
+            acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale,
+                                           whole, seq_len, BLOCK_N, False, False, False)
+    o = (acc / l_i[:, None]).to(desc_o.dtype)
+    if EVEN:
+        desc_o.store([row0 + start_m, 0], o)
+    else:
+        rows = (row0 + offs_m).to(tl.int64)
+        tl.store(o_ptr + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], o, mask=offs_m[:, None] < seq_len)
+    tl.store(lse_ptr + off_hz.to(tl.int64) * seq_len + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < seq_len)
 
 
 def _set_block_shapes(nargs):
@@ -171,8 +181,8 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def tma_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """The TMA kernel's inputs: 16-bit, contiguous (rows of one table), 16-byte aligned, whole tiles, Hopper on."""
-    if q.dtype == torch.float32 or q.shape[2] % TMA_ROWS:
+    """The TMA kernel's inputs: 16-bit, contiguous (rows of one table), 16-byte aligned, Hopper or newer."""
+    if q.dtype == torch.float32:
         return False
     if q.device.type == "cuda" and device_capability(q.device)[0] < 9:
         return False
@@ -206,7 +216,7 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "aut
     if config:
         _set_block_shapes({**descs, **meta})
     kernel = _attn_fwd_tma_kernel if config else _attn_fwd_tma_autotuned
-    kernel[grid](*descs.values(), lse, seq, sm_scale * LOG2E, **meta)
+    kernel[grid](*descs.values(), o, lse, seq, sm_scale * LOG2E, **meta)
     return o, lse
 
 

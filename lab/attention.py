@@ -1,4 +1,4 @@
-"""FlashAttention-2's forward at square-sweep and llm shapes, bf16 and fp16 (--dtypes), causal and full, head dims 64
+"""FlashAttention-2's forward at square-sweep, llm and odd shapes, bf16 and fp16 (--dtypes), causal and full, head dims 64
 and 128; every variant checked against float64 on four heads first. Sections: attention (the default, each kernel
 autotuned, and each of their tiles, the TMA ones also in program order, beside SDPA's cuDNN and flash
 backends), attntiles (the TMA kernel at every tile of the tutorial's Hopper space) and attnws
@@ -10,7 +10,8 @@ import torch
 from lab.common import DTYPES, checked, timed
 
 SHAPES = [((4, 32, 4096, 128), True), ((4, 32, 4096, 128), False), ((1, 16, 16384, 128), True),
-          ((2, 32, 8192, 128), True), ((4, 32, 4096, 64), True), ((16, 16, 1024, 128), True)]
+          ((2, 32, 8192, 128), True), ((4, 32, 4096, 64), True), ((16, 16, 1024, 128), True),
+          ((16, 16, 1000, 128), True), ((3, 16, 4097, 128), False)]  # the last two: the odd preset's lengths
 # (BLOCK_M, BLOCK_N, num_warps, num_stages): the tutorial's Hopper space with BLOCK_N <= BLOCK_M and <= head_dim
 SPACE = [(m, n, w, s) for m, n, w, s in itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3, 4)) if n <= m]
 
