@@ -46,7 +46,7 @@ def test_model_bytes_are_the_sweeps_byte_model():
 
 
 def test_the_reference_table_is_what_the_committed_ncu_tables_make():
-    """data/reference/h200/traffic.csv from data/tuning/traffic_s28_d1 (ncu's own units: byte, ns), as its README
+    """data/reference/h200/traffic.csv from data/tuning/traffic_s29_d5 (ncu's own units: byte, ns), as its README
     says; every implementation, torch.compile too, of every kernel and pass."""
     import json
     from pathlib import Path
@@ -54,7 +54,7 @@ def test_the_reference_table_is_what_the_committed_ncu_tables_make():
     import pandas as pd
 
     root = Path(__file__).resolve().parent.parent
-    run = root / "data/tuning/traffic_s28_d1"
+    run = root / "data/tuning/traffic_s29_d5"
     made = table(read_ncu((run / "ncu.csv").read_text()), json.loads((run / "calls.json").read_text()), model_bytes)
     ref = pd.read_csv(root / "data/reference/h200/traffic.csv", keep_default_na=False)
     pd.testing.assert_frame_equal(made.reset_index(drop=True), ref, check_dtype=False)
