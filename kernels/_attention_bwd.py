@@ -155,8 +155,11 @@ def _attn_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr,
     tl.store(dq_ptr + out, (dq * sm_scale).to(dq_ptr.dtype.element_ty), mask=offs_m[:, None] < seq_len)
 
 
-def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float):
-    """(dQ, dK, dV): delta = rowsum(dO * O), then dK and dV over key tiles, dQ over query tiles."""
+def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, configs: dict | None = None):
+    """(dQ, dK, dV): delta = rowsum(dO * O), then dK and dV over key tiles, dQ over query tiles. ``configs``:
+    {"dkdv": tile, "dq": tile}, either or both, a tile {BLOCK_M, BLOCK_N, num_warps, num_stages} instead of the
+    autotuner's (the lab's)."""
+    configs = configs or {}
     if do.stride(-1) != 1:
         do = do.contiguous()  # autograd may hand an expanded gradient: the kernels read rows of head_dim
     batch, heads, seq, head_dim = q.shape
@@ -169,8 +172,11 @@ def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float):
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3])
     scales = (heads, seq, sm_scale, sm_scale * LOG2E)
     grid = lambda META: (triton.cdiv(seq, META["BLOCK_N"]), batch * heads)  # noqa: E731
-    _attn_bwd_dkdv_kernel[grid](q, k, v, do, dk, dv, lse, delta, *strides, *scales, HEAD_DIM=head_dim,
-                                CAUSAL=causal)
+    kernel = _attn_bwd_dkdv_kernel.fn if "dkdv" in configs else _attn_bwd_dkdv_kernel
+    kernel[grid](q, k, v, do, dk, dv, lse, delta, *strides, *scales, HEAD_DIM=head_dim, CAUSAL=causal,
+                 **configs.get("dkdv", {}))
     grid = lambda META: (triton.cdiv(seq, META["BLOCK_M"]), batch * heads)  # noqa: E731
-    _attn_bwd_dq_kernel[grid](q, k, v, do, dq, lse, delta, *strides, *scales, HEAD_DIM=head_dim, CAUSAL=causal)
+    kernel = _attn_bwd_dq_kernel.fn if "dq" in configs else _attn_bwd_dq_kernel
+    kernel[grid](q, k, v, do, dq, lse, delta, *strides, *scales, HEAD_DIM=head_dim, CAUSAL=causal,
+                 **configs.get("dq", {}))
     return dq, dk, dv

@@ -1,8 +1,8 @@
 """FlashAttention-2's forward at square-sweep, llm and odd shapes, bf16 and fp16 (--dtypes), causal and full, head
 dims 64 and 128; every variant checked against float64 on four heads first. Sections: attention (the default, each
 kernel autotuned, and each of their tiles, the TMA ones also in program order, beside SDPA's cuDNN and flash
-backends), attntiles (the TMA kernel at every tile of the tutorial's Hopper space) and attnws (those tiles with warp
-specialisation; run it on its own: a compiler crash there ends its process)."""
+backends), attntiles (the TMA kernel at every tile of the tutorial's Hopper space), attnws (those tiles with warp
+specialisation; run it on its own: a compiler crash there ends its process) and attnbwd (the backward's tiles)."""
 import itertools
 
 import torch
@@ -79,6 +79,50 @@ def run_attention(run, section="attention"):
                                  "variant": f"chosen {kind}: {best}"})
             torch.cuda.empty_cache()
             print(f"done attention {label} {dname}", flush=True)
+
+
+# The backward's tiles (BLOCK_M, BLOCK_N, num_warps, num_stages): BLOCK_N a multiple of BLOCK_M for dK dV, the
+# reverse for dQ (the causal stages split at a tile edge); the tutorial's Hopper backward runs 4 warps, 5 stages.
+BWD_SPACE = {"dkdv": [(m, n, w, s) for m, n in ((32, 128), (64, 128), (32, 64), (64, 64)) for w in (4, 8)
+                      for s in (3, 4, 5)],
+             "dq": [(m, n, w, s) for m, n in ((128, 32), (128, 64), (64, 32), (64, 64)) for w in (4, 8)
+                    for s in (3, 4, 5)]}
+BWD_SHAPES = [((4, 32, 4096, 128), True), ((1, 16, 16384, 128), True)]
+
+
+def backward_variants(shape, causal, dtype, device="cuda"):
+    """The backward alone (the forward's O and logsumexp made once): the default, then each kernel's tiles in turn
+    with the other autotuned; each checked against the default's gradients."""
+    from kernels import attention as at
+    from kernels._attention_bwd import attention_backward
+
+    q, k, v, do = at.make_inputs(shape, dtype, device)
+    scale = shape[-1] ** -0.5
+    o, lse = at.attention_forward(q, k, v, causal, scale)
+
+    def bwd(configs=None):
+        return lambda: attention_backward(q, k, v, o, lse, do, causal, scale, configs)
+
+    variants = {"triton backward (default)": bwd()}
+    for kind, space in BWD_SPACE.items():
+        variants |= {f"{kind} {m}x{n} w{w} s{s}": bwd({kind: _tile(m, n, w, s)}) for m, n, w, s in space}
+    ref = variants["triton backward (default)"]()
+    return {name: checked(fn, ref, dtype, name) for name, fn in variants.items()}
+
+
+def run_attnbwd(run):
+    from kernels import attention as at
+
+    for dname in run.args.dtypes:
+        if dname == "float32":
+            continue
+        for shape, causal in BWD_SHAPES:
+            label = f"{'x'.join(map(str, shape))} {'causal' if causal else 'full'}"
+            for name, fn in backward_variants(shape, causal, DTYPES[dname]).items():
+                run.record("attention bwd", label, dname, name, timed(fn, run.timer, run.cfg),
+                           flops=at.flops(shape, "fwd+bwd", causal) - at.flops(shape, "fwd", causal))
+            torch.cuda.empty_cache()
+            print(f"done attention bwd {label} {dname}", flush=True)
 
 
 def run_attntiles(run):

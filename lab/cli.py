@@ -40,7 +40,7 @@ PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept"
                "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "alignedrows": rows.run_alignedrows,
                "alignedfwd": longrows.run_alignedfwd, "compileframes": inductor.run_compileframes,
                "attention": attention.run_attention, "attntiles": attention.run_attntiles,
-               "attnws": attention.run_attnws,
+               "attnws": attention.run_attnws, "attnbwd": attention.run_attnbwd,
                "timeline": timeline.run_timeline}
 
 HELP = {
@@ -96,6 +96,8 @@ HELP = {
                  "backends",
     "attntiles": "attention's TMA kernel at every tile of the tutorial's Hopper space (64-128 x 32-128, 4 and 8 warps, "
                  "2-4 stages)",
+    "attnbwd": "attention's backward alone (bf16/fp16, causal, head dim 128, seq 4096 and 16384): the default, then "
+               "each tile of the dK dV kernel and of the dQ kernel in turn (4 and 8 warps, 3-5 stages)",
     "attnws": "attention's TMA tiles with warp specialisation (tl.range(warp_specialize=True)); run on its own",
     "longbwd": "the norms' long-row backward alone (rows of 11008-333333 columns) in column tiles: the next row "
                "loaded ahead, tiles, beside the fwd+bwd of ours, the builtin and torch.compile",

@@ -223,6 +223,17 @@ def test_attention_tiles_are_each_checked_and_the_sdpa_backends_refused_on_the_c
         default["builtin cuDNN"]()
 
 
+def test_attention_backward_tiles_each_match_the_default_gradients(capsys, monkeypatch):
+    monkeypatch.setitem(attention.BWD_SPACE, "dkdv", attention.BWD_SPACE["dkdv"][:2])
+    monkeypatch.setitem(attention.BWD_SPACE, "dq", attention.BWD_SPACE["dq"][-2:])
+    variants = attention.backward_variants((1, 2, 128, 32), True, torch.float16, device="cpu")
+    assert list(variants) == ["triton backward (default)", "dkdv 32x128 w4 s3", "dkdv 32x128 w4 s4",
+                              "dq 64x64 w8 s4", "dq 64x64 w8 s5"]
+    assert [g.shape for g in variants["dq 64x64 w8 s5"]()] == [(1, 2, 128, 32)] * 3
+    err = capsys.readouterr().err
+    assert "failed" not in err and "wrong" not in err
+
+
 def test_every_section_is_listed_with_what_it_times_in_the_order_a_call_runs_them():
     listed = [line.split()[0] for line in cli.listing().splitlines() if not line.startswith(" ")]
     assert sorted(listed) == sorted(cli.KNOWN_SECTIONS) == sorted(cli.HELP)
