@@ -152,7 +152,8 @@ SCHEDULE = ("Our forward is FlashAttention-2's schedule: Q, K and V tiles arrive
             "tiles first), and each warp runs its tile's softmax between the tile's two matrix products. "
             "FlashAttention-3's schedule hides that softmax behind another warpgroup's products (warp "
             "specialisation); Triton 3.6 does not compile this loop so on Hopper: its warp-specialisation pass fails "
-            "on most tiles and leaves the rest no faster (the lab's \\texttt{attnws} section). ")
+            "in the compiler on about half of the tiles and shapes tried and leaves the rest no faster (the lab's "
+            "\\texttt{attnws} section). ")
 
 
 def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, traffic: pd.DataFrame | None,

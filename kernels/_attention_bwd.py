@@ -162,6 +162,10 @@ def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, confi
     {"dkdv": tile, "dq": tile}, either or both, a tile {BLOCK_M, BLOCK_N, num_warps, num_stages} instead of the
     autotuner's (the lab's)."""
     configs = configs or {}
+    for kind, (outer, inner) in (("dkdv", ("BLOCK_N", "BLOCK_M")), ("dq", ("BLOCK_M", "BLOCK_N"))):
+        if kind in configs and configs[kind][outer] % configs[kind][inner]:
+            raise ValueError(f"{kind}: {outer} must be a multiple of {inner} (the causal stages split at a tile "
+                             f"edge), got {configs[kind]}")
     if do.stride(-1) != 1:
         do = do.contiguous()  # autograd may hand an expanded gradient: the kernels read rows of head_dim
     batch, heads, seq, head_dim = q.shape

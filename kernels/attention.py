@@ -26,18 +26,15 @@ CAUSAL = True  # what the sweep measures
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 HEAD_DIMS = (16, 32, 64, 128)
 METHODS = ("auto", "tma", "pointer")
-MASKED = tl.constexpr(-1.0e6)  # added to a masked logit (base 2): exp2 of it is 0, and no inf - inf on a row
+MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages); BLOCK_M a multiple of BLOCK_N: the causal stages split at a tile edge.
 # The first is the interpreter's. The best of lab `attntiles` (S29-D1, bf16, H200): 128x128 w8 s3 at head dim 128
 # and seq >= 4096, 64x64 w4 s3 at seq 1024 and head dim 64, 128x64 w8 s4 next at head dim 64.
 POINTER_TILES = [(128, 128, 8, 3), (128, 64, 8, 4)]
 TMA_TILES = [(128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 8, 4)]
-
-
-def _configs(tiles, pre_hook=None):
-    return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s, pre_hook=pre_hook)
-            for m, n, w, s in tiles]
+POINTER_CONFIGS = autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+                                    for m, n, w, s in POINTER_TILES])
 
 
 @triton.jit
@@ -49,13 +46,15 @@ def _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAG
         keep = offs_n[None, :] < seq_len
         if DIAGONAL:
             keep = keep & (offs_m[:, None] >= offs_n[None, :])
-        qk = qk * qk_scale + tl.where(keep, 0.0, MASKED)
-        m_new = tl.maximum(m_i, tl.max(qk, 1))  # finite: every row has seen a key by its first tile
+        qk = tl.where(keep, qk * qk_scale, -float("inf"))  # whatever a masked key holds (the next head's rows)
+        m_new = tl.maximum(m_i, tl.max(qk, 1))  # finite: every row has a key in its first tile
         qk -= m_new[:, None]
     else:
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # qk_scale > 0: the max of the scaled logits
         qk = qk * qk_scale - m_new[:, None]
     p = tl.math.exp2(qk)
+    if not EVEN:
+        v = tl.where(offs_n[:, None] < seq_len, v, 0.0)  # P is 0 there, but 0 * inf is not
     alpha = tl.math.exp2(m_i - m_new)
     acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
     return acc, l_i * alpha + tl.sum(p, 1), m_new
@@ -72,7 +71,7 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, o
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=autotune_configs(_configs(POINTER_TILES)), key=KEY, do_bench=autotune_bench)
+@triton.autotune(configs=POINTER_CONFIGS, key=KEY, do_bench=autotune_bench)
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stride_qz, stride_qh, stride_qm, stride_kz, stride_kh,
@@ -123,7 +122,8 @@ def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, seq_len
                          WARP_SPECIALIZE: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = True):
     """Q, K, V and O as (batch * heads * seq, head_dim) row tables. A tile past a head's end reads the next head's
     rows (the last head's: zeros), masked as keys; not EVEN, O is stored through a row mask, not the descriptor.
-    HEAVY_FIRST: a head's last query tiles (causal: the most key tiles) start first, so the light ones end the grid."""
+    HEAVY_FIRST: each head's query tiles run last to first (grid axis 0 is dispatched first): causal, a head's
+    heaviest tiles start first and its lightest end it, the grid ending on the last head's lightest."""
     start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if HEAVY_FIRST else tl.program_id(0)) * BLOCK_M
     off_hz = tl.program_id(1)
     row0 = off_hz * seq_len  # the head's first row
@@ -160,8 +160,9 @@ def _set_block_shapes(nargs):
         nargs[desc].block_shape = [nargs[block], nargs["HEAD_DIM"]]
 
 
-_attn_fwd_tma_autotuned = triton.autotune(configs=autotune_configs(_configs(TMA_TILES, _set_block_shapes)), key=KEY,
-                                          do_bench=autotune_bench)(_attn_fwd_tma_kernel)
+TMA_CONFIGS = autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s,
+                                              pre_hook=_set_block_shapes) for m, n, w, s in TMA_TILES])
+_attn_fwd_tma_autotuned = triton.autotune(configs=TMA_CONFIGS, key=KEY, do_bench=autotune_bench)(_attn_fwd_tma_kernel)
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -174,6 +175,9 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
                         f"{q.dtype}, {k.dtype}, {v.dtype}")
     if q.shape[-1] not in HEAD_DIMS:
         raise ValueError(f"attention_triton supports head dims {HEAD_DIMS}, got {q.shape[-1]}")
+    if q.shape[0] * q.shape[1] > MAX_GRID_Y:
+        raise ValueError(f"attention_triton runs batch x heads on the grid's y axis, at most {MAX_GRID_Y}; got "
+                         f"{q.shape[0]} x {q.shape[1]} (split the batch)")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.stride(-1) != 1 or t.shape[2] * t.stride(2) >= 2 ** 31:
             raise ValueError(f"attention_triton needs {name} with unit stride over head_dim and seq x stride(seq) "
@@ -181,8 +185,9 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def tma_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """The TMA kernel's inputs: 16-bit, contiguous (rows of one table), 16-byte aligned, Hopper or newer."""
-    if q.dtype == torch.float32:
+    """The TMA kernel's inputs: 16-bit, contiguous (rows of one table, fewer than 2^31: int32 coordinates), 16-byte
+    aligned, Hopper or newer."""
+    if q.dtype == torch.float32 or q.numel() // q.shape[-1] >= 2 ** 31:
         return False
     if q.device.type == "cuda" and device_capability(q.device)[0] < 9:
         return False
@@ -191,10 +196,14 @@ def tma_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 
 def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "auto", config: dict | None = None):
     """(O, logsumexp in base 2 of each row, (batch * heads, seq) fp32). Check; allocate; launch. ``config``: one
-    tile ({BLOCK_M, BLOCK_N, num_warps, num_stages[, WARP_SPECIALIZE]}) instead of the autotuner's (the lab's)."""
+    tile ({BLOCK_M, BLOCK_N, num_warps, num_stages}; the TMA kernel's WARP_SPECIALIZE and HEAVY_FIRST too) instead
+    of the autotuner's (the lab's)."""
     _check(q, k, v)
     if method not in METHODS or (method == "tma" and not tma_ok(q, k, v)):
         raise ValueError(f"method {method!r}: one of {METHODS}; tma needs tma_ok(q, k, v)")
+    if config and config["BLOCK_M"] % config["BLOCK_N"]:
+        raise ValueError(f"a tile's BLOCK_M must be a multiple of its BLOCK_N (the causal stages split at a tile "
+                         f"edge), got {config['BLOCK_M']} x {config['BLOCK_N']}")
     if not sm_scale > 0:
         raise ValueError(f"attention_triton needs sm_scale > 0 (the max is taken before scaling), got {sm_scale}")
     batch, heads, seq, head_dim = q.shape
