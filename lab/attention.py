@@ -1,8 +1,9 @@
 """FlashAttention-2's forward at square-sweep, llm and odd shapes, bf16 and fp16 (--dtypes), causal and full, head
-dims 64 and 128; every variant checked against float64 on the first and last four heads first. Sections: attention (the default, each
-kernel autotuned, and each of their tiles, the TMA ones also in program order, beside SDPA's cuDNN and flash
-backends), attntiles (the TMA kernel at every tile of the tutorial's Hopper space), attnws (those tiles with warp
-specialisation; run it on its own: a compiler crash there ends its process) and attnbwd (the backward's tiles)."""
+dims 64 and 128; every variant checked against float64 on the first and last four heads first. Sections: attention
+(the default, each kernel autotuned, and each of their tiles, the TMA ones also in program order, beside SDPA's
+cuDNN and flash backends), attntiles (the TMA kernel at every tile of the tutorial's Hopper space), attnws (those
+tiles with warp specialisation; run it on its own: a compiler crash there ends its process) and attnbwd (the
+backward's tiles)."""
 import itertools
 
 import torch
