@@ -9,16 +9,15 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._launch import ATTENTION, values
 from rooflab.triton_utils import autotune_bench, autotune_configs
 
 LOG2E = 1.4426950408889634  # exp(x) = exp2(x * log2(e)): the softmax runs in base 2 (ex2 is one instruction)
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages); BLOCK_N a multiple of BLOCK_M (dK dV) or the reverse (dQ): the causal
-# stages split at a tile edge. The first is the interpreter's. dK dV: the best of lab attnbwd (S29-D8, bf16 head dim
-# 128: 64x128 w8 s4 1.07-1.08x the old choice, 64x128 w8 s3; 32x64 w4 s5 1.06-1.10x), and 32x64 w4 s3, which fits
-# fp32's tiles in shared memory. dQ: the tutorial's Hopper search (128x64 w8 s3 the best of attnbwd's too).
-TILES = {"dkdv": [(64, 128, 8, 4), (32, 64, 4, 5), (32, 64, 4, 3)],
-         "dq": [(128, 32, 4, 3), (128, 64, 8, 3), (64, 32, 4, 3)]}
+# (BLOCK_M, BLOCK_N, num_warps, num_stages), BLOCK_N a multiple of BLOCK_M (dK dV) or the reverse (dQ): the causal
+# stages split at a tile edge. kernels/_launch.py gives the reasons.
+DKDV_TILES, DQ_TILES = values(ATTENTION["DKDV_TILES"]), values(ATTENTION["DQ_TILES"])
+TILES = {"dkdv": DKDV_TILES, "dq": DQ_TILES}
 CONFIGS = {kind: autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
                                    for m, n, w, s in tiles]) for kind, tiles in TILES.items()}
 KEY = ["seq_len", "HEAD_DIM", "CAUSAL"]  # and every tensor's dtype (the autotuner adds them)

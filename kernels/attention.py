@@ -18,6 +18,7 @@ import triton
 import triton.language as tl
 
 from kernels._attention_bwd import EVEN, KEY, LOG2E, _load_rows, attention_backward
+from kernels._launch import ATTENTION, values
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable, vjp_keeping_output
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import autotune_bench, autotune_configs, check_device, device_capability
@@ -28,11 +29,9 @@ HEAD_DIMS = (16, 32, 64, 128)
 METHODS = ("auto", "tma", "pointer")
 MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 
-# (BLOCK_M, BLOCK_N, num_warps, num_stages); BLOCK_M a multiple of BLOCK_N: the causal stages split at a tile edge.
-# The first is the interpreter's. The best of lab `attntiles` (S29-D1, bf16, H200): 128x128 w8 s3 at head dim 128
-# and seq >= 4096, 64x64 w4 s3 at seq 1024 and head dim 64, 128x64 w8 s4 next at head dim 64.
-POINTER_TILES = [(128, 128, 8, 3), (128, 64, 8, 4)]
-TMA_TILES = [(128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 8, 4)]
+# (BLOCK_M, BLOCK_N, num_warps, num_stages), BLOCK_M a multiple of BLOCK_N (the causal stages split at a tile edge),
+# and the tiles' order: kernels/_launch.py, with their reasons.
+TMA_TILES, POINTER_TILES, HEAVY_FIRST = (values(ATTENTION[k]) for k in ("TMA_TILES", "POINTER_TILES", "HEAVY_FIRST"))
 POINTER_CONFIGS = autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
                                     for m, n, w, s in POINTER_TILES])
 
@@ -119,7 +118,7 @@ def _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_s
 @triton.jit
 def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, seq_len, qk_scale, HEAD_DIM: tl.constexpr,
                          CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr,
-                         WARP_SPECIALIZE: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = True):
+                         WARP_SPECIALIZE: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = HEAVY_FIRST):
     """Q, K, V and O as (batch * heads * seq, head_dim) row tables. A tile past a head's end reads the next head's
     rows (the last head's: zeros), masked as keys; not EVEN, O is stored through a row mask, not the descriptor.
     HEAVY_FIRST: each head's query tiles run last to first (grid axis 0 is dispatched first): causal, a head's

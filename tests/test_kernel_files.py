@@ -108,6 +108,8 @@ READERS = {  # kernel module -> (its table in kernels/_launch.py, the attributes
                                                  "ALIGNED_TILES")}),
     "kernels.matmul": ("MATMUL", {"TMA_MIN_MNK": "TMA_MIN_MNK"}),
     "kernels._matmul_operands": ("MATMUL", {k: k for k in ("PAD_MIN_MNK", "KMAJOR_MIN_MNK")}),
+    "kernels.attention": ("ATTENTION", {k: k for k in ("TMA_TILES", "POINTER_TILES", "HEAVY_FIRST")}),
+    "kernels._attention_bwd": ("ATTENTION", {k: k for k in ("DKDV_TILES", "DQ_TILES")}),
 }
 
 
