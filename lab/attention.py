@@ -22,26 +22,23 @@ def _tile(m, n, w, s, **extra):
 
 
 def attention_variants(shape, causal, dtype, section="attention", device="cuda"):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
+    from experiments.backends import attention_fn
     from kernels import attention as at
 
     q, k, v, grad_o = at.make_inputs(shape, dtype, device)
     scale = shape[-1] ** -0.5
 
-    def sdpa(backend):
-        def call():
-            with sdpa_kernel(backend):
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        return call
+    def sdpa(variant):  # experiments/backends.py's SDPA call with its backend forced
+        fn = attention_fn(variant, causal)
+        return lambda: fn(q, k, v)
 
     def ours(method, config=None):
         return lambda: at.attention_forward(q, k, v, causal, scale, method=method, config=config)[0]
 
     variants = {}
     if section == "attention":
-        variants = {"builtin cuDNN": sdpa(SDPBackend.CUDNN_ATTENTION),
-                    "builtin flash": sdpa(SDPBackend.FLASH_ATTENTION), "triton (default)": ours("auto"),
+        variants = {"builtin cuDNN": sdpa("cudnn"),
+                    "builtin flash": sdpa("flash"), "triton (default)": ours("auto"),
                     "triton pointer (autotuned)": ours("pointer"),
                     "triton tma (autotuned)": ours("tma")}
         variants |= {f"pointer {m}x{n} w{w} s{s}": ours("pointer", _tile(m, n, w, s))
