@@ -5,7 +5,9 @@ Per kernel, pass, dtype and shape, four frames, each per call, in microseconds:
   host gap enters; L2 warm (the sweep's GPU time flushes it: at medium sizes read the ratio, not the value);
 - loop: a Python loop of calls, synchronised at its end: what the sweep's loop_ms measures, max(host, GPU);
 - host: the time to issue one call while the GPU is still spinning (nothing waits on the device);
-- over empty: our host time less an empty @triton.jit kernel's launched through the same cache.
+- over empty: our host time less an empty @triton.jit kernel's launched through the same cache;
+- graph: a Python loop of CUDA-graph replays of one captured call (ours and the builtin's): the frame of a user who
+  captures the call (--breakdown adds the pieces a call's host time is made of).
 Ours runs twice: through the launch cache (kernels/_fastlaunch.py, "fast") and through Triton's dispatch as before it
 ("plain", under _fastlaunch.disabled()). "best" is the faster of the builtin and the naive PyTorch expression. The
 goal (issue 23), against the builtin: ours / builtin loop time <= 1.1 where the builtin's GPU time is >= 10 us, else
@@ -34,7 +36,6 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 from kernels import _fastlaunch as fl  # noqa: E402
 from rooflab.kernel import load_kernel, math_mode, torch_dtype  # noqa: E402
@@ -114,6 +115,28 @@ def host_and_gpu_us(fn, per_call_us: float, reps: int = 3) -> tuple[float, float
     return statistics.median(hosts), statistics.median(gpus) if gpus else float("nan")
 
 
+def graph_loop_us(fn) -> float:
+    """A Python loop of CUDA-graph replays of one call (captured after warm-up on a side stream, as
+    torch.cuda.graphs asks): what a user who captures the call pays per replay. NaN where the call cannot be
+    captured."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+    except Exception as exc:  # noqa: BLE001  a call that cannot be captured has no graph frame
+        print(f"  graph capture failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return float("nan")
+    loop = loop_us(graph.replay)
+    del graph
+    return loop
+
+
 def _least(*values: float) -> float:
     """The least of the values that are numbers (a GPU time is NaN where its spin never covered the host)."""
     return min((v for v in values if v == v), default=float("nan"))
@@ -148,6 +171,7 @@ def measure(kernel, pass_: str, shape, dtype: str) -> dict:
             fn()
             row[f"loop_{name}"] = loop_us(fn)
             row[f"host_{name}"], row[f"gpu_{name}"] = host_and_gpu_us(fn, row[f"loop_{name}"])
+        row["graph_ours"], row["graph_builtin"] = graph_loop_us(ours), graph_loop_us(builtin)
         builtin_out = builtin()
     row["same"] = all(torch.equal(f, p) for f, p in zip(_parts(fast_out), _parts(plain_out), strict=True))
     row["ok"] = max(relative_error(f, b) for f, b in zip(_parts(fast_out), _parts(builtin_out), strict=True)) \
@@ -175,6 +199,78 @@ def empty_rows() -> list[dict]:
     return rows
 
 
+@triton.jit
+def _empty4_kernel(a_ptr, b_ptr, c_ptr, d_ptr, n, m):
+    pass
+
+
+class _NoopNorm(torch.autograd.Function):
+    """A Python autograd Function that launches nothing: forward allocates its output, backward hands dy back."""
+
+    @staticmethod
+    def forward(ctx, x, weight):
+        return torch.empty_like(x)
+
+    @staticmethod
+    def backward(ctx, dy):
+        return dy, None
+
+
+def breakdown_rows() -> list[dict]:
+    """Where a wrapper's host time goes, piece by piece, on 256x256 bf16 (a row-kernel call's parts): allocation,
+    the key, Triton's device and stream lookups, the compiled kernel's launcher alone (4 pointers, 2 integers) and
+    through an entry, a Python autograd Function's fwd+bwd beside torch's own, and each norm's backward alone."""
+    from kernels._norm_bwd import norm_backward
+
+    x = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
+    w = torch.ones(256, device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn_like(x)
+    args4 = (x, x, x, x, 256, 256)
+    ints4 = (x.data_ptr(),) * 4 + (256, 256)
+    compiled = _empty4_kernel[(1,)](*args4)
+    stream = fl._current_stream(0) if fl.raw_launch_reason() is None else None
+    cache4 = fl.LaunchCache("empty4")
+    key4 = fl.spec(x)
+    cache4.launch(key4, _empty4_kernel, (1,), args4, n_head=4)
+    entry4 = cache4.get(key4)
+    leaf, wleaf = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+
+    def noop_fwd_bwd():
+        leaf.grad = wleaf.grad = None
+        _NoopNorm.apply(leaf, wleaf).backward(dy)
+
+    def mul_fwd_bwd():  # torch's autograd on one native op with two inputs
+        leaf.grad = wleaf.grad = None
+        (leaf * wleaf).backward(dy)
+
+    pieces = [("torch.empty_like", lambda: torch.empty_like(x)),
+              ("torch.empty(shape, dtype, device)", lambda: torch.empty((256, 256), dtype=x.dtype, device=x.device)),
+              ("spec(x)", lambda: fl.spec(x)),
+              ("x.data_ptr()", x.data_ptr),
+              ("torch.add 256x256", lambda: torch.add(x, x)),
+              ("entry: 4 pointers, 2 ints", lambda: entry4(x, x, x, x) if entry4 else None),
+              ("kernel[grid]: 4 pointers, 2 ints", lambda: _empty4_kernel[(1,)](*args4)),
+              ("autograd Function, no launch: fwd+bwd", noop_fwd_bwd),
+              ("torch x*w autograd: fwd+bwd", mul_fwd_bwd),
+              ("layernorm backward alone", lambda: norm_backward(x, w, dy, 1e-5, True, True)),
+              ("rmsnorm backward alone", lambda: norm_backward(x, w, dy, 1e-5, False, False))]
+    if stream is not None:
+        pieces += [("triton device + stream lookup", lambda: fl._current_stream(fl._current_device())),
+                   ("launcher alone: 4 pointers, 2 ints",
+                    lambda: compiled.run(1, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None,
+                                         None, *args4)),
+                   ("launcher alone: 4 addresses, 2 ints",
+                    lambda: compiled.run(1, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None,
+                                         None, *ints4))]
+    rows = []
+    for name, fn in pieces:
+        fn()
+        loop = loop_us(fn)
+        host, gpu = host_and_gpu_us(fn, loop)
+        rows.append({"kernel": name, "loop": loop, "host": host, "gpu": gpu})
+    return rows
+
+
 def shapes_of(kernel, args) -> list:
     if args.preset and args.preset != "square":
         from rooflab.shapes import preset_shapes
@@ -186,14 +282,14 @@ def shapes_of(kernel, args) -> list:
 
 
 COLUMNS = ["kernel", "pass", "dtype", "shape", "gpu_ours", "gpu_builtin", "gpu_naive", "loop_ours", "loop_plain",
-           "loop_builtin", "loop_naive", "host_ours", "host_plain", "host_builtin", "host_naive", "over_empty", "best",
-           "gpu_ratio", "loop_ratio", "goal", "fast", "same", "ok"]
+           "loop_builtin", "loop_naive", "host_ours", "host_plain", "host_builtin", "host_naive", "graph_ours",
+           "graph_builtin", "over_empty", "best", "gpu_ratio", "loop_ratio", "goal", "fast", "same", "ok"]
 
 
 def print_table(rows: list[dict], floor: list[dict]) -> None:
     head = (f"{'kernel':<10}{'pass':<8}{'dtype':<9}{'shape':>15} | {'GPU us: ours  best':>18} | "
             f"{'loop us: fast  plain   best':>27} | {'host us: fast  plain  best  -empty':>34} | "
-            f"{'ours/best: GPU loop':>19}  goal fast same ok")
+            f"{'graph us: ours builtin':>22} | {'ours/best: GPU loop':>19}  goal fast same ok")
     print(head)
     print("-" * len(head))
     yes = {True: "yes ", False: "NO  "}
@@ -203,11 +299,12 @@ def print_table(rows: list[dict], floor: list[dict]) -> None:
               f"{r['gpu_ours']:>10.1f}{_least(r['gpu_builtin'], r['gpu_naive']):>8.1f} | "
               f"{r['loop_ours']:>14.1f}{r['loop_plain']:>7.1f}{r['loop_' + best]:>7.1f} | "
               f"{r['host_ours']:>13.1f}{r['host_plain']:>7.1f}{r['host_' + best]:>6.1f}{r['over_empty']:>8.1f} | "
+              f"{r['graph_ours']:>14.1f}{r['graph_builtin']:>8.1f} | "
               f"{r['gpu_ratio']:>14.2f}{r['loop_ratio']:>5.2f}  {'met ' if r['goal'] else 'MISS'} "
               f"{yes[r['fast']]} {yes[r['same']]}{yes[r['ok']].strip()}")
     print()
     for f in floor:
-        print(f"{f['kernel']:<24} loop {f['loop']:6.1f} us   host {f['host']:6.1f} us   GPU {f['gpu']:6.1f} us")
+        print(f"{f['kernel']:<40} loop {f['loop']:6.1f} us   host {f['host']:6.1f} us   GPU {f['gpu']:6.1f} us")
 
 
 def main(argv=None) -> int:
@@ -218,6 +315,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="", help=f"square sizes for every kernel (default {SIZES}, matmul "
                                                 f"{MATMUL_SIZES})")
     ap.add_argument("--preset", default="square", help="a shape preset of rooflab/shapes.py in place of --sizes")
+    ap.add_argument("--breakdown", action="store_true", help="also time the pieces of a call (breakdown_rows)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_host.py needs a CUDA GPU (torch sees none)", file=sys.stderr)
@@ -225,7 +323,7 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}  "
           f"raw launch: {fl.raw_launch_reason() or 'yes'}\n")
     t0 = time.perf_counter()
-    floor = empty_rows()
+    floor = empty_rows() + (breakdown_rows() if args.breakdown else [])
     empty_host = next(f["host"] for f in floor if f["kernel"] == "empty triton (fast)")
     rows = []
     for name in args.kernels.split(","):
