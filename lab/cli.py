@@ -11,7 +11,7 @@ import textwrap
 
 import pandas as pd
 
-from lab import attention, elementwise, floor, inductor, longrows, matmul, rows, timeline, timer
+from lab import attention, elementwise, floor, inductor, launcher, longrows, matmul, rows, timeline, timer
 from lab.common import DTYPES, Run, by_dtype, timed
 
 DEFAULT_SECTIONS = ["gelu", "rows", "matmul", "launch"]
@@ -35,7 +35,8 @@ PER_SIZE_SECTIONS = {
 PROBES_FIRST = {"floor": floor.run_floor, "flush": timer.run_flush}
 PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept": floor.run_intercept,
                "placement": timer.run_placement, "drift": timer.run_drift, "instances": timer.run_instances,
-               "launch": floor.run_launch, "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof,
+               "launch": floor.run_launch, "launcher": launcher.run_launcher,
+               "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof,
                "longrows": longrows.run_longrows, "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
                "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "alignedrows": rows.run_alignedrows,
                "alignedfwd": longrows.run_alignedfwd, "compileframes": inductor.run_compileframes,
@@ -72,6 +73,9 @@ HELP = {
     "drift": "one cell's batch medians over seconds, back to back and after idle gaps",
     "instances": "one cell timed again in one process, with the same or fresh inputs and timer",
     "launch": "host microseconds per call",
+    "launcher": "host microseconds of one launch taken apart, in interleaved rounds: Triton's launcher given tensors "
+                "or addresses, our cache's entry, a C++ launcher (with and without the output allocated in C++), "
+                "torch's allocation and smallest ops",
     "hostprof": "Python-loop microseconds of ours and the builtin, fwd and fwd+bwd, for LayerNorm, RMSNorm and "
                 "softmax at 128 x 4096 bf16, and cProfile's heaviest functions over ours' fwd+bwd",
     "timeline": "per-program global-timer stamps inside one call (bf16 8192^2; writes <out>_timeline.csv too)",
@@ -115,9 +119,11 @@ SUMMARIES_LAST = {
     "floor": floor.floor_summary,
     "launch": floor.launch_summary,
     "hostprof": floor.hostprof_summary,
+    "launcher": launcher.launcher_summary,
 }
 # Kernel names of the probes' rows: not variants of a kernel, so not in the per-kernel tables.
-PROBE_KERNELS = ["launch", "hostprof", "flush", "floor", "placement", "drift", "instance", "intercept", "timeline"]
+PROBE_KERNELS = ["launch", "launcher", "hostprof",
+                 "flush", "floor", "placement", "drift", "instance", "intercept", "timeline"]
 
 
 def listing() -> str:

@@ -1,13 +1,15 @@
 """What one call of our Triton wrappers costs the host, beside torch's and an empty Triton launch (issue 23).
 
-Per kernel, pass, dtype and shape, four frames, each per call, in microseconds:
+Per kernel, pass, dtype and shape, five frames, each per call, in microseconds:
 - GPU: the device time of back-to-back calls, their launches queued behind a spin kernel (torch.cuda._sleep) so no
   host gap enters; L2 warm (the sweep's GPU time flushes it: at medium sizes read the ratio, not the value);
 - loop: a Python loop of calls, synchronised at its end: what the sweep's loop_ms measures, max(host, GPU);
 - host: the time to issue one call while the GPU is still spinning (nothing waits on the device);
 - over empty: our host time less an empty @triton.jit kernel's launched through the same cache;
 - graph: a Python loop of CUDA-graph replays of one captured call (ours and the builtin's): the frame of a user who
-  captures the call (--breakdown adds the pieces a call's host time is made of).
+  captures the call. (The pieces a call's host time is made of: python -m lab launcher hostprof.)
+Loop and host times interleave ours, the builtin and the naive expression in ROUNDS rounds and take each one's median:
+one host's load drifts by tens of percent within a minute.
 Ours runs twice: through the launch cache (kernels/_fastlaunch.py, "fast") and through Triton's dispatch as before it
 ("plain", under _fastlaunch.disabled()). "best" is the faster of the builtin and the naive PyTorch expression. The
 goal (issue 23), against the builtin: ours / builtin loop time <= 1.1 where the builtin's GPU time is >= 10 us, else
@@ -45,6 +47,7 @@ SIZES = (256, 2048)
 MATMUL_SIZES = (256, 1024, 4096)  # 4096^3 >= TMA_MIN_MNK: the TMA path
 TOLERANCE = {"float32": 1e-3, "tf32": 5e-3, "bfloat16": 3e-2, "float16": 5e-3}  # ours vs the builtin, relative norm
 GOAL_RATIO, GOAL_MIN_GPU_US = 1.1, 10.0
+ROUNDS = 5  # interleaved rounds of ours, the builtin and the naive expression
 CYCLES_PER_US = 2000  # torch.cuda._sleep spins for clock cycles: ~2 GHz (H200 boost 1.98 GHz)
 
 
@@ -137,6 +140,12 @@ def graph_loop_us(fn) -> float:
     return loop
 
 
+def _median(values: list) -> float:
+    """The median of the values that are numbers (NaN where none is)."""
+    numbers = [v for v in values if v == v]
+    return statistics.median(numbers) if numbers else float("nan")
+
+
 def _least(*values: float) -> float:
     """The least of the values that are numbers (a GPU time is NaN where its spin never covered the host)."""
     return min((v for v in values if v == v), default=float("nan"))
@@ -164,13 +173,18 @@ def measure(kernel, pass_: str, shape, dtype: str) -> dict:
             row["host_plain"], _ = host_and_gpu_us(ours, row["loop_plain"])
         fast_out = ours()  # the first call of the key: kept
         misses = fl.total_misses()
-        row["loop_ours"] = loop_us(ours)
-        row["host_ours"], row["gpu_ours"] = host_and_gpu_us(ours, row["loop_ours"])
-        row["fast"] = fl.total_misses() == misses and fl.raw_launch_reason() is None and fl.hooks_idle()
-        for name, fn in (("builtin", builtin), ("naive", naive)):
+        timed = {"ours": ours, "builtin": builtin, "naive": naive}
+        for name, fn in timed.items():
             fn()
-            row[f"loop_{name}"] = loop_us(fn)
-            row[f"host_{name}"], row[f"gpu_{name}"] = host_and_gpu_us(fn, row[f"loop_{name}"])
+        samples = {f"{frame}_{name}": [] for name in timed for frame in ("loop", "host", "gpu")}
+        for _ in range(ROUNDS):
+            for name, fn in timed.items():
+                loop = loop_us(fn, reps=1)
+                host, gpu = host_and_gpu_us(fn, loop, reps=1)
+                for frame, value in (("loop", loop), ("host", host), ("gpu", gpu)):
+                    samples[f"{frame}_{name}"].append(value)
+        row.update({k: _median(v) for k, v in samples.items()})
+        row["fast"] = fl.total_misses() == misses and fl.raw_launch_reason() is None and fl.hooks_idle()
         row["graph_ours"], row["graph_builtin"] = graph_loop_us(ours), graph_loop_us(builtin)
         builtin_out = builtin()
     row["same"] = all(torch.equal(f, p) for f, p in zip(_parts(fast_out), _parts(plain_out), strict=True))
@@ -192,78 +206,6 @@ def empty_rows() -> list[dict]:
     for name, fn in (("empty triton (plain)", lambda: _empty_kernel[(1,)](x)),
                      ("empty triton (fast)", lambda: empty_launch(x)),
                      ("torch.add, 1 element", lambda: torch.add(x, y))):
-        fn()
-        loop = loop_us(fn)
-        host, gpu = host_and_gpu_us(fn, loop)
-        rows.append({"kernel": name, "loop": loop, "host": host, "gpu": gpu})
-    return rows
-
-
-@triton.jit
-def _empty4_kernel(a_ptr, b_ptr, c_ptr, d_ptr, n, m):
-    pass
-
-
-class _NoopNorm(torch.autograd.Function):
-    """A Python autograd Function that launches nothing: forward allocates its output, backward hands dy back."""
-
-    @staticmethod
-    def forward(ctx, x, weight):
-        return torch.empty_like(x)
-
-    @staticmethod
-    def backward(ctx, dy):
-        return dy, None
-
-
-def breakdown_rows() -> list[dict]:
-    """Where a wrapper's host time goes, piece by piece, on 256x256 bf16 (a row-kernel call's parts): allocation,
-    the key, Triton's device and stream lookups, the compiled kernel's launcher alone (4 pointers, 2 integers) and
-    through an entry, a Python autograd Function's fwd+bwd beside torch's own, and each norm's backward alone."""
-    from kernels._norm_bwd import norm_backward
-
-    x = torch.randn(256, 256, device="cuda", dtype=torch.bfloat16)
-    w = torch.ones(256, device="cuda", dtype=torch.bfloat16)
-    dy = torch.randn_like(x)
-    args4 = (x, x, x, x, 256, 256)
-    ints4 = (x.data_ptr(),) * 4 + (256, 256)
-    compiled = _empty4_kernel[(1,)](*args4)
-    stream = fl._current_stream(0) if fl.raw_launch_reason() is None else None
-    cache4 = fl.LaunchCache("empty4")
-    key4 = fl.spec(x)
-    cache4.launch(key4, _empty4_kernel, (1,), args4, n_head=4)
-    entry4 = cache4.get(key4)
-    leaf, wleaf = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
-
-    def noop_fwd_bwd():
-        leaf.grad = wleaf.grad = None
-        _NoopNorm.apply(leaf, wleaf).backward(dy)
-
-    def mul_fwd_bwd():  # torch's autograd on one native op with two inputs
-        leaf.grad = wleaf.grad = None
-        (leaf * wleaf).backward(dy)
-
-    pieces = [("torch.empty_like", lambda: torch.empty_like(x)),
-              ("torch.empty(shape, dtype, device)", lambda: torch.empty((256, 256), dtype=x.dtype, device=x.device)),
-              ("spec(x)", lambda: fl.spec(x)),
-              ("x.data_ptr()", x.data_ptr),
-              ("torch.add 256x256", lambda: torch.add(x, x)),
-              ("entry: 4 pointers, 2 ints", lambda: entry4(x, x, x, x) if entry4 else None),
-              ("kernel[grid]: 4 pointers, 2 ints", lambda: _empty4_kernel[(1,)](*args4)),
-              ("autograd Function, no launch: fwd+bwd", noop_fwd_bwd),
-              ("torch x*w autograd: fwd+bwd", mul_fwd_bwd),
-              ("layernorm backward alone", lambda: norm_backward(x, w, dy, 1e-5, True, True)),
-              ("rmsnorm backward alone", lambda: norm_backward(x, w, dy, 1e-5, False, False))]
-    if stream is not None:
-        pieces += [("triton device + stream lookup", lambda: fl._current_stream(fl._current_device())),
-                   ("launcher alone: 4 pointers, 2 ints",
-                    lambda: compiled.run(1, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None,
-                                         None, *args4)),
-                   ("launcher alone: 4 addresses, 2 ints",
-                    lambda: compiled.run(1, 1, 1, stream, compiled.function, compiled.packed_metadata, None, None,
-                                         None, *ints4))]
-    rows = []
-    for name, fn in pieces:
         fn()
         loop = loop_us(fn)
         host, gpu = host_and_gpu_us(fn, loop)
@@ -315,7 +257,6 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="", help=f"square sizes for every kernel (default {SIZES}, matmul "
                                                 f"{MATMUL_SIZES})")
     ap.add_argument("--preset", default="square", help="a shape preset of rooflab/shapes.py in place of --sizes")
-    ap.add_argument("--breakdown", action="store_true", help="also time the pieces of a call (breakdown_rows)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("bench_host.py needs a CUDA GPU (torch sees none)", file=sys.stderr)
@@ -323,7 +264,7 @@ def main(argv=None) -> int:
     print(f"{torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}  "
           f"raw launch: {fl.raw_launch_reason() or 'yes'}\n")
     t0 = time.perf_counter()
-    floor = empty_rows() + (breakdown_rows() if args.breakdown else [])
+    floor = empty_rows()
     empty_host = next(f["host"] for f in floor if f["kernel"] == "empty triton (fast)")
     rows = []
     for name in args.kernels.split(","):
