@@ -3,10 +3,9 @@
 kernel[grid](...) binds, specialises and hashes every argument at each call: 12.5-15 us a call on the H200 (triton
 3.6), against 5.6 us for the compiled kernel's launcher and 6.9 us for torch.add. A wrapper keys each call; the
 key's first call launches through kernel[grid] and the cache keeps its CompiledKernel, grid, integers and constexprs;
-later calls skip the wrapper's checks and call the launcher with each tensor's address (_Entry). A key must decide
-Triton's specialisation: each pointer's dtype and data_ptr() % 16 == 0 (a kernel compiled for an aligned pointer
-moves 16-byte vectors: on a tensor sliced one element in, a silent wrong answer), each integer's width, == 1 and
-% 16 == 0, every constexpr. So
+later calls skip the wrapper's checks and call the launcher (_Entry). A key must decide Triton's specialisation:
+each pointer's dtype and data_ptr() % 16 == 0 (a kernel compiled for an aligned pointer moves 16-byte vectors: on a
+tensor sliced one element in, a silent wrong answer), each integer's width, == 1 and % 16 == 0, every constexpr. So
 it holds spec() of each input and the wrapper's options; the integers follow from it and are replayed from the first
 call, the per-call head is tensors (their alignment keyed) and floats (never specialised), and fresh outputs are
 aligned (torch's allocators: >= 256 bytes). Where the raw launch cannot be trusted, Triton's dispatch runs instead.
@@ -34,7 +33,6 @@ _raw_state: dict = {}  # "reason": None where the raw launch can be used, else w
 # Triton's pieces an entry reads at each raw launch, set where the raw launch can be used (module globals: cheap)
 _runtime = _HookChain = _current_device = _current_stream = None
 _stand_in = None  # the stand-in CompiledKernel of standing_in()
-_data_ptr = torch.Tensor.data_ptr
 
 
 def spec(t: torch.Tensor) -> tuple:
@@ -99,17 +97,12 @@ class _Entry:
     grid, integers and constexprs and this call's head."""
 
     __slots__ = ("kernel", "grid", "args", "kwargs", "run", "raw_grid", "function", "packed", "tail", "device",
-                 "jit_dict", "pointers", "extra")  # extra: what the wrapper keeps beside the launch (matmul: its TMA
-    # descriptors). pointers: True where the head is tensors alone, else one flag a head argument (True: a tensor)
+                 "jit_dict", "extra")  # extra: what the wrapper keeps beside the launch (matmul: its TMA descriptors)
 
     def __call__(self, *head):
         if self.run is not None and "run" not in self.jit_dict and _current_device() == self.device and hooks_idle():
-            # each tensor as its address: the launcher takes an int as it is, and asks the driver about a tensor's
-            # (cuPointerGetAttribute, a driver call per pointer); the key already holds each tensor's device
-            pointers = self.pointers
             self.run(*self.raw_grid, _current_stream(self.device), self.function, self.packed, None, None, None,
-                     *(map(_data_ptr, head) if pointers is True else
-                       (h.data_ptr() if is_tensor else h for h, is_tensor in zip(head, pointers))), *self.tail)
+                     *head, *self.tail)
         else:  # Triton's own dispatch, as the first call launched (its grid a function of the config an autotuner
             self.kernel[self.grid](*head, *self.args, **self.kwargs)  # picks, which may differ), with this head
 
@@ -196,8 +189,6 @@ def _entry(kernel, grid, args: tuple, kwargs: dict, n_head: int, compiled) -> _E
     entry.raw_grid = (*launched, *(1,) * (3 - len(launched)))
     entry.tail = tuple(bound[n_head:])
     entry.function, entry.packed = compiled.function, compiled.packed_metadata
-    flags = tuple(isinstance(value, torch.Tensor) for value in args[:n_head])
-    entry.pointers = True if all(flags) else flags
     entry.device, entry.jit_dict = _current_device(), jit.__dict__
     entry.run = compiled.run  # last: a half-built entry never launches raw
     return entry
