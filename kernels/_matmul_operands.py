@@ -18,10 +18,11 @@ def input_precision_for(dtype: torch.dtype) -> str:
 
 
 def tma_ok(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """TMA needs a unit last stride and 16-byte aligned base addresses and row strides (and Hopper or newer)."""
+    """TMA needs a unit last stride and 16-byte aligned base addresses and row strides (and Hopper or newer); B may
+    be K-major (its transpose row-major: the TF32 copy, a linear layer's weight.t())."""
     if a.device.type == "cuda" and device_capability(a.device)[0] < 9:
         return False
-    for t in (a, b):
+    for t in (a, b if b.stride(1) == 1 else b.t()):
         e = t.element_size()
         if t.stride(1) != 1 or (t.stride(0) * e) % 16 or t.data_ptr() % 16:
             return False

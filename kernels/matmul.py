@@ -90,6 +90,7 @@ def _matmul_tma_kernel(
     IN_DTYPE: tl.constexpr,  # the operands' dtype, for the autotuner's key: descriptors are not tensors to it
     INPUT_PRECISION: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    B_KMAJOR: tl.constexpr = False,  # b_desc over B's K-major copy (N x K rows): what Hopper's TF32 MMA reads
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -107,7 +108,10 @@ def _matmul_tma_kernel(
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
             a = a_desc.load([off_m, ki * BLOCK_K])
-            b = b_desc.load([ki * BLOCK_K, off_n])
+            if B_KMAJOR:
+                b = b_desc.load([off_n, ki * BLOCK_K]).T
+            else:
+                b = b_desc.load([ki * BLOCK_K, off_n])
             if DOT_IN_FP32:
                 a = a.to(tl.float32)
                 b = b.to(tl.float32)
@@ -168,21 +172,24 @@ def _prune_configs(configs, named_args, **kwargs):
 def get_tma_configs() -> list[triton.Config]:
     """Tiles for the TMA kernel; the pre-hook gives each descriptor its block shape for the config being run."""
     # The tiles the reference chose (128x256 for 16-bit, 128x64 for TF32, 64x64 for IEEE fp32) and 128x128.
-    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 64, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)],
-                    pre_hook=_set_block_shapes)
+    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 64, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4),
+                     (128, 128, 32, 8, 3, 4), (128, 256, 32, 8, 3, 8)], pre_hook=_set_block_shapes)
 
 
 def _set_block_shapes(nargs):
     bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
     nargs["a_desc"].block_shape = [bm, bk]
-    nargs["b_desc"].block_shape = [bk, bn]
+    nargs["b_desc"].block_shape = [bn, bk] if nargs.get("B_KMAJOR") else [bk, bn]
     nargs["c_desc"].block_shape = [bm, bn]
 
 
 def _prune_tma_configs(configs, named_args, **kwargs):
     element_size = named_args["c_desc"].base.element_size()
     ieee = kwargs.get("INPUT_PRECISION") == "ieee"
-    return [c for c in configs if _fits(c, element_size, ieee, epilogue=True)] or configs[-1:]
+    tf32 = kwargs.get("INPUT_PRECISION") == "tf32" and element_size == 4
+    return [c for c in configs if _fits(c, element_size, ieee, epilogue=True)
+            and (tf32 or (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) not in TF32_TILES)] \
+        or configs[-1:]
 
 
 _matmul_kernel_autotuned = triton.autotune(
@@ -197,7 +204,7 @@ _matmul_kernel_autotuned = triton.autotune(
 _matmul_tma_autotuned = triton.autotune(
     configs=autotune_configs(get_tma_configs()),
     # IN_DTYPE: without it float32's pruned tile was reused for bfloat16 (433 instead of 780 TFLOP/s at 8192)
-    key=["M", "N", "K", "IN_DTYPE", "INPUT_PRECISION"],
+    key=["M", "N", "K", "IN_DTYPE", "INPUT_PRECISION", "B_KMAJOR"],
     prune_configs_by={"early_config_prune": _prune_tma_configs},
     do_bench=autotune_bench,
 )(_matmul_tma_kernel)
@@ -232,15 +239,16 @@ def _launch_tma(a, b, c, activation: str, config: dict | None, key=None) -> None
     M, K = a.shape
     N = b.shape[1]
     dummy = [1, 1]  # the real block shapes are set per config by _set_block_shapes
+    k_major = b.stride(1) != 1  # tma_ok: then B's transpose has the unit last stride
     a_desc = TensorDescriptor.from_tensor(a, dummy)
-    b_desc = TensorDescriptor.from_tensor(b, dummy)
+    b_desc = TensorDescriptor.from_tensor(b.t() if k_major else b, dummy)  # a kept launch re-bases it on b: one address
     c_desc = TensorDescriptor.from_tensor(c, dummy)
     programs = _num_programs(a.device)
 
     def grid(META):
         return (min(programs, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
 
-    common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), NUM_PROGRAMS=programs,
+    common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), NUM_PROGRAMS=programs, B_KMAJOR=k_major,
                   IN_DTYPE=str(a.dtype).removeprefix("torch."), INPUT_PRECISION=input_precision_for(a.dtype))
     if config is None:
         kept = _LAUNCHES.launch(key, _matmul_tma_autotuned, grid, (a_desc, b_desc, c_desc, M, N, K), common, n_head=3)
@@ -251,7 +259,7 @@ def _launch_tma(a, b, c, activation: str, config: dict | None, key=None) -> None
     else:
         meta = dict(config)
         launch = {k: meta.pop(k) for k in ("num_warps", "num_stages") if k in meta}
-        _set_block_shapes({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, **meta})
+        _set_block_shapes({"a_desc": a_desc, "b_desc": b_desc, "c_desc": c_desc, "B_KMAJOR": k_major, **meta})
         _matmul_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, **common, **meta, **launch)
 
 

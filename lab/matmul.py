@@ -11,10 +11,13 @@ def matmul_variants(n, dtype):
 
     a = torch.randn(n, n, device="cuda").to(dtype)
     b = torch.randn(n, n, device="cuda").to(dtype)
+    b_k = b.t().contiguous().t()  # the same B stored K-major (a linear layer's weight.t())
     return {"builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)),
             "cuBLAS mm alone": lambda: torch.mm(a, b),
             "triton pointer (autotuned)": lambda: mm.matmul_triton(a, b, method="pointer"),
-            "triton tma persistent (autotuned)": lambda: mm.matmul_triton(a, b, method="tma")}
+            "triton tma persistent (autotuned)": lambda: mm.matmul_triton(a, b, method="tma"),
+            "triton tma persistent, B K-major (autotuned)": lambda: mm.matmul_triton(a, b_k, method="tma"),
+            "cuBLAS mm alone, B K-major": lambda: torch.mm(a, b_k)}
 
 
 def run_matmul(run):
@@ -37,8 +40,8 @@ TF32_TILES = [(128, 128, 32, 3, 4), (128, 128, 32, 4, 8), (128, 256, 32, 3, 8), 
 
 
 def run_tf32(run):
-    """TF32 (float32 operands, torch's TF32 switch on): cuBLAS, ours autotuned, ours on B stored K-major, and ours at
-    each of TF32_TILES on the pointer and the TMA kernel, at every --matmul-n."""
+    """TF32 (float32 operands, torch's TF32 switch on): cuBLAS, ours autotuned, ours on B stored K-major (pointer and
+    TMA kernels), and ours at each of TF32_TILES on the pointer and the TMA kernel, at every --matmul-n."""
     from kernels import matmul as mm
     from rooflab.kernel import math_mode
 
@@ -55,10 +58,13 @@ def run_tf32(run):
                         "pointer auto, B K-major (product alone)":
                             lambda: mm.matmul_triton(a, bk_major, method="pointer"),
                         "pointer auto, B transposed + product":
-                            lambda: mm.matmul_triton(a, b.t().contiguous().t(), method="pointer")}
+                            lambda: mm.matmul_triton(a, b.t().contiguous().t(), method="pointer"),
+                        "tma auto, B K-major (product alone)": lambda: mm.matmul_triton(a, bk_major, method="tma"),
+                        "cuBLAS mm alone": lambda: torch.mm(a, b)}
             for t in TF32_TILES[:3]:
-                variants[f"pointer {t[0]}x{t[1]}x{t[2]} s{t[3]} w{t[4]}, B K-major"] = \
-                    lambda c=tile(*t): mm.matmul_triton(a, bk_major, config=c, method="pointer")
+                for method in ("pointer", "tma"):
+                    variants[f"{method} {t[0]}x{t[1]}x{t[2]} s{t[3]} w{t[4]}, B K-major"] = \
+                        lambda c=tile(*t), m=method: mm.matmul_triton(a, bk_major, config=c, method=m)
             for t in TF32_TILES:
                 for method in ("pointer", "tma"):
                     variants[f"{method} {t[0]}x{t[1]}x{t[2]} s{t[3]} w{t[4]}"] = \

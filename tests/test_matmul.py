@@ -242,6 +242,20 @@ def test_tma_persistent_matches_float64(m, n, k, dtype, atol, rtol, config):
     torch.testing.assert_close(c.to(torch.float64), _ref(a, b, relu=False), atol=atol, rtol=rtol)
 
 
+@pytest.mark.parametrize("config", [None, TMA_SMALL], ids=["autotune-first", "small-tiles"])
+@pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=lambda v: str(v).replace("torch.", ""))
+def test_tma_on_a_k_major_b_matches_float64(dtype, atol, rtol, config):
+    """B stored K-major (TF32's copy, a linear layer's weight.t()): the descriptor is over its transpose and each
+    tile is transposed back after the load."""
+    a, b = _operands(100, 72, 40, dtype, seed=3)
+    b_k = b.t().contiguous().t()
+    assert b_k.stride() == (1, 40) and mm.tma_ok(a, b_k)
+    c = mm.matmul_triton(a, b_k, config=config, method="tma")
+    torch.testing.assert_close(c.to(torch.float64), _ref(a, b), atol=atol, rtol=rtol)
+    c2 = mm.matmul_triton(a, b_k.clone(memory_format=torch.preserve_format), config=config, method="tma")
+    torch.testing.assert_close(c2, c)  # a kept launch (config None) on another K-major B of the key
+
+
 def test_tma_needs_aligned_rows_and_auto_falls_back():
     a, b = _operands(17, 33, 65, torch.bfloat16)  # 65 * 2 B rows: not 16-byte aligned
     assert not mm.tma_ok(a, b)
