@@ -20,7 +20,7 @@ from kernels import _norm_bwd_long as long_rows
 from kernels._fastlaunch import LaunchCache, spec
 from kernels._rows import row_align, row_launch_params
 from rooflab.kernel import vjp_keeping_output
-from rooflab.triton_utils import multiprocessor_count
+from rooflab.triton_utils import gdc_launch_dependents, gdc_wait, multiprocessor_count, pdl_ok
 
 # Programs a SM: ELEMENTS_PER_SM // a program's tile, at most PROGRAMS_PER_SM (bf16 4096 x 8192 backward alone: 1
 # program a SM 88 us, 2 92, 4 99; 4096 x 4096: 2 45, 4 47, 1 66; 1024^2: 4 12.6, 2 13.4; normbwd_s21.csv)
@@ -52,13 +52,19 @@ PREFETCH_WARPS = 8
 # The reduction's tile: up to 8192 fp32 partials a step (32 a thread at 8 warps), at least 64 columns a program
 # where there are that many, at most 256 partial rows (a few steps over 528 programs' partials)
 REDUCE_TILE, REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS = 8192, 64, 256, 8
+# Held rows' backward and its reduction launched as programmatic dependents (rooflab.triton_utils.pdl_ok): each may
+# start while the kernel before it ends (lab pdl)
+PDL = False
 
 
 @triton.jit
 def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, part_ptr, n_rows, n_cols, eps,
                      ROWS_PER_PROGRAM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_SIZE: tl.constexpr,
                      CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr, ALIGN: tl.constexpr = 1,
-                     PREFETCH: tl.constexpr = False):
+                     PREFETCH: tl.constexpr = False, PDL: tl.constexpr = False):
+    if PDL:  # the kernel before (the forward) has written x's neighbours: wait for it, then let the reduction start
+        gdc_wait()
+        gdc_launch_dependents()
     # A program walks its ROWS_PER_PROGRAM rows BLOCK_M at a time (short rows packed: one (BLOCK_M, BLOCK_SIZE)
     # tile, reduced along its columns); ALIGN divides n_cols (row_align), so rows start on 16-byte vectors.
     # part[0, program] takes its partial dweight, part[1, program] its partial dbias.
@@ -111,7 +117,9 @@ def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, part_ptr, n_rows, n_cols, eps
 
 @triton.jit
 def _norm_bwd_reduce_kernel(part_ptr, out_ptr, n_parts, n_cols, out_stride, BLOCK_P: tl.constexpr,
-                            BLOCK_N: tl.constexpr):
+                            BLOCK_N: tl.constexpr, PDL: tl.constexpr = False):
+    if PDL:  # the partials are the kernel before's
+        gdc_wait()
     # Stage two: columns pid(0) of partial pid(1) (dweight, dbias) summed over its n_parts rows in fp32 and stored
     # in the weight's dtype, row pid(1) of out (rows out_stride apart): one launch where torch took a sum and a cast
     # of each.
@@ -171,7 +179,7 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
         launched.append(_LAUNCHES.launch(
             ("held", key), _norm_bwd_kernel, (n_parts,), (x2, weight, dy2, dx, parts, n_rows, n_cols, eps),
             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
-                 HAS_BIAS=has_bias, ALIGN=align, PREFETCH=prefetch,
+                 HAS_BIAS=has_bias, ALIGN=align, PREFETCH=prefetch, **_pdl(x2),
                  num_warps=min(warps, PREFETCH_WARPS) if prefetch else warps), n_head=5))
     elif ALIGNED_LONG and align * x2.element_size() != 16:
         n_parts, parts = _aligned_tiles(plan, launched, key, x2, weight, dy2, dx, eps, centre, has_bias, tile, sms)
@@ -199,7 +207,7 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
     launched.append(_LAUNCHES.launch(
         ("reduce", key), _norm_bwd_reduce_kernel, (triton.cdiv(n_cols, block_n), 1 + has_bias),
         (parts, out, n_parts, n_cols, out.stride(0) if has_bias else 0),
-        dict(BLOCK_P=block_p, BLOCK_N=block_n, num_warps=REDUCE_WARPS), n_head=2))
+        dict(BLOCK_P=block_p, BLOCK_N=block_n, num_warps=REDUCE_WARPS, **_pdl(x2)), n_head=2))
     if None not in launched:
         plan.launches = launched
         _LAUNCHES.keep(key, plan)
@@ -230,6 +238,12 @@ def _aligned_tiles(plan, launched, key, x2, weight, dy2, dx, eps, centre, has_bi
         dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles),
              CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=warps), n_head=6))
     return n_parts, parts
+
+
+def _pdl(x: torch.Tensor) -> dict:
+    """The launch options of a kernel launched as a programmatic dependent where PDL asks and the device can."""
+    pdl = PDL and pdl_ok(x.device)
+    return {"PDL": True, "launch_pdl": True} if pdl else {}
 
 
 def _per_sm(tile_elements: int) -> int:
@@ -263,7 +277,7 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
            HELD_MAX_COLS, LONG_TILE, TILE_PREFETCH, ALIGNED_LONG, HELD_WARPS, UNALIGNED_WIDE_COLS, PREFETCH_ROW_BYTES,
            PREFETCH_UNALIGNED, PREFETCH_WARPS, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE,
-           REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS)
+           REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS, PDL)
     plan = _LAUNCHES.get(key)
     if plan is not None:
         dx, out = plan(x2, weight_c, dy2)

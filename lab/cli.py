@@ -38,7 +38,8 @@ PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept"
                "launch": floor.run_launch, "launcher": launcher.run_launcher,
                "unaligned": rows.run_unaligned, "hostprof": floor.run_hostprof,
                "longrows": longrows.run_longrows, "longfwd": longrows.run_longfwd, "normbwd": longrows.run_normbwd,
-               "longbwd": longrows.run_longbwd, "splitrows": rows.run_splitrows, "alignedrows": rows.run_alignedrows,
+               "longbwd": longrows.run_longbwd, "pdl": longrows.run_pdl,
+               "splitrows": rows.run_splitrows, "alignedrows": rows.run_alignedrows,
                "alignedfwd": longrows.run_alignedfwd, "compileframes": inductor.run_compileframes,
                "attention": attention.run_attention, "attntiles": attention.run_attntiles,
                "attnws": attention.run_attnws, "attnbwd": attention.run_attnbwd,
@@ -106,6 +107,8 @@ HELP = {
     "attnahead": "attention's TMA tiles with the next tile's Q K^T issued before this tile's softmax (QK_AHEAD), "
                  "and without, beside cuDNN",
     "attnws": "attention's TMA tiles with warp specialisation (tl.range(warp_specialize=True)); run on its own",
+    "pdl": "the norms' fwd+bwd and backward alone with the held rows' backward and its reduction launched as "
+           "programmatic dependents (launch_pdl) and without, interleaved, beside the builtin and torch.compile",
     "longbwd": "the norms' long-row backward alone (rows of 11008-333333 columns) in column tiles: the next row "
                "loaded ahead, tiles, beside the fwd+bwd of ours, the builtin and torch.compile",
 }

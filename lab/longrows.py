@@ -207,6 +207,26 @@ def run_longfwd(run):
     _run(run, LONG_SHAPES, (("fwd", fwd_variants),))
 
 
+PDL_SHAPES = ((128, 4096), (8192, 8192), (500000, 100))
+
+
+def pdl_variants(name, rows, cols, dtype, device="cuda"):
+    """{variant: fn}: the norm's fwd+bwd and its backward alone with the held rows' backward and its reduction
+    launched as programmatic dependents (_norm_bwd.PDL) and without, interleaved three times, beside the builtin and
+    torch.compile."""
+    from lab.common import interleaved
+
+    out, bwd = _bwd_alone(name, rows, cols, dtype, device)
+    kinds = {f"{label}, PDL {'on' if flag else 'off'}": swapped(_norm_bwd, fn, PDL=flag)
+             for label, fn in (("ours", out["ours (default)"]), ("bwd alone", bwd)) for flag in (False, True)}
+    return checked_against_builtin({"builtin": out["builtin"], "compile": out["compile"], **interleaved(kinds)},
+                                   dtype, f"{name} pdl")
+
+
+def run_pdl(run):
+    _run(run, PDL_SHAPES, (("fwd+bwd", pdl_variants),))
+
+
 def run_normbwd(run):
     _run(run, BWD_SHAPES, (("bwd", bwd_variants),))
 

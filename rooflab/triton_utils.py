@@ -55,3 +55,24 @@ def check_device(*tensors) -> None:
         if (t.device.type == "cpu") != want_cpu:
             where = "CPU tensors (TRITON_INTERPRET=1 is set)" if want_cpu else "CUDA tensors"
             raise ValueError(f"Triton kernel needs {where}; got a tensor on {t.device}")
+
+
+# Programmatic dependent launch (Hopper and newer): a kernel launched with launch_pdl=True may start while the one
+# before it on the stream finishes; gdc_wait() in it blocks until that one's writes are visible, and
+# gdc_launch_dependents() in the one before lets it start. Triton's own inline PTX; no-ops where this Triton has none.
+try:
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait  # noqa: F401
+except ImportError:  # pragma: no cover  an older Triton
+    @triton.jit
+    def gdc_wait():
+        pass
+
+    @triton.jit
+    def gdc_launch_dependents():
+        pass
+
+
+def pdl_ok(device: torch.device) -> bool:
+    """Whether kernels on ``device`` may be launched with launch_pdl=True: a Hopper or newer GPU, not the interpreter
+    (which runs no inline PTX)."""
+    return device.type == "cuda" and not interpreting() and device_capability(device)[0] >= 9
