@@ -60,30 +60,6 @@ def _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAG
 
 
 @triton.jit
-def _softmax_pv(acc, l_i, m_i, qk, v, qk_scale):
-    """An unmasked tile's step from its logits: _online_step's, the Q K^T already done."""
-    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
-    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-    return acc, l_i * alpha + tl.sum(p, 1), m_new
-
-
-@triton.jit
-def _fwd_tiles_ahead(acc, l_i, m_i, q, desc_k, desc_v, row0, qk_scale, lo, hi, BLOCK_N: tl.constexpr):
-    """Whole unmasked tiles [lo, hi) with the next tile's Q K^T issued before this tile's softmax, so the MMA may
-    run under the softmax (FlashAttention-3's overlap within a warpgroup, by hand; QK_AHEAD)."""
-    if hi > lo:
-        qk = tl.dot(q, tl.trans(desc_k.load([row0 + lo, 0])))
-        for start_n in tl.range(lo, hi - BLOCK_N, BLOCK_N):
-            qk_next = tl.dot(q, tl.trans(desc_k.load([row0 + start_n + BLOCK_N, 0])))
-            acc, l_i, m_i = _softmax_pv(acc, l_i, m_i, qk, desc_v.load([row0 + start_n, 0]), qk_scale)
-            qk = qk_next
-        acc, l_i, m_i = _softmax_pv(acc, l_i, m_i, qk, desc_v.load([row0 + hi - BLOCK_N, 0]), qk_scale)
-    return acc, l_i, m_i
-
-
-@triton.jit
 def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_len, qk_scale, lo, hi,
                BLOCK_N: tl.constexpr, DIAGONAL: tl.constexpr, EVEN: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
@@ -142,8 +118,7 @@ def _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_s
 @triton.jit
 def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, seq_len, qk_scale, HEAD_DIM: tl.constexpr,
                          CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr,
-                         WARP_SPECIALIZE: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = HEAVY_FIRST,
-                         QK_AHEAD: tl.constexpr = False):
+                         WARP_SPECIALIZE: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = HEAVY_FIRST):
     """Q, K, V and O as (batch * heads * seq, head_dim) row tables. A tile past a head's end reads the next head's
     rows (the last head's: zeros), masked as keys; not EVEN, O is stored through a row mask, not the descriptor.
     HEAVY_FIRST: each head's query tiles run last to first (grid axis 0 is dispatched first): causal, a head's
@@ -157,20 +132,14 @@ def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, seq_len
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
     if CAUSAL:  # left of the diagonal whole tiles of real keys; the diagonal masked, stopping at the head's end
-        if QK_AHEAD:
-            acc, l_i, m_i = _fwd_tiles_ahead(acc, l_i, m_i, q, desc_k, desc_v, row0, qk_scale, 0, start_m, BLOCK_N)
-        else:
-            acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
-                                           start_m, BLOCK_N, False, True, WARP_SPECIALIZE)
+        acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
+                                       start_m, BLOCK_N, False, True, WARP_SPECIALIZE)
         acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, start_m,
                                        tl.minimum(start_m + BLOCK_M, seq_len), BLOCK_N, True, EVEN, False)
     else:  # whole key tiles unmasked, then the last, partial one masked
         whole = seq_len // BLOCK_N * BLOCK_N
-        if QK_AHEAD:
-            acc, l_i, m_i = _fwd_tiles_ahead(acc, l_i, m_i, q, desc_k, desc_v, row0, qk_scale, 0, whole, BLOCK_N)
-        else:
-            acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
-                                           whole, BLOCK_N, False, True, WARP_SPECIALIZE)
+        acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
+                                       whole, BLOCK_N, False, True, WARP_SPECIALIZE)
         if not EVEN:
             acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale,
                                            whole, seq_len, BLOCK_N, False, False, False)

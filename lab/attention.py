@@ -2,9 +2,8 @@
 dims 64 and 128; every variant checked against float64 on the first and last four heads first. Sections: attention
 (the default, each kernel autotuned, and each of their tiles, the TMA ones also in program order, beside SDPA's
 cuDNN and flash backends), attntiles (the TMA kernel at every tile of the tutorial's Hopper space), attnws (those
-tiles with warp specialisation; run it on its own: a compiler crash there ends its process), attnbwd (the
-backward's tiles) and attnahead (each TMA tile with the next tile's Q K^T issued before the softmax, QK_AHEAD, and
-without)."""
+tiles with warp specialisation; run it on its own: a compiler crash there ends its process) and attnbwd (the
+backward's tiles)."""
 import itertools
 
 import torch
@@ -47,13 +46,6 @@ def attention_variants(shape, causal, dtype, section="attention", device="cuda")
         for m, n, w, s in at.TMA_TILES:  # the default order (heavy tiles first) and program order
             for label, extra in (("", {}), (" in order", {"HEAVY_FIRST": False})):
                 variants[f"tma {m}x{n} w{w} s{s}{label}"] = ours("tma", _tile(m, n, w, s, **extra))
-    elif section == "attnahead":  # each TMA tile with the next Q K^T issued before the softmax, and without
-        variants = {"builtin cuDNN": sdpa("cudnn"), "triton (default)": ours("auto")}
-        for m, n, w, s in [*at.TMA_TILES, (128, 128, 8, 2), (128, 64, 8, 3), (128, 128, 8, 4)]:
-            if n <= shape[-1]:
-                for ahead in (False, True):
-                    variants[f"tma {m}x{n} w{w} s{s}{' ahead' if ahead else ''}"] = ours(
-                        "tma", _tile(m, n, w, s, QK_AHEAD=ahead))
     else:
         extra = {"WARP_SPECIALIZE": True} if section == "attnws" else {}
         for m, n, w, s in SPACE:
@@ -140,7 +132,3 @@ def run_attntiles(run):
 
 def run_attnws(run):
     run_attention(run, "attnws")
-
-
-def run_attnahead(run):
-    run_attention(run, "attnahead")

@@ -43,7 +43,6 @@ PROBES_LAST = {"matmul": matmul.run_matmul, "tf32": matmul.run_tf32, "intercept"
                "alignedfwd": longrows.run_alignedfwd, "compileframes": inductor.run_compileframes,
                "attention": attention.run_attention, "attntiles": attention.run_attntiles,
                "attnws": attention.run_attnws, "attnbwd": attention.run_attnbwd,
-               "attnahead": attention.run_attnahead,
                "timeline": timeline.run_timeline}
 
 HELP = {
@@ -104,8 +103,6 @@ HELP = {
                  "2-4 stages)",
     "attnbwd": "attention's backward alone (bf16/fp16, causal, head dim 128, seq 4096 and 16384): the default, then "
                "each tile of the dK dV kernel and of the dQ kernel in turn (4 and 8 warps, 3-5 stages)",
-    "attnahead": "attention's TMA tiles with the next tile's Q K^T issued before this tile's softmax (QK_AHEAD), "
-                 "and without, beside cuDNN",
     "attnws": "attention's TMA tiles with warp specialisation (tl.range(warp_specialize=True)); run on its own",
     "pdl": "the norms' fwd+bwd and backward alone with the held rows' backward and its reduction launched as "
            "programmatic dependents (launch_pdl) and without, interleaved, beside the builtin and torch.compile",
