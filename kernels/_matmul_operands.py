@@ -22,7 +22,9 @@ def tma_ok(a: torch.Tensor, b: torch.Tensor) -> bool:
     be K-major (its transpose row-major: the TF32 copy, a linear layer's weight.t())."""
     if a.device.type == "cuda" and device_capability(a.device)[0] < 9:
         return False
-    for t in (a, b if b.stride(1) == 1 else b.t()):
+    for t in (a, b if b.stride(1) == 1 else b.t()):  # a broadcast (stride-0) row cannot be a descriptor's
+        if t.stride(0) == 0:
+            return False
         e = t.element_size()
         if t.stride(1) != 1 or (t.stride(0) * e) % 16 or t.data_ptr() % 16:
             return False

@@ -62,7 +62,7 @@ def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, part_ptr, n_rows, n_cols, eps
                      ROWS_PER_PROGRAM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_SIZE: tl.constexpr,
                      CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr, ALIGN: tl.constexpr = 1,
                      PREFETCH: tl.constexpr = False, PDL: tl.constexpr = False):
-    if PDL:  # the kernel before (the forward) has written x's neighbours: wait for it, then let the reduction start
+    if PDL:  # x, w and dy may be the kernel before's: wait for all of it before any load, then let the reduction in
         gdc_wait()
         gdc_launch_dependents()
     # A program walks its ROWS_PER_PROGRAM rows BLOCK_M at a time (short rows packed: one (BLOCK_M, BLOCK_SIZE)

@@ -269,7 +269,7 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
     first call did. ``pad`` ("auto", no config): a large product whose K or N is no multiple of 16 (padded_dims) runs
     on zero-padded copies and returns the first N columns of the padded C, a view (1793^3 bf16: the copies cost
     ~30 us and save ~65, data/tuning/alignment_g8.csv); a large TF32 product reads a K-major copy of B
-    (wants_k_major)."""
+    (wants_k_major). "auto" keeps a K-major B on the pointer kernel; "tma" takes it (B_KMAJOR)."""
     if config is None and method == "auto":
         dims = padded_dims(a, b) if pad else None
         if dims is not None:
@@ -311,7 +311,8 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
         method = "tma" if a.device.type == "cuda" and big and tma_ok(a, b) and b.stride(1) == 1 else "pointer"
     if method == "tma":
         if not tma_ok(a, b):
-            raise ValueError("method='tma' needs unit last strides and 16-byte aligned rows and bases "
+            raise ValueError("method='tma' needs A and C with unit last strides, B with a unit stride along N or "
+                             "K, 16-byte aligned rows and bases "
                              "(and a Hopper or newer GPU); use method='pointer' or 'auto'")
         if K == 0:
             return c.zero_()

@@ -62,7 +62,9 @@ def check_device(*tensors) -> None:
 # gdc_launch_dependents() in the one before lets it start. Triton's own inline PTX; no-ops where this Triton has none.
 try:
     from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait  # noqa: F401
-except ImportError:  # pragma: no cover  an older Triton
+    HAS_GDC = True
+except ImportError:  # pragma: no cover  an older Triton: PDL is never used (pdl_ok)
+    HAS_GDC = False
     @triton.jit
     def gdc_wait():
         pass
@@ -73,6 +75,6 @@ except ImportError:  # pragma: no cover  an older Triton
 
 
 def pdl_ok(device: torch.device) -> bool:
-    """Whether kernels on ``device`` may be launched with launch_pdl=True: a Hopper or newer GPU, not the interpreter
-    (which runs no inline PTX)."""
-    return device.type == "cuda" and not interpreting() and device_capability(device)[0] >= 9
+    """Whether kernels on ``device`` may be launched with launch_pdl=True: this Triton has gdc_wait, a Hopper or newer
+    GPU, not the interpreter (which runs no inline PTX)."""
+    return HAS_GDC and device.type == "cuda" and not interpreting() and device_capability(device)[0] >= 9

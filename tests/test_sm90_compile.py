@@ -1,5 +1,6 @@
-"""LayerNorm's GPU-only paths compiled for an H100/H200 (sm_90) here, without a GPU: the interpreter that runs the
-other tests never executes the inline PTX of the weight prefetch, the WB_EARLY loads or the register cap.
+"""GPU-only paths compiled for an H100/H200 (sm_90) here, without a GPU: the interpreter that runs the
+other tests never executes the inline PTX of the weight prefetch, the WB_EARLY loads, the register cap, the norm
+backward's programmatic dependent launch, or TF32 on a K-major B through TMA.
 
 Triton compiles ahead of time for a named target (ASTSource + GPUTarget) with the ptxas its wheel ships; this runs
 in a separate process, since the test session imports Triton with TRITON_INTERPRET=1.
@@ -57,6 +58,34 @@ for align in (1, 8):
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
     ptx = k.asm["ptx"]
     out[f"align {align}"] = {"v4": ptx.count("ld.global.v4"), "scalar": ptx.count("ld.global.b16")}
+# The norm backward as a programmatic dependent (kernels/_norm_bwd.PDL) and TF32 on a K-major B through TMA
+from kernels._norm_bwd import _norm_bwd_kernel, _norm_bwd_reduce_kernel
+from kernels.matmul import _matmul_tma_kernel
+sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "dy_ptr": "*bf16", "dx_ptr": "*bf16", "part_ptr": "*fp32", "n_rows": "i32",
+       "n_cols": "i32", "eps": "fp32", "ROWS_PER_PROGRAM": "constexpr", "BLOCK_M": "constexpr",
+       "BLOCK_SIZE": "constexpr", "CENTRE": "constexpr", "HAS_BIAS": "constexpr", "ALIGN": "constexpr",
+       "PREFETCH": "constexpr", "PDL": "constexpr"}
+consts = {"ROWS_PER_PROGRAM": 8, "BLOCK_M": 1, "BLOCK_SIZE": 4096, "CENTRE": True, "HAS_BIAS": True, "ALIGN": 8,
+          "PREFETCH": False, "PDL": True}
+k = triton.compile(ASTSource(fn=_norm_bwd_kernel, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32),
+                   options={"num_warps": 8, "launch_pdl": True})
+sig = {"part_ptr": "*fp32", "out_ptr": "*bf16", "n_parts": "i32", "n_cols": "i32", "out_stride": "i32",
+       "BLOCK_P": "constexpr", "BLOCK_N": "constexpr", "PDL": "constexpr"}
+r = triton.compile(ASTSource(fn=_norm_bwd_reduce_kernel, signature=sig,
+                             constexprs={"BLOCK_P": 64, "BLOCK_N": 128, "PDL": True}),
+                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "launch_pdl": True})
+out["pdl"] = {"bwd": re.findall(r"griddepcontrol\.\w+", k.asm["ptx"]), "launch_pdl": bool(k.metadata.launch_pdl),
+              "reduce": re.findall(r"griddepcontrol\.\w+", r.asm["ptx"])}
+sig = {"a_desc": "tensordesc<fp32[128, 32]>", "b_desc": "tensordesc<fp32[128, 32]>",
+       "c_desc": "tensordesc<fp32[128, 128]>", "M": "i32", "N": "i32", "K": "i32", "ACTIVATION": "constexpr",
+       "DOT_IN_FP32": "constexpr",
+       "NUM_PROGRAMS": "constexpr", "IN_DTYPE": "constexpr", "INPUT_PRECISION": "constexpr", "BLOCK_M": "constexpr",
+       "BLOCK_N": "constexpr", "BLOCK_K": "constexpr", "GROUP_M": "constexpr", "B_KMAJOR": "constexpr"}
+consts = {"ACTIVATION": "relu", "DOT_IN_FP32": False, "NUM_PROGRAMS": 132, "IN_DTYPE": "float32",
+          "INPUT_PRECISION": "tf32", "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "B_KMAJOR": True}
+k = triton.compile(ASTSource(fn=_matmul_tma_kernel, signature=sig, constexprs=consts),
+                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 3})
+out["kmajor tf32"] = {"wgmma_tf32": len(re.findall(r"wgmma\.mma_async\S*tf32", k.asm["ptx"]))}
 print(json.dumps(out))
 """
 
@@ -94,3 +123,15 @@ def test_align_lets_rows_of_any_multiple_of_a_vector_load_vectors(compiled):
     length and stride no multiple of 16 leave every load a single element; with ALIGN 8, bf16 rows load 16 bytes."""
     assert compiled["align 8"]["v4"] > 0 and compiled["align 8"]["scalar"] == 0
     assert compiled["align 1"]["v4"] == 0 and compiled["align 1"]["scalar"] > 0  # the same row, one element a load
+
+
+def test_the_norm_backward_compiles_as_a_programmatic_dependent(compiled):
+    """_norm_bwd.PDL: the held rows' backward waits on the kernel before and lets its reduction start; the reduction
+    waits on it (the interpreter runs no griddepcontrol)."""
+    got = compiled["pdl"]
+    assert got["bwd"][:2] == ["griddepcontrol.wait", "griddepcontrol.launch_dependents"] and got["launch_pdl"]
+    assert got["reduce"] == ["griddepcontrol.wait"]
+
+
+def test_tf32_on_a_k_major_b_takes_hoppers_tensor_core_mma(compiled):
+    assert compiled["kmajor tf32"]["wgmma_tf32"] > 0
