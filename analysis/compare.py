@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 
+from analysis.columns import flags
 from analysis.repeatability import EVENT_MIN_MS, GRAPH_MAX_MS  # the classes its summary uses
 from analysis.selection import compile_joint_graph
 from rooflab.io import read_raw_many, write_text
@@ -93,7 +94,7 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
     t["noise"] = np.maximum(s["k_sigma"] * rse, pd.Series(cls).map(floor).to_numpy())
     # the reference was timed without the held stream (its rows have no hold_us) while this run held it
     # or one side's torch.compile fwd+bwd compiled forward and backward as one graph, the other's as a training step
-    joint = t["joint_ref"].fillna(False).astype(bool) != t["joint_now"].fillna(False).astype(bool)
+    joint = flags(t, "joint_ref") != flags(t, "joint_now")
     t["method_changed"] = (t["hold_us_ref"].isna() & t["hold_us_now"].notna()) | joint
     both_ok = (t["status_now"] == "ok") & (t["status_ref"] == "ok")
     verdict = np.select(

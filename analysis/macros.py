@@ -10,6 +10,7 @@ import pandas as pd
 
 from analysis import calibration, origin
 from analysis.claims import FRAME_LABEL, FRAME_TAG, findings, impl_names, speedup_column, tied_best
+from analysis.columns import flags
 from analysis.latex import DTYPE_TAG, IMPL_TAG, UNIT_TAG, Macros, camel, fmt, gpu_tag, pass_tag, tex_escape
 from analysis.metrics import CLOCK_FRACTION, FIT_MIN_SIZE, ROOF_SIGMA, measured_peaks
 from analysis.selection import compile_dropped_output, compile_joint_graph, largest, most_common, timed, verdict
@@ -95,7 +96,7 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     if not ok.empty:
         m.add("TimingInstances", most_common(ok, "instances", "1"),
               "fresh starts a cell's samples are pooled from (most cells; rows from before the option: 1)")
-    warmed = int(ok["warm_translations"].fillna(False).astype(bool).sum()) if "warm_translations" in ok else 0
+    warmed = int(flags(ok, "warm_translations").sum())
     m.add("TimingWarmedCells", str(warmed), "timed cells whose buffers' translations were warmed")
     m.add("TimingCells", str(len(ok)), "timed cells on the headline device")
     m.add("TimingTouchKib", str(TOUCH_STRIDE_BYTES >> 10), "warm_translations reads one element per this many KiB")
@@ -147,7 +148,7 @@ def clock_macros(m: Macros, metrics: pd.DataFrame, gpu: str) -> None:
     not), and how many cells ran under CLOCK_FRACTION of their run's ceiling clock and so make no claim."""
     rows = metrics[(metrics["gpu"] == gpu) & (metrics["status"] == "ok")]
     m.add("ClockFractionPct", fmt(100 * CLOCK_FRACTION), "a cell under this percent of its run's ceiling clock: no claim")
-    low = rows["clock_low"].fillna(False).astype(bool) if "clock_low" in rows else pd.Series(False, index=rows.index)
+    low = flags(rows, "clock_low")
     m.add("ClockLowCells", str(int(low.sum())), "timed cells flagged for a low SM clock")
     m.add("ClockLowMatmulCells", str(int((low & (rows["kernel"] == "matmul")).sum())), "of them matmul cells")
     mm = rows[rows["kernel"] == "matmul"]

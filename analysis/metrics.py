@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 
+from analysis.columns import flags, texts
 from rooflab.gpus import SPECS
 
 MATMUL_TILE = 128  # the output tile the wave model assumes (BLOCK_M = BLOCK_N = 128)
@@ -73,9 +74,7 @@ def measured_peaks(ceilings: pd.DataFrame) -> dict[str, dict[str, float]]:
 def run_peaks(ceilings: pd.DataFrame) -> dict[tuple[str, str], dict[str, float]]:
     """{(gpu, run_id): {ceiling: value, '<ceiling>@clock': the SM clock it ran at (where recorded), 'timestamp'}}."""
     c = ceilings.copy()
-    if "run_id" not in c:
-        c["run_id"] = ""
-    c["run_id"] = c["run_id"].fillna("")
+    c["run_id"] = texts(c, "run_id")
     out: dict[tuple[str, str], dict[str, float]] = {}
     for (gpu, run), g in c.groupby(["gpu", "run_id"], sort=False):
         peaks = {r["ceiling"]: float(r["value"]) for _, r in g.iterrows()}
@@ -109,7 +108,7 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         df["shape"] = df["size"].astype(str)
     # Claimable: correct and timed, and (for torch.compile) really compiled; a silent eager fallback is flagged in
     # the raw row and must not pass for a compiled number.
-    fallback = df["compile_fallback"].fillna(False).astype(bool) if "compile_fallback" in df else False
+    fallback = flags(df, "compile_fallback")
     ok = (df["status"] == "ok") & ~fallback
     t = df["median_ms"].where(ok) * 1e-3
     df["achieved_gbps"] = df["bytes"] / t / 1e9
@@ -135,9 +134,7 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     # whose run measured none (a rerun of one kernel after an edit) is rated against the newest ceilings of that
     # GPU instead, and says so: ceilings_same_run False, ceilings_run_id names the run.
     peaks = run_peaks(ceilings)
-    if "run_id" not in df:
-        df["run_id"] = ""
-    df["run_id"] = df["run_id"].fillna("")
+    df["run_id"] = texts(df, "run_id")
     newest = {}
     for (g, r), p in sorted(peaks.items(), key=lambda kv: kv[1].get("timestamp", "")):
         newest[g] = r

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.columns import flags
+
 THIS_RUN = "this run"
 REFERENCE = "committed reference"
 VERSIONS = [("driver", "driver"), ("cuda", "CUDA"), ("torch", "torch"), ("triton", "Triton"), ("python", "Python")]
@@ -29,7 +31,7 @@ def sources_from_paths(paths) -> dict[str, str]:
 
 
 def _text(values: pd.Series) -> pd.Series:
-    return values.fillna("").astype(str).str.strip()
+    return values.astype(object).where(values.notna(), "").astype(str).str.strip()
 
 
 def run_key(df: pd.DataFrame) -> pd.Series:
@@ -68,7 +70,7 @@ def runs(metrics: pd.DataFrame, ceilings: pd.DataFrame, sources: dict[str, str] 
     for (gpu, run), g in rows.groupby(["gpu", "_run"], sort=True):
         directory = sources.get(gpu, f"results/raw/{gpu}")
         sha = _text(g["git_sha"]).str.slice(0, 7) if "git_sha" in g else pd.Series(dtype=str)
-        dirty = g["git_dirty"].fillna(False).astype(bool) if "git_dirty" in g else pd.Series(False, index=g.index)
+        dirty = flags(g, "git_dirty")
         commits = sorted({s + ("+dirty" if d else "") for s, d in zip(sha, dirty) if s})
         days = sorted({d for d in _text(g["timestamp"]).str.slice(0, 10) if d}) if "timestamp" in g else []
         cells = g[g["_kind"] == "cells"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.columns import flags
 from analysis.latex import figure, fmt, table_latex, tex_escape
 from analysis.metrics import VERDICT_SIGMA
 from analysis.selection import compile_dropped_output, compile_joint_graph
@@ -37,7 +38,7 @@ def ours_over_best(metrics: pd.DataFrame) -> pd.DataFrame:
                   "achieved_tflops", "source", "compile_dropped_output", "compile_joint_graph"]
     if metrics.empty or "shape" not in metrics:
         return pd.DataFrame(columns=cols)
-    ok = metrics[metrics["claimable"].fillna(False).astype(bool)] if "claimable" in metrics else \
+    ok = metrics[flags(metrics, "claimable")] if "claimable" in metrics else \
         metrics[metrics["status"] == "ok"]
     ours = ok[ok["impl"] == "triton"].set_index(KEY)
     base = ok[ok["impl"].isin(BASELINES)].sort_values("median_ms").groupby(KEY).first()
@@ -59,8 +60,8 @@ def ours_over_best(metrics: pd.DataFrame) -> pd.DataFrame:
         j["loop_ratio"] = np.nan
     j["source"] = [source_of(p, f, parse_label(s)) for p, f, s in zip(j["preset"], j["family"], j["shape"])]
     # the ratio rests on a compile row that skipped the output's store only where that row was the best baseline
-    flags = (("compile_dropped_output", compile_dropped_output), ("compile_joint_graph", compile_joint_graph))
-    for column, flag in flags:
+    marks = (("compile_dropped_output", compile_dropped_output), ("compile_joint_graph", compile_joint_graph))
+    for column, flag in marks:
         flagged = ok[flag(ok)]
         j[column] = pd.MultiIndex.from_frame(j[KEY]).isin(pd.MultiIndex.from_frame(flagged[KEY])) & \
             (j["best"] == "compile")
@@ -175,7 +176,7 @@ def dropped_sentence(d: pd.DataFrame) -> str:
     """How many fwd+bwd cells have as their best baseline a torch.compile row whose compiled function returned the
     gradients alone (rooflab.kernel.VJP_KEEPS_OUTPUT_SINCE): Inductor skipped the output's store, so it is
     flattered."""
-    n = int(d["compile_dropped_output"].fillna(False).astype(bool).sum())
+    n = int(flags(d, "compile_dropped_output").sum())
     if not n:
         return (" No cell here has as its best baseline a torch.compile row that skipped the forward's output store "
                 "(its compiled function returning the gradients alone).")
@@ -188,13 +189,12 @@ def dropped_sentence(d: pd.DataFrame) -> str:
 def joint_sentence(d: pd.DataFrame) -> str:
     """How many fwd+bwd cells have as their best baseline a torch.compile row timed with forward and backward as one
     compiled graph (before rooflab.kernel.COMPILE_SPLIT_SINCE), which Inductor may fuse as no training step can."""
-    flags = d["compile_joint_graph"].fillna(False).astype(bool) if "compile_joint_graph" in d else \
-        pd.Series(False, index=d.index)
-    if not flags.any():
+    joint = flags(d, "compile_joint_graph")
+    if not joint.any():
         return (" No cell here has as its best baseline a torch.compile row timed with forward and backward compiled "
                 "as one graph.")
-    kernels = ", ".join(sorted(d.loc[flags, "kernel"].unique()))
-    return (f" In {int(flags.sum())} of the {len(d)} cells ({tex_escape(kernels)}) the best baseline is a "
+    kernels = ", ".join(sorted(d.loc[joint, "kernel"].unique()))
+    return (f" In {int(joint.sum())} of the {len(d)} cells ({tex_escape(kernels)}) the best baseline is a "
             f"torch.compile row timed with forward and backward compiled as one graph, which Inductor may fuse "
             f"(reading the input once for the output and the gradient), as no training step can: those ratios "
             f"may flatter torch.compile (Table~\\ref{{tab:compile-frames}} times both frames).")

@@ -7,6 +7,7 @@ import pandas as pd
 
 from analysis import calibration
 from analysis.claims import CPU_FRAME_LABEL, FRAME_LABEL, findings, impl_names, tied_best
+from analysis.columns import texts
 from analysis.latex import IMPL_SHORT, fmt, table_latex, tex_escape
 from analysis.metrics import FIT_MIN_POINTS, FIT_MIN_SIZE, measured_peaks
 from analysis.selection import largest, timed
@@ -190,7 +191,7 @@ def kernel_table(rows: pd.DataFrame) -> str:
             ("", "N"): t["size"].astype(int),
             (g, "µs"): t["median_ms"] * 1e3, (g, unit): t[rate], (g, "roof"): t["roofline_fraction_measured"],
             (g, "vs builtin"): t["speedup_vs_builtin"],
-            (g, "verdict"): t.get("verdict_vs_builtin", pd.Series("", index=t.index)).fillna("")
+            (g, "verdict"): texts(t, "verdict_vs_builtin")
             .where(t["impl"] != "builtin", "").replace("", "--"),
             (g, "vs naive"): t["speedup_vs_naive"],
             (gr, "µs"): t["graph_median_ms"] * 1e3, (gr, "vs builtin"): t["graph_speedup_vs_builtin"],

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.columns import flags, texts
 from analysis.latex import fmt, tex_escape
 from analysis.selection import timed
 from analysis.why_tables import (LOW_PRECISION_FIRST, NOT_MEASURED, ablations_table, alignment,  # noqa: F401
@@ -65,7 +66,7 @@ def launches(profiles: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     p = profiles[profiles["n_kernels"].notna()]
     if "status" in p:
-        p = p[p["status"].fillna("ok") == "ok"]
+        p = p[texts(p, "status", "ok") == "ok"]
     out = p.assign(n_kernels=p["n_kernels"].astype(int), names=p["kernel_names"].map(launched))
     return out[cols].reset_index(drop=True)
 
@@ -161,11 +162,11 @@ def compiled_best(compiled: pd.DataFrame, gpu: str, kernel: str, dtype: str) -> 
         return pd.DataFrame()
     c = compiled[(compiled["gpu"] == gpu) & (compiled["kernel"] == kernel) & (compiled["dtype"] == dtype)]
     if "status" in c:
-        c = c[c["status"].fillna("ok") == "ok"]
+        c = c[texts(c, "status", "ok") == "ok"]
     if "pass" in c:
         c = c[c["pass"] == "fwd"]
     if "autotuned" in c:
-        c = c[~c["autotuned"].fillna(False).astype(bool) | c["autotune_best"].fillna(False).astype(bool)]
+        c = c[~flags(c, "autotuned") | flags(c, "autotune_best")]
     return c.drop_duplicates(["function", "size"]).sort_values("size")
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims import FRAME_LABEL
+from analysis.columns import flags, texts
 from analysis.latex import IMPL_SHORT, fmt, table_latex
 from analysis.metrics import wave_efficiency
 from analysis.selection import compile_joint_graph, timed
@@ -109,7 +110,7 @@ def waves(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) -> pd.
     if compiled is not None and not compiled.empty:
         c = compiled[(compiled["gpu"] == gpu) & (compiled["kernel"] == "matmul")]
         if "autotune_best" in c:
-            c = c[c["autotune_best"].fillna(False).astype(bool)]
+            c = c[flags(c, "autotune_best")]
         funcs = {(r.dtype, int(r.size)): r.function for r in c.itertuples()}
     rows = []
     for r in ok.sort_values(["dtype", "size"]).itertuples():
@@ -269,9 +270,9 @@ def traffic_rows(traffic: pd.DataFrame | None) -> pd.DataFrame:
         return pd.DataFrame(columns=["kernel", "impl", "pass"])
     t = traffic
     if "error" in t:
-        t = t[t["error"].fillna("").astype(str) == ""]
+        t = t[texts(t, "error") == ""]
     if "fell_back" in t:
-        t = t[~t["fell_back"].fillna(False).astype(bool)]
+        t = t[~flags(t, "fell_back")]
     if t.empty:
         return t
     size, dtype = t.groupby(["size", "dtype"]).size().idxmax()

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.colors import Normalize
 
+from analysis.columns import texts
 from figures import SCOPES
 from figures._common import (IMPL_ORDER, IMPL_SHORT, annotated_grid, claimable, gpu_name, new_figure,
                              no_data_figure, parse_args, read_metrics, save, setup, time_frame)
@@ -39,7 +40,7 @@ def heat_table(df: pd.DataFrame, values: str = "speedup_vs_builtin") -> pd.DataF
 def colours_and_labels(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(log2 colour values, annotations) of one panel: a tie is white (0) and reads 'tie'."""
     speed = heat_table(df)
-    verdicts = heat_table(df.assign(verdict_vs_builtin=df.get("verdict_vs_builtin", "").fillna("")),
+    verdicts = heat_table(df.assign(verdict_vs_builtin=texts(df, "verdict_vs_builtin")),
                           "verdict_vs_builtin").reindex(index=speed.index, columns=speed.columns) \
         if "verdict_vs_builtin" in df else pd.DataFrame("", index=speed.index, columns=speed.columns)
     tie = verdicts == "tie"

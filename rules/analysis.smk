@@ -15,6 +15,7 @@ rule metrics_kernel:
         raw=get_raw_of,
         ceilings=get_ceilings_of,
         script="analysis/metrics.py",
+        code="analysis/columns.py",
         specs="rooflab/gpus.py",
     output:
         update("results/metrics/{gpu}/{kernel}.parquet"),
@@ -48,6 +49,7 @@ rule compare_reference:
         reference=get_compare_reference,
         repeatability=get_compare_repeatability,
         script="analysis/compare.py",
+        code="analysis/columns.py",
     output:
         csv=update("results/compare/{gpu}.csv"),
         md=update("results/compare/{gpu}.md"),

@@ -13,7 +13,8 @@
 from rooflab.workers import run_main
 
 FIGURE_CODE = ["figures/__init__.py", "figures/__main__.py", "figures/_common.py", "analysis/claims.py",
-               "analysis/calibration.py", "analysis/why_tables.py"]  # why_tables: the scaling figure's crossovers
+               "analysis/calibration.py", "analysis/columns.py",
+               "analysis/why_tables.py"]  # why_tables: the scaling figure's crossovers
 
 
 rule figure_gpu:

@@ -20,6 +20,7 @@ rule paper_inputs:
         profiles=get_profiles,
         compiled=get_compiled_facts,
         modules=["analysis/claims.py", "analysis/why.py", "analysis/why_tables.py", "analysis/origin.py",
+                 "analysis/columns.py",
                  "analysis/calibration.py", "analysis/latex.py", "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py", "analysis/attention.py"],
     output:
         macros=update("results/paper/generated/macros.tex"),
