@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rooflab's one entry point. Sets up what is missing, then:
-#   ./run.sh            run the whole DAG (snakemake --cores all, measurements one at a time) and the HTML report
+#   ./run.sh            run the whole DAG (snakemake --cores all, one measurement a GPU at a time) and the HTML report
 #   ./run.sh test       run the test suite (what .ci/run calls) and snakemake --lint (installs requirements-dev.txt)
 #   ./run.sh wheelhouse [PYVER]   build wheelhouse/py<PYVER> for an offline GPU node (default 3.12)
 #   ./run.sh lock       write requirements.lock: the exact versions of this environment (pip freeze, less rooflab)
