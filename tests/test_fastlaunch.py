@@ -8,6 +8,8 @@ scripts/bench_host.py checks the raw launch on a GPU.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import triton
@@ -136,6 +138,24 @@ def test_fallback_decision(monkeypatch):
     assert "3.5.1" in fl._why_not_raw()
     monkeypatch.setattr(triton, "__version__", "4.0.0")
     assert "untested" in fl._why_not_raw()
+
+
+@pytest.mark.parametrize("version", ["3.6.0", "3.7.1"])
+def test_the_tested_tritons_take_the_raw_launch(monkeypatch, version):
+    """On a GPU (stood in for: no driver here) each tested Triton takes the raw launch, with its own runtime knobs and
+    its driver's device and stream."""
+    from triton import knobs
+    from triton.runtime.driver import driver
+
+    for name in ("_runtime", "_HookChain", "_current_device", "_current_stream"):
+        monkeypatch.setattr(fl, name, getattr(fl, name))  # restored afterwards
+    device, stream = (lambda: 0), (lambda idx: 1234)
+    monkeypatch.setattr(driver, "_active", SimpleNamespace(get_current_device=device, get_current_stream=stream))
+    monkeypatch.setattr(fl, "interpreting", lambda: False)
+    monkeypatch.setattr(triton, "__version__", version)
+    assert fl._why_not_raw() is None
+    assert fl._runtime is knobs.runtime and fl._current_device is device and fl._current_stream is stream
+    assert fl.hooks_idle()
 
 
 # ---- the raw launch on a stand-in compiled kernel ----------------------------------------------------------------

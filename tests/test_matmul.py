@@ -12,6 +12,7 @@ from kernels import matmul as mm
 from rooflab.cell import relative_error
 from rooflab.kernel import math_mode, math_mode_ran, torch_dtype
 from rooflab.triton_utils import autotune_configs
+from tests.test_launch_pins import _recorded, _value
 
 DTYPES = [  # (dtype, atol, rtol): the tolerance travels with the dtype
     (torch.float32, 1e-4, 1e-4),
@@ -61,6 +62,10 @@ def test_strided_operands_without_copy(which, dtype, atol, rtol):
         a, b = torch.randn((m, k), generator=g).to(dtype), torch.randn((2 * k, n), generator=g).to(dtype)[::2]
     assert not (a.is_contiguous() and b.is_contiguous())
     for config in (None, SMALL_TILES):
+        (launch,) = _recorded(mm, ("_matmul_kernel_autotuned", "_matmul_kernel"),
+                              lambda: mm.matmul_triton(a, b, config=config))
+        assert launch["args"][:2] == [_value(a), _value(b)]  # the operands as given, strides and all: no copy
+        assert launch["args"][6:10] == [*a.stride(), *b.stride()]
         c = mm.matmul_triton(a, b, config=config)
         torch.testing.assert_close(c.to(torch.float64), _ref(a, b), atol=atol, rtol=rtol)
 

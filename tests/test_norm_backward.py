@@ -79,19 +79,35 @@ def _norm_grads64(centre, x, w, b, dy):
 
 @pytest.mark.parametrize("centre", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("prefetch", [False, True])
+@pytest.mark.parametrize("path", ["tiles", "tiles, prefetch", "aligned tiles"])
 @pytest.mark.parametrize("shape,tile", [((3, 100), 16), ((37, 64), 32), ((1, 33), 16), ((9, 257), 64)])
-def test_long_row_path_against_float64(monkeypatch, centre, dtype, prefetch, shape, tile):
+def test_long_row_path_against_float64(monkeypatch, centre, dtype, path, shape, tile):
     # the column-tiled path of rows longer than a block, forced on short rows: a last partial tile, one row,
     # several rows a program (37 rows over 2 tiles), a large mean (LayerNorm combines tiles about their own means);
-    # with and without the next row's x and dy loaded ahead (TILE_PREFETCH, keyed)
+    # on plain tiles with and without the next row's x and dy loaded ahead (TILE_PREFETCH, keyed), and on 16-byte
+    # aligned tiles (ALIGNED_LONG), which rows of no multiple of 16 bytes take
     from kernels import _norm_bwd
 
-    monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", (2, 4) if prefetch else ())
+    monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", (2, 4) if path == "tiles, prefetch" else ())
+    monkeypatch.setattr(_norm_bwd, "ALIGNED_LONG", path == "aligned tiles")
+    seen = []
+    launch = _norm_bwd._LAUNCHES.launch
+
+    def spy(key, kernel, grid, args, kwargs=None, n_head=0):
+        seen.append((kernel.__name__, (kwargs or {}).get("PREFETCH")))
+        return launch(key, kernel, grid, args, kwargs, n_head)
+
+    monkeypatch.setattr(_norm_bwd._LAUNCHES, "launch", spy)
     n = shape[-1]
     x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
     dy = rand(shape, dtype, 3)
     ours = norm_backward(x, w, dy, LN_EPS if centre else RMS_EPS, centre, centre, tile=tile)
+    aligned = path == "aligned tiles" and n * x.element_size() % 16
+    assert [name for name, _ in seen[:2]] == (
+        ["_norm_bwd_aligned_stats_kernel", "_norm_bwd_aligned_apply_kernel"] if aligned
+        else ["_norm_bwd_tile_stats_kernel", "_norm_bwd_tile_apply_kernel"])
+    if not aligned:
+        assert seen[1][1] == (path == "tiles, prefetch")
     ref = _norm_grads64(centre, x, w, b, dy)
     for name, o, r in zip(("dx", "dweight", "dbias"), ours, ref):
         assert o.dtype == dtype and o.shape == r.shape, name
@@ -287,12 +303,13 @@ def test_held_rows_with_the_next_rows_prefetched_against_float64(monkeypatch, ce
         assert rel(o, r) < TOL[dtype], (name, rel(o, r))
 
 
-@pytest.mark.parametrize("centre, dtype, cols, prefetch", [
-    (False, torch.float16, 128, False), (False, torch.float16, 4096, True), (False, torch.float32, 8192, True),
-    (False, torch.float16, 4097, True), (True, torch.float16, 4096, False), (True, torch.float16, 4097, False),
-    (True, torch.float16, 5000, True), (True, torch.float16, 8192, True),
-    (True, torch.float32, 2048, False), (True, torch.float32, 4096, True), (True, torch.float32, 8192, False)])
-def test_held_rows_prefetch_where_the_rule_says_at_most_its_warps(monkeypatch, centre, dtype, cols, prefetch):
+@pytest.mark.parametrize("centre, dtype, cols, prefetch, warps", [  # warps: the launch table's, pinned here
+    (False, torch.float16, 128, False, 4), (False, torch.float16, 4096, True, 8),
+    (False, torch.float32, 8192, True, 8), (False, torch.float16, 4097, True, 8),
+    (True, torch.float16, 4096, False, 8), (True, torch.float16, 4097, False, 32),
+    (True, torch.float16, 5000, True, 8), (True, torch.float16, 8192, True, 8),
+    (True, torch.float32, 2048, False, 4), (True, torch.float32, 4096, True, 8), (True, torch.float32, 8192, False, 16)])
+def test_held_rows_prefetch_where_the_rule_says_at_most_its_warps(monkeypatch, centre, dtype, cols, prefetch, warps):
     # PREFETCH_ROW_BYTES: RMSNorm's rows over 1 KB, LayerNorm's of 8-16 KB and a multiple of 16 bytes
     # (PREFETCH_UNALIGNED); prefetching rows take <= 8 warps, unprefetched unaligned rows over UNALIGNED_WIDE_COLS 32
     from kernels import _norm_bwd
@@ -306,10 +323,4 @@ def test_held_rows_prefetch_where_the_rule_says_at_most_its_warps(monkeypatch, c
     norm_backward(x, rand((cols,), dtype, 2, 0.1, 1.0), dy, 1e-5, centre, centre)
     (kw,) = seen
     assert kw["PREFETCH"] == prefetch
-    wide_unaligned = cols > _norm_bwd.UNALIGNED_WIDE_COLS and cols * x.element_size() % 16  # 32 warps unprefetched
-    assert kw["num_warps"] == (min(8, _norm_bwd.row_launch_params(cols, 4)[1]) if prefetch else 32 if wide_unaligned
-                               else _norm_bwd.row_launch_params(triton_next_pow2(cols), 4)[1])
-
-
-def triton_next_pow2(n):
-    return 1 << (n - 1).bit_length()
+    assert kw["num_warps"] == warps  # prefetching: at most 8 (PREFETCH_WARPS); wide unaligned rows unprefetched: 32
