@@ -226,6 +226,10 @@ def test_findings_table_lists_every_cell_above_its_roof(data):
     assert listed == {("vecadd", "triton"), ("vecadd", "compile")}  # naive is above too, but at a low clock
     assert dict(zip(f["impl"], f["beyond_noise"])) == {"triton": True, "compile": False}
     assert set(metrics.loc[metrics["above_roof"], "impl"]) <= {"triton"}
+    tri = f[f["impl"] == "triton"].iloc[0]  # the numbers the table prints: the copy's roof in GB/s, 3.5 % over it
+    assert tri["unit"] == "GB/s" and tri["roof"] == pytest.approx(BW_RATIO * H200.mem_bandwidth / 1e9)
+    assert tri["achieved"] == pytest.approx(tri["roof"] * 1.035) and tri["excess_pct"] == pytest.approx(3.5)
+    assert tri["se_pct"] == pytest.approx(0.1)
     t = out["table_findings"]
     assert "Triton (ours)" in t and "torch.compile" in t and "naive" not in t
     assert "within 3 standard errors" in t and "reads more than it writes" in t and "Reasons: (a)" in t

@@ -37,11 +37,15 @@ def test_long_rows_through_tiled_loop(block_size):
                                atol=1e-5, rtol=1e-5)
 
 
-def test_rows_too_long_to_hold_take_the_tiled_launch():
-    x, w, b = _inputs(2, 2 * MAX_BLOCK_SIZE + 37, torch.bfloat16)  # longer than WIDE_HELD: the tiled two-read loop
+def test_rows_too_long_to_hold_take_the_tiled_launch(spy_launches):
+    # longer than WIDE_HELD and a multiple of 16 bytes (else the aligned tiles take it): the tiled two-read loop
+    seen = spy_launches(ln, "_layernorm_fwd_kernel", "_layernorm_fwd_aligned_kernel")
+    x, w, b = _inputs(2, 2 * MAX_BLOCK_SIZE + 40, torch.bfloat16)
     y = ln.layernorm_triton(x, w, b)
     torch.testing.assert_close(y.double(), _ref(x, w, b), atol=2e-2, rtol=1.6e-2)
-    assert ln.TILED_LAUNCH[2][0] < MAX_BLOCK_SIZE  # 16-bit rows walk narrower tiles than the held bound
+    ((name, kw),) = seen
+    assert name == "_layernorm_fwd_kernel" and not kw["ONE_TILE"]
+    assert (kw["BLOCK_SIZE"], kw["num_warps"]) == ln.TILED_LAUNCH[2] and kw["BLOCK_SIZE"] < MAX_BLOCK_SIZE
 
 
 @pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=DTYPE_IDS)
@@ -64,18 +68,30 @@ def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
 
 
 @pytest.mark.parametrize("block_size", [None, 32], ids=["one-tile", "tiled-32"])
-def test_large_mean_keeps_variance_accurate(block_size):
-    x, w, b = _inputs(8, 200, torch.float32)
+def test_large_mean_keeps_variance_accurate(spy_launches, block_size):
+    seen = spy_launches(ln, "_layernorm_fwd_kernel")
+    x, w, b = _inputs(8, 300, torch.float32)  # 300 columns: held rows (shorter ones are packed)
     x = x + 1000.0  # |mean| >> std: E[x^2] - E[x]^2 in fp32 would lose most digits
     y = ln.layernorm_triton(x, w, b, block_size=block_size)
     torch.testing.assert_close(y.double(), _ref(x, w, b), atol=1e-3, rtol=1e-3)
+    ((_, kw),) = seen
+    assert kw["ONE_TILE"] == (block_size is None)
 
 
-def test_eps_is_honoured():
-    x, w, b = _inputs(4, 10, torch.float32)
+@pytest.mark.parametrize("cols, block_size, kernel", [
+    (10, None, "layernorm_fwd_packed_kernel"), (300, None, "_layernorm_fwd_kernel"),
+    (300, 16, "_layernorm_fwd_kernel"), (4099, None, "_layernorm_fwd_aligned_kernel")],
+    ids=["packed", "held", "tiled", "aligned"])
+def test_eps_is_honoured(spy_launches, cols, block_size, kernel):
+    from kernels import _norm_packed
+
+    seen = spy_launches(ln, "_layernorm_fwd_kernel", "_layernorm_fwd_aligned_kernel")
+    seen_packed = spy_launches(_norm_packed, "layernorm_fwd_packed_kernel")
+    x, w, b = _inputs(4, cols, torch.float32)
     x = x * 1e-3  # variance ~1e-6, comparable to eps
-    torch.testing.assert_close(ln.layernorm_triton(x, w, b, eps=1e-2).double(), _ref(x, w, b, eps=1e-2),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(ln.layernorm_triton(x, w, b, eps=1e-2, block_size=block_size).double(),
+                               _ref(x, w, b, eps=1e-2), atol=1e-5, rtol=1e-5)
+    assert [name for name, _ in seen + seen_packed] == [kernel]
 
 
 def test_rejects_bad_inputs():

@@ -122,11 +122,19 @@ def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
         torch.testing.assert_close(y.to(torch.float64), _ref(x, w), atol=atol, rtol=rtol)
 
 
-def test_eps_is_honoured():
-    x, w = _inputs(4, 10, torch.float32)
+@pytest.mark.parametrize("cols, block_size, kernel", [
+    (10, None, "rmsnorm_fwd_packed_kernel"), (300, None, "_rmsnorm_fwd_kernel"), (300, 16, "_rmsnorm_fwd_kernel"),
+    (32771, None, "_rmsnorm_fwd_aligned_kernel")], ids=["packed", "held", "tiled", "aligned"])
+def test_eps_is_honoured(spy_launches, cols, block_size, kernel):
+    from kernels import _norm_packed
+
+    seen = spy_launches(rms, "_rmsnorm_fwd_kernel", "_rmsnorm_fwd_aligned_kernel")
+    seen_packed = spy_launches(_norm_packed, "rmsnorm_fwd_packed_kernel")
+    x, w = _inputs(4, cols, torch.float32)
     x = x * 1e-3  # mean square ~1e-6, comparable to eps
-    torch.testing.assert_close(rms.rmsnorm_triton(x, w, eps=1e-2).double(), _ref(x, w, eps=1e-2),
-                               atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(rms.rmsnorm_triton(x, w, eps=1e-2, block_size=block_size).double(),
+                               _ref(x, w, eps=1e-2), atol=1e-6, rtol=1e-5)
+    assert [name for name, _ in seen + seen_packed] == [kernel]
 
 
 def test_zero_row_gives_zero_not_nan():

@@ -56,15 +56,21 @@ def test_forward_reload_reads_the_row_twice_and_matches_float64(shape, dtype, at
 
 
 @pytest.mark.parametrize("reload", [False, True], ids=["held", "read-again"])
-def test_forward_unmasked_full_rows_give_the_masked_result(reload):
-    """full drops the column mask of a row exactly one block long: bit for bit the masked result; on a shorter row
-    the mask stays."""
-    x, dy = _inputs((5, 128), torch.float32)
+def test_forward_unmasked_full_rows_give_the_masked_result(spy_launches, reload):
+    """full drops the column mask of a row exactly one block long: bit for bit the masked result, which matches
+    float64; on a shorter row the mask stays. Rows of 512: the one-block row kernel (shorter rows are packed, and
+    the packed kernel takes neither full nor reload)."""
+    import kernels.softmax as sm
+
+    seen = spy_launches(sm, "_softmax_fwd_row_kernel")
+    x, dy = _inputs((5, 512), torch.float32)
     masked = softmax_forward(x, reload=reload, full=False)
+    torch.testing.assert_close(masked.double(), reference((x, dy)), atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(softmax_forward(x, reload=reload, full=True), masked, atol=0, rtol=0)
-    short = x[:, :125]
+    short = x[:, :509]
     torch.testing.assert_close(softmax_forward(short, reload=reload, full=True).double(), reference((short, dy)),
                                atol=1e-6, rtol=1e-5)
+    assert [(kw["RELOAD"], kw["FULL"]) for _, kw in seen] == [(reload, False), (reload, True), (reload, False)]
 
 
 def test_default_reload_and_unmasked_rows_follow_the_tables(monkeypatch):

@@ -134,6 +134,9 @@ def test_stop_reason_rules():
     assert stop_reason(spread, 1.0, cfg) == "time_cap"
     assert stop_reason([1.0, 3.0], 5.0, cfg) is None  # the cap still waits for 3 samples
     assert stop_reason(list(np.linspace(1, 3, 50)), 0.0, cfg) == "max_samples"
+    slow = TimingConfig(min_samples=10, max_samples=50, target_rse=0.01, max_time_s=1.0, min_time_s=0.5)
+    assert stop_reason([1.0] * 10, 0.4, slow) is None  # steady, but not yet min_time_s of samples
+    assert stop_reason([1.0] * 10, 0.5, slow) == "rse"
 
 
 def test_rse_of_median():
@@ -284,19 +287,21 @@ def test_hold_covers_the_slowest_enqueue_with_margin_and_is_capped():
     assert hold_us_for([1e9]) == HOLD_MAX_US
 
 
-def test_loop_time_is_per_call_and_includes_the_sync():
-    import time as _time
+def test_loop_time_is_per_call_and_includes_the_sync(monkeypatch):
+    from types import SimpleNamespace
 
+    from rooflab import timers
     from rooflab.timing import _loop_ms
 
-    syncs = []
+    now = [0.0]  # a fake clock: a call takes 2 ms, a sync 5 ms
 
-    def fn():
-        _time.sleep(0.002)
+    def advance(ms):
+        now[0] += ms * 1e-3
 
-    per_call = _loop_ms(fn, min_ms=20, sync=lambda: syncs.append(1))
-    assert 1.9 <= per_call < 20  # about 2 ms a call, not the loop's total
-    assert len(syncs) >= 3  # once per repeat at least
+    monkeypatch.setattr(timers, "time", SimpleNamespace(perf_counter=lambda: now[0]))
+    per_call = _loop_ms(lambda: advance(2.0), min_ms=20, sync=lambda: advance(5.0))
+    # the first call and its sync (7 ms) size the loop at 3 calls (20 ms / 7, at least 3): 3 x 2 ms + one sync
+    assert per_call == pytest.approx((3 * 2.0 + 5.0) / 3)
 
 
 def test_measure_records_loop_and_hold_columns_on_the_host_timer():
