@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from analysis import calibration
-from analysis.claims import FRAME_WORDS, NO_FRAME, findings, tied_best
+from analysis.claims import FRAME_WORDS, NO_FRAME, compute_bound, findings, tied_best
 from analysis.metrics import compute_metrics
 from analysis.paper_inputs import fmt, generate
 from rooflab.gpus import SPECS
@@ -210,6 +210,16 @@ def test_a_tie_is_never_called_the_fastest(data):
     assert "fastest correct implementation in GPU time is \\GeluBestImplBf" not in kernels
     row = next(line for line in out["table_projection"].splitlines() if line.startswith("gelu & float32"))
     assert "Triton and compile (tie)" in row
+
+
+def test_a_kernel_is_rated_against_the_roof_that_binds_it(data):
+    """compute_bound decides a figure's unit and caption: matmul 4096^3 bf16 is compute-bound, the elementwise
+    kernels memory-bound, and rows without a roofline verdict are not called compute-bound."""
+    metrics = data[0]
+    assert compute_bound(metrics[metrics["kernel"] == "matmul"])
+    assert not compute_bound(metrics[metrics["kernel"] == "vecadd"])
+    assert not compute_bound(metrics[metrics["kernel"] == "gelu"])
+    assert not compute_bound(metrics[metrics["kernel"] == "matmul"].drop(columns="bound"))
 
 
 def test_the_kernel_table_shows_the_verdict_not_a_bare_ratio(data):

@@ -107,6 +107,16 @@ def test_achieved_rates_and_intensity(metrics):
     assert r["model_error_datasheet"] == pytest.approx(0.1 / (nbytes / 4.8e12 * 1e3) - 1)
 
 
+def test_graph_replay_rate_comes_from_the_graph_time_of_correct_rows():
+    rows = [raw_row(median_ms=0.1, graph_median_ms=0.08), raw_row(impl="builtin", median_ms=0.2),
+            raw_row(impl="naive", status="mismatch", error="wrong", graph_median_ms=0.05)]
+    m = compute_metrics(pd.DataFrame(rows), ceilings())
+    nbytes = 8.0 * 4096 ** 2
+    assert pick(m, impl="triton")["graph_achieved_gbps"] == pytest.approx(nbytes / 0.08e-3 / 1e9)
+    assert math.isnan(pick(m, impl="builtin")["graph_achieved_gbps"])  # not timed under replay
+    assert math.isnan(pick(m, impl="naive")["graph_achieved_gbps"])  # a wrong answer has no rate
+
+
 def test_speedups(metrics):
     r = pick(metrics, gpu="h200", kernel="gelu", impl="triton", dtype="float32")
     assert r["speedup_vs_builtin"] == pytest.approx(2.0)  # 0.2 / 0.1
