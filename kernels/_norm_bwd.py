@@ -273,6 +273,9 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
     column tiles of the long-row path (a power of two; by default LONG_TILE for rows over HELD_MAX_COLS). A key seen
     before launches as its first call did (kernels/_fastlaunch.py)."""
     n_cols = x.shape[-1]
+    if x.numel() == 0:  # no rows or no columns (reshape(-1, 0) is ambiguous): empty dx, zero parameter gradients
+        zeros = torch.zeros_like(weight)
+        return torch.empty_like(x), zeros, zeros.clone() if has_bias else None
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
     key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
            HELD_MAX_COLS, LONG_TILE, TILE_PREFETCH, ALIGNED_LONG, HELD_WARPS, UNALIGNED_WIDE_COLS, PREFETCH_ROW_BYTES,
@@ -286,9 +289,6 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
             tile = LONG_TILE
         if tile is not None and (tile < 16 or tile & (tile - 1)):
             raise ValueError(f"tile must be a power of two of at least 16 columns, got {tile}")
-        if x2.shape[0] == 0 or n_cols == 0:
-            zeros = torch.zeros_like(weight)
-            return torch.empty_like(x), zeros, zeros.clone() if has_bias else None
         sms = multiprocessor_count(x.device) if x.is_cuda else 4
         dx, out = _first_call(key, x2, weight_c, dy2, eps, centre, has_bias, tile, sms)
     if has_bias:

@@ -576,6 +576,16 @@ def test_matmul_relu_keeps_nan():
             assert_matches(c, want, MM_TOL[dtype], what=f"matmul relu NaN {method}")
 
 
+def test_matmul_relu_asks_for_nan_propagation():
+    """The interpreter's max propagates NaN whatever the flag says, so on the CPU only the source shows the GPU's
+    ReLU keeps NaN: every ReLU in the matmul kernels passes propagate_nan=ALL."""
+    import inspect
+    import re
+
+    calls = re.findall(r"tl\.maximum\(acc, 0\.0[^)]*\)", inspect.getsource(mm_k))
+    assert len(calls) >= 2 and all("propagate_nan=tl.PropagateNan.ALL" in c for c in calls), calls
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # LayerNorm and RMSNorm
 NORM_TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1.6e-2}

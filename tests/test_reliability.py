@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -413,7 +414,7 @@ def test_corrupt_or_foreign_results_name_the_file(tmp_path):
 
 # ------------------------------------------------------------------------- Triton wrappers on awkward inputs
 
-def _transform(inputs, how: str):
+def _transform(inputs, how: str, dtype: str = "float32"):
     """Apply an awkward layout/dtype to every tensor input (1-D ones follow so the shapes stay consistent)."""
     out, first = [], True
     for t in inputs:
@@ -424,8 +425,8 @@ def _transform(inputs, how: str):
                 t = t[:, ::2] if t.dim() == 2 else t[::2]
             elif how == "int32":
                 t = (t * 4).to(torch.int32)
-            elif how == "mixed_dtype":  # only the first tensor in bfloat16, the others float32
-                t = t.to(torch.bfloat16) if first else t
+            elif how == "mixed_dtype":  # only the first tensor in the other of bfloat16 and float32
+                t = t.to(torch.float32 if dtype == "bfloat16" else torch.bfloat16) if first else t
             elif how == "zero_rows":  # only the first tensor loses its rows
                 t = t[:0] if first and t.dim() == 2 else t
             first = False
@@ -434,6 +435,9 @@ def _transform(inputs, how: str):
 
 
 TRANSFORMS = ["transposed", "strided", "int32", "mixed_dtype", "zero_rows", "empty"]
+# what a refusal of each must say (a regex); None: torch takes empty inputs, so a wrapper must too
+REFUSAL = {"transposed": "contiguous", "strided": "contiguous|inner dimensions", "int32": "int32|floating point",
+           "mixed_dtype": "dtype", "zero_rows": "shape", "empty": None}
 KERNEL_PASSES = [(k, p) for k in kernel_names() for p in load_kernel(k).passes if "triton" in load_kernel(k).impls]
 
 
@@ -448,13 +452,13 @@ def test_triton_wrapper_right_answer_or_clear_error(name, pass_, dtype, how):
         pytest.skip("attention: tests/test_attention.py checks its refusals and strided inputs at small shapes")
     kw = _kw(kernel, pass_)
     n = 0 if how == "empty" else 16
-    inputs = _transform(kernel.make_inputs(n, getattr(torch, dtype), "cpu", 0), how)
+    inputs = _transform(kernel.make_inputs(n, getattr(torch, dtype), "cpu", 0), how, dtype)
     # fwd+bwd passes go through autograd first, which refuses integer leaves and mismatched shapes itself
     clear = (ValueError, TypeError) if pass_ == "fwd" else (ValueError, TypeError, RuntimeError)
     try:
         out = kernel.impls["triton"](inputs, **kw)()
-    except clear as exc:
-        assert len(str(exc)) > 10  # says what is wrong
+    except clear as exc:  # says what is wrong, and only where the input is wrong
+        assert REFUSAL[how] and re.search(REFUSAL[how], str(exc)), f"{name} {pass_} refused {how} {dtype}: {exc}"
         return
     ref = kernel.reference(inputs, **kw)  # raises if the Triton wrapper accepted inputs torch itself refuses
     tol = kernel.tolerance["bfloat16" if how == "mixed_dtype" else dtype]
@@ -705,3 +709,9 @@ def test_no_snakemake_ancestor_follows_nothing():
     assert alive(os.getpid()) and not alive(2 ** 22 + 1)
     assert not is_snakemake(os.getpid())  # pytest, even from a folder whose name mentions snakemake
     assert all(is_snakemake(pid) for pid in snakemake_ancestors())
+    named = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "snakemake"])  # one that is
+    try:
+        assert is_snakemake(named.pid)
+    finally:
+        named.kill()
+        named.wait()
