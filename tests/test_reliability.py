@@ -710,7 +710,10 @@ def test_no_snakemake_ancestor_follows_nothing():
     assert not is_snakemake(os.getpid())  # pytest, even from a folder whose name mentions snakemake
     assert all(is_snakemake(pid) for pid in snakemake_ancestors())
     named = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "snakemake"])  # one that is
-    try:
+    try:  # until the child has exec'd, /proc shows the parent's argv: wait for it, up to 10 s
+        deadline = time.monotonic() + 10
+        while not is_snakemake(named.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert is_snakemake(named.pid)
     finally:
         named.kill()
