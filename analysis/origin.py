@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis.columns import flags
+from analysis.columns import flags, texts
 
 THIS_RUN = "this run"
 REFERENCE = "committed reference"
@@ -30,15 +30,14 @@ def sources_from_paths(paths) -> dict[str, str]:
     return {Path(p).parent.name: str(Path(p).parent) for p in paths}
 
 
-def _text(values: pd.Series) -> pd.Series:
-    return values.astype(object).where(values.notna(), "").astype(str).str.strip()
+def _text(df: pd.DataFrame, column: str) -> pd.Series:
+    """The column as stripped text, '' where it or a value is missing."""
+    return texts(df, column).str.strip()
 
 
 def run_key(df: pd.DataFrame) -> pd.Series:
     """run_id, or for a legacy row without one 'legacy <commit> <date>' (one commit measured on one day)."""
-    rid = _text(df["run_id"]) if "run_id" in df else pd.Series("", index=df.index)
-    sha = _text(df["git_sha"]).str.slice(0, 7) if "git_sha" in df else pd.Series("", index=df.index)
-    day = _text(df["timestamp"]).str.slice(0, 10) if "timestamp" in df else pd.Series("", index=df.index)
+    rid, sha, day = _text(df, "run_id"), _text(df, "git_sha").str.slice(0, 7), _text(df, "timestamp").str.slice(0, 10)
     return rid.where(rid != "", "legacy " + sha + " " + day)
 
 
@@ -69,10 +68,10 @@ def runs(metrics: pd.DataFrame, ceilings: pd.DataFrame, sources: dict[str, str] 
     out = []
     for (gpu, run), g in rows.groupby(["gpu", "_run"], sort=True):
         directory = sources.get(gpu, f"results/raw/{gpu}")
-        sha = _text(g["git_sha"]).str.slice(0, 7) if "git_sha" in g else pd.Series(dtype=str)
+        sha = _text(g, "git_sha").str.slice(0, 7)
         dirty = flags(g, "git_dirty")
         commits = sorted({s + ("+dirty" if d else "") for s, d in zip(sha, dirty) if s})
-        days = sorted({d for d in _text(g["timestamp"]).str.slice(0, 10) if d}) if "timestamp" in g else []
+        days = sorted({d for d in _text(g, "timestamp").str.slice(0, 10) if d})
         cells = g[g["_kind"] == "cells"]
         out.append({"gpu": gpu, "source": source_of(directory), "directory": directory, "run": run,
                     "legacy": run.startswith("legacy "), "commits": ", ".join(commits),
@@ -141,7 +140,7 @@ def freshness(metrics: pd.DataFrame, sources: dict[str, str] | None = None, curr
         key = run_key(g)
         run = current_run
         if not run:
-            stamps = _text(g["timestamp"]) if "timestamp" in g else pd.Series("", index=g.index)
+            stamps = _text(g, "timestamp")
             run = stamps.groupby(key).max().sort_values().index[-1]
         new = g[key == run]
         kept = g[key != run]
