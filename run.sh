@@ -50,7 +50,7 @@ pip_install() {  # pip install, offline from the wheelhouse when there is one. -
 # every run, because a package uninstalled after the install leaves the requirements stamp matching. DEV_MODULES:
 # requirements-dev.txt's, checked for ./run.sh test only.
 REQUIRED_MODULES="torch triton snakemake snakemake_executor_plugin_slurm papermill ipykernel nbconvert pandas pyarrow
-  numpy matplotlib pypdfium2 seaborn tqdm pynvml:nvidia-ml-py jsonschema yaml:pyyaml ninja"
+  numpy matplotlib pypdfium2 seaborn scipy tqdm pynvml:nvidia-ml-py jsonschema yaml:pyyaml ninja"
 REQUIRED_SCRIPTS="snakemake papermill jupyter ninja"
 DEV_MODULES="pytest hypothesis"
 
@@ -223,8 +223,8 @@ case "$cmd" in
     ver=${1:-3.12}
     out=$ROOT/wheelhouse/py${ver/./}
     mkdir -p "$out"
-    # The node already has torch, triton, numpy, pandas, pyarrow, matplotlib and seaborn; bring the rest.
-    grep -vE '^(#|torch|triton|numpy|pandas|pyarrow|matplotlib|seaborn)' requirements.txt | grep -v '^$' \
+    # The node already has torch, triton, numpy, pandas, pyarrow, matplotlib, seaborn and scipy; bring the rest.
+    grep -vE '^(#|torch|triton|numpy|pandas|pyarrow|matplotlib|seaborn|scipy)' requirements.txt | grep -v '^$' \
       > "$out/requirements-offline.txt"
     echo 'setuptools>=64' >> "$out/requirements-offline.txt"  # to build the editable rooflab where the node has none
     # A real interpreter of that version (pyenv shims of other versions only pretend to be one).

@@ -52,13 +52,41 @@ def cells_for(kernel, params: dict):
     return sorted(cells, key=lambda c: c.impl == "cuda")
 
 
-def checkpoint_identity(kernel, params: dict) -> str:
+def checkpoint_identity(kernel, params: dict, paired: bool = False) -> str:
     """Stored cells are reused only if the kernel's code, the measurement code and the timing config are unchanged.
-    Code, not text: comments, docstrings and layout are not part of it (rooflab/codehash.py)."""
+    Code, not text: comments, docstrings and layout are not part of it (rooflab/codehash.py). ``paired``: the
+    identity of the stored paired sessions, which the paired settings are part of too."""
     from rooflab.kernel import measurement_code
 
-    settings = json.dumps({k: params.get(k) for k in ("timing", "seed", "interpret_max_size")}, sort_keys=True)
+    keys = ("timing", "seed", "interpret_max_size") + (("paired",) if paired else ())
+    settings = json.dumps({k: params.get(k) for k in keys}, sort_keys=True)
     return code_digest([kernel.source] + [REPO / rel for rel in measurement_code()], settings.encode())
+
+
+def paired_store(ckpt: Path) -> Path:
+    """results/raw/{gpu}/.cells/{kernel}.jsonl -> .../.cells/{kernel}.paired.jsonl (rooflab/paired.PairedSweep)"""
+    return ckpt.with_name(ckpt.stem + ".paired.jsonl")
+
+
+def paired_path(out: str | Path) -> Path:
+    """results/raw/{gpu}/{kernel}.parquet -> results/raw/{gpu}/paired/{kernel}.parquet"""
+    out = Path(out)
+    return out.parent / "paired" / out.name
+
+
+def write_paired(rows: list[dict], path: str | Path, gpu: str, prov: dict, cfg) -> None:
+    """The paired rounds (one row per side, round and frame; rooflab/paired.py) as tidy parquet, with the run's
+    provenance and the paired settings; an empty table with the columns where none ran (paired off, CPU-only cells)."""
+    import pandas as pd
+
+    from rooflab.io import write_parquet
+    from rooflab.paired import ROUND_COLUMNS, describe
+
+    df = pd.DataFrame(rows).reindex(columns=ROUND_COLUMNS)
+    for k, v in {"gpu": gpu, **{k: prov.get(k) for k in ("run_id", "git_sha", "timestamp", "device_uuid")},
+                 **describe(cfg)}.items():
+        df[k] = v
+    write_parquet(df, path)
 
 
 def cell_store(out: str | Path) -> Path:
@@ -89,6 +117,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     from rooflab.cell import run_cell
     from rooflab.timing import TimingConfig, timer_for
     from rooflab.shapes import label
+    from rooflab.paired import PairedConfig, PairedSweep
 
     device, l2_bytes = check_device(gpu)
     if device == "cpu" and (describe_outputs or {}).get("profiles"):
@@ -115,6 +144,9 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
         if edited:
             log.info("%s changed since %d of them were measured, in comments, docstrings or layout only (its code "
                      "is the same): they are reused, not measured again", kernel.source, edited)
+    paired_cfg = PairedConfig.from_config(params.get("paired"))
+    paired = PairedSweep(kernel, cells, device, timing, paired_cfg, timer, paired_store(ckpt),
+                         checkpoint_identity(kernel, params, paired=True), seed=int(params.get("seed", 0)), log=log)
     prov = {**provenance(params), **caches}
     rows = []
     ckpt.parent.mkdir(parents=True, exist_ok=True)
@@ -128,10 +160,12 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             bar.set_postfix_str(f"{cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}", refresh=tty)
             if cell.key in done:
                 rows.append(done[cell.key])
+                paired.after_cell(cell, done[cell.key])
                 continue
             t_cell = time.perf_counter()
+            kept: dict = {}
             row = run_cell(kernel, cell, device, timing, interpret_max_size=int(params.get("interpret_max_size", 0)),
-                           seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer)
+                           seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer, keep=kept)
             row["cell_s"] = time.perf_counter() - t_cell  # what the cell cost the sweep, compile included
             row.update(gpu=gpu, **prov)
             tb = row.pop("traceback", None)
@@ -144,6 +178,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                                 default=str) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
+            paired.after_cell(cell, row, kept.pop("fns", None))  # the group's paired rounds, once it is complete
 
     store.compact(ckpt, kernel.name)  # one line per cell: re-checked skipped and failed cells replace their old lines
     df = pd.DataFrame(rows).drop(columns=["_identity", "_source_text"], errors="ignore")
@@ -162,7 +197,9 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                   len(failed), len(df) - len(failed), ckpt, lines)
         return 1
     write_parquet(df, out)
-    describe(kernel_name, gpu, params, **(describe_outputs or {}))
+    outputs = dict(describe_outputs or {})
+    write_paired(paired.rows, outputs.pop("paired", None) or paired_path(out), gpu, prov, paired_cfg)
+    describe(kernel_name, gpu, params, **outputs)
     return 0
 
 
@@ -212,6 +249,7 @@ def main(argv=None) -> int:
     ap.add_argument("--allow-failures", action="store_true")
     ap.add_argument("--profiles-out", help="also write the kernel's launch profile here (experiments/profiles.py)")
     ap.add_argument("--compiled-out", help="also write its compiled-kernel facts here (experiments/compiled.py)")
+    ap.add_argument("--paired-out", help="the paired rounds' parquet (default: paired/<kernel>.parquet beside --out)")
     ap.add_argument("--profile-size", type=int, default=256)
     ap.add_argument("--preset", help="measure a shape preset (rooflab/shapes.py: llm, odd) instead of --sizes")
     ap.add_argument("--shapes", nargs="+", metavar="SHAPE",
@@ -234,7 +272,8 @@ def main(argv=None) -> int:
         params.update(preset=preset, shapes=shape_sets([spec])[preset])
     try:
         rc = run(args.kernel, args.gpu, args.out, params,
-                 describe_outputs={"profiles": args.profiles_out, "compiled": args.compiled_out})
+                 describe_outputs={"profiles": args.profiles_out, "compiled": args.compiled_out,
+                                   "paired": args.paired_out})
     except DeviceMismatch as exc:
         log.error("%s", exc)
         rc = 2
@@ -254,7 +293,8 @@ if "snakemake" in globals():
     follow_snakemake()  # a kill -9 of snakemake ends this job too, before it measures or writes unattended
     try:
         rc = run(sm.wildcards.kernel, sm.wildcards.gpu, sm.output[0], dict(sm.params.sweep),
-                 describe_outputs={k: sm.output.get(k) for k in ("profiles", "compiled") if sm.output.get(k)})
+                 describe_outputs={k: sm.output.get(k) for k in ("profiles", "compiled", "paired")
+                                   if sm.output.get(k)})
     except DeviceMismatch as exc:
         log.error("%s", exc)
         print(f"ERROR: {exc}", file=sys.stderr)

@@ -153,11 +153,13 @@ def sync(device: str) -> None:
 
 
 def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, interpret_max_size: int = 0,
-             seed: int = 0, timer=None, l2_bytes: float = 0.0) -> dict[str, Any]:
-    """Measure one cell and return its row (without provenance), every implementation in the cell's math mode."""
+             seed: int = 0, timer=None, l2_bytes: float = 0.0, keep: dict | None = None) -> dict[str, Any]:
+    """Measure one cell and return its row (without provenance), every implementation in the cell's math mode.
+    ``keep`` (a dict): a timed cell leaves its closures there (``fns``, one per input placement), for the group's
+    paired rounds (rooflab/paired.py)."""
     with math_mode(cell.dtype):
         return _run_cell(kernel, cell, device, timing, interpret_max_size=interpret_max_size, seed=seed,
-                         timer=timer, l2_bytes=l2_bytes)
+                         timer=timer, l2_bytes=l2_bytes, keep=keep)
 
 
 def cell_shape(kernel: Kernel, cell: Cell):
@@ -169,7 +171,7 @@ def cell_shape(kernel: Kernel, cell: Cell):
 
 
 def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, interpret_max_size: int,
-              seed: int, timer, l2_bytes: float) -> dict[str, Any]:
+              seed: int, timer, l2_bytes: float, keep: dict | None) -> dict[str, Any]:
     import torch
 
     kw = _kw(kernel, cell.pass_)
@@ -252,6 +254,8 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
         row.update(measure(fns, timer, timing, inputs=sets))
         row["sample_s"] = time.perf_counter() - t_sample  # warm-ups, samples and the Python loop
         row.update(clocks.prefixed("after"))
+        if keep is not None:
+            keep["fns"] = fns
         del fns, sets
         if device == "cuda" and timing.cudagraph:
             try:
@@ -271,6 +275,20 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
         row.update(status="failed", error=f"{type(exc).__name__}: {exc}"[:2000])
         row["traceback"] = traceback.format_exc()[-4000:]
     return row
+
+
+def cell_callables(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, seed: int = 0) -> list:
+    """Closures of one implementation over fresh input sets (as many placements as the cell's run_cell rotates
+    through), built in the cell's math mode without a check or a timing: the paired rounds' sides for cells whose
+    own closures are gone (reused from the cell store) and the A/A twin. Raises what building them raises."""
+    import torch  # noqa: F401 (make_inputs needs it loaded)
+
+    with math_mode(cell.dtype):
+        kw = _kw(kernel, cell.pass_)
+        _, _, at = cell_shape(kernel, cell)
+        factory = compiled_factory(kernel)[0] if cell.impl == "compile" else kernel.impls[cell.impl]
+        count = placements_for(timing.placements, float(kernel.bytes(at, cell.dtype, **kw)), device)
+        return [factory(kernel.make_inputs(at, torch_dtype(cell.dtype), device, seed), **kw) for _ in range(count)]
 
 
 # Extra input sets may take at most this share of the free device memory (each is about a working set, and the

@@ -1,4 +1,5 @@
-"""SM and memory clocks, temperatures and power from NVML, read before and after each cell (empty on the CPU).
+"""SM and memory clocks, temperatures and power from NVML, read before and after each cell, and the SM clock
+between its sample batches (empty on the CPU).
 
 A cell measured while the SM clock sat well below the card's maximum (power or thermal throttling, or an idle
 clock that never ramped) is flagged, so its number is not taken as the card's capability.
@@ -6,6 +7,7 @@ clock that never ramped) is flagged, so its number is not taken as the card's ca
 from __future__ import annotations
 
 import math
+import statistics
 from functools import lru_cache
 
 THROTTLE_FRACTION = 0.75  # NVBench discards samples under 75 % of the default SM clock
@@ -54,6 +56,30 @@ def read() -> dict[str, float]:
             "gpu_temp": get(pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU),
             "mem_temp": _memory_temperature(h),
             "power": get(pynvml.nvmlDeviceGetPowerUsage) / 1e3}
+
+
+def sm_mhz() -> float:
+    """The SM clock now (MHz), one NVML call (a few microseconds): read between sample batches and paired rounds, so
+    a row says what clock its samples ran at; NaN without NVML."""
+    h = _handle()
+    if h is None:
+        return float("nan")
+    import pynvml
+
+    try:
+        return float(pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM))
+    except Exception:
+        return float("nan")
+
+
+def during(readings) -> dict[str, float]:
+    """The row's columns for SM clock readings taken while its samples ran: median, least and most (MHz)."""
+    x = [v for v in readings if v == v]  # NaN dropped
+    if not x:
+        nan = float("nan")
+        return {"sm_clock_samples_mhz": nan, "sm_clock_samples_min_mhz": nan, "sm_clock_samples_max_mhz": nan}
+    return {"sm_clock_samples_mhz": float(statistics.median(x)), "sm_clock_samples_min_mhz": float(min(x)),
+            "sm_clock_samples_max_mhz": float(max(x))}
 
 
 def _memory_temperature(h) -> float:

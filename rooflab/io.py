@@ -21,7 +21,8 @@ RAW_COLUMNS = [
     "hold_us", "placements", "placement_sd_rel", "instances", "instance_sd_rel", "warm_translations", "flush_buffers",
     "cold_ms", "cell_s",
     "flops", "bytes", "working_set_bytes", "l2_bytes", "l2_ratio", "l2_resident",
-    "sm_clock_before_mhz", "sm_clock_after_mhz", "mem_clock_before_mhz", "mem_clock_after_mhz",
+    "sm_clock_before_mhz", "sm_clock_after_mhz", "sm_clock_samples_mhz", "sm_clock_samples_min_mhz",
+    "sm_clock_samples_max_mhz", "mem_clock_before_mhz", "mem_clock_after_mhz",
     "gpu_temp_before_c", "gpu_temp_after_c", "mem_temp_before_c", "mem_temp_after_c", "power_before_w",
     "power_after_w", "clock_throttled", "compile_fallback", "compile_graphs", "compute_unit", "math_mode",
     "git_sha", "git_dirty", "config_hash", "host", "driver", "cuda", "torch", "triton", "python", "timestamp",
@@ -35,6 +36,9 @@ LATER_COLUMNS = {"loop_ms": float("nan"), "enqueue_us": float("nan"), "hold_us":
                  "compile_graphs": float("nan"),  # before torch.compile's graphs a cell were counted
                  "run_id": "",  # before runs were named: a dataset's cells and ceilings read as one run
                  "device_index": float("nan"), "device_uuid": "",  # before several GPUs a node (rooflab/slots.py)
+                 # before the SM clock was read between sample batches (rooflab/clocks.during)
+                 "sm_clock_samples_mhz": float("nan"), "sm_clock_samples_min_mhz": float("nan"),
+                 "sm_clock_samples_max_mhz": float("nan"),
                  **{f"{what}_{when}_{unit}": float("nan") for what, unit in (("gpu_temp", "c"), ("mem_temp", "c"),
                                                                             ("power", "w"))
                     for when in ("before", "after")}}

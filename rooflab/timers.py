@@ -220,6 +220,12 @@ class CudaEventTimer:
     def loop(self, fn, min_ms):
         return _loop_ms(fn, min_ms, self.torch.cuda.synchronize)
 
+    def sm_clock_mhz(self) -> float:
+        """The SM clock now (rooflab/clocks.sm_mhz): read after each batch of samples."""
+        from rooflab import clocks
+
+        return clocks.sm_mhz()
+
     def facts(self):
         return {"hold_us": float(self.hold_us) if self.hold_stream else 0.0, "enqueue_us": self.enqueue_us,
                 "flush_buffers": len(self.flush_buffers)}

@@ -162,7 +162,9 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     (0: off) stops the starts early once that standard error is under ``instances_target_rse`` (_starts_agree), and
     ``instances`` in the row is how many ran (each start's limits stay 1/instances of the cell's, so a cell that
     stops early also spends less; the stop reads the standard error the row reports, so a row that stopped early
-    carries the error that stopped it). ``hold_us`` and ``enqueue_us`` are the last start's."""
+    carries the error that stopped it). ``hold_us`` and ``enqueue_us`` are the last start's. A timer with an
+    ``sm_clock_mhz`` method (the GPU's) is asked for the SM clock after every batch: ``sm_clock_samples_mhz`` (the
+    median reading), ``_min_mhz`` and ``_max_mhz``, the clock the samples ran at."""
     instances = max(1, int(cfg.instances))
     rounds = 1
     warming = cfg.warm_translations and inputs is not None
@@ -187,6 +189,8 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     small = dataclasses.replace(per_instance, target_rse=max(per_instance.target_rse, cfg.small_target_rse))
     samples: list[float] = []
     medians, reasons = [], []
+    probe = getattr(timer, "sm_clock_mhz", None)  # the SM clock after each batch (GPU timers)
+    readings: list[float] = []
     call = fn
     least = instances if cfg.min_instances <= 0 else min(instances, max(2, int(cfg.min_instances)))
     for _ in range(instances):
@@ -206,6 +210,8 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
         batch = min(per_instance.min_samples, -(-3 // rounds) * rounds)  # whole rounds, at least 3 samples
         while True:
             mine += timer.sample(call, batch)
+            if probe is not None:
+                readings.append(probe())
             elapsed = clock() - t0
             reason = stop_reason(mine, elapsed, small if np.median(mine) * 1e3 < cfg.small_cell_us else per_instance)
             if reason:
@@ -230,6 +236,10 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     if len(medians) > 1:
         out["rse_median"] = max(out["rse_median"], out["instance_sd_rel"] / math.sqrt(len(medians)))
     out["warm_translations"] = bool(warming)
+    if probe is not None:
+        from rooflab.clocks import during
+
+        out.update(during(readings))
     # optional parts of the protocol (a synthetic test timer has neither)
     out.update(timer.facts() if hasattr(timer, "facts") else {})
     out["loop_ms"] = timer.loop(call, cfg.loop_ms) if cfg.loop_ms > 0 and hasattr(timer, "loop") else float("nan")
@@ -251,35 +261,48 @@ def _starts_agree(samples, medians, cfg: TimingConfig) -> bool:
     return rse < target
 
 
-def cudagraph_median_ms(fn: Callable[[], object], target_ms: float = 2.0, replays: int = 10) -> float:
-    """Median time per call of CUDA-graph replays, launch overhead removed, no L2 flush: triton's
-    do_bench_cudagraph's method (a graph of n calls, replayed, timed with events, divided by n) with a graph of
-    about ``target_ms`` instead of its 25 ms, so the graph time costs a cell tens of milliseconds, not 0.3 s."""
-    import torch
+class GraphReplay:
+    """A CUDA graph of n calls of ``fn`` (about ``target_ms`` of GPU time; n a multiple of ``multiple``), captured
+    once on a side stream: ``replay_ms()`` replays it and returns the time per call (launch overhead removed, no L2
+    flush). triton.testing.do_bench_cudagraph's method, with a graph of about 2 ms instead of its 25 ms."""
 
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        fn()  # warm (and whatever the first call allocates, outside the graph)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(3):
-            fn()
-        end.record()
-        end.synchronize()
-        estimate_ms = start.elapsed_time(end) / 3
-        n = int(min(1000, max(1, target_ms / max(estimate_ms, 1e-4))))
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(n):
+    def __init__(self, fn: Callable[[], object], target_ms: float = 2.0, multiple: int = 1):
+        import torch
+
+        self.torch = torch
+        self.stream = torch.cuda.Stream()
+        self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        multiple = max(1, int(multiple))
+        with torch.cuda.stream(self.stream):
+            fn()  # warm (and whatever the first call allocates, outside the graph)
+            self.start.record()
+            for _ in range(3):
                 fn()
-        torch.cuda.synchronize()
-        graph.replay()  # the first replay uploads the graph
-        times = []
-        for _ in range(replays):
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) / n)
-    del graph
+            self.end.record()
+            self.end.synchronize()
+            estimate_ms = self.start.elapsed_time(self.end) / 3
+            n = int(min(1000, max(1, target_ms / max(estimate_ms, 1e-4))))
+            self.calls = -(-n // multiple) * multiple
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                for _ in range(self.calls):
+                    fn()
+            torch.cuda.synchronize()
+            self.graph.replay()  # the first replay uploads the graph
+
+    def replay_ms(self) -> float:
+        with self.torch.cuda.stream(self.stream):
+            self.start.record()
+            self.graph.replay()
+            self.end.record()
+            self.end.synchronize()
+        return self.start.elapsed_time(self.end) / self.calls
+
+
+def cudagraph_median_ms(fn: Callable[[], object], target_ms: float = 2.0, replays: int = 10) -> float:
+    """Median time per call of ``replays`` replays of a GraphReplay of ``fn``: the cell's CUDA-graph time, which
+    costs a cell tens of milliseconds, not do_bench_cudagraph's 0.3 s."""
+    replay = GraphReplay(fn, target_ms)
+    times = [replay.replay_ms() for _ in range(replays)]
+    del replay
     return float(np.median(times))

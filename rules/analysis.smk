@@ -42,6 +42,32 @@ rule metrics:
         run_main("analysis.metrics", ["--concat", input, "--out", output], log)
 
 
+rule paired_verdicts:
+    """Every comparison of the paired rounds with its interval and verdict, and the A/A test's rates: the paired
+    rule on pairs known identical, the unpaired rule on such pairs timed apart (analysis/paired.py)."""
+    input:
+        paired=get_paired_of,
+        raw=get_raw_of_gpu,
+        repeatability=get_compare_repeatability,
+        script="analysis/paired.py",
+        rules="rooflab/verdicts.py",
+    output:
+        table=update("results/paired/{gpu}.parquet"),
+        aa=update("results/paired/aa_{gpu}.csv"),
+        md=update("results/paired/{gpu}.md"),
+    params:
+        settings=json.dumps(config.get("verdicts", {})),
+    log:
+        "logs/analysis/paired_{gpu}.log",
+    priority: ANALYSIS_PRIORITY
+    resources:
+        host=1,
+    run:
+        run_main("analysis.paired", ["--gpu", wildcards.gpu, "--paired", input.paired, "--raw", input.raw,
+                                     "--repeatability", input.repeatability, "--settings", params.settings,
+                                     "--out", output.table, "--aa", output.aa, "--md", output.md], log)
+
+
 rule compare_reference:
     """This run against data/reference/<gpu>: cells that got slower or faster beyond noise (analysis/compare.py)."""
     input:

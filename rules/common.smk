@@ -202,6 +202,7 @@ def get_final_outputs(wildcards=None):
         + ["results/metrics.parquet"]
         + get_figures()
         + get_comparisons()
+        + get_paired_verdicts()
         + get_shapes_metrics()
         + ["results/shapes.parquet"]
         + get_shapes_figures()
@@ -218,7 +219,7 @@ def measure_argv(wildcards, params, output):
     kernel, device, outputs and sweep parameters (as JSON)."""
     argv = ["--kernel", wildcards.kernel, "--gpu", wildcards.gpu, "--out", output.raw,
             "--params", json.dumps(dict(params.sweep))]
-    for name in ("profiles", "compiled"):
+    for name in ("profiles", "compiled", "paired"):
         if output.get(name):
             argv += [f"--{name}-out", output.get(name)]
     return argv
@@ -299,6 +300,28 @@ def own_or_reference(key, name):
 
 def get_comparisons(wildcards=None):
     return [f"results/compare/{gpu}.md" for gpu in COMPARE_GPUS if get_compare_now(dict(gpu=gpu))]
+
+
+def paired_of(gpu, kernel):
+    """The paired rounds beside a kernel's square results (rooflab/paired.py): those this run measures, and those
+    an earlier run or the reference left; None where there are none (results measured before pairing)."""
+    raw = raw_path(gpu, kernel)
+    path = str(Path(raw).parent / "paired" / f"{kernel}.parquet")
+    measured_here = gpu in GPUS and MEASURE_SQUARE and kernel in KERNELS and raw.startswith("results/")
+    return path if measured_here or Path(workflow.basedir, path).exists() else None
+
+
+def get_paired_of(wildcards):
+    return [p for p in (paired_of(wildcards.gpu, k) for k in ANALYSED[wildcards.gpu]) if p]
+
+
+def get_raw_of_gpu(wildcards):
+    return [raw_path(wildcards.gpu, k) for k in ANALYSED[wildcards.gpu]]
+
+
+def get_paired_verdicts(wildcards=None):
+    """Every analysed GPU's paired verdicts and A/A rates (rules/analysis.smk, paired_verdicts)."""
+    return [f"results/paired/{gpu}.md" for gpu in ANALYSIS_GPUS]
 
 
 def get_compare_now(wildcards):

@@ -26,12 +26,14 @@ MEASURE_INPUT = dict(kernel=get_kernel_stamp, code=MEASUREMENT_STAMP,
                      describe=["experiments/profiles.py", "experiments/compiled.py", "rooflab/kernel_facts.py"])
 MEASURE_OUTPUT = dict(raw=update("results/raw/{gpu}/{kernel}.parquet"),
                       profiles=update("results/raw/{gpu}/profiles/{kernel}.parquet"),
-                      compiled=update("results/raw/{gpu}/compiled/{kernel}.parquet"))
+                      compiled=update("results/raw/{gpu}/compiled/{kernel}.parquet"),
+                      paired=update("results/raw/{gpu}/paired/{kernel}.parquet"))
 MEASURE_RESOURCES = dict(measure_slot=1, host=host_slots, gpu=get_gpu_count,
                          slurm_partition=get_cluster("slurm_partition"), constraint=get_cluster("constraint"),
                          gres=get_cluster("gres"), runtime=get_cluster("runtime", default=60))
 SHAPES_INPUT = dict(kernel=get_kernel_stamp, code=MEASUREMENT_STAMP, shapes="rooflab/shapes.py")
-SHAPES_OUTPUT = dict(raw=update("results/raw/{gpu}/shapes/{preset}/{kernel}.parquet"))
+SHAPES_OUTPUT = dict(raw=update("results/raw/{gpu}/shapes/{preset}/{kernel}.parquet"),
+                     paired=update("results/raw/{gpu}/shapes/{preset}/paired/{kernel}.parquet"))
 SHAPES_LOG = "logs/measure/{gpu}/shapes/{preset}/{kernel}.log"
 
 

@@ -1,0 +1,218 @@
+"""Paired verdicts and the A/A test, from the sweep's paired rounds (results/raw/<gpu>/paired/<kernel>.parquet).
+
+For every session (a cell group's implementations timed in alternating rounds, rooflab/paired.py) and frame:
+
+* each implementation against the builtin and the naive expression: speedup, its interval and the verdict
+  (rooflab/verdicts.paired_verdict), with both sides' SM clocks over the rounds;
+* the A/A pairs, known to be identical: the twin (the same implementation timed as a second side, ``copy`` 1)
+  against itself, and matmul's naive expression against the builtin (``torch.relu(a @ b)`` and
+  ``torch.nn.functional.relu(torch.matmul(a, b))`` launch the same cuBLAS GEMM and the same ReLU kernel).
+
+The A/A table gives, per frame and size class, how many A/A pairs the paired rule calls a tie, faster or slower, or
+not comparable, and the unpaired rule's rate on pairs timed apart: the repeatability table's cells (the same cell in
+two processes) and matmul's naive and builtin cells of the sweep (timed one after the other), each judged as the
+compare table judged them before pairing (rooflab/verdicts.unpaired_verdict with its floors).
+
+Writes results/paired/<gpu>.parquet (every comparison), results/paired/aa_<gpu>.csv (the A/A rates) and
+results/paired/<gpu>.md (the summary).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+
+import numpy as np
+import pandas as pd
+
+from rooflab.io import write_parquet, write_text
+from rooflab.verdicts import (FASTER, NOT_COMPARABLE, SLOWER, TIE, VerdictRules, paired_speedup, paired_verdict,
+                              unpaired_verdict)
+
+log = logging.getLogger("rooflab.paired")
+GROUP = ["gpu", "run_id", "kernel", "dtype", "shape", "size", "pass", "preset", "session"]
+BASES = ("builtin", "naive")
+SAME_KERNELS = {("matmul", "naive", "builtin")}  # (kernel, impl, base) pairs that launch the same kernels
+# The floors the compare rule used for cells timed apart (analysis/compare.DEFAULTS before pairing): short cells
+# 10 % (event) or 5 % (graph), others 2 %, and 3 standard errors.
+UNPAIRED_FLOORS = {("gpu", "short"): 0.10, ("graph", "short"): 0.05, ("loop", "short"): 0.10}
+UNPAIRED_FLOOR = 0.02
+
+
+def read_rounds(paths) -> pd.DataFrame:
+    frames = [pd.read_parquet(p) for p in paths]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _side(g: pd.DataFrame, impl: str, copy: int, frame: str) -> pd.DataFrame:
+    s = g[(g["impl"] == impl) & (g["copy"] == copy) & (g["frame"] == frame)]
+    return s.set_index("round")[["ms", "sm_clock_mhz"]]
+
+
+def pairs_of(impls: set[str], kernel: str, twin_present: list[str]) -> list[tuple[str, int, str, int, str]]:
+    """(impl, copy, base, base copy, A/A kind) of one session: every implementation against each base present, and
+    the A/A pairs ('twin', 'same kernels'; '' for an ordinary comparison)."""
+    out = []
+    for base in BASES:
+        if base not in impls:
+            continue
+        for impl in sorted(impls - {base}):
+            if base == "naive" and impl == "builtin":
+                continue  # the builtin against naive is the naive against the builtin, inverted
+            kind = "same kernels" if (kernel, impl, base) in SAME_KERNELS else ""
+            out.append((impl, 0, base, 0, kind))
+    out += [(impl, 1, impl, 0, "twin") for impl in twin_present]
+    return out
+
+
+def verdict_table(rounds: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
+    """One row per (session, frame, pair): speedup of impl over base, interval, half-width, rounds, size class (by
+    the faster side's median), verdict, each side's median time and median SM clock over the rounds."""
+    rows = []
+    if rounds.empty:
+        return pd.DataFrame()
+    r = rounds.copy()
+    for c in GROUP:
+        if c not in r:
+            r[c] = ""
+    r[GROUP] = r[GROUP].astype(str)
+    for key, g in r.groupby(GROUP, sort=False):
+        impls = set(g.loc[g["copy"] == 0, "impl"])
+        twins = sorted(set(g.loc[g["copy"] == 1, "impl"]))
+        for impl, copy, base, base_copy, kind in pairs_of(impls, key[2], twins):
+            for frame in sorted(set(g["frame"])):
+                a, b = _side(g, impl, copy, frame), _side(g, base, base_copy, frame)
+                both = a.add_suffix("_a").join(b.add_suffix("_b"), how="inner")
+                if both.empty:
+                    continue
+                s = paired_speedup(both["ms_a"], both["ms_b"], rules.level)
+                us = 1e3 * min(both["ms_a"].median(), both["ms_b"].median())
+                cls = rules.size_class(us)
+                rows.append({**dict(zip(GROUP, key)), "impl": impl, "copy": copy, "base": base, "aa": kind,
+                             "frame": frame, **s, "size_class": cls,
+                             "verdict": paired_verdict(s["speedup"], s["lo"], s["hi"], s["half_width"], cls, rules),
+                             "median_ms_impl": both["ms_a"].median(), "median_ms_base": both["ms_b"].median(),
+                             "sm_clock_impl_mhz": both["sm_clock_mhz_a"].median(),
+                             "sm_clock_base_mhz": both["sm_clock_mhz_b"].median()})
+    return pd.DataFrame(rows)
+
+
+def unpaired_cells(raw: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
+    """The unpaired rule on pairs known identical that were timed apart: matmul's naive and builtin cells of a sweep
+    (one after the other, each its own samples and clock), in each frame."""
+    from analysis.metrics import FRAMES
+
+    rows = []
+    ok = raw[(raw["status"] == "ok") & (raw["kernel"] == "matmul")]
+    key = ["gpu", "dtype", "shape", "pass"]
+    for k, g in ok.groupby(key, sort=False):
+        sides = {impl: g[g["impl"] == impl].iloc[0] for impl in ("naive", "builtin") if (g["impl"] == impl).any()}
+        if len(sides) < 2:
+            continue
+        a, b = sides["naive"], sides["builtin"]
+        for frame, col in FRAMES.items():
+            frame = "gpu" if frame == "gpu" else frame
+            if col not in g or not (np.isfinite(a.get(col, np.nan)) and np.isfinite(b.get(col, np.nan))):
+                continue
+            speedup = float(b[col] / a[col])
+            cls = rules.size_class(1e3 * min(a[col], b[col]))
+            rse = (float(a["rse_median"]), float(b["rse_median"])) if frame == "gpu" else (0.0, 0.0)
+            floor = UNPAIRED_FLOORS.get((frame, cls), UNPAIRED_FLOOR)
+            rows.append({**dict(zip(key, k)), "frame": frame, "size_class": cls, "speedup": speedup,
+                         "verdict": unpaired_verdict(speedup, *rse, floor),
+                         "sm_clock_impl_mhz": a.get("sm_clock_after_mhz", np.nan),
+                         "sm_clock_base_mhz": b.get("sm_clock_after_mhz", np.nan), "source": "sweep cells"})
+    return pd.DataFrame(rows)
+
+
+def unpaired_repeat(repeat: pd.DataFrame | None, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
+    """The unpaired rule on the repeatability table (the same cell measured in two processes): event and graph."""
+    if repeat is None or repeat.empty:
+        return pd.DataFrame()
+    rows = []
+    for frame, col, diff in (("gpu", "median_ms", "event_rel_diff"), ("graph", "graph_median_ms", "graph_rel_diff")):
+        for _, r in repeat.iterrows():
+            if not np.isfinite(r.get(diff, np.nan)):
+                continue
+            cls = rules.size_class(1e3 * min(r[f"{col}_1"], r[f"{col}_2"]))
+            speedup = 1.0 / (1.0 + float(r[diff]))
+            rows.append({"kernel": r["kernel"], "impl": r["impl"], "dtype": r["dtype"], "size": r["size"],
+                         "pass": r["pass"], "frame": frame, "size_class": cls, "speedup": speedup,
+                         "verdict": unpaired_verdict(speedup, 0.0, 0.0, UNPAIRED_FLOORS.get((frame, cls),
+                                                                                           UNPAIRED_FLOOR)),
+                         "source": "repeatability"})
+    return pd.DataFrame(rows)
+
+
+def aa_rates(paired: pd.DataFrame, unpaired: pd.DataFrame) -> pd.DataFrame:
+    """Per method, source, frame and size class: A/A pairs, ties, wins (faster or slower: false positives), not
+    comparable, and the tie rate (ties over all pairs)."""
+    parts = []
+    if not paired.empty:
+        aa = paired[paired["aa"] != ""].assign(method="paired", source=lambda d: d["aa"])
+        parts.append(aa)
+    if not unpaired.empty:
+        parts.append(unpaired.assign(method="unpaired"))
+    if not parts:
+        return pd.DataFrame(columns=["method", "source", "frame", "size_class", "pairs", "tie", "false_positive",
+                                     "not_comparable", "tie_rate", "false_positive_rate"])
+    t = pd.concat(parts, ignore_index=True)
+    rows = []
+    for (method, source, frame, cls), g in t.groupby(["method", "source", "frame", "size_class"], sort=True):
+        v = g["verdict"]
+        n = int(len(v))
+        ties, wins, nc = int((v == TIE).sum()), int(v.isin([FASTER, SLOWER]).sum()), int((v == NOT_COMPARABLE).sum())
+        rows.append({"method": method, "source": source, "frame": frame, "size_class": cls, "pairs": n, "tie": ties,
+                     "false_positive": wins, "not_comparable": nc, "tie_rate": ties / n if n else np.nan,
+                     "false_positive_rate": wins / n if n else np.nan})
+    return pd.DataFrame(rows)
+
+
+def summary_markdown(gpu: str, table: pd.DataFrame, rates: pd.DataFrame, goal: float = 0.95) -> str:
+    lines = [f"# {gpu}: paired verdicts and the A/A test", "",
+             "A/A pairs are known identical; a verdict other than tie is a false positive. Goal: tie in at least "
+             f"{goal:.0%} of A/A pairs in every frame and size class.", "",
+             "| method | pairs from | frame | size class | pairs | tie | false positive | not comparable | tie rate |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {r.method} | {r.source} | {r.frame} | {r.size_class} | {r.pairs} | {r.tie} | {r.false_positive} "
+              f"| {r.not_comparable} | {r.tie_rate:.1%} |" for r in rates.itertuples()]
+    real = table[table["aa"] == ""] if not table.empty else table
+    if len(real):
+        counts = real.groupby(["frame", "verdict"]).size()
+        lines += ["", "## Verdicts of every other comparison", "", "| frame | verdict | comparisons |",
+                  "| --- | --- | --- |"]
+        lines += [f"| {frame} | {verdict} | {n} |" for (frame, verdict), n in counts.items()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gpu", required=True)
+    ap.add_argument("--paired", nargs="*", default=[], help="paired rounds' parquet files")
+    ap.add_argument("--raw", nargs="*", default=[], help="the sweep's raw files (matmul's cells timed apart)")
+    ap.add_argument("--repeatability", nargs="*", default=[])
+    ap.add_argument("--settings", default="{}", help="config verdicts, as JSON")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--aa", required=True)
+    ap.add_argument("--md", required=True)
+    args = ap.parse_args(argv)
+    import json
+
+    from rooflab.io import read_raw_many
+
+    rules = VerdictRules.from_config(json.loads(args.settings))
+    table = verdict_table(read_rounds(args.paired), rules)
+    raw = read_raw_many(args.raw) if args.raw else pd.DataFrame()
+    repeat = pd.concat([pd.read_csv(p) for p in args.repeatability]) if args.repeatability else None
+    unpaired = pd.concat([unpaired_cells(raw, rules) if len(raw) else pd.DataFrame(),
+                          unpaired_repeat(repeat, rules)], ignore_index=True)
+    rates = aa_rates(table, unpaired)
+    write_parquet(table, args.out)
+    write_text(rates.to_csv(index=False), args.aa)
+    write_text(summary_markdown(args.gpu, table, rates), args.md)
+    log.info("%s: %d paired comparisons; A/A: %s", args.gpu, len(table), args.aa)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
