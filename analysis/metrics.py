@@ -6,6 +6,8 @@ Formulas (per row, t = median time in seconds; FLOPs and bytes from the kernel's
     achieved_tflops      = flops / t / 1e12
     arithmetic_intensity = flops / bytes                                   [FLOP/byte]
     attainable           = min(peak_flops[unit], arithmetic_intensity * peak_bandwidth)     (the roofline)
+    peak_tflops_at_clock = peak_flops_measured[unit] * sm_clock / ceiling's sm_clock (compute-bound cells: the
+                           measured roof at the clock the cell's samples ran at; roofline_fraction_measured uses it)
     roofline_fraction    = (flops / t) / attainable
     model_time_ms_<gpu>  = max(flops / peak_flops[unit], bytes / peak_bandwidth) * 1e3
     model_error_<src>    = measured / model_time - 1   (on the GPU measured; src = datasheet | measured)
@@ -79,10 +81,17 @@ def run_peaks(ceilings: pd.DataFrame) -> dict[tuple[str, str], dict[str, float]]
     for (gpu, run), g in c.groupby(["gpu", "run_id"], sort=False):
         peaks = {r["ceiling"]: float(r["value"]) for _, r in g.iterrows()}
         if "sm_clock_after_mhz" in g:  # the clock each roof ran at ("copy@clock", "gemm_bf16@clock", ...)
-            peaks.update({f"{r['ceiling']}@clock": float(r["sm_clock_after_mhz"]) for _, r in g.iterrows()})
+            peaks.update({f"{r['ceiling']}@clock": float(_samples_clock(r)) for _, r in g.iterrows()})
         peaks["timestamp"] = str(g["timestamp"].max()) if "timestamp" in g else ""
         out[(gpu, run)] = peaks
     return out
+
+
+def _samples_clock(r) -> float:
+    """The SM clock a row's samples ran at: the median reading between its sample batches where recorded
+    (rooflab/clocks.during), else the reading after them."""
+    during = r.get("sm_clock_samples_mhz", np.nan)
+    return float(during) if pd.notna(during) else float(r.get("sm_clock_after_mhz", np.nan))
 
 
 def _peak_flops_measured(peaks: dict, unit: str) -> float:
@@ -151,13 +160,21 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     ceiling_clock = np.asarray([p.get(f"{name}@clock", np.nan) for p, name in zip(own, roof)], dtype=float)
     max_clock = df["sm_clock_max_mhz"].to_numpy(dtype=float) if "sm_clock_max_mhz" in df else np.full(len(df), np.nan)
     df["ceiling_clock_mhz"] = np.where(np.isfinite(ceiling_clock), ceiling_clock, max_clock)
-    cell_clock = df["sm_clock_after_mhz"].to_numpy(dtype=float) if "sm_clock_after_mhz" in df else np.nan
+    after = df["sm_clock_after_mhz"] if "sm_clock_after_mhz" in df else pd.Series(np.nan, index=df.index)
+    during = df["sm_clock_samples_mhz"] if "sm_clock_samples_mhz" in df else pd.Series(np.nan, index=df.index)
+    cell_clock = during.astype(float).fillna(after.astype(float)).to_numpy(dtype=float)
+    df["sm_clock_mhz"] = cell_clock  # the clock the cell's samples ran at (between batches where read there)
     df["clock_low"] = np.asarray(cell_clock < CLOCK_FRACTION * df["ceiling_clock_mhz"].to_numpy(), dtype=bool)
     ok = ok & ~df["clock_low"]
     df["claimable"] = ok
     df["peak_bandwidth_measured_gbps"] = own_bw / 1e9
     df["peak_tflops_measured"] = own_pf / 1e12
-    att = attainable(df["arithmetic_intensity"], own_pf, own_bw)
+    # The compute roof at the cell's own clock: a tensor core's rate scales with the SM clock, so a GEMM ceiling
+    # timed at 1515 MHz is a lower roof than a cell at 1875 MHz can reach. Memory-bound cells keep the copy's.
+    scale = np.where(compute, cell_clock / df["ceiling_clock_mhz"].to_numpy(dtype=float), 1.0)
+    own_pf_clock = own_pf * np.where(np.isfinite(scale), scale, 1.0)
+    df["peak_tflops_at_clock"] = own_pf_clock / 1e12
+    att = attainable(df["arithmetic_intensity"], own_pf_clock, own_bw)
     df["attainable_tflops_measured"] = att / 1e12
     df["roofline_fraction_measured"] = df["achieved_tflops"] * 1e12 / att
     df["bandwidth_fraction_measured"] = df["achieved_gbps"] * 1e9 / own_bw
@@ -282,12 +299,49 @@ def fixed_costs(metrics: pd.DataFrame, min_size: int = FIT_MIN_SIZE) -> pd.DataF
     return pd.DataFrame(rows, columns=cols)
 
 
-def build(raw_paths, ceiling_paths, out: str) -> pd.DataFrame:
+PAIRED_KEY = ["gpu", "kernel", "dtype", "shape", "pass", "impl"]
+
+
+def apply_paired(df: pd.DataFrame, table: pd.DataFrame, rules=None) -> pd.DataFrame:
+    """The verdicts from the paired rounds (analysis/paired.verdict_table) in place of the unpaired rule's, where a
+    cell has them: per base and frame, ``{frame_}verdict_vs_<base>`` becomes the paired verdict and
+    ``{frame_}paired_speedup_vs_<base>`` (with ``_lo``/``_hi``, its interval) the per-round speedup, whose clock
+    both sides shared; ``verdict_method_vs_<base>`` says which rule gave the GPU-time verdict (paired or
+    unpaired). Cells without rounds keep the unpaired verdict."""
+    if table is None or table.empty:
+        for base in ("builtin", "naive"):
+            df[f"verdict_method_vs_{base}"] = np.where(df.get(f"verdict_vs_{base}", pd.Series("", index=df.index))
+                                                       .astype(str) != "", "unpaired", "")
+        return df
+    t = table[(table["copy"] == 0) & (table["aa"] != "twin")].copy()
+    t[PAIRED_KEY] = t[PAIRED_KEY].astype(str)
+    key = pd.MultiIndex.from_frame(df[PAIRED_KEY].astype(str))
+    for base in ("builtin", "naive"):
+        method = np.where(df.get(f"verdict_vs_{base}", pd.Series("", index=df.index)).astype(str) != "",
+                          "unpaired", "")
+        for frame in FRAMES:
+            prefix = "" if frame == "gpu" else f"{frame}_"
+            p = t[(t["base"] == base) & (t["frame"] == frame)].drop_duplicates(PAIRED_KEY).set_index(PAIRED_KEY)
+            got = p.reindex(key)
+            has = got["verdict"].notna().to_numpy() & (got["verdict"].astype(str) != "").to_numpy()
+            col = f"{prefix}verdict_vs_{base}"
+            current = df[col].to_numpy(dtype=object) if col in df else np.full(len(df), "", dtype=object)
+            df[col] = np.where(has, got["verdict"].to_numpy(dtype=object), current)
+            for name, src in (("paired_speedup", "speedup"), ("paired_lo", "lo"), ("paired_hi", "hi")):
+                df[f"{prefix}{name}_vs_{base}"] = np.where(has, got[src].to_numpy(dtype=float), np.nan)
+            if frame == "gpu":
+                method = np.where(has, "paired", method)
+        df[f"verdict_method_vs_{base}"] = method
+    return df
+
+
+def build(raw_paths, ceiling_paths, out: str, paired_paths=()) -> pd.DataFrame:
+    from analysis.paired import read_rounds, verdict_table
     from rooflab.io import CEILING_COLUMNS, read_raw_many, read_results, write_parquet
 
     raw = read_raw_many(raw_paths)
     ceilings = pd.concat([read_results(p, CEILING_COLUMNS) for p in ceiling_paths], ignore_index=True)
-    metrics = compute_metrics(raw, ceilings)
+    metrics = apply_paired(compute_metrics(raw, ceilings), verdict_table(read_rounds(paired_paths)))
     write_parquet(metrics, out)
     return metrics
 
@@ -312,10 +366,11 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--raw", nargs="*", default=[])
     ap.add_argument("--ceilings", nargs="*", default=[])
+    ap.add_argument("--paired", nargs="*", default=[], help="the kernel's paired rounds (rooflab/paired.py)")
     ap.add_argument("--concat", nargs="*", default=None, help="per-kernel metrics files to concatenate")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    m = concat(a.concat, a.out) if a.concat is not None else build(a.raw, a.ceilings, a.out)
+    m = concat(a.concat, a.out) if a.concat is not None else build(a.raw, a.ceilings, a.out, a.paired)
     status = m["status"] if "status" in m else pd.Series(dtype=str)
     print(f"{len(m)} rows, {int((status == 'ok').sum())} ok")
 

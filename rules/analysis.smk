@@ -14,8 +14,9 @@ rule metrics_kernel:
     input:
         raw=get_raw_of,
         ceilings=get_ceilings_of,
+        paired=get_paired_of_kernel,
         script="analysis/metrics.py",
-        code="analysis/columns.py",
+        code=["analysis/columns.py", "analysis/paired.py", "rooflab/verdicts.py"],
         specs="rooflab/gpus.py",
     output:
         update("results/metrics/{gpu}/{kernel}.parquet"),
@@ -25,7 +26,8 @@ rule metrics_kernel:
     resources:
         host=1,
     run:
-        run_main("analysis.metrics", ["--raw", input.raw, "--ceilings", input.ceilings, "--out", output], log)
+        run_main("analysis.metrics", ["--raw", input.raw, "--ceilings", input.ceilings, "--paired", input.paired,
+                                      "--out", output], log)
 
 
 rule metrics:

@@ -311,6 +311,10 @@ def paired_of(gpu, kernel):
     return path if measured_here or Path(workflow.basedir, path).exists() else None
 
 
+def get_paired_of_kernel(wildcards):
+    return [p for p in (paired_of(wildcards.gpu, wildcards.kernel),) if p]
+
+
 def get_paired_of(wildcards):
     return [p for p in (paired_of(wildcards.gpu, k) for k in ANALYSED[wildcards.gpu]) if p]
 

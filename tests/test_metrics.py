@@ -378,3 +378,47 @@ def test_per_kernel_metrics_concatenated_are_the_metrics_of_all_kernels(tmp_path
     together = concat(paths, str(tmp_path / "metrics.parquet"))
     pd.testing.assert_frame_equal(together, compute_metrics(raw, ceil), check_dtype=False)
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "metrics.parquet"), together)
+
+
+def test_a_compute_bound_cell_is_rated_against_the_roof_at_its_own_clock():
+    """The GEMM ceiling timed at 1515 MHz, a cell at 1875: its roof is 1875/1515 of the ceiling, so a cell 10 %
+    above the ceiling's rate sits under its own roof, and is no finding."""
+    n = 8192
+    flops = 2.0 * n ** 3
+    ceil = ceilings(gemm_bf16=600e12).assign(sm_clock_after_mhz=1515.0)
+    raw = pd.DataFrame([raw_row(kernel="matmul", dtype="bfloat16", compute_unit="bf16", flops=flops,
+                                bytes=3 * 2.0 * n * n, median_ms=flops / 660e12 * 1e3, rse_median=0.001,
+                                sm_clock_after_mhz=1700.0, sm_clock_samples_mhz=1875.0)])
+    m = compute_metrics(raw, ceil).iloc[0]
+    assert m["sm_clock_mhz"] == 1875.0  # the samples' clock, not the reading after them
+    assert m["peak_tflops_at_clock"] == pytest.approx(600 * 1875 / 1515)
+    assert m["roofline_fraction_measured"] == pytest.approx(660 / (600 * 1875 / 1515))
+    assert not m["above_roof"]
+    # a memory-bound cell keeps the copy's roof whatever its clock
+    mem = compute_metrics(pd.DataFrame([raw_row(sm_clock_samples_mhz=1875.0)]), ceil).iloc[0]
+    assert mem["roofline_fraction_measured"] == pytest.approx(mem["bandwidth_fraction_measured"])
+
+
+def test_paired_verdicts_replace_the_unpaired_rule_where_a_cell_has_rounds():
+    from analysis.metrics import apply_paired
+    from analysis.paired import verdict_table
+
+    raw = pd.DataFrame([raw_row(kernel=k, impl=impl, shape="64", median_ms=ms, rse_median=0.001,
+                                math_mode="fp32-ieee")
+                        for k, impl, ms in (("matmul", "builtin", 0.100), ("matmul", "naive", 0.093),
+                                            ("matmul", "triton", 0.080), ("gelu", "builtin", 0.100),
+                                            ("gelu", "triton", 0.080))])
+    m = compute_metrics(raw, ceilings())
+    assert m.set_index(["kernel", "impl"]).loc[("matmul", "naive"), "verdict_vs_builtin"] == "faster"  # unpaired
+    rounds = pd.DataFrame([{"gpu": "h200", "run_id": "", "kernel": "matmul", "dtype": "float32", "shape": "64",
+                            "size": 64, "pass": "fwd", "preset": "square", "session": "all", "impl": impl,
+                            "copy": 0, "round": r, "frame": "gpu", "ms": ms * (1 + 0.01 * (r % 2)),
+                            "sm_clock_mhz": 1700.0}
+                           for impl, ms in (("builtin", 0.1), ("naive", 0.1), ("triton", 0.08)) for r in range(8)])
+    p = apply_paired(m, verdict_table(rounds)).set_index(["kernel", "impl"])
+    assert p.loc[("matmul", "naive"), "verdict_vs_builtin"] == "tie"  # the same kernels, timed in pairs
+    assert p.loc[("matmul", "naive"), "verdict_method_vs_builtin"] == "paired"
+    assert p.loc[("matmul", "triton"), "verdict_vs_builtin"] == "faster"
+    assert p.loc[("matmul", "triton"), "paired_speedup_vs_builtin"] == pytest.approx(1.25)
+    assert p.loc[("gelu", "triton"), "verdict_method_vs_builtin"] == "unpaired"  # no rounds: the unpaired rule
+    assert np.isnan(p.loc[("gelu", "triton"), "paired_speedup_vs_builtin"])
