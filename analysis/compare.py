@@ -16,6 +16,9 @@ the floor is that between-process move, by the cell's length:
   without graph medians, on the event medians with floor short_min_rel_change;
 - cells under long_cell_us, and longer ones: floor min_rel_change.
 
+A floor wider than its class may be (rooflab/verdicts.py: max_floor_short 10 %, max_floor_middle and _long 5 %)
+cannot see a regression of that size: such cells read "not comparable", not "same".
+
 Each floor is raised to the largest |difference| the repeatability benchmark (scripts/repeatability.py) measured
 between processes for cells of that class on this GPU, when its table is given (the reference's
 repeatability.csv): beyond noise then means beyond what the same code moved between processes here. Cells whose
@@ -34,13 +37,15 @@ import pandas as pd
 
 
 from analysis.columns import flags
-from analysis.repeatability import EVENT_MIN_MS, GRAPH_MAX_MS  # the classes its summary uses
+from rooflab.verdicts import VerdictRules
 from analysis.selection import compile_joint_graph
 from rooflab.io import read_raw_many, write_text
 
 KEY = ["kernel", "impl", "dtype", "size", "pass"]
+# The cell-length classes are the verdict rules' (rooflab/verdicts.py: config verdicts), so the compare table and
+# the paper call the same cells short
 DEFAULTS = {"k_sigma": 3.0, "min_rel_change": 0.02, "short_min_rel_change": 0.10, "short_graph_min_rel_change": 0.05,
-            "short_cell_us": GRAPH_MAX_MS * 1e3, "long_cell_us": EVENT_MIN_MS * 1e3}
+            "short_cell_us": VerdictRules().short_cell_us, "long_cell_us": VerdictRules().long_cell_us}
 CLASSES = ("short_graph", "short", "mid", "long")  # the floors: by cell length, and graph or event time
 log = logging.getLogger("rooflab.compare")
 
@@ -72,7 +77,7 @@ def floors(repeat: pd.DataFrame | None = None, **settings) -> dict[str, tuple[fl
 
 
 def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = None,
-            noise_floors: dict | None = None, **settings) -> pd.DataFrame:
+            noise_floors: dict | None = None, verdict_settings: dict | None = None, **settings) -> pd.DataFrame:
     """One row per cell present on either side, with the verdict (slower/faster/same/status/new/gone); `repeat` is
     the GPU's repeatability table, from which floors() are taken unless `noise_floors` (its result) is given."""
     s = _settings(settings)
@@ -101,7 +106,12 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
         [t["_merge"] == "left_only", t["_merge"] == "right_only", ~both_ok & (t["status_now"] != t["status_ref"]),
          ~both_ok, t["rel_change"] > t["noise"], t["rel_change"] < -t["noise"]],
         ["new", "gone", "status", "not timed", "slower", "faster"], default="same")
-    t["verdict"] = verdict
+    # Floors that cannot see a regression of the size the cell's class allows (rooflab/verdicts.py max_floor_*): its
+    # cells are not comparable, not "same"
+    rules = VerdictRules.from_config(verdict_settings)
+    length = np.select([graph | short, us < s["long_cell_us"]], ["short", "middle"], default="long")
+    too_wide = t["noise"].to_numpy() > np.array([rules.max_floor(c) for c in length])
+    t["verdict"] = np.where(too_wide & np.isin(verdict, ["same", "slower", "faster"]), "not comparable", verdict)
     return t.drop(columns="_merge").sort_values(KEY).reset_index(drop=True)
 
 
@@ -144,13 +154,13 @@ def _us(row, side: str) -> float:
     return row[f"graph_median_ms_{side}" if row.timing == "graph" else f"median_ms_{side}"] * 1e3
 
 
-def main(now_paths, ref_paths, out_csv, out_md, gpu, settings, repeat_paths=()) -> pd.DataFrame:
+def main(now_paths, ref_paths, out_csv, out_md, gpu, settings, repeat_paths=(), verdict_settings=None) -> pd.DataFrame:
     now = read_raw_many(now_paths)
     ref = read_raw_many(ref_paths)
     repeat = pd.read_csv(repeat_paths[0]) if repeat_paths else None
     settings = settings or {}
     noise_floors = floors(repeat, **settings)
-    t = compare(now, ref, repeat, noise_floors, **settings)
+    t = compare(now, ref, repeat, noise_floors, verdict_settings, **settings)
     write_text(t.to_csv(index=False), out_csv)
     write_text(summary_markdown(t, gpu, noise_floors=noise_floors, k_sigma=_settings(settings)["k_sigma"]), out_md)
     counts = ", ".join(f"{v} {n}" for v, n in t["verdict"].value_counts().items())
@@ -163,4 +173,4 @@ if "snakemake" in globals():
     logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(message)s")
     logging.getLogger().addHandler(logging.StreamHandler())
     main(list(sm.input.raw), list(sm.input.reference), sm.output.csv, sm.output.md, sm.wildcards.gpu,
-         sm.params.settings, list(sm.input.repeatability))
+         sm.params.settings, list(sm.input.repeatability), sm.params.verdicts)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-EVENT_MIN_MS = 0.050  # cells this long should repeat within a fraction of a percent
-GRAPH_MAX_MS = 0.010  # short cells: judged on the CUDA-graph median
+from rooflab.verdicts import VerdictRules
+
+EVENT_MIN_MS = VerdictRules().long_cell_us / 1e3  # cells this long should repeat within a fraction of a percent
+GRAPH_MAX_MS = VerdictRules().short_cell_us / 1e3  # short cells: judged on the CUDA-graph median
 GOALS = {"event_long": 0.01, "graph_short": 0.05}  # the goals of the measurement issue: 1 % and 5 %
 
 

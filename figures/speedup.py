@@ -5,7 +5,8 @@ builtin (blue) and where it loses (red), beyond noise.
 speedup = builtin median time / this median time, within the same (kernel, dtype, size, pass), correct cells only
 (analysis/metrics.py: speedup_vs_builtin). Colour is log2(speedup), so 2x and 0.5x are equally far from white; a
 cell whose verdict (verdict_vs_builtin) is a tie is white and reads "tie", whatever its ratio: within noise it is
-neither faster nor slower. The panels sit two a row at the page's width, each row of cells one line of 7 pt text
+neither faster nor slower; one whose verdict is "not comparable" (its interval wider than the floor its length
+allows, rooflab/verdicts.py) is white too and reads "n/c". The panels sit two a row at the page's width, each row of cells one line of 7 pt text
 high, so the figure takes a float page of its own (analysis/latex.py: TALL_FIGURES).
 """
 from __future__ import annotations
@@ -44,8 +45,9 @@ def colours_and_labels(df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                           "verdict_vs_builtin").reindex(index=speed.index, columns=speed.columns) \
         if "verdict_vs_builtin" in df else pd.DataFrame("", index=speed.index, columns=speed.columns)
     tie = verdicts == "tie"
-    colour = np.log2(speed).mask(tie, 0.0)
-    labels = speed.map(cell_label).mask(tie, "tie")
+    unknown = verdicts == "not comparable"  # its interval could hide a change of the size it would show
+    colour = np.log2(speed).mask(tie | unknown, 0.0)
+    labels = speed.map(cell_label).mask(tie, "tie").mask(unknown, "n/c")
     return colour, labels
 
 

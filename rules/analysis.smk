@@ -83,6 +83,7 @@ rule compare_reference:
         md=update("results/compare/{gpu}.md"),
     params:
         settings=config.get("compare", {}),
+        verdicts=config.get("verdicts", {}),
     log:
         "logs/analysis/compare_{gpu}.log",
     resources:

@@ -29,11 +29,24 @@ def test_verdicts_beyond_noise_only():
 
 
 def test_noisy_cells_need_a_bigger_move():
+    ref = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.100, "rse_median": 0.01}])
+    now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.104, "rse_median": 0.01}])
+    t = compare(now, ref)
+    assert t.loc[0, "noise"] == np.sqrt(2) * 0.01 * 3 and t.loc[0, "verdict"] == "same"
+    assert compare(now, ref, k_sigma=1).loc[0, "verdict"] == "slower"
+
+
+def test_a_floor_that_cannot_see_a_regression_is_not_comparable():
+    """3 standard errors of 2 % each side: 8.5 %, wider than the 5 % a long cell's floor may be (config verdicts
+    max_floor_long): a 5 % regression could hide in it, so the cell is not comparable, not the same. A short cell may
+    have 10 %."""
     ref = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.100, "rse_median": 0.02}])
     now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.105, "rse_median": 0.02}])
-    t = compare(now, ref)
-    assert t.loc[0, "noise"] == np.sqrt(2) * 0.02 * 3 and t.loc[0, "verdict"] == "same"
-    assert compare(now, ref, k_sigma=1).loc[0, "verdict"] == "slower"
+    assert compare(now, ref).loc[0, "verdict"] == "not comparable"
+    assert compare(now, ref, verdict_settings={"max_floor_long": 0.1}).loc[0, "verdict"] == "same"
+    short = [{"impl": "triton", "size": 256, "median_ms": 0.005, "rse_median": 0.01}]
+    assert compare(_rows(short), _rows(short)).loc[0, "verdict"] == "same"  # the 10 % floor of a short cell
+    assert compare(_rows(short), _rows(short), short_min_rel_change=0.2).loc[0, "verdict"] == "not comparable"
 
 
 def test_status_changes_and_unmatched_cells():
@@ -102,7 +115,11 @@ def test_short_cells_are_judged_on_their_graph_medians():
     t = compare(now, ref, _repeat()).set_index("impl")
     assert t.loc["triton", "timing"] == "graph" and t.loc["triton", "verdict"] == "same"
     assert t.loc["builtin", "verdict"] == "slower" and t.loc["builtin", "rel_change"] == pytest.approx(0.2)
-    assert t.loc["naive", "timing"] == "event" and t.loc["naive", "verdict"] == "slower"  # 7.5 % > the 6 % floor
-    assert compare(now, ref, _repeat(), min_rel_change=0.1).set_index("impl").loc["naive", "verdict"] == "same"
+    # the 6 % measured floor of a 10-50 us cell is wider than the 5 % it may be: not comparable
+    assert t.loc["naive", "timing"] == "event" and t.loc["naive", "verdict"] == "not comparable"
+    wider = compare(now, ref, _repeat(), verdict_settings={"max_floor_middle": 0.1}).set_index("impl")
+    assert wider.loc["naive", "verdict"] == "slower"  # 7.5 % > the 6 % floor
+    wider = compare(now, ref, _repeat(), verdict_settings={"max_floor_middle": 0.2}, min_rel_change=0.1)
+    assert wider.set_index("impl").loc["naive", "verdict"] == "same"
     md = summary_markdown(compare(now, ref, _repeat()), "h200", noise_floors=floors(_repeat()))
     assert "repeatability, max of 2" in md and "| graph |" in md
