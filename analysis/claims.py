@@ -83,6 +83,13 @@ def over_roof(df: pd.DataFrame) -> pd.Series:
     return df["roofline_fraction_measured"].astype(float) > 1
 
 
+# Why a CPU cell can sit above its measured roof (by whether it is compute-bound): nothing of a GPU's applies.
+CPU_ABOVE_ROOF = {
+    False: ("working set served partly from the CPU's caches, which the host timer does not flush: the copy ceiling "
+            "is a large copy through main memory"),
+    True: ("faster than every GEMM the ceilings job timed on this CPU in this mode: the compute ceiling is a measured "
+           "GEMM, not the hardware's peak"),
+}
 FINDING_COLUMNS = ["gpu", "kernel", "impl", "dtype", "size", "pass", "bound", "achieved", "roof", "unit",
                    "excess_pct", "se_pct", "beyond_noise", "reason"]
 
@@ -103,6 +110,10 @@ def findings(metrics: pd.DataFrame) -> pd.DataFrame:
     ai = d["arithmetic_intensity"].to_numpy(dtype=float)
     beyond = d["above_roof"].astype(bool) if "above_roof" in d else pd.Series(True, index=d.index)
     reason = d["above_roof_reason"] if "above_roof_reason" in d else pd.Series("", index=d.index)
+    cpu = (d["gpu"] == CPU_KEY).to_numpy()
+    if cpu.any():  # the metrics' reasons speak of a GPU (its L2 flush, HBM, cuBLAS): a CPU's are its own
+        reason = pd.Series(np.where(cpu, [CPU_ABOVE_ROOF[b == "compute"] for b in d["bound"]], reason),
+                           index=d.index)
     rse = d["rse_median"] if "rse_median" in d else pd.Series(np.nan, index=d.index)
     out = pd.DataFrame({
         "gpu": d["gpu"], "kernel": d["kernel"], "impl": d["impl"], "dtype": d["dtype"], "size": d["size"],

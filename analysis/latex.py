@@ -60,6 +60,11 @@ def fmt(x: float, digits: int = 3) -> str:
     return f"${mantissa}\\times10^{{{int(exponent)}}}$"
 
 
+def count_phrase(n: int, one: str, many: str | None = None) -> str:
+    """'1 cell', '3 cells': a count with its noun in agreement."""
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
 class Macros:
     def __init__(self):
         self.lines: list[str] = []

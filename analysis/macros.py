@@ -11,7 +11,8 @@ import pandas as pd
 from analysis import calibration, origin
 from analysis.claims import FRAME_LABEL, FRAME_TAG, findings, impl_names, speedup_column, tied_best
 from analysis.columns import flags
-from analysis.latex import DTYPE_TAG, IMPL_TAG, UNIT_TAG, Macros, camel, fmt, gpu_tag, pass_tag, tex_escape
+from analysis.latex import (DTYPE_TAG, IMPL_TAG, UNIT_TAG, Macros, camel, count_phrase, fmt, gpu_tag, pass_tag,
+                           tex_escape)
 from analysis.metrics import CLOCK_FRACTION, FIT_MIN_SIZE, ROOF_SIGMA, measured_peaks
 from analysis.selection import compile_dropped_output, compile_joint_graph, largest, most_common, timed, verdict
 from rooflab.gpus import SPECS
@@ -81,7 +82,7 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     rule = "" if old is None or not len(fb) else (
         f"All {len(fb)} \\texttt{{torch.compile}} forward-and-backward cells of the main sweep store the output."
         if not old else f"{old} of the {len(fb)} \\texttt{{torch.compile}} forward-and-backward cells of the main "
-        "sweep were timed before that rule, and flatter \\texttt{torch.compile}.")
+        "sweep return the gradients alone, the output's store skipped, which flatters \\texttt{torch.compile}.")
     if joint is not None and len(fb):
         rule += (f" All {len(fb)} ran as a training step runs them." if not joint else
                  f" {joint} of the {len(fb)} were timed with forward and backward as one graph, which may flatter "
@@ -96,9 +97,10 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     if not ok.empty:
         m.add("TimingInstances", most_common(ok, "instances", "1"),
               "fresh starts a cell's samples are pooled from (most cells; rows from before the option: 1)")
-    warmed = int(flags(ok, "warm_translations").sum())
-    m.add("TimingWarmedCells", str(warmed), "timed cells whose buffers' translations were warmed")
-    m.add("TimingCells", str(len(ok)), "timed cells on the headline device")
+    ran = all_rows[all_rows["status"] == "ok"]  # every timed cell, claimable or not: the count CellsOk gives
+    m.add("TimingWarmedCells", str(int(flags(ran, "warm_translations").sum())),
+          "timed cells whose buffers' translations were warmed")
+    m.add("TimingCells", str(len(ran)), "timed cells on the headline device (= CellsOk)")
     m.add("TimingTouchKib", str(TOUCH_STRIDE_BYTES >> 10), "warm_translations reads one element per this many KiB")
     for kernel, g in ok.groupby("kernel"):
         m.add(f"{camel(kernel)}LargestSize", str(int(g["size"].max())))
@@ -150,6 +152,7 @@ def clock_macros(m: Macros, metrics: pd.DataFrame, gpu: str) -> None:
     m.add("ClockFractionPct", fmt(100 * CLOCK_FRACTION), "a cell under this percent of its run's ceiling clock: no claim")
     low = flags(rows, "clock_low")
     m.add("ClockLowCells", str(int(low.sum())), "timed cells flagged for a low SM clock")
+    m.add("ClockLowCellsText", count_phrase(int(low.sum()), "cell"), "the same, with its noun")
     m.add("ClockLowMatmulCells", str(int((low & (rows["kernel"] == "matmul")).sum())), "of them matmul cells")
     mm = rows[rows["kernel"] == "matmul"]
     if "sm_clock_after_mhz" in mm and len(mm):

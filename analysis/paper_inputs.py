@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analysis import origin
+from analysis import origin, results
 from analysis.attention import attention_section
 from analysis.claims import split_devices
 # The pieces, importable from here as before (tests and scripts use analysis.paper_inputs.<name>).
@@ -45,7 +45,8 @@ from rooflab.io import read_table
 OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_calibration", "table_specs",
            "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
            "figures_projection", "kernels", "cpu", "table_plateau", "table_waves", "table_cost", "table_alignment",
-           "table_traffic", "table_ablations", "table_alignstudy", "table_compile_frames", "attention"]
+           "table_traffic", "table_ablations", "table_alignstudy", "table_compile_frames", "attention",
+           "table_results", "table_losses", "table_backend_losses"]
 
 
 def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
@@ -97,6 +98,12 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     macros.add("TrafficCompileFrame", why_.traffic_compile_frame((traffic or {}).get(gpu)),
                "the frame the traffic table's torch.compile fwd+bwd rows were measured in")
     cpu = cpu_section(macros, metrics_cpu, ceilings, figdir, sources, launch_counts, drawn)
+    gpu_traffic, gpu_backends = (traffic or {}).get(gpu), (backends or {}).get(gpu)
+    versus = results.versus(metrics_gpu, gpu)
+    rows = results.results_rows(metrics_gpu, gpu, gpu_traffic, profiles)
+    lost, backend_lost = results.losses(versus), results.backend_losses(gpu_backends)
+    results.results_macros(macros, rows, lost, versus, backend_lost, gpu_backends)
+    results.baseline_macros(macros, metrics_gpu, gpu)
     return {
         "macros": macros.text(),
         "table_repeatability": repeatability_table(runs),
@@ -124,8 +131,10 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "table_ablations": why_.ablations_table((ablations or {}).get(gpu)),
         "table_alignstudy": why_.alignment_study_table((ablations or {}).get(gpu), gpu),
         "table_compile_frames": why_.compile_frames_table(frames),
-        "attention": attention_section(metrics_gpu, ceilings_gpu, gpu, (traffic or {}).get(gpu),
-                                       (backends or {}).get(gpu)),
+        "attention": attention_section(metrics_gpu, ceilings_gpu, gpu, gpu_traffic, gpu_backends),
+        "table_results": results.results_table(rows),
+        "table_losses": results.losses_table(lost),
+        "table_backend_losses": results.backend_losses_table(backend_lost),
     }
 
 

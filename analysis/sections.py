@@ -12,7 +12,7 @@ import pandas as pd
 from analysis import origin
 from analysis.claims import CPU_FRAME_LABEL, FRAME_MEANING, NO_FRAME, compute_bound, findings, impl_names, tied_best
 from analysis.latex import (DTYPE_TAG, FIGURE_HEIGHT, IMPL_TAG, KERNEL_FIGURE_WIDTH, TALL_FIGURES, Macros, camel, figure,
-                            pass_tag, tex_escape)
+                            count_phrase, pass_tag, tex_escape)
 from analysis.selection import largest, timed
 from analysis.tables import cpu_ceilings_table, cpu_summary_table, findings_table, kernel_table
 from rooflab.gpus import CPU_KEY, SPECS
@@ -221,7 +221,8 @@ def cpu_section(m: Macros, metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir
         m.add(f"CpuCells{camel(status)}", str(int((rows["status"] == status).sum())))
     m.add("CpuSource", where, "where the CPU rows come from")
     found = findings(rows)
-    m.add("CpuFindingsAboveRoof", str(int(found["beyond_noise"].sum())), "CPU cells above their roof beyond noise")
+    m.add("CpuFindingsAboveRoof", count_phrase(int(found["beyond_noise"].sum()), "timed cell"),
+          "CPU cells above their roof beyond noise")
     out = [f"\\section{{CPU results ({tex_escape(origin.source_of(sources.get(CPU_KEY, 'results/raw/cpu')))})}}\n"
            "\\label{sec:cpu}\n",
            "These cells ran on the host CPU (\\CpuSource{}). They are kept apart from the GPU results: no CPU row "
@@ -234,8 +235,7 @@ def cpu_section(m: Macros, metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir
            "instead of GPU kernels launched. Of the \\CpuCellsTotal{} CPU cells, \\CpuCellsOk{} were checked and "
            "timed, \\CpuCellsNotTimed{} checked only, \\CpuCellsSkipped{} skipped, \\CpuCellsMismatch{} gave a "
            "wrong answer and \\CpuCellsFailed{} failed (Section~\\ref{sec:problems} lists the GPU's; the CPU's "
-           "are in \\texttt{results/metrics.parquet}); \\CpuFindingsAboveRoof{} timed cells exceed their roof "
-           "beyond noise.\n",
+           "are in \\texttt{results/metrics.parquet}); above their roof beyond noise: \\CpuFindingsAboveRoof{}.\n",
            "\\begin{table}[!htbp]\n\\centering\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
            f"\\caption{{CPU ({where}): time per call at the largest size in host time and in a Python loop, per "
            "implementation, and the fastest in host time (a tie within noise named as one).}\n"

@@ -167,8 +167,8 @@ def backward_paragraph(d: pd.DataFrame, gpu: str, name: str) -> str:
             f"in GPU time (lowest {fmt(d['ratio'].min())}); faster beyond noise in {int(counts.get('faster', 0))}, "
             f"slower in {int(counts.get('slower', 0))}, tied in {int(counts.get('tie', 0))}.{frames_sentence(d)} "
             f"In the loop each call of ours also pays for a Python autograd Function and the autograd engine's "
-            f"hand-off to its device thread, where the builtin's nodes are C++ (\\texttt{{python -m lab hostprof}} "
-            f"takes a call apart).{dropped_sentence(d)}{joint_sentence(d)}\n"
+            f"hand-off to its device thread, where the builtin's nodes are C++."
+            f"{dropped_sentence(d)}{joint_sentence(d)}\n"
             + _table(rows_table(d), caption, f"tab:shapes-{gpu}-fwdbwd"))
 
 

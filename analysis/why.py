@@ -198,7 +198,7 @@ def _rate_at(rows: pd.DataFrame, impl: str) -> pd.Series | None:
     return r.iloc[0] if len(r) else None
 
 
-def traffic_sentences(kernel: str, traffic: pd.DataFrame | None) -> list[str]:
+def traffic_sentences(kernel: str, traffic: pd.DataFrame | None, ok: pd.DataFrame | None = None) -> list[str]:
     """What one call of each implementation moved through DRAM (experiments/traffic.py, Nsight Compute), forward
     pass, against the minimum; and, forward and forward+backward, how much more than ours the builtin and
     torch.compile moved, where they moved over 10 % more."""
@@ -220,9 +220,25 @@ def traffic_sentences(kernel: str, traffic: pd.DataFrame | None) -> list[str]:
                 out.append(f"{'The builtin' if impl == 'builtin' else 'torch.compile'} moves "
                            f"{fmt(t.at[impl, 'moved_bytes'] / t.at['triton', 'moved_bytes'])}$\\times$ our bytes"
                            f"{where} (it reads {fmt(more)}$\\times$ what ours reads, in "
-                           f"{_kernels(t.at[impl, 'launches'])} to our {int(t.at['triton', 'launches'])}): part of "
-                           "its time is traffic ours does not make.")
+                           f"{_kernels(t.at[impl, 'launches'])} to our {int(t.at['triton', 'launches'])})"
+                           + _traffic_verdict(ok, kernel, impl, pass_, t.iloc[0]))
     return out
+
+
+def _traffic_verdict(ok: pd.DataFrame | None, kernel: str, impl: str, pass_: str, at: pd.Series) -> str:
+    """What the extra bytes mean for the time, from the GPU time of both calls at the traffic's size and dtype: a
+    cost where the other call is the slower, and no explanation where it is the faster."""
+    if ok is None or ok.empty:
+        return "."
+    c = ok[(ok["kernel"] == kernel) & (ok["pass"] == pass_) & (ok["size"] == at["size"])
+           & (ok["dtype"] == at["dtype"])].set_index("impl")["median_ms"]
+    if not {impl, "triton"} <= set(c.index):
+        return "."
+    ratio = c[impl] / c["triton"]
+    if ratio > 1:
+        return f": part of its time ({fmt(ratio)}$\\times$ ours in GPU time) is traffic ours does not make."
+    return (f", and is still the faster call ({fmt(1 / ratio)}$\\times$ our speed in GPU time): what its kernels do "
+            "better outweighs the extra bytes.")
 
 
 def _kernels(n) -> str:
@@ -261,7 +277,7 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
         if comp is not None:
             generated = sum(c for name, c in comp.names if name.startswith("triton_"))
             out.append("Inductor generated every kernel torch.compile launches." if generated == comp.n_kernels else
-                       f"Of torch.compile's {comp.n_kernels} kernels, Inductor generated {generated} (its "
+                       f"Of torch.compile's {_kernels(comp.n_kernels)}, Inductor generated {generated} (its "
                        "\\texttt{triton\\_} ones); the others are library calls.")
         modelled = naive_traffic(kernel, size, ELEMENT_BYTES.get(dtype, 4))
         least = ok[(ok["size"] == size) & (ok["dtype"] == dtype)]["bytes"]
@@ -271,13 +287,13 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
                 " (as many as it launched)" if by["naive"].n_kernels == modelled["kernels"]
                 else f" (it launched {by['naive'].n_kernels})")
             out.append(f"By the traffic its source annotates (modelled, not measured), the naive expression's "
-                       f"{modelled['kernels']} kernels{count} move {fmt(modelled['bytes'] / 1e6)}~MB, "
+                       f"{_kernels(modelled['kernels'])}{count} move {fmt(modelled['bytes'] / 1e6)}~MB, "
                        f"{fmt(modelled['bytes'] / minimum)}$\\times$ the {fmt(minimum / 1e6)}~MB the minimum-bytes "
                        "model counts.")
             at = ok[(ok["size"] == size) & (ok["dtype"] == dtype)].set_index("impl")["median_ms"]
             if {"naive", "triton"} <= set(at.index):
                 out.append(f"Measured, its GPU time there is {fmt(at['naive'] / at['triton'])}$\\times$ ours.")
-    out += traffic_sentences(kernel, traffic)
+    out += traffic_sentences(kernel, traffic, ok)
     c = compiled_best(compiled, gpu, kernel, dtype) if dtype else pd.DataFrame()
     if c.empty:
         out.append(f"Our Triton kernel's registers, occupancy and load width are {NOT_MEASURED}.")

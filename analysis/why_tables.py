@@ -371,8 +371,7 @@ def compile_frames_table(frames: pd.DataFrame | None) -> str:
     torch.compile as one joint graph and as a training step runs it (the sweep's frame), and the ratio of the two."""
     t = compile_frames(frames)
     if t.empty:
-        return (f"\\begin{{center}}torch.compile's fwd+bwd in its two frames is {NOT_MEASURED} (python -m lab "
-                "compileframes).\\end{center}\n")
+        return f"\\begin{{center}}torch.compile's fwd+bwd in its two frames is {NOT_MEASURED}.\\end{{center}}\n"
     out = t.rename(columns={"ours": "ours [us]", "builtin": "builtin [us]", "joint": "compile, joint [us]",
                             "split": "compile, training step [us]", "split_over_joint": "training / joint"})
     return table_latex(out, {c: fmt for c in out.columns[3:]}, "lll" + "r" * 5)

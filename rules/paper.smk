@@ -21,7 +21,7 @@ rule paper_inputs:
         compiled=get_compiled_facts,
         modules=["analysis/claims.py", "analysis/why.py", "analysis/why_tables.py", "analysis/origin.py",
                  "analysis/columns.py",
-                 "analysis/calibration.py", "analysis/latex.py", "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py", "analysis/attention.py"],
+                 "analysis/calibration.py", "analysis/latex.py", "analysis/results.py", "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py", "analysis/attention.py"],
     output:
         macros=update("results/paper/generated/macros.tex"),
         summary=update("results/paper/generated/table_summary.tex"),
@@ -47,6 +47,9 @@ rule paper_inputs:
         alignstudy=update("results/paper/generated/table_alignstudy.tex"),
         compile_frames=update("results/paper/generated/table_compile_frames.tex"),
         attention=update("results/paper/generated/attention.tex"),
+        results=update("results/paper/generated/table_results.tex"),
+        losses=update("results/paper/generated/table_losses.tex"),
+        backend_losses=update("results/paper/generated/table_backend_losses.tex"),
     params:
         # the figures this DAG draws (the paper includes each that shows data): named, not waited for, so the
         # paper's inputs are written while the figures draw; paper_pdf waits for both. Sorted: a subset run lists

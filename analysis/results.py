@@ -1,0 +1,501 @@
+"""The paper's findings in one place: ours against the best of PyTorch in each frame, the one-page results table, and
+every loss.
+
+- ``versus(metrics, gpu)``: per (kernel, dtype, pass, size) and frame (GPU time, CUDA graph, Python loop), our
+  Triton time beside each PyTorch implementation (naive, builtin, torch.compile), the fastest of them and the
+  verdict: ours ``slower`` when any PyTorch implementation beats it beyond noise, ``faster`` when ours beats every
+  one beyond noise, else ``tie``. A verdict is read from the metrics' ``<frame>verdict_vs_<impl>`` column where the
+  metrics have one, else decided with the metrics' own noise floor (analysis/metrics.noise_floor).
+- ``results_table``: kernel x dtype (x pass) at the largest size: ours over the best of PyTorch in each frame, the
+  fraction of the measured roofline, the cause in a phrase, and where ours loses (frames and sizes).
+- ``losses`` / ``losses_table``: every (kernel, dtype, pass, frame) where ours loses beyond noise at any size, so
+  none can be left out of the limitations; ``backend_losses``: attention against each SDPA backend forced in turn.
+- ``results_macros``: the counts and extremes the abstract and the text quote.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.claims import FRAME_LABEL, FRAME_TAG
+from analysis.latex import IMPL_SHORT, Macros, count_phrase, fmt, table_latex, tex_escape
+from analysis.metrics import CELL, FRAMES, noise_floor
+from analysis.selection import largest, timed
+from analysis.why import launches
+from analysis.why_tables import traffic_rows
+
+OURS = "triton"
+TORCH = ("naive", "builtin", "compile")
+FRAME_SHORT = {"gpu": "GPU", "graph": "graph", "loop": "loop"}
+VERSUS_COLUMNS = ["kernel", "dtype", "math_mode", "pass", "size", "frame", "ours_ms", "best", "best_ms", "speedup",
+                  "verdict", "lost_to", "lost_to_speedup", "roof", "bound"]
+
+
+def verdict_column(frame: str, base: str) -> str:
+    """The metrics column of the verdict of a row against `base` in `frame` (analysis/metrics.compute_metrics)."""
+    return f"verdict_vs_{base}" if frame == "gpu" else f"{frame}_verdict_vs_{base}"
+
+
+def _verdicts(ours: pd.DataFrame, base_rse: np.ndarray, speedup: np.ndarray, frame: str, base: str) -> np.ndarray:
+    """faster / slower / tie of each of our rows against `base` in `frame`: the metrics' verdict where it has one,
+    else ours against the base beyond the metrics' noise floor."""
+    col = FRAMES[frame]
+    noise = noise_floor(ours.assign(rse_median=ours["rse_median"] if "rse_median" in ours else np.nan), base_rse, col)
+    computed = np.select([~np.isfinite(speedup), speedup - 1 > noise, 1 - speedup > noise],
+                         ["", "faster", "slower"], default="tie")
+    name = verdict_column(frame, base)
+    if name not in ours:
+        return computed
+    given = ours[name].astype(object).where(ours[name].notna(), "").astype(str).to_numpy()
+    return np.where(given != "", given, computed)
+
+
+def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
+    """Ours against every PyTorch implementation, per cell and frame, on `gpu` (claimable rows only)."""
+    ok = timed(metrics, gpu)
+    if "math_mode" not in ok:
+        ok = ok.assign(math_mode=ok["dtype"])
+    if "shape" not in ok:
+        ok = ok.assign(shape=ok["size"].astype(str))
+    ours = ok[ok["impl"] == OURS].reset_index(drop=True)
+    if ours.empty:
+        return pd.DataFrame(columns=VERSUS_COLUMNS)
+    key = pd.MultiIndex.from_frame(ours[CELL])
+    out = []
+    for frame, col in FRAMES.items():
+        if col not in ours:
+            continue
+        t = ours[col].to_numpy(dtype=float)
+        times, verdicts = {}, {}
+        for base in TORCH:
+            b = ok[ok["impl"] == base].set_index(CELL)
+            b = b[~b.index.duplicated()]
+            if col not in b or b.empty:
+                continue
+            bt = b[col].reindex(key).to_numpy(dtype=float)
+            rse = (b["rse_median"].reindex(key).to_numpy(dtype=float) if "rse_median" in b
+                   else np.full(len(ours), np.nan))
+            times[base] = bt
+            verdicts[base] = _verdicts(ours, rse, bt / t, frame, base)
+        if not times:
+            continue
+        bases = list(times)
+        stack = np.vstack([times[b] for b in bases])
+        filled = np.where(np.isfinite(stack), stack, np.inf)
+        best_i = np.argmin(filled, axis=0)
+        best_ms = filled[best_i, np.arange(len(ours))]
+        vs = np.vstack([verdicts[b] for b in bases])
+        present = np.isfinite(stack) & np.isfinite(t)
+        slower = (vs == "slower") & present
+        faster_all = ((vs == "faster") | ~present).all(axis=0) & present.any(axis=0)
+        verdict = np.where(slower.any(axis=0), "slower", np.where(faster_all, "faster", "tie"))
+        verdict = np.where(present.any(axis=0), verdict, "")
+        # the fastest of those that beat ours beyond noise
+        beat = np.where(slower, stack, np.inf)
+        lost_i = np.argmin(beat, axis=0)
+        lost_ms = beat[lost_i, np.arange(len(ours))]
+        out.append(pd.DataFrame({
+            "kernel": ours["kernel"], "dtype": ours["dtype"], "math_mode": ours["math_mode"], "pass": ours["pass"],
+            "size": ours["size"], "frame": frame, "ours_ms": t,
+            "best": [bases[i] if np.isfinite(m) else "" for i, m in zip(best_i, best_ms)],
+            "best_ms": np.where(np.isfinite(best_ms), best_ms, np.nan),
+            "speedup": np.where(np.isfinite(best_ms), best_ms, np.nan) / t, "verdict": verdict,
+            "lost_to": [bases[i] if np.isfinite(m) else "" for i, m in zip(lost_i, lost_ms)],
+            "lost_to_speedup": np.where(np.isfinite(lost_ms), lost_ms, np.nan) / t,
+            "roof": ours["roofline_fraction_measured"].astype(float) if "roofline_fraction_measured" in ours
+            else np.nan,
+            "bound": ours["bound"] if "bound" in ours else "unknown"}))
+    v = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=VERSUS_COLUMNS)
+    return v[v["verdict"] != ""].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------------------- losses
+
+
+def size_ranges(sizes, among) -> str:
+    """The sizes of `sizes` as runs over the sorted sizes `among`: '256-1024, 4096' (en dash in LaTeX)."""
+    among = sorted(set(int(s) for s in among))
+    lost = set(int(s) for s in sizes)
+    runs, run = [], []
+    for s in among:
+        if s in lost:
+            run.append(s)
+        elif run:
+            runs.append(run)
+            run = []
+    if run:
+        runs.append(run)
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}--{r[-1]}" for r in runs)
+
+
+LOSS_COLUMNS = ["kernel", "dtype", "pass", "frame", "sizes", "lost", "compared", "worst_size", "worst", "lost_to"]
+
+
+def losses(v: pd.DataFrame) -> pd.DataFrame:
+    """Every (kernel, dtype, pass, frame) where ours is slower than some PyTorch implementation beyond noise, at any
+    size: the sizes (as runs), how many of those compared, and the worst: ours over the implementation it lost to."""
+    if v.empty:
+        return pd.DataFrame(columns=LOSS_COLUMNS)
+    rows = []
+    order = {f: i for i, f in enumerate(FRAMES)}
+    for (kernel, dtype, pass_, frame), g in v.groupby(["kernel", "dtype", "pass", "frame"], sort=False):
+        lost = g[g["verdict"] == "slower"]
+        if lost.empty:
+            continue
+        w = lost.loc[lost["lost_to_speedup"].idxmin()]
+        rows.append({"kernel": kernel, "dtype": dtype, "pass": pass_, "frame": frame,
+                     "sizes": size_ranges(lost["size"], g["size"]), "lost": len(lost), "compared": len(g),
+                     "worst_size": int(w["size"]), "worst": float(w["lost_to_speedup"]), "lost_to": w["lost_to"]})
+    out = pd.DataFrame(rows, columns=LOSS_COLUMNS)
+    return out.sort_values(["kernel", "dtype", "pass", "frame"], key=lambda s: s.map(order) if s.name == "frame"
+                           else s).reset_index(drop=True)
+
+
+def losses_table(lost: pd.DataFrame) -> str:
+    if lost.empty:
+        return ("\\begin{center}Ours loses to no PyTorch implementation beyond noise, in any frame, at any size."
+                "\\end{center}\n")
+    t = pd.DataFrame({("", "kernel"): lost["kernel"], ("", "dtype"): lost["dtype"], ("", "pass"): lost["pass"],
+                      ("", "frame"): lost["frame"].map(FRAME_LABEL),
+                      ("where ours loses", "N"): lost["sizes"],
+                      ("where ours loses", "of sizes"): [f"{a} of {b}" for a, b in zip(lost["lost"],
+                                                                                        lost["compared"])],
+                      ("worst", "N"): lost["worst_size"], ("worst", "ours / it"): lost["worst"],
+                      ("worst", "against"): lost["lost_to"].map(IMPL_SHORT)})
+    t.columns = pd.MultiIndex.from_tuples(t.columns)
+    return table_latex(t, {("worst", "ours / it"): fmt}, "llll>{\\raggedright\\arraybackslash}p{3.4cm}rrrl")
+
+
+def backend_losses(backends: pd.DataFrame | None) -> pd.DataFrame:
+    """Attention against each SDPA backend forced in turn (experiments/backends.py): every (mask, head dim, pass,
+    backend, frame) where ours is slower beyond noise (the metrics' noise floor), with the shapes and the worst
+    ratio (ours' speed over the backend's)."""
+    from analysis.attention import BACKENDS
+
+    cols = ["mask", "head_dim", "pass", "backend", "frame", "shapes", "lost", "compared", "worst"]
+    if backends is None or backends.empty:
+        return pd.DataFrame(columns=cols)
+    b = backends[backends["status"] == "ok"]
+    key = ["batch", "heads", "seq", "head_dim", "causal", "dtype", "pass"]
+    ours = b[b["variant"] == "ours"].set_index(key)
+    ours = ours[~ours.index.duplicated()]
+    rows = []
+    for v in BACKENDS:
+        other = b[b["variant"] == v].set_index(key)
+        other = other[~other.index.duplicated()]
+        both = ours.index.intersection(other.index)
+        if not len(both):
+            continue
+        o, x = ours.loc[both], other.loc[both]
+        for frame in ("gpu", "loop"):
+            col = FRAMES[frame]
+            if col not in o or col not in x:
+                continue
+            speed = x[col].to_numpy(dtype=float) / o[col].to_numpy(dtype=float)
+            o_rse = o.reset_index()
+            o_rse = o_rse if "rse_median" in o_rse else o_rse.assign(rse_median=np.nan)
+            noise = noise_floor(o_rse, x["rse_median"].to_numpy(dtype=float) if "rse_median" in x
+                                else np.full(len(x), np.nan), col)
+            slower = 1 - speed > noise
+            d = o.reset_index().assign(speed=speed, slower=slower)
+            for (causal, hd, pass_), g in d.groupby(["causal", "head_dim", "pass"], sort=True):
+                lost = g[g["slower"]]
+                if lost.empty:
+                    continue
+                rows.append({"mask": "causal" if causal else "full", "head_dim": int(hd), "pass": pass_,
+                             "backend": BACKENDS[v], "frame": frame,
+                             "shapes": ", ".join(f"{int(r.batch)}x{int(r.heads)}x{int(r.seq)}"
+                                                 for r in lost.itertuples()),
+                             "lost": len(lost), "compared": len(g), "worst": float(lost["speed"].min())})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def backend_losses_table(lost: pd.DataFrame) -> str:
+    if lost.empty:
+        return ""
+    t = pd.DataFrame({("", "mask"): lost["mask"], ("", "head dim"): lost["head_dim"], ("", "pass"): lost["pass"],
+                      ("", "against SDPA"): lost["backend"], ("", "frame"): lost["frame"].map(FRAME_LABEL),
+                      ("where ours loses", "batch x heads x seq"): lost["shapes"],
+                      ("where ours loses", "of shapes"): [f"{a} of {b}" for a, b in zip(lost["lost"],
+                                                                                         lost["compared"])],
+                      ("worst", "ours / it"): lost["worst"]})
+    t.columns = pd.MultiIndex.from_tuples(t.columns)
+    return table_latex(t, {("worst", "ours / it"): fmt}, "lrlll>{\\raggedright\\arraybackslash}p{4cm}rr")
+
+
+# ---------------------------------------------------------------------------------------------------- causes
+
+UNIT_NAME = {"fp32": "FP32", "tf32": "TF32", "bf16": "BF16", "fp16": "FP16"}
+
+
+def cause_phrase(row: pd.Series, best: str, traffic: pd.DataFrame, launched: pd.DataFrame,
+                 compute_unit: str | None) -> tuple[str, str]:
+    """The cause of a result in a phrase, from what the data measured: the roof that binds ours, the DRAM bytes
+    the fastest PyTorch implementation moves against ours (Nsight Compute, where that call was measured), the
+    kernels it launches against ours (torch.profiler), its fraction of the roofline against ours. (kind, phrase):
+    kind is compute, traffic, launches, below (the fastest PyTorch implementation under nine tenths of ours'
+    fraction of the wall), wall (memory-bound, ours within 0.85 of the wall) or memory."""
+    frac = row["roof"]
+    if row["bound"] == "compute":
+        unit = UNIT_NAME.get(str(compute_unit), str(compute_unit or "").upper())
+        theirs = row.get("best_roof", np.nan)
+        return "compute", f"compute-bound ({unit})" + (f": {IMPL_SHORT[best]} at {fmt(theirs, 2)} of the roof"
+                                                        if np.isfinite(theirs) else "")
+    t = traffic[(traffic["kernel"] == row["kernel"]) & (traffic["pass"] == row["pass"])
+                & (traffic["dtype"] == row["dtype"]) & (traffic["size"] == row["size"])].set_index("impl") \
+        if {"dtype", "size", "moved_bytes"} <= set(traffic) else traffic.iloc[:0]
+    if {best, OURS} <= set(t.index):
+        more = t.at[best, "moved_bytes"] / t.at[OURS, "moved_bytes"]
+        if more > 1.1:
+            return "traffic", f"{IMPL_SHORT[best]} moves {fmt(more, 2)}x our bytes"
+    n = launched[(launched["kernel"] == row["kernel"]) & (launched["pass"] == row["pass"])
+                 & (launched["dtype"] == row["dtype"])].drop_duplicates("impl").set_index("impl")["n_kernels"]
+    if {best, OURS} <= set(n.index) and n[best] > n[OURS]:
+        return "launches", f"{IMPL_SHORT[best]}: {int(n[best])} kernels to our {int(n[OURS])}"
+    theirs = row.get("best_roof", np.nan)
+    if np.isfinite(frac) and np.isfinite(theirs) and theirs < 0.9 * frac:
+        return "below", f"{IMPL_SHORT[best]} at {fmt(theirs, 2)} of the wall"
+    if np.isfinite(frac) and frac >= 0.85:
+        return "wall", "at the memory wall"
+    return "memory", "memory-bound, below the wall"
+
+
+# ---------------------------------------------------------------------------------------------------- table
+
+
+def _mark(speedup: float, verdict: str) -> str:
+    """A ratio for the results table: bold where ours is slower beyond noise (post-processed into \\textbf)."""
+    if not np.isfinite(speedup):
+        return "--"
+    return f"!!{fmt(speedup)}" if verdict == "slower" else fmt(speedup)
+
+
+def results_rows(metrics: pd.DataFrame, gpu: str, traffic: pd.DataFrame | None = None,
+                 profiles: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (kernel, dtype, pass) at its largest size: per frame ours over the best of PyTorch and the
+    verdict, the roofline fraction, the cause, and where ours loses at any size and frame."""
+    v = versus(metrics, gpu)
+    if v.empty:
+        return pd.DataFrame()
+    big = v[v["size"] == v.groupby(["kernel", "dtype", "pass"])["size"].transform("max")]
+    traffic = traffic_rows(traffic)
+    launched = launches(profiles)
+    launched = launched[launched["gpu"] == gpu] if len(launched) else launched
+    units = timed(metrics, gpu)
+    units = units[units["impl"] == OURS].drop_duplicates(["kernel", "dtype", "pass"]).set_index(
+        ["kernel", "dtype", "pass"])["compute_unit"] if "compute_unit" in units else pd.Series(dtype=str)
+    lost = losses(v)
+    ok = timed(metrics, gpu)
+    roofs = ok.set_index(["kernel", "dtype", "pass", "size", "impl"])["roofline_fraction_measured"].to_dict() \
+        if "roofline_fraction_measured" in ok else {}
+    rows = []
+    for (kernel, dtype, pass_), g in big.groupby(["kernel", "dtype", "pass"], sort=True):
+        g = g.set_index("frame")
+        gpu_row = g.loc["gpu"] if "gpu" in g.index else g.iloc[0]
+        row = {"kernel": kernel, "dtype": dtype, "pass": pass_, "size": int(gpu_row["size"]),
+               "best": gpu_row["best"], "roof": gpu_row["roof"], "bound": gpu_row["bound"],
+               "best_roof": roofs.get((kernel, dtype, pass_, gpu_row["size"], gpu_row["best"]), np.nan)}
+        for frame in FRAMES:
+            row[f"{frame}_speedup"] = g.at[frame, "speedup"] if frame in g.index else np.nan
+            row[f"{frame}_verdict"] = g.at[frame, "verdict"] if frame in g.index else ""
+        row["cause_kind"], row["cause"] = cause_phrase(pd.Series(row, dtype=object), gpu_row["best"], traffic, launched,
+                                    units.get((kernel, dtype, pass_)))
+        mine = lost[(lost["kernel"] == kernel) & (lost["dtype"] == dtype) & (lost["pass"] == pass_)]
+        row["loses"] = where_lost(mine)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def where_lost(lost: pd.DataFrame) -> str:
+    """Where ours loses, frames with the same sizes together: 'GPU, graph, loop: all'; 'loop 256--1024'; 'none'."""
+    if lost.empty:
+        return "none"
+    said: dict[str, list[str]] = {}
+    for r in lost.itertuples():
+        said.setdefault("all" if r.lost == r.compared else r.sizes, []).append(FRAME_SHORT[r.frame])
+    return "; ".join(f"{', '.join(frames)}: {sizes}" for sizes, frames in said.items())
+
+
+DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "tf32": "tf32"}
+
+
+def results_table(rows: pd.DataFrame) -> str:
+    if rows.empty:
+        return "\\begin{center}No timed cell of ours on this device.\\end{center}\n"
+    g, gr, lo, ratio = FRAME_LABEL["gpu"], FRAME_LABEL["graph"], FRAME_LABEL["loop"], "ours / best"
+    t = pd.DataFrame({("", "kernel"): rows["kernel"], ("", "dtype"): rows["dtype"].map(lambda d: DTYPE_SHORT.get(d, d)),
+                      ("", "pass"): rows["pass"], ("", "N"): rows["size"],
+                      (g, ratio): [_mark(s, v) for s, v in zip(rows["gpu_speedup"], rows["gpu_verdict"])],
+                      (g, "best"): rows["best"].map(IMPL_SHORT), (g, "roof"): rows["roof"].astype(float),
+                      (gr, ratio): [_mark(s, v) for s, v in zip(rows["graph_speedup"], rows["graph_verdict"])],
+                      (lo, ratio): [_mark(s, v) for s, v in zip(rows["loop_speedup"], rows["loop_verdict"])],
+                      ("", "cause (largest N)"): rows["cause"],
+                      ("", "ours loses beyond noise at N"): rows["loses"]})
+    if rows["size"].nunique() == 1:  # one largest size: the caption says it
+        t = t.drop(columns=("", "N"))
+    t.columns = pd.MultiIndex.from_tuples(t.columns)
+    align = "lll" + ("r" if ("", "N") in t.columns else "") + "rlrrrl>{\\raggedright\\arraybackslash}p{4.3cm}"
+    body = table_latex(t, {(g, "roof"): lambda x: fmt(x, 2)}, align)
+    return re.sub(r"!!([0-9.]+)", r"\\textbf{\1}", body)
+
+
+# ---------------------------------------------------------------------------------------------------- macros
+
+
+def results_macros(m: Macros, rows: pd.DataFrame, lost: pd.DataFrame, v: pd.DataFrame,
+                   backend_lost: pd.DataFrame, backends: pd.DataFrame | None) -> None:
+    """What the abstract and the text say of the results table and the losses (every value from the rows)."""
+    m.add("ResultRows", count_phrase(len(rows), "combination"),
+          "kernel, dtype and pass combinations in the results table")
+    for frame, ftag in FRAME_TAG.items():
+        ftag = ftag or "Gpu"
+        verdicts = rows[f"{frame}_verdict"] if len(rows) else pd.Series(dtype=str)
+        for verdict, vtag in (("faster", "Faster"), ("tie", "Tie"), ("slower", "Slower")):
+            m.add(f"Results{ftag}{vtag}", str(int((verdicts == verdict).sum())),
+                  f"results-table rows where ours is {verdict} than the best of PyTorch, {FRAME_LABEL[frame]}")
+    s = rows.dropna(subset=["gpu_speedup"]) if len(rows) else rows
+    if len(s):
+        m.add("ResultsMedianSpeedup", fmt(s["gpu_speedup"].median()),
+              "median over the results table of ours over the best of PyTorch, GPU time, largest size")
+        for which, idx in (("Max", s["gpu_speedup"].idxmax()), ("Min", s["gpu_speedup"].idxmin())):
+            r = s.loc[idx]
+            m.add(f"Results{which}Speedup", fmt(r["gpu_speedup"]), f"{which.lower()} of the same")
+            m.add(f"Results{which}Cell", tex_escape(f"{r['kernel']} in {r['dtype']}"
+                                                    + ("" if r["pass"] == "fwd" else f" ({r['pass']})")
+                                                    + f" at N={r['size']}"), "where")
+        for which, idx in (("Max", s["gpu_speedup"].idxmax()), ("Min", s["gpu_speedup"].idxmin())):
+            m.add(f"Results{which}Cause", tex_escape(s.loc[idx, "cause"]), "its cause, in a phrase")
+    m.add("LossListGpu", loss_list(rows, "gpu"), "results-table rows where ours is slower in GPU time")
+    m.add("LossListLoop", loss_list(rows, "loop"), "results-table rows where ours is slower in the Python loop")
+    m.add("PrecisionSentence", precision_sentence(rows), "compute-bound kernels per precision: ours over the best")
+    m.add("GlanceSentence", glance_sentence(rows), "what the wins and ties of the results table have in common")
+    mem = rows[rows["bound"] == "memory"] if len(rows) else rows
+    m.add("ResultsMemoryRoofMedian", fmt(mem["roof"].median(), 2) if len(mem) else "n/a",
+          "median fraction of the measured roofline, ours, memory-bound rows, GPU time, largest size")
+    m.add("ResultsMemoryRows", count_phrase(len(mem), "memory-bound row"))
+    m.add("LossGroups", count_phrase(len(lost), "combination"),
+          "kernel, dtype, pass and frame combinations where ours loses beyond noise at some size")
+    m.add("LossCells", count_phrase(int(lost["lost"].sum()) if len(lost) else 0, "cell"),
+          "cells (kernel, dtype, pass, size, frame) where ours loses beyond noise")
+    m.add("ComparedCells", count_phrase(len(v), "cell"), "cells (kernel, dtype, pass, size, frame) compared")
+    for frame, ftag in FRAME_TAG.items():
+        n = int(lost.loc[lost["frame"] == frame, "lost"].sum()) if len(lost) else 0
+        m.add(f"LossCells{ftag or 'Gpu'}", count_phrase(n, "cell"), f"cells lost beyond noise, {FRAME_LABEL[frame]}")
+    m.add("BackendLossGroups", count_phrase(len(backend_lost), "combination"),
+          "attention: (mask, head dim, pass, backend, frame) where ours loses to a forced SDPA backend")
+    attention_range_macros(m, backends)
+
+
+def join_words(words) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    words = list(words)
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1] if words else ""
+
+
+def loss_list(rows: pd.DataFrame, frame: str) -> str:
+    """The results-table rows where ours is slower beyond noise in `frame`, per kernel: 'attention in bfloat16 and
+    float16 (fwd and fwd+bwd), matmul in float32 and tf32 (fwd)'; 'none' where there is none."""
+    lost = rows[rows[f"{frame}_verdict"] == "slower"] if len(rows) else rows
+    if lost.empty:
+        return "none"
+    parts = [f"{kernel} in {join_words(dict.fromkeys(g['dtype']))} ({join_words(dict.fromkeys(g['pass']))})"
+             for kernel, g in lost.groupby("kernel", sort=True)]
+    return tex_escape(join_words(parts))
+
+
+def glance_sentence(rows: pd.DataFrame) -> str:
+    """Of the rows where ours is faster in GPU time, how many face a PyTorch implementation that moves more DRAM
+    bytes or launches more kernels; of the ties, how many are memory-bound near the wall."""
+    if rows.empty:
+        return ""
+    won = rows[rows["gpu_verdict"] == "faster"]["cause_kind"]
+    tied = rows[rows["gpu_verdict"] == "tie"]["cause_kind"]
+    out = []
+    if len(won):
+        out.append(f"Of the {count_phrase(len(won), 'row')} where ours is faster in GPU time, "
+                   f"{int((won == 'traffic').sum())} face a fastest PyTorch implementation that moves more DRAM bytes "
+                   f"than ours and {int((won == 'launches').sum())} one that launches more kernels.")
+    if len(tied):
+        out.append(f"Of the {count_phrase(len(tied), 'tie')}, {int((tied == 'wall').sum())} are memory-bound with "
+                   "ours near the wall, where every implementation moves about the minimum.")
+    return " ".join(out)
+
+
+def precision_sentence(rows: pd.DataFrame) -> str:
+    """Per compute-bound kernel (forward, largest size, GPU time): ours over the best of PyTorch in each dtype, with
+    ours' fraction of that dtype's measured roof."""
+    c = rows[(rows["bound"] == "compute") & (rows["pass"] == "fwd")] if len(rows) else rows
+    if c.empty:
+        return "No compute-bound kernel was timed on this device."
+    out = []
+    for kernel, g in c.groupby("kernel", sort=True):
+        said = [f"{tex_escape(r.dtype)} {fmt(r.gpu_speedup)}$\\times$ ({fmt(r.roof, 2)} of its roof)"
+                for r in g.itertuples()]
+        out.append(f"{tex_escape(kernel)} at $N={int(g['size'].iloc[0])}$: {join_words(said)}")
+    return ("In GPU time, forward, ours over the best of PyTorch (and ours' fraction of the measured roof of its "
+            "precision): " + "; ".join(out) + ".")
+
+
+def attention_range_macros(m: Macros, backends: pd.DataFrame | None) -> None:
+    """Ours over each forced SDPA backend (its time over ours), GPU time, every timed shape and mask: the range per
+    pass and backend (AttnFwdVsCudnn, AttnFwdBwdVsFlash, ...)."""
+    from analysis.attention import BACKENDS, ratios
+
+    r = ratios(backends[backends["dtype"] == "bfloat16"]) if backends is not None and len(backends) else None
+    for pass_, ptag in (("fwd", "Fwd"), ("fwd+bwd", "FwdBwd")):
+        for v in BACKENDS:
+            name = f"Attn{ptag}Vs{v.capitalize()}"
+            s = r.loc[r["pass"] == pass_, f"vs_{v}"].dropna() if r is not None and len(r) else pd.Series(dtype=float)
+            m.add(name, f"{fmt(s.min())}--{fmt(s.max())}" if len(s) else "n/a",
+                  f"ours over SDPA {v}, {pass_}, GPU time, range over shapes and masks (bf16)")
+
+
+def versions_sentence(metrics: pd.DataFrame, gpu: str) -> str:
+    """The software the headline device's rows ran on (every version present, the most common first)."""
+    rows = timed(metrics, gpu)
+    parts = []
+    for col, name in (("torch", "PyTorch"), ("triton", "Triton"), ("cuda", "CUDA"), ("driver", "driver")):
+        if col in rows and rows[col].notna().any():
+            vals = rows[col].dropna().astype(str).value_counts().index.tolist()
+            parts.append(f"{name} {tex_escape(vals[0])}" + (f" (and {tex_escape(', '.join(vals[1:]))} in some "
+                                                             "rows)" if len(vals) > 1 else ""))
+    return ", ".join(parts)
+
+
+def attention_shapes_sentence(metrics: pd.DataFrame, gpu: str) -> str:
+    """The sweep's attention shapes (batch x heads x seq x head dim) and mask, as the rows and the kernel say."""
+    rows = timed(metrics, gpu)
+    a = rows[rows["kernel"] == "attention"]
+    dims = ["dim_batch", "dim_heads", "dim_seq", "dim_head_dim"]
+    if a.empty or not set(dims) <= set(a):
+        return ""
+    d = a.dropna(subset=dims).drop_duplicates(dims).sort_values("dim_seq")
+    if d.empty:
+        return ""
+    heads, hd = sorted(set(d["dim_heads"].astype(int))), sorted(set(d["dim_head_dim"].astype(int)))
+    shapes = ", ".join(f"{int(r.dim_batch)}x{int(r.dim_seq)}" for r in d.itertuples())
+    mask = attention_mask()
+    return (f"batch x sequence {shapes}, with {' or '.join(map(str, heads))} heads of dimension "
+            f"{' or '.join(map(str, hd))}" + (f", {mask} mask" if mask else ""))
+
+
+def attention_mask() -> str:
+    """'causal' or 'no' as the attention kernel's file declares its sweep (CAUSAL = ...); '' where none says."""
+    from rooflab.kernel import KERNELS_DIR
+
+    for path in sorted(Path(KERNELS_DIR).rglob("*.py")):
+        if "attention" not in str(path.relative_to(KERNELS_DIR)):
+            continue
+        found = re.search(r"^CAUSAL\s*=\s*(True|False)", path.read_text(), re.M)
+        if found:
+            return "causal" if found.group(1) == "True" else "no"
+    return ""
+
+
+def baseline_macros(m: Macros, metrics: pd.DataFrame, gpu: str) -> None:
+    m.add("SoftwareVersions", versions_sentence(metrics, gpu) or "n/a", "versions of the headline device's rows")
+    m.add("AttentionSweepShapes", attention_shapes_sentence(metrics, gpu) or "n/a",
+          "the sweep's attention shapes and mask")
