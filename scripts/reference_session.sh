@@ -10,7 +10,7 @@
 set -uo pipefail
 export PYTHONUNBUFFERED=1 ROOFLAB_NO_TEX=1
 mkdir -p "$OUT" results
-if [ -n "${RESTORE:-}" ]; then  # a previous call's results.tgz (on a fresh machine): the run goes on where it stopped
+if [ -n "${RESTORE:-}" ] && [ ! -e results/.run_id ]; then  # a previous call's results.tgz, on a fresh machine
   tar xzf "$RESTORE" && echo "restored $(cat results/raw/*/.cells/*.jsonl 2>/dev/null | wc -l) stored cells"
 fi
 nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$OUT/gpu.txt"
