@@ -242,8 +242,8 @@ def cause_phrase(row: pd.Series, best: str, traffic: pd.DataFrame, launched: pd.
     if row["bound"] == "compute":
         unit = UNIT_NAME.get(str(compute_unit), str(compute_unit or "").upper())
         theirs = row.get("best_roof", np.nan)
-        return "compute", f"compute-bound ({unit})" + (f": {IMPL_SHORT[best]} at {fmt(theirs, 2)} of the roof"
-                                                        if np.isfinite(theirs) else "")
+        return "compute", f"{unit} roof" + (f"; {IMPL_SHORT[best]} at {fmt(theirs, 2)} of it"
+                                             if np.isfinite(theirs) else "")
     t = traffic[(traffic["kernel"] == row["kernel"]) & (traffic["pass"] == row["pass"])
                 & (traffic["dtype"] == row["dtype"]) & (traffic["size"] == row["size"])].set_index("impl") \
         if {"dtype", "size", "moved_bytes"} <= set(traffic) else traffic.iloc[:0]
@@ -337,7 +337,8 @@ def results_table(rows: pd.DataFrame) -> str:
     if rows["size"].nunique() == 1:  # one largest size: the caption says it
         t = t.drop(columns=("", "N"))
     t.columns = pd.MultiIndex.from_tuples(t.columns)
-    align = "lll" + ("r" if ("", "N") in t.columns else "") + "rlrrrl>{\\raggedright\\arraybackslash}p{4.3cm}"
+    wrap = ">{\\raggedright\\arraybackslash}p{%s}"
+    align = "lll" + ("r" if ("", "N") in t.columns else "") + "rlrrr" + wrap % "3.3cm" + wrap % "3.5cm"
     body = table_latex(t, {(g, "roof"): lambda x: fmt(x, 2)}, align)
     return re.sub(r"!!([0-9.]+)", r"\\textbf{\1}", body)
 
