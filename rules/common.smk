@@ -11,6 +11,11 @@ from pathlib import Path
 
 ENV = "../envs/rooflab.yaml"
 
+# The interpreter of every shell rule: the one running snakemake, or under --use-conda the rule's env's python.
+from rooflab.run_control import shell_python
+
+PYTHON = shell_python(workflow)
+
 # One invocation is one run: every job inherits this id, and each cell is rated against its own run's ceilings.
 from rooflab.provenance import new_run_id
 

@@ -172,7 +172,7 @@ rule ncu:
     shell:
         "(command -v ncu >/dev/null || {{ echo 'ncu (Nsight Compute) is not on the PATH' >&2; exit 3; }}; "
         " ncu --clock-control none --nvtx --nvtx-include rooflab_cell/ --target-processes all --force-overwrite"
-        " --export {output.report:q} python3 experiments/ncu_cell.py --gpu {wildcards.gpu:q}"
+        " --export {output.report:q} {PYTHON} experiments/ncu_cell.py --gpu {wildcards.gpu:q}"
         " --kernel {wildcards.kernel:q} --impl {wildcards.impl:q} --dtype {wildcards.dtype:q} --size {wildcards.size}"
         " && ncu --import {output.report:q} --csv --page details > {output.csv:q}.tmp"
         " && mv {output.csv:q}.tmp {output.csv:q}) > {log:q} 2>&1"
@@ -217,9 +217,9 @@ rule traffic:
         " ncu --clock-control none --cache-control all --profile-from-start off --target-processes application-only"
         " --csv --page raw"
         " --log-file {output.ncu:q} --metrics {params.metrics}"
-        " python3 -m experiments.traffic run --gpu {wildcards.gpu:q} --kernels {params.kernels}"
+        " {PYTHON} -m experiments.traffic run --gpu {wildcards.gpu:q} --kernels {params.kernels}"
         " --size {params.size} --dtype {params.dtype:q} --manifest {output.calls:q} --cache-dirs {params.caches:q}"
-        " && python3 -m experiments.traffic table --ncu {output.ncu:q} --manifest {output.calls:q}"
+        " && {PYTHON} -m experiments.traffic table --ncu {output.ncu:q} --manifest {output.calls:q}"
         " --out {output.table:q}) > {log:q} 2>&1"
 
 
@@ -254,7 +254,7 @@ rule ablations:
     conda:
         ENV
     shell:
-        "python3 -m experiments.ablations --gpu {wildcards.gpu:q} --sizes {params.sizes} --align-sizes {params.align}"
+        "{PYTHON} -m experiments.ablations --gpu {wildcards.gpu:q} --sizes {params.sizes} --align-sizes {params.align}"
         " --timing {params.timing:q} --cache-dirs {params.caches:q} --out {output:q} > {log:q} 2>&1"
 
 
@@ -289,6 +289,6 @@ rule backends:
     conda:
         ENV
     shell:
-        "python3 -m experiments.backends --gpu {wildcards.gpu:q} --shapes {params.shapes} --causal {params.causal}"
+        "{PYTHON} -m experiments.backends --gpu {wildcards.gpu:q} --shapes {params.shapes} --causal {params.causal}"
         " --dtypes {params.dtypes} --timing {params.timing:q} --cache-dirs {params.caches:q} --out {output:q}"
         " > {log:q} 2>&1"

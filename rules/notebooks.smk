@@ -27,5 +27,5 @@ rule notebook:
     conda:
         ENV
     shell:
-        "python {input.script} --notebook {input.notebook} --kernel {wildcards.kernel} --gpu {wildcards.gpu} "
+        "{PYTHON} {input.script} --notebook {input.notebook} --kernel {wildcards.kernel} --gpu {wildcards.gpu} "
         "--metrics {input.metrics} --ipynb {output.ipynb} --html {output.html} > {log} 2>&1"

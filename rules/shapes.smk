@@ -19,7 +19,7 @@ rule metrics_shapes:
     conda:
         ENV
     shell:
-        "python -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} --out {output} > {log} 2>&1"
+        "{PYTHON} -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} --out {output} > {log} 2>&1"
 
 
 rule shapes_table:
@@ -34,7 +34,7 @@ rule shapes_table:
     conda:
         ENV
     shell:
-        "python -m analysis.metrics --concat {input} --out {output} > {log} 2>&1"
+        "{PYTHON} -m analysis.metrics --concat {input} --out {output} > {log} 2>&1"
 
 
 rule figure_shapes:
@@ -53,7 +53,7 @@ rule figure_shapes:
     conda:
         ENV
     shell:
-        "python -m figures.shapes --gpu {wildcards.gpu} --metrics {input.metrics} --pdf {output.pdf} "
+        "{PYTHON} -m figures.shapes --gpu {wildcards.gpu} --metrics {input.metrics} --pdf {output.pdf} "
         "--png {output.png} > {log} 2>&1"
 
 
@@ -72,4 +72,4 @@ rule paper_shapes:
     conda:
         ENV
     shell:
-        "python -m analysis.shapes --shapes {input.shapes} --figdir results/figures --out {output} > {log} 2>&1"
+        "{PYTHON} -m analysis.shapes --shapes {input.shapes} --figdir results/figures --out {output} > {log} 2>&1"

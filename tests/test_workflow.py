@@ -335,3 +335,45 @@ def test_sdpa_backends_are_measured_on_a_gpu_and_only_when_enabled(repo):
                     'gpus=["h200"]')
     command = "experiments.backends --gpu h200 --shapes 2x4x512x64 --causal true false"
     assert res.returncode == 0 and command in res.stdout, res.stdout + res.stderr
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory):
+    """A copy of the repository that nothing has run in: enough for dry runs."""
+    work = copy_repo(tmp_path_factory.mktemp("clone"))
+    (work / "tiny.yaml").write_text(json.dumps(TINY))
+    return work
+
+
+def test_every_shell_rule_runs_under_snakemakes_interpreter(clone):
+    """With nothing of the environment on PATH (it is not activated), every shell rule's command calls the
+    interpreter that runs snakemake, never a `python` or `python3` from PATH: the notebooks, the shape sets'
+    metrics and figure, traffic, the ablations, the SDPA backends and Nsight Compute."""
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1"}
+    env.pop("ROOFLAB_RUN_ID", None)
+    on = '{"enabled": true}'
+    res = subprocess.run([sys.executable, "-m", "snakemake", "all", "-n", "-p", "--configfile", "tiny.yaml",
+                          "--config", 'gpus=["cpu", "h200"]', "shapes=[square, odd]", f"traffic={on}",
+                          f"ablations={on}", f"backends={on}", f"ncu={on}"],
+                         cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    calls = re.findall(r"(\S*python3?) (?:-m )?(\S+)", res.stdout)
+    scripts = {script for _, script in calls}
+    for script in ("notebooks/render.py", "analysis.metrics", "figures.shapes", "analysis.shapes",
+                   "experiments.traffic", "experiments.ablations", "experiments.backends", "experiments/ncu_cell.py"):
+        assert script in scripts, f"no shell command runs {script}"
+    assert {python for python, _ in calls} == {sys.executable}, sorted(set(calls))
+
+
+def test_under_conda_a_rule_runs_its_envs_python():
+    from types import SimpleNamespace
+
+    from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+    from rooflab.run_control import shell_python
+
+    def workflow(*methods):
+        return SimpleNamespace(deployment_settings=SimpleNamespace(deployment_method=frozenset(methods)))
+
+    assert shell_python(workflow()) == sys.executable
+    assert shell_python(workflow(DeploymentMethod.CONDA)) == "python"
