@@ -477,9 +477,9 @@ def attention_shapes_sentence(metrics: pd.DataFrame, gpu: str) -> str:
     if d.empty:
         return ""
     heads, hd = sorted(set(d["dim_heads"].astype(int))), sorted(set(d["dim_head_dim"].astype(int)))
-    shapes = ", ".join(f"{int(r.dim_batch)}x{int(r.dim_seq)}" for r in d.itertuples())
+    shapes = ", ".join(f"{int(r.dim_batch)}$\\times${int(r.dim_seq)}" for r in d.itertuples())
     mask = attention_mask()
-    return (f"batch x sequence {shapes}, with {' or '.join(map(str, heads))} heads of dimension "
+    return (f"batch $\\times$ sequence {shapes}, with {' or '.join(map(str, heads))} heads of dimension "
             f"{' or '.join(map(str, hd))}" + (f", {mask} mask" if mask else ""))
 
 

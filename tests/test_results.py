@@ -174,7 +174,7 @@ def test_attention_shapes_name_batch_heads_head_dim_and_mask():
     rows = raw_rows().iloc[:1].assign(kernel="attention", size=4096, dim_batch=4, dim_heads=16, dim_seq=4096,
                                       dim_head_dim=128, claimable=True)
     said = results.attention_shapes_sentence(rows, "h200")
-    assert said.startswith("batch x sequence 4x4096, with 16 heads of dimension 128")
+    assert said.startswith("batch $\\times$ sequence 4$\\times$4096, with 16 heads of dimension 128")
     assert said.endswith(f", {results.attention_mask()} mask") and results.attention_mask() in ("causal", "no")
 
 
