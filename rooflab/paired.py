@@ -14,7 +14,8 @@ Frames, per side and round (each over the side's input placements, rooflab/timer
 * ``graph``: one replay of a CUDA graph of n calls captured once per side (CUDA-graph replay; GPU only);
 * ``loop``: back-to-back calls from Python for about ``loop_ms`` (the Python loop).
 
-Each side's turn reads the SM clock after it (``sm_clock_mhz``), so every round row says what clock it ran at.
+Each side's turn reads the SM clock after it (``sm_clock_mhz``), so every round row says what clock it ran at, and a
+loop row the process's share of the CPU over its loop (``loop_cpu_share``, rooflab/timers._loop_ms).
 
 A/A: the group's baseline is also timed as a second side over input sets of its own (``copy`` 1): a pair known to
 be identical, whose verdicts measure the method's false-positive rate (analysis/paired.py).
@@ -35,7 +36,7 @@ from rooflab.config import schema_defaults
 _DEFAULT = schema_defaults()["paired"]
 FRAMES = ("gpu", "graph", "loop")
 ROUND_COLUMNS = ["kernel", "dtype", "shape", "size", "family", "preset", "pass", "session", "impl", "copy", "round",
-                 "frame", "ms", "sm_clock_mhz", "graph_error"]
+                 "frame", "ms", "sm_clock_mhz", "graph_error", "loop_cpu_share"]
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,10 @@ def run_rounds(sides: list[Side], timer, cfg: PairedConfig, *, graphs: bool = Fa
             if cfg.loop_ms > 0:
                 times["loop"] = timer.loop(side.call, cfg.loop_ms)
             mhz = clock_probe() if clock_probe else float("nan")
+            share = float(getattr(timer, "loop_cpu_share", float("nan")))
             rows += [{"impl": side.impl, "copy": side.copy, "round": r, "frame": frame, "ms": ms,
-                      "sm_clock_mhz": mhz, "graph_error": errors.get(side.name, "")}
+                      "sm_clock_mhz": mhz, "graph_error": errors.get(side.name, ""),
+                      "loop_cpu_share": share if frame == "loop" else float("nan")}
                      for frame, ms in times.items()]
     for side in sides:  # free the graphs' pools and the rotations' kept outputs before the next group allocates
         side.graph = side.call = None

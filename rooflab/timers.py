@@ -72,16 +72,24 @@ class HostTimer:
             out.append((time.perf_counter() - t0) * 1e3)
         return out
 
+    loop_cpu_share = float("nan")
+
     def loop(self, fn, min_ms):
-        return _loop_ms(fn, min_ms, lambda: None)
+        facts: dict = {}
+        out = _loop_ms(fn, min_ms, lambda: None, facts=facts)
+        self.loop_cpu_share = facts["cpu_share"]
+        return out
 
     def facts(self):
         return {"hold_us": float("nan"), "enqueue_us": float("nan"), "flush_buffers": 0}  # no flush on the CPU
 
 
-def _loop_ms(fn, min_ms: float, sync: Callable[[], None], repeats: int = 3, min_calls: int = 3) -> float:
+def _loop_ms(fn, min_ms: float, sync: Callable[[], None], repeats: int = 3, min_calls: int = 3,
+             facts: dict | None = None) -> float:
     """Median over `repeats` of (wall time of k back-to-back calls + one sync) / k, with k sized to take min_ms
-    (at least min_calls)."""
+    (at least min_calls). ``facts`` gets ``cpu_share``: the process's CPU time over the wall time of the repeats.
+    The loop is host-bound work (and a spinning sync), so a share well under 1 says the process was off the CPU
+    for part of it (another process on its core): a loop time to distrust, not the call's cost."""
     sync()
     t0 = time.perf_counter()
     fn()
@@ -89,12 +97,15 @@ def _loop_ms(fn, min_ms: float, sync: Callable[[], None], repeats: int = 3, min_
     one = max(time.perf_counter() - t0, 1e-7)
     k = int(min(max(min_ms * 1e-3 / one, min_calls), 100_000))
     per_call = []
+    wall0, cpu0 = time.perf_counter(), time.process_time()
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(k):
             fn()
         sync()
         per_call.append((time.perf_counter() - t0) * 1e3 / k)
+    if facts is not None:
+        facts["cpu_share"] = (time.process_time() - cpu0) / max(time.perf_counter() - wall0, 1e-9)
     return float(np.median(per_call))
 
 
@@ -217,8 +228,13 @@ class CudaEventTimer:
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
+    loop_cpu_share = float("nan")
+
     def loop(self, fn, min_ms):
-        return _loop_ms(fn, min_ms, self.torch.cuda.synchronize)
+        facts: dict = {}
+        out = _loop_ms(fn, min_ms, self.torch.cuda.synchronize, facts=facts)
+        self.loop_cpu_share = facts["cpu_share"]  # the host's share of the loop (_loop_ms)
+        return out
 
     def sm_clock_mhz(self) -> float:
         """The SM clock now (rooflab/clocks.sm_mhz): read after each batch of samples."""

@@ -243,6 +243,7 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     # optional parts of the protocol (a synthetic test timer has neither)
     out.update(timer.facts() if hasattr(timer, "facts") else {})
     out["loop_ms"] = timer.loop(call, cfg.loop_ms) if cfg.loop_ms > 0 and hasattr(timer, "loop") else float("nan")
+    out["loop_cpu_share"] = float(getattr(timer, "loop_cpu_share", float("nan"))) if cfg.loop_ms > 0 else float("nan")
     return out
 
 

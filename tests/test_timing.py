@@ -298,10 +298,18 @@ def test_loop_time_is_per_call_and_includes_the_sync(monkeypatch):
     def advance(ms):
         now[0] += ms * 1e-3
 
-    monkeypatch.setattr(timers, "time", SimpleNamespace(perf_counter=lambda: now[0]))
-    per_call = _loop_ms(lambda: advance(2.0), min_ms=20, sync=lambda: advance(5.0))
+    cpu = [0.0]
+
+    def call():  # on the CPU for 1.5 of its 2 ms: the process's share of the loop is 3 x 1.5 / (3 x 2 + 5)
+        advance(2.0)
+        cpu[0] += 1.5e-3
+
+    monkeypatch.setattr(timers, "time", SimpleNamespace(perf_counter=lambda: now[0], process_time=lambda: cpu[0]))
+    facts = {}
+    per_call = _loop_ms(call, min_ms=20, sync=lambda: advance(5.0), facts=facts)
     # the first call and its sync (7 ms) size the loop at 3 calls (20 ms / 7, at least 3): 3 x 2 ms + one sync
     assert per_call == pytest.approx((3 * 2.0 + 5.0) / 3)
+    assert facts["cpu_share"] == pytest.approx(3 * 3 * 1.5 / (3 * (3 * 2.0 + 5.0)))
 
 
 def test_measure_records_loop_and_hold_columns_on_the_host_timer():
