@@ -172,8 +172,10 @@ def repeatability_table(runs: dict[str, pd.DataFrame]) -> str:
     rows = []
     for gpu, t in runs.items():
         for r in summarize(t).itertuples():
-            rows.append({"GPU": gpu, "cells": label[r.group], "frame": {"event": "GPU time",
-                                                                  "graph": "CUDA graph"}[r.mode],
+            if not r.n:
+                continue
+            rows.append({"GPU": gpu, "cells": label.get(r.group, r.cells),
+                         "frame": {"event": "GPU time", "graph": "CUDA graph", "loop": "Python loop"}[r.mode],
                          "n": str(r.n), "max diff [%]": fmt(r.max_abs_rel_diff * 100, 2),
                          "median diff [%]": fmt(r.median_abs_rel_diff * 100, 2)})
     return table_latex(pd.DataFrame(rows), align="lllrrr")

@@ -260,6 +260,16 @@ def sweep_params(config: dict, preset: str = SQUARE) -> dict:
     return {**{k: config.get(k) for k in keys}, "preset": preset, "shapes": sets.get(preset, {})}
 
 
+def repeat_params(config: dict) -> dict:
+    """A repeat_measure job's parameters: the square sweep's at config repeatability's sizes and implementations
+    (those of the sweep's), measured afresh, without paired rounds."""
+    rep = config.get("repeatability") or {}
+    sizes = [n for n in rep.get("sizes", []) if n in [*config.get("sizes", []), *config.get("extra_sizes", [])]]
+    impls = [i for i in rep.get("impls", []) if i in config.get("impls", [])]
+    return {**sweep_params(config), "sizes": sizes, "extra_sizes": [], "impls": impls,
+            "paired": {**(config.get("paired") or {}), "enabled": False}}
+
+
 def measured_presets(config: dict) -> list[str]:
     """The shape sets a run measures other than square: each its own measure jobs and result folder."""
     return [s for s in (config.get("shape_sets") or {}) if s != SQUARE]

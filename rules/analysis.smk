@@ -70,6 +70,25 @@ rule paired_verdicts:
                                      "--out", output.table, "--aa", output.aa, "--md", output.md], log)
 
 
+rule repeatability:
+    """The sweep's rows against the same cells measured again in another process (rule repeat_measure), in every
+    frame: results/raw/<gpu>/repeatability.csv, the paper's repeatability table (analysis/repeatability.py)."""
+    input:
+        sweep=get_repeat_sweep,
+        again=get_repeat_again,
+        script="analysis/repeatability.py",
+    output:
+        update("results/raw/{gpu}/repeatability.csv"),
+    log:
+        "logs/analysis/repeatability_{gpu}.log",
+    wildcard_constraints:
+        gpu=ON_A_GPU,
+    resources:
+        host=1,
+    run:
+        run_main("analysis.repeatability", ["--first", input.sweep, "--second", input.again, "--out", output[0]], log)
+
+
 rule compare_reference:
     """This run against data/reference/<gpu>: cells that got slower or faster beyond noise (analysis/compare.py)."""
     input:

@@ -201,6 +201,7 @@ def get_final_outputs(wildcards=None):
         + get_profiles()
         + get_compiled()
         + get_ncu()
+        + (own_tables("repeatability", "repeatability.csv") if MEASURE_SQUARE else [])
         + own_tables("traffic", "traffic.csv")
         + own_tables("ablations", "ablations.parquet")
         + own_tables("backends", "backends.parquet")
@@ -262,8 +263,18 @@ def per_gpu_table(name):
 
 
 def get_repeatability(wildcards=None):
-    """scripts/repeatability.py tables for the paper (per_gpu_table)."""
-    return per_gpu_table("repeatability.csv")
+    """Repeatability tables for the paper: this run's own (rule repeatability) where config repeatability.enabled,
+    else per_gpu_table's (one scripts/repeatability.py or an earlier run wrote, or the reference's)."""
+    return own_or_reference("repeatability", "repeatability.csv")
+
+
+def get_repeat_sweep(wildcards):
+    """The sweep's raw files of the kernels measured again (rule repeat_measure)."""
+    return [f"results/raw/{wildcards.gpu}/{k}.parquet" for k in KERNELS] if MEASURE_SQUARE else []
+
+
+def get_repeat_again(wildcards):
+    return [f"results/raw/{wildcards.gpu}/repeat/{k}.parquet" for k in KERNELS] if MEASURE_SQUARE else []
 
 
 def get_compile_frames(wildcards=None):

@@ -117,6 +117,29 @@ use rule measure_host as measure_shapes_host with:
         preset=MEASURED_PRESETS,
 
 
+# The sweep's cells at config repeatability's sizes, measured again in a process of their own once the sweep's job
+# of the kernel is done: the between-process repeatability of this run's code (rule repeatability).
+rule repeat_measure:
+    input:
+        **MEASURE_INPUT,
+        sweep="results/raw/{gpu}/{kernel}.parquet",
+    output:
+        raw=update("results/raw/{gpu}/repeat/{kernel}.parquet"),
+    params:
+        sweep=lambda wildcards: rcfg.repeat_params(config),
+    log:
+        "logs/measure/{gpu}/repeat/{kernel}.log",
+    wildcard_constraints:
+        gpu=ON_A_GPU,
+        kernel=MEASURED_SQUARE,
+    resources:
+        **MEASURE_RESOURCES,
+    conda:
+        ENV
+    script:
+        "../experiments/measure.py"
+
+
 rule ceilings:
     input:
         script="experiments/ceilings.py",

@@ -27,9 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-from analysis.repeatability import summarize  # (the summary the paper shows too)
-
-KEY = ["kernel", "impl", "dtype", "size", "pass"]
+from analysis.repeatability import compare_all, summarize  # (the comparison and summary the paper shows too)
 
 
 def load_params(args) -> tuple[str, list[str], dict]:
@@ -78,30 +76,6 @@ def worker(spec_path: str) -> int:
     for kernel in spec["kernels"]:
         rc |= run(kernel, spec["gpu"], str(folder / f"{kernel}.parquet"), dict(spec["params"]), progress=True)
     return rc
-
-
-def compare(first, second, pair: str = "1-2"):
-    import pandas as pd
-
-    cols = KEY + ["status", "median_ms", "graph_median_ms", "instances"]
-    a = pd.concat([pd.read_parquet(p) for p in first]).reindex(columns=cols)
-    b = pd.concat([pd.read_parquet(p) for p in second]).reindex(columns=cols)
-    a, b = a[a["status"] == "ok"], b[b["status"] == "ok"]
-    t = a.drop(columns="status").merge(b.drop(columns="status"), on=KEY, suffixes=("_1", "_2"))
-    t["event_rel_diff"] = (t["median_ms_2"] - t["median_ms_1"]) / t["median_ms_1"]
-    t["graph_rel_diff"] = (t["graph_median_ms_2"] - t["graph_median_ms_1"]) / t["graph_median_ms_1"]
-    t.insert(0, "pair", pair)
-    return t.sort_values(KEY).reset_index(drop=True)
-
-
-def compare_all(runs):
-    """Every pair of runs (i < j, numbered from 1), stacked: one row per cell and pair."""
-    import itertools
-
-    import pandas as pd
-
-    return pd.concat([compare(runs[i], runs[j], f"{i + 1}-{j + 1}")
-                      for i, j in itertools.combinations(range(len(runs)), 2)], ignore_index=True)
 
 
 def main(argv=None) -> int:

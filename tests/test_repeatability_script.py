@@ -48,3 +48,35 @@ def test_a_comparison_with_no_common_cell_still_summarises(tmp_path):
             _run(tmp_path, 2, [0.101, 0.005], status=["error", "ok"])]
     t = rep.compare_all(runs)
     assert t.empty and process_count(t) == 2 and (summarize(t)["n"] == 0).all()
+
+
+def test_the_dag_job_compares_the_sweep_with_its_repeat_in_every_frame(tmp_path):
+    """analysis.repeatability's main (rule repeatability): the sweep's rows against the repeat's, event, graph and
+    loop frames; the summary has every frame's length classes."""
+    from analysis.repeatability import main
+
+    first, second = tmp_path / "sweep.parquet", tmp_path / "repeat.parquet"
+    base = {"kernel": ["gelu"] * 3, "impl": ["triton"] * 3, "dtype": ["bfloat16"] * 3, "size": [256, 1024, 8192],
+            "pass": ["fwd"] * 3, "status": ["ok"] * 3}
+    pd.DataFrame({**base, "median_ms": [0.005, 0.02, 0.1], "graph_median_ms": [0.002, 0.015, 0.1],
+                  "loop_ms": [0.005, 0.02, 0.1]}).to_parquet(first)
+    pd.DataFrame({**base, "median_ms": [0.006, 0.021, 0.1], "graph_median_ms": [0.002, 0.015, 0.099],
+                  "loop_ms": [0.01, 0.02, 0.1]}).to_parquet(second)
+    out = tmp_path / "repeatability.csv"
+    assert main(["--first", str(first), "--second", str(second), "--out", str(out)]) == 0
+    t = pd.read_csv(out).set_index("size")
+    assert t.loc[256, "loop_rel_diff"] == pytest.approx(1.0) and t.loc[1024, "event_rel_diff"] == pytest.approx(0.05)
+    s = summarize(t.reset_index()).set_index("group")
+    assert s.loc["loop_short", "max_abs_rel_diff"] == pytest.approx(1.0)
+    assert s.loc["event_middle", "n"] == 1 and s.loc["graph_long", "max_abs_rel_diff"] == pytest.approx(0.01)
+
+
+def test_repeat_params_take_the_sweeps_sizes_and_implementations():
+    from rooflab.config import repeat_params
+
+    config = {"sizes": [256, 1024, 8192], "extra_sizes": [1793], "impls": ["naive", "builtin", "triton"],
+              "dtypes": ["bfloat16"], "repeatability": {"sizes": [1024, 4096], "impls": ["builtin", "cuda"]},
+              "paired": {"rounds": 4}}
+    p = repeat_params(config)
+    assert p["sizes"] == [1024] and p["extra_sizes"] == [] and p["impls"] == ["builtin"]
+    assert p["paired"] == {"rounds": 4, "enabled": False} and p["dtypes"] == ["bfloat16"]
