@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims import FRAME_LABEL, FRAME_TAG
-from analysis.latex import IMPL_SHORT, Macros, count_phrase, fmt, table_latex, tex_escape
+from analysis.latex import DTYPE_SHORT, IMPL_SHORT, Macros, count_phrase, fmt, table_latex, tex_escape
 from analysis.metrics import CELL, FRAMES, noise_floor
-from analysis.selection import largest, timed
+from analysis.selection import timed
 from analysis.why import launches
 from analysis.why_tables import traffic_rows
 
@@ -317,9 +317,6 @@ def where_lost(lost: pd.DataFrame) -> str:
     for r in lost.itertuples():
         said.setdefault("all" if r.lost == r.compared else r.sizes, []).append(FRAME_SHORT[r.frame])
     return "; ".join(f"{', '.join(frames)}: {sizes}" for sizes, frames in said.items())
-
-
-DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "tf32": "tf32"}
 
 
 def results_table(rows: pd.DataFrame) -> str:

@@ -21,9 +21,10 @@ from rooflab.kernel import IMPL_LABEL as IMPL_NAME
 GPU_TIME = f"GPU time ({FRAME_MEANING['gpu']})"
 # The figures of one GPU, in the order the paper shows them, with what each says (and in which frame).
 GPU_FIGURE_CAPTIONS = {
-    "roofline": f"Roofline in {GPU_TIME}: measured points (colour: implementation; marker: kernel) against the "
-                "datasheet (grey) and measured (black) ceilings, each compute unit's roof in its own dash (fp32 "
-                "solid, tf32 dashed, bf16 dash-dotted, fp16 dotted); starred points lie above their roof "
+    "roofline": f"Roofline in {GPU_TIME}: per kernel, forward, at its largest size in its lowest precision, ours "
+                "(filled) and the fastest PyTorch implementation (hollow, in its colour), joined and labelled, "
+                "against the datasheet (grey) and measured (black) ceilings, each compute unit's roof in its own "
+                "dash (fp32 solid, tf32 dashed, bf16 dash-dotted, fp16 dotted); starred points lie above their roof "
                 "(Table~\\ref{tab:findings}).",
     "speedup": f"Speedup over the PyTorch builtin in {GPU_TIME}, one panel per dtype, per kernel, implementation "
                "and size (blue: faster, red: slower, beyond noise; white: a tie within noise); blank cells have no "
@@ -55,9 +56,10 @@ KERNEL_FIGURE_CAPTIONS_COMPUTE = {
 }
 # The CPU's figures: only those whose concepts apply (no datasheet roof, no CUDA graph, no wave model, no projection).
 CPU_FIGURE_CAPTIONS = {
-    "roofline": "Roofline of the CPU in host time: points (colour: implementation; marker: kernel) against the "
-                "copy and GEMM ceilings measured on this CPU (black, each compute unit's roof in its own dash); the "
-                "CPU has no datasheet roof.",
+    "roofline": "Roofline of the CPU in host time: per kernel, forward, at its largest size in its lowest "
+                "precision, the fastest PyTorch implementation (hollow, in its colour; Triton is not timed on a "
+                "CPU), labelled, against the copy and GEMM ceilings measured on this CPU (black, each compute "
+                "unit's roof in its own dash); the CPU has no datasheet roof.",
     "speedup": "Speedup over the PyTorch builtin on the CPU in host time (one call), one panel per dtype, per "
                "kernel, implementation and size (blue: faster, red: slower, beyond noise; white: a tie within "
                "noise).",

@@ -94,6 +94,31 @@ def is_cpu(gpu: str) -> bool:
     return gpu == CPU_KEY
 
 
+FAMILY_OF = {"matmul": "mkn", "attention": "bhsd"}  # a kernel's shape family where the rows do not record it
+
+
+def families(df: pd.DataFrame) -> list[str]:
+    """The shape families of the rows (rooflab/shapes.py: rows, mkn, bhsd), in that order."""
+    known = df["family"].where(df["family"].notna(), df["kernel"].map(lambda k: FAMILY_OF.get(k, "rows"))) \
+        if "family" in df else df["kernel"].map(lambda k: FAMILY_OF.get(k, "rows"))
+    return [f for f in ("rows", "mkn", "bhsd") if f in set(known)]
+
+
+def size_label(df: pd.DataFrame) -> str:
+    """The x axis of a size sweep, named per shape family of its rows: an N x N matrix, a product with M = N = K,
+    attention at sequence length N (its batch and heads as rooflab/shapes.py sets them)."""
+    from rooflab.shapes import ATTENTION_HEAD_DIM, ATTENTION_TOKENS, ATTENTION_WIDTH
+
+    heads = ATTENTION_WIDTH // ATTENTION_HEAD_DIM
+    alone = {"rows": "N (an N x N input)", "mkn": "N (M = N = K)",
+             "bhsd": f"sequence length N (batch {ATTENTION_TOKENS} / N, {heads} heads of {ATTENTION_HEAD_DIM})"}
+    part = {"mkn": "matmul M=N=K", "bhsd": "attention: seq. N"}  # beside the N x N of the rest: short, for panels
+    found = families(df)
+    if len(found) == 1:
+        return alone[found[0]]
+    return "N (" + ", ".join(part[f] for f in found if f in part) + ")" if found else "N"
+
+
 def time_frame(gpu: str) -> str:
     """The frame of a row's median: GPU time on a GPU, host time on the CPU (analysis/claims.py)."""
     return CPU_FRAME_LABEL["gpu"] if is_cpu(gpu) else FRAME_LABEL["gpu"]

@@ -15,9 +15,8 @@ from matplotlib.lines import Line2D
 
 from analysis.claims import compute_bound
 from figures import SCOPES
-from figures._common import (IMPL_LABEL, MARKER, PALETTE, claimable, gpu_name, impls_present, mark_findings,
-                             new_figure, no_data, parse_args, read_metrics, save, setup, size_axis, spread,
-                             time_frame)
+from figures._common import (IMPL_LABEL, MARKER, PALETTE, claimable, gpu_name, impls_present, mark_findings, new_figure,
+                             no_data, parse_args, read_metrics, save, setup, size_axis, size_label, spread, time_frame)
 from rooflab.gpus import spec_for
 from rooflab.kernel import DTYPES
 
@@ -105,7 +104,7 @@ def main(argv=None):
     roofs(ax, df, args.gpu, tflops)
     ax.set_yscale("log" if tflops else "linear")
     size_axis(ax, df["size"])
-    ax.set_xlabel("N (N x N; matmul M = N = K)")
+    ax.set_xlabel(size_label(df))
     frame = time_frame(args.gpu)
     ax.set_ylabel(f"achieved {'TFLOP/s' if tflops else 'bandwidth [GB/s]'}, {frame}")
     fig.suptitle(f"{args.kernel} on {gpu_name(args.gpu)} ({frame}, p20-p80 bars)")

@@ -1,5 +1,7 @@
-"""Roofline of one GPU: measured points (coloured by implementation, shaped by kernel) under the datasheet and the
-measured ceilings, ridge points marked. Message: how far each implementation sits from what the hardware allows.
+"""Roofline of one GPU: a labelled handful of points under the datasheet and the measured ceilings, ridge points
+marked: per kernel, forward, at its largest size in its lowest precision, ours (filled) and the fastest PyTorch
+implementation (hollow, in its colour), joined. Message: how far ours and the best of PyTorch sit from what the
+hardware allows, kernel by kernel (every cell is in the paper's tables).
 
 Log-log axes: x = arithmetic intensity (FLOP/byte, from the kernel's own model), y = achieved TFLOP/s in the
 median's frame (GPU time; host time on the CPU, which has measured roofs only). Each roof is a line of its own:
@@ -10,8 +12,11 @@ is ringed: it is in the paper's findings table.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from matplotlib.lines import Line2D
 
+from analysis.latex import DTYPE_SHORT
+from analysis.why_tables import LOW_PRECISION_FIRST
 from figures import SCOPES
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, mark_findings, new_figure,
                              no_data, parse_args, read_metrics, save, setup, time_frame)
@@ -32,6 +37,24 @@ def roof(ax, ai, peak_flops, peak_bw, unit, kind):
             label=f"{kind} {unit}: {peak_flops / 1e12:.3g} TFLOP/s, ridge {ridge:.3g}")
     ax.plot([ridge], [peak_flops / 1e12], "o", ms=3, color=ROOF_KIND[kind]["color"],
             mfc="white" if kind == "datasheet" else ROOF_KIND[kind]["color"])
+
+
+OURS = "triton"
+TORCH = ("naive", "builtin", "compile")
+
+
+def handful(df: pd.DataFrame) -> pd.DataFrame:
+    """The points the roofline draws: per kernel, forward, at the largest size in its lowest precision, ours and the
+    fastest PyTorch implementation (GPU time): one labelled pair a kernel, not every cell (the tables hold those)."""
+    fwd = df[df["pass"] == "fwd"] if "pass" in df else df
+    out = []
+    for _, k in fwd.groupby("kernel", sort=True):
+        dtype = next((d for d in LOW_PRECISION_FIRST if d in set(k["dtype"])), k["dtype"].iloc[0])
+        k = k[k["dtype"] == dtype]
+        k = k[k["size"] == k["size"].max()]
+        torch = k[k["impl"].isin(TORCH)].dropna(subset=["median_ms"])
+        out += [k[k["impl"] == OURS], torch.loc[[torch["median_ms"].idxmin()]] if len(torch) else torch]
+    return pd.concat(out) if out else df.iloc[:0]
 
 
 def main(argv=None):
@@ -60,20 +83,30 @@ def main(argv=None):
     for peak, bw, unit in sorted(measured, reverse=True):
         roof(ax, ai, peak, bw, unit, "measured")
     roofs = ax.get_legend_handles_labels()
-    kernels = sorted(set(df["kernel"]))
+    few = handful(df)
+    kernels = sorted(set(few["kernel"]))
     marker = dict(zip(kernels, KERNEL_MARKERS * (len(kernels) // len(KERNEL_MARKERS) + 1)))
-    for (impl, kernel), g in df.groupby(["impl", "kernel"]):
-        ax.scatter(g["arithmetic_intensity"], g["achieved_tflops"], s=14, marker=marker[kernel],
-                   color=PALETTE[impl], alpha=0.85, lw=0.3, edgecolors="white")
-    mark_findings(ax, df, "arithmetic_intensity", "achieved_tflops")
+    for i, (kernel, g) in enumerate(few.groupby("kernel", sort=True)):
+        g = g.sort_values("impl", key=lambda s: s.ne(OURS))  # ours first: the label sits beside it
+        ax.plot(g["arithmetic_intensity"], g["achieved_tflops"], color="0.55", lw=0.7, zorder=2)
+        for r in g.itertuples():
+            ours = r.impl == OURS
+            ax.scatter([r.arithmetic_intensity], [r.achieved_tflops], s=22, marker=marker[kernel], zorder=3,
+                       color=PALETTE[r.impl] if ours else "white", edgecolors=PALETTE[r.impl], lw=1.0)
+        top = g.iloc[0]
+        ax.annotate(f"{kernel} ({DTYPE_SHORT.get(top['dtype'], top['dtype'])})",
+                    (top["arithmetic_intensity"], top["achieved_tflops"]), textcoords="offset points",
+                    xytext=(5, 5 if i % 2 else -9), fontsize=7, color="0.15")
+    mark_findings(ax, few, "arithmetic_intensity", "achieved_tflops")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity [FLOP/byte]")
     ax.set_ylabel(f"achieved [TFLOP/s], {time_frame(args.gpu)}")
     fig.suptitle(f"Roofline on {gpu_name(args.gpu)} ({time_frame(args.gpu)})")
     handles = [Line2D([], [], ls="", marker="o", ms=4, color=PALETTE[i], label=IMPL_LABEL[i])
-               for i in impls_present(df)]
-    handles += [Line2D([], [], ls="", marker=marker[k], ms=4, color="0.45", label=k) for k in kernels]
+               for i in impls_present(few) if i == OURS]
+    handles += [Line2D([], [], ls="", marker="o", ms=4, mfc="white", color=PALETTE[i],
+                       label=f"{IMPL_LABEL[i]}, fastest of PyTorch") for i in impls_present(few) if i != OURS]
     handles += roofs[0]
     handles += [h for h, lab in zip(*ax.get_legend_handles_labels()) if lab.startswith("above")]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), handlelength=2.6)

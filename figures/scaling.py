@@ -23,7 +23,7 @@ from analysis.why_tables import plateau
 from figures import SCOPES
 from figures._common import (IMPL_LABEL, MARKER, PALETTE, claimable, gpu_name, impls_present, is_cpu, new_figure,
                              no_data_figure, parse_args, plain_log_ticks, print_size, read_metrics, save, setup,
-                             size_axis, spread, time_frame, time_label)
+                             size_axis, size_label, spread, time_frame, time_label)
 from rooflab.kernel import DTYPES
 
 
@@ -111,8 +111,8 @@ def main(argv=None):
         ax.set_axis_off()
     for ax in axes[:, 0]:
         ax.set_ylabel(f"time [ms], {time_frame(args.gpu)}")
-    for ax in axes[-1, :]:
-        ax.set_xlabel("N (N x N; matmul N x N x N)")
+    for ax, kernel in zip(axes.flat, kernels):  # each panel's size axis in its kernel's shape family
+        ax.set_xlabel(size_label(df[df["kernel"] == kernel]))
     impls = impls_present(df)
     handles = [Line2D([], [], color=PALETTE[i], marker=MARKER[i], ms=3, label=IMPL_LABEL[i]) for i in impls]
     if cpu:

@@ -17,8 +17,8 @@ from matplotlib.colors import Normalize
 
 from analysis.columns import texts
 from figures import SCOPES
-from figures._common import (IMPL_ORDER, IMPL_SHORT, annotated_grid, claimable, gpu_name, new_figure,
-                             no_data_figure, parse_args, read_metrics, save, setup, time_frame)
+from figures._common import (IMPL_ORDER, IMPL_SHORT, annotated_grid, claimable, gpu_name, new_figure, no_data_figure,
+                             parse_args, read_metrics, save, setup, size_label, time_frame)
 from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["speedup"]
@@ -92,7 +92,7 @@ def main(argv=None):
                 if groups[i] != groups[i - 1]:
                     ax.axhline(i, color="white", lw=2.5)
             ax.set_title(row[c])
-            ax.set_xlabel("N (N x N; matmul N x N x N)")
+            ax.set_xlabel(size_label(df))
             if c:
                 ax.tick_params(labelleft=False)
     cbar = fig.colorbar(mesh, ax=axes, location="bottom", shrink=0.5, aspect=35, pad=0.01)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from figures import SCOPES
 from figures._common import (IMPL_LABEL, MARKER, PALETTE, claimable, gpu_name, is_cpu, mark_findings, new_figure,
-                             no_data_figure, parse_args, print_size, read_metrics, save, setup, size_axis)
+                             no_data_figure, parse_args, print_size, read_metrics, save, setup, size_axis, size_label)
 from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["wave"]
@@ -49,7 +49,7 @@ def draw(ax, d: pd.DataFrame, dtype: str, width_in: float | None = None) -> None
     size_axis(ax, d["size"], width_in)
     unit = d["compute_unit"].iloc[0]
     ax.set_title(f"{dtype} ({unit} peak)")
-    ax.set_xlabel("N (M = N = K)")
+    ax.set_xlabel(size_label(d))
     ax.set_ylim(bottom=0)
 
 

@@ -146,6 +146,10 @@ def test_no_plotted_point_above_its_roof_unless_listed(name, monkeypatch, tmp_pa
     rows = metrics[(metrics["gpu"] == "h200") & metrics[y].notna()]
     if name != "roofline":
         rows = rows[rows["kernel"] == kernel]
+    else:  # the roofline draws a labelled handful: two cells could share a point, only the drawn one counts
+        from figures.roofline import handful
+
+        rows = handful(rows[rows["claimable"]])
     listed = set(map(tuple, findings(metrics)[["kernel", "impl", "dtype", "size"]].to_numpy()))
     plotted_above = set()
     for r in rows.itertuples():
@@ -191,6 +195,26 @@ def test_speedup_heatmap_draws_a_tie_white_and_says_so():
     assert colour.loc["gelu | Triton", 1024] == 0 and labels.loc["gelu | Triton", 1024] == "tie"
     assert colour.loc["gelu | compile", 1024] == pytest.approx(np.log2(1.5))
     assert labels.loc["gelu | naive", 1024] == "0.50"
+
+
+def test_the_roofline_draws_a_labelled_handful(monkeypatch, tmp_path, inputs):
+    fig = drawn(monkeypatch, "roofline", inputs, tmp_path)["fig"]
+    ax = fig.axes[0]
+    points = [c for c in ax.collections if not c.get_label().startswith("above")]
+    metrics = pd.read_parquet(inputs / "metrics.parquet")
+    kernels = set(metrics.loc[(metrics["gpu"] == "h200") & metrics["claimable"], "kernel"])
+    assert len(points) == 2 * len(kernels)  # ours and the fastest PyTorch implementation, per kernel
+    assert {t.get_text().split(" (")[0] for t in ax.texts} == kernels  # each kernel labelled once
+
+
+def test_a_size_axis_is_named_by_its_shape_family():
+    from figures._common import size_label
+
+    rows = pd.DataFrame({"kernel": ["gelu", "matmul", "attention"], "family": ["rows", "mkn", None]})
+    assert size_label(rows[rows["kernel"] == "attention"]).startswith("sequence length N (batch 16384 / N")
+    assert size_label(rows[rows["kernel"] == "matmul"]) == "N (M = N = K)"
+    assert size_label(rows[rows["kernel"] == "gelu"]) == "N (an N x N input)"
+    assert size_label(rows) == "N (matmul M=N=K, attention: seq. N)"
 
 
 def test_the_cpu_figures_draw_only_what_applies(monkeypatch, tmp_path, inputs):
