@@ -339,6 +339,14 @@ def get_raw_of_gpu(wildcards):
     return [raw_path(wildcards.gpu, k) for k in ANALYSED[wildcards.gpu]]
 
 
+def get_paired_aa(wildcards=None):
+    return [f"results/paired/aa_{gpu}.csv" for gpu in ANALYSIS_GPUS]
+
+
+def get_paired_tables(wildcards=None):
+    return [f"results/paired/{gpu}.parquet" for gpu in ANALYSIS_GPUS]
+
+
 def get_paired_verdicts(wildcards=None):
     """Every analysed GPU's paired verdicts and A/A rates (rules/analysis.smk, paired_verdicts)."""
     return [f"results/paired/{gpu}.md" for gpu in ANALYSIS_GPUS]

@@ -70,11 +70,34 @@ rule paper_inputs:
                                            input.backends], log)
 
 
+rule paper_verdicts:
+    """The paper's account of its verdicts: the A/A rates and the matrix product against cuBLAS timed apart and in
+    pairs, with both sides' clocks (analysis/verdict_tables.py)."""
+    input:
+        aa=get_paired_aa,
+        paired=get_paired_tables,
+        metrics="results/metrics.parquet",
+        script="analysis/verdict_tables.py",
+    output:
+        aa=update("results/paper/generated/table_aa.tex"),
+        matmul=update("results/paper/generated/table_matmul_verdicts.tex"),
+        macros=update("results/paper/generated/macros_verdicts.tex"),
+    log:
+        "logs/paper/verdicts.log",
+    priority: ANALYSIS_PRIORITY
+    resources:
+        host=1,
+    run:
+        run_main("analysis.verdict_tables", ["--aa", input.aa, "--paired", input.paired, "--metrics",
+                                             input.metrics, "--outdir", "results/paper/generated"], log)
+
+
 rule paper_pdf:
     input:
         tex="paper/main.tex",
         bib="paper/references.bib",
         generated=rules.paper_inputs.output,
+        verdicts=rules.paper_verdicts.output,
         figures=get_figures,
         shapes=get_shapes_paper,
     output:
@@ -95,6 +118,7 @@ rule paper_sources:
         tex="paper/main.tex",
         bib="paper/references.bib",
         generated=rules.paper_inputs.output,
+        verdicts=rules.paper_verdicts.output,
         figures=get_figures,
         shapes=get_shapes_paper,
     output:
@@ -107,7 +131,7 @@ rule paper_sources:
     conda:
         ENV
     shell:
-        "(tar czf {output.tarball} {input.tex} {input.bib} {input.generated} {input.shapes} $(echo {input.figures} | tr ' ' '\\n' | grep '\\.pdf$') && "
+        "(tar czf {output.tarball} {input.tex} {input.bib} {input.generated} {input.verdicts} {input.shapes} $(echo {input.figures} | tr ' ' '\\n' | grep '\\.pdf$') && "
         "printf '%s\\n' 'No TeX engine (latexmk + pdflatex) was found on this machine, so the PDF was not built.' "
         "'Everything it needs is in results/paper/rooflab-paper-src.tar.gz. On a machine with TeX Live:' "
         "'  mkdir paper-build && tar xzf rooflab-paper-src.tar.gz -C paper-build && cd paper-build' "

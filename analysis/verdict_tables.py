@@ -1,0 +1,144 @@
+"""The paper's account of its verdicts: the A/A test's rates and the matrix product's verdicts with both sides' clocks.
+
+Inputs: results/paired/aa_<gpu>.csv and results/paired/<gpu>.parquet (analysis/paired.py) and results/metrics.parquet.
+Outputs (results/paper/generated/): table_aa.tex (A/A pairs per method, frame and size class: how many each rule
+calls a tie, a win or not comparable), table_matmul_verdicts.tex (ours and the naive expression against cuBLAS at
+4096 and 8192, timed apart and timed in pairs, each side's SM clock) and macros_verdicts.tex (the rates the text
+quotes).
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analysis.latex import Macros, camel, fmt, gpu_tag, table_latex
+from rooflab.io import write_text
+from rooflab.verdicts import VerdictRules
+
+FRAME = {"gpu": "GPU time", "graph": "CUDA graph", "loop": "Python loop"}
+SOURCE = {"twin": "same implementation twice", "same kernels": "naive and builtin GEMM",
+          "repeatability": "same cell, two processes", "sweep cells": "naive and builtin GEMM"}
+GOAL = 0.95  # the A/A test's goal: a tie in at least 95 % of A/A pairs in every frame and size class
+
+
+def aa_table(rates: pd.DataFrame) -> str:
+    if rates.empty:
+        return "\\emph{No A/A pairs were timed on this device.}\\par\n"
+    order = {"short": 0, "middle": 1, "long": 2}
+    r = rates.assign(o=rates["size_class"].map(order)).sort_values(["method", "source", "frame", "o"])
+    rows = pd.DataFrame({"rule": r["method"], "pairs from": r["source"].map(SOURCE).fillna(r["source"]),
+                         "frame": r["frame"].map(FRAME), "cells": r["size_class"], "pairs": r["pairs"].astype(int),
+                         "tie [%]": 100 * r["tie_rate"], "win [%]": 100 * r["false_positive_rate"],
+                         "n/c [%]": 100 * r["not_comparable"] / r["pairs"]})
+    return table_latex(rows, formats={c: (lambda v: fmt(v, 3)) for c in ("tie [%]", "win [%]", "n/c [%]")},
+                       align="llllrrrr")
+
+
+def aa_macros(m: Macros, rates: pd.DataFrame, gpu: str) -> None:
+    """\\AAPairedTieMin<Gpu> (the lowest tie rate of the paired rule over frames and classes), its frame and class,
+    the pairs counted, the unpaired rule's lowest rate, and how many groups meet the goal."""
+    tag = gpu_tag(gpu)
+    for method in ("paired", "unpaired"):
+        g = rates[(rates["method"] == method) & (rates["pairs"] > 0)]
+        name = camel(method)
+        if g.empty:
+            m.add(f"AA{name}Pairs{tag}", "0", f"A/A pairs judged by the {method} rule")
+            continue
+        worst = g.loc[g["tie_rate"].idxmin()]
+        m.add(f"AA{name}Pairs{tag}", str(int(g["pairs"].sum())), f"A/A pairs judged by the {method} rule")
+        m.add(f"AA{name}TieMin{tag}", fmt(100 * worst["tie_rate"], 3), "lowest tie rate, percent")
+        m.add(f"AA{name}TieMinWhere{tag}", f"{FRAME[worst['frame']]}, {worst['size_class']} cells")
+        m.add(f"AA{name}FalsePositives{tag}", str(int(g["false_positive"].sum())), "A/A pairs called faster/slower")
+        m.add(f"AA{name}GroupsMeetingGoal{tag}", f"{int((g['tie_rate'] >= GOAL).sum())} of {len(g)}",
+              f"frame and class groups with ties in at least {GOAL:.0%} of their A/A pairs")
+
+
+def matmul_verdicts(table: pd.DataFrame, metrics: pd.DataFrame, gpu: str, sizes=(4096, 8192)) -> pd.DataFrame:
+    """Ours and the naive expression against cuBLAS (the builtin), GPU time, at ``sizes``: the speedup of the cells
+    timed apart with each cell's SM clock and the old verdict, beside the paired speedup, its interval, the rounds'
+    clocks and the paired verdict."""
+    rows = []
+    mm = metrics[(metrics["gpu"] == gpu) & (metrics["kernel"] == "matmul") & (metrics["status"] == "ok")]
+    paired = table[(table["kernel"] == "matmul") & (table["frame"] == "gpu") & (table["base"] == "builtin")
+                   & (table["copy"] == 0)] if not table.empty else table
+    for (dtype, size), g in mm[mm["size"].isin(sizes)].groupby(["dtype", "size"]):
+        base = g[g["impl"] == "builtin"]
+        if base.empty:
+            continue
+        b = base.iloc[0]
+        for impl in ("triton", "naive", "compile"):
+            one = g[g["impl"] == impl]
+            if one.empty:
+                continue
+            a = one.iloc[0]
+            p = paired[(paired["dtype"] == dtype) & (pd.to_numeric(paired["size"], errors="coerce") == size)
+                       & (paired["impl"] == impl)] if not paired.empty else paired
+            p = p.iloc[0] if len(p) else None
+            rows.append({"dtype": dtype, "N": int(size), "impl": impl,
+                         "apart": b["median_ms"] / a["median_ms"],
+                         "MHz ours/base apart": f"{_mhz(a)}/{_mhz(b)}",
+                         "paired": p["speedup"] if p is not None else np.nan,
+                         "interval": f"{fmt(p['lo'])}-{fmt(p['hi'])}" if p is not None else "",
+                         "MHz ours/base paired": (f"{fmt(p['sm_clock_impl_mhz'], 4)}/{fmt(p['sm_clock_base_mhz'], 4)}"
+                                                  if p is not None else ""),
+                         "verdict": p["verdict"] if p is not None else ""})
+    return pd.DataFrame(rows)
+
+
+def _mhz(row) -> str:
+    v = row.get("sm_clock_mhz", np.nan)
+    if not np.isfinite(v):
+        v = row.get("sm_clock_after_mhz", np.nan)
+    return fmt(float(v), 4)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--aa", nargs="*", default=[], help="results/paired/aa_<gpu>.csv files")
+    ap.add_argument("--paired", nargs="*", default=[], help="results/paired/<gpu>.parquet files")
+    ap.add_argument("--metrics", required=True)
+    ap.add_argument("--outdir", required=True)
+    args = ap.parse_args(argv)
+    out = Path(args.outdir)
+    metrics = pd.read_parquet(args.metrics)
+    m = Macros()
+    aa_parts, mm_parts = [], []
+    for path in args.aa:
+        gpu = Path(path).stem.removeprefix("aa_")
+        if gpu == "cpu":
+            continue  # the CPU's A/A pairs time host code: the CPU section's own matter
+        rates = pd.read_csv(path)
+        aa_macros(m, rates, gpu)
+        aa_parts.append(f"\\multicolumn{{8}}{{l}}{{\\textbf{{{gpu.upper()}}}}}\\\\\n" if len(args.aa) > 2 else "")
+        aa_parts.append(aa_table(rates))
+    for path in args.paired:
+        gpu = Path(path).stem
+        if gpu == "cpu":
+            continue
+        table = pd.read_parquet(path)
+        t = matmul_verdicts(table, metrics, gpu)
+        if len(t):
+            mm_parts.append(table_latex(t.assign(**{"dtype": t["dtype"] + (f" ({gpu.upper()})" if gpu else "")}),
+                                        formats={"apart": lambda v: fmt(v, 3), "paired": lambda v: fmt(v, 3)},
+                                        align="lrlrlrllr"))
+    rules = VerdictRules()
+    m.add("VerdictLevel", fmt(100 * rules.level, 3), "confidence of the paired interval, percent")
+    for cls in ("short", "middle", "long"):
+        m.add(f"VerdictMinEffect{camel(cls)}", fmt(100 * rules.min_effect(cls), 3), "percent")
+        m.add(f"VerdictMaxFloor{camel(cls)}", fmt(100 * rules.max_floor(cls), 3), "percent")
+    m.add("VerdictShortUs", fmt(rules.short_cell_us), "short cells end here, microseconds")
+    m.add("VerdictLongUs", fmt(rules.long_cell_us), "long cells start here, microseconds")
+    write_text("".join(p for p in aa_parts if p) or "\\emph{No A/A pairs were timed on a GPU.}\\par\n",
+               out / "table_aa.tex")
+    write_text("".join(mm_parts) or "\\emph{No matrix-product cells at 4096 or 8192 were timed in pairs.}\\par\n",
+               out / "table_matmul_verdicts.tex")
+    write_text(m.text().replace("analysis/paper_inputs.py", "analysis/verdict_tables.py"),
+               out / "macros_verdicts.tex")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
