@@ -78,14 +78,29 @@ def order(sides: list, r: int) -> list:
     return list(sides) if r % 2 == 0 else list(reversed(sides))
 
 
+LONG_CALL_MS = 2.0  # a side whose call takes longer is timed with fewer samples a turn (``turn_plan``)
+
+
+def turn_plan(cfg: PairedConfig, call_ms: float, placements: int) -> tuple[int, int]:
+    """(GPU-time samples, Python-loop repeats) of one side's turn for calls of about ``call_ms``: ``event_samples``
+    (at least one per placement) and three loop repeats for short calls; for calls over LONG_CALL_MS, as many samples
+    as fit in about ``event_samples`` x LONG_CALL_MS (at least one: the placements rotate over the rounds instead)
+    and one loop repeat, so a group of 40 ms calls costs seconds, not a minute."""
+    samples = max(placements, int(cfg.event_samples))
+    if not call_ms > LONG_CALL_MS:  # NaN (unknown) counts as short
+        return samples, 3
+    return max(1, min(samples, int(cfg.event_samples * LONG_CALL_MS / call_ms))), 1
+
+
 def run_rounds(sides: list[Side], timer, cfg: PairedConfig, *, graphs: bool = False,
                clock_probe: Callable[[], float] | None = None,
-               clock: Callable[[], float] = time.perf_counter) -> list[dict]:
+               clock: Callable[[], float] = time.perf_counter, call_ms: float = float("nan")) -> list[dict]:
     """Time every side in every frame, round after round (``order``); one row per (side, round, frame).
 
     Every side is warmed first and the stream hold is set to the longest any side asked for, so all sides are timed
     under one hold. ``graphs``: capture a CUDA graph per side (a side whose capture fails has no graph rows and
-    says why in ``graph_error``). ``clock_probe`` reads the SM clock (MHz) after each side's turn."""
+    says why in ``graph_error``). ``clock_probe`` reads the SM clock (MHz) after each side's turn. ``call_ms``: the
+    slowest side's time per call, where known (its cell's median): sizes each turn (``turn_plan``)."""
     from rooflab.timers import Rotation
 
     if len(sides) < 2:
@@ -107,7 +122,7 @@ def run_rounds(sides: list[Side], timer, cfg: PairedConfig, *, graphs: bool = Fa
                 side.graph = GraphReplay(side.call, cfg.graph_ms, multiple=len(side.fns))
             except Exception as exc:  # not every implementation can be captured
                 errors[side.name] = f"{type(exc).__name__}: {exc}"[:300]
-    samples = max(len(sides[0].fns), int(cfg.event_samples))
+    samples, loop_repeats = turn_plan(cfg, call_ms, len(sides[0].fns))
     rows: list[dict] = []
     t0 = clock()
     for r in range(max(1, int(cfg.rounds))):
@@ -118,7 +133,7 @@ def run_rounds(sides: list[Side], timer, cfg: PairedConfig, *, graphs: bool = Fa
             if side.graph is not None:
                 times["graph"] = side.graph.replay_ms()
             if cfg.loop_ms > 0:
-                times["loop"] = timer.loop(side.call, cfg.loop_ms)
+                times["loop"] = timer.loop(side.call, cfg.loop_ms, repeats=loop_repeats)
             mhz = clock_probe() if clock_probe else float("nan")
             share = float(getattr(timer, "loop_cpu_share", float("nan")))
             rows += [{"impl": side.impl, "copy": side.copy, "round": r, "frame": frame, "ms": ms,
@@ -172,6 +187,7 @@ class PairedSweep:
         self.remaining = Counter(group_key(c) for c in cells if c.impl != "cuda")
         self.ok: dict[tuple, dict[str, tuple]] = {}  # group -> impl -> (cell, closures or None)
         self.meta: dict[tuple, dict] = {}  # group -> the descriptive columns of its rows
+        self.call_ms: dict[tuple, float] = {}  # (group, impl) -> its cell's median, ms
         self.sessions = load_sessions(store_path, identity)
         self.rows: list[dict] = [r for s in self.sessions.values() for r in s["rows"]]
 
@@ -179,6 +195,8 @@ class PairedSweep:
         g = group_key(cell)
         if row.get("status") == "ok":
             self.meta.setdefault(g, {k: row.get(k) for k in ("shape", "size", "family", "preset")})
+            ms = row.get("median_ms", float("nan"))
+            self.call_ms[(g, cell.impl)] = float(ms) if ms is not None else float("nan")
         if cell.impl == "cuda":
             if row.get("status") == "ok" and "builtin" in self.ok.get(g, {}):
                 builtin = self.ok[g]["builtin"][0]
@@ -209,9 +227,10 @@ class PairedSweep:
             if session == "all":
                 sides = with_twin(sides, lambda impl: cell_callables(self.kernel, cells[impl], self.device,
                                                                      self.timing, self.seed), self.cfg.twin)
+            slowest = max((self.call_ms.get((g, impl), float("nan")) for impl in entries), default=float("nan"))
             with math_mode(g[0]):
                 rows = run_rounds(sides, self.timer, self.cfg, graphs=self.device == "cuda" and self.timing.cudagraph,
-                                  clock_probe=getattr(self.timer, "sm_clock_mhz", None))
+                                  clock_probe=getattr(self.timer, "sm_clock_mhz", None), call_ms=slowest)
             meta = {"kernel": self.kernel.name, "dtype": g[0], "pass": g[2], **self.meta.get(g, {}),
                     "session": session}
             record["rows"] = [{**meta, **r} for r in rows]

@@ -44,8 +44,9 @@ class Timer(Protocol):
 
     def warmup(self, fn: Callable[[], object], warmup_ms: float) -> None: ...
 
-    def loop(self, fn: Callable[[], object], min_ms: float) -> float:
-        """Per-call time (ms) of back-to-back calls, launch overhead included, over at least min_ms."""
+    def loop(self, fn: Callable[[], object], min_ms: float, repeats: int = 3) -> float:
+        """Per-call time (ms) of back-to-back calls, launch overhead included, over at least min_ms (the median of
+        ``repeats`` loops; one loop may be a single call)."""
 
     def facts(self) -> dict:
         """Timer-specific columns for the row (the stream hold and enqueue cost on the GPU)."""
@@ -74,9 +75,9 @@ class HostTimer:
 
     loop_cpu_share = float("nan")
 
-    def loop(self, fn, min_ms):
+    def loop(self, fn, min_ms, repeats: int = 3):
         facts: dict = {}
-        out = _loop_ms(fn, min_ms, lambda: None, facts=facts)
+        out = _loop_ms(fn, min_ms, lambda: None, repeats=repeats, min_calls=3 if repeats > 1 else 1, facts=facts)
         self.loop_cpu_share = facts["cpu_share"]
         return out
 
@@ -230,9 +231,10 @@ class CudaEventTimer:
 
     loop_cpu_share = float("nan")
 
-    def loop(self, fn, min_ms):
+    def loop(self, fn, min_ms, repeats: int = 3):
         facts: dict = {}
-        out = _loop_ms(fn, min_ms, self.torch.cuda.synchronize, facts=facts)
+        out = _loop_ms(fn, min_ms, self.torch.cuda.synchronize, repeats=repeats, min_calls=3 if repeats > 1 else 1,
+                       facts=facts)
         self.loop_cpu_share = facts["cpu_share"]  # the host's share of the loop (_loop_ms)
         return out
 

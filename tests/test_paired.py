@@ -22,7 +22,7 @@ class DriftingClockTimer:
 
     def __init__(self, span_ms=1000.0, noise=0.002, seed=0):
         self.t_ms, self.span_ms, self.rng = 0.0, span_ms, np.random.default_rng(seed)
-        self.noise = noise
+        self.noise, self.loops = noise, []
 
     def sm_clock_mhz(self):
         return 1980.0 - 480.0 * min(self.t_ms / self.span_ms, 1.0)
@@ -38,7 +38,8 @@ class DriftingClockTimer:
     def warmup(self, fn, warmup_ms):
         self.t_ms += warmup_ms
 
-    def loop(self, fn, min_ms):
+    def loop(self, fn, min_ms, repeats=3):
+        self.loops.append(repeats)
         per_call = [self._call(fn) for _ in range(max(3, int(min_ms / max(fn(), 1e-6))))]
         return float(np.median(per_call))
 
@@ -283,3 +284,23 @@ def test_the_papers_verdict_tables(tmp_path):
     assert "\\newcommand{\\AAPairedTieMinHTwoHundred}{100}" in macros
     assert "\\newcommand{\\AAPairedGroupsMeetingGoalHTwoHundred}{2 of 2}" in macros
     assert "twice" in (out / "table_aa.tex").read_text()
+
+
+def test_long_calls_take_shorter_turns():
+    from rooflab.paired import turn_plan
+
+    cfg = PairedConfig(event_samples=4)
+    assert turn_plan(cfg, 0.05, 4) == (4, 3)  # short calls: every placement, three loop repeats
+    assert turn_plan(cfg, float("nan"), 2) == (4, 3)
+    assert turn_plan(cfg, 4.0, 4) == (2, 1)  # 4 x 2 ms of samples
+    assert turn_plan(cfg, 40.0, 4) == (1, 1)
+    seen = []
+
+    class Counting(DriftingClockTimer):
+        def sample(self, fn, n):
+            seen.append(n)
+            return super().sample(fn, n)
+
+    timer = Counting()
+    run_rounds([Side("a", [work(40.0)]), Side("b", [work(40.0)])], timer, PAIRED, call_ms=40.0)
+    assert set(seen) == {1} and set(timer.loops) == {1}
