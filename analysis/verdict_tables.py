@@ -56,6 +56,30 @@ def aa_macros(m: Macros, rates: pd.DataFrame, gpu: str) -> None:
               f"frame and class groups with ties in at least {GOAL:.0%} of their A/A pairs")
 
 
+def aa_sentence(rates: pd.DataFrame, gpu: str) -> str:
+    """What the paper says of the A/A test on one GPU, counts in agreement: how many pairs known identical each rule
+    judged, how many it called faster or slower, its lowest tie rate and where; or that no pairs were timed."""
+    from analysis.latex import count_phrase
+
+    parts = []
+    for method, what in (("paired", "timed in paired rounds"), ("unpaired", "timed apart")):
+        g = rates[(rates["method"] == method) & (rates["pairs"] > 0)]
+        if g.empty:
+            continue
+        worst = g.loc[g["tie_rate"].idxmin()]
+        wins = int(g["false_positive"].sum())
+        nc = int(g["not_comparable"].sum())
+        parts.append(f"of {count_phrase(int(g['pairs'].sum()), 'pair')} {what}, the {method} rule called "
+                     f"{count_phrase(wins, 'pair')} faster or slower"
+                     + (f" and {nc} not comparable" if nc else "")
+                     + f" (a tie in at least {fmt(100 * worst['tie_rate'], 3)}\,\% of the pairs of every frame and "
+                     f"size class; {int((g['tie_rate'] >= GOAL).sum())} of {len(g)} such groups reach "
+                     f"{GOAL:.0%}".replace("%", "\,\%") + ")")
+    if not parts:
+        return f"No pairs known identical were timed on the {gpu.upper()}."
+    return f"On the {gpu.upper()}, " + "; ".join(parts) + "."
+
+
 def matmul_verdicts(table: pd.DataFrame, metrics: pd.DataFrame, gpu: str, sizes=(4096, 8192)) -> pd.DataFrame:
     """Ours and the naive expression against cuBLAS (the builtin), GPU time, at ``sizes``: the speedup of the cells
     timed apart with each cell's SM clock and the old verdict, beside the paired speedup, its interval, the rounds'
@@ -105,13 +129,14 @@ def main(argv=None) -> int:
     out = Path(args.outdir)
     metrics = pd.read_parquet(args.metrics)
     m = Macros()
-    aa_parts, mm_parts = [], []
+    aa_parts, mm_parts, sentences = [], [], []
     for path in args.aa:
         gpu = Path(path).stem.removeprefix("aa_")
         if gpu == "cpu":
             continue  # the CPU's A/A pairs time host code: the CPU section's own matter
         rates = pd.read_csv(path)
         aa_macros(m, rates, gpu)
+        sentences.append(aa_sentence(rates, gpu))
         aa_parts.append(f"\\multicolumn{{8}}{{l}}{{\\textbf{{{gpu.upper()}}}}}\\\\\n" if len(args.aa) > 2 else "")
         aa_parts.append(aa_table(rates))
     for path in args.paired:
@@ -124,6 +149,8 @@ def main(argv=None) -> int:
             mm_parts.append(table_latex(t.assign(**{"dtype": t["dtype"] + (f" ({gpu.upper()})" if gpu else "")}),
                                         formats={"apart": lambda v: fmt(v, 3), "paired": lambda v: fmt(v, 3)},
                                         align="lrlrlrllr"))
+    m.add("AASentence", " ".join(sentences) or "No pairs known identical were timed on a GPU.",
+          "the A/A test's outcome, every GPU")
     rules = VerdictRules()
     m.add("VerdictLevel", fmt(100 * rules.level, 3), "confidence of the paired interval, percent")
     for cls in ("short", "middle", "long"):
