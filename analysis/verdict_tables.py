@@ -72,9 +72,9 @@ def aa_sentence(rates: pd.DataFrame, gpu: str) -> str:
         parts.append(f"of {count_phrase(int(g['pairs'].sum()), 'pair')} {what}, the {method} rule called "
                      f"{count_phrase(wins, 'pair')} faster or slower"
                      + (f" and {nc} not comparable" if nc else "")
-                     + f" (a tie in at least {fmt(100 * worst['tie_rate'], 3)}\,\% of the pairs of every frame and "
+                     + f" (a tie in at least {fmt(100 * worst['tie_rate'], 3)}\\,\\% of the pairs of every frame and "
                      f"size class; {int((g['tie_rate'] >= GOAL).sum())} of {len(g)} such groups reach "
-                     f"{GOAL:.0%}".replace("%", "\,\%") + ")")
+                     f"{fmt(100 * GOAL)}\\,\\%)")
     if not parts:
         return f"No pairs known identical were timed on the {gpu.upper()}."
     return f"On the {gpu.upper()}, " + "; ".join(parts) + "."

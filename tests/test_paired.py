@@ -284,6 +284,9 @@ def test_the_papers_verdict_tables(tmp_path):
     assert "\\newcommand{\\AAPairedTieMinHTwoHundred}{100}" in macros
     assert "\\newcommand{\\AAPairedGroupsMeetingGoalHTwoHundred}{2 of 2}" in macros
     assert "twice" in (out / "table_aa.tex").read_text()
+    sentence = next(line for line in macros.splitlines() if "AASentence" in line)
+    assert "On the H200, of 2 pairs timed in paired rounds, the paired rule called 0 pairs faster or slower" \
+        in sentence and "reach 95\\,\\%)" in sentence and "\\,\\,\\%" not in sentence
 
 
 def test_long_calls_take_shorter_turns():
