@@ -103,10 +103,10 @@ def matmul_verdicts(table: pd.DataFrame, metrics: pd.DataFrame, gpu: str, sizes=
             p = p.iloc[0] if len(p) else None
             rows.append({"dtype": dtype, "N": int(size), "impl": impl,
                          "apart": b["median_ms"] / a["median_ms"],
-                         "MHz ours/base apart": f"{_mhz(a)}/{_mhz(b)}",
+                         "MHz apart": f"{_mhz(a)}/{_mhz(b)}",
                          "paired": p["speedup"] if p is not None else np.nan,
                          "interval": f"{fmt(p['lo'])}-{fmt(p['hi'])}" if p is not None else "",
-                         "MHz ours/base paired": (f"{fmt(p['sm_clock_impl_mhz'], 4)}/{fmt(p['sm_clock_base_mhz'], 4)}"
+                         "MHz paired": (f"{fmt(p['sm_clock_impl_mhz'], 4)}/{fmt(p['sm_clock_base_mhz'], 4)}"
                                                   if p is not None else ""),
                          "verdict": p["verdict"] if p is not None else ""})
     return pd.DataFrame(rows)
