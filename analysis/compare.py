@@ -17,7 +17,8 @@ the floor is that between-process move, by the cell's length:
 - cells under long_cell_us, and longer ones: floor min_rel_change.
 
 A floor wider than its class may be (rooflab/verdicts.py: max_floor_short 10 %, max_floor_middle and _long 5 %)
-cannot see a regression of that size: such cells read "not comparable", not "same".
+cannot see a regression of that size: a cell that did not move beyond it reads "not comparable", not "same" (one
+that moved beyond it is still slower or faster).
 
 Each floor is raised to the largest |difference| the repeatability benchmark (scripts/repeatability.py) measured
 between processes for cells of that class on this GPU, when its table is given (the reference's
@@ -111,7 +112,7 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
     rules = VerdictRules.from_config(verdict_settings)
     length = np.select([graph | short, us < s["long_cell_us"]], ["short", "middle"], default="long")
     too_wide = t["noise"].to_numpy() > np.array([rules.max_floor(c) for c in length])
-    t["verdict"] = np.where(too_wide & np.isin(verdict, ["same", "slower", "faster"]), "not comparable", verdict)
+    t["verdict"] = np.where(too_wide & (verdict == "same"), "not comparable", verdict)  # a move beyond it stays one
     return t.drop(columns="_merge").sort_values(KEY).reset_index(drop=True)
 
 

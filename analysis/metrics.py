@@ -316,6 +316,7 @@ def apply_paired(df: pd.DataFrame, table: pd.DataFrame, rules=None) -> pd.DataFr
     t = table[(table["copy"] == 0) & (table["aa"] != "twin")].copy()
     t[PAIRED_KEY] = t[PAIRED_KEY].astype(str)
     key = pd.MultiIndex.from_frame(df[PAIRED_KEY].astype(str))
+    claimable = flags(df, "claimable").to_numpy() if "claimable" in df else np.ones(len(df), dtype=bool)
     for base in ("builtin", "naive"):
         method = np.where(df.get(f"verdict_vs_{base}", pd.Series("", index=df.index)).astype(str) != "",
                           "unpaired", "")
@@ -323,7 +324,7 @@ def apply_paired(df: pd.DataFrame, table: pd.DataFrame, rules=None) -> pd.DataFr
             prefix = "" if frame == "gpu" else f"{frame}_"
             p = t[(t["base"] == base) & (t["frame"] == frame)].drop_duplicates(PAIRED_KEY).set_index(PAIRED_KEY)
             got = p.reindex(key)
-            has = got["verdict"].notna().to_numpy() & (got["verdict"].astype(str) != "").to_numpy()
+            has = got["verdict"].notna().to_numpy() & (got["verdict"].astype(str) != "").to_numpy() & claimable
             col = f"{prefix}verdict_vs_{base}"
             current = df[col].to_numpy(dtype=object) if col in df else np.full(len(df), "", dtype=object)
             df[col] = np.where(has, got["verdict"].to_numpy(dtype=object), current)
@@ -335,13 +336,15 @@ def apply_paired(df: pd.DataFrame, table: pd.DataFrame, rules=None) -> pd.DataFr
     return df
 
 
-def build(raw_paths, ceiling_paths, out: str, paired_paths=()) -> pd.DataFrame:
+def build(raw_paths, ceiling_paths, out: str, paired_paths=(), verdict_settings: dict | None = None) -> pd.DataFrame:
     from analysis.paired import read_rounds, verdict_table
     from rooflab.io import CEILING_COLUMNS, read_raw_many, read_results, write_parquet
+    from rooflab.verdicts import VerdictRules
 
     raw = read_raw_many(raw_paths)
     ceilings = pd.concat([read_results(p, CEILING_COLUMNS) for p in ceiling_paths], ignore_index=True)
-    metrics = apply_paired(compute_metrics(raw, ceilings), verdict_table(read_rounds(paired_paths)))
+    rules = VerdictRules.from_config(verdict_settings)
+    metrics = apply_paired(compute_metrics(raw, ceilings), verdict_table(read_rounds(paired_paths), rules))
     write_parquet(metrics, out)
     return metrics
 
@@ -367,10 +370,14 @@ def main(argv=None) -> None:
     ap.add_argument("--raw", nargs="*", default=[])
     ap.add_argument("--ceilings", nargs="*", default=[])
     ap.add_argument("--paired", nargs="*", default=[], help="the kernel's paired rounds (rooflab/paired.py)")
+    ap.add_argument("--verdicts", default="{}", help="config verdicts, as JSON (rooflab/verdicts.py)")
     ap.add_argument("--concat", nargs="*", default=None, help="per-kernel metrics files to concatenate")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
-    m = concat(a.concat, a.out) if a.concat is not None else build(a.raw, a.ceilings, a.out, a.paired)
+    import json
+
+    m = concat(a.concat, a.out) if a.concat is not None else \
+        build(a.raw, a.ceilings, a.out, a.paired, json.loads(a.verdicts))
     status = m["status"] if "status" in m else pd.Series(dtype=str)
     print(f"{len(m)} rows, {int((status == 'ok').sum())} ok")
 

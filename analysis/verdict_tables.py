@@ -87,7 +87,8 @@ def matmul_verdicts(table: pd.DataFrame, metrics: pd.DataFrame, gpu: str, sizes=
     rows = []
     mm = metrics[(metrics["gpu"] == gpu) & (metrics["kernel"] == "matmul") & (metrics["status"] == "ok")]
     paired = table[(table["kernel"] == "matmul") & (table["frame"] == "gpu") & (table["base"] == "builtin")
-                   & (table["copy"] == 0)] if not table.empty else table
+                   & (table["copy"] == 0) & (table["pass"] == "fwd") & (table["session"] == "all")] \
+        if not table.empty else table
     for (dtype, size), g in mm[mm["size"].isin(sizes)].groupby(["dtype", "size"]):
         base = g[g["impl"] == "builtin"]
         if base.empty:
@@ -124,6 +125,7 @@ def main(argv=None) -> int:
     ap.add_argument("--aa", nargs="*", default=[], help="results/paired/aa_<gpu>.csv files")
     ap.add_argument("--paired", nargs="*", default=[], help="results/paired/<gpu>.parquet files")
     ap.add_argument("--metrics", required=True)
+    ap.add_argument("--verdicts", default="{}", help="config verdicts, as JSON: the rules the paper states")
     ap.add_argument("--outdir", required=True)
     args = ap.parse_args(argv)
     out = Path(args.outdir)
@@ -151,7 +153,9 @@ def main(argv=None) -> int:
                                         align="lrlrlrllr"))
     m.add("AASentence", " ".join(sentences) or "No pairs known identical were timed on a GPU.",
           "the A/A test's outcome, every GPU")
-    rules = VerdictRules()
+    import json
+
+    rules = VerdictRules.from_config(json.loads(args.verdicts))
     m.add("VerdictLevel", fmt(100 * rules.level, 3), "confidence of the paired interval, percent")
     for cls in ("short", "middle", "long"):
         m.add(f"VerdictMinEffect{camel(cls)}", fmt(100 * rules.min_effect(cls), 3), "percent")

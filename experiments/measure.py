@@ -58,9 +58,11 @@ def checkpoint_identity(kernel, params: dict, paired: bool = False) -> str:
     identity of the stored paired sessions, which the paired settings are part of too."""
     from rooflab.kernel import measurement_code
 
-    keys = ("timing", "seed", "interpret_max_size") + (("paired",) if paired else ())
+    keys = ("timing", "seed", "interpret_max_size") + (("paired", "impls") if paired else ())
     settings = json.dumps({k: params.get(k) for k in keys}, sort_keys=True)
-    return code_digest([kernel.source] + [REPO / rel for rel in measurement_code()], settings.encode())
+    code = getattr(kernel, "code", None) or [kernel.source]  # its folder and imports (rooflab/kernel.kernel_code)
+    own = [REPO / "rooflab/paired.py"] if paired else []  # the rounds' code is the paired sessions' alone
+    return code_digest([*code, *(REPO / rel for rel in measurement_code()), *own], settings.encode())
 
 
 def paired_store(ckpt: Path) -> Path:
@@ -135,6 +137,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     ckpt = cell_store(out)
     if not params.get("reuse_cells", True):
         ckpt.unlink(missing_ok=True)
+        paired_store(ckpt).unlink(missing_ok=True)
     done = store.load(ckpt, identity, kernel.name)  # checked line by line; bad lines quarantined
     if done:
         log.info("reusing %d of %d cells of %s from %s: measured with the same code (identity %s)", len(done),
@@ -160,12 +163,13 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             bar.set_postfix_str(f"{cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}", refresh=tty)
             if cell.key in done:
                 rows.append(done[cell.key])
-                paired.after_cell(cell, done[cell.key])
+                paired.after_cell(cell, done[cell.key])  # never raises: a session's failure is its own record
                 continue
             t_cell = time.perf_counter()
             kept: dict = {}
             row = run_cell(kernel, cell, device, timing, interpret_max_size=int(params.get("interpret_max_size", 0)),
-                           seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer, keep=kept)
+                           seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer,
+                           keep=kept if paired_cfg.enabled else None)  # closures kept only for the rounds
             row["cell_s"] = time.perf_counter() - t_cell  # what the cell cost the sweep, compile included
             row.update(gpu=gpu, **prov)
             tb = row.pop("traceback", None)

@@ -126,8 +126,8 @@ def run_rounds(sides: list[Side], timer, cfg: PairedConfig, *, graphs: bool = Fa
     rows: list[dict] = []
     t0 = clock()
     for r in range(max(1, int(cfg.rounds))):
-        if r >= cfg.min_rounds and clock() - t0 > cfg.max_group_s:
-            break
+        if r >= cfg.min_rounds and r % 2 == 0 and clock() - t0 > cfg.max_group_s:
+            break  # after a whole number of A B / B A pairs of rounds, so a linear drift cancels
         for side in order(sides, r):
             times = {"gpu": float(np.median(timer.sample(side.call, samples)))}
             if side.graph is not None:
@@ -189,10 +189,20 @@ class PairedSweep:
         self.meta: dict[tuple, dict] = {}  # group -> the descriptive columns of its rows
         self.call_ms: dict[tuple, float] = {}  # (group, impl) -> its cell's median, ms
         self.sessions = load_sessions(store_path, identity)
-        self.rows: list[dict] = [r for s in self.sessions.values() for r in s["rows"]]
+        self.groups: set[tuple] = set()  # the groups of this sweep: only their sessions are written
 
     def after_cell(self, cell, row: dict, fns=None) -> None:
+        """Note a cell (measured or reused) and run its group's session once the group is complete. Never raises:
+        whatever goes wrong is the session's record, so the sweep and its parquet are never lost to a session."""
+        try:
+            self._after_cell(cell, row, fns)
+        except Exception as exc:
+            if self.log:
+                self.log.error("paired rounds after %s: %s: %s", cell, type(exc).__name__, exc)
+
+    def _after_cell(self, cell, row: dict, fns=None) -> None:
         g = group_key(cell)
+        self.groups.add(g)
         if row.get("status") == "ok":
             self.meta.setdefault(g, {k: row.get(k) for k in ("shape", "size", "family", "preset")})
             ms = row.get("median_ms", float("nan"))
@@ -211,15 +221,15 @@ class PairedSweep:
             self.ok[g] = {impl: (c, None) for impl, (c, _) in self.ok.get(g, {}).items()}
 
     def _session(self, g: tuple, session: str, entries: dict) -> None:
-        import json
-
         from rooflab.cell import cell_callables
         from rooflab.kernel import math_mode
 
-        if not self.cfg.enabled or len(entries) < 1 or (g, session) in self.sessions:
+        key = session_key(g, session, entries)
+        if not self.cfg.enabled or len(entries) < 1 or key in self.sessions:
             return
         cells = {impl: c for impl, (c, _) in entries.items()}
-        record = {"group": list(g), "session": session, "rows": [], "error": ""}
+        record = {"group": list(g), "session": session, "sides": sorted(entries), "rows": [], "error": ""}
+        self._append({**record, "started": True})  # a crash inside the rounds leaves this line: retried next run
         sides: list[Side] = []
         try:
             sides = [Side(impl, fns or cell_callables(self.kernel, c, self.device, self.timing, self.seed))
@@ -241,19 +251,38 @@ class PairedSweep:
         finally:
             del sides
             if self.device == "cuda":
-                import torch
+                try:
+                    import torch
 
-                torch.cuda.empty_cache()
-        self.sessions[(g, session)] = record
-        self.rows += record["rows"]
+                    torch.cuda.empty_cache()
+                except Exception:  # a sticky CUDA error: the session's record says what it was
+                    pass
+        self.sessions[key] = record
+        self._append(record)
+
+    def _append(self, record: dict) -> None:
+        import json
+
         self.store_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.store_path, "a") as fh:
             fh.write(json.dumps({**record, "_identity": self.identity}, default=str) + "\n")
 
+    @property
+    def rows(self) -> list[dict]:
+        """The rounds of this sweep's groups: measured now or stored by an earlier run of the same code."""
+        return [r for (g, _, _), rec in self.sessions.items() if g in self.groups for r in rec["rows"]]
+
+
+def session_key(group: tuple, session: str, sides) -> tuple:
+    """What a stored session is found by: its group, its kind and the implementations it paired (a sweep that now
+    has another side pairs the group again)."""
+    return (tuple(group), session, tuple(sorted(sides)))
+
 
 def load_sessions(path, identity: str) -> dict:
-    """The stored sessions measured with this identity (code and settings), by (group, session); others and
-    unreadable lines are ignored (their sessions run again)."""
+    """The stored sessions measured with this identity (code and settings) that ended without an error, by
+    session_key; others, unreadable lines and sessions that only started (a crash inside their rounds) are left out,
+    so they run again."""
     import json
     from pathlib import Path
 
@@ -264,8 +293,14 @@ def load_sessions(path, identity: str) -> dict:
     for line in path.read_text().splitlines():
         try:
             rec = json.loads(line)
-            if rec.get("_identity") == identity:
-                out[(tuple(rec["group"]), rec["session"])] = rec
+            if rec.get("_identity") != identity:
+                continue
+            key = session_key(rec["group"], rec["session"], rec.get("sides", []))
+            if rec.get("started"):
+                out.pop(key, None)  # a session started again after this line, or never ended
+                continue
+            if not rec.get("error"):
+                out[key] = rec
         except (ValueError, KeyError, TypeError):
             continue
     return out

@@ -88,9 +88,10 @@ class HostTimer:
 def _loop_ms(fn, min_ms: float, sync: Callable[[], None], repeats: int = 3, min_calls: int = 3,
              facts: dict | None = None) -> float:
     """Median over `repeats` of (wall time of k back-to-back calls + one sync) / k, with k sized to take min_ms
-    (at least min_calls). ``facts`` gets ``cpu_share``: the process's CPU time over the wall time of the repeats.
-    The loop is host-bound work (and a spinning sync), so a share well under 1 says the process was off the CPU
-    for part of it (another process on its core): a loop time to distrust, not the call's cost."""
+    (at least min_calls). ``facts`` gets ``cpu_share``: the calling thread's CPU time over the wall time of the
+    repeats. The loop is host-bound work (and a spinning sync), so a share well under 1 says the thread was off the
+    CPU for part of it (another process on its core): a loop time to distrust, not the call's cost. (The thread's,
+    not the process's: autograd's worker thread would add its own.)"""
     sync()
     t0 = time.perf_counter()
     fn()
@@ -98,7 +99,7 @@ def _loop_ms(fn, min_ms: float, sync: Callable[[], None], repeats: int = 3, min_
     one = max(time.perf_counter() - t0, 1e-7)
     k = int(min(max(min_ms * 1e-3 / one, min_calls), 100_000))
     per_call = []
-    wall0, cpu0 = time.perf_counter(), time.process_time()
+    wall0, cpu0 = time.perf_counter(), time.thread_time()
     for _ in range(repeats):
         t0 = time.perf_counter()
         for _ in range(k):
@@ -106,7 +107,7 @@ def _loop_ms(fn, min_ms: float, sync: Callable[[], None], repeats: int = 3, min_
         sync()
         per_call.append((time.perf_counter() - t0) * 1e3 / k)
     if facts is not None:
-        facts["cpu_share"] = (time.process_time() - cpu0) / max(time.perf_counter() - wall0, 1e-9)
+        facts["cpu_share"] = (time.thread_time() - cpu0) / max(time.perf_counter() - wall0, 1e-9)
     return float(np.median(per_call))
 
 

@@ -274,6 +274,7 @@ class GraphReplay:
         self.stream = torch.cuda.Stream()
         self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         multiple = max(1, int(multiple))
+        self.stream.wait_stream(torch.cuda.current_stream())  # whatever was queued for fn's inputs comes first
         with torch.cuda.stream(self.stream):
             fn()  # warm (and whatever the first call allocates, outside the graph)
             self.start.record()

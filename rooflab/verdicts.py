@@ -8,10 +8,11 @@ A paired verdict (rooflab/paired.py times the sides in alternating rounds, so th
     d_r      = ln(t_A,r / t_B,r)                       per round r (both sides timed in it)
     speedup  = exp(-mean d)                            A over B: above 1, A is faster
     interval = exp(-(mean d +- q * sd(d) / sqrt(R)))   q: Student's t quantile at ``level``, R - 1 degrees of freedom
-    verdict  = "not comparable"  where the interval's half-width exceeds the cell's ``max_floor`` (a regression of
-                                 that size could hide in it),
-               "tie"             where the interval holds 1 or |speedup - 1| is under the cell's ``min_effect``,
-               "faster"/"slower" otherwise.
+    verdict  = "faster"/"slower" where the interval excludes 1 and |speedup - 1| is at least the cell's
+                                 ``min_effect``, however wide the interval,
+               "not comparable"  otherwise, where the interval's half-width exceeds the cell's ``max_floor`` (no
+                                 difference shown, but a regression of that size could hide in it),
+               "tie"             otherwise.
 
 The cell's class is its length: short (< short_cell_us), middle, long (>= long_cell_us), by the faster side's median.
 """
@@ -88,11 +89,11 @@ def paired_verdict(speedup: float, lo: float, hi: float, half_width: float, cls:
     """The verdict of one paired comparison (see the module's docstring); '' where there is no speedup."""
     if not all(map(math.isfinite, (speedup, lo, hi, half_width))):
         return ""
+    if not lo <= 1.0 <= hi and abs(speedup - 1.0) >= rules.min_effect(cls):
+        return FASTER if speedup > 1.0 else SLOWER  # a difference shown, however wide the interval
     if half_width > rules.max_floor(cls):
-        return NOT_COMPARABLE
-    if lo <= 1.0 <= hi or abs(speedup - 1.0) < rules.min_effect(cls):
-        return TIE
-    return FASTER if speedup > 1.0 else SLOWER
+        return NOT_COMPARABLE  # no difference shown, but one of the size the class must see could hide in it
+    return TIE
 
 
 def unpaired_verdict(speedup: float, rse_a: float, rse_b: float, floor: float, k_sigma: float = 3.0) -> str:

@@ -20,6 +20,8 @@ rule metrics_kernel:
         specs="rooflab/gpus.py",
     output:
         update("results/metrics/{gpu}/{kernel}.parquet"),
+    params:
+        verdicts=json.dumps(config.get("verdicts", {})),
     log:
         "logs/analysis/metrics/{gpu}/{kernel}.log",
     priority: ANALYSIS_PRIORITY
@@ -27,7 +29,7 @@ rule metrics_kernel:
         host=1,
     run:
         run_main("analysis.metrics", ["--raw", input.raw, "--ceilings", input.ceilings, "--paired", input.paired,
-                                      "--out", output], log)
+                                      "--verdicts", params.verdicts, "--out", output], log)
 
 
 rule metrics:

@@ -82,6 +82,8 @@ rule paper_verdicts:
         aa=update("results/paper/generated/table_aa.tex"),
         matmul=update("results/paper/generated/table_matmul_verdicts.tex"),
         macros=update("results/paper/generated/macros_verdicts.tex"),
+    params:
+        verdicts=json.dumps(config.get("verdicts", {})),
     log:
         "logs/paper/verdicts.log",
     priority: ANALYSIS_PRIORITY
@@ -89,7 +91,8 @@ rule paper_verdicts:
         host=1,
     run:
         run_main("analysis.verdict_tables", ["--aa", input.aa, "--paired", input.paired, "--metrics",
-                                             input.metrics, "--outdir", "results/paper/generated"], log)
+                                             input.metrics, "--verdicts", params.verdicts, "--outdir",
+                                             "results/paper/generated"], log)
 
 
 rule paper_pdf:

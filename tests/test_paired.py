@@ -85,6 +85,7 @@ def test_drifting_clock_unpaired_declares_a_winner_paired_says_tie():
         s, verdict, rows = paired(1.0, 1.0, DriftingClockTimer(), frame)
         assert verdict == TIE, (frame, s)
         assert abs(s["speedup"] - 1) < 0.005
+        assert s["lo"] <= 1.0 <= s["hi"]  # no difference shown at all: the alternation cancelled the drift
         assert rows["sm_clock_mhz"].between(1500, 1980).all()
 
 
@@ -159,6 +160,14 @@ def test_wide_intervals_are_not_comparable():
     assert paired_verdict(1.0, 0.8, 1.25, 0.12, "short", rules) == NOT_COMPARABLE
     assert paired_verdict(1.0, 0.93, 1.07, 0.06, "middle", rules) == NOT_COMPARABLE  # 10-50 us: at most 5 %
     assert paired_verdict(float("nan"), 1, 1, 0, "long") == ""
+
+
+def test_a_difference_shown_is_a_verdict_however_wide_its_interval():
+    """A 2x loss with an interval of 1.5-2.7 is a loss, not 'not comparable': width only matters where no
+    difference was shown."""
+    assert paired_verdict(0.5, 0.37, 0.67, 0.35, "long") == SLOWER
+    assert paired_verdict(2.0, 1.5, 2.7, 0.35, "short") == FASTER
+    assert paired_verdict(1.06, 0.99, 1.13, 0.07, "long") == NOT_COMPARABLE
 
 
 def test_size_classes_follow_the_settings():
@@ -239,9 +248,9 @@ def test_sweep_writes_paired_rounds_with_a_twin_and_resumes(tmp_path):
     assert set(rounds["frame"]) == {"gpu", "loop"} and rounds["round"].max() >= 1
     assert (rounds["session"] == "all").all() and (rounds["paired_rounds"] == 3).all()
     store = tmp_path / "raw" / "cpu" / ".cells" / "gelu.paired.jsonl"
-    assert len(store.read_text().splitlines()) == 1
+    assert len(store.read_text().splitlines()) == 2  # the session's start, then its rounds
     assert job.run("gelu", "cpu", str(out), params, progress=False) == 0
-    assert len(store.read_text().splitlines()) == 1  # reused, not timed again
+    assert len(store.read_text().splitlines()) == 2  # reused, not timed again
     again = pd.read_parquet(tmp_path / "raw" / "cpu" / "paired" / "gelu.parquet")
     assert len(again) == len(rounds)
 
@@ -307,3 +316,25 @@ def test_long_calls_take_shorter_turns():
     timer = Counting()
     run_rounds([Side("a", [work(40.0)]), Side("b", [work(40.0)])], timer, PAIRED, call_ms=40.0)
     assert set(seen) == {1} and set(timer.loops) == {1}
+
+
+def test_stored_sessions_that_crashed_failed_or_paired_other_sides_run_again(tmp_path):
+    import json
+
+    from rooflab.paired import load_sessions, session_key
+
+    path = tmp_path / "k.paired.jsonl"
+    g = ["bfloat16", "64", "fwd"]
+
+    def rec(sides, **kw):
+        return json.dumps({"group": g, "session": "all", "sides": sides, "rows": [{"ms": 1.0}], "error": "",
+                           "_identity": "x", **kw})
+
+    path.write_text("\n".join([
+        rec(["builtin", "naive"], started=True), rec(["builtin", "naive"]),  # ended: kept
+        rec(["builtin", "triton"], started=True),  # crashed inside its rounds: left out
+        rec(["builtin", "compile"], started=True), rec(["builtin", "compile"], error="OutOfMemoryError"),  # failed
+        rec(["builtin", "cuda"]).replace('"_identity": "x"', '"_identity": "other code"'),
+        "not json"]) + "\n")
+    got = load_sessions(path, "x")
+    assert list(got) == [session_key(g, "all", ["naive", "builtin"])]

@@ -304,7 +304,7 @@ def test_loop_time_is_per_call_and_includes_the_sync(monkeypatch):
         advance(2.0)
         cpu[0] += 1.5e-3
 
-    monkeypatch.setattr(timers, "time", SimpleNamespace(perf_counter=lambda: now[0], process_time=lambda: cpu[0]))
+    monkeypatch.setattr(timers, "time", SimpleNamespace(perf_counter=lambda: now[0], thread_time=lambda: cpu[0]))
     facts = {}
     per_call = _loop_ms(call, min_ms=20, sync=lambda: advance(5.0), facts=facts)
     # the first call and its sync (7 ms) size the loop at 3 calls (20 ms / 7, at least 3): 3 x 2 ms + one sync
