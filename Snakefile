@@ -63,15 +63,19 @@ onstart:
         )
         if problem:
             raise WorkflowError(problem)
-        start_compile_lanes()
+        run_control.start_compile_lanes(workflow, config)
+
+
+SUMMARY = dict(gpus=GPUS, kernels=KERNELS, analysed=ANALYSED, reference_gpus=REFERENCE_GPUS,
+               reference_dir=config["reference_dir"], paper=PAPER, have_tex=HAVE_TEX)
 
 
 onsuccess:
-    stop_compile_lanes()
-    print_summary(ok=True)
+    run_control.stop_compile_lanes()
+    run_control.print_summary(True, **SUMMARY)
 
 
 onerror:
-    stop_compile_lanes()
-    outdate_restored(log)
-    print_summary(ok=False)
+    run_control.stop_compile_lanes()
+    run_control.outdate_restored(workflow, log)
+    run_control.print_summary(False, **SUMMARY)

@@ -154,7 +154,7 @@ def range_sentence(backends: pd.DataFrame) -> str:
             + "; ".join(parts) + " (above 1: ours faster). ")
 
 
-# Why ours trails the fastest backend: a fact of the kernel (kernels/attention.py) and of the tuning probes (lab/).
+# Why ours trails the fastest backend: a fact of the kernel (kernels/attention/__init__.py) and of the tuning probes (lab/).
 SCHEDULE = ("Our forward is FlashAttention-2's schedule: Q, K and V tiles arrive through TMA descriptors (heavy causal "
             "tiles first), and each warp runs its tile's softmax between the tile's two matrix products. "
             "FlashAttention-3's schedule hides that softmax behind another warpgroup's products (warp "

@@ -117,12 +117,12 @@ def kernel_summary(kernel: str, kernels_dir: Path | None = None) -> str:
     """What the kernel computes, as its file declares it (``KERNEL.description``), as a sentence; "" for a name no
     kernel file has (a dataset of a kernel since removed). Read from the declaration's text where it is a string
     literal, as every kernel's is: importing the kernels would import torch and Triton (2 s of the paper's inputs)."""
-    from rooflab.kernel import KERNELS_DIR, kernel_names, load_kernel
+    from rooflab.kernel import KERNELS_DIR, kernel_file, kernel_names, load_kernel
 
     kernels_dir = kernels_dir or KERNELS_DIR
     if kernel not in kernel_names(kernels_dir):
         return ""
-    text = declared_description(kernels_dir / f"{kernel}.py")
+    text = declared_description(kernel_file(kernel, kernels_dir))
     if text is None:  # not a literal: what the module computes
         text = load_kernel(kernel).description
     text = text.strip().rstrip(".")

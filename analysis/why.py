@@ -106,9 +106,9 @@ def naive_source(kernel: str, kernels_dir: Path | None = None) -> str | None:
     read as text: importing the kernels would import torch and Triton."""
     import ast
 
-    from rooflab.kernel import KERNELS_DIR
+    from rooflab.kernel import KERNELS_DIR, kernel_file
 
-    path = (kernels_dir or KERNELS_DIR) / f"{kernel}.py"
+    path = kernel_file(kernel, kernels_dir or KERNELS_DIR)
     if not path.exists():
         return None
     text = path.read_text()

@@ -5,7 +5,7 @@
 
 The sweep's `builtin` is SDPA as a user calls it (it picks a backend per call: cuDNN on the H200 with torch 2.11);
 here each backend is forced (`torch.nn.attention.sdpa_kernel`): flash (FlashAttention-2's CUDA kernels), cuDNN and
-memory-efficient (xFormers' CUTLASS kernels), beside ours (kernels/attention.py), at config backends.shapes (batch,
+memory-efficient (xFormers' CUTLASS kernels), beside ours (kernels/attention/__init__.py), at config backends.shapes (batch,
 heads, seq, head_dim), causal and full, fwd and fwd+bwd. Each cell is checked against the float64 expression on its
 first (batch, head) (heads are independent, so its gradients are the whole call's there) and timed with the sweep's
 timer: GPU time (L2 flushed, launch hidden) and the Python loop an eager user pays per call (`loop_ms`; the forced

@@ -1,1 +1,2 @@
-"""The kernels of the study: one file each, ``KERNEL = Kernel(...)`` at the bottom (see rooflab/kernel.py)."""
+"""The kernels of the study: one folder each (``kernels/<name>/``, ``KERNEL = Kernel(...)`` at the bottom of its
+``__init__.py``; see rooflab/kernel.py), and what several share in ``kernels/_shared/``."""

@@ -95,7 +95,7 @@ def backward_variants(shape, causal, dtype, device="cuda"):
     """The backward alone (the forward's O and logsumexp made once): the default, then each kernel's tiles in turn
     with the other autotuned; each checked against the default's gradients."""
     from kernels import attention as at
-    from kernels._attention_bwd import attention_backward
+    from kernels.attention.backward import attention_backward
 
     q, k, v, do = at.make_inputs(shape, dtype, device)
     scale = shape[-1] ** -0.5

@@ -300,8 +300,8 @@ def hostparts_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, loop_ms=20):
     """LayerNorm fwd+bwd's Python-loop time taken apart: each piece of ours alone (the forward with and without
     autograd recording, the backward called directly, its partial sums' reduction), a custom autograd Function that
     does nothing, and ours and the builtin with the autograd engine's device threads off."""
-    from kernels import _norm_bwd
-    from kernels._norm_bwd import TritonNorm
+    from kernels._shared import norm_bwd as _norm_bwd
+    from kernels._shared.norm_bwd import TritonNorm
     from rooflab.kernel import load_kernel
     from rooflab.triton_utils import multiprocessor_count
 

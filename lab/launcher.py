@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import _fastlaunch as fl
+from kernels._shared import fastlaunch as fl
 
 CPP = r"""
 #include <torch/extension.h>

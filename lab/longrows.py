@@ -1,6 +1,6 @@
 """The norms on long rows (section longrows), where they trail torch.compile most (the twentieth session's S20-D4:
 llm RMSNorm fwd+bwd 1024 x 50257 bf16 0.53, 4096 x 32000 0.63; LayerNorm fwd 4096 x 32000 0.75-0.78).
-- fwd+bwd: rows over kernels/_norm_bwd.HELD_MAX_COLS take two launches over column tiles, each reading x and dy (5
+- fwd+bwd: rows over kernels/_shared/norm_bwd.HELD_MAX_COLS take two launches over column tiles, each reading x and dy (5
   units of traffic against the pass's 3). Variants: other tiles; rows held whole (up to the widest block) at more warps.
 - fwd: rows over _rows.MAX_BLOCK_SIZE are walked twice in tiles. Variants: held whole in one block of up to 32768 at
   16 and 32 warps; other (tile, warps); RMSNorm's rows no multiple of 16 bytes on other aligned tiles.
@@ -9,13 +9,14 @@ since ba0d144, one joint graph of gradients and output before, and as before the
 alone, whose forward store Inductor drops), every variant checked against the builtin first. Section longfwd: the
 forward's variants alone; normbwd: the held rows' backward (programs a SM, warps, the next rows prefetched or not,
 two rows at once) at square and llm shapes; longbwd: the long rows' backward alone in column tiles
-(kernels/_norm_bwd_long.py): the next row loaded ahead, tiles, rows no multiple of 16 bytes on aligned tiles;
+(kernels/_shared/norm_bwd_long.py): the next row loaded ahead, tiles, rows no multiple of 16 bytes on aligned tiles;
 alignedfwd: the forward on rows no multiple of 16 bytes on aligned tiles (LayerNorm's walk, the split's chunks)."""
 import torch
 import triton
 
-from kernels import _norm_bwd, _norm_split
-from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
+from kernels._shared import norm_bwd as _norm_bwd
+from kernels._shared import norm_split as _norm_split
+from kernels._shared.rows import MAX_BLOCK_SIZE, row_launch_params
 from lab.common import DTYPES, checked, swapped, timed
 from rooflab.cell import _kw, compiled_factory
 from rooflab.kernel import load_kernel
@@ -167,7 +168,7 @@ def fwd_variants(name, rows, cols, dtype, device="cuda"):
 def aligned_fwd_variants(name, rows, cols, dtype, device="cuda"):
     """{variant: fn} of one norm's forward on rows no multiple of 16 bytes: the default; LayerNorm's on 16-byte
     aligned tiles (its ALIGNED_TILES) at each of ALIGNED_FWD_TILES; few long rows' split in chunks on aligned tiles
-    (kernels/_norm_split.ALIGNED_SPLIT; the default where no split is taken); beside the builtin and torch.compile."""
+    (kernels/_shared/norm_split.ALIGNED_SPLIT; the default where no split is taken); beside the builtin and torch.compile."""
     kernel, x, _, _, out = _fwd_default(name, rows, cols, dtype, device)
     if name == "layernorm":
         for tile, warps in ALIGNED_FWD_TILES:

@@ -20,7 +20,7 @@ def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
 
     from kernels import layernorm as ln
     from kernels import rowsum as rs
-    from kernels._rows import l2_prefetch
+    from kernels._shared.rows import l2_prefetch
 
     @triton.jit
     def _now():

@@ -44,3 +44,63 @@ def code_digest(paths, extra: bytes = b"") -> str:
 
 def text_digest(path: str | Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def imported_files(paths, root: str | Path) -> list[Path]:
+    """The Python files under ``root`` that the files ``paths`` import, directly or through each other, in the order
+    first met: ``import a.b``, ``from a.b import c`` (c a module or a name in a.b) and relative imports, each with
+    the packages it passes through (their ``__init__.py``). Read from the syntax trees: nothing is imported. Modules
+    outside ``root`` (torch, triton) are not followed."""
+    root = Path(root).resolve()
+    seen: dict[Path, None] = {}
+    todo = [Path(p).resolve() for p in paths]
+    done: set[Path] = set()
+    while todo:
+        path = todo.pop(0)
+        if path in done:
+            continue
+        done.add(path)
+        for found in _imports_of(path, root):
+            if found not in seen and found not in {Path(p).resolve() for p in paths}:
+                seen[found] = None
+                todo.append(found)
+    return list(seen)
+
+
+def _module_file(root: Path, dotted: str) -> list[Path]:
+    """The files of a dotted module under root, with its packages' __init__.py, outermost first; [] if none."""
+    parts, out = dotted.split("."), []
+    for i in range(1, len(parts) + 1):
+        base = root.joinpath(*parts[:i])
+        if (base / "__init__.py").is_file():
+            out.append(base / "__init__.py")
+        elif base.with_suffix(".py").is_file() and i == len(parts):
+            out.append(base.with_suffix(".py"))
+        else:
+            return out if i > 1 and i == len(parts) else []
+    return out
+
+
+def _imports_of(path: Path, root: Path) -> list[Path]:
+    try:
+        tree = ast.parse(path.read_bytes())
+    except (SyntaxError, OSError):
+        return []
+    package = ".".join(path.relative_to(root).with_suffix("").parts[:-1]) if path.is_relative_to(root) else ""
+    found: list[Path] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                found += _module_file(root, alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1] if package else []
+                base = ".".join([*up, *([base] if base else [])])
+            if not base:
+                continue
+            found += _module_file(root, base)
+            for alias in node.names:  # from a import b: b may be a module of package a
+                found += [f for f in _module_file(root, f"{base}.{alias.name}") if f.parent.name == alias.name
+                          or f.stem == alias.name]
+    return [f.resolve() for f in found]

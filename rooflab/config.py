@@ -234,7 +234,7 @@ def resolve(config: dict, kernels_dir: Path | None = None) -> dict:
     unknown = [k for k in kernels if k not in known]
     if unknown:
         raise ConfigError(f"config key 'kernels' has unknown value(s) {unknown}: known kernels are {known} "
-                          f"(files kernels/<name>.py), or [all]")
+                          f"(folders kernels/<name>/), or [all]")
     gpus = [detect_key() if g == "auto" else g for g in config.get("gpus") or [CPU_KEY]]
     known_gpus = [CPU_KEY, *SPECS]
     stray = [g for g in (config.get("cluster") or {}) if g not in known_gpus]

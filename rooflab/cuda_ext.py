@@ -48,7 +48,7 @@ def start_cuda_builds(gpu: str, log_dir: str | os.PathLike = "logs/cuda") -> lis
 
     started = []
     for name in kernel_names():
-        source = Path(__file__).resolve().parent.parent / "kernels" / "cuda" / f"{name}.cu"
+        source = Path(__file__).resolve().parent.parent / "kernels" / name / f"{name}.cu"
         if not source.exists():
             continue
         build = Path(_get_build_directory(f"rooflab_{name}_cuda", verbose=False))

@@ -1,8 +1,11 @@
-"""What a kernel file declares, and the registry that finds them.
+"""What a kernel declares, and the registry that finds them.
 
-Each ``kernels/<name>.py`` holds one kernel's whole story (Triton kernel, launch wrapper, PyTorch references, FLOP and
-byte model) and ends with ``KERNEL = Kernel(...)``. The registry discovers those files by name, so adding a kernel
-needs no edit elsewhere: the Snakefile globs the same files (``kernel_names``) without importing torch.
+Each kernel is a folder, ``kernels/<name>/``: its ``__init__.py`` holds the Triton kernels, the launch wrapper, the
+PyTorch references and the FLOP and byte model, and ends with ``KERNEL = Kernel(...)``; beside it its launch table
+(``table.py``), its plan or its other kernels, and its CUDA source (``<name>.cu``). The registry discovers the folders
+by name, so adding a kernel needs no edit elsewhere: the Snakefile lists the same folders (``kernel_names``) and the
+code each kernel's measurement depends on (``kernel_code``: its folder and the modules it imports) without importing
+torch.
 
 Implementations follow TritonBench: each is a factory ``make(inputs) -> closure``; the closure takes no argument,
 so allocation and input set-up stay outside the timed region.
@@ -63,6 +66,7 @@ class Kernel:
     # (impl, shape) -> why that implementation is not run at that shape (e.g. a compile that takes minutes), or None
     shape_skip_reason: Callable[[str, tuple], str | None] = lambda impl, shape: None
     source: str = ""  # the kernel file (set by load_kernel)
+    code: list[str] = field(default_factory=list)  # every file its measurement depends on (set by load_kernel)
     module: Any = None  # the kernel's module, which holds its autotuners (set by load_kernel)
 
     def __post_init__(self):
@@ -132,31 +136,46 @@ def differentiable(fn: Callable[..., Any]) -> Factory:
 
 
 def measurement_code() -> list[str]:
-    """Files (relative to the repo) whose change invalidates every measured cell, besides the kernel's own file:
-    the measurement machinery, the kernels' shared helpers and launch tables (kernels/_*.py) and CUDA sources
-    (kernels/cuda/*.cu). Inputs of every measurement job."""
+    """Files (relative to the repo) whose change invalidates every measured cell: the measurement machinery. Inputs
+    of every measurement job; a kernel's own code is ``kernel_code``."""
     repo = KERNELS_DIR.parent
     core = ["rooflab/cell.py", "rooflab/timing.py", "rooflab/timers.py", "rooflab/kernel.py", "rooflab/clocks.py",
             "rooflab/triton_utils.py", "rooflab/cuda_ext.py"]
-    helpers = sorted(str(p.relative_to(repo)) for p in KERNELS_DIR.glob("_*.py") if p.name != "__init__.py")
-    cuda = sorted(str(p.relative_to(repo)) for p in KERNELS_DIR.glob("cuda/*.cu"))  # the CUDA implementations
-    return [f for f in core if (repo / f).exists()] + helpers + cuda
+    return [f for f in core if (repo / f).exists()]
 
 
 def kernel_names(kernels_dir: Path = KERNELS_DIR) -> list[str]:
-    """Names of the kernel files, without importing them (cheap: used by the Snakefile)."""
-    return sorted(p.stem for p in kernels_dir.glob("*.py") if not p.stem.startswith("_"))
+    """Names of the kernel folders (a package not starting with _), without importing them (the Snakefile's)."""
+    return sorted(p.parent.name for p in kernels_dir.glob("*/__init__.py") if not p.parent.name.startswith("_"))
+
+
+def kernel_file(name: str, kernels_dir: Path = KERNELS_DIR) -> Path:
+    """The file that declares a kernel (``KERNEL = Kernel(...)``): kernels/<name>/__init__.py."""
+    return kernels_dir / name / "__init__.py"
+
+
+def kernel_code(name: str, kernels_dir: Path = KERNELS_DIR) -> list[str]:
+    """The files (relative to the repo) a kernel's measurement depends on: every file of its folder (Python, its
+    table, its CUDA source) and every module of the repository those import, followed through their imports
+    (rooflab/codehash.imported_files), read from the source without importing it."""
+    from rooflab.codehash import imported_files
+
+    repo = kernels_dir.parent
+    folder = sorted(p for p in (kernels_dir / name).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    files = dict.fromkeys([*folder, *imported_files([p for p in folder if p.suffix == ".py"], repo)])
+    return [str(p.relative_to(repo)) for p in files]
 
 
 def load_kernel(name: str) -> Kernel:
     if name not in kernel_names():
         raise KeyError(f"unknown kernel '{name}': known kernels are {', '.join(kernel_names())} "
-                       f"(one file per kernel under kernels/)")
+                       f"(one folder per kernel under kernels/)")
     module = importlib.import_module(f"kernels.{name}")
     kernel = getattr(module, "KERNEL", None)
     if not isinstance(kernel, Kernel):
-        raise TypeError(f"kernels/{name}.py must define KERNEL = Kernel(...)")
+        raise TypeError(f"kernels/{name}/__init__.py must define KERNEL = Kernel(...)")
     kernel.source = str(Path(module.__file__).resolve())
+    kernel.code = [str(KERNELS_DIR.parent / f) for f in kernel_code(name)]
     kernel.module = module
     return kernel
 

@@ -1,10 +1,9 @@
-# Shared helpers of the *.smk files: what exists, what `all` builds, cluster resources, the closing summary.
+# The input functions of the *.smk files: what exists, what `all` builds, cluster resources. What the run does
+# around its jobs (code stamps, compile lanes, the closing summary) is rooflab/run_control.py.
 # Every output is marked update(): snakemake leaves the last good file in place while its job runs and restores it
 # if the job fails, so a failed rerun never costs the last good results (each job also writes atomically).
-import glob
 import json
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -12,9 +11,9 @@ from pathlib import Path
 ENV = "../envs/rooflab.yaml"
 
 # The interpreter of every shell rule: the one running snakemake, or under --use-conda the rule's env's python.
-from rooflab.run_control import shell_python
+from rooflab import run_control
 
-PYTHON = shell_python(workflow)
+PYTHON = run_control.shell_python(workflow)
 
 # One invocation is one run: every job inherits this id, and each cell is rated against its own run's ceilings.
 from rooflab.provenance import new_run_id
@@ -38,7 +37,7 @@ COMPARE_GPUS = sorted(
 # by an earlier run (results/raw/<gpu>/<k>.parquet present) has no producing rule in a run that leaves it out
 # (the measure wildcard is held to KERNELS), so its file is read as it is: a subset run never shrinks the
 # figures, notebooks, report or paper, and the paper says which cells this run measured (analysis/origin.py).
-from rooflab.kernel import kernel_names
+from rooflab.kernel import kernel_code, kernel_file, kernel_names
 from experiments.traffic import METRICS as TRAFFIC_METRICS  # what rule traffic asks Nsight Compute for
 
 KNOWN_KERNELS = kernel_names()
@@ -191,7 +190,7 @@ def get_kernel_docs(wildcards=None):
     """The kernel files the paper reads, as text: their descriptions and the naive expressions' traffic comments
     (analysis/why.py), so a comment edit rebuilds the paper (and re-measures nothing: the measurement jobs take
     code stamps)."""
-    return [f"kernels/{k}.py" for k in dict.fromkeys(k for g in ANALYSIS_GPUS for k in ANALYSED[g])]
+    return [str(kernel_file(k, Path("kernels"))) for k in dict.fromkeys(k for g in ANALYSIS_GPUS for k in ANALYSED[g])]
 
 
 def get_final_outputs(wildcards=None):
@@ -438,84 +437,7 @@ def get_gpu_count(wildcards):
     return 1
 
 
-def outdate_restored(logs):
-    """A failed job's update() output comes back from its backup, and snakemake records the failed run's code,
-    params and inputs for it: it would pass for up to date, and the next run would keep the stale file. For each
-    file restored in this run, drop that record and give the file an old mtime (1970-01-02: snakemake reads 0 as
-    unknown), so the next run redoes its job; the last good file stays readable until then. Tested in
-    tests/test_workflow.py (snakemake is pinned below 10: the record is dropped through its persistence object)."""
-    for logfile in logs if isinstance(logs, (list, tuple)) else [logs]:
-        try:
-            text = Path(logfile).read_text(errors="replace")
-        except (OSError, TypeError):
-            continue
-        for rel in re.findall(r"Restored previous version of (\S+) \(updating job failed\)", text):
-            try:
-                workflow.persistence._delete_record(rel)
-            except Exception as exc:  # a snakemake without it: say how to redo the job by hand
-                print(f"rooflab: {rel} was restored after its job failed; rerun that job with --forcerun ({exc})")
-            path = Path(workflow.basedir, rel)
-            if path.exists():
-                os.utime(path, (86400, 86400))
-
-
-def print_summary(ok):
-    """One screen at the end of `all`: what ran, what was skipped and why, where the artefacts are."""
-    import pandas as pd
-
-    print("\n" + "=" * 78)
-    print(f"rooflab: {'finished' if ok else 'stopped with errors'} (gpus: {', '.join(GPUS)}; kernels measured: "
-          f"{len(KERNELS)})")
-    for gpu in GPUS:
-        kept = [k for k in ANALYSED[gpu] if k not in KERNELS]
-        if kept:
-            print(f"  {gpu}: also analysed, as an earlier run left them: {', '.join(kept)}")
-    rows = []
-    for gpu in GPUS:
-        for kernel in ANALYSED[gpu]:
-            p = Path(f"results/raw/{gpu}/{kernel}.parquet")
-            if p.exists():
-                try:
-                    rows.append(pd.read_parquet(p, columns=["gpu", "kernel", "status", "error"]))
-                except Exception as exc:
-                    print(f"  cannot read {p}: {exc}")
-    if rows:
-        df = pd.concat(rows)
-        counts = df.groupby(["gpu", "kernel", "status"]).size().unstack(fill_value=0)
-        print(counts.to_string())
-        skipped = df[df.status.isin(["skipped", "failed", "mismatch"])].groupby(["status", "error"]).size()
-        if len(skipped):
-            print("\nnot measured, and why:")
-            for (status, err), n in skipped.items():
-                print(f"  {status:8s} x{n:<4d} {err[:110]}")
-    for gpu in REFERENCE_GPUS:
-        print(f"reference data merged: {config['reference_dir']}/{gpu}")
-    print(f"\nmetrics:   results/metrics.parquet")
-    print(f"figures:   results/figures/")
-    print(f"notebooks: results/notebooks/")
-    if HAVE_TEX:
-        print(f"paper:     {PAPER}")
-    else:
-        print(f"paper:     no TeX engine here; sources packed in results/paper/rooflab-paper-src.tar.gz.")
-        print(f"           Build elsewhere: see {PAPER}")
-    print("report:    snakemake --report results/report.html")
-    print("=" * 78)
-
-
-def measure_order_key(kernel):
-    """Kernels with a CUDA implementation last: their extensions build in the background from the first timing job
-    on (rooflab/cuda_ext.py), and measured first they waited for the build (S26: GeLU 44 s of its 76). Among the
-    rest, the ones the compile lanes (experiments/warm.py) need longest for later, so the lanes are done with them
-    by their turn: first single-pass kernels that do not autotune (seconds of lane work each), then those with a
-    fwd+bwd pass (twice the graphs), then those whose Triton autotunes (every config compiled; S34: matmul,
-    measured first, still compiled 31 s of configs itself beside its lane). Then by name. Read from the files: no
-    kernel is imported at parse time."""
-    text = Path(workflow.basedir, f"kernels/{kernel}.py").read_text()
-    return (Path(workflow.basedir, f"kernels/cuda/{kernel}.cu").exists(), "triton.autotune" in text,
-            '"fwd+bwd"' in text, kernel)
-
-
-MEASURE_ORDER = sorted(config["kernels"], key=measure_order_key)
+MEASURE_ORDER = run_control.measure_order(config["kernels"], workflow.basedir)
 
 
 def get_measure_priority(wildcards):
@@ -524,61 +446,20 @@ def get_measure_priority(wildcards):
     return 10 + len(MEASURE_ORDER) - MEASURE_ORDER.index(wildcards.kernel)  # kernel: one of MEASURED
 
 
-LANES_PID = Path("logs/warm/lanes.pid")  # the lanes' process group: onsuccess and onerror end it
-
-
-def start_compile_lanes():
-    """From onstart: the torch.compile graphs of the measurement jobs about to run, compiled ahead in background
-    processes (experiments/warm.py), the jobs in the order their priorities run them. Logs in logs/warm/."""
-    from experiments import warm
-
-    if "compile" not in config["impls"] or config.get("compile_lanes") == 0:
-        return
-    lanes = config.get("compile_lanes")  # None: the host's share, for GPU jobs only (on the CPU they would share
-    # the cores the host timing runs on); a number: that many, for every job
-    measures = ("measure", "measure_shapes", "measure_host", "measure_shapes_host")
-    jobs = sorted((j for j in workflow.dag.needrun_jobs() if j.rule.name in measures
-                   and (lanes is not None or j.wildcards_dict["gpu"] != "cpu")),
-                  key=lambda j: (-j.priority, j.wildcards_dict["kernel"]))
-    spec = [{"kernel": j.wildcards_dict["kernel"], "out": str(j.output.raw), "params": dict(j.params.sweep),
-             "device": "cpu" if j.wildcards_dict["gpu"] == "cpu" else "cuda"} for j in jobs]
-    lanes = warm.start(spec, Path("logs/warm/jobs.json"), Path("logs/warm/warm.log"), lanes, LANES_PID)
-    if lanes:
-        # the measurement jobs (children of this process) load what the lanes compiled: no compile-worker pool of
-        # their own (rooflab/device.prepare_environment)
-        os.environ.update(ROOFLAB_COMPILE_LANES=str(lanes))  # set, not required: no envvars directive
-        print(f"rooflab: compiling the torch.compile cells of {len(spec)} measurement job(s) ahead in {lanes} "
-              f"background process(es) (experiments/warm.py; log: logs/warm/warm.log)", file=sys.stderr)
-
-
-CODE_STAMPS = "results/code"  # what the measurement jobs take as their code inputs (code_stamp)
-
-
 def code_stamp(name, files):
-    """results/code/<name>.digest: the digest of the files' code (rooflab/codehash.py: a Python file's syntax tree
-    without docstrings; comments and layout are not in it), rewritten here, as the main snakemake process reads
-    the DAG, only when it changes. A measurement job takes the stamps as its inputs instead of the files, so an edit
-    of comments, docstrings or layout in a kernel or in the measurement code re-measures nothing and reruns no
-    measurement job (the cell store would reuse every cell anyway, but the job, the analysis after it and every
-    figure of the kernel would run again). Deleting results/code reruns the measurement jobs once (cells reused)."""
-    from rooflab.codehash import code_digest
-
-    path = Path(CODE_STAMPS, f"{name}.digest")
-    digest = code_digest([Path(workflow.basedir, f) for f in files]) + "\n"
-    if workflow.is_main_process and (not path.exists() or path.read_text() != digest):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(digest)
-        os.replace(tmp, path)  # whole or not at all
-    return str(path)
+    """results/code/<name>.digest, the code stamp a measurement job takes for ``files`` (rooflab/run_control.py)."""
+    return run_control.code_stamp(workflow, name, files)
 
 
 def get_kernel_stamp(wildcards):
-    return code_stamp(f"kernel_{wildcards.kernel}", [f"kernels/{wildcards.kernel}.py"])
+    """The code stamp of the kernel's folder and of the modules it imports (rooflab/kernel.kernel_code)."""
+    return kernel_code_stamp(wildcards.kernel)
 
 
-def stop_compile_lanes():
-    """The lanes outlive no run: a failed or interrupted one too (they would compile on beside the next)."""
-    from experiments import warm
+def kernel_code_stamp(kernel):
+    return code_stamp(f"kernel_{kernel}", kernel_code(kernel))
 
-    warm.stop(LANES_PID)
+
+def get_kernel_stamps(wildcards=None):
+    """The code stamps of the run's kernels (rule traffic runs them all)."""
+    return [kernel_code_stamp(k) for k in KERNELS]

@@ -1,7 +1,7 @@
 # Measurement: per (gpu, kernel) one job for its cells, its kernel-launch profile and its compiled-kernel facts (one
-# process: warm caches), plus the GPU's measured ceilings. A kernel's source file is an input of its own job only, so
-# editing kernels/<k>.py re-measures <k> only (snakemake does not see modules a script imports); as a code stamp
-# (rules/common.smk code_stamp), so an edit of its comments or docstrings reruns nothing. The kernel wildcard
+# process: warm caches), plus the GPU's measured ceilings. A kernel's code (its folder kernels/<k>/ and the modules
+# it imports: rooflab/kernel.kernel_code) is an input of its own job only, so editing it re-measures <k> only; as a
+# code stamp (rules/common.smk code_stamp), so an edit of its comments or docstrings reruns nothing. The kernel wildcard
 # is held to the run's kernels (MEASURED): another kernel's results from an earlier run are read as they are, never
 # remade.
 # Every timing job holds a measure_slot (run.sh: --resources measure_slot=<GPUs of the node, at least 1>), and on the
@@ -170,7 +170,7 @@ rule ncu:
     """Nsight Compute on one call of one cell (experiments/ncu_cell.py marks it with an NVTX range). The GPU's own
     clocks (--clock-control none), as in the sweep; the report is kept beside the CSV (.ncu-rep)."""
     input:
-        kernel="kernels/{kernel}.py",
+        kernel=get_kernel_stamp,
         code=MEASUREMENT_CODE,
         script="experiments/ncu_cell.py",
     output:
@@ -192,10 +192,12 @@ rule ncu:
         runtime=get_cluster("runtime", default=60),
     conda:
         ENV
+    params:
+        python=PYTHON,
     shell:
         "(command -v ncu >/dev/null || {{ echo 'ncu (Nsight Compute) is not on the PATH' >&2; exit 3; }}; "
         " ncu --clock-control none --nvtx --nvtx-include rooflab_cell/ --target-processes all --force-overwrite"
-        " --export {output.report:q} {PYTHON} experiments/ncu_cell.py --gpu {wildcards.gpu:q}"
+        " --export {output.report:q} {params.python} experiments/ncu_cell.py --gpu {wildcards.gpu:q}"
         " --kernel {wildcards.kernel:q} --impl {wildcards.impl:q} --dtype {wildcards.dtype:q} --size {wildcards.size}"
         " && ncu --import {output.report:q} --csv --page details > {output.csv:q}.tmp"
         " && mv {output.csv:q}.tmp {output.csv:q}) > {log:q} 2>&1"
@@ -205,10 +207,10 @@ rule traffic:
     """The bytes one call of each implementation moves through DRAM, for every kernel of the run, under Nsight
     Compute (experiments/traffic.py: one call each at config traffic.size and dtype, caches flushed before each
     kernel, split at marker kernels), beside the byte model's minimum: the paper's Table "Bytes one call moves".
-    Off unless config traffic.enabled (ncu on the PATH; G2 took about a minute for the default kernels on the H200,
+    Off unless config traffic.enabled (ncu on the PATH; about a minute for the default kernels on the H200,
     without torch.compile, which it now profiles too)."""
     input:
-        kernels=expand("kernels/{kernel}.py", kernel=KERNELS),
+        kernels=get_kernel_stamps,
         code=MEASUREMENT_CODE,
         script="experiments/traffic.py",
     output:
@@ -216,6 +218,7 @@ rule traffic:
         ncu=update("results/raw/{gpu}/traffic_ncu.csv"),
         calls=update("results/raw/{gpu}/traffic_calls.json"),
     params:
+        python=PYTHON,
         kernels=" ".join(KERNELS),
         metrics=",".join(TRAFFIC_METRICS),
         caches=lambda wildcards: json.dumps(config.get("cache_dirs") or {}),
@@ -240,9 +243,9 @@ rule traffic:
         " ncu --clock-control none --cache-control all --profile-from-start off --target-processes application-only"
         " --csv --page raw"
         " --log-file {output.ncu:q} --metrics {params.metrics}"
-        " {PYTHON} -m experiments.traffic run --gpu {wildcards.gpu:q} --kernels {params.kernels}"
+        " {params.python} -m experiments.traffic run --gpu {wildcards.gpu:q} --kernels {params.kernels}"
         " --size {params.size} --dtype {params.dtype:q} --manifest {output.calls:q} --cache-dirs {params.caches:q}"
-        " && {PYTHON} -m experiments.traffic table --ncu {output.ncu:q} --manifest {output.calls:q}"
+        " && {params.python} -m experiments.traffic table --ncu {output.ncu:q} --manifest {output.calls:q}"
         " --out {output.table:q}) > {log:q} 2>&1"
 
 
@@ -252,12 +255,13 @@ rule ablations:
     ablations.align_sizes; GPU time, the sweep's timing. Off unless config ablations.enabled (about a minute on the
     H200)."""
     input:
-        kernel="kernels/matmul.py",
+        kernel=kernel_code_stamp("matmul"),
         code=MEASUREMENT_CODE,
         script="experiments/ablations.py",
     output:
         update("results/raw/{gpu}/ablations.parquet"),
     params:
+        python=PYTHON,
         sizes=lambda wildcards: " ".join(map(str, config["ablations"]["sizes"])),
         align=lambda wildcards: " ".join(map(str, config["ablations"]["align_sizes"])),
         timing=lambda wildcards: json.dumps(config["timing"]),
@@ -277,7 +281,7 @@ rule ablations:
     conda:
         ENV
     shell:
-        "{PYTHON} -m experiments.ablations --gpu {wildcards.gpu:q} --sizes {params.sizes} --align-sizes {params.align}"
+        "{params.python} -m experiments.ablations --gpu {wildcards.gpu:q} --sizes {params.sizes} --align-sizes {params.align}"
         " --timing {params.timing:q} --cache-dirs {params.caches:q} --out {output:q} > {log:q} 2>&1"
 
 
@@ -286,12 +290,13 @@ rule backends:
     memory-efficient at config backends.shapes, causal and full, fwd and fwd+bwd; GPU time and the Python loop,
     the sweep's timing. Off unless config backends.enabled (about three minutes on the H200)."""
     input:
-        kernel="kernels/attention.py",
+        kernel=kernel_code_stamp("attention"),
         code=MEASUREMENT_CODE,
         script="experiments/backends.py",
     output:
         update("results/raw/{gpu}/backends.parquet"),
     params:
+        python=PYTHON,
         shapes=lambda wildcards: " ".join("x".join(map(str, s)) for s in config["backends"]["shapes"]),
         causal=lambda wildcards: " ".join(str(c).lower() for c in config["backends"]["causal"]),
         dtypes=lambda wildcards: " ".join(config["backends"]["dtypes"]),
@@ -312,6 +317,6 @@ rule backends:
     conda:
         ENV
     shell:
-        "{PYTHON} -m experiments.backends --gpu {wildcards.gpu:q} --shapes {params.shapes} --causal {params.causal}"
+        "{params.python} -m experiments.backends --gpu {wildcards.gpu:q} --shapes {params.shapes} --causal {params.causal}"
         " --dtypes {params.dtypes} --timing {params.timing:q} --cache-dirs {params.caches:q} --out {output:q}"
         " > {log:q} 2>&1"

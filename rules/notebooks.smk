@@ -20,12 +20,14 @@ rule notebook:
         "logs/notebooks/{gpu}/{kernel}.log",
     priority: -1
     # papermill's kernel can die at its start when a notebook started beside it took the port it picked (ZMQ
-    # "Address already in use": S28-D3 on the H200's 16 cores): that is no answer about the notebook, so it runs again
+    # "Address already in use", seen on the H200's 16 cores): that is no answer about the notebook, so it runs again
     retries: 2
     resources:
         host=1,
     conda:
         ENV
+    params:
+        python=PYTHON,
     shell:
-        "{PYTHON} {input.script} --notebook {input.notebook} --kernel {wildcards.kernel} --gpu {wildcards.gpu} "
+        "{params.python} {input.script} --notebook {input.notebook} --kernel {wildcards.kernel} --gpu {wildcards.gpu} "
         "--metrics {input.metrics} --ipynb {output.ipynb} --html {output.html} > {log} 2>&1"

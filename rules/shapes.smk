@@ -18,8 +18,10 @@ rule metrics_shapes:
         host=1,
     conda:
         ENV
+    params:
+        python=PYTHON,
     shell:
-        "{PYTHON} -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} --out {output} > {log} 2>&1"
+        "{params.python} -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} --out {output} > {log} 2>&1"
 
 
 rule shapes_table:
@@ -33,8 +35,10 @@ rule shapes_table:
         host=1,
     conda:
         ENV
+    params:
+        python=PYTHON,
     shell:
-        "{PYTHON} -m analysis.metrics --concat {input} --out {output} > {log} 2>&1"
+        "{params.python} -m analysis.metrics --concat {input} --out {output} > {log} 2>&1"
 
 
 rule figure_shapes:
@@ -52,8 +56,10 @@ rule figure_shapes:
         host=1,
     conda:
         ENV
+    params:
+        python=PYTHON,
     shell:
-        "{PYTHON} -m figures.shapes --gpu {wildcards.gpu} --metrics {input.metrics} --pdf {output.pdf} "
+        "{params.python} -m figures.shapes --gpu {wildcards.gpu} --metrics {input.metrics} --pdf {output.pdf} "
         "--png {output.png} > {log} 2>&1"
 
 
@@ -71,5 +77,7 @@ rule paper_shapes:
         host=1,
     conda:
         ENV
+    params:
+        python=PYTHON,
     shell:
-        "{PYTHON} -m analysis.shapes --shapes {input.shapes} --figdir results/figures --out {output} > {log} 2>&1"
+        "{params.python} -m analysis.shapes --shapes {input.shapes} --figdir results/figures --out {output} > {log} 2>&1"

@@ -10,7 +10,7 @@ Per kernel, pass, dtype and shape, five frames, each per call, in microseconds:
   captures the call. (The pieces a call's host time is made of: python -m lab launcher hostprof.)
 Loop and host times interleave ours, the builtin and the naive expression in ROUNDS rounds and take each one's median:
 one host's load drifts by tens of percent within a minute.
-Ours runs twice: through the launch cache (kernels/_fastlaunch.py, "fast") and through Triton's dispatch as before it
+Ours runs twice: through the launch cache (kernels/_shared/fastlaunch.py, "fast") and through Triton's dispatch as before it
 ("plain", under _fastlaunch.disabled()). "best" is the faster of the builtin and the naive PyTorch expression. The
 goal (issue 23), against the builtin: ours / builtin loop time <= 1.1 where the builtin's GPU time is >= 10 us, else
 ours' loop time no higher than the builtin's.
@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from kernels import _fastlaunch as fl  # noqa: E402
+from kernels._shared import fastlaunch as fl  # noqa: E402
 from rooflab.kernel import load_kernel, math_mode, torch_dtype  # noqa: E402
 
 KERNELS = ("vecadd", "saxpy", "gelu", "softmax", "layernorm", "rmsnorm", "rowsum", "matmul")

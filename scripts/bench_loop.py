@@ -9,8 +9,8 @@ its results and .snakemake records are then snapshotted, and each scenario start
 timed `snakemake all`, the edited file restored (content and mtime) and the snapshot put back. Scenarios:
 
     no-op              nothing changed
-    kernel edit        kernels/<kernel>.py gains a function (code: its cells are measured again)
-    comment-only edit  kernels/<kernel>.py gains a comment (no code change: nothing is measured; the paper, which quotes
+    kernel edit        kernels/<kernel>/__init__.py gains a function (code: its cells are measured again)
+    comment-only edit  kernels/<kernel>/__init__.py gains a comment (no code change: nothing is measured; the paper, which quotes
                        the kernel files, is rebuilt)
     analysis edit      analysis/metrics.py gains a statement (every rate recomputed: all analysis downstream)
     figure edit        figures/<figure>.py gains a statement (that figure redrawn, the paper rebuilt)
@@ -40,8 +40,8 @@ def scenarios(kernel: str, figure: str) -> list[tuple[str, str, str]]:
     """(name, file, text appended); an empty file: no edit."""
     return [
         ("no-op", "", ""),
-        ("kernel edit", f"kernels/{kernel}.py", "\n\ndef _bench_loop_edit():\n    return 1\n"),
-        ("comment-only edit", f"kernels/{kernel}.py", "\n# bench_loop: a comment-only edit\n"),
+        ("kernel edit", f"kernels/{kernel}/__init__.py", "\n\ndef _bench_loop_edit():\n    return 1\n"),
+        ("comment-only edit", f"kernels/{kernel}/__init__.py", "\n# bench_loop: a comment-only edit\n"),
         ("analysis edit", "analysis/metrics.py", "\n_BENCH_LOOP_EDIT = 1\n"),
         ("figure edit", f"figures/{figure}.py", "\n_BENCH_LOOP_EDIT = 1\n"),
     ]

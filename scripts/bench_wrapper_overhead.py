@@ -1,7 +1,7 @@
 """What our Triton wrappers' Python costs on a hit of the launch cache, without a GPU (issue 23).
 
 Each wrapper's call (the sweep's closure, as scripts/bench_host.py times it) runs on CPU tensors with every launch
-kept raw on a no-op stand-in compiled kernel (kernels/_fastlaunch.standing_in): the first call computes under the
+kept raw on a no-op stand-in compiled kernel (kernels/_shared/fastlaunch.standing_in): the first call computes under the
 interpreter, then TRITON_INTERPRET is unset and a Python loop times the hit path (key, lookup, output, the entry's
 checks and the launcher call, which does nothing). "over empty" takes off an empty kernel's launch through the same
 cache: what a wrapper adds to the least a cached launch costs. Every timed call must take the raw path (the stand-in
@@ -28,7 +28,7 @@ import warnings  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402
 
-from kernels import _fastlaunch as fl  # noqa: E402
+from kernels._shared import fastlaunch as fl  # noqa: E402
 from scripts.bench_host import empty_launch  # noqa: E402  (the same empty kernel as the GPU benchmark)
 from rooflab.kernel import load_kernel, torch_dtype  # noqa: E402
 

@@ -19,7 +19,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 
 from kernels import layernorm as ln, rmsnorm as rms, rowsum as rs, softmax as sm  # noqa: E402
-from kernels._rows import device_sms, split_cols  # noqa: E402
+from kernels._shared.rows import device_sms, split_cols  # noqa: E402
 from rooflab.cell import relative_error  # noqa: E402
 from rooflab.kernel import DEFAULT_TOLERANCE  # noqa: E402
 

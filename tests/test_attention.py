@@ -1,4 +1,4 @@
-"""FlashAttention-2 (kernels/attention.py) under the interpreter: O and dQ, dK, dV against autograd through the
+"""FlashAttention-2 (kernels/attention/__init__.py) under the interpreter: O and dQ, dK, dV against autograd through the
 float64 naive expression, fp32 and fp16, causal and not, sequence lengths a multiple of no tile, head dims 16-64,
 strided inputs; the sweep's implementations and passes, the FLOP/byte model and the bhsd square shape."""
 import pytest
@@ -151,7 +151,7 @@ def test_forced_tiles_must_split_at_a_tile_edge():
         at.attention_forward(q, k, v, True, 1.0, config={"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4,
                                                          "num_stages": 2})
     o, lse = at.attention_forward(q, k, v, True, 1.0)
-    from kernels._attention_bwd import attention_backward
+    from kernels.attention.backward import attention_backward
     with pytest.raises(ValueError, match="dkdv: BLOCK_N must be a multiple of BLOCK_M"):
         attention_backward(q, k, v, o, lse, grad_o, True, 1.0, {"dkdv": {"BLOCK_M": 64, "BLOCK_N": 32}})
 

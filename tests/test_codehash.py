@@ -69,3 +69,18 @@ def test_the_cell_store_identity_follows_the_code(tmp_path):
     src.write_text(KERNEL.replace("2 * x", "x + x"))
     assert measure.checkpoint_identity(kernel, params) != before
 
+
+
+def test_a_kernels_code_is_its_folder_and_what_it_imports():
+    """rooflab/kernel.kernel_code: from the imports, not a hand list; one kernel's table is no other kernel's code."""
+    from rooflab.kernel import kernel_code, kernel_names
+
+    code = {k: kernel_code(k) for k in kernel_names()}
+    softmax = code["softmax"]
+    for f in ("kernels/softmax/__init__.py", "kernels/softmax/table.py", "kernels/softmax/plan.py",
+              "kernels/softmax/softmax.cu", "kernels/_shared/rows.py", "kernels/_shared/fastlaunch.py"):
+        assert f in softmax, f
+    assert not [f for f in softmax if f.startswith("kernels/layernorm/") or f.endswith("norm_bwd.py")]
+    assert [k for k, files in code.items() if "kernels/softmax/table.py" in files] == ["softmax"]
+    assert "kernels/_shared/rows.py" not in code["vecadd"]  # vecadd imports the elementwise helpers only
+    assert {k for k, files in code.items() if "kernels/_shared/norm_bwd.py" in files} == {"layernorm", "rmsnorm"}

@@ -1,4 +1,4 @@
-"""The launch cache (kernels/_fastlaunch.py) without a GPU.
+"""The launch cache (kernels/_shared/fastlaunch.py) without a GPU.
 
 Under the interpreter nothing is compiled, so the raw launch cannot run here: ``replaying()`` keeps each key's launch
 and replays it through ``kernel[grid]`` with the first call's plan (grid, integers, constexprs), so a key that left
@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
-from kernels import _fastlaunch as fl
+from kernels._shared import fastlaunch as fl
 from kernels import gelu, layernorm, matmul, rmsnorm, rowsum, saxpy, softmax, vecadd
 
 DTYPES = [(torch.float32, 1e-5), (torch.float16, 2e-3)]
@@ -307,10 +307,10 @@ def test_a_hit_on_a_transposed_input_allocates_as_the_first_call(name, fn, ref, 
 
 @pytest.mark.parametrize("tile", [None, 16])
 def test_standing_in_the_norm_backward_hit_launches_raw(tile):
-    """kernels/_norm_bwd.py keeps a plan of raw entries: a hit calls the launcher once a launch (held rows one,
+    """kernels/_shared/norm_bwd.py keeps a plan of raw entries: a hit calls the launcher once a launch (held rows one,
     column tiles two, then the partials' reduction) with this call's tensors at the head and allocates the gradients
     as the first call did."""
-    from kernels._norm_bwd import _LAUNCHES, norm_backward
+    from kernels._shared.norm_bwd import _LAUNCHES, norm_backward
 
     compiled = _Compiled()
     x, w, dy = torch.randn(7, 40), 1 + 0.1 * torch.randn(40), torch.randn(7, 40)

@@ -1,6 +1,7 @@
-"""The kernel files read like the Triton tutorials (issue #26): a short module docstring, the @triton.jit kernels
-first, no file over 400 lines and no comment block over 8; the launch choices live in kernels/_launch.py, each with
-a one-line reason and its evidence, and the kernels read exactly those values."""
+"""The kernel files read like the Triton tutorials: a short module docstring, the @triton.jit kernels first, no file
+over 400 lines and no comment block over 8; each kernel is a folder (kernels/<name>/); the launch choices live in
+its table.py (the shared ones beside the shared code), each with a one-line reason and its evidence, and the kernels
+read exactly those values."""
 from __future__ import annotations
 
 import ast
@@ -11,11 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from kernels._launch import Choice, values
+from kernels._shared.tables import Choice, values
 
 REPO = Path(__file__).resolve().parent.parent
-FILES = sorted((REPO / "kernels").glob("*.py"))
-KERNEL_FILES = [p for p in FILES if not p.name.startswith("_")]
+FILES = sorted((REPO / "kernels").rglob("*.py"))
+KERNEL_FILES = sorted(p for p in (REPO / "kernels").glob("*/__init__.py") if not p.parent.name.startswith("_"))
+TABLE_MODULES = {  # module -> its tables
+    **{f"kernels.{p.parent.name}.table": None for p in KERNEL_FILES if (p.parent / "table.py").exists()},
+    "kernels._shared.rows": ("ROWS",), "kernels._shared.elementwise": ("ELEMENTWISE",)}
 MAX_LINES, MAX_COMMENT_BLOCK, MAX_MODULE_DOCSTRING = 400, 8, 12
 
 
@@ -44,12 +48,12 @@ def _comment_blocks(source: str):
         start = prev = n
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(REPO)))
 def test_no_file_over_400_lines(path):
     assert len(path.read_text().splitlines()) <= MAX_LINES
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(REPO)))
 def test_no_comment_block_over_8_lines(path):
     source = path.read_text()
     long = [f"# block at line {n} ({k} lines)" for n, k in _comment_blocks(source) if k > MAX_COMMENT_BLOCK]
@@ -58,7 +62,7 @@ def test_no_comment_block_over_8_lines(path):
     assert not long, f"{path.name}: " + "; ".join(long)
 
 
-@pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.parent.name)
 def test_kernel_file_reads_docstring_kernels_wrapper_then_kernel(path):
     tree = ast.parse(path.read_text())
     assert ast.get_docstring(tree), "a module docstring first"
@@ -70,9 +74,20 @@ def test_kernel_file_reads_docstring_kernels_wrapper_then_kernel(path):
 
 
 def _tables():
-    from kernels import _launch
+    out = {}
+    for module, names in TABLE_MODULES.items():
+        m = importlib.import_module(module)
+        out |= {name: t for name, t in vars(m).items() if name.isupper() and isinstance(t, dict)
+                and (names is None or name in names)}
+    return out
 
-    return {name: t for name, t in vars(_launch).items() if name.isupper() and isinstance(t, dict)}
+
+def test_every_kernel_is_a_folder_with_its_table():
+    from rooflab.kernel import kernel_names
+
+    names = [p.parent.name for p in KERNEL_FILES]
+    assert names == kernel_names() and not list((REPO / "kernels").glob("[!_]*.py"))
+    assert {f"kernels.{n}.table" for n in names if n not in ("saxpy", "vecadd")} <= set(TABLE_MODULES)
 
 
 def _choices():
@@ -92,8 +107,8 @@ def test_every_launch_choice_has_a_one_line_reason_and_its_evidence(where, choic
         assert (REPO / "data/tuning" / name).exists(), name
 
 
-READERS = {  # kernel module -> (its table in kernels/_launch.py, the attributes it reads from it)
-    "kernels._rows": ("ROWS", {"MAX_BLOCK_SIZE": "MAX_BLOCK_SIZE", "BYTES_PER_THREAD": "BYTES_PER_THREAD"}),
+READERS = {  # kernel module -> (its table, the attributes it reads from it)
+    "kernels._shared.rows": ("ROWS", {"MAX_BLOCK_SIZE": "MAX_BLOCK_SIZE", "BYTES_PER_THREAD": "BYTES_PER_THREAD"}),
     "kernels.layernorm": ("LAYERNORM", {k: k for k in ("TILED_LAUNCH", "HELD_MIN_WARPS", "WB_EARLY_COLS",
                                                        "REGISTER_CAP", "PREFETCH_PROGRAMS", "UNMASKED_COLS",
                                                        "SPLIT_BELOW", "SPLIT_CHUNK", "SPARSE_BLOCK", "WIDE_HELD",
@@ -107,9 +122,9 @@ READERS = {  # kernel module -> (its table in kernels/_launch.py, the attributes
                                                  "SPLIT_UNALIGNED", "SPLIT_ONCE_MAX_ROWS",
                                                  "ALIGNED_TILES")}),
     "kernels.matmul": ("MATMUL", {"TMA_MIN_MNK": "TMA_MIN_MNK"}),
-    "kernels._matmul_operands": ("MATMUL", {k: k for k in ("PAD_MIN_MNK", "KMAJOR_MIN_MNK")}),
+    "kernels.matmul.operands": ("MATMUL", {k: k for k in ("PAD_MIN_MNK", "KMAJOR_MIN_MNK")}),
     "kernels.attention": ("ATTENTION", {k: k for k in ("TMA_TILES", "POINTER_TILES", "HEAVY_FIRST")}),
-    "kernels._attention_bwd": ("ATTENTION", {k: k for k in ("DKDV_TILES", "DQ_TILES")}),
+    "kernels.attention.backward": ("ATTENTION", {k: k for k in ("DKDV_TILES", "DQ_TILES")}),
 }
 
 
@@ -123,7 +138,9 @@ def test_every_table_is_read_by_its_kernel():
         for attr, entry in attrs.items():
             assert getattr(m, attr) == values(tables[table][entry]), f"{module}.{attr}"
             read.add((table, entry))
-    from kernels import _elementwise, _rows, gelu
+    from kernels import gelu
+    from kernels._shared import elementwise as _elementwise
+    from kernels._shared import rows as _rows
 
     assert (_rows.MIN_WARPS, _rows.MAX_WARPS) == values(tables["ROWS"]["WARPS"])
     for m, table in ((_elementwise, "ELEMENTWISE"), (gelu, "GELU")):
@@ -135,4 +152,4 @@ def test_every_table_is_read_by_its_kernel():
 @pytest.mark.parametrize("name", ["gelu", "softmax"])
 def test_cuda_sources_come_from_their_cu_files(name):
     module = importlib.import_module(f"kernels.{name}")
-    assert module.CUDA_SOURCE == (REPO / "kernels" / "cuda" / f"{name}.cu").read_text()
+    assert module.CUDA_SOURCE == (REPO / "kernels" / name / f"{name}.cu").read_text()

@@ -2,7 +2,7 @@
 
 Each wrapper runs with its kernels replaced by a recorder (nothing is computed, so large rows cost nothing) and the
 recorded launches -- grid, constexprs, num_warps, maxnreg, scalar arguments, strides -- must equal
-tests/launch_pins.json, recorded from the code before the launch tables moved to kernels/_launch.py. The GPU-only
+tests/launch_pins.json, recorded from the code before the launch tables moved to the kernel's table.py. The GPU-only
 choices the CPU wrappers cannot reach (LayerNorm's weight prefetch, the matmul configs and the CUDA sources) are
 pinned through the functions that make them. A deliberate launch change re-records the file:
 ``python tests/test_launch_pins.py --record``, and the diff shows what moved.
@@ -57,8 +57,9 @@ class Recorder:
 
 def _recorded(module, names: tuple[str, ...], call) -> list:
     """The launches of call() with each kernel in ``names`` recorded instead, on ``module`` or, for a name it lacks,
-    on the split modules (kernels/_norm_split.py, kernels/_softmax_shapes.py) that has it."""
-    from kernels import _norm_split, _softmax_shapes
+    on the split modules (kernels/_shared/norm_split.py, kernels/softmax/shapes.py) that has it."""
+    from kernels._shared import norm_split as _norm_split
+    from kernels.softmax import shapes as _softmax_shapes
 
     log: list = []
     owner = {n: next(m for m in (module, _norm_split, _softmax_shapes) if hasattr(m, n)) for n in names}
@@ -119,7 +120,7 @@ def record_rows() -> dict:
     for dtype in DTYPES:  # the knobs tests and the lab turn
         x = torch.empty((3, 2048), dtype=dtype)
         w = torch.empty((2048,), dtype=dtype)
-        split = ("_norm_split_stats_kernel", "_norm_split_apply_kernel")  # kernels/_norm_split.py's
+        split = ("_norm_split_stats_kernel", "_norm_split_apply_kernel")  # kernels/_shared/norm_split.py's
         for kw in ({"block_size": 512}, {"block_size": 4096}, {"num_warps": 2}, {"block_size": 256, "num_warps": 8},
                    {"split": 512}, {"split": 0}):
             out[f"layernorm/{_dt(dtype)}/3x2048/{kw}"] = _recorded(

@@ -1,9 +1,9 @@
-"""kernels/layernorm.py (and the shared row heuristic in kernels/_rows.py) under the Triton interpreter."""
+"""kernels/layernorm/__init__.py (and the shared row heuristic in kernels/_shared/rows.py) under the Triton interpreter."""
 import pytest
 import torch
 
 from kernels import layernorm as ln
-from kernels._rows import MAX_BLOCK_SIZE, row_launch_params
+from kernels._shared.rows import MAX_BLOCK_SIZE, row_launch_params
 
 from test_norms import DTYPE_IDS, DTYPES, SHAPES  # the norms' shared grid (tests/test_norms.py)
 
@@ -83,7 +83,7 @@ def test_large_mean_keeps_variance_accurate(spy_launches, block_size):
     (300, 16, "_layernorm_fwd_kernel"), (4099, None, "_layernorm_fwd_aligned_kernel")],
     ids=["packed", "held", "tiled", "aligned"])
 def test_eps_is_honoured(spy_launches, cols, block_size, kernel):
-    from kernels import _norm_packed
+    from kernels._shared import norm_packed as _norm_packed
 
     seen = spy_launches(ln, "_layernorm_fwd_kernel", "_layernorm_fwd_aligned_kernel")
     seen_packed = spy_launches(_norm_packed, "layernorm_fwd_packed_kernel")
@@ -188,7 +188,7 @@ def test_launch_options(n_cols, element_size, block_size, warps, prefetch, expec
 def test_weight_prefetch_only_where_it_can_run(monkeypatch):
     from types import SimpleNamespace
 
-    from kernels import _rows
+    from kernels._shared import rows as _rows
 
     on_gpu = SimpleNamespace(device=SimpleNamespace(type="cuda"))
     on_cpu = SimpleNamespace(device=SimpleNamespace(type="cpu"))

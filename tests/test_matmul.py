@@ -1,4 +1,4 @@
-"""kernels/matmul.py under the Triton interpreter: C = relu(A @ B) against float64, strides, errors, FLOP/byte model.
+"""kernels/matmul/__init__.py under the Triton interpreter: C = relu(A @ B) against float64, strides, errors, FLOP/byte model.
 
 The interpreter computes fp32 dots exactly (no tf32), so float32 is held to a tight tolerance here; the GPU's tf32 is
 covered by KERNEL.tolerance, checked by the measurement job.
@@ -7,7 +7,7 @@ import pytest
 import torch
 import triton
 
-from kernels import _matmul_operands as operands
+from kernels.matmul import operands as operands
 from kernels import matmul as mm
 from rooflab.cell import relative_error
 from rooflab.kernel import math_mode, math_mode_ran, torch_dtype
@@ -258,7 +258,7 @@ def test_tma_on_a_k_major_b_matches_float64(dtype, atol, rtol, config):
     c = mm.matmul_triton(a, b_k, config=config, method="tma")
     torch.testing.assert_close(c.to(torch.float64), _ref(a, b), atol=atol, rtol=rtol)
     if config is None:  # a kept launch (replayed under the interpreter) re-based on another K-major B of the key
-        from kernels import _fastlaunch as fl
+        from kernels._shared import fastlaunch as fl
 
         _, b2 = _operands(100, 72, 40, dtype, seed=4)
         b2_k = b2.t().contiguous().t()

@@ -1,10 +1,10 @@
-"""LayerNorm and RMSNorm backward (kernels/_norm_bwd.py, issue 24): every gradient (dx, dweight, dbias) against
+"""LayerNorm and RMSNorm backward (kernels/_shared/norm_bwd.py, issue 24): every gradient (dx, dweight, dbias) against
 autograd through the float64 expression, under the interpreter in fp32 and fp16; odd row lengths, several rows
 per program, leading dimensions; the forward without autograd stays the plain kernel."""
 import pytest
 import torch
 
-from kernels._norm_bwd import norm_backward
+from kernels._shared.norm_bwd import norm_backward
 from kernels.layernorm import EPS as LN_EPS, layernorm_triton
 from kernels.rmsnorm import EPS as RMS_EPS, rmsnorm_triton
 
@@ -86,7 +86,7 @@ def test_long_row_path_against_float64(monkeypatch, centre, dtype, path, shape, 
     # several rows a program (37 rows over 2 tiles), a large mean (LayerNorm combines tiles about their own means);
     # on plain tiles with and without the next row's x and dy loaded ahead (TILE_PREFETCH, keyed), and on 16-byte
     # aligned tiles (ALIGNED_LONG), which rows of no multiple of 16 bytes take
-    from kernels import _norm_bwd
+    from kernels._shared import norm_bwd as _norm_bwd
 
     monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", (2, 4) if path == "tiles, prefetch" else ())
     monkeypatch.setattr(_norm_bwd, "ALIGNED_LONG", path == "aligned tiles")
@@ -118,7 +118,7 @@ def test_long_row_path_against_float64(monkeypatch, centre, dtype, path, shape, 
 
 @pytest.mark.parametrize("centre", [True, False])
 def test_rows_longer_than_one_block_take_the_tiled_path(centre):
-    from kernels._rows import MAX_BLOCK_SIZE
+    from kernels._shared.rows import MAX_BLOCK_SIZE
 
     n = MAX_BLOCK_SIZE + 1000  # a row no block holds (nor HELD_MAX_COLS): the default goes to the long-row path
     x, w, b = rand((2, n), torch.float32, 0), rand((n,), torch.float32, 1, 0.1, 1.0), rand((n,), torch.float32, 2)
@@ -136,7 +136,7 @@ def test_a_tile_that_is_no_power_of_two_is_refused():
 
 def test_rows_over_held_max_cols_take_the_tiled_path(monkeypatch):
     # rows of 8193-16384 columns fit a block but spill when held: the tiled path takes them
-    from kernels import _norm_bwd
+    from kernels._shared import norm_bwd as _norm_bwd
 
     calls = []
     def first_call(key, x2, *rest):  # records the tile it was given
@@ -153,11 +153,11 @@ def test_rows_over_held_max_cols_take_the_tiled_path(monkeypatch):
 @pytest.mark.parametrize("tile", [None, 16])
 @pytest.mark.parametrize("centre", [True, False])
 def test_a_kept_backward_replays_its_first_call(tile, centre):
-    # kernels/_fastlaunch.py: a key's first call plans and keeps its launches (held rows: one; column tiles: two;
+    # kernels/_shared/fastlaunch.py: a key's first call plans and keeps its launches (held rows: one; column tiles: two;
     # then the partials' reduction); a hit on new tensors launches them with no planning and gives the plain path's
     # answer; alignment is keyed
-    from kernels import _fastlaunch as fl
-    from kernels._norm_bwd import _LAUNCHES
+    from kernels._shared import fastlaunch as fl
+    from kernels._shared.norm_bwd import _LAUNCHES
 
     def call(seed, unaligned=False):
         x = rand((7 * 40 + 1,), torch.float32, seed)[1:].view(7, 40) if unaligned else \
@@ -190,7 +190,8 @@ def test_long_unaligned_rows_on_aligned_tiles_against_float64(monkeypatch, centr
     # ALIGNED_LONG: rows no multiple of 16 bytes on tiles from the 16-byte boundary before each row: rows of one
     # tile and two (no inner tile), of 2-8 start classes (250 fp16 columns: 4), classes of one row (2 rows, 8
     # classes), several rows a program and rows past the end (100 rows), a large mean
-    from kernels import _norm_bwd, _norm_bwd_aligned
+    from kernels._shared import norm_bwd as _norm_bwd
+    from kernels._shared import norm_bwd_aligned as _norm_bwd_aligned
 
     monkeypatch.setattr(_norm_bwd, "ALIGNED_LONG", True)
     launched = []
@@ -220,7 +221,7 @@ def test_eps_zero_leaves_no_nan_from_rows_past_the_end(monkeypatch, centre, cols
     # a program's rows run past the last row (held: 100 rows over 16 programs, 8 rows a tile; column tiles of 64:
     # 5 tiles, 34 rows a program, the next rows loaded ahead): those rows' sum of squares is 0, so with eps 0 their
     # rstd must not reach dweight as 0 * inf
-    from kernels import _norm_bwd
+    from kernels._shared import norm_bwd as _norm_bwd
 
     monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", (4,))
     x, w, b, dy = rand((100, cols), torch.float32, 0), rand((cols,), torch.float32, 1, 0.1, 1.0), \
@@ -239,7 +240,7 @@ def test_partials_reduced_over_several_steps(monkeypatch, centre, shape, tile):
     # the reduction walks the programs' partial sums REDUCE_MAX_PARTS rows at a time: at 2 (keyed, so the swap takes
     # effect) 37 rows' partials take several steps, a ragged last one among them; odd fp16 rows put dbias's row of
     # the output on its own 16-byte boundary
-    from kernels import _norm_bwd
+    from kernels._shared import norm_bwd as _norm_bwd
 
     monkeypatch.setattr(_norm_bwd, "REDUCE_MAX_PARTS", 2)
     n = shape[-1]
@@ -291,7 +292,7 @@ def test_held_rows_with_the_next_rows_prefetched_against_float64(monkeypatch, ce
     # every held row prefetched: each step loads the next rows while it works (on this CPU at most 16 programs):
     # 41 x 300 gives each several one-row steps, 1000 x 64 several steps of packed rows with a last one past the
     # end, 37 x 64 one packed step of 3 rows in 4, then a row a program and one row alone
-    from kernels import _norm_bwd
+    from kernels._shared import norm_bwd as _norm_bwd
 
     monkeypatch.setattr(_norm_bwd, "PREFETCH_ROW_BYTES", ((0, 1 << 30), (0, 1 << 30)))
     monkeypatch.setattr(_norm_bwd, "PREFETCH_UNALIGNED", (True, True))
@@ -312,7 +313,7 @@ def test_held_rows_with_the_next_rows_prefetched_against_float64(monkeypatch, ce
 def test_held_rows_prefetch_where_the_rule_says_at_most_its_warps(monkeypatch, centre, dtype, cols, prefetch, warps):
     # PREFETCH_ROW_BYTES: RMSNorm's rows over 1 KB, LayerNorm's of 8-16 KB and a multiple of 16 bytes
     # (PREFETCH_UNALIGNED); prefetching rows take <= 8 warps, unprefetched unaligned rows over UNALIGNED_WIDE_COLS 32
-    from kernels import _norm_bwd
+    from kernels._shared import norm_bwd as _norm_bwd
 
     seen = []
     launch = _norm_bwd._LAUNCHES.launch

@@ -55,7 +55,7 @@ def test_kernel_declaration_and_seeded_inputs(norm):
 
 
 def test_row_align_is_the_largest_vector_dividing_every_length():
-    from kernels._rows import row_align
+    from kernels._shared.rows import row_align
 
     assert row_align(2, 5000, 5000) == 8  # bf16 rows of 5000: 16-byte vectors
     assert row_align(2, 100, 100) == 4 and row_align(4, 100, 100) == 4

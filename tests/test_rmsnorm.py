@@ -1,4 +1,4 @@
-"""kernels/rmsnorm.py under the Triton interpreter: against float64, strides, tiled rows, errors, FLOP/byte model."""
+"""kernels/rmsnorm/__init__.py under the Triton interpreter: against float64, strides, tiled rows, errors, FLOP/byte model."""
 import pytest
 import torch
 
@@ -126,7 +126,7 @@ def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
     (10, None, "rmsnorm_fwd_packed_kernel"), (300, None, "_rmsnorm_fwd_kernel"), (300, 16, "_rmsnorm_fwd_kernel"),
     (32771, None, "_rmsnorm_fwd_aligned_kernel")], ids=["packed", "held", "tiled", "aligned"])
 def test_eps_is_honoured(spy_launches, cols, block_size, kernel):
-    from kernels import _norm_packed
+    from kernels._shared import norm_packed as _norm_packed
 
     seen = spy_launches(rms, "_rmsnorm_fwd_kernel", "_rmsnorm_fwd_aligned_kernel")
     seen_packed = spy_launches(_norm_packed, "rmsnorm_fwd_packed_kernel")
@@ -172,7 +172,7 @@ def test_long_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, cols, t
     # rows too long to hold (the widest block cut to 8 columns; rows under 256 columns are packed) and no multiple
     # of 16 bytes walk the flat buffer in aligned tiles: rows starting mid-tile, of one tile (257 columns in 512) and
     # two (in 256: no inner tile), first, inner and last tiles
-    from kernels import _rows
+    from kernels._shared import rows as _rows
 
     monkeypatch.setattr(_rows, "MAX_BLOCK_SIZE", 8)
     monkeypatch.setattr(rms, "ALIGNED_TILES", {2: (tile, 1)})
@@ -206,7 +206,7 @@ def test_tiled_launch_names_the_long_rows_tile(monkeypatch):
 
 
 def test_a_wide_row_held_in_one_tile_matches_float64(monkeypatch):
-    from kernels import _rows
+    from kernels._shared import rows as _rows
 
     monkeypatch.setattr(_rows, "MAX_BLOCK_SIZE", 256)
     monkeypatch.setattr(rms, "WIDE_HELD", {4: (1024, 4)})

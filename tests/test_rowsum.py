@@ -146,7 +146,7 @@ def test_compile_of_the_naive_loop_is_skipped_on_long_rows():
 
 @pytest.mark.parametrize("cols,pitch", [(100, 108), (50, 54), (52, 60)])
 def test_rows_whose_length_and_stride_share_a_vector(cols, pitch):
-    # ALIGN > 1: the kernel rewrites n_cols and the row stride as multiples of it (kernels/_rows.row_align)
+    # ALIGN > 1: the kernel rewrites n_cols and the row stride as multiples of it (kernels/_shared/rows.row_align)
     x = torch.randn(33, pitch, generator=torch.Generator().manual_seed(3))[:, :cols]
     torch.testing.assert_close(rowsum_triton(x).double(), x.double().sum(dim=1), atol=1e-4, rtol=1e-5)
 

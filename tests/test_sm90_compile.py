@@ -60,8 +60,8 @@ for align in (1, 8):
                        target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
     ptx = k.asm["ptx"]
     out[f"align {align}"] = {"v4": ptx.count("ld.global.v4"), "scalar": ptx.count("ld.global.b16")}
-# The norm backward as a programmatic dependent (kernels/_norm_bwd.PDL) and TF32 on a K-major B through TMA
-from kernels._norm_bwd import _norm_bwd_kernel, _norm_bwd_reduce_kernel
+# The norm backward as a programmatic dependent (kernels/_shared/norm_bwd.PDL) and TF32 on a K-major B through TMA
+from kernels._shared.norm_bwd import _norm_bwd_kernel, _norm_bwd_reduce_kernel
 from kernels.matmul import _matmul_tma_kernel
 sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "dy_ptr": "*bf16", "dx_ptr": "*bf16", "part_ptr": "*fp32", "n_rows": "i32",
        "n_cols": "i32", "eps": "fp32", "ROWS_PER_PROGRAM": "constexpr", "BLOCK_M": "constexpr",
@@ -132,7 +132,7 @@ def test_weights_loaded_early_compile_without_a_prefetch(compiled):
 
 
 def test_align_lets_rows_of_any_multiple_of_a_vector_load_vectors(compiled):
-    """ALIGN (kernels/_rows.row_align) rewrites n_cols and the row strides as its multiples: without it, an i32 row
+    """ALIGN (kernels/_shared/rows.row_align) rewrites n_cols and the row strides as its multiples: without it, an i32 row
     length and stride no multiple of 16 leave every load a single element; with ALIGN 8, bf16 rows load 16 bytes."""
     assert compiled["align 8"]["v4"] > 0 and compiled["align 8"]["scalar"] == 0
     assert compiled["align 1"]["v4"] == 0 and compiled["align 1"]["scalar"] > 0  # the same row, one element a load

@@ -1,12 +1,12 @@
 """The split path of the row kernels (issue 23: few long rows, and rowsum's long unaligned rows) and softmax's aligned
 tiles for unaligned rows: forced under the interpreter (it never splits by itself there: no SM count) against
 float64, odd lengths included; the choice itself
-(kernels/_rows.split_cols) for the H200's 132 SMs; the launch cache keeps a split's two launches as one."""
+(kernels/_shared/rows.split_cols) for the H200's 132 SMs; the launch cache keeps a split's two launches as one."""
 import pytest
 import torch
 
-from kernels import _fastlaunch
-from kernels._rows import split_cols
+from kernels._shared import fastlaunch as _fastlaunch
+from kernels._shared.rows import split_cols
 from kernels.layernorm import layernorm64, layernorm_triton
 from kernels.rmsnorm import rmsnorm64, rmsnorm_triton
 from kernels import rowsum, softmax
@@ -53,7 +53,7 @@ def _norm_inputs(shape, dtype):
 def test_norms_split_match_float64(monkeypatch, shape, chunk, dtype, atol, rtol, aligned):
     # ALIGNED_SPLIT: rows no multiple of 16 bytes (20001, 1001 and 333 columns) in chunks on 16-byte aligned tiles
     # of the flat x and y, the first and last chunk of a row masked; aligned rows keep the plain chunks
-    from kernels import _norm_split
+    from kernels._shared import norm_split as _norm_split
 
     monkeypatch.setattr(_norm_split, "ALIGNED_SPLIT", aligned)
     aligns, real = [], _norm_split.launch_split
@@ -245,7 +245,7 @@ def test_a_kept_softmax_split_replays_as_its_first_call():
 
 @pytest.mark.parametrize("cols,pitch", [(100, 108), (50, 54), (52, 60)])
 def test_packed_softmax_on_rows_whose_length_and_stride_share_a_vector(cols, pitch):
-    # ALIGN > 1 in the packed kernels (kernels/_rows.row_align): rows sliced from a wider buffer, forward and backward
+    # ALIGN > 1 in the packed kernels (kernels/_shared/rows.row_align): rows sliced from a wider buffer, forward and backward
     from kernels.softmax import softmax_triton
 
     g = torch.Generator().manual_seed(5)

@@ -4,7 +4,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._elementwise import tile
+from kernels._shared.elementwise import tile
 from kernels.vecadd import KERNEL, reference, vecadd_triton
 
 SHAPES = [(1, 1), (3, 17), (1, 4097), (37, 1793), (64, 300)]
@@ -33,7 +33,7 @@ def test_block_size_override(block_size):
 
 def test_tile_launch_gives_a_single_row_view_a_zero_row_stride():
     """Contiguous operands run as one (1, n) row; its row stride is passed as 0 so Triton can prove alignment."""
-    from kernels._elementwise import binary_operands, tile_launch
+    from kernels._shared.elementwise import binary_operands, tile_launch
 
     x, y = _inputs((37, 1793), torch.float32)
     _, views = binary_operands("t", x, y)
@@ -50,7 +50,7 @@ def test_tile_launch_gives_a_single_row_view_a_zero_row_stride():
 
 
 def test_a_single_row_tile_is_one_row_even_when_the_row_is_short():
-    from kernels._elementwise import binary_operands, tile_launch
+    from kernels._shared.elementwise import binary_operands, tile_launch
 
     x, y = _inputs((8, 8), torch.float32)  # 64 elements: a 64-wide tile, not 16 copies of the row
     _, views = binary_operands("t", x, y)

@@ -134,15 +134,15 @@ CODE_EDIT = "\n\ndef _an_edit():\n    return 1\n"  # code: the kernel's stamp (r
 
 
 def test_kernel_edit_reruns_that_kernels_jobs_and_the_cross_kernel_ones_only(repo):
-    kernel = repo / "kernels/gelu.py"
+    kernel = repo / "kernels/gelu/__init__.py"
     original = kernel.read_text()
     kernel.write_text(original + CODE_EDIT)
     try:
         jobs = planned_jobs(repo)
     finally:
         kernel.write_text(original)
-    assert sorted(outputs(jobs, "measure_host")) == ["results/raw/cpu/compiled/gelu.parquet", "results/raw/cpu/gelu.parquet",
-                                                "results/raw/cpu/profiles/gelu.parquet"]  # one job, its profile too
+    assert sorted(outputs(jobs, "measure_host")) == [  # one job, its profile, compiled facts and paired rounds too
+        f"results/raw/cpu/{sub}gelu.parquet" for sub in ("compiled/", "", "paired/", "profiles/")]
     assert outputs(jobs, "metrics_kernel") == ["results/metrics/cpu/gelu.parquet"]
     assert outputs(jobs, "figures_kernel") == ["results/figures/cpu/bandwidth/gelu.pdf",
                                                "results/figures/cpu/bandwidth/gelu.png"]
@@ -151,10 +151,28 @@ def test_kernel_edit_reruns_that_kernels_jobs_and_the_cross_kernel_ones_only(rep
     # the rest is cross-kernel: the metrics table, the CPU's device figures and the paper, nothing of vecadd or h200
     assert outputs(jobs, "figure_gpu") and all(o.startswith("results/figures/cpu/") for o in outputs(jobs, "figure_gpu"))
     rules = {j["rule"] for j in jobs} - {"measure_host", "metrics_kernel", "figures_kernel", "notebook"}
-    assert rules <= {"all", "metrics", "figure_gpu", "paper_inputs", "paper_pdf", "paper_sources"}, rules
+    assert rules <= {"all", "metrics", "figure_gpu", "paired_verdicts", "paper_inputs", "paper_verdicts", "paper_pdf",
+                     "paper_sources"}, rules
     assert {"metrics", "paper_inputs"} <= rules
     assert not [j for j in job_names(jobs) if "vecadd" in j or "h200" in j], job_names(jobs)
     # the same content again (a newer mtime): checksums say nothing changed
+    assert planned_jobs(repo) == []
+
+
+def test_a_launch_table_edit_remeasures_that_kernel_only(repo):
+    """A kernel's job takes its folder and the shared modules it imports (rooflab/kernel.kernel_code): retuning
+    gelu's table re-measures gelu alone; the elementwise helpers only vecadd imports re-measure vecadd alone."""
+    for rel, kernel in (("kernels/gelu/table.py", "gelu"), ("kernels/_shared/elementwise.py", "vecadd")):
+        path = repo / rel
+        original = path.read_text()
+        path.write_text(original + CODE_EDIT)
+        try:
+            jobs = planned_jobs(repo)
+        finally:
+            path.write_text(original)
+        measured = outputs(jobs, "measure_host")
+        assert "results/raw/cpu/gelu.parquet" in measured or kernel != "gelu", (rel, jobs)
+        assert {Path(o).stem for o in measured} == {kernel}, (rel, measured)
     assert planned_jobs(repo) == []
 
 
@@ -169,7 +187,7 @@ def test_a_comment_or_docstring_edit_measures_nothing(repo):
         path.write_text(original)
     # a kernel: no measurement, no analysis, no figure; the paper, which quotes its file (description, the naive
     # expression's traffic comments), is rebuilt
-    path = repo / "kernels/gelu.py"
+    path = repo / "kernels/gelu/__init__.py"
     original = path.read_text()
     path.write_text(original.replace('"""', '"""An edited docstring. ', 1) + "\n# an edited comment\n")
     try:
@@ -199,7 +217,7 @@ def test_figure_edit_redraws_that_figure_and_the_paper_only(repo):
 
 def test_bare_touch_reruns_nothing(repo):
     # input: files are compared by checksum; a rule's script: file (analysis/metrics.py) would rerun on mtime
-    for rel in ("kernels/vecadd.py", "figures/_common.py", "paper/main.tex", "notebooks/kernel.ipynb"):
+    for rel in ("kernels/vecadd/__init__.py", "figures/_common.py", "paper/main.tex", "notebooks/kernel.ipynb"):
         os.utime(repo / rel)
     assert planned_jobs(repo) == []
 
@@ -214,7 +232,7 @@ def test_fresh_clone_needs_touch_once(repo, tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert planned_jobs(clone) == []
     # and real edits are still seen afterwards
-    (clone / "kernels/vecadd.py").write_text((clone / "kernels/vecadd.py").read_text() + CODE_EDIT)
+    (clone / "kernels/vecadd/__init__.py").write_text((clone / "kernels/vecadd/__init__.py").read_text() + CODE_EDIT)
     assert "results/raw/cpu/vecadd.parquet" in outputs(planned_jobs(clone), "measure_host")
 
 

@@ -1,11 +1,14 @@
-"""What a matrix product's operands need before kernels/matmul.py launches: tl.dot's input precision, TMA's
+"""What a matrix product's operands need before kernels/matmul/__init__.py launches: tl.dot's input precision, TMA's
 alignment, zero padding for a large product whose K or N is no multiple of 16, and a K-major B for TF32 on Hopper."""
 from __future__ import annotations
 
 import torch
 
-from kernels._launch import MATMUL, values
+from kernels._shared.tables import track_swaps, values
+from kernels.matmul.table import MATMUL
 from rooflab.triton_utils import device_capability
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 PAD_MIN_MNK = values(MATMUL["PAD_MIN_MNK"])  # "auto" pads a product this large whose K or N is no multiple of PAD_TO
 PAD_TO = 16  # elements: Triton assumes an integer argument divisible by 16 only when it is (strides, K, N)

@@ -1,12 +1,12 @@
 """RMSNorm over the last dimension of an N x N input: y = x / sqrt(mean(x^2) + eps) * weight.
 
-One program per row, the sum of squares in fp32. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE
+One program per row, the sum of squares in fp32. A row that fits in one block (up to kernels/_shared/rows.MAX_BLOCK_SIZE
 columns) is read once and kept in registers, or, for the rows RELOAD_MIN_COLS names, read twice, the second time
 from the L2, which frees the registers for more rows per SM (Inductor's shape); rows WIDE_HELD names, up to a wider
 block. A longer row is walked in tiles twice: once for the sum of squares, once to normalise and store (a contiguous
 row no multiple of 16 bytes on 16-byte aligned tiles of the flat x); few long rows are split over several programs
-(kernels/_norm_split.py). Rows a whole number of tiles long that UNMASKED_COLS names drop the column mask. The
-tables are in kernels/_launch.py. Passes "fwd" and "fwd+bwd" (kernels/_norm_bwd.py's backward).
+(kernels/_shared/norm_split.py). Rows a whole number of tiles long that UNMASKED_COLS names drop the column mask. The
+tables are in the kernel's table.py. Passes "fwd" and "fwd+bwd" (kernels/_shared/norm_bwd.py's backward).
 
 References: Zhang & Sennrich, "Root Mean Square Layer Normalization" (2019); Liger-Kernel's ops/rms_norm.py.
 """
@@ -17,21 +17,33 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._launch import RMSNORM, values
-from kernels._fastlaunch import LaunchCache, spec
-from kernels._norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
-from kernels import _norm_packed, _norm_split
-from kernels._norm_packed import packed_norm_launch
-from kernels._norm_split import norm_split_forward
-from kernels._rows import (aligned_row, leading_rows, bound_mask, device_sms, needs_grad, row_align, row_launch_params,
-                           split_cols, unmasked)
+from kernels._shared import tables
+from kernels._shared.fastlaunch import LaunchCache, spec
+from kernels._shared.norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
+from kernels._shared.norm_packed import packed_norm_launch
+from kernels._shared.norm_split import norm_split_forward
+from kernels._shared.rows import (
+    aligned_row,
+    bound_mask,
+    device_sms,
+    leading_rows,
+    needs_grad,
+    row_align,
+    row_launch_params,
+    split_cols,
+    unmasked,
+)
+from kernels._shared.tables import track_swaps, values
+from kernels.rmsnorm.table import RMSNORM
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
+
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-# The launch tables, read at each call (tests and the lab swap them): see kernels/_launch.py.
+# The launch tables, read at each call (tests and the lab swap them): see the kernel's table.py.
 RELOAD_MIN_COLS = values(RMSNORM["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
 RELOAD_WARPS = values(RMSNORM["RELOAD_WARPS"])  # ... with this many warps
 SPARSE_BLOCK = values(RMSNORM["SPARSE_BLOCK"])  # (fewest, most columns, warps): held, not read twice
@@ -53,7 +65,7 @@ def _rmsnorm_fwd_kernel(
     ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
     RELOAD: tl.constexpr = False,  # ... or read it twice, holding nothing across the reduction
     FULL: tl.constexpr = False,  # the row is a whole number of tiles (n_cols % BLOCK_SIZE == 0): no column mask
-    ALIGN: tl.constexpr = 1,  # divides n_cols and the row strides (kernels/_rows.row_align): vector loads
+    ALIGN: tl.constexpr = 1,  # divides n_cols and the row strides (kernels/_shared/rows.row_align): vector loads
 ):
     n_cols, stride_xm, stride_ym = n_cols // ALIGN * ALIGN, stride_xm // ALIGN * ALIGN, stride_ym // ALIGN * ALIGN
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
@@ -96,7 +108,7 @@ def _rmsnorm_fwd_kernel(
 @triton.jit
 def _rmsnorm_fwd_aligned_kernel(x_ptr, w_ptr, y_ptr, n_cols, eps, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
     # A long row of a contiguous x no multiple of 16 bytes, on 16-byte aligned tiles of the flat buffer (softmax's
-    # walk, kernels/_softmax_shapes.py): the first and last tiles masked, the inner ones unmasked at offsets the
+    # walk, kernels/softmax/shapes.py): the first and last tiles masked, the inner ones unmasked at offsets the
     # compiler can prove aligned, so x and y move 16-byte vectors. The weight, indexed by column, stays unaligned.
     row_start, row_end, first, n_tiles = aligned_row(tl.program_id(axis=0), n_cols, BLOCK_N, ALIGN)
     lanes = tl.arange(0, BLOCK_N)
@@ -137,15 +149,13 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
                    block_size: int | None = None, num_warps: int | None = None,
                    reload: bool | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row, honouring any strides of x and weight without a
-    copy. ``block_size`` and ``num_warps`` override the heuristic (kernels/_rows.py; asked for, with ``full``, they
+    copy. ``block_size`` and ``num_warps`` override the heuristic (_shared/rows.py; asked for, with ``full``, they
     turn off TILED_LAUNCH, WIDE_HELD and ALIGNED_TILES); ``reload`` reads a one-tile row twice (the second time from
     the L2): by default for the rows RELOAD_MIN_COLS names, at RELOAD_WARPS, but SPARSE_BLOCK's (held, its warps)
     where no block_size is asked for. ``full`` drops the column mask of a row a whole number of tiles long (default:
-    UNMASKED_COLS's rows). ``split``: columns a program of the split path takes (kernels/_norm_split.py), 0: one
+    UNMASKED_COLS's rows). ``split``: columns a program of the split path takes (kernels/_shared/norm_split.py), 0: one
     program a row, None: split_cols's choice (GPU only). A key seen before launches as its first call did."""
-    key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full, split,  # the tables by id: lab swaps
-           id(RELOAD_MIN_COLS), RELOAD_WARPS, id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS,
-           _norm_split.ALIGNED_SPLIT, SPARSE_BLOCK, id(TILED_LAUNCH), id(ALIGNED_TILES), id(WIDE_HELD))
+    key = (spec(x), spec(weight), eps, block_size, num_warps, reload, full, split, tables.VERSION)
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
@@ -171,7 +181,7 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         return y
     if block_size is None and num_warps is None and reload is None and full is None and \
             (packed := packed_norm_launch(x, y, weight, None, eps)):
-        kernel, grid, args, meta = packed  # many short rows: several a program (kernels/_norm_packed.py)
+        kernel, grid, args, meta = packed  # many short rows: several a program (kernels/_shared/norm_packed.py)
         _LAUNCHES.launch(key, kernel, grid, (x, weight, y, *args), meta, n_head=3)
         return y
     auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
@@ -206,7 +216,7 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
 
 def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS, **launch) -> torch.Tensor:
     """RMSNorm over the last dimension, differentiable: where autograd records (an input requires grad), the
-    backward is kernels/_norm_bwd.py's; ``launch`` (block_size, num_warps, reload, full) goes to the forward."""
+    backward is kernels/_shared/norm_bwd.py's; ``launch`` (block_size, num_warps, reload, full) goes to the forward."""
     if needs_grad(x, weight):
         return TritonNorm.apply(x, weight, None, eps, _rmsnorm_forward, False)
     return _rmsnorm_forward(x, weight, eps, **launch)

@@ -2,8 +2,8 @@
 launches a million programs of one load each (LayerNorm 1000000 x 32 bf16: 607 us on the H200, torch 32).
 
 A program holds BLOCK_M whole rows as one (BLOCK_M, BLOCK_N) tile, about PACK_ROWS[1] elements, and reduces along
-its columns, as softmax's packed kernel does (kernels/_softmax_shapes.py). Rows must be contiguous along their
-columns, the weights contiguous; ALIGN (kernels/_rows.row_align) lets rows of 100 columns load vectors. The
+its columns, as softmax's packed kernel does (kernels/softmax/shapes.py). Rows must be contiguous along their
+columns, the weights contiguous; ALIGN (kernels/_shared/rows.row_align) lets rows of 100 columns load vectors. The
 wrappers choose (packed_norm_launch) and launch through their launch cache.
 """
 from __future__ import annotations
@@ -11,7 +11,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels._rows import packed_launch
+from kernels._shared.rows import packed_launch
+from kernels._shared.tables import track_swaps
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 PACK_ROWS = (256, 4096)  # rows under 256 columns, about 4096 elements a program: softmax's values, not tuned apart
 
@@ -51,7 +54,7 @@ def rmsnorm_fwd_packed_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_xm, st
 def packed_norm_launch(x, y, weight, bias, eps: float):
     """(kernel, grid, args after the head, kwargs) of the packed forward (LayerNorm's head (x, weight, bias, y) where
     a bias is given, RMSNorm's (x, weight, y)), or None where it does not apply: rows of PACK_ROWS[0] columns or
-    more (kernels/_rows.packed_launch), or rows or weights not contiguous along the columns."""
+    more (kernels/_shared/rows.packed_launch), or rows or weights not contiguous along the columns."""
     if x.stride(1) != 1 or weight.stride(0) != 1 or (bias is not None and bias.stride(0) != 1):
         return None
     n_rows, n_cols = x.shape

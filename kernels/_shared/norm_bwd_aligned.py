@@ -1,4 +1,4 @@
-"""The norms' long-row backward for rows no multiple of 16 bytes: kernels/_norm_bwd_long.py's column tiles, aligned.
+"""The norms' long-row backward for rows no multiple of 16 bytes: _shared/norm_bwd_long.py's column tiles, aligned.
 
 A row of n columns that starts h elements past a 16-byte boundary gets no vector loads from tiles that start at its
 first column. Here its tiles start at that boundary instead: tile t holds columns [t * T - h, (t + 1) * T - h), the
@@ -14,8 +14,11 @@ import math
 import triton
 import triton.language as tl
 
-from kernels._norm_bwd_long import store_partials, store_tile_stats, tile_dx
-from kernels._rows import aligned_tile, load_tile, store_tile, tile_counts
+from kernels._shared.norm_bwd_long import store_partials, store_tile_stats, tile_dx
+from kernels._shared.rows import aligned_tile, load_tile, store_tile, tile_counts
+from kernels._shared.tables import track_swaps
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 
 @triton.jit

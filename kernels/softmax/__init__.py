@@ -3,9 +3,9 @@
 Forward: a row of at most MAX_FUSED_BLOCK elements is held in registers by one program (padded to a power of two with
 -inf, which exp sends to 0): x read once, y written once; the rows RELOAD_MIN_COLS names read x again, from the L2.
 Longer rows: online softmax over tiles, a running max m and sum s, rescaled by exp(m_old - m_new) when m grows, then a
-second pass writes exp(x - m) / s (few long rows: split over several programs, kernels/_softmax_shapes.py). Backward:
+second pass writes exp(x - m) / s (few long rows: split over several programs, kernels/softmax/shapes.py). Backward:
 dx = y * (dy - sum_j dy_j y_j), one program per row, two passes over tiles for long rows. Row statistics are fp32.
-Passes: "fwd" and "fwd+bwd" (a fixed seeded upstream gradient). Also here: hand-written CUDA (kernels/cuda/softmax.cu).
+Passes: "fwd" and "fwd+bwd" (a fixed seeded upstream gradient). Also here: hand-written CUDA (softmax.cu).
 
 References: Triton tutorial 02-fused-softmax; Liger-Kernel ops/softmax.py (autograd Function); Milakov &
 Gimelshein, "Online normalizer calculation for softmax" (2018).
@@ -16,21 +16,30 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._cuda import build_cuda, cuda_source
-from kernels._launch import SOFTMAX, values
-from kernels._fastlaunch import LaunchCache, spec
-from kernels._rows import (check_split, leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms, held_min_warps,
-                           needs_grad, packed_launch, row_launch_params, split_cols, unmasked)
-from kernels._softmax_shapes import (finite_shift, softmax_bwd_rows_kernel, softmax_fwd_aligned_kernel,
-                                     softmax_fwd_rows_kernel, split_forward)
+from kernels._shared import tables
+from kernels._shared.cuda import build_cuda, cuda_source
+from kernels._shared.fastlaunch import LaunchCache, spec
+from kernels._shared.rows import MAX_BLOCK_SIZE, bound_mask, device_sms, leading_rows, needs_grad
+from kernels._shared.tables import track_swaps, values
+from kernels.softmax import plan
+from kernels.softmax.shapes import (  # noqa: F401  the plan names the kernel it launches (plan.Launch.kernel)
+    finite_shift,
+    softmax_bwd_rows_kernel,
+    softmax_fwd_aligned_kernel,
+    softmax_fwd_rows_kernel,
+    split_forward,
+)
+from kernels.softmax.table import SOFTMAX
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel, vjp_keeping_output
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
+
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_FUSED_BLOCK = MAX_BLOCK_SIZE  # longest row held by one program, and the online kernels' tile
-# The launch tables, read at each call (tests and the lab swap them): see kernels/_launch.py.
+# The launch tables, read at each call (tests and the lab swap them): see the kernel's table.py.
 RELOAD_MIN_COLS = values(SOFTMAX["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
 HELD_MIN_WARPS = values(SOFTMAX["HELD_MIN_WARPS"])  # held rows: element size -> (columns, fewest warps)
 UNMASKED_COLS = values(SOFTMAX["UNMASKED_COLS"])  # element size -> (fewest, most) columns without a column mask
@@ -137,12 +146,9 @@ def _check(name: str, *tensors: torch.Tensor) -> None:
                              f"{tensors[0].dtype} and {tuple(t.shape)} {t.dtype}")
 
 
-def _launch_params(n_cols: int, element_size: int, max_block: int) -> tuple[int, int, bool]:
-    """(BLOCK_N, num_warps, whole row in one block?) for rows of n_cols; a lower max_block reaches the tiled kernels."""
-    if not (max_block >= 16 and max_block & (max_block - 1) == 0):
-        raise ValueError(f"max_block must be a power of two >= 16, got {max_block}")
-    block, num_warps = row_launch_params(min(n_cols, max_block), element_size)
-    return block, num_warps, block >= n_cols
+def _tables() -> plan.Tables:
+    """The launch table's values as the module holds them now (tests and the lab swap them)."""
+    return plan.Tables(*(globals()[name] for name in plan.Tables._fields))
 
 
 _FWD_LAUNCHES = LaunchCache("softmax_forward")
@@ -152,76 +158,45 @@ _BWD_LAUNCHES = LaunchCache("softmax_backward")
 def softmax_forward(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK, num_warps: int | None = None,
                     reload: bool | None = None, full: bool | None = None, split: int | None = None,
                     aligned: bool | None = None) -> torch.Tensor:
-    """Softmax over rows: one program a row, held or online over tiles; short rows packed, few long ones split, long
-    unaligned ones on aligned tiles (kernels/_softmax_shapes.py). Tuning overrides: ``num_warps``; ``reload`` (a held
-    row read twice; default RELOAD_MIN_COLS); ``full`` (no column mask; default UNMASKED_COLS); ``split`` (elements a
-    program of the split path, 0: none; default split_cols on SPLIT_*, GPU only); ``aligned`` (default ALIGNED_TILES).
-    A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
-    key = (spec(x), max_block, num_warps, reload, full, split, aligned, id(RELOAD_MIN_COLS), id(HELD_MIN_WARPS),
-           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, SPLIT_UNALIGNED, id(ALIGNED_TILES), PACK_ROWS)
+    """Softmax over rows. Check; allocate; launch what kernels/softmax/plan.py plans. Tuning overrides:
+    ``num_warps``; ``reload`` (a held row read twice; default RELOAD_MIN_COLS); ``full`` (no column mask; default
+    UNMASKED_COLS); ``split`` (elements a program of the split path, 0: none; default split_cols on SPLIT_*, GPU
+    only); ``aligned`` (default ALIGNED_TILES). A key seen before launches as its first call did (the launch cache,
+    kernels/_shared/fastlaunch.py, keyed on the plan's inputs and the table version)."""
+    key = (spec(x), max_block, num_warps, reload, full, split, aligned, tables.VERSION)
     launch = _FWD_LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
         launch(x, y)
         return y
     _check("softmax_forward", x)
-    (n_rows, n_cols), es, flat = x.shape, x.element_size(), x.is_contiguous()
-    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    y = torch.empty(tuple(x.shape), dtype=x.dtype, device=x.device)
     if y.numel() == 0:
         return y
-    if split is None:
-        unaligned = SPLIT_UNALIGNED and n_cols * es % 16 != 0
-        split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK, unaligned) if flat else 0
+    p = plan.forward(tuple(x.shape), x.stride(), x.element_size(), device_sms(x), _tables(), max_block, num_warps,
+                     reload, full, split, aligned)
+    if p.kernel == "split":
+        split_forward(_FWD_LAUNCHES, key, x, y, p.meta["CHUNK"])
     else:
-        check_split(split, n_cols, flat)
-    if split:
-        split_forward(_FWD_LAUNCHES, key, x, y, split)
-        return y
-    block, auto_warps, one_block = _launch_params(n_cols, es, max_block)
-    if reload is None:
-        reload = one_block and n_cols >= RELOAD_MIN_COLS.get(es, n_cols + 1)
-        if not reload and one_block:
-            auto_warps = held_min_warps(HELD_MIN_WARPS, n_cols, es, auto_warps)
-    grid = lambda META: (n_rows,)  # noqa: E731
-    args = (x, y, n_rows, n_cols, x.stride(0), x.stride(1), y.stride(0), y.stride(1))
-    if one_block and (packed := packed_launch(n_rows, n_cols, block, PACK_ROWS, num_warps, x, y)):
-        kernel, (grid, meta) = softmax_fwd_rows_kernel, packed
-    elif one_block:
-        full = unmasked(UNMASKED_COLS, full, n_cols, es, whole_tiles=block == n_cols)
-        kernel, meta = _softmax_fwd_row_kernel, dict(BLOCK_N=block, RELOAD=reload, FULL=full,
-                                                      num_warps=num_warps or auto_warps)
-    elif flat and n_cols * es % 16 and (aligned or aligned is None and es in ALIGNED_TILES):
-        tile, warps = ALIGNED_TILES.get(es, (block, auto_warps))
-        kernel, args = softmax_fwd_aligned_kernel, (x, y, n_cols)
-        meta = dict(BLOCK_N=min(tile, block), ALIGN=16 // es, num_warps=num_warps or warps)
-    else:
-        kernel, meta = _softmax_fwd_online_kernel, dict(BLOCK_N=block, num_warps=num_warps or auto_warps)
-    _FWD_LAUNCHES.launch(key, kernel, grid, args, meta, n_head=2)
+        _FWD_LAUNCHES.launch(key, globals()[p.kernel], p.grid, (x, y, *p.ints), p.meta, n_head=2)
     return y
 
 
 def softmax_backward(y: torch.Tensor, dy: torch.Tensor, max_block: int = MAX_FUSED_BLOCK,
                      num_warps: int | None = None) -> torch.Tensor:
-    """dx = y * (dy - rowsum(dy * y)). Check; allocate; one program a row (short ones packed). ``num_warps``: a tune."""
-    key = (spec(y), spec(dy), max_block, num_warps, PACK_ROWS)
+    """dx = y * (dy - rowsum(dy * y)). Check; allocate; launch what plan.backward plans. ``num_warps``: a tune."""
+    key = (spec(y), spec(dy), max_block, num_warps, tables.VERSION)
     launch = _BWD_LAUNCHES.get(key)
     if launch is not None:
         dx = torch.empty_like(y, memory_format=torch.contiguous_format)
         launch(y, dy, dx)
         return dx
     _check("softmax_backward", y, dy)
-    n_rows, n_cols = y.shape
-    dx = torch.empty((n_rows, n_cols), dtype=y.dtype, device=y.device)
+    dx = torch.empty(tuple(y.shape), dtype=y.dtype, device=y.device)
     if dx.numel() == 0:
         return dx
-    block, auto_warps, one_block = _launch_params(n_cols, y.element_size(), max_block)
-    kernel, grid, meta = _softmax_bwd_tiled_kernel, (n_rows,), dict(BLOCK_N=block, num_warps=num_warps or auto_warps)
-    if one_block and (packed := packed_launch(n_rows, n_cols, block, PACK_ROWS, num_warps, y, dy, dx)):
-        kernel, (grid, meta) = softmax_bwd_rows_kernel, packed
-    elif one_block:
-        kernel = _softmax_bwd_row_kernel
-    _BWD_LAUNCHES.launch(key, kernel, grid, (y, dy, dx, n_rows, n_cols, y.stride(0), y.stride(1), dy.stride(0),
-                                             dy.stride(1), dx.stride(0), dx.stride(1)), meta, n_head=3)
+    p = plan.backward(tuple(y.shape), y.stride(), dy.stride(), y.element_size(), _tables(), max_block, num_warps)
+    _BWD_LAUNCHES.launch(key, globals()[p.kernel], p.grid, (y, dy, dx, *p.ints), p.meta, n_head=3)
     return dx
 
 
@@ -248,7 +223,7 @@ def softmax_triton(x: torch.Tensor, max_block: int = MAX_FUSED_BLOCK) -> torch.T
     return softmax_forward(x, max_block)
 
 
-# Hand-written CUDA (kernels/cuda/softmax.cu): a block a row, three sweeps (max, sum of exp, write; the row read again
+# Hand-written CUDA (softmax.cu): a block a row, three sweeps (max, sum of exp, write; the row read again
 # from L1/L2), warp-shuffle then shared-memory reductions; 16-byte vector loads when every row is aligned.
 CUDA_SOURCE = cuda_source("softmax")
 CPP_SOURCE = """

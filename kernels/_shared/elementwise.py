@@ -3,9 +3,24 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._fastlaunch import spec
-from kernels._launch import ELEMENTWISE, values
+from kernels._shared import tables
+from kernels._shared.fastlaunch import spec
+from kernels._shared.tables import Choice, T, track_swaps, values
 from rooflab.triton_utils import check_device
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
+
+# The launch table of the elementwise kernels over two operands (vecadd, saxpy): dtype -> (elements per program,
+# num_warps).
+ELEMENTWISE = {
+    "LAUNCH": {
+        "float32": Choice((1024, 4), "Inductor's XBLOCK 1024 / 4 warps beat 4096 / 8 in three calls at 8192^2",
+                          T + "tune_v5_looped_reload_and_elementwise.csv"),
+        "bfloat16": Choice((2048, 4), "two 16-byte loads a thread beat 4096 / 8 at 8192^2", T + "tune_v2.csv"),
+        "float16": Choice((2048, 4), "as bfloat16 (the same bytes a thread)", T + "tune_v2.csv"),
+    },
+}
+
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # (elements per program, num_warps) by dtype
@@ -74,9 +89,9 @@ def tile_launch(views, elements: int | None = None, num_warps: int | None = None
 def launch_binary(launches, kernel, name: str, x: torch.Tensor, y: torch.Tensor, scalars: tuple = (),
                   num_warps: int | None = None, block_size: int | None = None, one_row: bool | None = None):
     """z = kernel over x and y: ``kernel(x, y, z, *scalars, n_rows, n_cols, *strides, BLOCK_M, BLOCK_N, ONE_ROW)``,
-    one program per tile (tile_launch), through ``launches`` (a kernels/_fastlaunch.LaunchCache): a key seen before
+    one program per tile (tile_launch), through ``launches`` (a _shared/fastlaunch.LaunchCache): a key seen before
     skips the checks and the launch choice. Operands that binary_operands copies launch without keeping an entry."""
-    key = (spec(x), spec(y), num_warps, block_size, one_row)
+    key = (spec(x), spec(y), num_warps, block_size, one_row, tables.VERSION)
     launch = launches.get(key)
     if launch is not None:
         z = torch.empty_like(x, memory_format=torch.contiguous_format)  # torch.empty(x.shape, ...) parses a Size slower
@@ -100,7 +115,8 @@ def tile(pid, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_
 
     Tiles are numbered row-major over the (n_rows / BLOCK_M) x (n_cols / BLOCK_N) split. A single-row view
     (ONE_ROW, BLOCK_M = 1) takes the program id as its column tile: no integer division, whose dependent chain
-    made a program run 56 instead of 23 instructions before its first load (sm_90; docs/archive/performance-rounds.md round 33).
+    made a program run 56 instead of 23 instructions before its first load (sm_90;
+    docs/archive/performance-rounds.md).
     """
     if ONE_ROW:
         tl.static_assert(BLOCK_M == 1, "a single-row view's tile is one row")

@@ -1,4 +1,4 @@
-"""FlashAttention-2's backward (kernels/attention.py holds the story and the forward): a preprocess delta =
+"""FlashAttention-2's backward (kernels/attention/__init__.py holds the story and the forward): a preprocess delta =
 rowsum(dO * O), dK and dV in one kernel over key/value tiles, dQ in another, each recomputing P per tile from the
 forward's logsumexp (base 2). Causal: the tiles on the diagonal masked, those past it skipped. fp32 accumulation.
 Also the tile loaders the forward's pointer kernel shares. Reference: Triton tutorial 06-fused-attention.
@@ -9,13 +9,16 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._launch import ATTENTION, values
+from kernels._shared.tables import track_swaps, values
+from kernels.attention.table import ATTENTION
 from rooflab.triton_utils import autotune_bench, autotune_configs
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 LOG2E = 1.4426950408889634  # exp(x) = exp2(x * log2(e)): the softmax runs in base 2 (ex2 is one instruction)
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), BLOCK_N a multiple of BLOCK_M (dK dV) or the reverse (dQ): the causal
-# stages split at a tile edge. kernels/_launch.py gives the reasons.
+# stages split at a tile edge. the kernel's table.py gives the reasons.
 DKDV_TILES, DQ_TILES = values(ATTENTION["DKDV_TILES"]), values(ATTENTION["DQ_TILES"])
 TILES = {"dkdv": DKDV_TILES, "dq": DQ_TILES}
 CONFIGS = {kind: autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)

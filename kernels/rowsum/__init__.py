@@ -1,12 +1,12 @@
 """Row sum: s[i] = sum_j x[i, j] over an N x N matrix, one value per row, accumulated in fp32.
 
 A reduction reads N^2 elements and writes only N, so it is memory-bound: the question is whether it reaches copy
-bandwidth. A row that fits in one block (up to kernels/_rows.MAX_BLOCK_SIZE columns) is loaded whole, in one go, and
+bandwidth. A row that fits in one block (up to _shared/rows.MAX_BLOCK_SIZE columns) is loaded whole, in one go, and
 reduced in-block (tl.sum); short rows are packed several to a program. Longer rows are walked in BLOCK_N columns into
 an fp32 register tile reduced once at the end. The output has the input's dtype. On the H200 the one-row-per-program
-form reads at copy speed (docs/archive/performance-rounds.md round 35) but for few long rows (SMs idle) or long
+form reads at copy speed (docs/archive/performance-rounds.md) but for few long rows (SMs idle) or long
 unaligned rows (no vector loads): there x is split into aligned flat tiles summed per row (_split_sum). Launch
-tables: kernels/_launch.py.
+tables: the kernel's table.py.
 References: Triton tutorial 02-fused-softmax (row reductions) and 05-layer-norm (the tiled loop over a long row).
 """
 from __future__ import annotations
@@ -15,17 +15,32 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._launch import ROWSUM, values
-from kernels._fastlaunch import LaunchCache, spec
-from kernels._rows import (aligned_row, check_split, leading_rows, MAX_BLOCK_SIZE, bound_mask, device_sms,
-                           launch_split, row_align, row_launch_params, split_cols, unmasked)
+from kernels._shared import tables
+from kernels._shared.fastlaunch import LaunchCache, spec
+from kernels._shared.rows import (
+    MAX_BLOCK_SIZE,
+    aligned_row,
+    bound_mask,
+    check_split,
+    device_sms,
+    launch_split,
+    leading_rows,
+    row_align,
+    row_launch_params,
+    split_cols,
+    unmasked,
+)
+from kernels._shared.tables import track_swaps, values
+from kernels.rowsum.table import ROWSUM
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
+
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_BLOCK_N = MAX_BLOCK_SIZE  # longest row one program holds whole; longer rows take the tiled loop
-# The launch tables, read at each call (tests and the lab swap them): see kernels/_launch.py.
+# The launch tables, read at each call (tests and the lab swap them): see the kernel's table.py.
 MIN_TILE_ELEMENTS = values(ROWSUM["MIN_TILE_ELEMENTS"])  # short rows are packed to this many elements a program
 UNMASKED_COLS = values(ROWSUM["UNMASKED_COLS"])  # element size -> (fewest, most) columns without masks
 SPLIT_BELOW = values(ROWSUM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_split_sum)
@@ -40,7 +55,7 @@ NAIVE_CHUNK = 1024  # rowsum_naive's columns a pass
 def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr,
                    FULL: tl.constexpr = False,  # one tile exactly, whole programs of rows: no mask
-                   ALIGN: tl.constexpr = 1):  # divides n_cols and stride_xm (kernels/_rows.row_align): vector loads
+                   ALIGN: tl.constexpr = 1):  # divides n_cols and stride_xm (_shared/rows.row_align): vector loads
     n_cols, stride_xm = n_cols // ALIGN * ALIGN, stride_xm // ALIGN * ALIGN
     pid = tl.program_id(axis=0)
     rows = pid.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # int64: 8192^2 * 4 B > 2^31
@@ -141,7 +156,7 @@ def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
     """(BLOCK_M, BLOCK_N, num_warps) for rows of n_cols elements.
 
     A whole row per program when it fits (BLOCK_N = next power of two >= n_cols, up to MAX_BLOCK_N); rows shorter
-    than MIN_TILE_ELEMENTS are packed several to a program. num_warps: the shared row heuristic (kernels/_rows.py)
+    than MIN_TILE_ELEMENTS are packed several to a program. num_warps: the shared row heuristic (_shared/rows.py)
     on the bytes of the whole tile.
     """
     block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK_N)
@@ -209,11 +224,9 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
     on short rows or to tune. ``full`` drops the masks where the rows are exactly one tile long and fill whole
     programs (by default for the rows UNMASKED_COLS names); asked for anywhere else, it is ignored. ``split``: the
     elements a program of the split path sums (_split_sum; a power of two, at most a row), 0 for one program a row,
-    None for kernels/_rows.split_cols's choice on the SPLIT_* tables (a contiguous x on a GPU only).
+    None for kernels/_shared/rows.split_cols's choice on the SPLIT_* tables (a contiguous x on a GPU only).
     """
-    # the tables by id: tests and the lab swap them
-    key = (spec(x), block_m, block_n, num_warps, full, split, MIN_TILE_ELEMENTS, id(UNMASKED_COLS), SPLIT_BELOW,
-           SPLIT_CHUNK, SPLIT_UNALIGNED, SPLIT_ONCE_MAX_ROWS, id(ALIGNED_TILES))
+    key = (spec(x), block_m, block_n, num_warps, full, split, tables.VERSION)
     launch = _LAUNCHES.get(key)
     if launch is not None:
         s = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)  # an int: a Size costs more to parse

@@ -15,10 +15,13 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._elementwise import launch_binary, tile
-from kernels._fastlaunch import LaunchCache
+from kernels._shared.elementwise import launch_binary, tile
+from kernels._shared.fastlaunch import LaunchCache
+from kernels._shared.tables import track_swaps
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 @triton.jit
 def _saxpy_kernel(x_ptr, y_ptr, z_ptr, a, n_rows, n_cols,
@@ -48,7 +51,7 @@ _LAUNCHES = LaunchCache("saxpy")
 def saxpy_triton(a: float, x: torch.Tensor, y: torch.Tensor, num_warps: int | None = None,
                  block_size: int | None = None, one_row: bool | None = None) -> torch.Tensor:
     """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements with ``num_warps``
-    (defaults by dtype: kernels/_elementwise.LAUNCH); ``one_row``: see kernels/_elementwise.tile_launch."""
+    (defaults by dtype: _shared/elementwise.LAUNCH); ``one_row``: see _shared/elementwise.tile_launch."""
     if a.__class__ is not float:  # the checks and the conversion only where a is no float (a bool is an int)
         if isinstance(a, bool) or not isinstance(a, (int, float)):
             raise TypeError(f"saxpy_triton needs a Python float scalar a, got {type(a).__name__}")

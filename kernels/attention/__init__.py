@@ -6,7 +6,7 @@ never writing the seq x seq scores; it stores O and the logsumexp (base 2) of ea
 the diagonal run unmasked, the diagonal ones masked, the ones right of it not at all. Two kernels with one inner
 step: on Hopper, 16-bit contiguous heads arrive through TMA descriptors (the sweep's, llm and odd shapes); anything
 else (fp32, strided heads, older GPUs) through pointer loads. The backward is in
-kernels/_attention_bwd.py. The sweep is causal (CAUSAL: an LLM's prefill); experiments/backends.py times both masks.
+kernels/attention/backward.py. The sweep is causal (CAUSAL: an LLM's prefill); experiments/backends.py times both masks.
 
 References: Dao, "FlashAttention-2" (2023); Triton tutorial 06-fused-attention (its Hopper configs).
 """
@@ -17,11 +17,14 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._attention_bwd import EVEN, KEY, LOG2E, _load_rows, attention_backward
-from kernels._launch import ATTENTION, values
+from kernels._shared.tables import track_swaps, values
+from kernels.attention.backward import EVEN, KEY, LOG2E, _load_rows, attention_backward
+from kernels.attention.table import ATTENTION
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable, vjp_keeping_output
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import autotune_bench, autotune_configs, check_device, device_capability
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 CAUSAL = True  # what the sweep measures
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
@@ -30,7 +33,7 @@ METHODS = ("auto", "tma", "pointer")
 MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), BLOCK_M a multiple of BLOCK_N (the causal stages split at a tile edge),
-# and the query tiles' launch order: kernels/_launch.py, with their reasons.
+# and the query tiles' launch order: the kernel's table.py, with their reasons.
 TMA_TILES, POINTER_TILES, HEAVY_FIRST = (values(ATTENTION[k]) for k in ("TMA_TILES", "POINTER_TILES", "HEAVY_FIRST"))
 POINTER_CONFIGS = autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
                                     for m, n, w, s in POINTER_TILES])

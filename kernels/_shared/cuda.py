@@ -1,18 +1,18 @@
-"""The hand-written CUDA implementations' sources (kernels/cuda/<name>.cu) and their build, for gelu and softmax."""
+"""The hand-written CUDA implementations: a kernel's source (kernels/<name>/<name>.cu) and its build."""
 from __future__ import annotations
 
 from pathlib import Path
 
-CUDA_DIR = Path(__file__).resolve().parent / "cuda"
+KERNELS_DIR = Path(__file__).resolve().parent.parent
 
 
 def cuda_source(name: str) -> str:
-    """The text of kernels/cuda/<name>.cu."""
-    return (CUDA_DIR / f"{name}.cu").read_text()
+    """The text of kernels/<name>/<name>.cu."""
+    return (KERNELS_DIR / name / f"{name}.cu").read_text()
 
 
 def build_cuda(name: str, cpp_source: str, functions: list[str]):
-    """kernels/cuda/<name>.cu compiled by torch.utils.cpp_extension.load_inline as the module rooflab_<name>_cuda,
+    """kernels/<name>/<name>.cu compiled by torch.utils.cpp_extension.load_inline as the module rooflab_<name>_cuda,
     binding ``functions`` (declared in ``cpp_source``). Slow the first time on a machine (nvcc), cached after."""
     from torch.utils.cpp_extension import load_inline
 

@@ -4,7 +4,7 @@ The launch heuristic (one program per row; a row that fits in one block stays in
 in BLOCK_SIZE tiles), the tables' lookups (held_min_warps, names_row, unmasked), the mask that a row a whole number
 of tiles long drops (bound_mask), an L2 prefetch, the split path for few long rows (split_cols; launch_split: two
 launches through the launch cache), the packed launch of many short rows (packed_launch) and the row alignment a
-kernel may assume (row_align). The leading underscore keeps it out of the kernel registry.
+kernel may assume (row_align).
 """
 from __future__ import annotations
 
@@ -14,8 +14,19 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._launch import ROWS, values
+from kernels._shared.tables import Choice, track_swaps, values
 from rooflab.triton_utils import interpreting, multiprocessor_count
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
+
+# The shared one-program-per-row heuristic (row_launch_params): its launch table.
+ROWS = {
+    "MAX_BLOCK_SIZE": Choice(16384, "widest row held in registers: 32 fp32 values a thread at 16 warps, room for "
+                                    "the weight tile without spilling; longer rows take the tiled loop", None),
+    "BYTES_PER_THREAD": Choice(64, "each thread loads about four 16-byte vectors of the tile", None),
+    "WARPS": Choice((4, 16), "(fewest, most) warps the heuristic gives", None),
+}
+
 
 MAX_BLOCK_SIZE = values(ROWS["MAX_BLOCK_SIZE"])  # longest row one program holds
 BYTES_PER_THREAD = values(ROWS["BYTES_PER_THREAD"])
@@ -79,7 +90,7 @@ def row_launch_params(n_cols: int, element_size: int) -> tuple[int, int]:
 
 def held_min_warps(table: dict[int, tuple[int, int]], n_cols: int, element_size: int, warps: int) -> int:
     """``warps`` raised to a kernel's own minimum for held rows: ``table`` maps an element size to (columns, warps),
-    rows of at least that many columns take at least that many warps (kernels/_launch.py says why)."""
+    rows of at least that many columns take at least that many warps (the kernel's table.py says why)."""
     min_cols, min_warps = table.get(element_size, (n_cols + 1, 0))
     return max(warps, min_warps) if n_cols >= min_cols else warps
 
@@ -175,7 +186,7 @@ def split_cols(n_rows: int, n_cols: int, sms: int, below: tuple[int, int], chunk
     """Columns (a power of two) each program of a split row takes, or 0: one program a row. Rows are split where
     they are fewer than below[0] a SM and at least below[1] columns long (with ``unaligned``, that long whatever
     their number); ``sms`` is the device's SM count (0 where unknown, under the interpreter: never split). The
-    chunk gives about chunk[0] programs a SM, within chunk[1] to chunk[2] columns (kernels/_launch.py's SPLIT_*)."""
+    chunk gives about chunk[0] programs a SM, within chunk[1] to chunk[2] columns (the kernel's table.py's SPLIT_*)."""
     rows_per_sm, min_cols = below
     if sms < 1 or n_cols < min_cols or (n_rows >= rows_per_sm * sms and not unaligned):
         return 0
@@ -196,7 +207,7 @@ def device_sms(x: torch.Tensor) -> int:
 
 
 class SplitLaunch:
-    """A split row's two kept launches as one (kernels/_fastlaunch.py: called with the wrapper's head): phase 1
+    """A split row's two kept launches as one (kernels/_shared/fastlaunch.py: called with the wrapper's head): phase 1
     (x, workspace) writes fp32 partials per chunk into a fresh workspace, phase 2 (``pick`` of (workspace, *head))
     reads them. Two launches in stream order, no atomics: the result is deterministic."""
     __slots__ = ("first", "second", "workspace", "pick")
@@ -208,7 +219,7 @@ class SplitLaunch:
 
 
 def launch_split(cache, key, head: tuple, order: tuple, first: tuple, second: tuple, workspace: tuple) -> None:
-    """Launch a split row's phases through ``cache`` (kernels/_fastlaunch.LaunchCache) and keep both under ``key``
+    """Launch a split row's phases through ``cache`` (_shared/fastlaunch.LaunchCache) and keep both under ``key``
     as one SplitLaunch. ``first`` and ``second``: (kernel, grid, the arguments after the head, kwargs); phase 1's
     head is (x, workspace), phase 2's (workspace, *head) at the indices ``order`` (two or more); the workspace is
     fp32, of shape ``workspace``."""
@@ -226,13 +237,30 @@ def launch_split(cache, key, head: tuple, order: tuple, first: tuple, second: tu
 
 
 def packed_launch(n_rows: int, n_cols: int, block: int, table: tuple[int, int], num_warps: int | None, *tensors):
-    """(grid, kwargs) of a packed kernel for rows of n_cols held in one block of ``block`` columns of ``tensors``
-    (x, y; or y, dy, dx), where ``table`` (a kernel's PACK_ROWS: (columns, elements)) packs them: rows shorter than
-    that many columns, about that many elements a program, ALIGN from their row strides; None elsewhere."""
+    """packed_plan of ``tensors`` (x, y; or y, dy, dx): their element size and row strides."""
+    return packed_plan(n_rows, n_cols, block, table, num_warps, tensors[0].element_size(),
+                       tuple(t.stride(0) for t in tensors))
+
+
+def packed_plan(n_rows: int, n_cols: int, block: int, table: tuple[int, int], num_warps: int | None,
+                element_size: int, row_strides: tuple[int, ...]):
+    """(grid, kwargs) of a packed kernel for rows of n_cols held in one block of ``block`` columns, where ``table``
+    (a kernel's PACK_ROWS: (columns, elements)) packs them: rows shorter than that many columns, about that many
+    elements a program, ALIGN from the tensors' ``row_strides``; None elsewhere."""
     below, elements = table
     if n_cols >= below or block >= elements:
         return None
-    block_m, es = elements // block, tensors[0].element_size()
+    block_m = elements // block
     return (triton.cdiv(n_rows, block_m),), dict(
-        BLOCK_M=block_m, BLOCK_N=block, ALIGN=row_align(es, n_cols, *(t.stride(0) for t in tensors)),
-        num_warps=num_warps or row_launch_params(block_m * block, es)[1])
+        BLOCK_M=block_m, BLOCK_N=block, ALIGN=row_align(element_size, n_cols, *row_strides),
+        num_warps=num_warps or row_launch_params(block_m * block, element_size)[1])
+
+
+def contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a tensor of this shape and these strides is contiguous, as torch.Tensor.is_contiguous says."""
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True

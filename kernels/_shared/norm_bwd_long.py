@@ -1,4 +1,4 @@
-"""The norms' backward on rows too long to hold (kernels/_norm_bwd.py holds the rest), in column tiles.
+"""The norms' backward on rows too long to hold (kernels/_shared/norm_bwd.py holds the rest), in column tiles.
 
 A row's dx needs its statistics, which need the whole row: a row longer than a program holds is read twice. Two
 launches: each tile of each row its statistics (mean, squared deviations, sum of g * (x - mean), sum of g), then
@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+
+from kernels._shared.tables import track_swaps
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 
 @triton.jit

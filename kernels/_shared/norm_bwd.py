@@ -7,7 +7,7 @@ The statistics are recomputed from x, so the forward saves nothing but its input
 two stages, as Liger-Kernel and the Triton layer-norm tutorial do: each program walks a block of rows (short rows
 several at once) with its partial sums in fp32 registers, then one launch sums the programs' partials and casts
 them (no atomics: a fixed order, a deterministic result). Rows longer than HELD_MAX_COLS (held, they spill) are
-read twice, in column tiles (kernels/_norm_bwd_long.py).
+read twice, in column tiles (kernels/_shared/norm_bwd_long.py).
 """
 from __future__ import annotations
 
@@ -15,25 +15,29 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import _norm_bwd_aligned as aligned_rows
-from kernels import _norm_bwd_long as long_rows
-from kernels._fastlaunch import LaunchCache, spec
-from kernels._rows import row_align, row_launch_params
+from kernels._shared import norm_bwd_aligned as aligned_rows
+from kernels._shared import norm_bwd_long as long_rows
+from kernels._shared import tables
+from kernels._shared.fastlaunch import LaunchCache, spec
+from kernels._shared.rows import row_align, row_launch_params
+from kernels._shared.tables import track_swaps
 from rooflab.kernel import vjp_keeping_output
 from rooflab.triton_utils import gdc_launch_dependents, gdc_wait, multiprocessor_count, pdl_ok
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 # Programs a SM: ELEMENTS_PER_SM // a program's tile, at most PROGRAMS_PER_SM (bf16 4096 x 8192 backward alone: 1
 # program a SM 88 us, 2 92, 4 99; 4096 x 4096: 2 45, 4 47, 1 66; 1024^2: 4 12.6, 2 13.4; normbwd_s21.csv)
 PROGRAMS_PER_SM, ELEMENTS_PER_SM = 4, 8192
 PACK_BELOW, PACK_ELEMENTS = 256, 2048  # rows under 256 columns: a program takes 2048 elements of rows at once
 # Rows held whole up to 8192 columns: held rows of 16384 spilled (fp32 2048 x 16384 0.27 of torch, 8192 x 14336
-# 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (D3, nineteenth session)
+# 0.22) where the tiled path held 1024 x 28672 at 0.96-1.15 (docs/decisions.md, the norms' backward)
 HELD_MAX_COLS = 8192
 # Long rows: columns a program takes; element sizes whose second launch loads the next row's x and dy while it works
 # on this one's (bwd alone, longbwd_s23_d4.csv, tiles of 4096 -> 2048 and the prefetch: RMSNorm bf16 8192 x 14336
 # 327 -> 288 us, 1024 x 50257 315 -> 277; LayerNorm 354 -> 322; fp32 prefetched lost, 152 -> 181 at 1024 x 28672)
 LONG_TILE, TILE_PREFETCH = 2048, (2,)
-# Long rows no multiple of 16 bytes on tiles aligned to 16 bytes (kernels/_norm_bwd_aligned.py; bwd alone,
+# Long rows no multiple of 16 bytes on tiles aligned to 16 bytes (kernels/_shared/norm_bwd_aligned.py; bwd alone,
 # aligned_s25_d1.csv: RMSNorm bf16 1024 x 50257 276 -> 237 us, 16 x 333333 45.0 -> 38.6; LayerNorm 286 -> 261)
 ALIGNED_LONG = True
 HELD_WARPS = None  # num_warps of held rows; None: row_launch_params's for the fp32 tile
@@ -45,8 +49,8 @@ UNALIGNED_WIDE_COLS = 4096
 # (bwd alone, normbwd_s22_d1.csv: RMSNorm bf16 4096 x 8192 88 -> 57 us, fp32 8192^2 235 -> 206; LayerNorm bf16
 # 8192^2 175 -> 120, fp32 4096^2 91 -> 65; LayerNorm lost on rows of 8 KB, bf16 4096^2 47 -> 52, and of 32 KB)
 PREFETCH_ROW_BYTES = ((1024, 32768), (8192, 16384))  # [centre]: RMSNorm's, LayerNorm's (over, at most)
-# [centre]: whether rows no multiple of 16 bytes prefetch (S22-D4 fwd+bwd bf16 4096 x 4097: RMSNorm 142 -> 117 us,
-# LayerNorm 213 -> 280; its aligned 8192 x 5000 209 -> 160)
+# [centre]: whether rows no multiple of 16 bytes prefetch: RMSNorm's gain, LayerNorm's lose (fwd+bwd bf16 4096 x
+# 4097 in the odd preset's rows, docs/archive/reference-h200-calls.md)
 PREFETCH_UNALIGNED = (True, False)
 PREFETCH_WARPS = 8
 # The reduction's tile: up to 8192 fp32 partials a step (32 a thread at 8 warps), at least 64 columns a program
@@ -136,7 +140,7 @@ def _norm_bwd_reduce_kernel(part_ptr, out_ptr, n_parts, n_cols, out_stride, BLOC
 
 
 class _Plan:
-    """A key's backward as its first call launched it, kept in _LAUNCHES (kernels/_fastlaunch.py): its workspaces'
+    """A key's backward as its first call launched it, kept in _LAUNCHES (_shared/fastlaunch.py): its workspaces'
     shapes and its kept launches (``launch(*head)``), so a hit allocates and launches with no Python planning."""
     __slots__ = ("parts", "stats", "out", "launches")
 
@@ -156,7 +160,7 @@ class _Plan:
 
 def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
     """Plan and launch a key's backward (held rows, several a program where short; or column tiles of ``tile``:
-    kernels/_norm_bwd_long.py), then the partial sums' reduction; keep it as a _Plan where every launch was kept.
+    kernels/_shared/norm_bwd_long.py), then the partial sums' reduction; keep it as a _Plan where every launch was kept.
     Returns (dx, out): out is dweight, or dweight and dbias as its two rows, each on a 16-byte boundary
     (_out_shape)."""
     n_rows, n_cols = x2.shape
@@ -215,7 +219,7 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
 
 
 def _aligned_tiles(plan, launched, key, x2, weight, dy2, dx, eps, centre, has_bias, tile, sms):
-    """Launch the long-row path on 16-byte aligned tiles (kernels/_norm_bwd_aligned.py): the tile statistics, then
+    """Launch the long-row path on 16-byte aligned tiles (_shared/norm_bwd_aligned.py): the tile statistics, then
     the tiles, each program rows of one class; returns the partials' count and their workspace."""
     n_rows, n_cols = x2.shape
     align = 16 // x2.element_size()
@@ -271,16 +275,13 @@ def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: 
                   has_bias: bool, tile: int | None = None):
     """(dx, dweight, dbias or None) of LayerNorm (centre) or RMSNorm over the last dimension of x. ``tile``: the
     column tiles of the long-row path (a power of two; by default LONG_TILE for rows over HELD_MAX_COLS). A key seen
-    before launches as its first call did (kernels/_fastlaunch.py)."""
+    before launches as its first call did (kernels/_shared/fastlaunch.py)."""
     n_cols = x.shape[-1]
     if x.numel() == 0:  # no rows or no columns (reshape(-1, 0) is ambiguous): empty dx, zero parameter gradients
         zeros = torch.zeros_like(weight)
         return torch.empty_like(x), zeros, zeros.clone() if has_bias else None
     x2, dy2, weight_c = x.reshape(-1, n_cols).contiguous(), dy.reshape(-1, n_cols).contiguous(), weight.contiguous()
-    key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile,  # the module's choices: a lab swaps them
-           HELD_MAX_COLS, LONG_TILE, TILE_PREFETCH, ALIGNED_LONG, HELD_WARPS, UNALIGNED_WIDE_COLS, PREFETCH_ROW_BYTES,
-           PREFETCH_UNALIGNED, PREFETCH_WARPS, PACK_BELOW, PACK_ELEMENTS, PROGRAMS_PER_SM, ELEMENTS_PER_SM, REDUCE_TILE,
-           REDUCE_MIN_COLS, REDUCE_MAX_PARTS, REDUCE_WARPS, PDL)
+    key = (spec(x2), spec(weight_c), spec(dy2), eps, centre, has_bias, tile, tables.VERSION)
     plan = _LAUNCHES.get(key)
     if plan is not None:
         dx, out = plan(x2, weight_c, dy2)

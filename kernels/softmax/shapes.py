@@ -1,9 +1,9 @@
-"""Softmax off the square (kernels/softmax.py chooses): many short rows packed several to a program, forward and
+"""Softmax off the square (plan.py chooses): many short rows packed several to a program, forward and
 backward (BLOCK_M rows x BLOCK_N columns, as rowsum packs); few long rows of a contiguous x split over several
 programs (one program a row leaves SMs idle); long rows no multiple of 16 bytes on aligned tiles.
 
 Split: x as one flat buffer in tiles of CHUNK elements, a program each, every tile 16-byte aligned, in two launches
-(kernels/_rows.launch_split): phase 1 writes each tile's (max, sum of exp(x - max)) for the row it starts in and for
+(_shared/rows.launch_split): phase 1 writes each tile's (max, sum of exp(x - max)) for the row it starts in and for
 the next; phase 2 combines a row's partials in a fixed order (no atomics) and writes the tile's elements, x read
 again (from the L2 where it still is). Aligned tiles: the online softmax, one program a row, on tiles that start on
 16-byte boundaries (the first before the row; a row's own tiles would load one element at a time); the first and
@@ -15,7 +15,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import launch_split, row_launch_params
+from kernels._shared.rows import launch_split, row_launch_params
+from kernels._shared.tables import track_swaps
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 
 @triton.jit
@@ -27,7 +30,7 @@ def finite_shift(m):
 @triton.jit
 def softmax_fwd_rows_kernel(x_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_ym, stride_yn,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr = 1):
-    # ALIGN divides n_cols and the row strides (kernels/_rows.row_align): rows of 100 columns load vectors
+    # ALIGN divides n_cols and the row strides (kernels/_shared/rows.row_align): rows of 100 columns load vectors
     n_cols, stride_xm, stride_ym = n_cols // ALIGN * ALIGN, stride_xm // ALIGN * ALIGN, stride_ym // ALIGN * ALIGN
     rows = tl.program_id(axis=0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)

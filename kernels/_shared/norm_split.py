@@ -1,6 +1,6 @@
 """The split forward LayerNorm and RMSNorm share for few long rows (issue 23): one program a row leaves SMs idle.
 
-Each row is cut into chunks of CHUNK columns, a program each, in two launches (kernels/_rows.launch_split). Phase 1:
+Each row is cut into chunks of CHUNK columns, a program each, in two launches (_shared/rows.launch_split). Phase 1:
 each chunk's statistics in fp32 into a workspace (rows, chunks, 2): RMSNorm its sum of squares, LayerNorm its mean
 and sum of squared deviations (exact within the held chunk). Phase 2: each program combines its row's partials
 (LayerNorm by Chan's formula, as the tiled path's lanes: no E[x^2] - E[x]^2) and normalises its chunk, read again
@@ -12,7 +12,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._rows import aligned_tile, launch_split, load_tile, row_launch_params, store_tile, tile_counts
+from kernels._shared.rows import aligned_tile, launch_split, load_tile, row_launch_params, store_tile, tile_counts
+from kernels._shared.tables import track_swaps
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 
 # Element sizes whose rows, no multiple of 16 bytes, of a contiguous x split in chunks on 16-byte aligned tiles
@@ -33,7 +36,7 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 def _norm_split_stats_kernel(x_ptr, part_ptr, n_cols, n_chunks, stride_xm, stride_xn,
                              CHUNK: tl.constexpr, CENTRE: tl.constexpr, ALIGN: tl.constexpr = 1):
     # ALIGN > 1: a contiguous x whose rows are no multiple of 16 bytes, its chunks on 16-byte aligned tiles of the
-    # flat buffer (kernels/_rows.aligned_tile: inner chunks unmasked, vector loads)
+    # flat buffer (kernels/_shared/rows.aligned_tile: inner chunks unmasked, vector loads)
     chunk = tl.program_id(axis=0)
     row = tl.program_id(axis=1).to(tl.int64)
     if ALIGN > 1:

@@ -17,7 +17,6 @@ from contextlib import contextmanager
 
 import torch
 import triton
-
 from triton.runtime.jit import JITFunction
 
 from rooflab.triton_utils import interpreting
@@ -130,7 +129,7 @@ class LaunchCache:
 
     def keep(self, key, launch) -> None:
         """Keep a callable under ``key`` that launches as an entry does (``launch(*head)``), e.g. two kept entries
-        run one after the other (kernels/_rows.SplitLaunch: a split row's two phases)."""
+        run one after the other (kernels/_shared/rows.SplitLaunch: a split row's two phases)."""
         if len(self._entries) >= MAX_ENTRIES:
             self._entries.clear()
         self._entries[key] = launch

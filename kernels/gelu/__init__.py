@@ -3,7 +3,7 @@
 One program per BLOCK_SIZE elements, math in fp32 whatever the storage dtype; full blocks load and store without a
 mask. The identity 0.5 (1 + tanh(u)) = sigmoid(2u) avoids libdevice's tanh (the interpreter has none); the default
 form folds it into x / (1 + 2^(x (C1 + C2 x^2))) with the fast division. Also here: a hand-written CUDA kernel
-(kernels/cuda/gelu.cu, compiled on first use; skipped with a reason where there is no GPU or nvcc), the naive
+(kernels/gelu/gelu.cu, compiled on first use; skipped with a reason where there is no GPU or nvcc), the naive
 PyTorch expression, the builtin, the float64 reference and the FLOP/byte model.
 
 References: Hendrycks & Gimpel, "Gaussian Error Linear Units" (2016); Triton tutorial 01-vector-add.
@@ -17,13 +17,17 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._cuda import build_cuda, cuda_source
-from kernels._fastlaunch import LaunchCache, spec
-from kernels._launch import GELU, values
+from kernels._shared import tables
+from kernels._shared.cuda import build_cuda, cuda_source
+from kernels._shared.fastlaunch import LaunchCache, spec
+from kernels._shared.tables import track_swaps, values
+from kernels.gelu.table import GELU
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 # -2 sqrt(2/pi) log2(e), and times 0.044715: 2^(x (C1 + C2 x^2)) == exp(-2u), u = sqrt(2/pi) (x + 0.044715 x^3)
@@ -68,8 +72,8 @@ def gelu_triton(x: torch.Tensor, block_size: int | None = None, num_warps: int |
                 precise: bool = False) -> torch.Tensor:
     """Check the input; allocate the output; launch one program per BLOCK_SIZE elements. ``precise`` divides with
     IEEE rounding (the fast division is within 2 ulp of fp32, far below the bf16/fp32 tolerances of the tests).
-    A key seen before skips the checks and launches as its first call did (kernels/_fastlaunch.py)."""
-    key = (spec(x), block_size, num_warps, precise)
+    A key seen before skips the checks and launches as its first call did (kernels/_shared/fastlaunch.py)."""
+    key = (spec(x), block_size, num_warps, precise, tables.VERSION)
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x)
@@ -93,7 +97,7 @@ def gelu_triton(x: torch.Tensor, block_size: int | None = None, num_warps: int |
     return y
 
 
-# Hand-written CUDA (kernels/cuda/gelu.cu): a grid-stride loop over 16-byte packs (4 fp32 or 8 bf16) when both
+# Hand-written CUDA (kernels/gelu/gelu.cu): a grid-stride loop over 16-byte packs (4 fp32 or 8 bf16) when both
 # pointers are 16-byte aligned, then a scalar grid-stride loop over the tail (or everything when unaligned).
 CUDA_SOURCE = cuda_source("gelu")
 CPP_SOURCE = "torch::Tensor gelu_cuda(torch::Tensor x);"

@@ -1,11 +1,11 @@
 """LayerNorm over the last dimension of an N x N input: y = (x - mean) / sqrt(var + eps) * weight + bias.
 
-One program per row (few long rows: several, kernels/_norm_split.py), statistics in fp32. A row that fits in one
-block (up to kernels/_rows.MAX_BLOCK_SIZE columns, or WIDE_HELD's wider block) is held in registers. A longer row is
+One program per row (few long rows: several, kernels/_shared/norm_split.py), statistics in fp32. A row that fits in one
+block (up to _shared/rows.MAX_BLOCK_SIZE columns, or WIDE_HELD's wider block) is held in registers. A longer row is
 walked in tiles twice: for both statistics, by Welford's update in every lane (a running mean and sum of squared
 deviations, not E[x^2] - E[x]^2, which cancels badly when |mean| >> std) and one combining reduction at the end, as
-torch.compile's LayerNorm does; then to normalise and store. Launch choices: tables in kernels/_launch.py. Passes
-"fwd" and "fwd+bwd" (kernels/_norm_bwd.py's backward).
+torch.compile's LayerNorm does; then to normalise and store. Launch choices: tables in the kernel's table.py. Passes
+"fwd" and "fwd+bwd" (kernels/_shared/norm_bwd.py's backward).
 
 References: Ba, Kiros & Hinton, "Layer Normalization" (2016); Triton tutorial 05-layer-norm; Liger-Kernel's
 ops/layer_norm.py.
@@ -17,22 +17,38 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._launch import LAYERNORM, values
-from kernels._fastlaunch import LaunchCache, spec
-from kernels._norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
-from kernels import _norm_packed, _norm_split
-from kernels._norm_packed import packed_norm_launch
-from kernels._norm_split import norm_split_forward, welford_combine
-from kernels._rows import (L2_LINE_BYTES, aligned_row, bound_mask, can_prefetch, device_sms, held_min_warps,
-                           l2_prefetch, leading_rows, names_row, needs_grad, row_align, row_launch_params, split_cols,
-                           unmasked)
+from kernels._shared import tables
+from kernels._shared.fastlaunch import LaunchCache, spec
+from kernels._shared.norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
+from kernels._shared.norm_packed import packed_norm_launch
+from kernels._shared.norm_split import norm_split_forward, welford_combine
+from kernels._shared.rows import (
+    L2_LINE_BYTES,
+    aligned_row,
+    bound_mask,
+    can_prefetch,
+    device_sms,
+    held_min_warps,
+    l2_prefetch,
+    leading_rows,
+    names_row,
+    needs_grad,
+    row_align,
+    row_launch_params,
+    split_cols,
+    unmasked,
+)
+from kernels._shared.tables import track_swaps, values
+from kernels.layernorm.table import LAYERNORM
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
+
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-# The launch tables, read at each call (tests and the lab swap them): see kernels/_launch.py.
+# The launch tables, read at each call (tests and the lab swap them): see the kernel's table.py.
 TILED_LAUNCH = values(LAYERNORM["TILED_LAUNCH"])  # rows too long to hold: element size -> (tile, warps)
 HELD_MIN_WARPS = values(LAYERNORM["HELD_MIN_WARPS"])  # held rows: element size -> (columns, fewest warps)
 WB_EARLY_COLS = values(LAYERNORM["WB_EARLY_COLS"])  # held rows loading weight and bias with x: (fewest, most) cols
@@ -59,7 +75,7 @@ def _layernorm_fwd_kernel(
     W_LINE: tl.constexpr = 32,  # weight elements per L2 line
     prefetch_programs=0,  # ... how many programs ask
     FULL: tl.constexpr = False,  # held row exactly as long as the tile (n_cols == BLOCK_SIZE): no column mask
-    ALIGN: tl.constexpr = 1,  # divides n_cols and the row strides (kernels/_rows.row_align): vector loads
+    ALIGN: tl.constexpr = 1,  # divides n_cols and the row strides (kernels/_shared/rows.row_align): vector loads
 ):
     n_cols, stride_xm, stride_ym = n_cols // ALIGN * ALIGN, stride_xm // ALIGN * ALIGN, stride_ym // ALIGN * ALIGN
     row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
@@ -158,7 +174,7 @@ def _layernorm_fwd_aligned_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK
 
 
 def launch_params(n_cols: int, element_size: int, block_size: int | None = None) -> tuple[int, int]:
-    """(BLOCK_SIZE, num_warps) for rows of n_cols elements: the shared row heuristic (kernels/_rows.py), WIDE_HELD's
+    """(BLOCK_SIZE, num_warps) for rows of n_cols elements: the shared row heuristic (_shared/rows.py), WIDE_HELD's
     block and warps for rows a little too long for it, TILED_LAUNCH for rows longer still and SPARSE_BLOCK's tiles for
     rows that would fill little of their block (unless a block_size is asked for), and HELD_MIN_WARPS for held
     rows."""
@@ -184,7 +200,7 @@ def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: i
     """The kernel's WB_EARLY, WB_PREFETCH (with prefetch_programs), FULL and, where REGISTER_CAP names the launch,
     ptxas's maxnreg, for a launch of block_size and num_warps over rows of n_cols elements: WB_EARLY_COLS for held
     rows, the weights prefetched (PREFETCH_PROGRAMS) where a held row loads them late and ``prefetch`` says the
-    device can (kernels/_rows.can_prefetch), no column mask for the rows UNMASKED_COLS names that are as long as
+    device can (kernels/_shared/rows.can_prefetch), no column mask for the rows UNMASKED_COLS names that are as long as
     their tile; nothing for tiled rows."""
     held = block_size >= n_cols
     early = held and names_row(WB_EARLY_COLS, n_cols, element_size)
@@ -205,16 +221,13 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
                      split: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch one program per row. Any strides of x, weight and bias are honoured
     (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and ``num_warps`` override the shared heuristic
-    (kernels/_rows.py), TILED_LAUNCH and SPARSE_BLOCK (which set the tile where no block_size is asked for, with
+    (kernels/_shared/rows.py), TILED_LAUNCH and SPARSE_BLOCK (which set the tile where no block_size is asked for, with
     num_warps alone too), e.g. to test the tiled path on short rows. Held rows take at least HELD_MIN_WARPS warps;
     launch_options adds the early weights, their L2 prefetch, the column mask and a register cap. (A held row read
     again from the L2, as RMSNorm's, was slower.)
-    ``split``: columns a program of the split path takes (kernels/_norm_split.py), 0: one program a row, None:
-    split_cols's choice (GPU only). A key seen before launches as its first call did (kernels/_fastlaunch.py)."""
-    key = (spec(x), spec(weight), spec(bias), eps, block_size, num_warps, split,  # the tables by id: lab swaps them
-           id(TILED_LAUNCH), id(HELD_MIN_WARPS), id(WB_EARLY_COLS), id(REGISTER_CAP), PREFETCH_PROGRAMS,
-           id(UNMASKED_COLS), SPLIT_BELOW, SPLIT_CHUNK, _norm_packed.PACK_ROWS, id(SPARSE_BLOCK), id(WIDE_HELD),
-           id(ALIGNED_TILES), _norm_split.ALIGNED_SPLIT)
+    ``split``: columns a program of the split path takes (kernels/_shared/norm_split.py), 0: one program a row, None:
+    split_cols's choice (GPU only). A key seen before launches as its first call did (kernels/_shared/fastlaunch.py)."""
+    key = (spec(x), spec(weight), spec(bias), eps, block_size, num_warps, split, tables.VERSION)
     launch = _LAUNCHES.get(key)
     if launch is not None:
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
@@ -240,7 +253,7 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         norm_split_forward(_LAUNCHES, key, x, weight, bias, y, eps, split)
         return y
     if block_size is None and num_warps is None and (packed := packed_norm_launch(x, y, weight, bias, eps)):
-        kernel, grid, args, meta = packed  # many short rows: several a program (kernels/_norm_packed.py)
+        kernel, grid, args, meta = packed  # many short rows: several a program (kernels/_shared/norm_packed.py)
         _LAUNCHES.launch(key, kernel, grid, (x, weight, bias, y, *args), meta, n_head=4)
         return y
     aligned, es = ALIGNED_TILES.get(x.element_size()), x.element_size()
@@ -267,7 +280,7 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
 def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
                      **launch) -> torch.Tensor:
     """LayerNorm over the last dimension, differentiable: where autograd records (an input requires grad), the
-    backward is kernels/_norm_bwd.py's; ``launch`` (block_size, num_warps) goes to the forward."""
+    backward is kernels/_shared/norm_bwd.py's; ``launch`` (block_size, num_warps) goes to the forward."""
     if needs_grad(x, weight, bias):
         return TritonNorm.apply(x, weight, bias, eps, _layernorm_forward, True)
     return _layernorm_forward(x, weight, bias, eps, **launch)

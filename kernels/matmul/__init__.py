@@ -15,12 +15,16 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._fastlaunch import LaunchCache, spec
-from kernels._launch import MATMUL, values
-from kernels._matmul_operands import input_precision_for, padded_dims, tma_ok, wants_k_major
+from kernels._shared import tables
+from kernels._shared.fastlaunch import LaunchCache, spec
+from kernels._shared.tables import track_swaps, values
+from kernels.matmul.operands import input_precision_for, padded_dims, tma_ok, wants_k_major
+from kernels.matmul.table import MATMUL
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import autotune_bench, autotune_configs, check_device, interpreting, multiprocessor_count
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 ACTIVATIONS = ("relu", "none")
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
@@ -280,7 +284,7 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
             b = b.t().contiguous().t()  # the same B, its columns contiguous (the pointer kernel takes any strides)
     key = None
     if config is None:  # a config (a dict, for tuning) launches as asked, never kept
-        key = (spec(a), spec(b), activation, method, input_precision_for(a.dtype), TMA_MIN_MNK)
+        key = (spec(a), spec(b), activation, method, input_precision_for(a.dtype), tables.VERSION)
         launch = _LAUNCHES.get(key)
         if launch is not None:
             c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
