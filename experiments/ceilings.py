@@ -49,7 +49,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
     n_copy = copy_bytes // 4
     src = torch.randn(n_copy, device=device, dtype=torch.float32)
     dst = torch.empty_like(src)
-    stats = measure(lambda: dst.copy_(src), timer, cfg)
+    stats = measure(lambda: dst.copy_(src), timer, cfg)  # noqa: F821
     moved = 2.0 * n_copy * 4
     rows.append({"ceiling": "copy_large", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3),
                  "bytes": moved, "flops": 0.0, **stats, **clocks.prefixed("after")})
@@ -81,13 +81,13 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
             b = torch.randn((n, n), generator=g, device=device).to(torch_dtype(dtype))
             for source, fn in gemm_sources(device):
                 if source == "triton" and unit == "fp32":
-                    # IEEE fp32 products: our Triton GEMM runs at half cuBLAS's rate (S24: 5.50 vs 2.73 ms at
+                    # IEEE fp32 products: our Triton GEMM runs at half cuBLAS's rate (5.50 vs 2.73 ms at
                     # 4096^3), so it is never this roof, and autotuning it at 8192^3 costs a minute
                     continue
                 with math_mode(dtype):  # fp32 products IEEE, tf32 TF32: cuBLAS and Triton alike
                     try:
                         row = clocks.prefixed("before")
-                        stats = measure(lambda: fn(a, b), timer, cfg)
+                        stats = measure(lambda: fn(a, b), timer, cfg)  # noqa: F821
                         row.update(clocks.prefixed("after"))
                     except Exception as exc:  # a GEMM that cannot run here is no ceiling; the others still are
                         log.warning("gemm %s %s n=%d failed: %s: %s", unit, source, n, type(exc).__name__, exc)

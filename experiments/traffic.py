@@ -12,7 +12,7 @@ between cudaProfilerStart and Stop, behind a marker kernel (torch.cuda._sleep's 
 ncu's rows at the markers and matches them, in order, to the calls of the manifest. Nsight Compute flushes the
 caches before each kernel it profiles, so every kernel of a call reads its inputs from DRAM, as the lecture's
 accounting of an unfused expression has it. What a kernel writes last can still sit in the L2 when it ends (on the
-H200 about 27 MB of a 134 MB output: G2), so the DRAM writes are a lower bound; the L2's own count of write requests
+H200 about 27 MB of a 134 MB output: data/tuning/traffic_g2/), so the DRAM writes are a lower bound; the L2's own count of write requests
 is no better (1.5x the output bytes there). GPU only (a machine where ncu can read the counters).
 """
 import argparse
@@ -33,7 +33,7 @@ def run(gpu: str, kernels: list[str], impls: list[str] | None, dtype: str, size:
         cache_dirs: dict | None = None) -> int:
     from rooflab.device import check_device, prepare_environment
 
-    # No pool of compile workers under ncu: with one, S25-D2's run hung at torch.compile's first profiled call
+    # No pool of compile workers under ncu: with one, a run hung at torch.compile's first profiled call
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
     prepare_environment(gpu, {"cache_dirs": cache_dirs or {}})  # the sweep's compile caches
     device, _ = check_device(gpu)

@@ -10,7 +10,7 @@ configs), its Triton cells too: in a lane every Triton launch compiles into Trit
 launching, and the autotuners time nothing, so every config compiles. A lane times nothing; on the GPU it runs
 only the inputs' random fill and the wrappers' small torch ops, beside the measurement. The measurement's own cold call then loads the
 graph from Inductor's FX graph cache (on this repository's CPU machine a LayerNorm fwd+bwd graph 2.5 s cold, 0.2 s
-so; on the H200, S32, 0.1-0.2 s a cell against S29's 0.74 s mean) and the binaries from Triton's, and autotunes
+so; on the H200 0.1-0.2 s a cell against 0.74 s uncached) and the binaries from Triton's, and autotunes
 by timing as before. Its cold_ms is then the warm-cache cost. A cell the lanes have not reached compiles in the
 measurement as before; a failure here is logged and changes nothing.
 
@@ -143,7 +143,7 @@ def _lane_setup(cache_dirs: dict) -> None:
     except OSError:
         pass
     _triton_compile_only()
-    from kernels import _fastlaunch
+    from kernels._shared import fastlaunch as _fastlaunch
 
     _fastlaunch._override = "off"  # every launch through Triton's dispatch (patched): never a kept raw launcher
 

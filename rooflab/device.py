@@ -23,8 +23,8 @@ def prepare_environment(gpu: str, params: dict) -> None:
         os.environ["TRITON_INTERPRET"] = "1"
     if os.environ.get("ROOFLAB_COMPILE_LANES"):
         # Lanes compile this run's torch.compile cells ahead (experiments/warm.py): this process loads their graphs
-        # from the cache and needs no pool of compile workers (S32: each job's first torch.compile cell spent 9-13 s
-        # before its call, the pool's start the suspect); a cell the lanes have not reached compiles here serially.
+        # from the cache and needs no pool of compile workers (with one, each job's first torch.compile cell spent
+        # 9-13 s before its call on the H200, the pool's start the suspect); a cell the lanes have not reached compiles here serially.
         os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     set_cache_dirs(params.get("cache_dirs") or {})
 
@@ -33,7 +33,7 @@ def set_cache_dirs(caches: dict) -> None:
     """Triton's and Inductor's cache folders: config cache_dirs where set. Triton's is always set, to its default
     if nothing else: Inductor points an unset TRITON_CACHE_DIR at a folder of its own when it loads a compiled graph,
     so a process whose graphs it compiled and one whose graphs it loaded from the cache looked for our Triton
-    kernels in different places (G1: the matmul job recompiled ~50 kernels the compile lanes had built, 31 s)."""
+    kernels in different places (the matmul job recompiled ~50 kernels the compile lanes had built, 31 s)."""
     from rooflab.kernel_facts import triton_cache_dir
 
     if caches.get("triton"):

@@ -20,7 +20,7 @@ def autotune_configs(configs: list[triton.Config]) -> list[triton.Config]:
 
 
 # The autotuners' timing: 25 ms of repeats per config instead of triton's 100 (warm-up 5 ms, not 25) ranks
-# configs 5-30 % apart as well; on the H200 (S32) it saved no measurable time: compiling the configs dominates.
+# configs 5-30 % apart as well; on the H200 it saved no measurable time: compiling the configs dominates.
 AUTOTUNE_WARMUP_MS, AUTOTUNE_REP_MS = 5, 25
 
 
