@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # rooflab's one entry point. Sets up what is missing, then:
 #   ./run.sh            run the whole DAG (snakemake --cores all, one measurement a GPU at a time) and the HTML report
-#   ./run.sh test       run the test suite (what .ci/run calls) and snakemake --lint (installs requirements-dev.txt)
+#   ./run.sh test       run the linters (snakemake --lint, ruff) and the test suite, what .ci/run calls (installs
+#                       requirements-dev.txt)
 #   ./run.sh wheelhouse [PYVER]   build wheelhouse/py<PYVER> for an offline GPU node (default 3.12)
 #   ./run.sh lock       write requirements.lock: the exact versions of this environment (pip freeze, less rooflab)
 # Setup installs torch, then requirements.txt, then rooflab itself (pip install --no-deps -e .: `import rooflab`
@@ -52,7 +53,7 @@ pip_install() {  # pip install, offline from the wheelhouse when there is one. -
 REQUIRED_MODULES="torch triton snakemake snakemake_executor_plugin_slurm papermill ipykernel nbconvert pandas pyarrow
   numpy matplotlib pypdfium2 seaborn scipy tqdm pynvml:nvidia-ml-py jsonschema yaml:pyyaml ninja"
 REQUIRED_SCRIPTS="snakemake papermill jupyter ninja"
-DEV_MODULES="pytest hypothesis"
+DEV_MODULES="pytest hypothesis ruff"
 
 missing_requirements() {  # what $PY's environment lacks of the above (and of $1's extra modules), one a line.
   # $2 = import: import each (after an install: a broken one is found too); else only look each up (every run
@@ -217,6 +218,7 @@ case "$cmd" in
     setup_tex
     export TRITON_INTERPRET=1
     snakemake --lint
+    python -m ruff check .  # the linter (settings: pyproject.toml [tool.ruff])
     python -m pytest -q -p no:cacheprovider tests "$@"
     ;;
   wheelhouse)

@@ -175,7 +175,7 @@ def main(argv=None):
     cfg = TimingConfig(warmup_ms=10, max_time_s=0.25 * args.instances ** 0.5, loop_ms=0, instances=args.instances)
     src = torch.randn(1 << 30, device="cuda")
     dst = torch.empty_like(src)
-    copy_gbps = 2 * src.numel() * 4 / measure(lambda: dst.copy_(src), clock, cfg)["median_ms"] / 1e6
+    copy_gbps = 2 * src.numel() * 4 / measure(lambda: dst.copy_(src), clock, cfg)["median_ms"] / 1e6  # noqa: F821
     del src, dst
     print(f"copy: {copy_gbps:.0f} GB/s", flush=True)
     run = Run(args, clock, cfg, copy_gbps)

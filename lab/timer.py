@@ -36,7 +36,7 @@ def run_flush(run):
     big = torch.randn(1 << 30, device="cuda")
     big_dst = torch.empty_like(big)
     for tname, t in timers.items():
-        ms = timed(lambda: big_dst.copy_(big), t, run.cfg)
+        ms = timed(lambda: big_dst.copy_(big), t, run.cfg)  # noqa: F821
         run.record("flush", 32768, "float32", f"4 GiB copy | {tname}", ms, 2 * big.numel() * 4)
     del big, big_dst
     for n in run.args.n:

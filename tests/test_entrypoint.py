@@ -133,7 +133,7 @@ def test_run_sh_checks_only_what_requirements_txt_installs():
     assert names("REQUIRED_MODULES") - {"torch"} <= runtime, names("REQUIRED_MODULES") - runtime
     assert "torch" in names("REQUIRED_MODULES")  # installed first, by run.sh itself (TORCH_SPEC)
     dev = {requirement_name(s) for s in requirement_lines("requirements-dev.txt") if not s.startswith("-r")}
-    assert names("DEV_MODULES") == dev == {"pytest", "hypothesis"}
+    assert names("DEV_MODULES") == dev == {"pytest", "hypothesis", "ruff"}
     assert not names("REQUIRED_MODULES") & dev
 
 
@@ -148,7 +148,8 @@ def test_requirements_are_split_and_in_sync_everywhere():
     assert "snakemake[reports]" in [s.split(">")[0].split("<")[0] for s in runtime]
     assert "ninja" in names  # torch.utils.cpp_extension builds the CUDA implementations with it
     assert not {"torch", "pytest", "hypothesis"} & set(names)
-    assert requirement_lines("requirements-dev.txt") == ["-r requirements.txt", "pytest>=8,<10", "hypothesis>=6.100,<7"]
+    assert requirement_lines("requirements-dev.txt") == ["-r requirements.txt", "pytest>=8,<10", "hypothesis>=6.100,<7",
+                                                         "ruff>=0.17,<0.18"]
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     torch = [s for s in project["dependencies"] if requirement_name(s) == "torch"]

@@ -192,7 +192,6 @@ def test_errors_outside_the_impl_fail_the_cell_only():
 def test_failed_cells_fail_the_job_but_keep_the_good_ones(tmp_path, use_kernel, caplog):
     """Default: the sweep finishes, the job exits 1 with a summary, no parquet, good cells kept in the store;
     allow_failures: true then writes the parquet with the failures recorded, re-measuring only the failed cells."""
-    from experiments.measure import cell_store
 
     failing = {8: torch.cuda.OutOfMemoryError("CUDA out of memory"), 16: AssertionError("bad shape"),
                24: CompilationError("def _k(): pass\n", None, "unsupported")}

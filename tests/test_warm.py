@@ -14,7 +14,7 @@ def test_lanes_leave_the_measurement_its_cores():
 
 def test_a_warmed_cell_compiles_from_the_cache_and_nothing_runs(tmp_path, monkeypatch):
     torch = pytest.importorskip("torch")
-    import torch._dynamo
+    import torch._dynamo  # noqa: F811
     from torch._dynamo.utils import counters
 
     from rooflab.kernel import load_kernel
@@ -42,7 +42,7 @@ def test_a_warmed_fwd_bwd_cell_finds_its_forward_and_backward_in_the_cache(tmp_p
     # the cell compiles the forward on inputs that require grad and AOTAutograd's backward at the first .backward():
     # the lane, which never calls backward, must have compiled both
     torch = pytest.importorskip("torch")
-    import torch._dynamo
+    import torch._dynamo  # noqa: F811
     from torch._dynamo.utils import counters
 
     from rooflab.cell import compiled_factory
