@@ -237,13 +237,14 @@ def run_splitrows(run):
     default where the rows are at most SPLIT_ONCE_MAX_ROWS) against two, one program a row, and the builtin, each
     checked against the builtin in fp32, at SPLIT_SHAPES and every --dtypes."""
     from kernels import rowsum as rs
+    from kernels._shared.rows import split_cols
     from lab.common import DTYPES, checked
 
     for rows, cols in SPLIT_SHAPES:
         for dname in run.args.dtypes:
             x = torch.randn(rows, cols, device="cuda").to(DTYPES[dname])
             ref = x.float().sum(dim=1).to(x.dtype)
-            chunk = rs.split_cols(rows, cols, rs.device_sms(x), rs.SPLIT_BELOW, rs.SPLIT_CHUNK, True) or 4096
+            chunk = split_cols(rows, cols, rs.device_sms(x), rs.SPLIT_BELOW, rs.SPLIT_CHUNK, True) or 4096
             variants = {"builtin": lambda: x.sum(dim=1), "ours (default)": lambda: rs.rowsum_triton(x),
                         "ours split, one launch": lambda: rs.rowsum_triton(x, split=chunk),
                         "ours split, two launches": swapped(rs, lambda: rs.rowsum_triton(x, split=chunk),

@@ -21,16 +21,13 @@ from kernels._shared.rows import (
     MAX_BLOCK_SIZE,
     aligned_row,
     bound_mask,
-    check_split,
     device_sms,
     launch_split,
     leading_rows,
-    row_align,
     row_launch_params,
-    split_cols,
-    unmasked,
 )
 from kernels._shared.tables import track_swaps, values
+from kernels.rowsum import plan
 from kernels.rowsum.table import ROWSUM
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
@@ -153,16 +150,13 @@ def _rowsum_split_once_kernel(x_ptr, s_ptr, part_ptr, count_ptr, n_elements, n_r
 
 
 def launch_params(n_cols: int, element_size: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps) for rows of n_cols elements.
+    """(BLOCK_M, BLOCK_N, num_warps) for rows of n_cols elements (plan.launch_params on this module's tables)."""
+    return plan.launch_params(n_cols, element_size, MAX_BLOCK_N, MIN_TILE_ELEMENTS)
 
-    A whole row per program when it fits (BLOCK_N = next power of two >= n_cols, up to MAX_BLOCK_N); rows shorter
-    than MIN_TILE_ELEMENTS are packed several to a program. num_warps: the shared row heuristic (_shared/rows.py)
-    on the bytes of the whole tile.
-    """
-    block_n = min(triton.next_power_of_2(n_cols), MAX_BLOCK_N)
-    block_m = max(1, MIN_TILE_ELEMENTS // block_n)
-    _, num_warps = row_launch_params(block_m * block_n, element_size)
-    return block_m, block_n, num_warps
+
+def _tables() -> plan.Tables:
+    """The launch table's values as the module holds them now (tests and the lab swap them)."""
+    return plan.Tables(*(globals()[name] for name in plan.Tables._fields))
 
 
 def _split_sum(key, x: torch.Tensor, s: torch.Tensor, chunk: int) -> None:
@@ -218,7 +212,7 @@ _LAUNCHES = LaunchCache("rowsum")
 @leading_rows
 def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | None = None,
                   num_warps: int | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
-    """Check the input; allocate the output (N values, x's dtype); launch one program per BLOCK_M rows.
+    """Check the input; allocate the output (N values, x's dtype); launch what kernels/rowsum/plan.py plans.
 
     ``block_m``, ``block_n`` and ``num_warps`` override the heuristic (launch_params), e.g. to test the tiled loop
     on short rows or to tune. ``full`` drops the masks where the rows are exactly one tile long and fill whole
@@ -243,35 +237,12 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
         return s
     if n_cols == 0:
         return s.zero_()  # the empty sum
-    flat = x.stride(1) == 1 and (n_rows == 1 or x.stride(0) == n_cols)  # contiguous: one flat buffer
-    if split is None:
-        unaligned = SPLIT_UNALIGNED and n_cols * x.element_size() % 16 != 0
-        split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK, unaligned) if flat else 0
+    p = plan.forward((n_rows, n_cols), x.stride(), x.element_size(), device_sms(x), _tables(), block_m, block_n,
+                     num_warps, full, split)
+    if p.kernel == "split":
+        _split_sum(key, x, s, p.meta["CHUNK"])
     else:
-        check_split(split, n_cols, flat)
-    if split:
-        _split_sum(key, x, s, split)
-        return s
-    es = x.element_size()
-    aligned = flat and n_cols > MAX_BLOCK_N and n_cols * es % 16 and es in ALIGNED_TILES
-    if aligned and block_m is None and block_n is None:
-        tile, warps = ALIGNED_TILES[es]  # long rows no multiple of 16 bytes: on aligned tiles, one program a row
-        _LAUNCHES.launch(key, _rowsum_aligned_kernel, (n_rows,), (x, s, n_cols, s.stride(0)),
-                         dict(BLOCK_N=tile, ALIGN=16 // es, num_warps=num_warps or warps), n_head=2)
-        return s
-    auto_m, auto_n, auto_warps = launch_params(n_cols, x.element_size())
-    block_m, block_n = block_m or auto_m, block_n or auto_n
-    for name, v in (("block_m", block_m), ("block_n", block_n)):
-        if v & (v - 1):
-            raise ValueError(f"{name} must be a power of two, got {v}")
-    full = unmasked(UNMASKED_COLS, full, n_cols, x.element_size(),
-                    whole_tiles=block_n == n_cols and n_rows % block_m == 0)
-    _LAUNCHES.launch(
-        key, _rowsum_kernel, (triton.cdiv(n_rows, block_m),),
-        (x, s, n_rows, n_cols, x.stride(0), x.stride(1), s.stride(0)),
-        dict(BLOCK_M=block_m, BLOCK_N=block_n, ONE_TILE=block_n >= n_cols, FULL=full,
-             num_warps=num_warps or auto_warps, ALIGN=row_align(x.element_size(), n_cols, x.stride(0))),
-        n_head=2)
+        _LAUNCHES.launch(key, globals()[p.kernel], p.grid, (x, s, *p.ints), p.meta, n_head=2)
     return s
 
 
