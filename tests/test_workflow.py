@@ -395,3 +395,11 @@ def test_under_conda_a_rule_runs_its_envs_python():
 
     assert shell_python(workflow()) == sys.executable
     assert shell_python(workflow(DeploymentMethod.CONDA)) == "python"
+
+
+def test_common_smk_holds_input_functions_only():
+    """What the run does around its jobs (code stamps written, compile lanes started and stopped, restored outputs
+    outdated, the summary printed) is rooflab/run_control.py's; rules/common.smk only answers the DAG's questions."""
+    text = (REPO / "rules/common.smk").read_text()
+    for call in ("print(", "subprocess", "os.utime", "write_text", "os.replace", "warm.start", "warm.stop", "unlink("):
+        assert call not in text, call
