@@ -33,7 +33,7 @@ METHODS = ("auto", "tma", "pointer")
 MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), BLOCK_M a multiple of BLOCK_N (the causal stages split at a tile edge),
-# and the query tiles' launch order: the kernel's table.py, with their reasons.
+# and the query tiles' launch order: table.py, with their reasons.
 TMA_TILES, POINTER_TILES, HEAVY_FIRST = (values(ATTENTION[k]) for k in ("TMA_TILES", "POINTER_TILES", "HEAVY_FIRST"))
 POINTER_CONFIGS = autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
                                     for m, n, w, s in POINTER_TILES])

@@ -18,7 +18,7 @@ track_swaps(__name__)  # a table or kernel swapped from outside is a new launch 
 LOG2E = 1.4426950408889634  # exp(x) = exp2(x * log2(e)): the softmax runs in base 2 (ex2 is one instruction)
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), BLOCK_N a multiple of BLOCK_M (dK dV) or the reverse (dQ): the causal
-# stages split at a tile edge. the kernel's table.py gives the reasons.
+# stages split at a tile edge. table.py gives the reasons.
 DKDV_TILES, DQ_TILES = values(ATTENTION["DKDV_TILES"]), values(ATTENTION["DQ_TILES"])
 TILES = {"dkdv": DKDV_TILES, "dq": DQ_TILES}
 CONFIGS = {kind: autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)

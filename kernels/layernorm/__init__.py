@@ -4,7 +4,7 @@ One program per row (few long rows: several, kernels/_shared/norm_split.py), sta
 block (up to _shared/rows.MAX_BLOCK_SIZE columns, or WIDE_HELD's wider block) is held in registers. A longer row is
 walked in tiles twice: for both statistics, by Welford's update in every lane (a running mean and sum of squared
 deviations, not E[x^2] - E[x]^2, which cancels badly when |mean| >> std) and one combining reduction at the end, as
-torch.compile's LayerNorm does; then to normalise and store. Launch choices: tables in the kernel's table.py. Passes
+torch.compile's LayerNorm does; then to normalise and store. Launch choices: tables in table.py. Passes
 "fwd" and "fwd+bwd" (kernels/_shared/norm_bwd.py's backward).
 
 References: Ba, Kiros & Hinton, "Layer Normalization" (2016); Triton tutorial 05-layer-norm; Liger-Kernel's
@@ -48,7 +48,7 @@ track_swaps(__name__)  # a table or kernel swapped from outside is a new launch 
 
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-# The launch tables, read at each call (tests and the lab swap them): see the kernel's table.py.
+# The launch tables (table.py), read at each call: tests and the lab swap them.
 TILED_LAUNCH = values(LAYERNORM["TILED_LAUNCH"])  # rows too long to hold: element size -> (tile, warps)
 HELD_MIN_WARPS = values(LAYERNORM["HELD_MIN_WARPS"])  # held rows: element size -> (columns, fewest warps)
 WB_EARLY_COLS = values(LAYERNORM["WB_EARLY_COLS"])  # held rows loading weight and bias with x: (fewest, most) cols

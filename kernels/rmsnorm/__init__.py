@@ -6,7 +6,7 @@ from the L2, which frees the registers for more rows per SM (Inductor's shape); 
 block. A longer row is walked in tiles twice: once for the sum of squares, once to normalise and store (a contiguous
 row no multiple of 16 bytes on 16-byte aligned tiles of the flat x); few long rows are split over several programs
 (kernels/_shared/norm_split.py). Rows a whole number of tiles long that UNMASKED_COLS names drop the column mask. The
-tables are in the kernel's table.py. Passes "fwd" and "fwd+bwd" (kernels/_shared/norm_bwd.py's backward).
+tables are in table.py. Passes "fwd" and "fwd+bwd" (kernels/_shared/norm_bwd.py's backward).
 
 References: Zhang & Sennrich, "Root Mean Square Layer Normalization" (2019); Liger-Kernel's ops/rms_norm.py.
 """
@@ -43,7 +43,7 @@ track_swaps(__name__)  # a table or kernel swapped from outside is a new launch 
 
 EPS = 1e-5
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-# The launch tables, read at each call (tests and the lab swap them): see the kernel's table.py.
+# The launch tables (table.py), read at each call: tests and the lab swap them.
 RELOAD_MIN_COLS = values(RMSNORM["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
 RELOAD_WARPS = values(RMSNORM["RELOAD_WARPS"])  # ... with this many warps
 SPARSE_BLOCK = values(RMSNORM["SPARSE_BLOCK"])  # (fewest, most columns, warps): held, not read twice

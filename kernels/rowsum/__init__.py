@@ -6,7 +6,7 @@ reduced in-block (tl.sum); short rows are packed several to a program. Longer ro
 an fp32 register tile reduced once at the end. The output has the input's dtype. On the H200 the one-row-per-program
 form reads at copy speed (docs/archive/performance-rounds.md) but for few long rows (SMs idle) or long
 unaligned rows (no vector loads): there x is split into aligned flat tiles summed per row (_split_sum). Launch
-tables: the kernel's table.py.
+tables: table.py.
 References: Triton tutorial 02-fused-softmax (row reductions) and 05-layer-norm (the tiled loop over a long row).
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ track_swaps(__name__)  # a table or kernel swapped from outside is a new launch 
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_BLOCK_N = MAX_BLOCK_SIZE  # longest row one program holds whole; longer rows take the tiled loop
-# The launch tables, read at each call (tests and the lab swap them): see the kernel's table.py.
+# The launch tables (table.py), read at each call: tests and the lab swap them.
 MIN_TILE_ELEMENTS = values(ROWSUM["MIN_TILE_ELEMENTS"])  # short rows are packed to this many elements a program
 UNMASKED_COLS = values(ROWSUM["UNMASKED_COLS"])  # element size -> (fewest, most) columns without masks
 SPLIT_BELOW = values(ROWSUM["SPLIT_BELOW"])  # (rows a SM, columns): fewer, longer rows are split (_split_sum)

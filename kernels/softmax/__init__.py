@@ -39,7 +39,7 @@ track_swaps(__name__)  # a table or kernel swapped from outside is a new launch 
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 MAX_FUSED_BLOCK = MAX_BLOCK_SIZE  # longest row held by one program, and the online kernels' tile
-# The launch tables, read at each call (tests and the lab swap them): see the kernel's table.py.
+# The launch tables (table.py), read at each call: tests and the lab swap them.
 RELOAD_MIN_COLS = values(SOFTMAX["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
 HELD_MIN_WARPS = values(SOFTMAX["HELD_MIN_WARPS"])  # held rows: element size -> (columns, fewest warps)
 UNMASKED_COLS = values(SOFTMAX["UNMASKED_COLS"])  # element size -> (fewest, most) columns without a column mask
