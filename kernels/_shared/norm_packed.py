@@ -4,14 +4,14 @@ launches a million programs of one load each (LayerNorm 1000000 x 32 bf16: 607 u
 A program holds BLOCK_M whole rows as one (BLOCK_M, BLOCK_N) tile, about PACK_ROWS[1] elements, and reduces along
 its columns, as softmax's packed kernel does (kernels/softmax/shapes.py). Rows must be contiguous along their
 columns, the weights contiguous; ALIGN (kernels/_shared/rows.row_align) lets rows of 100 columns load vectors. The
-wrappers choose (packed_norm_launch) and launch through their launch cache.
+wrappers choose (packed_norm_plan, packed_norm_launch) and launch through their launch cache.
 """
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
-from kernels._shared.rows import packed_launch
+from kernels._shared.rows import packed_plan
 from kernels._shared.tables import track_swaps
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
@@ -53,13 +53,26 @@ def rmsnorm_fwd_packed_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_xm, st
 
 def packed_norm_launch(x, y, weight, bias, eps: float):
     """(kernel, grid, args after the head, kwargs) of the packed forward (LayerNorm's head (x, weight, bias, y) where
-    a bias is given, RMSNorm's (x, weight, y)), or None where it does not apply: rows of PACK_ROWS[0] columns or
-    more (kernels/_shared/rows.packed_launch), or rows or weights not contiguous along the columns."""
-    if x.stride(1) != 1 or weight.stride(0) != 1 or (bias is not None and bias.stride(0) != 1):
+    a bias is given, RMSNorm's (x, weight, y)) into a contiguous y, or None where it does not apply
+    (packed_norm_plan)."""
+    plan = packed_norm_plan(*x.shape, x.stride(), weight.stride(0), None if bias is None else bias.stride(0),
+                            x.element_size())
+    if plan is None:
         return None
-    n_rows, n_cols = x.shape
-    packed = packed_launch(n_rows, n_cols, triton.next_power_of_2(n_cols), PACK_ROWS, None, x, y)
+    name, grid, ints, meta = plan
+    return globals()[name], grid, (*ints, eps), meta
+
+
+def packed_norm_plan(n_rows: int, n_cols: int, x_strides: tuple[int, int], weight_stride: int,
+                     bias_stride: int | None, element_size: int):
+    """(kernel name, grid, integer arguments, kwargs) of the packed forward into a contiguous y (bias_stride None:
+    RMSNorm's, no bias), or None where it does not apply: rows of PACK_ROWS[0] columns or more
+    (kernels/_shared/rows.packed_plan), or rows or weights not contiguous along the columns."""
+    if x_strides[1] != 1 or weight_stride != 1 or (bias_stride is not None and bias_stride != 1):
+        return None
+    packed = packed_plan(n_rows, n_cols, triton.next_power_of_2(n_cols), PACK_ROWS, None, element_size,
+                         (x_strides[0], n_cols))
     if packed is None:
         return None
-    kernel = layernorm_fwd_packed_kernel if bias is not None else rmsnorm_fwd_packed_kernel
-    return kernel, packed[0], (n_rows, n_cols, x.stride(0), y.stride(0), eps), packed[1]
+    name = "layernorm_fwd_packed_kernel" if bias_stride is not None else "rmsnorm_fwd_packed_kernel"
+    return name, packed[0], (n_rows, n_cols, x_strides[0], n_cols), packed[1]

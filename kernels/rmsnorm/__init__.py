@@ -17,10 +17,9 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._shared import tables
+from kernels._shared import norm_packed, tables
 from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
-from kernels._shared.norm_packed import packed_norm_launch
 from kernels._shared.norm_split import norm_split_forward
 from kernels._shared.rows import (
     aligned_row,
@@ -28,12 +27,9 @@ from kernels._shared.rows import (
     device_sms,
     leading_rows,
     needs_grad,
-    row_align,
-    row_launch_params,
-    split_cols,
-    unmasked,
 )
 from kernels._shared.tables import track_swaps, values
+from kernels.rmsnorm import plan
 from kernels.rmsnorm.table import RMSNORM
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
@@ -148,10 +144,10 @@ _LAUNCHES = LaunchCache("rmsnorm")
 def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
                    block_size: int | None = None, num_warps: int | None = None,
                    reload: bool | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
-    """Check the inputs; allocate y; launch one program per row, honouring any strides of x and weight without a
-    copy. ``block_size`` and ``num_warps`` override the heuristic (_shared/rows.py; asked for, with ``full``, they
-    turn off TILED_LAUNCH, WIDE_HELD and ALIGNED_TILES); ``reload`` reads a one-tile row twice (the second time from
-    the L2): by default for the rows RELOAD_MIN_COLS names, at RELOAD_WARPS, but SPARSE_BLOCK's (held, its warps)
+    """Check the inputs; allocate y; launch what kernels/rmsnorm/plan.py plans, honouring any strides of x and weight
+    without a copy. ``block_size`` and ``num_warps`` override the heuristic (_shared/rows.py; asked for, with ``full``,
+    they turn off TILED_LAUNCH, WIDE_HELD and ALIGNED_TILES); ``reload`` reads a one-tile row twice (the second time
+    from the L2): by default for the rows RELOAD_MIN_COLS names, at RELOAD_WARPS, but SPARSE_BLOCK's (held, its warps)
     where no block_size is asked for. ``full`` drops the column mask of a row a whole number of tiles long (default:
     UNMASKED_COLS's rows). ``split``: columns a program of the split path takes (kernels/_shared/norm_split.py), 0: one
     program a row, None: split_cols's choice (GPU only). A key seen before launches as its first call did."""
@@ -174,44 +170,19 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
     y = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)  # (rows, cols), contiguous
     if y.numel() == 0:
         return y
-    if split is None:
-        split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK)
-    if split:
-        norm_split_forward(_LAUNCHES, key, x, weight, None, y, eps, split)
+    p = plan.forward((n_rows, n_cols), x.stride(), weight.stride(0), x.element_size(), device_sms(x), _tables(),
+                     block_size, num_warps, reload, full, split)
+    if p.kernel == "split":
+        norm_split_forward(_LAUNCHES, key, x, weight, None, y, eps, p.meta["CHUNK"])
         return y
-    if block_size is None and num_warps is None and reload is None and full is None and \
-            (packed := packed_norm_launch(x, y, weight, None, eps)):
-        kernel, grid, args, meta = packed  # many short rows: several a program (kernels/_shared/norm_packed.py)
-        _LAUNCHES.launch(key, kernel, grid, (x, weight, y, *args), meta, n_head=3)
-        return y
-    auto_block, auto_warps = row_launch_params(n_cols, x.element_size())
-    es, asked = x.element_size(), block_size is not None or num_warps is not None or full is not None
-    if auto_block < n_cols and not asked:  # too long for the heuristic's block
-        if n_cols <= WIDE_HELD.get(es, (0,))[0]:  # one tile at more warps
-            block_size, num_warps = triton.next_power_of_2(n_cols), WIDE_HELD[es][1]
-        elif n_cols * es % 16 and es in ALIGNED_TILES and x.stride() == (n_cols, 1) and weight.stride(0) == 1:
-            tile, warps = ALIGNED_TILES[es]  # contiguous, no multiple of 16 bytes: on aligned tiles
-            _LAUNCHES.launch(key, _rmsnorm_fwd_aligned_kernel, (n_rows,), (x, weight, y, n_cols, eps),
-                             dict(BLOCK_N=tile, ALIGN=16 // es, num_warps=warps), n_head=3)
-            return y
-        else:  # the tiled walk's table
-            auto_block, auto_warps = TILED_LAUNCH.get(es, (auto_block, auto_warps))
-    sparse = block_size is None and SPARSE_BLOCK[0] <= n_cols <= SPARSE_BLOCK[1]  # a block mostly masked
-    block_size = block_size or auto_block
-    if block_size & (block_size - 1):
-        raise ValueError(f"block_size must be a power of two, got {block_size}")
-    if reload is None:
-        reload = not sparse and block_size >= n_cols >= RELOAD_MIN_COLS.get(x.element_size(), n_cols + 1)
-        auto_warps = RELOAD_WARPS if reload else SPARSE_BLOCK[2] if sparse else auto_warps
-    full = unmasked(UNMASKED_COLS, full, n_cols, x.element_size(), whole_tiles=n_cols % block_size == 0)
-    grid = lambda META: (n_rows,)  # noqa: E731  one program per row
-    _LAUNCHES.launch(
-        key, _rmsnorm_fwd_kernel, grid,
-        (x, weight, y, n_cols, x.stride(0), x.stride(1), weight.stride(0), y.stride(0), y.stride(1), eps),
-        dict(BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload, FULL=full,
-             num_warps=num_warps or auto_warps, ALIGN=row_align(x.element_size(), n_cols, x.stride(0), y.stride(0))),
-        n_head=3)
+    kernel = getattr(norm_packed, p.kernel) if p.kernel.endswith("_packed_kernel") else globals()[p.kernel]
+    _LAUNCHES.launch(key, kernel, p.grid, (x, weight, y, *p.ints, eps), p.meta, n_head=3)
     return y
+
+
+def _tables() -> plan.Tables:
+    """The launch table's values as the module holds them now (tests and the lab swap them)."""
+    return plan.Tables(*(globals()[name] for name in plan.Tables._fields))
 
 
 def rmsnorm_triton(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS, **launch) -> torch.Tensor:
