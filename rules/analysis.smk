@@ -113,3 +113,30 @@ rule compare_reference:
         ENV
     script:
         "../analysis/compare.py"
+
+
+rule projection_check:
+    """Every measured GPU's cells projected onto itself and onto every other measured GPU (the datasheet, calibrated
+    and scaled roofline models) against what that GPU measured: the error per class of cell (memory-bound of 1 MB or
+    more, compute-bound, launch-bound), the paper's projection check (analysis/projection_check.py). With one GPU the
+    outputs say that no projection has been checked yet."""
+    input:
+        metrics="results/metrics.parquet",
+        script="analysis/projection_check.py",
+        code=["analysis/calibration.py", "analysis/latex.py", "rooflab/gpus.py", "rooflab/verdicts.py"],
+    output:
+        cells=update("results/projection_check/cells.parquet"),
+        summary=update("results/projection_check/summary.csv"),
+        table=update("results/paper/generated/table_projection_check.tex"),
+        macros=update("results/paper/generated/macros_projection_check.tex"),
+    params:
+        verdicts=json.dumps(config.get("verdicts", {})),
+    log:
+        "logs/analysis/projection_check.log",
+    priority: ANALYSIS_PRIORITY
+    resources:
+        host=1,
+    run:
+        run_main("analysis.projection_check", ["--metrics", input.metrics, "--verdicts", params.verdicts,
+                                               "--cells", output.cells, "--summary", output.summary,
+                                               "--table", output.table, "--macros", output.macros], log)

@@ -101,6 +101,7 @@ rule paper_pdf:
         bib="paper/references.bib",
         generated=rules.paper_inputs.output,
         verdicts=rules.paper_verdicts.output,
+        projection_check=[rules.projection_check.output.table, rules.projection_check.output.macros],
         figures=get_figures,
         shapes=get_shapes_paper,
     output:
@@ -122,6 +123,7 @@ rule paper_sources:
         bib="paper/references.bib",
         generated=rules.paper_inputs.output,
         verdicts=rules.paper_verdicts.output,
+        projection_check=[rules.projection_check.output.table, rules.projection_check.output.macros],
         figures=get_figures,
         shapes=get_shapes_paper,
     output:
@@ -134,7 +136,7 @@ rule paper_sources:
     conda:
         ENV
     shell:
-        "(tar czf {output.tarball} {input.tex} {input.bib} {input.generated} {input.verdicts} {input.shapes} $(echo {input.figures} | tr ' ' '\\n' | grep '\\.pdf$') && "
+        "(tar czf {output.tarball} {input.tex} {input.bib} {input.generated} {input.verdicts} {input.projection_check} {input.shapes} $(echo {input.figures} | tr ' ' '\\n' | grep '\\.pdf$') && "
         "printf '%s\\n' 'No TeX engine (latexmk + pdflatex) was found on this machine, so the PDF was not built.' "
         "'Everything it needs is in results/paper/rooflab-paper-src.tar.gz. On a machine with TeX Live:' "
         "'  mkdir paper-build && tar xzf rooflab-paper-src.tar.gz -C paper-build && cd paper-build' "
