@@ -17,28 +17,21 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._shared import tables
+from kernels._shared import norm_packed, tables
 from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
-from kernels._shared.norm_packed import packed_norm_launch
 from kernels._shared.norm_split import norm_split_forward, welford_combine
 from kernels._shared.rows import (
-    L2_LINE_BYTES,
     aligned_row,
     bound_mask,
     can_prefetch,
     device_sms,
-    held_min_warps,
     l2_prefetch,
     leading_rows,
-    names_row,
     needs_grad,
-    row_align,
-    row_launch_params,
-    split_cols,
-    unmasked,
 )
 from kernels._shared.tables import track_swaps, values
+from kernels.layernorm import plan
 from kernels.layernorm.table import LAYERNORM
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
@@ -174,42 +167,19 @@ def _layernorm_fwd_aligned_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK
 
 
 def launch_params(n_cols: int, element_size: int, block_size: int | None = None) -> tuple[int, int]:
-    """(BLOCK_SIZE, num_warps) for rows of n_cols elements: the shared row heuristic (_shared/rows.py), WIDE_HELD's
-    block and warps for rows a little too long for it, TILED_LAUNCH for rows longer still and SPARSE_BLOCK's tiles for
-    rows that would fill little of their block (unless a block_size is asked for), and HELD_MIN_WARPS for held
-    rows."""
-    auto_block, warps = row_launch_params(n_cols, element_size)
-    if auto_block < n_cols and block_size is None:  # too long for the heuristic's block, and no tile asked for
-        wide = WIDE_HELD.get(element_size)
-        if wide and n_cols <= wide[0]:  # held whole at more warps
-            auto_block, warps = triton.next_power_of_2(n_cols), wide[1]
-        else:  # the tiled loop's table
-            auto_block, warps = TILED_LAUNCH.get(element_size, (auto_block, warps))
-    elif block_size is None and (sparse := SPARSE_BLOCK.get(element_size)) and sparse[0] <= n_cols <= sparse[1] \
-            and not (sparse[4] and n_cols * element_size % 16 == 0):  # a block mostly masked: tiles
-        auto_block, warps = sparse[2:4]
-    block_size = block_size or auto_block
-    if block_size & (block_size - 1):
-        raise ValueError(f"block_size must be a power of two, got {block_size}")
-    if block_size >= n_cols:  # held in one tile
-        warps = held_min_warps(HELD_MIN_WARPS, n_cols, element_size, warps)
-    return block_size, warps
+    """(BLOCK_SIZE, num_warps) for rows of n_cols elements: plan.launch_params on this module's tables."""
+    return plan.launch_params(n_cols, element_size, _tables(), block_size)
 
 
 def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: int, prefetch: bool = False) -> dict:
-    """The kernel's WB_EARLY, WB_PREFETCH (with prefetch_programs), FULL and, where REGISTER_CAP names the launch,
-    ptxas's maxnreg, for a launch of block_size and num_warps over rows of n_cols elements: WB_EARLY_COLS for held
-    rows, the weights prefetched (PREFETCH_PROGRAMS) where a held row loads them late and ``prefetch`` says the
-    device can (kernels/_shared/rows.can_prefetch), no column mask for the rows UNMASKED_COLS names that are as long as
-    their tile; nothing for tiled rows."""
-    held = block_size >= n_cols
-    early = held and names_row(WB_EARLY_COLS, n_cols, element_size)
-    fetch = held and not early and PREFETCH_PROGRAMS > 0 and prefetch
-    options = {"WB_EARLY": early, "WB_PREFETCH": fetch, "W_LINE": min(L2_LINE_BYTES // element_size, block_size),
-               "prefetch_programs": PREFETCH_PROGRAMS if fetch else 0,
-               "FULL": unmasked(UNMASKED_COLS, None, n_cols, element_size, whole_tiles=n_cols == block_size)}
-    cap = REGISTER_CAP.get((element_size, n_cols, num_warps)) if held else None
-    return options | ({"maxnreg": cap} if cap else {})
+    """The kernel's launch options for a launch of block_size and num_warps: plan.launch_options on this module's
+    tables."""
+    return plan.launch_options(n_cols, element_size, block_size, num_warps, _tables(), prefetch)
+
+
+def _tables() -> plan.Tables:
+    """The launch table's values as the module holds them now (tests and the lab swap them)."""
+    return plan.Tables(*(globals()[name] for name in plan.Tables._fields))
 
 
 _LAUNCHES = LaunchCache("layernorm")
@@ -219,14 +189,13 @@ _LAUNCHES = LaunchCache("layernorm")
 def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
                      block_size: int | None = None, num_warps: int | None = None,
                      split: int | None = None) -> torch.Tensor:
-    """Check the inputs; allocate y; launch one program per row. Any strides of x, weight and bias are honoured
-    (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and ``num_warps`` override the shared heuristic
-    (kernels/_shared/rows.py), TILED_LAUNCH and SPARSE_BLOCK (which set the tile where no block_size is asked for, with
-    num_warps alone too), e.g. to test the tiled path on short rows. Held rows take at least HELD_MIN_WARPS warps;
-    launch_options adds the early weights, their L2 prefetch, the column mask and a register cap. (A held row read
-    again from the L2, as RMSNorm's, was slower.)
-    ``split``: columns a program of the split path takes (kernels/_shared/norm_split.py), 0: one program a row, None:
-    split_cols's choice (GPU only). A key seen before launches as its first call did (kernels/_shared/fastlaunch.py)."""
+    """Check the inputs; allocate y; launch what kernels/layernorm/plan.py plans. Any strides of x, weight and bias are
+    honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and ``num_warps`` override the shared
+    heuristic (kernels/_shared/rows.py), TILED_LAUNCH and SPARSE_BLOCK, e.g. to test the tiled path on short rows.
+    Held rows take at least HELD_MIN_WARPS warps; launch_options adds the early weights, their L2 prefetch, the
+    column mask and a register cap (a held row read again from the L2, as RMSNorm's, was slower). ``split``: columns
+    a program of the split path takes (kernels/_shared/norm_split.py), 0: one program a row, None: split_cols's
+    choice (GPU only). A key seen before launches as its first call did (kernels/_shared/fastlaunch.py)."""
     key = (spec(x), spec(weight), spec(bias), eps, block_size, num_warps, split, tables.VERSION)
     launch = _LAUNCHES.get(key)
     if launch is not None:
@@ -247,33 +216,13 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     y = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)  # (rows, cols), contiguous
     if y.numel() == 0:
         return y
-    if split is None:
-        split = split_cols(n_rows, n_cols, device_sms(x), SPLIT_BELOW, SPLIT_CHUNK)
-    if split:
-        norm_split_forward(_LAUNCHES, key, x, weight, bias, y, eps, split)
+    p = plan.forward((n_rows, n_cols), x.stride(), weight.stride(0), bias.stride(0), x.element_size(),
+                     device_sms(x), can_prefetch(x), _tables(), block_size, num_warps, split)
+    if p.kernel == "split":
+        norm_split_forward(_LAUNCHES, key, x, weight, bias, y, eps, p.meta["CHUNK"])
         return y
-    if block_size is None and num_warps is None and (packed := packed_norm_launch(x, y, weight, bias, eps)):
-        kernel, grid, args, meta = packed  # many short rows: several a program (kernels/_shared/norm_packed.py)
-        _LAUNCHES.launch(key, kernel, grid, (x, weight, bias, y, *args), meta, n_head=4)
-        return y
-    aligned, es = ALIGNED_TILES.get(x.element_size()), x.element_size()
-    if aligned and n_cols >= aligned[0] and n_cols * es % 16 and block_size is None and num_warps is None and \
-            x.stride() == (n_cols, 1) and weight.stride(0) == 1 and bias.stride(0) == 1:
-        _, tile, warps = aligned  # contiguous rows no multiple of 16 bytes: on aligned tiles
-        _LAUNCHES.launch(key, _layernorm_fwd_aligned_kernel, (n_rows,), (x, weight, bias, y, n_cols, eps),
-                         dict(BLOCK_N=tile, ALIGN=16 // es, num_warps=warps), n_head=4)
-        return y
-    block_size, auto_warps = launch_params(n_cols, x.element_size(), block_size)
-    num_warps = num_warps or auto_warps
-    grid = lambda META: (n_rows,)  # noqa: E731  one program per row
-    _LAUNCHES.launch(
-        key, _layernorm_fwd_kernel, grid,
-        (x, weight, bias, y, n_cols, x.stride(0), x.stride(1), weight.stride(0), bias.stride(0), y.stride(0),
-         y.stride(1), eps),
-        dict(BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps,
-             ALIGN=row_align(x.element_size(), n_cols, x.stride(0), y.stride(0)),
-             **launch_options(n_cols, x.element_size(), block_size, num_warps, can_prefetch(x))),
-        n_head=4)
+    kernel = getattr(norm_packed, p.kernel) if p.kernel.endswith("_packed_kernel") else globals()[p.kernel]
+    _LAUNCHES.launch(key, kernel, p.grid, (x, weight, bias, y, *p.ints, eps), p.meta, n_head=4)
     return y
 
 
