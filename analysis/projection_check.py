@@ -150,7 +150,8 @@ def check(metrics: pd.DataFrame, short_cell_us: float | None = None) -> tuple[pd
 
 
 def _pct(x: float) -> str:
-    return fmt(100 * x, 2)
+    """A fraction as percent to 0.1 (a rounding residue of 1e-14 reads 0, not 1.1 x 10^-14)."""
+    return fmt(round(100 * x, 1), 2)
 
 
 def one_gpu_sentence(gpus: list[str]) -> str:
@@ -218,7 +219,7 @@ def table_tex(summary: pd.DataFrame, gpus: list[str]) -> str:
             out[(f"{model}: abs. error [%]", "p90")] = 100 * m["p90_abs_error"].to_numpy(dtype=float)
     out[("", "goal [%]")] = [100 * GOALS.get(("calibrated", c), np.nan) for c in rows["class"]]
     out.columns = pd.MultiIndex.from_tuples(out.columns)
-    numbers = {c: (lambda v: fmt(v, 2)) for c in out.columns[3:]}
+    numbers = {c: (lambda v: _pct(v / 100)) for c in out.columns[3:]}
     table = table_latex(out, numbers, "llr" + "r" * (len(out.columns) - 3))
     if not any(a != b for a, b in zip(rows["source"], rows["target"])):
         table = f"{one_gpu_sentence(gpus)}\\par\\smallskip\n" + table
