@@ -47,6 +47,7 @@ CLASSES = ("memory", "compute", "launch")
 LAUNCH_BYTES = 1 * MB
 CLASS_LABEL = {"memory": f"memory-bound, {LAUNCH_BYTES / MB:g} MB or more", "compute": "compute-bound",
                "launch": "launch-bound"}
+TABLE_LABEL = {"memory": f"memory, {LAUNCH_BYTES / MB:g} MB+", "compute": "compute", "launch": "launch"}  # narrow
 GOALS = {("calibrated", "memory"): 0.05, ("calibrated", "compute"): 0.10}  # median |error| at most this
 CELL_COLUMNS = ["source", "target", *KEY, "size", "class", "bytes", "flops", "source_ms", "target_ms", "model",
                 "projected_ms", "error"]
@@ -209,14 +210,14 @@ def table_tex(summary: pd.DataFrame, gpus: list[str]) -> str:
     rows = summary.drop_duplicates(keys)[keys].reset_index(drop=True)
     count = summary.groupby(keys)["cells"].max()
     out = pd.DataFrame({("", "projected"): [direction_label(a, b) for a, b in zip(rows["source"], rows["target"])],
-                        ("", "cells"): rows["class"].map(CLASS_LABEL),
+                        ("", "bound"): rows["class"].map(TABLE_LABEL),
                         ("", "n"): [int(count[tuple(k)]) for k in rows.to_numpy()]})
     index = pd.MultiIndex.from_frame(rows)
     for model in MODELS:
         m = summary[summary["model"] == model].set_index(keys).reindex(index)
         if m["cells"].notna().any():  # a model that applies to no direction (scaled, with one GPU) gets no columns
-            out[(f"{model}: abs. error [%]", "median")] = 100 * m["median_abs_error"].to_numpy(dtype=float)
-            out[(f"{model}: abs. error [%]", "p90")] = 100 * m["p90_abs_error"].to_numpy(dtype=float)
+            out[(model, "median")] = 100 * m["median_abs_error"].to_numpy(dtype=float)
+            out[(model, "p90")] = 100 * m["p90_abs_error"].to_numpy(dtype=float)
     out[("", "goal [%]")] = [100 * GOALS.get(("calibrated", c), np.nan) for c in rows["class"]]
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     numbers = {c: (lambda v: _pct(v / 100)) for c in out.columns[3:]}
