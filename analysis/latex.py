@@ -113,8 +113,8 @@ FIGURE_WIDTH = 0.95  # of \linewidth: a device figure
 KERNEL_FIGURE_WIDTH = 0.8  # a kernel's figure, inside its section
 FIGURE_HEIGHT = 0.42  # of \textheight, at most
 # Figures that need more of a page to stay legible: the speedup heatmap (one cell per kernel, implementation, size
-# and dtype) and the projection (six bars per kernel and dtype) take a float page of their own, the panels of the
-# time-against-size figure more than half of one.
+# and dtype) and the projection (a row of four GPUs per kernel and dtype) take a float page of their own, the panels
+# of the time-against-size figure more than half of one.
 TALL_FIGURES = {"speedup": 0.85, "projection": 0.85, "scaling": 0.6}
 
 

@@ -36,12 +36,14 @@ GPU_FIGURE_CAPTIONS = {
               "implementation, one panel per dtype: what fusing an expression into one kernel saves.",
 }
 PROJECTION_FIGURE_CAPTIONS = {
-    "projection": "Roofline model (calibrated: each datasheet peak scaled by this device's measured / datasheet "
-                  "ratio) of each kernel at its largest size on four datasheet GPUs, its whiskers the range of "
-                  "measured / model on this device; beside them the GPU time measured here (builtin and fastest).",
-    "wave": f"Matrix product in {GPU_TIME}: achieved TFLOP/s of Triton and the builtin against N, beside the "
-            "wave-quantisation model scaled to the measured cuBLAS peak; sizes that are no multiple of the 128 tile "
-            "are marked.",
+    "projection": "Speed-up over the GPU time measured here (fastest implementation) that the roofline model "
+                  "(calibrated: each datasheet peak scaled by this device's measured / datasheet ratio) gives each "
+                  "kernel at its largest size on four datasheet GPUs, one colour and marker per GPU, one panel per "
+                  "dtype; this device's own point sits at measured / model, its distance from 1 the model's error.",
+    "wave": f"Matrix product in {GPU_TIME}: achieved TFLOP/s of Triton and the builtin against N, each over its "
+            "own best (the best rates in each panel's title), beside the wave-quantisation model over its own best "
+            "(dashed): both are 1 at full waves. At a size that is no multiple of the 128 tile, the shaded gap is "
+            "the loss the wave model does not explain.",
 }
 KERNEL_FIGURE_CAPTIONS = {
     "bandwidth": f"Achieved bandwidth in {GPU_TIME} against size, per implementation (colour and marker) and dtype "

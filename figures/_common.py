@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 from analysis.claims import CPU_FRAME_LABEL, FRAME_LABEL, over_roof  # noqa: E402
@@ -280,3 +281,70 @@ def printed_text(fig, name: str) -> tuple[float, list[tuple[float, str]], float]
     drawn = fig.get_tightbbox(fig.canvas.get_renderer())  # inches: everything drawn, text included
     out = max(0.0, -drawn.x0, -drawn.y0, drawn.x1 - w, drawn.y1 - h)
     return scale, sorted((t.get_fontsize() * scale, t.get_text()) for t in texts), out
+
+
+def place_labels(ax, anchors, texts, offset_pt: float = 5.0, pad_pt: float = 1.0, reach_pt: float = 60.0,
+                 **text_kw) -> list:
+    """Label each point of `anchors` ([(x, y)] in data coordinates) with its text, no label over another, over a
+    marker or across a line of the axes, all inside the axes. Each label takes, in turn, the free place nearest its
+    point: right of it (first choice), left, below or above, moved along by up to `reach_pt`; a label moved off its
+    point's side is joined to it by a thin leader line. Worked out on the laid-out figure (the axes as printed),
+    kept as offsets in points. Returns the annotations."""
+    fig = ax.figure
+    fig.canvas.draw()  # constrained layout settles the axes: the positions below are the printed ones
+    renderer = fig.canvas.get_renderer()
+    px = fig.dpi / 72  # display pixels per point
+    xy = ax.transData.transform(np.asarray(anchors, dtype=float).reshape(-1, 2))
+    frame = ax.get_window_extent(renderer)
+    r, pad = 3.5 * px, pad_pt * px  # a marker's half-width with its edge; the room kept around a label
+    obstacles = [ax.transData.transform(np.asarray(c.get_offsets(), dtype=float)) for c in ax.collections
+                 if isinstance(c, PathCollection) and len(c.get_offsets())]
+    for line in ax.get_lines():  # every line as points a pixel apart (a marker's centre is one of its vertices)
+        v = line.get_transform().transform(np.column_stack(line.get_data()).astype(float))
+        v = v[np.isfinite(v).all(axis=1)]
+        for a, b in zip(v[:-1], v[1:]):
+            n = int(min(np.hypot(*(b - a)), 4 * frame.width)) + 2
+            obstacles.append(a + np.linspace(0, 1, n)[:, None] * (b - a))
+        if line.get_marker() not in ("", "None", None):
+            obstacles.append(v)
+    points = np.concatenate(obstacles) if obstacles else np.zeros((0, 2))
+    placed: list[tuple[float, float, float, float]] = []
+    out = []
+    for (x, y), text in zip(xy, texts):
+        probe = ax.text(0, 0, text, **text_kw)  # the label's size, measured with a throwaway text
+        box = probe.get_window_extent(renderer)
+        w, h = box.width, box.height
+        probe.remove()
+        off = offset_pt * px
+        shifts = np.arange(0, reach_pt * px, px)
+        candidates = []  # (cost in pixels, left edge, vertical centre, leader)
+        for penalty, side in ((0, "right"), (3, "left"), (4, "below"), (5, "above")):
+            for d in shifts:
+                for sign in ((1, -1) if d else (1,)):
+                    if side in ("right", "left"):
+                        lx, cy = (x + off if side == "right" else x - off - w), y + sign * d
+                    else:
+                        lx, cy = x - w / 2 + sign * d, y + (-1 if side == "below" else 1) * (off + h / 2)
+                    candidates.append((d + penalty * px, lx, cy, d > 2 * px or side in ("below", "above")))
+        candidates.sort(key=lambda c: c[0])
+        choice = None
+        for _, lx, cy, leader in candidates:
+            x0, y0, x1, y1 = lx - pad, cy - h / 2 - pad, lx + w + pad, cy + h / 2 + pad
+            if x0 < frame.x0 or x1 > frame.x1 or y0 < frame.y0 or y1 > frame.y1:
+                continue
+            if any(x0 < b[2] and b[0] < x1 and y0 < b[3] and b[1] < y1 for b in placed):
+                continue
+            hit = (points[:, 0] > x0 - r) & (points[:, 0] < x1 + r) & (points[:, 1] > y0 - r) & (points[:, 1] < y1 + r)
+            if not hit.any():
+                choice = (lx, cy, leader)
+                break
+        if choice is None:  # nowhere free within reach: beside its point, as a plain label would be
+            choice = (x + off, y, False)
+        lx, cy, leader = choice
+        placed.append((lx, cy - h / 2, lx + w, cy + h / 2))
+        line = {"arrowprops": {"arrowstyle": "-", "color": "0.5", "lw": 0.5, "shrinkA": 0, "shrinkB": 3}} \
+            if leader else {}
+        out.append(ax.annotate(text, ax.transData.inverted().transform((x, y)),
+                               xytext=((lx - x) / px, (cy - y) / px), textcoords="offset points", ha="left",
+                               va="center", in_layout=False, **line, **text_kw))
+    return out

@@ -1,55 +1,64 @@
-"""Cross-GPU projection: the roofline-model time of each kernel at its largest size on the A100, H100, H200 and
-B200 datasheets, calibrated by this GPU, beside the GPU time measured here (fastest correct implementation, ties
-named, and the builtin). Message: what the model says each datasheet GPU would take, how far off the model is here,
-and where a bigger GPU would help.
+"""Cross-GPU projection: how much faster (or slower) than measured here each kernel would run on the A100, H100,
+H200 and B200, by the roofline model calibrated on this GPU. Message: memory-bound kernels scale with the datasheet
+bandwidth and compute-bound ones with the datasheet compute, and the model's own error here is the distance of this
+GPU's point from 1.
+
+One point per (kernel, dtype) at its largest size and per datasheet GPU, each GPU its own colour and marker:
+x = measured time here (fastest correct implementation, GPU time) / model time on that GPU, on a log2 axis (2 = twice
+as fast as measured here). One panel per dtype.
 
 Model (analysis/calibration.py): each datasheet peak scaled by this GPU's measured / datasheet ratio per resource
-(copy bandwidth; best GEMM per compute unit), model_ms = max(FLOPs / scaled peak, bytes / scaled bandwidth). Its
-whiskers span the range of measured / model of this GPU's fastest cells of the same bound: the calibration error,
-measured. A GPU without a datasheet entry is not calibrated (no whiskers, raw datasheet model); the CPU is not
-projected at all (its figure says so, and the paper leaves it out). Log time axis; one panel per dtype.
+(copy bandwidth; best GEMM per compute unit), model_ms = max(FLOPs / scaled peak, bytes / scaled bandwidth). A GPU
+without a datasheet entry is not calibrated (the raw datasheet model); the CPU is not projected at all (its figure
+says so, and the paper leaves it out).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from analysis import calibration
 from figures import SCOPES
-from figures._common import (IMPL_LABEL, IMPL_SHORT, claimable, gpu_name, is_cpu, new_figure, no_data_figure,
-                             parse_args, read_metrics, save, setup)
+from figures._common import claimable, gpu_name, is_cpu, new_figure, no_data_figure, parse_args, read_metrics, save, setup
 from rooflab.gpus import SPECS
 from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["projection"]
-MODEL_COLORS = dict(zip(SPECS, ["#bdd7e7", "#6baed6", "#3182bd", "#08519c"]))
-ROW_IN = 0.3  # one kernel's six bars
+# One colour and one marker per datasheet GPU (Okabe-Ito: distinct under the common colour-vision deficiencies)
+GPU_COLORS = dict(zip(SPECS, ["#E69F00", "#56B4E9", "#009E73", "#CC79A7"]))
+GPU_MARKERS = dict(zip(SPECS, ["o", "s", "D", "^"]))
+ROW_IN = 0.22  # one (kernel, dtype) row: its four points, dodged
 
 
 def projection_table(df: pd.DataFrame, gpu: str) -> tuple[pd.DataFrame, bool]:
-    """(table, calibrated): one row per (kernel, dtype) at the largest size: the calibrated model time per spec GPU
-    with the whisker factors (lo, hi) of its bound, best (ties named) and builtin measured time. Uncalibrated (the
-    raw datasheet model, no whiskers) where this GPU has no datasheet entry."""
+    """(table, calibrated): one row per (kernel, dtype) at the largest size: the model time per datasheet GPU
+    (model_<key>_ms: calibrated by `gpu`, or the raw datasheet model where `gpu` has no datasheet entry), the
+    fastest measured time here and speedup_<key> = measured here / model there."""
     t, r = calibration.projections(df, gpu)
-    calibrated = np.isfinite(r["bandwidth"])
-    err = calibration.error(t).set_index("bound")
+    calibrated = bool(np.isfinite(r["bandwidth"]))
     big = df[df["size"] == df.groupby(["kernel", "dtype"])["size"].transform("max")]
     rows = []
     for best in t.itertuples():
         g = big[(big["kernel"] == best.kernel) & (big["dtype"] == best.dtype)]
-        names = [IMPL_LABEL[i] for i in best.fastest] if len(best.fastest) == 1 else \
-            [IMPL_SHORT[i] for i in best.fastest]
-        row = {"kernel": best.kernel, "dtype": best.dtype, "size": int(best.size),
-               "best_impl": " = ".join(names) + (" (tie)" if len(names) > 1 else ""),
-               "measured_best_ms": best.median_ms,
-               "measured_builtin_ms": g.loc[g["impl"] == "builtin", "median_ms"].min(),
-               "lo": err.loc[best.bound, "min"] if best.bound in err.index else np.nan,
-               "hi": err.loc[best.bound, "max"] if best.bound in err.index else np.nan}
-        row.update({f"model_{key}_ms": getattr(best, f"model_ms_{key}") if calibrated
-                    else g[f"model_time_ms_{key}"].iloc[0] for key in SPECS})
+        row = {"kernel": best.kernel, "dtype": best.dtype, "size": int(best.size), "bound": best.bound,
+               "measured_best_ms": best.median_ms}
+        for key in SPECS:
+            row[f"model_{key}_ms"] = getattr(best, f"model_ms_{key}") if calibrated \
+                else g[f"model_time_ms_{key}"].iloc[0]
+            row[f"speedup_{key}"] = best.median_ms / row[f"model_{key}_ms"]
         rows.append(row)
     return pd.DataFrame(rows), calibrated
+
+
+def ratio_axis(axis, values) -> None:
+    """A log2 axis of speed-ups, a tick at every power of two the values span, labelled '0.5x', '1x', '2x'."""
+    v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=float)
+    lo, hi = (np.floor(np.log2(v.min())), np.ceil(np.log2(v.max()))) if len(v) else (-1.0, 1.0)
+    lo, hi = min(lo, -1.0), max(hi, 1.0)
+    axis.set_major_locator(FixedLocator([2.0 ** e for e in np.arange(lo, hi + 1)]))
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
+    axis.set_minor_locator(NullLocator())
 
 
 def main(argv=None):
@@ -59,7 +68,7 @@ def main(argv=None):
     df = claimable(metrics, args.gpu)
     df = df[df["pass"] == "fwd"]
     here = gpu_name(args.gpu)
-    title = f"Roofline-model time on four datasheet GPUs vs time measured on {here}"
+    title = f"How fast each kernel would run on four datasheet GPUs, relative to {here}"
     if is_cpu(args.gpu):
         no_data_figure(args, title, "not drawn for the CPU: a CPU's times say nothing of a GPU's", "projection")
         return
@@ -67,55 +76,44 @@ def main(argv=None):
         no_data_figure(args, title, f"no correct, timed measurements on {args.gpu}", "projection")
         return
     table, calibrated = projection_table(df, args.gpu)
-    model = f"model, calibrated to {args.gpu}" if calibrated else "model (datasheet, uncalibrated)"
     dtypes = [d for d in DTYPES if d in set(table["dtype"])]
     kernels_of = {d: sorted(set(table.loc[table["dtype"] == d, "kernel"])) for d in dtypes}
-    # one panel a row, as tall as its kernels: the page's width leaves room for the fastest implementations' names
-    fig, axes = new_figure("projection", sum(ROW_IN * len(k) + 0.55 for k in kernels_of.values()) + 1.0,
-                           nrows=len(dtypes), ncols=1, squeeze=False,
-                           gridspec_kw={"height_ratios": [len(k) + 2 for k in kernels_of.values()]})
-    series = [(f"model_{k}_ms", f"{model}: {s.name}", MODEL_COLORS[k]) for k, s in SPECS.items()]
-    series += [("measured_builtin_ms", "measured here (GPU time): PyTorch builtin", "#fdae6b"),
-               ("measured_best_ms", "measured here (GPU time): fastest impl", "#d94801")]
-    height = 0.8 / len(series)
+    fig, axes = new_figure("projection", sum(ROW_IN * len(k) + 0.4 for k in kernels_of.values()) + 1.1,
+                           nrows=len(dtypes), ncols=1, squeeze=False, sharex=True,
+                           gridspec_kw={"height_ratios": [len(k) + 1.2 for k in kernels_of.values()]})
+    dodge = 0.2  # of a row, between GPUs: points of equal speed-up (H100 and H200 on compute) stay apart
     for ax, dtype in zip(axes.flat, dtypes):
         kernels = kernels_of[dtype]
-        y = np.arange(len(kernels))
         t = table[table["dtype"] == dtype].set_index("kernel").reindex(kernels)
-        for i, (col, label, color) in enumerate(series):
-            v = t[col].to_numpy(dtype=float) * 1e3
-            whiskers = None
-            if col.startswith("model_") and calibrated:  # the calibration error measured here, by bound
-                lo, hi = t["lo"].to_numpy(dtype=float), t["hi"].to_numpy(dtype=float)
-                whiskers = np.nan_to_num([v - v * np.minimum(lo, 1), v * np.maximum(hi, 1) - v])
-            ax.barh(y + (i - (len(series) - 1) / 2) * height, v, height=height, color=color, label=label,
-                    xerr=whiskers, error_kw={"elinewidth": 0.6, "capsize": 1.5, "ecolor": "0.35"})
-        offset = (len(series) - 1) / 2 * height
-        for yi, kernel in zip(y, kernels):
-            if isinstance(t.loc[kernel, "best_impl"], str):
-                ax.annotate(t.loc[kernel, "best_impl"], (t.loc[kernel, "measured_best_ms"] * 1e3, yi + offset),
-                            textcoords="offset points", xytext=(3, 0), va="center", fontsize=7, color="#d94801")
-        ax.set_xscale("log")
-        values = t[[c for c, _, _ in series]].to_numpy(dtype=float) * 1e3
-        if calibrated:
-            values = np.concatenate([values.ravel(), (t[[c for c, _, _ in series[:-2]]].to_numpy(dtype=float).T
-                                                      * t["hi"].clip(lower=1).to_numpy(dtype=float)).ravel() * 1e3])
-        lo, hi = np.nanmin(values), np.nanmax(values)
-        ax.set_xlim(lo / 1.5, hi * (hi / lo) ** 0.35 * 1.5)  # room right of the longest bar for its label
-        decades = np.log10(hi / lo)
-        ax.xaxis.set_major_locator(LogLocator(subs=(1.0,) if decades > 2 else (1.0, 2.0, 5.0)))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}" if v < 1e4 else f"{v:,.0f}"))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_title(dtype)
-        ax.set_xlabel("time per call at the largest N [µs], log")
-        ax.set_yticks(y)
-        ax.set_yticklabels([f"{k} (N={int(t.loc[k, 'size'])})" if np.isfinite(t.loc[k, "size"]) else k
-                            for k in kernels])
-        ax.invert_yaxis()
+        y = np.arange(len(kernels))
+        for i, key in enumerate(SPECS):
+            own = key == args.gpu
+            label = SPECS[key].name + (" (this GPU: its distance from 1x is the model's error)" if own else "")
+            ax.scatter(t[f"speedup_{key}"], y + (i - (len(SPECS) - 1) / 2) * dodge, s=16, marker=GPU_MARKERS[key],
+                       color=GPU_COLORS[key], edgecolors="black" if own else "none", linewidths=0.6, zorder=3,
+                       label=label)
+        for yi in y[1:]:  # a faint rule between kernels: each row's four points read as one group
+            ax.axhline(yi - 0.5, color="0.92", lw=0.5, zorder=0)
+        ax.axvline(1.0, color="black", lw=0.8, zorder=1)
+        ax.set_xscale("log", base=2)
+        ax.grid(axis="y", visible=False)
+        ax.set_yticks(y, kernels)
+        ax.set_ylim(len(kernels) - 0.5, -0.5)
+        ax.tick_params(axis="y", length=0)
+        sizes = sorted({int(s) for s in t["size"].dropna()})
+        ax.set_title(f"{dtype}, N = {', '.join(map(str, sizes))}", loc="left")
+    speedups = table[[f"speedup_{k}" for k in SPECS]].to_numpy(dtype=float).ravel()
+    ratio_axis(axes[-1][0].xaxis, speedups)
+    finite = speedups[np.isfinite(speedups) & (speedups > 0)]
+    axes[-1][0].set_xlim(min(finite.min(), 1.0) / 1.25, max(finite.max(), 1.0) * 1.25)
+    for ax in axes.flat:
+        ax.tick_params(axis="x", labelbottom=True)
+    model = f"the roofline model calibrated on {args.gpu}" if calibrated else "the datasheet roofline model"
+    axes[-1][0].set_xlabel("speed-up over the time measured here (fastest implementation, GPU time)\n"
+                           f"by {model}: right of 1x faster than measured here, left slower")
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncols=2)
-    whisker = "; whiskers: measured / model here" if calibrated else ""
-    fig.suptitle(f"{title}\nbars right of the models: time the model does not explain{whisker}")
+    fig.legend(handles, labels, loc="outside lower center", ncols=2, handletextpad=0.3, columnspacing=1.5)
+    fig.suptitle(title)
     save(fig, args)
 
 

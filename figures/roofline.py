@@ -7,7 +7,8 @@ Log-log axes: x = arithmetic intensity (FLOP/byte, from the kernel's own model),
 median's frame (GPU time; host time on the CPU, which has measured roofs only). Each roof is a line of its own:
 datasheet roofs grey and thin, measured roofs black, and within each the compute unit by its dash (fp32 solid, tf32
 dashed, bf16 dash-dot, fp16 dotted), each named in the legend with its peak and ridge point. A point above its roof
-is ringed: it is in the paper's findings table.
+is ringed: it is in the paper's findings table. The kernels' labels are placed clear of each other, of the markers
+and of the roofs (figures/_common.place_labels), with a leader line where one had to move off its point.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from analysis.latex import DTYPE_SHORT
 from analysis.why_tables import LOW_PRECISION_FIRST
 from figures import SCOPES
 from figures._common import (IMPL_LABEL, PALETTE, claimable, gpu_name, impls_present, mark_findings, new_figure,
-                             no_data, parse_args, read_metrics, save, setup, time_frame)
+                             no_data, parse_args, place_labels, read_metrics, save, setup, time_frame)
 from rooflab.gpus import spec_for
 
 SCOPE = SCOPES["roofline"]
@@ -86,7 +87,8 @@ def main(argv=None):
     few = handful(df)
     kernels = sorted(set(few["kernel"]))
     marker = dict(zip(kernels, KERNEL_MARKERS * (len(kernels) // len(KERNEL_MARKERS) + 1)))
-    for i, (kernel, g) in enumerate(few.groupby("kernel", sort=True)):
+    anchors, labels = [], []
+    for kernel, g in few.groupby("kernel", sort=True):
         g = g.sort_values("impl", key=lambda s: s.ne(OURS))  # ours first: the label sits beside it
         ax.plot(g["arithmetic_intensity"], g["achieved_tflops"], color="0.55", lw=0.7, zorder=2)
         for r in g.itertuples():
@@ -94,9 +96,8 @@ def main(argv=None):
             ax.scatter([r.arithmetic_intensity], [r.achieved_tflops], s=22, marker=marker[kernel], zorder=3,
                        color=PALETTE[r.impl] if ours else "white", edgecolors=PALETTE[r.impl], lw=1.0)
         top = g.iloc[0]
-        ax.annotate(f"{kernel} ({DTYPE_SHORT.get(top['dtype'], top['dtype'])})",
-                    (top["arithmetic_intensity"], top["achieved_tflops"]), textcoords="offset points",
-                    xytext=(5, 5 if i % 2 else -9), fontsize=7, color="0.15")
+        anchors.append((top["arithmetic_intensity"], top["achieved_tflops"]))
+        labels.append(f"{kernel} ({DTYPE_SHORT.get(top['dtype'], top['dtype'])})")
     mark_findings(ax, few, "arithmetic_intensity", "achieved_tflops")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -110,6 +111,8 @@ def main(argv=None):
     handles += roofs[0]
     handles += [h for h, lab in zip(*ax.get_legend_handles_labels()) if lab.startswith("above")]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), handlelength=2.6)
+    # last, on the laid-out axes: the memory-bound kernels sit close together on the bandwidth roof
+    place_labels(ax, anchors, labels, fontsize=7, color="0.15")
     save(fig, args)
 
 

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.container import ErrorbarContainer
+from matplotlib.text import Text
 
 from analysis.claims import findings
 from analysis.metrics import compute_metrics
@@ -130,10 +131,10 @@ def points(fig) -> np.ndarray:
     return np.array([(float(x), float(y)) for x, y in out if np.isscalar(x) and np.isscalar(y)])
 
 
-# (x, y, the roof the figure draws for that point) per figure
-ROOFS = {"roofline": ("arithmetic_intensity", "achieved_tflops", "attainable_tflops_measured"),
-         "bandwidth": ("size", "achieved_gbps", "peak_bandwidth_measured_gbps"),
-         "wave": ("size", "achieved_tflops", "peak_tflops_measured")}
+# (x, y as plotted, the rate, the roof the figure draws for that point) per figure
+ROOFS = {"roofline": ("arithmetic_intensity", "achieved_tflops", "achieved_tflops", "attainable_tflops_measured"),
+         "bandwidth": ("size", "achieved_gbps", "achieved_gbps", "peak_bandwidth_measured_gbps"),
+         "wave": ("size", "relative_tflops", "achieved_tflops", "peak_tflops_measured")}
 
 
 @pytest.mark.parametrize("name", sorted(ROOFS))
@@ -142,19 +143,24 @@ def test_no_plotted_point_above_its_roof_unless_listed(name, monkeypatch, tmp_pa
     kernel = "matmul" if name == "wave" else "gelu"
     fig = drawn(monkeypatch, name, inputs, tmp_path, kernel=kernel)["fig"]
     xy = points(fig)
-    x, y, roof = ROOFS[name]
-    rows = metrics[(metrics["gpu"] == "h200") & metrics[y].notna()]
-    if name != "roofline":
-        rows = rows[rows["kernel"] == kernel]
-    else:  # the roofline draws a labelled handful: two cells could share a point, only the drawn one counts
+    x, y, rate, roof = ROOFS[name]
+    rows = metrics[(metrics["gpu"] == "h200") & metrics[rate].notna()]
+    if name == "roofline":  # a labelled handful: two cells could share a point, only the drawn one counts
         from figures.roofline import handful
 
         rows = handful(rows[rows["claimable"]])
+    elif name == "wave":  # each rate over its implementation's best, per dtype, as the figure draws it
+        from figures.wave import IMPLS, relative
+
+        rows = rows[(rows["kernel"] == kernel) & rows["claimable"] & rows["impl"].isin(IMPLS)]
+        rows = pd.concat([relative(g) for _, g in rows.groupby("dtype")])
+    else:
+        rows = rows[rows["kernel"] == kernel]
     listed = set(map(tuple, findings(metrics)[["kernel", "impl", "dtype", "size"]].to_numpy()))
     plotted_above = set()
     for r in rows.itertuples():
         at = np.isclose(xy[:, 0], getattr(r, x), rtol=1e-9) & np.isclose(xy[:, 1], getattr(r, y), rtol=1e-9)
-        if at.any() and getattr(r, y) > getattr(r, roof):
+        if at.any() and getattr(r, rate) > getattr(r, roof):
             key = (r.kernel, r.impl, r.dtype, r.size)
             assert key in listed, f"{name} plots {key} above its roof, and the findings table does not list it"
             plotted_above.add(key)
@@ -230,11 +236,84 @@ def test_the_cpu_figures_draw_only_what_applies(monkeypatch, tmp_path, inputs):
         assert "not drawn for the CPU" in drawn(monkeypatch, name, inputs, tmp_path, gpu="cpu")["no_data"]
 
 
-def test_projection_draws_the_calibrated_model_with_its_error(monkeypatch, tmp_path, inputs):
+def text_box(t, renderer):
+    """A text's own box as drawn (an annotation's without its leader line)."""
+    return Text.get_window_extent(t, renderer)
+
+
+def overlaps(fig, texts) -> list[tuple[str, str]]:
+    """The pairs of `texts` whose boxes, as the renderer draws them, overlap."""
+    renderer = fig.canvas.get_renderer()
+    boxes = [(t.get_text(), text_box(t, renderer)) for t in texts if t.get_visible() and t.get_text()]
+    return [(a, b) for i, (a, p) in enumerate(boxes) for b, q in boxes[i + 1:] if p.overlaps(q)]
+
+
+def test_projection_draws_each_gpu_in_its_own_colour_and_marker(monkeypatch, tmp_path, inputs):
+    """One series per datasheet GPU, told apart by colour and by marker, named in the legend; x is the speed-up over
+    the time measured here, so this GPU's own model sits at measured / model (its distance from 1: the model's
+    error); the x tick labels do not collide."""
+    from matplotlib.colors import to_hex
+
+    from figures.projection import projection_table
+    from rooflab.gpus import SPECS
+
     fig = drawn(monkeypatch, "projection", inputs, tmp_path)["fig"]
-    labels = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
-    assert any(t.startswith("model, calibrated to h200") for t in labels)
-    assert any(isinstance(c, ErrorbarContainer) for ax in fig.axes for c in ax.containers)
+    ax = fig.axes[0]
+    series = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert len(series) == len(SPECS)
+    assert all(c.get_label().startswith(s.name) for c, s in zip(series, SPECS.values()))
+    colours = {to_hex(c.get_facecolor()[0]) for c in series}
+    markers = {tuple(map(tuple, c.get_paths()[0].vertices.round(6))) for c in series}
+    assert len(colours) == len(markers) == len(SPECS), "every GPU its own colour and its own marker"
+    legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert all(any(t.startswith(s.name) for t in legend) for s in SPECS.values())
+    assert "calibrated on h200" in fig.axes[-1].get_xlabel()
+    metrics = pd.read_parquet(inputs / "metrics.parquet")
+    ok = metrics[(metrics["gpu"] == "h200") & metrics["claimable"] & (metrics["pass"] == "fwd")]
+    table, calibrated = projection_table(ok, "h200")
+    assert calibrated
+    own = next(c for c in series if c.get_label().startswith(SPECS["h200"].name))
+    first = table[table["dtype"] == fig.axes[0].get_title(loc="left").split(",")[0]].sort_values("kernel")
+    assert np.allclose(own.get_offsets()[:, 0], first["measured_best_ms"] / first["model_h200_ms"])
+    fig.canvas.draw()
+    for a in fig.axes:
+        assert not overlaps(fig, a.get_xticklabels()), a.get_title()
+
+
+def test_the_wave_model_is_drawn_on_the_datas_scale_with_its_gap_named(monkeypatch, tmp_path, inputs):
+    """Data and model share one scale (each over its own best: 1 at full waves), so the model sits beside the data;
+    the odd size's gap between them is labelled; the size axis has one line of ticks, none colliding."""
+    fig = drawn(monkeypatch, "wave", inputs, tmp_path, kernel="matmul")["fig"]
+    panels = [a for a in fig.axes if a.axison]
+    assert panels
+    fig.canvas.draw()
+    for ax in panels:
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        model = next(line for label, line in lines.items() if label.startswith("wave model"))
+        assert np.nanmax(model.get_ydata()) == pytest.approx(1.0)
+        drawn_impls = [lines[i] for i in ("PyTorch builtin", "Triton (ours)") if i in lines]
+        assert drawn_impls and all(np.nanmax(line.get_ydata()) == pytest.approx(1.0) for line in drawn_impls)
+        assert any("gap at N = 1793" in t.get_text() and "wave model does not explain" in t.get_text().replace("\n", " ")
+                   for t in ax.texts)
+        ticks = ax.get_xticklabels()
+        assert ticks and all("\n" not in t.get_text() for t in ticks)
+        assert not overlaps(fig, ticks)
+
+
+def test_the_roofline_labels_overlap_nothing(monkeypatch, tmp_path, inputs):
+    """The kernels' labels overlap no other label and no marker, though gelu and softmax share their arithmetic
+    intensity and rate (as the memory-bound kernels sit close together on the bandwidth roof)."""
+    fig = drawn(monkeypatch, "roofline", inputs, tmp_path)["fig"]
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    assert len(ax.texts) == 3 and not overlaps(fig, ax.texts)
+    centres = np.concatenate([ax.transData.transform(c.get_offsets()) for c in ax.collections])
+    frame = ax.get_window_extent(renderer)
+    for t in ax.texts:
+        box = text_box(t, renderer)
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+        assert not any(box.contains(x, y) for x, y in centres), t.get_text()
 
 
 def test_one_process_draws_the_figures_of_a_device_or_a_kernel(tmp_path, inputs):
