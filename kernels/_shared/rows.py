@@ -195,6 +195,18 @@ def split_cols(n_rows: int, n_cols: int, sms: int, below: tuple[int, int], chunk
     return cols if cols <= n_cols else 0  # a flat tile longer than a row would span three (tables a lab swapped)
 
 
+def chosen_split(split: int | None, n_rows: int, n_cols: int, element_size: int, sms: int, below: tuple[int, int],
+                 chunk: tuple[int, int, int], split_unaligned: bool, flat: bool) -> int:
+    """The elements a program of a split row takes, 0 for none: ``split`` as asked (checked), else split_cols's
+    choice over a contiguous (``flat``) x, rows no multiple of 16 bytes split whatever their number where
+    ``split_unaligned``."""
+    if split is not None:
+        check_split(split, n_cols, flat)
+        return split
+    unaligned = split_unaligned and n_cols * element_size % 16 != 0
+    return split_cols(n_rows, n_cols, sms, below, chunk, unaligned) if flat else 0
+
+
 def check_split(split: int, n_cols: int, flat: bool) -> None:
     """A split asked for by hand (``split=``): flat tiles need a power of two of at most a row over a contiguous x."""
     if split and not (flat and split & (split - 1) == 0 and split <= n_cols):

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import triton
 
-from kernels._shared.rows import check_split, row_align, row_launch_params, split_cols, unmasked
+from kernels._shared.rows import chosen_split, row_align, row_launch_params, unmasked
 
 
 class Tables(NamedTuple):
@@ -50,11 +50,7 @@ def forward(shape: tuple[int, int], strides: tuple[int, int], element_size: int,
     device's SM count (0 under the interpreter: never split). The overrides are rowsum_triton's."""
     (n_rows, n_cols), es, t = shape, element_size, tables
     flat = strides[1] == 1 and (n_rows == 1 or strides[0] == n_cols)  # contiguous: one flat buffer
-    if split is None:
-        unaligned = t.SPLIT_UNALIGNED and n_cols * es % 16 != 0
-        split = split_cols(n_rows, n_cols, sms, t.SPLIT_BELOW, t.SPLIT_CHUNK, unaligned) if flat else 0
-    else:
-        check_split(split, n_cols, flat)
+    split = chosen_split(split, n_rows, n_cols, es, sms, t.SPLIT_BELOW, t.SPLIT_CHUNK, t.SPLIT_UNALIGNED, flat)
     if split:
         return Launch("split", (), (), dict(CHUNK=split))
     aligned = flat and n_cols > t.MAX_BLOCK_N and n_cols * es % 16 and es in t.ALIGNED_TILES

@@ -12,12 +12,11 @@ from typing import NamedTuple
 
 from kernels._shared.rows import (
     MAX_BLOCK_SIZE,
-    check_split,
+    chosen_split,
     contiguous,
     held_min_warps,
     packed_plan,
     row_launch_params,
-    split_cols,
     unmasked,
 )
 
@@ -57,11 +56,7 @@ def forward(shape: tuple[int, int], strides: tuple[int, int], element_size: int,
     softmax_forward's."""
     (n_rows, n_cols), es, t = shape, element_size, tables
     flat = contiguous(shape, strides)
-    if split is None:
-        unaligned = t.SPLIT_UNALIGNED and n_cols * es % 16 != 0
-        split = split_cols(n_rows, n_cols, sms, t.SPLIT_BELOW, t.SPLIT_CHUNK, unaligned) if flat else 0
-    else:
-        check_split(split, n_cols, flat)
+    split = chosen_split(split, n_rows, n_cols, es, sms, t.SPLIT_BELOW, t.SPLIT_CHUNK, t.SPLIT_UNALIGNED, flat)
     if split:
         return Launch("split", (), (), dict(CHUNK=split))
     block, auto_warps, one_block = launch_params(n_cols, es, max_block)
