@@ -281,7 +281,7 @@ def fixed_costs(metrics: pd.DataFrame, min_size: int = FIT_MIN_SIZE) -> pd.DataF
     marginal_tbs (1 / slope: the rate at which one more byte is moved), points, and at the largest size its
     time_us and fixed_share = fixed_us / time_us: the part of the call a faster memory system would not shorten.
     A kernel at the copy's marginal rate can still read below the copy's bandwidth at one size through its fixed
-    cost (docs/archive/performance-rounds.md, round 27)."""
+    cost (docs/archive/performance-rounds.md)."""
     ok = metrics["claimable"] if "claimable" in metrics else metrics["status"] == "ok"
     d = metrics[ok & (metrics["bound"] == "memory") & (metrics["size"] >= min_size)
                 & np.isfinite(metrics["median_ms"]) & np.isfinite(metrics["bytes"])]

@@ -310,7 +310,7 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
     else:
         out.append(f"torch.compile's first call is {NOT_MEASURED}.")
     graphs = (cold["compile_graphs"] if "compile_graphs" in cold else pd.Series(dtype=float)).dropna()
-    if len(graphs):  # rows from before the count (S26-D1) say nothing
+    if len(graphs):  # rows from before graphs were counted say nothing
         again = int((graphs > 1).sum())
         out.append(f"Dynamo traced one graph in each of its {len(graphs)} cells: no input set after the first "
                    "recompiled it." if not again else f"Dynamo recompiled in {again} of {len(graphs)} cells (up to "

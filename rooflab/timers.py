@@ -303,7 +303,7 @@ class Rotation:
 
         Why: after the flush a small cell's time depended on whether the address translations of its buffers had
         survived: six allocations of a 1024^2 bf16 add measured 5.41-6.51 us, and 5.66-5.76 us (1.7 % apart) with
-        the input and output pages touched first (docs/archive/performance-rounds.md, round 22). The data stay cold: one line in
+        the input and output pages touched first (docs/archive/performance-rounds.md). The data stay cold: one line in
         512 is read. With warming off (the default) this does nothing."""
         if self.inputs is None:
             return

@@ -14,7 +14,7 @@ were. ``timing.flush_buffers`` rotates several flush buffers (it did not help; k
 
 Instances: one start of a measurement (its warm-up, hold and outputs) draws an offset of a fraction of a
 microsecond that its samples share, so ``timing.instances`` pools the samples of several fresh starts (8 on a GPU:
-three processes then agree within 0.91 % on every cell of 50 us and more; docs/archive/performance-rounds.md, round 24).
+three processes then agree within 0.91 % on every cell of 50 us and more; docs/archive/performance-rounds.md).
 
 Why our own loop and not only ``triton.testing.do_bench``: do_bench flushes a fixed 256 MB buffer, does not hold the
 stream, and samples for a fixed time. We stop when the relative standard error of the median falls under a target
@@ -146,13 +146,13 @@ def measure(fn, timer: Timer, cfg: TimingConfig,
     sample then calls the next one in turn (Rotation), and the row records how many there were. Each closure is
     called once before the warm-up (none meets the timer cold), sampling starts at the first, and every batch is a
     whole number of rounds, so each placement holds the same share of the samples: where placements fall in two
-    clusters (round 17 of docs/archive/performance-rounds.md), a median over unequal shares would jump with one sample.
+    clusters (docs/archive/performance-rounds.md), a median over unequal shares would jump with one sample.
     ``inputs`` (one input set per closure) with ``cfg.warm_translations``: every sample's buffers have their
     address translations warmed after the flush (Rotation.warm).
 
     Instances: on the H200 one cell measured again in the same process, even on the same inputs with the same
     timer, lands up to 1 us away (standard deviation 0.3-0.9 us for cells of 65-650 us), while the samples of one
-    measurement stay put for seconds (docs/archive/performance-rounds.md, round 24). So a measurement is one draw of an offset its
+    measurement stay put for seconds (docs/archive/performance-rounds.md). So a measurement is one draw of an offset its
     own standard error does not see. Each instance is a fresh start (a new warm-up, so a new hold, and a new
     Rotation whose outputs the allocator places afresh, in the same blocks or others) that samples until the
     stopping rule fires for it, with the time limits and ``max_samples`` shared out; the row's statistics are over

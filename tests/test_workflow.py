@@ -305,12 +305,15 @@ def test_reference_comparison_joins_all_when_a_reference_exists(repo):
         res = snakemake(repo, "--cores", "1", "results/compare/cpu.md", "--configfile", "tiny.yaml")
         assert res.returncode == 0, res.stderr[-3000:]
         md = (repo / "results/compare/cpu.md").read_text()
-        assert md.startswith("# cpu: this run against data/reference/cpu") and "| same |" in md
+        assert md.startswith("# cpu: this run against data/reference/cpu")
         import pandas as pd
 
         table = pd.read_csv(repo / "results/compare/cpu.csv")
         timed = table[table["status_now"] == "ok"]
-        assert len(timed) and (timed["rel_change"] == 0).all() and (timed["verdict"] == "same").all()
+        # nothing moved; a cell whose floor is too wide to see a regression (the host's noisy short cells) is not
+        # comparable rather than the same, never slower or faster
+        assert len(timed) and (timed["rel_change"] == 0).all()
+        assert set(timed["verdict"]) <= {"same", "not comparable"} and (timed["verdict"] == "same").any()
     finally:
         shutil.rmtree(repo / "data/reference/cpu", ignore_errors=True)
         shutil.rmtree(repo / "results/compare", ignore_errors=True)
