@@ -338,3 +338,26 @@ def test_stored_sessions_that_crashed_failed_or_paired_other_sides_run_again(tmp
         "not json"]) + "\n")
     got = load_sessions(path, "x")
     assert list(got) == [session_key(g, "all", ["naive", "builtin"])]
+
+
+def test_a_session_that_fails_loses_nothing_and_runs_again(tmp_path, monkeypatch):
+    """A paired session that raises (a CUDA error, out of memory) is recorded with its error; the sweep's parquet is
+    written all the same, and the next run tries the session again."""
+    from experiments import measure as job
+    from rooflab import paired as paired_mod
+
+    def broken(*a, **kw):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(paired_mod, "run_rounds", broken)
+    out = tmp_path / "raw" / "cpu" / "gelu.parquet"
+    params = {"sizes": [64], "dtypes": ["float32"], "impls": ["naive", "builtin"], "timing": {
+        "warmup_ms": 1, "min_samples": 3, "max_time_s": 0.02, "loop_ms": 0.2}, "allow_failures": True,
+        "paired": {"rounds": 2, "min_rounds": 2, "event_samples": 1, "loop_ms": 0.1, "warmup_ms": 1}}
+    assert job.run("gelu", "cpu", str(out), params, progress=False) == 0
+    assert len(pd.read_parquet(out)) == 2 and pd.read_parquet(tmp_path / "raw/cpu/paired/gelu.parquet").empty
+    store = tmp_path / "raw" / "cpu" / ".cells" / "gelu.paired.jsonl"
+    assert "illegal memory access" in store.read_text()
+    monkeypatch.undo()
+    assert job.run("gelu", "cpu", str(out), params, progress=False) == 0  # the cells reused, the session again
+    assert not pd.read_parquet(tmp_path / "raw/cpu/paired/gelu.parquet").empty

@@ -288,7 +288,9 @@ def test_a_kernel_section_opens_with_what_the_kernel_file_declares(tmp_path):
     for k in kernel_names():
         assert kernel_summary(k) == load_kernel(k).description.strip().rstrip(".")[:1].upper() + \
             load_kernel(k).description.strip().rstrip(".")[1:] + "."
-    (tmp_path / "plus.py").write_text('"""A sum."""\nKERNEL = Kernel(name="plus", description="a sum of two tensors")\n')
+    (tmp_path / "plus").mkdir()  # a kernel's folder: kernels/<name>/__init__.py declares it
+    (tmp_path / "plus" / "__init__.py").write_text(
+        '"""A sum."""\nKERNEL = Kernel(name="plus", description="a sum of two tensors")\n')
     assert kernel_summary("plus", tmp_path) == "A sum of two tensors."
     assert kernel_summary("no_such_kernel") == ""
 

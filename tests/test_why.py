@@ -35,7 +35,8 @@ def test_short_names_drop_templates_signatures_and_namespaces():
 
 
 def test_naive_traffic_parses_the_annotated_source(tmp_path):
-    (tmp_path / "toy.py").write_text(
+    (tmp_path / "toy").mkdir()  # a kernel's folder: kernels/<name>/__init__.py
+    (tmp_path / "toy" / "__init__.py").write_text(
         "def toy_naive(x):\n"
         "    y = x * 2  # 1 kernel: read N^2, write N^2\n"
         "    z = y.sum(1)  # 2 kernels: read N^2 + N, write N each\n"
@@ -43,7 +44,8 @@ def test_naive_traffic_parses_the_annotated_source(tmp_path):
     t = why.naive_traffic("toy", 10, 4, tmp_path)
     assert t["kernels"] == 5
     assert t["bytes"] == 4 * ((100 + 100) + 2 * (110 + 10) + (10 + 10) + (20 + 10))
-    (tmp_path / "bare.py").write_text("def bare_naive(x):\n    return x + 1\n")
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "__init__.py").write_text("def bare_naive(x):\n    return x + 1\n")
     assert why.naive_traffic("bare", 10, 4, tmp_path) is None
     assert why.naive_traffic("absent", 10, 4, tmp_path) is None
 
