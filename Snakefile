@@ -8,6 +8,8 @@ from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
+report: "report/workflow.rst"  # the report's front page: what the workflow does and where to read more
+
 sys.path.insert(0, workflow.basedir)
 # Set, not required, so no envvars: directive (the lint only looks for os.environ[...]).
 os.environ.update(PYTHONPATH=os.pathsep.join(p for p in (workflow.basedir, os.environ.get("PYTHONPATH")) if p))

@@ -406,3 +406,14 @@ def test_common_smk_holds_input_functions_only():
     text = (REPO / "rules/common.smk").read_text()
     for call in ("print(", "subprocess", "os.utime", "write_text", "os.replace", "warm.start", "warm.stop", "unlink("):
         assert call not in text, call
+
+
+def test_the_report_has_a_front_page():
+    """snakemake --report opens on report/workflow.rst (the workflow-level page): it says what the workflow does and
+    names the documents it points to, which exist."""
+    snakefile = (REPO / "Snakefile").read_text()
+    assert re.search(r'^report: "report/workflow\.rst"', snakefile, re.M)
+    page = (REPO / "report/workflow.rst").read_text()
+    for doc in re.findall(r"``(docs/[\w./-]+|config/[\w./-]+)``", page):
+        assert (REPO / doc).is_file(), doc
+    assert "paired rounds" in page and "results/raw/" in page
