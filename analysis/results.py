@@ -8,8 +8,7 @@ every loss.
   metrics have one, else decided with the metrics' own noise floor (analysis/metrics.noise_floor).
 - ``results_table``: kernel x dtype (x pass) at the largest size: ours over the best of PyTorch in each frame, the
   fraction of the measured roofline, the cause in a phrase, and where ours loses (frames and sizes).
-- ``losses`` / ``losses_table``: every (kernel, dtype, pass, frame) where ours loses beyond noise at any size, so
-  none can be left out of the limitations; ``backend_losses``: attention against each SDPA backend forced in turn.
+- every loss, so none can be left out of the limitations: analysis/losses.py (its names re-exported here).
 - ``results_macros``: the counts and extremes the abstract and the text quote.
 """
 from __future__ import annotations
@@ -22,6 +21,8 @@ import pandas as pd
 
 from analysis.claims import FRAME_LABEL, FRAME_TAG
 from analysis.latex import DTYPE_SHORT, IMPL_SHORT, Macros, count_phrase, fmt, table_latex, tex_escape
+from analysis.losses import (LOSS_COLUMNS, backend_losses, backend_losses_table, losses,  # noqa: F401 (re-exported)
+                             losses_table, size_ranges)
 from analysis.metrics import CELL, FRAMES, noise_floor
 from analysis.selection import timed
 from analysis.why import launches
@@ -110,120 +111,6 @@ def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
             "bound": ours["bound"] if "bound" in ours else "unknown"}))
     v = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=VERSUS_COLUMNS)
     return v[v["verdict"] != ""].reset_index(drop=True)
-
-
-# ---------------------------------------------------------------------------------------------------- losses
-
-
-def size_ranges(sizes, among) -> str:
-    """The sizes of `sizes` as runs over the sorted sizes `among`: '256-1024, 4096' (en dash in LaTeX)."""
-    among = sorted(set(int(s) for s in among))
-    lost = set(int(s) for s in sizes)
-    runs, run = [], []
-    for s in among:
-        if s in lost:
-            run.append(s)
-        elif run:
-            runs.append(run)
-            run = []
-    if run:
-        runs.append(run)
-    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}--{r[-1]}" for r in runs)
-
-
-LOSS_COLUMNS = ["kernel", "dtype", "pass", "frame", "sizes", "lost", "compared", "worst_size", "worst", "lost_to"]
-
-
-def losses(v: pd.DataFrame) -> pd.DataFrame:
-    """Every (kernel, dtype, pass, frame) where ours is slower than some PyTorch implementation beyond noise, at any
-    size: the sizes (as runs), how many of those compared, and the worst: ours over the implementation it lost to."""
-    if v.empty:
-        return pd.DataFrame(columns=LOSS_COLUMNS)
-    rows = []
-    order = {f: i for i, f in enumerate(FRAMES)}
-    for (kernel, dtype, pass_, frame), g in v.groupby(["kernel", "dtype", "pass", "frame"], sort=False):
-        lost = g[g["verdict"] == "slower"]
-        if lost.empty:
-            continue
-        w = lost.loc[lost["lost_to_speedup"].idxmin()]
-        rows.append({"kernel": kernel, "dtype": dtype, "pass": pass_, "frame": frame,
-                     "sizes": size_ranges(lost["size"], g["size"]), "lost": len(lost), "compared": len(g),
-                     "worst_size": int(w["size"]), "worst": float(w["lost_to_speedup"]), "lost_to": w["lost_to"]})
-    out = pd.DataFrame(rows, columns=LOSS_COLUMNS)
-    return out.sort_values(["kernel", "dtype", "pass", "frame"], key=lambda s: s.map(order) if s.name == "frame"
-                           else s).reset_index(drop=True)
-
-
-def losses_table(lost: pd.DataFrame) -> str:
-    if lost.empty:
-        return ("\\begin{center}Ours loses to no PyTorch implementation beyond noise, in any frame, at any size."
-                "\\end{center}\n")
-    t = pd.DataFrame({("", "kernel"): lost["kernel"], ("", "dtype"): lost["dtype"], ("", "pass"): lost["pass"],
-                      ("", "frame"): lost["frame"].map(FRAME_LABEL),
-                      ("where ours loses", "N"): lost["sizes"],
-                      ("where ours loses", "of sizes"): [f"{a} of {b}" for a, b in zip(lost["lost"],
-                                                                                        lost["compared"])],
-                      ("worst", "N"): lost["worst_size"], ("worst", "ours / it"): lost["worst"],
-                      ("worst", "against"): lost["lost_to"].map(IMPL_SHORT)})
-    t.columns = pd.MultiIndex.from_tuples(t.columns)
-    return table_latex(t, {("worst", "ours / it"): fmt}, "llll>{\\raggedright\\arraybackslash}p{3.4cm}rrrl")
-
-
-def backend_losses(backends: pd.DataFrame | None) -> pd.DataFrame:
-    """Attention against each SDPA backend forced in turn (experiments/backends.py): every (mask, head dim, pass,
-    backend, frame) where ours is slower beyond noise (the metrics' noise floor), with the shapes and the worst
-    ratio (ours' speed over the backend's)."""
-    from analysis.attention import BACKENDS
-
-    cols = ["mask", "head_dim", "pass", "backend", "frame", "shapes", "lost", "compared", "worst"]
-    if backends is None or backends.empty:
-        return pd.DataFrame(columns=cols)
-    b = backends[backends["status"] == "ok"]
-    key = ["batch", "heads", "seq", "head_dim", "causal", "dtype", "pass"]
-    ours = b[b["variant"] == "ours"].set_index(key)
-    ours = ours[~ours.index.duplicated()]
-    rows = []
-    for v in BACKENDS:
-        other = b[b["variant"] == v].set_index(key)
-        other = other[~other.index.duplicated()]
-        both = ours.index.intersection(other.index)
-        if not len(both):
-            continue
-        o, x = ours.loc[both], other.loc[both]
-        for frame in ("gpu", "loop"):
-            col = FRAMES[frame]
-            if col not in o or col not in x:
-                continue
-            speed = x[col].to_numpy(dtype=float) / o[col].to_numpy(dtype=float)
-            o_rse = o.reset_index()
-            o_rse = o_rse if "rse_median" in o_rse else o_rse.assign(rse_median=np.nan)
-            noise = noise_floor(o_rse, x["rse_median"].to_numpy(dtype=float) if "rse_median" in x
-                                else np.full(len(x), np.nan), col)
-            slower = 1 - speed > noise
-            d = o.reset_index().assign(speed=speed, slower=slower)
-            for (causal, hd, pass_), g in d.groupby(["causal", "head_dim", "pass"], sort=True):
-                lost = g[g["slower"]]
-                if lost.empty:
-                    continue
-                rows.append({"mask": "causal" if causal else "full", "head_dim": int(hd), "pass": pass_,
-                             "backend": BACKENDS[v], "frame": frame,
-                             "shapes": ", ".join(f"{int(r.batch)}x{int(r.heads)}x{int(r.seq)}"
-                                                 for r in lost.itertuples()),
-                             "lost": len(lost), "compared": len(g), "worst": float(lost["speed"].min())})
-    return pd.DataFrame(rows, columns=cols)
-
-
-def backend_losses_table(lost: pd.DataFrame) -> str:
-    if lost.empty:
-        return ""
-    t = pd.DataFrame({("", "mask"): lost["mask"], ("", "head dim"): lost["head_dim"], ("", "pass"): lost["pass"],
-                      ("", "against SDPA"): lost["backend"], ("", "frame"): lost["frame"].map(FRAME_LABEL),
-                      ("where ours loses", "batch x heads x seq"): lost["shapes"],
-                      ("where ours loses", "of shapes"): [f"{a} of {b}" for a, b in zip(lost["lost"],
-                                                                                         lost["compared"])],
-                      ("worst", "ours / it"): lost["worst"]})
-    t.columns = pd.MultiIndex.from_tuples(t.columns)
-    return table_latex(t, {("worst", "ours / it"): fmt}, "lrlll>{\\raggedright\\arraybackslash}p{4cm}rr")
 
 
 # ---------------------------------------------------------------------------------------------------- causes

@@ -21,7 +21,7 @@ rule paper_inputs:
         compiled=get_compiled_facts,
         modules=["analysis/claims.py", "analysis/why.py", "analysis/why_tables.py", "analysis/origin.py",
                  "analysis/columns.py",
-                 "analysis/calibration.py", "analysis/latex.py", "analysis/results.py", "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py", "analysis/attention.py"],
+                 "analysis/calibration.py", "analysis/latex.py", "analysis/results.py", "analysis/losses.py", "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py", "analysis/attention.py"],
     output:
         macros=update("results/paper/generated/macros.tex"),
         summary=update("results/paper/generated/table_summary.tex"),
