@@ -24,6 +24,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+from analysis.compare import DEFAULTS
 from rooflab.io import write_parquet, write_text
 from rooflab.verdicts import (FASTER, NOT_COMPARABLE, SLOWER, TIE, VerdictRules, paired_speedup, paired_verdict,
                               unpaired_verdict)
@@ -32,10 +33,12 @@ log = logging.getLogger("rooflab.paired")
 GROUP = ["gpu", "run_id", "kernel", "dtype", "shape", "size", "pass", "preset", "session"]
 BASES = ("builtin", "naive")
 SAME_KERNELS = {("matmul", "naive", "builtin")}  # (kernel, impl, base) pairs that launch the same kernels
-# The floors the compare rule used for cells timed apart (analysis/compare.DEFAULTS before pairing): short cells
-# 10 % (event) or 5 % (graph), others 2 %, and 3 standard errors.
-UNPAIRED_FLOORS = {("gpu", "short"): 0.10, ("graph", "short"): 0.05, ("loop", "short"): 0.10}
-UNPAIRED_FLOOR = 0.02
+# The floors of the rule for medians timed apart (analysis/compare.DEFAULTS, as analysis/metrics.noise_floor reads
+# them): short cells 10 % (event and loop) or 5 % (graph), others 2 %
+UNPAIRED_FLOORS = {("gpu", "short"): DEFAULTS["short_min_rel_change"],
+                   ("graph", "short"): DEFAULTS["short_graph_min_rel_change"],
+                   ("loop", "short"): DEFAULTS["short_min_rel_change"]}
+UNPAIRED_FLOOR = DEFAULTS["min_rel_change"]
 
 
 def read_rounds(paths) -> pd.DataFrame:
@@ -111,7 +114,6 @@ def unpaired_cells(raw: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> p
             continue
         a, b = sides["naive"], sides["builtin"]
         for frame, col in FRAMES.items():
-            frame = "gpu" if frame == "gpu" else frame
             if col not in g or not (np.isfinite(a.get(col, np.nan)) and np.isfinite(b.get(col, np.nan))):
                 continue
             speedup = float(b[col] / a[col])
