@@ -1,0 +1,212 @@
+"""Split-KV attention for decode ("flash-decoding"): a few query rows (seq_q 1-16) against a long K/V cache.
+
+One query row per head is too little work for FlashAttention-2's grid (one program per query tile and head): the
+keys are split across programs instead. Each program takes one K/V head, one tile of its query rows (the group's
+query heads x seq_q rows in the tile's M dimension, so a K/V tile is read once per group, never repeated per query
+head) and one slice of the keys; it runs the online softmax (base 2, fp32 accumulation) over its slice and writes
+a partial output and logsumexp. A second kernel weighs the partials by exp2(lse_s - lse) and sums them. The split
+count is a pure function of the shape and the SM count (decode_plan), so a single row still fills the GPU. Causal is
+aligned bottom-right (row i sees keys j <= i + seq_k - seq_q, as FlashAttention since 2.1). Forward only: decode
+computes no gradients. Reference: Dao et al., "Flash-Decoding for long-context inference" (2023).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.attention.backward import LOG2E
+from kernels.matmul.operands import input_precision_for
+from rooflab.triton_utils import check_device, interpreting, multiprocessor_count
+
+
+@triton.jit
+def _load_kv(ptrs, offs_n, offs_d, seq_k, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, MASKED: tl.constexpr):
+    """A (BLOCK_N, BLOCK_D) key or value tile: keys past seq_k (MASKED) and the padded head dims read as 0."""
+    if MASKED:
+        if BLOCK_D != HEAD_DIM:
+            return tl.load(ptrs, mask=(offs_n[:, None] < seq_k) & (offs_d[None, :] < HEAD_DIM), other=0.0)
+        return tl.load(ptrs, mask=offs_n[:, None] < seq_k, other=0.0)
+    if BLOCK_D != HEAD_DIM:
+        return tl.load(ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
+    return tl.load(ptrs)
+
+
+@triton.jit
+def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_d, limit,
+                  seq_k, qk_scale, lo, hi, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                  MASKED: tl.constexpr, PRECISION: tl.constexpr):
+    """Key tiles [lo, hi): masked, keys past seq_k or past a row's ``limit`` (causal) drop out; a row with no key
+    yet keeps m = -inf, its sums 0 (exp2 of a safe 0 instead of -inf - -inf)."""
+    for start_n in range(lo, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        k = _load_kv(k_base + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd, offs_n, offs_d, seq_k,
+                     HEAD_DIM, BLOCK_D, MASKED)
+        v = _load_kv(v_base + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd, offs_n, offs_d, seq_k,
+                     HEAD_DIM, BLOCK_D, MASKED)
+        qk = tl.dot(q, tl.trans(k), input_precision=PRECISION) * qk_scale
+        if MASKED:
+            qk = tl.where(offs_n[None, :] <= limit[:, None], qk, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+        p = tl.math.exp2(qk - m_safe[:, None])
+        alpha = tl.math.exp2(m_i - m_safe)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=PRECISION)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _decode_split_kernel(q_ptr, k_ptr, v_ptr, o_ptr, part_o_ptr, part_lse_ptr, stride_qz, stride_qh, stride_qm,
+                         stride_qd, stride_kz, stride_kh, stride_kn, stride_kd, stride_vz, stride_vh, stride_vn,
+                         stride_vd, kv_heads, group, seq_q, seq_k, chunk, splits, qk_scale, HEAD_DIM: tl.constexpr,
+                         CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                         SINGLE: tl.constexpr, PRECISION: tl.constexpr):
+    """Grid (splits, batch * kv_heads, row tiles). Row r of a K/V head's group is query head r // seq_q, query
+    r % seq_q; its output row is (batch * kv_heads + kv head) * group * seq_q + r of O (batch, heads, seq_q, dim)."""
+    split = tl.program_id(0)
+    off_bh = tl.program_id(1).to(tl.int64)
+    z, h = off_bh // kv_heads, off_bh % kv_heads
+    rows = group * seq_q
+    offs_r = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, BLOCK_D)
+    qh, qi = h * group + offs_r // seq_q, offs_r % seq_q
+    q_ptrs = q_ptr + z * stride_qz + qh[:, None] * stride_qh + qi[:, None] * stride_qm + offs_d[None, :] * stride_qd
+    q = tl.load(q_ptrs, mask=(offs_r[:, None] < rows) & (offs_d[None, :] < HEAD_DIM), other=0.0)
+    k_base = k_ptr + z * stride_kz + h * stride_kh
+    v_base = v_ptr + z * stride_vz + h * stride_vh
+    if CAUSAL:
+        limit = qi + seq_k - seq_q  # a row's last key
+    else:
+        limit = qi * 0 + seq_k - 1
+    lo = split * chunk
+    hi = tl.minimum(lo + chunk, seq_k)
+    visible = seq_k - seq_q + 1 if CAUSAL else seq_k  # keys every row sees
+    mid = lo + tl.maximum(tl.minimum(hi, visible) - lo, 0) // BLOCK_N * BLOCK_N  # whole unmasked tiles end here
+    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_d,
+                                  limit, seq_k, qk_scale, lo, mid, HEAD_DIM, BLOCK_N, BLOCK_D, False, PRECISION)
+    acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_d,
+                                  limit, seq_k, qk_scale, mid, hi, HEAD_DIM, BLOCK_N, BLOCK_D, True, PRECISION)
+    out_row = off_bh * rows + offs_r
+    keep = (offs_r[:, None] < rows) & (offs_d[None, :] < HEAD_DIM)
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)  # a row with no key in this slice: O 0, lse -inf (weight 0)
+    if SINGLE:
+        o = (acc / l_safe[:, None]).to(o_ptr.dtype.element_ty)
+        tl.store(o_ptr + out_row[:, None] * HEAD_DIM + offs_d[None, :], o, mask=keep)
+    else:
+        part = out_row * splits + split
+        tl.store(part_o_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], acc / l_safe[:, None], mask=keep)
+        tl.store(part_lse_ptr + part, m_i + tl.math.log2(l_i), mask=offs_r < rows)
+
+
+@triton.jit
+def _decode_combine_kernel(o_ptr, part_o_ptr, part_lse_ptr, splits, head_dim, BLOCK_S: tl.constexpr,
+                           BLOCK_D: tl.constexpr):
+    """One program per output row: O = sum_s exp2(lse_s - lse) O_s, lse = log2 sum_s exp2(lse_s)."""
+    row = tl.program_id(0).to(tl.int64)
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_D)
+    lse = tl.load(part_lse_ptr + row * splits + offs_s, mask=offs_s < splits, other=-float("inf"))
+    m = tl.max(lse, 0)  # finite: the row's last key is in some slice
+    w = tl.math.exp2(lse - m)
+    parts = tl.load(part_o_ptr + (row * splits + offs_s)[:, None] * head_dim + offs_d[None, :],
+                    mask=(offs_s[:, None] < splits) & (offs_d[None, :] < head_dim), other=0.0)
+    o = tl.sum(parts * w[:, None], 0) / tl.sum(w, 0)
+    tl.store(o_ptr + row * head_dim + offs_d, o.to(o_ptr.dtype.element_ty), mask=offs_d < head_dim)
+
+
+SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
+HEAD_DIMS = (64, 80, 96, 128, 192, 256)  # padded to a power of two inside (80, 96 -> 128; 192 -> 256)
+MAX_SEQ_Q = 16
+MAX_ROWS = 64  # query rows (group x seq_q) in one tile; more: several row tiles, each reading the K/V slice again
+# Launch choices, not yet measured on a GPU (scripts/bench_attention_decode.py times them): key tile and pipeline by
+# padded head size (K and V tiles of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too).
+KEY_TILES = {64: (64, 4, 3), 128: (64, 4, 3), 256: (32, 8, 2)}  # BLOCK_D -> (BLOCK_N, num_warps, num_stages)
+FP32_KEY_TILES = {64: (64, 4, 2), 128: (32, 4, 2), 256: (16, 8, 2)}
+PROGRAMS_PER_SM = 2  # the split count aims at this many programs per SM (two resident: memory in flight)
+MIN_SPLIT_KEYS = 128  # fewer keys per split than this: the combine costs more than the split gains
+MAX_SPLITS = 256  # the combine holds one row's partial lse's in one tile
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def decode_plan(batch: int, kv_heads: int, seq_k: int, sm_count: int, rows: int = 1, head_dim: int = 128,
+                dtype: torch.dtype = torch.bfloat16, splits: int | None = None) -> dict:
+    """The launch for one decode call, a pure function: the query tile (rows = group x seq_q query rows per K/V
+    head), the key tile, and the split of seq_k: about PROGRAMS_PER_SM programs per SM, at least MIN_SPLIT_KEYS keys
+    each, every split holding at least one key (chunk a multiple of BLOCK_N). ``splits`` forces a count (tests, the
+    combine path at small sizes); it is capped at one key tile per split."""
+    block_d = max(64, _pow2(head_dim))
+    block_n, warps, stages = (FP32_KEY_TILES if dtype == torch.float32 else KEY_TILES)[block_d]
+    block_m = min(MAX_ROWS, max(16, _pow2(rows)))
+    row_tiles = -(-rows // block_m)
+    tiles = max(1, -(-seq_k // block_n))
+    if splits is None:
+        base = batch * kv_heads * row_tiles
+        splits = max(1, min(-(-PROGRAMS_PER_SM * sm_count // base), -(-seq_k // MIN_SPLIT_KEYS), MAX_SPLITS))
+    elif not 1 <= splits <= MAX_SPLITS:
+        raise ValueError(f"decode_plan: splits must be 1-{MAX_SPLITS}, got {splits}")
+    chunk = -(-tiles // min(splits, tiles)) * block_n  # whole key tiles per split
+    return {"splits": max(1, -(-seq_k // chunk)), "chunk": chunk, "row_tiles": row_tiles, "BLOCK_M": block_m,
+            "BLOCK_N": block_n, "BLOCK_D": block_d, "num_warps": warps, "num_stages": stages}
+
+
+def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> None:
+    check_device(q, k, v)
+    if q.dim() != 4 or k.dim() != 4 or k.shape != v.shape:
+        raise ValueError(f"decode_attention needs q (batch, heads, seq_q, head_dim) and k, v of one shape (batch, "
+                         f"kv_heads, seq_k, head_dim), got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    (b, hq, sq, d), (bk, hkv, sk, dk) = q.shape, k.shape
+    if bk != b or dk != d or hkv < 1 or hq % hkv:
+        raise ValueError(f"decode_attention needs one batch and head_dim for q and k, v and kv_heads dividing the "
+                         f"query heads, got q {tuple(q.shape)}, k {tuple(k.shape)}")
+    if q.dtype not in SUPPORTED or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"decode_attention supports float32, bfloat16 and float16 (one for q, k, v), got "
+                         f"{q.dtype}, {k.dtype}, {v.dtype}")
+    if d not in HEAD_DIMS:
+        raise ValueError(f"decode_attention supports head dims {HEAD_DIMS}, got {d}")
+    if not 1 <= sq <= MAX_SEQ_Q:
+        raise ValueError(f"decode_attention takes 1-{MAX_SEQ_Q} query rows (longer: the FlashAttention-2 kernel), "
+                         f"got seq_q {sq}")
+    if sk < 1 or (causal and sk < sq):
+        raise ValueError(f"decode_attention needs seq_k >= 1 and, causal (aligned bottom-right), seq_k >= seq_q; got "
+                         f"seq_q {sq}, seq_k {sk}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if max(t.shape[2] * t.stride(2), t.shape[3] * t.stride(3)) >= 2 ** 31:
+            raise ValueError(f"decode_attention needs {name}'s in-head offsets below 2^31, got strides {t.stride()}")
+
+
+def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, splits: int | None = None):
+    """softmax(Q K^T scale) V for q (batch, heads, seq_q <= 16, head_dim) against k, v (batch, kv_heads, seq_k,
+    head_dim), kv_heads dividing heads (grouped or multi-query heads read in place, not repeated). Causal: aligned
+    bottom-right. Forward only (no autograd: decode has no backward). fp32 inputs: the dots follow
+    torch.backends.cuda.matmul.allow_tf32 (TF32 when on, IEEE fp32 when off). ``splits``: force the split count."""
+    _check(q, k, v, causal)
+    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    if not scale > 0:
+        raise ValueError(f"decode_attention needs scale > 0, got {scale}")
+    (batch, heads, seq_q, head_dim), (kv_heads, seq_k) = q.shape, k.shape[1:3]
+    group = heads // kv_heads
+    sm = 1 if interpreting() else multiprocessor_count(q.device)
+    plan = decode_plan(batch, kv_heads, seq_k, sm, group * seq_q, head_dim, q.dtype, splits)
+    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    if o.numel() == 0:
+        return o
+    n, single = plan["splits"], plan["splits"] == 1
+    part_o = o if single else torch.empty((o.numel() // head_dim, n, head_dim), dtype=torch.float32, device=q.device)
+    part_lse = o if single else torch.empty((o.numel() // head_dim, n), dtype=torch.float32, device=q.device)
+    _decode_split_kernel[(n, batch * kv_heads, plan["row_tiles"])](
+        q, k, v, o, part_o, part_lse, *q.stride(), *k.stride(), *v.stride(), kv_heads, group, seq_q, seq_k,
+        plan["chunk"], n, scale * LOG2E, HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_M=plan["BLOCK_M"],
+        BLOCK_N=plan["BLOCK_N"], BLOCK_D=plan["BLOCK_D"], SINGLE=single, PRECISION=input_precision_for(q.dtype),
+        num_warps=plan["num_warps"], num_stages=plan["num_stages"])
+    if not single:
+        _decode_combine_kernel[(o.numel() // head_dim,)](o, part_o, part_lse, n, head_dim, BLOCK_S=_pow2(n),
+                                                         BLOCK_D=plan["BLOCK_D"])
+    return o
