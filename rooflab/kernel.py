@@ -114,8 +114,8 @@ def vjp_keeping_output(fn: Callable[..., Any], primals: tuple, cotangent) -> tup
 
 def differentiable(fn: Callable[..., Any]) -> Factory:
     """make(inputs, pass_) for a differentiable fn, inputs being (*args, grad_out). fwd: fn(*args). fwd+bwd: fn
-    through autograd, then backward with grad_out, returning every arg's gradient; the leaves are made here, outside
-    the timed closure."""
+    through autograd, then backward with grad_out, returning every arg's gradient (one arg: its gradient, not a
+    tuple); the leaves are made here, outside the timed closure."""
     def make(inputs, pass_: str = "fwd"):
         *args, grad_out = inputs
         if pass_ == "fwd":
@@ -128,7 +128,8 @@ def differentiable(fn: Callable[..., Any]) -> Factory:
             for t in leaves:
                 t.grad = None
             fn(*leaves).backward(grad_out)
-            return tuple(t.grad for t in leaves)
+            grads = tuple(t.grad for t in leaves)
+            return grads if len(grads) > 1 else grads[0]
 
         return fwd_bwd
 

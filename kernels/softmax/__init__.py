@@ -31,7 +31,7 @@ from kernels.softmax.shapes import (  # noqa: F401  the plan names the kernel it
 )
 from kernels.softmax.table import SOFTMAX
 from rooflab.cuda_ext import cuda_skip_reason
-from rooflab.kernel import ELEMENT_BYTES, Kernel, vjp_keeping_output
+from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable, vjp_keeping_output
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import check_device
 
@@ -314,27 +314,6 @@ def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
     return x, grad_y
 
 
-def _factory(softmax_fn):
-    """make(inputs, pass_) -> closure. fwd: y = softmax(x). fwd+bwd: forward then backward with grad_y, returning
-    dx; the leaf copy of x is made once here, outside the timed closure."""
-    def make(inputs, pass_: str = "fwd"):
-        x, grad_y = inputs
-        if pass_ == "fwd":
-            return lambda: softmax_fn(x)
-        if pass_ != "fwd+bwd":
-            raise ValueError(f"unknown pass '{pass_}': softmax has passes fwd and fwd+bwd")
-        x_leaf = x.detach().clone().requires_grad_(True)
-
-        def fwd_bwd():
-            x_leaf.grad = None
-            softmax_fn(x_leaf).backward(grad_y)
-            return x_leaf.grad
-
-        return fwd_bwd
-
-    return make
-
-
 FWD_FLOPS_PER_ELEMENT = 5  # max, subtract, exp, add (sum), multiply by 1/sum
 BWD_FLOPS_PER_ELEMENT = 4  # dy*y, add (dot), subtract, multiply
 
@@ -363,10 +342,10 @@ KERNEL = Kernel(
     flops=flops,
     bytes=bytes_moved,
     impls={
-        "naive": _factory(softmax_naive_fwd),
-        "builtin": _factory(softmax_builtin),
-        "triton": _factory(softmax_triton),
-        "cuda": _factory(softmax_cuda),
+        "naive": differentiable(softmax_naive_fwd),
+        "builtin": differentiable(softmax_builtin),
+        "triton": differentiable(softmax_triton),
+        "cuda": differentiable(softmax_cuda),
     },
     naive_fn=softmax_naive,
     passes=("fwd", "fwd+bwd"),
