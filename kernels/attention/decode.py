@@ -100,7 +100,8 @@ def _decode_split_kernel(q_ptr, k_ptr, v_ptr, o_ptr, part_o_ptr, part_lse_ptr, s
     else:
         part = out_row * splits + split
         tl.store(part_o_ptr + part[:, None] * HEAD_DIM + offs_d[None, :], acc / l_safe[:, None], mask=keep)
-        tl.store(part_lse_ptr + part, m_i + tl.math.log2(l_i), mask=offs_r < rows)
+        lse = tl.where(l_i == 0.0, -float("inf"), m_i + tl.math.log2(l_safe))
+        tl.store(part_lse_ptr + part, lse, mask=offs_r < rows)
 
 
 @triton.jit

@@ -1,0 +1,138 @@
+"""kernels/attention/decode.py (split-KV decode attention) under the interpreter against float64: grouped, multi-query
+and one-to-one heads, every head size, 1-16 query rows, causal (bottom-right) and full, odd key counts, several
+splits (the combine) and one (no combine); the TF32 switch for fp32; the refusals; and decode_plan's splits."""
+import pytest
+import torch
+
+from kernels.attention import decode as dc
+
+
+def reference(q, k, v, causal, scale=None):
+    """float64 softmax(Q K^T scale) V with K, V repeated to every query head, the causal mask bottom-right."""
+    q, k, v = (t.to(torch.float64) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = q @ k.transpose(-1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if causal:
+        sq, sk = q.shape[2], k.shape[2]
+        s = s.masked_fill(torch.arange(sk)[None, :] > torch.arange(sq)[:, None] + sk - sq, float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads, seq_q, head_dim, generator=g).to(dtype)
+    k, v = (torch.randn(batch, kv_heads, seq_k, head_dim, generator=g).to(dtype) for _ in range(2))
+    return q, k, v
+
+
+def max_err(out, ref) -> float:
+    return (out.to(torch.float64) - ref).abs().max().item()
+
+
+FP32_TOL, FP16_TOL = 1e-5, 2e-3  # absolute, outputs of unit scale
+
+
+@pytest.mark.parametrize("head_dim", dc.HEAD_DIMS)
+@pytest.mark.parametrize("heads, kv_heads", [(4, 2), (4, 1), (2, 2)], ids=["gqa", "mqa", "mha"])
+def test_every_head_size_and_grouping_matches_float64(head_dim, heads, kv_heads):
+    q, k, v = inputs(1, heads, kv_heads, 4, 77, head_dim, seed=head_dim)
+    for causal in (True, False):
+        out = dc.decode_attention(q, k, v, causal=causal, splits=2)
+        assert out.shape == q.shape and out.dtype == q.dtype
+        assert max_err(out, reference(q, k, v, causal)) < FP32_TOL
+
+
+@pytest.mark.parametrize("seq_q", [1, 4, 16])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("splits", [None, 1, 3])
+def test_query_rows_masks_and_splits(seq_q, causal, splits):
+    """Odd seq_k (past the last whole key tile); 8 heads on 1: 8 x 16 query rows, more than one row tile."""
+    q, k, v = inputs(2, 8, 1 if seq_q == 16 else 2, seq_q, 201, 64, seed=seq_q)
+    out = dc.decode_attention(q, k, v, causal=causal, splits=splits)
+    assert max_err(out, reference(q, k, v, causal)) < FP32_TOL
+
+
+def test_a_split_with_no_key_for_some_rows_weighs_nothing():
+    """Causal, 16 rows, keys 64-69 in the second split: row 0 sees keys up to 54, none of them there."""
+    q, k, v = inputs(1, 2, 1, 16, 70, 64, seed=7)
+    assert dc.decode_plan(1, 1, 70, 1, 32, 64, torch.float32, splits=2)["splits"] == 2
+    assert max_err(dc.decode_attention(q, k, v, causal=True, splits=2), reference(q, k, v, True)) < FP32_TOL
+
+
+def test_fp16_and_a_scale_and_strided_views():
+    """fp16 storage with fp32 accumulation; q a transposed view (batch, seq, heads, dim) as a model holds it."""
+    q, k, v = inputs(1, 4, 2, 3, 150, 128, torch.float16, seed=11)
+    q = q.transpose(1, 2).contiguous().transpose(1, 2)
+    out = dc.decode_attention(q, k, v, causal=True, scale=0.3, splits=3)
+    assert out.dtype == torch.float16 and max_err(out, reference(q, k, v, True, 0.3)) < FP16_TOL
+
+
+def test_a_wrong_answer_fails_the_check():
+    q, k, v = inputs(1, 2, 1, 1, 90, 64)
+    out = dc.decode_attention(q, k, v, causal=False, splits=2)
+    assert max_err(out, reference(q, k, v, True)) < FP32_TOL  # one row: causal and full are the same
+    assert max_err(out, reference(q, k, v[..., torch.randperm(64)], False)) > 1e-2
+
+
+def test_combine_runs_only_when_the_keys_are_split(spy_launches):
+    seen = spy_launches(dc, "_decode_split_kernel", "_decode_combine_kernel")
+    q, k, v = inputs(1, 2, 2, 1, 130, 64)
+    dc.decode_attention(q, k, v, splits=3)
+    assert [name for name, _ in seen] == ["_decode_split_kernel", "_decode_combine_kernel"]
+    assert seen[0][1]["SINGLE"] is False
+    seen.clear()
+    dc.decode_attention(q, k, v, splits=1)
+    assert [name for name, _ in seen] == ["_decode_split_kernel"] and seen[0][1]["SINGLE"] is True
+
+
+def test_fp32_dots_follow_torchs_tf32_switch(spy_launches):
+    seen = spy_launches(dc, "_decode_split_kernel")
+    q, k, v = inputs(1, 2, 1, 1, 64, 64)
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        for allow, precision in ((False, "ieee"), (True, "tf32")):
+            torch.backends.cuda.matmul.allow_tf32 = allow
+            dc.decode_attention(q, k, v, splits=1)
+            assert seen[-1][1]["PRECISION"] == precision
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+@pytest.mark.parametrize("shapes, kw, words", [
+    (((1, 4, 1, 64), (1, 3, 64, 64)), {}, "kv_heads dividing"),
+    (((1, 2, 1, 100), (1, 2, 64, 100)), {}, "head dims"),
+    (((1, 2, 17, 64), (1, 2, 64, 64)), {}, "1-16 query rows"),
+    (((1, 2, 8, 64), (1, 2, 4, 64)), {"causal": True}, "seq_k >= seq_q"),
+    (((1, 2, 1, 64), (1, 2, 64, 64)), {"scale": -1.0}, "scale > 0"),
+    (((1, 2, 1, 64), (1, 2, 64, 64)), {"splits": 0}, "splits must be"),
+])
+def test_unsupported_inputs_are_refused_with_what_is_supported(shapes, kw, words):
+    q, kv = torch.zeros(shapes[0]), torch.zeros(shapes[1])
+    with pytest.raises(ValueError, match=words):
+        dc.decode_attention(q, kv, kv, **kw)
+
+
+def test_other_dtypes_are_refused():
+    q, kv = torch.zeros(1, 2, 1, 64, dtype=torch.float64), torch.zeros(1, 2, 64, 64, dtype=torch.float64)
+    with pytest.raises(ValueError, match="float32, bfloat16 and float16"):
+        dc.decode_attention(q, kv, kv)
+    with pytest.raises(ValueError, match="float32, bfloat16 and float16"):
+        dc.decode_attention(q.float(), kv.half(), kv.half())
+
+
+@pytest.mark.parametrize("batch", [1, 4, 64])
+@pytest.mark.parametrize("kv_heads", [1, 8, 32])
+@pytest.mark.parametrize("seq_k", [1, 100, 1024, 8191, 32768, 131072])
+@pytest.mark.parametrize("sm", [78, 132])
+def test_plan_every_split_holds_keys_and_a_long_cache_fills_the_gpu(batch, kv_heads, seq_k, sm):
+    for rows, head_dim, dtype in ((1, 128, torch.bfloat16), (64, 256, torch.float32), (128, 80, torch.float16)):
+        p = dc.decode_plan(batch, kv_heads, seq_k, sm, rows, head_dim, dtype)
+        assert 1 <= p["splits"] <= dc.MAX_SPLITS and p["chunk"] % p["BLOCK_N"] == 0
+        assert (p["splits"] - 1) * p["chunk"] < seq_k <= p["splits"] * p["chunk"]  # the last split has a key too
+        assert p["BLOCK_M"] * p["row_tiles"] >= rows and p["BLOCK_D"] >= head_dim
+        programs = batch * kv_heads * p["row_tiles"] * p["splits"]
+        if seq_k * kv_heads >= sm * dc.MIN_SPLIT_KEYS * 2:  # enough keys for every SM: every SM gets a program
+            assert programs >= sm
+        if batch * kv_heads * p["row_tiles"] >= dc.PROGRAMS_PER_SM * sm:
+            assert p["splits"] == 1  # the batch fills the GPU alone: no combine
