@@ -8,8 +8,12 @@ For every session (a cell group's implementations timed in alternating rounds, r
   against itself, and matmul's naive expression against the builtin (``torch.relu(a @ b)`` and
   ``torch.nn.functional.relu(torch.matmul(a, b))`` launch the same cuBLAS GEMM and the same ReLU kernel).
 
+The twins also set each frame and size class's A/A floor (rooflab/verdicts: what differs between two set-ups of one
+call, which the rounds' interval cannot see); every verdict must exceed it. A twin's own verdict is judged against
+floors taken from the other kernels' twins only (leave one kernel out), so its A/A rate is measured out of sample.
+
 The A/A table gives, per frame and size class, how many A/A pairs the paired rule calls a tie, faster or slower, or
-not comparable, and the unpaired rule's rate on pairs timed apart: the repeatability table's cells (the same cell in
+not comparable (with the A/A floors, and with the interval alone), and the unpaired rule's rate on pairs timed apart: the repeatability table's cells (the same cell in
 two processes) and matmul's naive and builtin cells of the sweep (timed one after the other), each judged as the
 compare table judged them before pairing (rooflab/verdicts.unpaired_verdict with its floors).
 
@@ -100,6 +104,39 @@ def verdict_table(rounds: pd.DataFrame, rules: VerdictRules = VerdictRules()) ->
     return pd.DataFrame(rows)
 
 
+def aa_floors(table: pd.DataFrame, rules: VerdictRules = VerdictRules(), leave_out: str | None = None) -> dict:
+    """{(frame, size class): A/A floor}: the ``aa_floor_quantile`` of |ln speedup| over the twin pairs (of every
+    kernel but ``leave_out``), as a relative difference, where a frame and class has at least ``aa_floor_min_pairs``
+    of them."""
+    if table.empty:
+        return {}
+    twins = table[(table["aa"] == "twin") & np.isfinite(table["speedup"])]
+    if leave_out is not None:
+        twins = twins[twins["kernel"] != leave_out]
+    out = {}
+    for (frame, cls), g in twins.groupby(["frame", "size_class"]):
+        if len(g) >= rules.aa_floor_min_pairs:
+            out[(frame, cls)] = float(np.expm1(np.quantile(np.abs(np.log(g["speedup"])), rules.aa_floor_quantile)))
+    return out
+
+
+def with_aa_floors(table: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
+    """The table judged again with the A/A floors: ``verdict_interval`` keeps the verdict of the interval alone,
+    ``aa_floor`` the floor applied and ``verdict`` the verdict with it (twins: floors from the other kernels)."""
+    if table.empty:
+        return table
+    t = table.copy()
+    t["verdict_interval"] = t["verdict"]
+    everyone = aa_floors(t, rules)
+    others = {k: aa_floors(t, rules, leave_out=k) for k in t.loc[t["aa"] == "twin", "kernel"].unique()}
+    floors = [(others.get(r.kernel, {}) if r.aa == "twin" else everyone).get((r.frame, r.size_class), np.nan)
+              for r in t.itertuples()]
+    t["aa_floor"] = floors
+    t["verdict"] = [paired_verdict(r.speedup, r.lo, r.hi, r.half_width, r.size_class, rules, r.aa_floor)
+                    for r in t.itertuples()]
+    return t
+
+
 def unpaired_cells(raw: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
     """The unpaired rule on pairs known identical that were timed apart: matmul's naive and builtin cells of a sweep
     (one after the other, each its own samples and clock), in each frame."""
@@ -153,6 +190,8 @@ def aa_rates(paired: pd.DataFrame, unpaired: pd.DataFrame) -> pd.DataFrame:
     if not paired.empty:
         aa = paired[paired["aa"] != ""].assign(method="paired", source=lambda d: d["aa"])
         parts.append(aa)
+        if "verdict_interval" in aa:
+            parts.append(aa.assign(method="paired, interval only", verdict=aa["verdict_interval"]))
     if not unpaired.empty:
         parts.append(unpaired.assign(method="unpaired"))
     if not parts:
@@ -173,12 +212,18 @@ def aa_rates(paired: pd.DataFrame, unpaired: pd.DataFrame) -> pd.DataFrame:
 def summary_markdown(gpu: str, table: pd.DataFrame, rates: pd.DataFrame, goal: float = 0.95) -> str:
     lines = [f"# {gpu}: paired verdicts and the A/A test", "",
              "A/A pairs are known identical; a verdict other than tie is a false positive. Goal: tie in at least "
-             f"{goal:.0%} of A/A pairs in every frame and size class.", "",
+             f"{goal:.0%} of A/A pairs in every frame and size class. 'paired': the interval and the A/A floor (a "
+             "twin judged with floors from the other kernels' twins); 'paired, interval only': without the floor.", "",
              "| method | pairs from | frame | size class | pairs | tie | false positive | not comparable | tie rate |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {r.method} | {r.source} | {r.frame} | {r.size_class} | {r.pairs} | {r.tie} | {r.false_positive} "
               f"| {r.not_comparable} | {r.tie_rate:.1%} |" for r in rates.itertuples()]
     real = table[table["aa"] == ""] if not table.empty else table
+    if "aa_floor" in table:
+        floors = table[table["aa"] == ""].groupby(["frame", "size_class"])["aa_floor"].first().dropna()
+        lines += ["", "## A/A floors (the least effect a verdict names beyond the interval)", "",
+                  "| frame | size class | floor |", "| --- | --- | --- |"]
+        lines += [f"| {f} | {c} | {v:.1%} |" for (f, c), v in floors.items()]
     if len(real):
         counts = real.groupby(["frame", "verdict"]).size()
         lines += ["", "## Verdicts of every other comparison", "", "| frame | verdict | comparisons |",
@@ -203,7 +248,7 @@ def main(argv=None) -> int:
     from rooflab.io import read_raw_many
 
     rules = VerdictRules.from_config(json.loads(args.settings))
-    table = verdict_table(read_rounds(args.paired), rules)
+    table = with_aa_floors(verdict_table(read_rounds(args.paired), rules), rules)
     raw = read_raw_many(args.raw) if args.raw else pd.DataFrame()
     repeat = pd.concat([pd.read_csv(p) for p in args.repeatability]) if args.repeatability else None
     unpaired = pd.concat([unpaired_cells(raw, rules) if len(raw) else pd.DataFrame(),

@@ -19,6 +19,7 @@ from rooflab.io import write_text
 from rooflab.verdicts import VerdictRules
 
 FRAME = {"gpu": "GPU time", "graph": "CUDA graph", "loop": "Python loop"}
+RULE = {"paired": "paired", "paired, interval only": "paired, no floor", "unpaired": "unpaired"}
 SOURCE = {"twin": "same implementation twice", "same kernels": "naive and builtin GEMM",
           "repeatability": "same cell, two processes", "sweep cells": "naive and builtin GEMM"}
 GOAL = 0.95  # the A/A test's goal: a tie in at least 95 % of A/A pairs in every frame and size class
@@ -29,7 +30,7 @@ def aa_table(rates: pd.DataFrame) -> str:
         return "\\emph{No A/A pairs were timed on this device.}\\par\n"
     order = {"short": 0, "middle": 1, "long": 2}
     r = rates.assign(o=rates["size_class"].map(order)).sort_values(["method", "source", "frame", "o"])
-    rows = pd.DataFrame({"rule": r["method"], "pairs from": r["source"].map(SOURCE).fillna(r["source"]),
+    rows = pd.DataFrame({"rule": r["method"].map(RULE).fillna(r["method"]), "pairs from": r["source"].map(SOURCE).fillna(r["source"]),
                          "frame": r["frame"].map(FRAME), "cells": r["size_class"], "pairs": r["pairs"].astype(int),
                          "tie [%]": 100 * r["tie_rate"], "win [%]": 100 * r["false_positive_rate"],
                          "n/c [%]": 100 * r["not_comparable"] / r["pairs"]})
@@ -160,6 +161,7 @@ def main(argv=None) -> int:
     for cls in ("short", "middle", "long"):
         m.add(f"VerdictMinEffect{camel(cls)}", fmt(100 * rules.min_effect(cls), 3), "percent")
         m.add(f"VerdictMaxFloor{camel(cls)}", fmt(100 * rules.max_floor(cls), 3), "percent")
+    m.add("VerdictAAQuantile", fmt(100 * rules.aa_floor_quantile, 3), "the A/A floor's quantile, percent")
     m.add("VerdictShortUs", fmt(rules.short_cell_us), "short cells end here, microseconds")
     m.add("VerdictLongUs", fmt(rules.long_cell_us), "long cells start here, microseconds")
     write_text("".join(p for p in aa_parts if p) or "\\emph{No A/A pairs were timed on a GPU.}\\par\n",

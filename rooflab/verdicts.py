@@ -9,10 +9,15 @@ A paired verdict (rooflab/paired.py times the sides in alternating rounds, so th
     speedup  = exp(-mean d)                            A over B: above 1, A is faster
     interval = exp(-(mean d +- q * sd(d) / sqrt(R)))   q: Student's t quantile at ``level``, R - 1 degrees of freedom
     verdict  = "faster"/"slower" where the interval excludes 1 and |speedup - 1| is at least the cell's
-                                 ``min_effect``, however wide the interval,
+                                 ``min_effect`` and its frame's A/A floor, however wide the interval,
                "not comparable"  otherwise, where the interval's half-width exceeds the cell's ``max_floor`` (no
                                  difference shown, but a regression of that size could hide in it),
                "tie"             otherwise.
+
+The A/A floor: the interval covers the noise between rounds, not what differs between two set-ups of the same call
+(its buffers' placement, its captured graph), which stays fixed over a session's rounds. The sweep measures that
+difference on every group's twin (the builtin set up and timed twice), and a frame and size class's floor is a high
+quantile (``aa_floor_quantile``) of |speedup - 1| over the run's twin pairs (analysis/paired.aa_floors).
 
 The cell's class is its length: short (< short_cell_us), middle, long (>= long_cell_us), by the faster side's median.
 """
@@ -41,6 +46,8 @@ class VerdictRules:
     max_floor_short: float = float(_DEFAULT["max_floor_short"])
     max_floor_middle: float = float(_DEFAULT["max_floor_middle"])
     max_floor_long: float = float(_DEFAULT["max_floor_long"])
+    aa_floor_quantile: float = float(_DEFAULT["aa_floor_quantile"])
+    aa_floor_min_pairs: int = int(_DEFAULT["aa_floor_min_pairs"])
 
     @classmethod
     def from_config(cls, d: dict | None) -> "VerdictRules":
@@ -85,11 +92,13 @@ def paired_speedup(a_ms, b_ms, level: float = VerdictRules.level) -> dict:
 
 
 def paired_verdict(speedup: float, lo: float, hi: float, half_width: float, cls: str,
-                   rules: VerdictRules = VerdictRules()) -> str:
-    """The verdict of one paired comparison (see the module's docstring); '' where there is no speedup."""
+                   rules: VerdictRules = VerdictRules(), aa_floor: float = 0.0) -> str:
+    """The verdict of one paired comparison (see the module's docstring); '' where there is no speedup.
+    ``aa_floor``: the frame and class's A/A floor (0 or NaN: none measured)."""
     if not all(map(math.isfinite, (speedup, lo, hi, half_width))):
         return ""
-    if not lo <= 1.0 <= hi and abs(speedup - 1.0) >= rules.min_effect(cls):
+    least = max(rules.min_effect(cls), aa_floor if math.isfinite(aa_floor) else 0.0)
+    if not lo <= 1.0 <= hi and abs(math.log(speedup)) >= math.log1p(least) - 1e-12:  # 1.03x and 1/1.03x alike
         return FASTER if speedup > 1.0 else SLOWER  # a difference shown, however wide the interval
     if half_width > rules.max_floor(cls):
         return NOT_COMPARABLE  # no difference shown, but one of the size the class must see could hide in it

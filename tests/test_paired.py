@@ -213,6 +213,40 @@ def test_aa_rates_count_false_positives():
     assert row.false_positive == 1 and row.tie_rate == 0.0
 
 
+def test_aa_floors_from_twins_judge_the_other_comparisons_and_the_twins_out_of_sample():
+    from analysis.paired import aa_floors, aa_rates, with_aa_floors
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for k, off in enumerate((1.03, 1 / 1.03, 1.03, 1.08)):  # each twin off in every round (a set-up difference)
+        for impl, copy, ms in (("builtin", 0, 0.2), ("builtin", 1, 0.2 * off),
+                               ("triton", 0, 0.2 / 1.04), ("compile", 0, 0.2 / 1.5)):
+            for r in range(12):
+                rows.append({"gpu": "h100", "run_id": "r", "kernel": f"k{k}", "dtype": "float32", "shape": "4096",
+                             "size": 4096, "pass": "fwd", "preset": "square", "session": "all", "impl": impl,
+                             "copy": copy, "round": r, "frame": "graph", "ms": ms * (1 + 0.001 * rng.standard_normal()),
+                             "sm_clock_mhz": 1980.0})
+    from analysis.paired import verdict_table
+
+    t = verdict_table(pd.DataFrame(rows))
+    rules = VerdictRules(aa_floor_min_pairs=3)
+    assert (t.loc[t["aa"] == "twin", "verdict"] != TIE).all()  # the interval alone calls every twin a win
+    floors = aa_floors(t, rules)
+    assert 0.07 < floors[("graph", "long")] < 0.08  # near the largest twin's 8 %
+    assert aa_floors(t, VerdictRules(aa_floor_min_pairs=5)) == {}  # four twins: too few for a floor
+    assert 0.03 < aa_floors(t, rules, leave_out="k3")[("graph", "long")] < 0.031
+    j = with_aa_floors(t, rules)
+    real = j[j["aa"] == ""].set_index("impl")
+    assert (real.loc["triton", "verdict"] == TIE).all()  # 4 %: inside the floor
+    assert (real.loc["triton", "verdict_interval"] == FASTER).all()
+    assert (real.loc["compile", "verdict"] == FASTER).all()
+    twins = j[j["aa"] == "twin"].set_index("kernel")["verdict"]
+    assert (twins[["k0", "k1", "k2"]] == TIE).all()  # judged with the others' floor, near 8 %
+    assert twins["k3"] == SLOWER  # the twin 8 % slower, against the others' 3 %: out of sample, a false positive the rate counts
+    rates = aa_rates(j, pd.DataFrame()).set_index("method")
+    assert rates.loc["paired", "false_positive"] == 1 and rates.loc["paired, interval only", "false_positive"] == 4
+
+
 def test_unpaired_rule_on_the_repeatability_table():
     from analysis.paired import unpaired_repeat
 
