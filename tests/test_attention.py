@@ -147,7 +147,7 @@ def test_large_logits_stay_causal():
 
 def test_forced_tiles_must_split_at_a_tile_edge():
     q, k, v, grad_o = inputs((1, 1, 128, 32), torch.float16)
-    with pytest.raises(ValueError, match="multiple of its BLOCK_N"):
+    with pytest.raises(ValueError, match="BLOCK_M must be a multiple of BLOCK_N"):
         at.attention_forward(q, k, v, True, 1.0, config={"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4,
                                                          "num_stages": 2})
     o, lse = at.attention_forward(q, k, v, True, 1.0)

@@ -18,141 +18,182 @@ import triton
 import triton.language as tl
 
 from kernels._shared.tables import track_swaps, values
-from kernels.attention.backward import EVEN, KEY, LOG2E, _load_rows, attention_backward
+from kernels.attention.backward import EVEN, KEY, LOG2E, _load_rows, _store_rows, attention_backward
+from kernels.attention.plan import (
+    block_d,
+    candidate_tiles,
+    check_config,
+    check_inputs,
+    input_precision,
+    pruner,
+)
 from kernels.attention.table import ATTENTION
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable, vjp_keeping_output
 from rooflab.shapes import as_shape
-from rooflab.triton_utils import autotune_bench, autotune_configs, check_device, device_capability
+from rooflab.triton_utils import autotune_bench, autotune_configs, device_capability
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 CAUSAL = True  # what the sweep measures
-SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-HEAD_DIMS = (16, 32, 64, 128)
 METHODS = ("auto", "tma", "pointer")
-MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), BLOCK_M a multiple of BLOCK_N (the causal stages split at a tile edge),
-# and the query tiles' launch order: table.py, with their reasons.
+# and the query tiles' launch order: table.py, with their reasons; plan.py adds the fallbacks and drops what does
+# not fit in shared memory.
 TMA_TILES, POINTER_TILES, HEAVY_FIRST = (values(ATTENTION[k]) for k in ("TMA_TILES", "POINTER_TILES", "HEAVY_FIRST"))
 POINTER_CONFIGS = autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-                                    for m, n, w, s in POINTER_TILES])
+                                    for m, n, w, s in candidate_tiles("fwd", POINTER_TILES)])
 
 
 @triton.jit
-def _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAGONAL: tl.constexpr,
-                 EVEN: tl.constexpr):
-    """One key/value tile: logits in base 2 (the scale folded into one FMA with the max), P, the rescaled sums."""
-    qk = tl.dot(q, tl.trans(k))
+def _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_k, offset, DIAGONAL: tl.constexpr,
+                 EVEN: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+    """One key/value tile: logits in base 2 (the scale folded into one FMA with the max), P, the rescaled sums.
+    DIAGONAL: row i keeps keys j <= i + offset; a row that has seen no key yet keeps m = -inf, P = 0."""
+    qk = tl.dot(q, tl.trans(k), input_precision=INPUT_PRECISION)
     if DIAGONAL or not EVEN:
-        keep = offs_n[None, :] < seq_len
+        keep = offs_n[None, :] < seq_k
         if DIAGONAL:
-            keep = keep & (offs_m[:, None] >= offs_n[None, :])
+            keep = keep & (offs_m[:, None] + offset >= offs_n[None, :])
         qk = tl.where(keep, qk * qk_scale, -float("inf"))  # whatever a masked key holds (the next head's rows)
-        m_new = tl.maximum(m_i, tl.max(qk, 1))  # finite: every row has a key in its first tile
-        qk -= m_new[:, None]
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        if DIAGONAL:  # -inf where a row has no key yet (seq_q > seq_k): subtract 0 there, not -inf
+            m_sub = tl.where(m_new == -float("inf"), 0.0, m_new)
+        else:
+            m_sub = m_new  # finite: every row has a key in a tile that is not on the diagonal
+        qk -= m_sub[:, None]
     else:
         m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # qk_scale > 0: the max of the scaled logits
+        m_sub = m_new
         qk = qk * qk_scale - m_new[:, None]
     p = tl.math.exp2(qk)
     if not EVEN:
-        v = tl.where(offs_n[:, None] < seq_len, v, 0.0)  # P is 0 there, but 0 * inf is not
-    alpha = tl.math.exp2(m_i - m_new)
-    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        v = tl.where(offs_n[:, None] < seq_k, v, 0.0)  # P is 0 there, but 0 * inf is not
+    alpha = tl.math.exp2(m_i - m_sub)
+    acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None], input_precision=INPUT_PRECISION)
     return acc, l_i * alpha + tl.sum(p, 1), m_new
 
 
 @triton.jit
-def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_len, qk_scale, lo, hi,
-               BLOCK_N: tl.constexpr, DIAGONAL: tl.constexpr, EVEN: tl.constexpr):
+def _finish(acc, l_i, m_i):
+    """O = acc / l and the base-2 logsumexp; a row that saw no key: O = 0 and logsumexp +inf (the backward's
+    P = exp2(s - logsumexp) is then 0)."""
+    seen = l_i > 0
+    l_i = tl.where(seen, l_i, 1.0)
+    return acc / l_i[:, None], tl.where(seen, m_i + tl.math.log2(l_i), float("inf"))
+
+
+@triton.jit
+def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k, offset, qk_scale, lo,
+               hi, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, DIAGONAL: tl.constexpr,
+               EVEN: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], offs_n, seq_len, EVEN)
-        v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n, seq_len, EVEN)
-        acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAGONAL, EVEN)
+        k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM,
+                       BLOCK_D, EVEN)
+        v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM,
+                       BLOCK_D, EVEN)
+        acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_k, offset, DIAGONAL, EVEN,
+                                     INPUT_PRECISION)
     return acc, l_i, m_i
 
 
-@triton.autotune(configs=POINTER_CONFIGS, key=KEY, do_bench=autotune_bench)
+@triton.autotune(configs=POINTER_CONFIGS, key=KEY, do_bench=autotune_bench,
+                 prune_configs_by={"early_config_prune": pruner("fwd", "q_ptr")})
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stride_qz, stride_qh, stride_qm, stride_kz, stride_kh,
-                     stride_kn, stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, n_heads, seq_len,
-                     qk_scale, HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                     BLOCK_N: tl.constexpr, EVEN: tl.constexpr):
+                     stride_kn, stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, n_heads, n_kv_heads,
+                     seq_q, seq_k, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
+                     INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     EVEN: tl.constexpr):
     start_m = tl.program_id(0) * BLOCK_M
     off_hz = tl.program_id(1)
     z, h = (off_hz // n_heads).to(tl.int64), (off_hz % n_heads).to(tl.int64)  # int64: z * stride passes 2^31
+    hk = h // (n_heads // n_kv_heads)  # the group's K/V head
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
+    offs_d = tl.arange(0, BLOCK_D)
     q = _load_rows(q_ptr + z * stride_qz + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m,
-                   seq_len, EVEN)
-    k_base = k_ptr + z * stride_kz + h * stride_kh
-    v_base = v_ptr + z * stride_vz + h * stride_vh
+                   seq_q, offs_d, HEAD_DIM, BLOCK_D, EVEN)
+    k_base = k_ptr + z * stride_kz + hk * stride_kh
+    v_base = v_ptr + z * stride_vz + hk * stride_vh
     m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
-    if CAUSAL:  # left of the diagonal unmasked, then the diagonal tiles masked
-        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
-                                   seq_len, qk_scale, 0, start_m, BLOCK_N, False, EVEN)
-        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
-                                   seq_len, qk_scale, start_m, start_m + BLOCK_M, BLOCK_N, True, EVEN)
+    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    offset = seq_k - seq_q
+    if CAUSAL:  # key tiles below diag_lo seen by every row, unmasked; [diag_lo, hi) masked; none past
+        hi = tl.maximum(tl.minimum(seq_k, start_m + BLOCK_M + offset), 0)
+        diag_lo = tl.maximum(start_m + offset, 0) // BLOCK_N * BLOCK_N
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k,
+                                   offset, qk_scale, 0, diag_lo, BLOCK_N, HEAD_DIM, BLOCK_D, False, EVEN,
+                                   INPUT_PRECISION)
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k,
+                                   offset, qk_scale, diag_lo, hi, BLOCK_N, HEAD_DIM, BLOCK_D, True, EVEN,
+                                   INPUT_PRECISION)
     else:
-        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d,
-                                   seq_len, qk_scale, 0, seq_len, BLOCK_N, False, EVEN)
-    o = acc / l_i[:, None]
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k,
+                                   offset, qk_scale, 0, seq_k, BLOCK_N, HEAD_DIM, BLOCK_D, False, EVEN,
+                                   INPUT_PRECISION)
+    o, lse = _finish(acc, l_i, m_i)
     o_ptrs = o_ptr + z * stride_oz + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
-    tl.store(o_ptrs, o.to(o_ptr.dtype.element_ty), mask=offs_m[:, None] < seq_len)
-    tl.store(lse_ptr + off_hz.to(tl.int64) * seq_len + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < seq_len)
+    _store_rows(o_ptrs, o.to(o_ptr.dtype.element_ty), offs_m, seq_q, offs_d, HEAD_DIM, BLOCK_D)
+    tl.store(lse_ptr + off_hz.to(tl.int64) * seq_q + offs_m, lse, mask=offs_m < seq_q)
 
 
 @triton.jit
-def _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, lo, hi, BLOCK_N: tl.constexpr,
-                   DIAGONAL: tl.constexpr, EVEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+def _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_k, offset, qk_scale, lo, hi,
+                   BLOCK_N: tl.constexpr, DIAGONAL: tl.constexpr, EVEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-        k = desc_k.load([row0 + start_n, 0])  # rows past seq_len: the next head's (or zeros), masked if not EVEN
+        k = desc_k.load([row0 + start_n, 0])  # rows past seq_k: the next head's (or zeros), masked if not EVEN
         v = desc_v.load([row0 + start_n, 0])
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_len, DIAGONAL, EVEN)
+        acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_k, offset, DIAGONAL, EVEN,
+                                     "tf32")
     return acc, l_i, m_i
 
 
 @triton.heuristics(EVEN)
 @triton.jit
-def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, seq_len, qk_scale, HEAD_DIM: tl.constexpr,
-                         CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr,
-                         WARP_SPECIALIZE: tl.constexpr = False, HEAVY_FIRST: tl.constexpr = HEAVY_FIRST):
+def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, n_heads, n_kv_heads, seq_q, seq_k, qk_scale,
+                         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         EVEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
+                         HEAVY_FIRST: tl.constexpr = HEAVY_FIRST):
     """Q, K, V and O as (batch * heads * seq, head_dim) row tables. A tile past a head's end reads the next head's
     rows (the last head's: zeros), masked as keys; not EVEN, O is stored through a row mask, not the descriptor.
     HEAVY_FIRST: each head's query tiles run last to first (grid axis 0 is dispatched first): causal, a head's
     heaviest tiles start first and its lightest end it, the grid ending on the last head's lightest."""
     start_m = (tl.num_programs(0) - 1 - tl.program_id(0) if HEAVY_FIRST else tl.program_id(0)) * BLOCK_M
     off_hz = tl.program_id(1)
-    row0 = off_hz * seq_len  # the head's first row
+    row0 = off_hz * seq_q  # the head's first query row; its K/V head's first row:
+    kv_row0 = (off_hz // n_heads * n_kv_heads + off_hz % n_heads // (n_heads // n_kv_heads)) * seq_k
     offs_m = start_m + tl.arange(0, BLOCK_M)
     q = desc_q.load([row0 + start_m, 0])
     m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
-    if CAUSAL:  # left of the diagonal whole tiles of real keys; the diagonal masked, stopping at the head's end
-        acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
-                                       start_m, BLOCK_N, False, True, WARP_SPECIALIZE)
-        acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, start_m,
-                                       tl.minimum(start_m + BLOCK_M, seq_len), BLOCK_N, True, EVEN, False)
+    offset = seq_k - seq_q
+    if CAUSAL:  # below diag_lo whole tiles of real keys; the diagonal masked, stopping at the keys' end
+        hi = tl.maximum(tl.minimum(seq_k, start_m + BLOCK_M + offset), 0)
+        diag_lo = tl.maximum(start_m + offset, 0) // BLOCK_N * BLOCK_N
+        acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, kv_row0, offs_m, seq_k, offset, qk_scale, 0,
+                                       diag_lo, BLOCK_N, False, True, WARP_SPECIALIZE)
+        acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, kv_row0, offs_m, seq_k, offset, qk_scale,
+                                       diag_lo, hi, BLOCK_N, True, EVEN, False)
     else:  # whole key tiles unmasked, then the last, partial one masked
-        whole = seq_len // BLOCK_N * BLOCK_N
-        acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale, 0,
+        whole = seq_k // BLOCK_N * BLOCK_N
+        acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, kv_row0, offs_m, seq_k, offset, qk_scale, 0,
                                        whole, BLOCK_N, False, True, WARP_SPECIALIZE)
-        if not EVEN:
-            acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_len, qk_scale,
-                                           whole, seq_len, BLOCK_N, False, False, False)
-    o = (acc / l_i[:, None]).to(desc_o.dtype)
+        if seq_k % BLOCK_N:
+            acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, kv_row0, offs_m, seq_k, offset,
+                                           qk_scale, whole, seq_k, BLOCK_N, False, False, False)
+    o, lse = _finish(acc, l_i, m_i)
+    o = o.to(desc_o.dtype)
     if EVEN:
         desc_o.store([row0 + start_m, 0], o)
     else:
         rows = (row0 + offs_m).to(tl.int64)
-        tl.store(o_ptr + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], o, mask=offs_m[:, None] < seq_len)
-    tl.store(lse_ptr + off_hz.to(tl.int64) * seq_len + offs_m, m_i + tl.math.log2(l_i), mask=offs_m < seq_len)
+        tl.store(o_ptr + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], o, mask=offs_m[:, None] < seq_q)
+    tl.store(lse_ptr + off_hz.to(tl.int64) * seq_q + offs_m, lse, mask=offs_m < seq_q)
 
 
 def _set_block_shapes(nargs):
@@ -163,33 +204,19 @@ def _set_block_shapes(nargs):
 
 
 TMA_CONFIGS = autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s,
-                                              pre_hook=_set_block_shapes) for m, n, w, s in TMA_TILES])
-_attn_fwd_tma_autotuned = triton.autotune(configs=TMA_CONFIGS, key=KEY, do_bench=autotune_bench)(_attn_fwd_tma_kernel)
-
-
-def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    check_device(q, k, v)
-    if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(f"attention_triton needs q, k, v of one shape (batch, heads, seq, head_dim), got "
-                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)} (grouped K/V heads: repeat them)")
-    if q.dtype not in SUPPORTED or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise TypeError(f"attention_triton supports float32, bfloat16 and float16 (one for q, k, v), got "
-                        f"{q.dtype}, {k.dtype}, {v.dtype}")
-    if q.shape[-1] not in HEAD_DIMS:
-        raise ValueError(f"attention_triton supports head dims {HEAD_DIMS}, got {q.shape[-1]}")
-    if q.shape[0] * q.shape[1] > MAX_GRID_Y:
-        raise ValueError(f"attention_triton runs batch x heads on the grid's y axis, at most {MAX_GRID_Y}; got "
-                         f"{q.shape[0]} x {q.shape[1]} (split the batch)")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.stride(-1) != 1 or t.shape[2] * t.stride(2) >= 2 ** 31:
-            raise ValueError(f"attention_triton needs {name} with unit stride over head_dim and seq x stride(seq) "
-                             f"< 2^31 (in-head offsets are int32), got strides {t.stride()}")
+                                              pre_hook=_set_block_shapes)
+                                for m, n, w, s in candidate_tiles("tma", TMA_TILES)])
+_attn_fwd_tma_autotuned = triton.autotune(configs=TMA_CONFIGS, key=KEY, do_bench=autotune_bench,
+                                          prune_configs_by={"early_config_prune": pruner("tma", "desc_q")}
+                                          )(_attn_fwd_tma_kernel)
 
 
 def tma_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """The TMA kernel's inputs: 16-bit, contiguous (rows of one table, fewer than 2^31: int32 coordinates), 16-byte
-    aligned, Hopper or newer."""
-    if q.dtype == torch.float32 or q.numel() // q.shape[-1] >= 2 ** 31:
+    """The TMA kernel's inputs: 16-bit, a power-of-two head dim (a descriptor's block), contiguous (rows of one
+    table, fewer than 2^31: int32 coordinates), 16-byte aligned, Hopper or newer."""
+    if q.dtype == torch.float32 or block_d(q.shape[-1]) != q.shape[-1]:
+        return False
+    if max(t.numel() // max(1, t.shape[-1]) for t in (q, k)) >= 2 ** 31:
         return False
     if q.device.type == "cuda" and device_capability(q.device)[0] < 9:
         return False
@@ -197,28 +224,27 @@ def tma_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 
 
 def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "auto", config: dict | None = None):
-    """(O, logsumexp in base 2 of each row, (batch * heads, seq) fp32). Check; allocate; launch. ``config``: one
-    tile ({BLOCK_M, BLOCK_N, num_warps, num_stages}; the TMA kernel's WARP_SPECIALIZE and HEAVY_FIRST too) instead
-    of the autotuner's (the lab's)."""
-    _check(q, k, v)
+    """(O, logsumexp in base 2 of each row, (batch * Hq, Sq) fp32; +inf for a row that sees no key, whose O is 0).
+    Check; allocate; launch. ``config``: one tile ({BLOCK_M, BLOCK_N, num_warps, num_stages}; the TMA kernel's
+    WARP_SPECIALIZE and HEAVY_FIRST too) instead of the autotuner's (the lab's)."""
+    batch, heads, kv_heads, seq_q, seq_k, head_dim = check_inputs(q, k, v)
     if method not in METHODS or (method == "tma" and not tma_ok(q, k, v)):
         raise ValueError(f"method {method!r}: one of {METHODS}; tma needs tma_ok(q, k, v)")
-    if config and config["BLOCK_M"] % config["BLOCK_N"]:
-        raise ValueError(f"a tile's BLOCK_M must be a multiple of its BLOCK_N (the causal stages split at a tile "
-                         f"edge), got {config['BLOCK_M']} x {config['BLOCK_N']}")
+    pointer = method == "pointer" or (method == "auto" and not tma_ok(q, k, v))
+    check_config("fwd" if pointer else "tma", config, head_dim, q.element_size())
     if not sm_scale > 0:
         raise ValueError(f"attention_triton needs sm_scale > 0 (the max is taken before scaling), got {sm_scale}")
-    batch, heads, seq, head_dim = q.shape
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # (batch, heads, seq, head_dim), contiguous
-    lse = torch.empty((batch * heads, seq), dtype=torch.float32, device=q.device)
+    lse = torch.empty((batch * heads, seq_q), dtype=torch.float32, device=q.device)
     if o.numel() == 0:
         return o, lse
-    grid = lambda META: (triton.cdiv(seq, META["BLOCK_M"]), batch * heads)  # noqa: E731
+    grid = lambda META: (triton.cdiv(seq_q, META["BLOCK_M"]), batch * heads)  # noqa: E731
     meta = dict(HEAD_DIM=head_dim, CAUSAL=causal, **(config or {}))
-    if method == "pointer" or (method == "auto" and not tma_ok(q, k, v)):
+    if pointer:
         kernel = _attn_fwd_kernel.fn if config else _attn_fwd_kernel
-        kernel[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], heads, seq,
-                     sm_scale * LOG2E, **meta)
+        kernel[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], heads,
+                     kv_heads, seq_q, seq_k, sm_scale * LOG2E, BLOCK_D=block_d(head_dim),
+                     INPUT_PRECISION=input_precision(q.dtype), **meta)
         return o, lse
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -227,7 +253,7 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "aut
     if config:
         _set_block_shapes({**descs, **meta})
     kernel = _attn_fwd_tma_kernel if config else _attn_fwd_tma_autotuned
-    kernel[grid](*descs.values(), o, lse, seq, sm_scale * LOG2E, **meta)
+    kernel[grid](*descs.values(), o, lse, heads, kv_heads, seq_q, seq_k, sm_scale * LOG2E, **meta)
     return o, lse
 
 

@@ -211,3 +211,17 @@ def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, s
         _decode_combine_kernel[(o.numel() // head_dim,)](o, part_o, part_lse, n, head_dim, BLOCK_S=_pow2(n),
                                                          BLOCK_D=plan["BLOCK_D"])
     return o
+
+
+def reference(q, k, v, causal: bool = True, scale: float | None = None) -> torch.Tensor:
+    """The expression in float64 (differentiable: dK, dV summed over each group by autograd): K and V repeated to
+    every query head, the causal mask aligned bottom-right. Memory: the (seq_q, seq_k) scores of every head."""
+    q, k, v = (t.to(torch.float64) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = q @ k.transpose(-1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    if causal:
+        seq_q, seq_k = q.shape[2], k.shape[2]
+        rows, keys = torch.arange(seq_q, device=q.device), torch.arange(seq_k, device=q.device)
+        s = s.masked_fill(keys[None, :] > rows[:, None] + seq_k - seq_q, float("-inf"))
+    return torch.softmax(s, -1) @ v

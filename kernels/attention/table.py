@@ -21,5 +21,9 @@ ATTENTION = {
     "DQ_TILES": Choice(((128, 32, 4, 3), (128, 64, 8, 3), (64, 32, 4, 3)),
                        "the tutorial's Hopper tiles; 128x64 w8 s3 is also the best of attnbwd's dQ tiles",
                        T + "attention_bwd_s29_d8.csv"),
+    "FALLBACK_TILES": Choice({"fwd": ((128, 64, 8, 2), (64, 64, 4, 2), (64, 32, 4, 2), (32, 32, 4, 2)),
+                              "dkdv": ((32, 64, 4, 2), (32, 32, 4, 2), (16, 32, 4, 2)),
+                              "dq": ((64, 32, 4, 2), (32, 32, 4, 2), (32, 16, 4, 2))},
+                             "two stages, smaller tiles: what fits 227 KiB at head dims 192-256 and fp32 (plan.py "
+                             "estimates each); the last of each fits fp32 at 256", None),
 }
-

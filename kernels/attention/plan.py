@@ -1,0 +1,150 @@
+"""FlashAttention-2's checks and tile plan: which inputs it takes, the head-dim tile, the fp32 math mode, and which
+tiles fit in shared memory. Plain values in and out (no launch): tests check it on the CPU.
+
+Inputs: q (batch, Hq, Sq, D), k and v (batch, Hkv, Sk, D), Hkv dividing Hq (grouped-query; Hkv = 1 multi-query),
+D one of HEAD_DIMS, padded inside to BLOCK_D (the next power of two) with masked loads and stores. A tile's shared
+memory is estimated (the held tile, the pipelined tiles times num_stages, the score tile staged for the second
+product, the TMA kernel's output tile) and every tile over SMEM_LIMIT_BYTES dropped; each kernel's FALLBACK_TILES
+fit at D = 256 in fp32, so every supported input has a tile (tests/test_attention_families.py checks it).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+
+from kernels._shared.tables import track_swaps, values
+from kernels.attention.table import ATTENTION
+from rooflab.triton_utils import check_device
+
+track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
+
+SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
+HEAD_DIMS = (16, 32, 64, 80, 96, 128, 192, 256)
+SMEM_LIMIT_BYTES = 227 * 1024  # H100 / H200: the most shared memory one block may opt into
+MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
+FALLBACK_TILES = values(ATTENTION["FALLBACK_TILES"])
+KINDS = ("fwd", "tma", "dkdv", "dq")  # the pointer forward, the TMA forward, the backward's two kernels
+
+
+def block_d(head_dim: int) -> int:
+    """The head-dim tile: the next power of two (tl.arange and tl.dot need one), at least 16."""
+    return max(16, triton.next_power_of_2(head_dim))
+
+
+def input_precision(dtype: torch.dtype) -> str:
+    """tl.dot's input precision: fp32 products follow torch.backends.cuda.matmul.allow_tf32 as torch.mm's (and
+    kernels/matmul's) do: "ieee" when it is off (rooflab.kernel.math_mode("float32")), "tf32" when on; 16-bit
+    products ignore it."""
+    return "tf32" if dtype != torch.float32 or torch.backends.cuda.matmul.allow_tf32 else "ieee"
+
+
+def math_mode(dtype: torch.dtype) -> str:
+    """The math mode a call runs in, as rooflab.kernel.math_mode_ran names it: fp32-ieee, tf32, bf16 or fp16."""
+    if dtype == torch.float32:
+        return "fp32-ieee" if input_precision(dtype) == "ieee" else "tf32"
+    return {torch.bfloat16: "bf16", torch.float16: "fp16"}[dtype]
+
+
+def smem_bytes(kind: str, tile: tuple, head_dim: int, element_size: int) -> int:
+    """Shared memory of one program, estimated from above: (BLOCK_M, BLOCK_N, num_warps, num_stages) of ``kind``.
+    fwd/tma: Q held, K and V per stage, P; dkdv: K and V held, Q and dO per stage, P^T and dS^T; dq: Q and dO held, K
+    and V per stage, P and dS; tma adds its output tile."""
+    m, n, _, stages = tile
+    d = block_d(head_dim)
+    if kind in ("fwd", "tma"):
+        words = m * d + stages * 2 * n * d + m * n + (m * d if kind == "tma" else 0)
+    elif kind == "dkdv":
+        words = 2 * n * d + stages * 2 * m * d + 2 * m * n
+    elif kind == "dq":
+        words = 2 * m * d + stages * 2 * n * d + 2 * m * n
+    else:
+        raise ValueError(f"kind {kind!r}: one of {KINDS}")
+    return words * element_size
+
+
+def split_ok(kind: str, tile: tuple) -> bool:
+    """The causal stages split at a tile edge: BLOCK_M a multiple of BLOCK_N (forward, dQ), the reverse (dK dV)."""
+    m, n = tile[:2]
+    return (n % m == 0) if kind == "dkdv" else (m % n == 0)
+
+
+def fits(kind: str, tile: tuple, head_dim: int, element_size: int) -> bool:
+    return split_ok(kind, tile) and smem_bytes(kind, tile, head_dim, element_size) <= SMEM_LIMIT_BYTES
+
+
+def candidate_tiles(kind: str, table_tiles) -> list[tuple]:
+    """The autotuner's list: the table's tiles (the first the interpreter's), then the fallbacks not among them."""
+    tiles = list(table_tiles)
+    return tiles + [t for t in FALLBACK_TILES["fwd" if kind == "tma" else kind] if t not in tiles]
+
+
+def tiles_for(kind: str, table_tiles, head_dim: int, element_size: int) -> list[tuple]:
+    """The candidates that fit at this head dim and element size, in the candidates' order."""
+    return [t for t in candidate_tiles(kind, table_tiles) if fits(kind, t, head_dim, element_size)]
+
+
+def _tile_of(config) -> tuple:
+    return (config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"], config.num_warps, config.num_stages)
+
+
+def pruner(kind: str, tensor_arg: str):
+    """An early_config_prune for triton.autotune: the configs that fit at the call's head dim and element size
+    (``tensor_arg``: the argument whose element size counts; a TMA descriptor's base). Under the interpreter (one
+    config, no shared memory) an unfit one still runs."""
+    def prune(configs, named_args, **kwargs):
+        arg = named_args[tensor_arg]
+        size = (arg.base if hasattr(arg, "base") else arg).element_size()
+        head_dim = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
+        return [c for c in configs if fits(kind, _tile_of(c), head_dim, size)] or configs
+    return prune
+
+
+def check_config(kind: str, config: dict | None, head_dim: int, element_size: int) -> None:
+    """A forced tile ({BLOCK_M, BLOCK_N, num_warps, num_stages}; the lab's) must split at a tile edge and fit."""
+    if not config:
+        return
+    tile = (config["BLOCK_M"], config["BLOCK_N"], config.get("num_warps", 4), config.get("num_stages", 2))
+    if not split_ok(kind, tile):
+        outer, inner = ("BLOCK_N", "BLOCK_M") if kind == "dkdv" else ("BLOCK_M", "BLOCK_N")
+        raise ValueError(f"{kind}: {outer} must be a multiple of {inner} (the causal stages split at a tile edge), "
+                         f"got {config}")
+    need = smem_bytes(kind, tile, head_dim, element_size)
+    if need > SMEM_LIMIT_BYTES:
+        raise ValueError(f"{kind}: tile {config} needs about {need // 1024} KiB of shared memory at head dim "
+                         f"{head_dim}, element size {element_size}; at most {SMEM_LIMIT_BYTES // 1024} KiB")
+
+
+def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int, int]:
+    """(batch, Hq, Hkv, Sq, Sk, D) of a call it supports; a ValueError or TypeError naming what is supported."""
+    check_device(q, k, v)
+    if q.dim() != 4 or k.dim() != 4 or k.shape != v.shape:
+        raise ValueError(f"attention_triton needs q (batch, Hq, Sq, D) and k, v of one shape (batch, Hkv, Sk, D), "
+                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    (batch, hq, sq, d), (kb, hkv, sk, kd) = q.shape, k.shape
+    if kb != batch or kd != d:
+        raise ValueError(f"attention_triton needs q and k, v with one batch and head size, got {tuple(q.shape)} and "
+                         f"{tuple(k.shape)}")
+    if hkv == 0 or hq % hkv:
+        raise ValueError(f"attention_triton needs the K/V heads to divide the query heads (grouped-query; 1: "
+                         f"multi-query), got {hq} query heads and {hkv} K/V heads")
+    if q.dtype not in SUPPORTED or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(f"attention_triton supports float32, bfloat16 and float16 (one for q, k, v), got "
+                        f"{q.dtype}, {k.dtype}, {v.dtype}")
+    if d not in HEAD_DIMS:
+        raise ValueError(f"attention_triton supports head dims {HEAD_DIMS}, got {d}")
+    if batch * hq > MAX_GRID_Y:
+        raise ValueError(f"attention_triton runs batch x heads on the grid's y axis, at most {MAX_GRID_Y}; got "
+                         f"{batch} x {hq} (split the batch)")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.stride(-1) != 1 or t.shape[2] * t.stride(2) >= 2 ** 31:
+            raise ValueError(f"attention_triton needs {name} with unit stride over head_dim and seq x stride(seq) "
+                             f"< 2^31 (in-head offsets are int32), got strides {t.stride()}")
+    return batch, hq, hkv, sq, sk, d
+
+
+def causal_bounds(start: int, block: int, block_n: int, seq_k: int, offset: int) -> tuple[int, int]:
+    """The key tiles of a query tile [start, start + block), causal bottom-right (row i sees keys j <= i + offset,
+    offset = Sk - Sq): (diag_lo, hi), keys below diag_lo seen by every row unmasked, [diag_lo, hi) masked. The
+    kernels compute the same in Triton; this is the rule the tests read."""
+    hi = max(0, min(seq_k, start + block + offset))
+    return min(max(0, start + offset) // block_n * block_n, hi), hi

@@ -1,0 +1,181 @@
+"""FlashAttention-2's families (kernels/attention) under the interpreter, against a float64 reference written here:
+grouped-query and multi-query heads, every head size models ship, queries shorter and longer than the keys (full and
+causal bottom-right, rows that see no key giving 0), odd lengths; output and dQ, dK, dV. Small forced tiles walk
+the causal tile bounds over many key offsets. Then the tile plan (nothing over shared memory), the fp32 math mode
+and the refusals."""
+import pytest
+import torch
+
+from kernels import attention as at
+from kernels.attention import plan
+from kernels.attention.backward import attention_backward
+from rooflab.cell import relative_error
+from rooflab.kernel import DEFAULT_TOLERANCE, math_mode
+
+TOL = {torch.float32: DEFAULT_TOLERANCE["float32"], torch.float16: DEFAULT_TOLERANCE["float16"]}
+
+
+def visible(sq: int, sk: int, causal: bool) -> torch.Tensor:
+    """(sq, sk) keys each query row sees: causal aligned bottom right, row i sees keys j <= i + sk - sq."""
+    rows, cols = torch.arange(sq)[:, None], torch.arange(sk)[None, :]
+    return rows + (sk - sq) >= cols if causal else torch.ones(sq, sk, dtype=torch.bool)
+
+
+def reference(q, k, v, grad_o, causal):
+    """O and (dQ, dK, dV) in float64: K and V repeated over each group (the sum over a group's query heads is
+    autograd's), the explicit mask; a row that sees no key gives O = 0 and no gradient."""
+    q, k, v = (t.detach().to(torch.float64).requires_grad_(True) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    kr, vr = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    keep = visible(q.shape[2], k.shape[2], causal)
+    seen = keep.any(-1, keepdim=True)
+    s = (q @ kr.transpose(-2, -1)) * q.shape[-1] ** -0.5
+    p = torch.softmax(s.masked_fill(~(keep | ~seen), float("-inf")), -1)  # an empty row: any finite row, then 0
+    o = torch.where(seen, p, 0.0) @ vr
+    o.backward(grad_o.to(torch.float64))
+    return o.detach(), (q.grad, k.grad, v.grad)
+
+
+def make(shape_q, shape_kv, dtype, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(shape_q, generator=g).to(dtype)
+    k, v = (torch.randn(shape_kv, generator=g).to(dtype) for _ in range(2))
+    return q, k, v, torch.randn(shape_q, generator=g).to(dtype)
+
+
+def check(q, k, v, grad_o, causal, tol):
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    o = at.attention_triton(*leaves, causal=causal)
+    o.backward(grad_o)
+    ref_o, ref_grads = reference(q, k, v, grad_o, causal)
+    assert not o.isnan().any() and relative_error(o.detach(), ref_o)[0] <= tol
+    for name, t, r in zip("QKV", leaves, ref_grads):
+        assert t.grad.shape == r.shape and t.grad.dtype == q.dtype, f"d{name}"
+        assert relative_error(t.grad, r)[0] <= tol, f"d{name}"
+    return o.detach()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("hq,hkv", [(8, 2), (4, 1), (3, 3)], ids=["gqa", "mqa", "mha"])
+def test_grouped_and_multi_query_heads(hq, hkv, causal, dtype):
+    q, k, v, grad_o = make((2, hq, 37, 16), (2, hkv, 37, 16), dtype)
+    check(q, k, v, grad_o, causal, TOL[dtype])
+
+
+@pytest.mark.parametrize("head_dim", [64, 80, 96, 128, 192, 256])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_every_head_size_in_fp32(head_dim, causal):
+    q, k, v, grad_o = make((1, 2, 19, head_dim), (1, 1, 29, head_dim), torch.float32, seed=head_dim)
+    check(q, k, v, grad_o, causal, TOL[torch.float32])
+
+
+@pytest.mark.parametrize("head_dim", [80, 256])
+def test_padded_head_sizes_in_fp16(head_dim):
+    q, k, v, grad_o = make((1, 2, 23, head_dim), (1, 2, 23, head_dim), torch.float16, seed=1)
+    check(q, k, v, grad_o, True, TOL[torch.float16])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("sq,sk", [(5, 70), (37, 100), (1, 33), (70, 37), (100, 9)])
+def test_queries_shorter_and_longer_than_keys(sq, sk, causal, dtype):
+    q, k, v, grad_o = make((1, 4, sq, 32), (1, 2, sk, 32), dtype, seed=sq + sk)
+    o = check(q, k, v, grad_o, causal, TOL[dtype])
+    if causal and sq > sk:  # rows 0 .. sq - sk - 1 see no key: 0, not NaN
+        assert (o[:, :, :sq - sk] == 0).all() and (o[:, :, sq - sk:] != 0).any()
+
+
+def test_bottom_right_causal_is_torchs_causal_lower_right():
+    """The reference's mask against torch's own bottom-right causal bias and grouped heads (float64 SDPA)."""
+    from torch.nn.attention.bias import causal_lower_right
+
+    q, k, v, grad_o = make((1, 4, 9, 16), (1, 2, 21, 16), torch.float64)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(9, 21),
+                                                            enable_gqa=True)
+    torch.testing.assert_close(reference(q, k, v, grad_o, True)[0], sdpa)
+
+
+FWD, DKDV, DQ = ({"BLOCK_M": m, "BLOCK_N": n, "num_warps": 4, "num_stages": 2} for m, n in
+                 ((32, 16), (16, 32), (32, 16)))
+
+
+@pytest.mark.parametrize("sq,sk", [(50, 50), (48, 64), (64, 48), (23, 70), (70, 23), (33, 40), (40, 33), (16, 96)])
+def test_small_tiles_walk_the_causal_bounds(sq, sk):
+    """Tiles of 16 and 32 rows: the unmasked, diagonal and skipped tiles of the forward, dK dV and dQ programs at
+    key offsets that are multiples of no tile, and of one."""
+    q, k, v, grad_o = make((1, 4, sq, 16), (1, 2, sk, 16), torch.float32, seed=sq * sk)
+    o, lse = at.attention_forward(q, k, v, True, 16 ** -0.5, method="pointer", config=FWD)
+    ref_o, ref_grads = reference(q, k, v, grad_o, True)
+    assert relative_error(o, ref_o)[0] <= 1e-5
+    grads = attention_backward(q, k, v, o, lse, grad_o, True, 16 ** -0.5, {"dkdv": DKDV, "dq": DQ})
+    for name, g, r in zip("QKV", grads, ref_grads):
+        assert relative_error(g, r)[0] <= 1e-5, f"d{name}"
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("sq,sk", [(64, 128), (45, 77), (77, 45)])
+def test_tma_kernel_with_grouped_heads_and_other_key_lengths(sq, sk, causal):
+    q, k, v, grad_o = make((2, 4, sq, 32), (2, 2, sk, 32), torch.float16, seed=3)
+    assert at.tma_ok(q, k, v)
+    ref = reference(q, k, v, grad_o, causal)[0]
+    for config in (None, {**FWD, "HEAVY_FIRST": False}):
+        o = at.attention_forward(q, k, v, causal, 32 ** -0.5, method="tma", config=config)[0]
+        assert relative_error(o, ref)[0] <= TOL[torch.float16], config
+
+
+def test_every_supported_input_has_a_tile_that_fits():
+    for kind, table in (("fwd", at.POINTER_TILES), ("tma", at.TMA_TILES), ("dkdv", at.backward.DKDV_TILES),
+                        ("dq", at.backward.DQ_TILES)):
+        for head_dim in plan.HEAD_DIMS:
+            for size in (2, 4):
+                tiles = plan.tiles_for(kind, table, head_dim, size)
+                assert tiles, (kind, head_dim, size)
+                assert all(plan.smem_bytes(kind, t, head_dim, size) <= plan.SMEM_LIMIT_BYTES for t in tiles)
+                assert all(plan.split_ok(kind, t) for t in tiles)
+    assert (128, 128, 8, 3) not in plan.tiles_for("fwd", at.POINTER_TILES, 128, 4)  # fp32 at 128: out of memory
+    assert plan.tiles_for("fwd", at.POINTER_TILES, 64, 2)[0] == at.POINTER_TILES[0]  # the table's first kept
+
+
+def test_the_autotuners_prune_by_the_call():
+    import triton
+
+    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+               for m, n, w, s in plan.candidate_tiles("fwd", at.POINTER_TILES)]
+    kept = plan.pruner("fwd", "q_ptr")(configs, {"q_ptr": torch.zeros(1)}, HEAD_DIM=256)
+    assert kept and len(kept) < len(configs)
+    assert all(plan.fits("fwd", (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages), 256, 4)
+               for c in kept)
+
+
+def test_a_forced_tile_over_shared_memory_is_refused():
+    q = torch.zeros(1, 1, 8, 256)
+    with pytest.raises(ValueError, match="KiB of shared memory"):
+        at.attention_forward(q, q, q, True, 1.0, config={"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8,
+                                                         "num_stages": 3})
+
+
+def test_fp32_products_follow_torchs_tf32_flag():
+    with math_mode("float32"):
+        assert plan.input_precision(torch.float32) == "ieee" and plan.math_mode(torch.float32) == "fp32-ieee"
+    with math_mode("tf32"):
+        assert plan.input_precision(torch.float32) == "tf32" and plan.math_mode(torch.float32) == "tf32"
+        assert plan.math_mode(torch.bfloat16) == "bf16"
+
+
+def test_block_d_pads_to_a_power_of_two():
+    assert [plan.block_d(d) for d in plan.HEAD_DIMS] == [16, 32, 64, 128, 128, 128, 256, 256]
+
+
+@pytest.mark.parametrize("shapes,match", [
+    (((1, 6, 8, 16), (1, 4, 8, 16)), "divide the query heads"),
+    (((1, 2, 8, 48), (1, 2, 8, 48)), "head dims"),
+    (((1, 2, 8, 512), (1, 2, 8, 512)), "head dims"),
+    (((2, 2, 8, 16), (1, 2, 8, 16)), "one batch and head size"),
+    (((1, 2, 8, 16), (1, 2, 8, 32)), "one batch and head size"),
+    (((1, 2, 8, 16), (2, 8, 16)), r"\(batch, Hkv, Sk, D\)"),
+])
+def test_refusals_name_what_is_supported(shapes, match):
+    q, kv = (torch.zeros(s) for s in shapes)
+    with pytest.raises(ValueError, match=match):
+        at.attention_triton(q, kv, kv)
