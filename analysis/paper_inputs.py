@@ -35,6 +35,7 @@ from analysis.sections import (CPU_FIGURE_CAPTIONS, GPU_FIGURE_CAPTIONS, GPU_TIM
                                figures_tex, has_data, kernel_sections, kernel_summary, speedup_sentence)
 from analysis.selection import headline_gpu, largest, most_common, ours_fixed_costs, timed, verdict  # noqa: F401
 from analysis import why as why_
+from analysis import why_ncu
 from analysis.tables import (calibration_table, cpu_ceilings_table, cpu_summary_table, findings_table,  # noqa: F401
                              fixed_cost_table, host_cost_rows, host_cost_table, kernel_table, problems_table,
                              projection_table, rate_column,
@@ -46,7 +47,7 @@ OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "tab
            "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
            "figures_projection", "kernels", "cpu", "table_plateau", "table_waves", "table_cost", "table_alignment",
            "table_traffic", "table_ablations", "table_alignstudy", "table_compile_frames", "attention",
-           "table_results", "table_losses", "table_backend_losses"]
+           "table_results", "table_losses", "table_backend_losses", "why_ncu"]
 
 
 def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
@@ -57,7 +58,8 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
              ablations: dict[str, pd.DataFrame] | None = None,
              drawn: list[str] | None = None,
              compile_frames: dict[str, pd.DataFrame] | None = None,
-             backends: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
+             backends: dict[str, pd.DataFrame] | None = None,
+             why: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
     """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame.
     ``repeatability``: per GPU key, the per-cell table of scripts/repeatability.py (optional). ``sources``: per
     device, the directory its rows were read from (results/raw/<gpu>: this run; else a committed reference).
@@ -68,6 +70,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     experiments/traffic.py and experiments/ablations.py (optional). ``drawn``: the figure PDFs the DAG draws (None:
     those present under ``figdir``). ``compile_frames``: per GPU key, `python -m lab compileframes` rows (optional).
     ``backends``: per GPU key, experiments/backends.py's rows, ours beside each SDPA backend (optional).
+    ``why``: per GPU key, experiments/why_ncu.py's rows, Nsight Compute's facts per GPU kernel (optional).
 
     The GPU outputs are made from GPU rows and ceilings only; the CPU's rows go to `cpu` and its Cpu* macros."""
     sources = sources or {}
@@ -104,6 +107,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     lost, backend_lost = results.losses(versus), results.backend_losses(gpu_backends)
     results.results_macros(macros, rows, lost, versus, backend_lost, gpu_backends)
     results.baseline_macros(macros, metrics_gpu, gpu)
+    why_ncu.why_ncu_macros(macros, (why or {}).get(gpu))
     return {
         "macros": macros.text(),
         "table_repeatability": repeatability_table(runs),
@@ -135,6 +139,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "table_results": results.results_table(rows),
         "table_losses": results.losses_table(lost),
         "table_backend_losses": results.backend_losses_table(backend_lost),
+        "why_ncu": why_ncu.why_ncu_tables((why or {}).get(gpu)),
     }
 
 
@@ -183,7 +188,8 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
           repeatability_paths: list[str] = (), profile_paths: list[str] | None = None,
           compiled_paths: list[str] | None = None, traffic_paths: list[str] = (),
           ablation_paths: list[str] = (), drawn: list[str] | None = None,
-          compile_frame_paths: list[str] = (), backend_paths: list[str] = ()) -> None:
+          compile_frame_paths: list[str] = (), backend_paths: list[str] = (),
+          why_paths: list[str] = ()) -> None:
     import os
 
     from rooflab.io import CEILING_COLUMNS, read_results, write_text
@@ -199,7 +205,8 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
                                {Path(p).parent.name: pd.read_csv(p) for p in traffic_paths},
                                {Path(p).parent.name: read_table(p) for p in ablation_paths},
                                drawn, {Path(p).parent.name: pd.read_csv(p) for p in compile_frame_paths},
-                               {Path(p).parent.name: read_table(p) for p in backend_paths}).items():
+                               {Path(p).parent.name: read_table(p) for p in backend_paths},
+                               {Path(p).parent.name: read_table(p) for p in why_paths}).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 
 
@@ -227,9 +234,11 @@ def main(argv=None):
                     help="python -m lab compileframes tables, as <dir>/<gpu>/compile_frames.csv")
     ap.add_argument("--backends", nargs="*", default=[],
                     help="experiments/backends.py tables, as <dir>/<gpu>/backends.parquet")
+    ap.add_argument("--why-ncu", nargs="*", default=[],
+                    help="experiments/why_ncu.py tables, as <dir>/<gpu>/why_ncu.parquet")
     a = ap.parse_args(argv)
     build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles, a.compiled, a.traffic,
-          a.ablations, a.figures, a.compile_frames, a.backends)
+          a.ablations, a.figures, a.compile_frames, a.backends, a.why_ncu)
 
 
 if __name__ == "__main__":

@@ -204,6 +204,7 @@ def get_final_outputs(wildcards=None):
         + own_tables("traffic", "traffic.csv")
         + own_tables("ablations", "ablations.parquet")
         + own_tables("backends", "backends.parquet")
+        + own_tables("why_ncu", "why_ncu.parquet")
         + ["results/metrics.parquet"]
         + get_figures()
         + get_comparisons()
@@ -291,6 +292,12 @@ def get_ablations(wildcards=None):
     """experiments/ablations.py tables for the paper: this run's own where config ablations.enabled, else
     per_gpu_table."""
     return own_or_reference("ablations", "ablations.parquet")
+
+
+def get_why_ncu(wildcards=None):
+    """experiments/why_ncu.py tables for the paper (Nsight Compute's facts per GPU kernel of the why cells): this
+    run's own where config why_ncu.enabled, else per_gpu_table."""
+    return own_or_reference("why_ncu", "why_ncu.parquet")
 
 
 def get_backends(wildcards=None):

@@ -249,6 +249,40 @@ rule traffic:
         " --out {output.table:q}) > {log:q} 2>&1"
 
 
+rule why_ncu:
+    """What differs inside the kernels of the equal-bytes gaps and of our losses (experiments/why_ncu.py): one call
+    of each implementation of each cell of config why_ncu.cells under Nsight Compute (--clock-control none), one row
+    per GPU kernel launched (rooflab/ncu.py); the report, its raw CSV and the calls in results/raw/{gpu}/why_ncu/.
+    Off unless config why_ncu.enabled (ncu on the PATH; about three minutes on the H200)."""
+    input:
+        kernels=get_kernel_stamps,
+        code=MEASUREMENT_CODE,
+        script=["experiments/why_ncu.py", "rooflab/ncu.py"],
+    output:
+        table=update("results/raw/{gpu}/why_ncu.parquet"),
+        raw=update("results/raw/{gpu}/why_ncu/why_ncu_raw.csv"),
+    params:
+        python=PYTHON,
+        cells=lambda wildcards: json.dumps(config["why_ncu"]["cells"]),
+    wildcard_constraints:
+        gpu="(?!cpu$)[a-z0-9_]+",
+    log:
+        "logs/why_ncu/{gpu}.log",
+    resources:
+        measure_slot=device_slot,
+        host=1,
+        gpu=get_gpu_count,
+        slurm_partition=get_cluster("slurm_partition"),
+        constraint=get_cluster("constraint"),
+        gres=get_cluster("gres"),
+        runtime=get_cluster("runtime", default=60),
+    conda:
+        ENV
+    shell:
+        "{params.python} -m experiments.why_ncu profile --gpu {wildcards.gpu:q} --cells {params.cells:q}"
+        " --out {output.table:q} --raw-dir results/raw/{wildcards.gpu}/why_ncu > {log:q} 2>&1"
+
+
 rule ablations:
     """The matrix product taken apart (experiments/ablations.py): tile, grouped order and the persistent TMA kernel
     at config ablations.sizes; the alignment study (odd sizes, tile quantisation, waves, padding) at

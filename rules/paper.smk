@@ -16,12 +16,13 @@ rule paper_inputs:
         traffic=get_traffic,
         ablations=get_ablations,
         backends=get_backends,
+        why_ncu=get_why_ncu,
         compile_frames=get_compile_frames,
         profiles=get_profiles,
         compiled=get_compiled_facts,
         modules=["analysis/claims.py", "analysis/why.py", "analysis/why_tables.py", "analysis/origin.py",
                  "analysis/columns.py",
-                 "analysis/calibration.py", "analysis/latex.py", "analysis/results.py", "analysis/losses.py", "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py", "analysis/attention.py"],
+                 "analysis/calibration.py", "analysis/why_ncu.py", "analysis/latex.py", "analysis/results.py", "analysis/losses.py", "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py", "analysis/attention.py"],
     output:
         macros=update("results/paper/generated/macros.tex"),
         summary=update("results/paper/generated/table_summary.tex"),
@@ -50,6 +51,7 @@ rule paper_inputs:
         results=update("results/paper/generated/table_results.tex"),
         losses=update("results/paper/generated/table_losses.tex"),
         backend_losses=update("results/paper/generated/table_backend_losses.tex"),
+        why_ncu=update("results/paper/generated/why_ncu.tex"),
     params:
         # the figures this DAG draws (the paper includes each that shows data): named, not waited for, so the
         # paper's inputs are written while the figures draw; paper_pdf waits for both. Sorted: a subset run lists
@@ -67,7 +69,7 @@ rule paper_inputs:
                                            "--profiles", input.profiles, "--compiled", input.compiled, "--traffic",
                                            input.traffic, "--ablations", input.ablations,
                                            "--compile-frames", input.compile_frames, "--backends",
-                                           input.backends], log)
+                                           input.backends, "--why-ncu", input.why_ncu], log)
 
 
 rule paper_verdicts:

@@ -75,3 +75,76 @@ def test_cells_are_checked():
         check_cells([{"kernel": "softmax", "dtype": "bfloat16", "size": 8192, "impls": ["triton"]}])
     with pytest.raises(ValueError, match="attention's only"):
         check_cells([{"kernel": "softmax", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "impls": ["sdpa_cudnn"]}])
+
+
+# ---------------------------------------------------------------------------------------------------- the paper
+
+
+def why_rows():
+    """Synthetic rows as experiments/why_ncu.table writes them: the fixture's softmax and cuBLAS calls, and ours
+    for the matrix product made of cuBLAS's rows with the instruction mix of an FFMA kernel."""
+    from experiments.why_ncu import table
+
+    w = table(FIXTURE.read_text(), CALLS, "h200")
+    ours = w[w["kernel"] == "matmul"].iloc[:1].assign(impl="triton", duration_us=20000.0, tensor_inst=0.0,
+                                                    hmma_inst=0.0, gmma_inst=0.0, ffma_thread_inst=2.2e12,
+                                                    short_name="matmul_kernel")
+    return pd.concat([w, ours], ignore_index=True)
+
+
+def test_calls_sum_and_weight_over_a_calls_kernels():
+    from analysis.why_ncu import calls
+
+    c = calls(why_rows()).set_index(["kernel", "impl"])
+    gemm = c.loc[("matmul", "builtin")]
+    assert gemm["kernels"] == 2 and gemm["duration_us"] == pytest.approx(9800 + 350)
+    assert gemm["dram_pct"] == pytest.approx((15 * 9800 + 88 * 350) / 10150)  # weighted by duration
+    assert gemm["main_short_name"].startswith("sm90_xmma_gemm")  # the longest kernel's facts
+    assert c.loc[("softmax", "triton"), "kernels"] == 1
+
+
+def test_gap_sentence_states_both_sides_with_their_numbers():
+    from analysis.why_ncu import calls, gap_sentence
+
+    s = gap_sentence(calls(why_rows()), ["softmax"])
+    assert "the builtin (\\texttt{cunn\\_\\allowbreak{}SoftMaxForward}, 1{,}460~\\textmu s) reaches 41\\,\\% of DRAM" in s
+    assert "at 38\\,\\% achieved occupancy (50\\,\\% theoretical, limited by registers" in s
+    assert "ours (\\texttt{\\_\\allowbreak{}softmax\\_\\allowbreak{}kernel}, 377~\\textmu s) reaches 89\\,\\%" in s
+    assert "limited by shared memory" in s and "top stall: long scoreboard" in s
+    assert f"{1460.0005 / 377:.3g}$\\times$ ours under the profiler" in s
+    assert f"for {248.512 / 242:.3g}$\\times$ our DRAM bytes" in s
+
+
+def test_counts_agree_with_their_nouns():
+    from analysis.why_ncu import calls, matmul_sentence
+
+    s = matmul_sentence(calls(why_rows()))
+    assert "cuBLAS (2 kernels, 10{,}150~\\textmu s; the longest" in s  # two kernels: plural
+    assert "ours (\\texttt{matmul\\_\\allowbreak{}kernel}, 20{,}000~\\textmu s) issues 0 tensor-core" in s
+    assert "2.2 trillion" not in s and "2{,}200 billion FFMA thread instructions" in s
+    assert "issues 4.19 million tensor-core (HMMA/HGMMA) warp instructions and 0 FFMA" in s
+    assert "1 kernels" not in s and "a 1 kernel" not in s
+    assert f"ours takes {20000 / 10150:.3g}$\\times$ cuBLAS's time" in s
+
+
+def test_without_rows_every_sentence_and_table_says_not_measured():
+    from analysis.latex import Macros
+    from analysis.why_ncu import why_ncu_macros, why_ncu_tables
+    from analysis.why_tables import NOT_MEASURED
+
+    m = Macros()
+    why_ncu_macros(m, None)
+    lines = [line for line in m.lines]
+    assert len(lines) == 5 and all(NOT_MEASURED in line for line in lines)
+    assert "layernorm's and rmsnorm's kernels" in m.text()  # both missing: one sentence
+    assert NOT_MEASURED in why_ncu_tables(pd.DataFrame())
+
+
+def test_tables_hold_every_call():
+    from analysis.why_ncu import why_ncu_tables
+
+    t = why_ncu_tables(why_rows())
+    assert t.count("\\begin{table}") == 2 and "tab:why-ncu}" in t and "tab:why-ncu-inside}" in t
+    body = t.split("\\midrule")[1].split("\\bottomrule")[0]
+    assert body.count("\\\\") == 4  # softmax builtin and ours, cuBLAS and ours
+    assert "8192 x 1024" in body and "registers and shared memory" in body

@@ -1,0 +1,266 @@
+"""What differs inside the kernels, from Nsight Compute (experiments/why_ncu.py's rows, one per GPU kernel of one
+call): the sentences the findings quote for the equal-bytes gaps (softmax, row-sum, the norms: the builtin moves
+about our bytes and is slower), the matrix product's precisions and attention against cuDNN, and the two tables
+they cite. Every number comes from the rows; without rows each sentence says "not measured on this run". Pure
+functions of frames: tests run them on synthetic rows.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from analysis.latex import count_phrase, fmt, table_latex, tex_escape
+from analysis.why_tables import NOT_MEASURED
+
+SUM = ("duration_us", "dram_bytes", "tensor_inst", "ffma_thread_inst", "ldg_inst", "stg_inst", "ldgsts_inst",
+       "tma_inst")
+WEIGHTED = ("dram_pct", "sm_pct", "achieved_occupancy_pct")  # over a call's kernels, weighted by their duration
+MAIN = ("short_name", "theoretical_occupancy_pct", "achieved_occupancy_pct", "occupancy_limiter",
+        "registers_per_thread", "shared_mem_bytes", "grid_size", "block_size", "waves_per_sm", "stall_top")
+CALL = ["kernel", "dtype", "size", "pass", "impl"]
+CALL_COLUMNS = CALL + ["kernels", *SUM, *WEIGHTED] + [f"main_{c}" for c in MAIN]
+WHO = {"builtin": "the builtin", "triton": "ours", "sdpa_cudnn": "SDPA's cuDNN backend", "compile": "torch.compile",
+       "naive": "naive PyTorch", "cuda": "our CUDA"}
+STALL_WORDS = {"long_scoreboard": "long scoreboard (waiting on global memory)",
+               "short_scoreboard": "short scoreboard (waiting on shared memory or special functions)",
+               "barrier": "barrier (waiting for the block's other warps)", "wait": "fixed-latency wait",
+               "math_pipe_throttle": "math pipe throttle", "mio_throttle": "MIO throttle (shared-memory queue)",
+               "lg_throttle": "LG throttle (global-memory queue)", "not_selected": "not selected (another warp "
+               "issued)", "dispatch_stall": "dispatch stall", "no_instruction": "no instruction"}
+GAP_KERNELS = {"WhyNcuSoftmax": ("softmax",), "WhyNcuRowsum": ("rowsum",), "WhyNcuNorms": ("layernorm", "rmsnorm")}
+PRECISION_LABEL = {"float32": "float32 (IEEE products)", "tf32": "TF32", "bfloat16": "bfloat16",
+                   "float16": "float16"}
+
+
+def calls(why: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per profiled call (kernel, dtype, size, pass, impl): its kernels, the sums of SUM, the duration-
+    weighted means of WEIGHTED, and the facts of its longest kernel (main_*). Calls that failed or launched nothing
+    profiled are left out."""
+    if why is None or why.empty or "duration_us" not in why:
+        return pd.DataFrame(columns=CALL_COLUMNS)
+    w = why[why["duration_us"].notna()]
+    if "error" in w:
+        w = w[w["error"].fillna("").astype(str) == ""]
+    rows = []
+    for key, g in w.groupby(CALL, sort=False):
+        weight = g["duration_us"].astype(float)
+        row = dict(zip(CALL, key), kernels=len(g))
+        for c in SUM:
+            v = g[c].astype(float) if c in g else pd.Series(np.nan, index=g.index)
+            row[c] = float(v.sum()) if v.notna().any() else np.nan
+        for c in WEIGHTED:
+            v = g[c].astype(float) if c in g else pd.Series(np.nan, index=g.index)
+            ok = v.notna()
+            row[c] = float((v[ok] * weight[ok]).sum() / weight[ok].sum()) if ok.any() and weight[ok].sum() else np.nan
+        main = g.loc[weight.idxmax()]
+        row.update({f"main_{c}": main.get(c, np.nan) for c in MAIN})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=CALL_COLUMNS)
+
+
+def _pct(v) -> str:
+    return f"{fmt(float(v), 2)}\\,\\%" if pd.notna(v) else "n/a"
+
+
+def _count(v) -> str:
+    """An instruction count in words: '4.19 million', '0'."""
+    if not pd.notna(v):
+        return "n/a"
+    for scale, word in ((1e9, "billion"), (1e6, "million"), (1e3, "thousand")):
+        if abs(v) >= scale:
+            return f"{fmt(v / scale)} {word}"
+    return fmt(float(v))
+
+
+def _name(r) -> str:
+    return f"\\texttt{{{tex_escape(str(r['main_short_name']))}}}".replace("\\_", "\\_\\allowbreak{}")
+
+
+def stall_phrase(stall_top) -> str:
+    """'long scoreboard (waiting on global memory), 12.4 cycles per issued instruction' from rooflab/ncu's
+    stall_top ('long_scoreboard 12.4; ...'); '' without one."""
+    if not isinstance(stall_top, str) or not stall_top.strip():
+        return ""
+    reason, value = stall_top.split(";")[0].strip().rsplit(" ", 1)
+    return (f"{tex_escape(STALL_WORDS.get(reason, reason.replace('_', ' ')))}, {fmt(float(value))} cycles an "
+            "issued instruction")
+
+
+def _limited(r) -> str:
+    lim = r["main_occupancy_limiter"]
+    return f", limited by {tex_escape(lim)}" if isinstance(lim, str) and lim else ""
+
+
+def _head(who: str, r) -> str:
+    """'the builtin (\\texttt{x}, 1,460 µs)' / 'ours (3 kernels, 900 µs; the longest \\texttt{y})': a singular
+    subject whatever the count."""
+    t = f"{fmt(r['duration_us'])}~\\textmu s"
+    if int(r["kernels"]) == 1:
+        return f"{who} ({_name(r)}, {t})"
+    return f"{who} ({count_phrase(int(r['kernels']), 'kernel')}, {t}; the longest {_name(r)})"
+
+
+def _stall(r) -> str:
+    stall = stall_phrase(r["main_stall_top"])
+    return f"; top stall: {stall}" if stall else ""
+
+
+def memory_side(who: str, r) -> str:
+    """One implementation of an equal-bytes gap: DRAM throughput against peak, occupancy achieved and theoretical
+    and its limiter, grid, block and waves, and the stall that holds its warps most."""
+    return (f"{_head(who, r)} reaches {_pct(r['dram_pct'])} of DRAM peak at {_pct(r['main_achieved_occupancy_pct'])} "
+            f"achieved occupancy ({_pct(r['main_theoretical_occupancy_pct'])} theoretical{_limited(r)}; "
+            f"{fmt(r['main_grid_size'])} blocks of {fmt(r['main_block_size'])} threads, "
+            f"{fmt(r['main_waves_per_sm'])} waves{_stall(r)})")
+
+
+def loads_phrase(r) -> str:
+    """How the call's kernels bring operands in: TMA, LDGSTS (cp.async) or plain LDG, with counts."""
+    said = [f"{_count(r[c])} {w}" for c, w in (("tma_inst", "TMA loads"), ("ldgsts_inst", "LDGSTS"),
+                                                ("ldg_inst", "LDG")) if pd.notna(r[c]) and r[c] > 0]
+    return ", ".join(said) if said else "no global load counted"
+
+
+def compute_side(who: str, r) -> str:
+    """One implementation of a compute-bound call: the instruction mix (tensor-core against FFMA), how operands
+    arrive, SM throughput, registers, shared memory, occupancy and its limiter, and the top stall."""
+    smem = r["main_shared_mem_bytes"]
+    return (f"{_head(who, r)} issues {_count(r['tensor_inst'])} tensor-core (HMMA/HGMMA) warp instructions and "
+            f"{_count(r['ffma_thread_inst'])} FFMA thread instructions, loads with {loads_phrase(r)}, and reaches "
+            f"{_pct(r['sm_pct'])} of the SM's peak throughput ({fmt(r['main_registers_per_thread'])} registers a "
+            f"thread, {fmt(smem / 1024) if pd.notna(smem) else 'n/a'}~KiB of shared memory a block; "
+            f"{_pct(r['main_achieved_occupancy_pct'])} occupancy, {_pct(r['main_theoretical_occupancy_pct'])} "
+            f"theoretical{_limited(r)}{_stall(r)})")
+
+
+def _cell(c: pd.DataFrame, kernel: str, dtype: str | None = None, pass_: str | None = None) -> pd.DataFrame:
+    out = c[c["kernel"] == kernel]
+    if dtype is not None:
+        out = out[out["dtype"] == dtype]
+    if pass_ is not None:
+        out = out[out["pass"] == pass_]
+    if out.empty:
+        return out
+    first = out.iloc[0]
+    return out[(out["dtype"] == first["dtype"]) & (out["size"] == first["size"]) & (out["pass"] == first["pass"])]
+
+
+def _where(r) -> str:
+    p = "" if r["pass"] == "fwd" else f", {tex_escape(str(r['pass']))}"
+    return f"{tex_escape(str(r['dtype']))} at $N={int(r['size'])}${p}"
+
+
+def gap_sentence(c: pd.DataFrame, kernels) -> str:
+    """The equal-bytes gaps of ``kernels``, the builtin beside ours (Nsight Compute, one call each); the kernels
+    without both rows named together as not measured."""
+    said, missing = [], []
+    for kernel in kernels:
+        g = _cell(c, kernel).set_index("impl")
+        if not {"builtin", "triton"} <= set(g.index):
+            missing.append(f"{tex_escape(kernel)}'s")
+            continue
+        b, t = g.loc["builtin"], g.loc["triton"]
+        said.append(f"In {tex_escape(kernel)} ({_where(t)}; Nsight Compute, one call each), "
+                    f"{memory_side('the builtin', b)}; {memory_side('ours', t)}. The builtin's time is "
+                    f"{fmt(b['duration_us'] / t['duration_us'])}$\\times$ ours under the profiler, for "
+                    f"{fmt(b['dram_bytes'] / t['dram_bytes'])}$\\times$ our DRAM bytes.")
+    if missing:
+        said.append(f"What differs inside {' and '.join(missing)} kernels (occupancy, DRAM throughput, grid, "
+                    f"stalls) is {NOT_MEASURED}.")
+    return " ".join(said)
+
+
+def matmul_sentence(c: pd.DataFrame) -> str:
+    """The matrix product in each precision profiled: cuBLAS (the builtin) beside ours."""
+    said = []
+    for dtype in ("float32", "tf32", "bfloat16", "float16"):
+        g = _cell(c, "matmul", dtype).set_index("impl")
+        if not {"builtin", "triton"} <= set(g.index):
+            continue
+        b, t = g.loc["builtin"], g.loc["triton"]
+        said.append(f"In {PRECISION_LABEL[dtype]} at $N={int(t['size'])}$ (Nsight Compute, one call each), "
+                    f"{compute_side('cuBLAS', b)}; "
+                    f"{compute_side('ours', t)}; ours takes {fmt(t['duration_us'] / b['duration_us'])}$\\times$ "
+                    "cuBLAS's time under the profiler.")
+    if not said:
+        return (f"What differs inside the matrix product's kernels (the instruction mix, registers, shared memory, "
+                f"occupancy) is {NOT_MEASURED}.")
+    return " ".join(said)
+
+
+def attention_sentence(c: pd.DataFrame) -> str:
+    """Attention, forward and forward+backward: ours beside SDPA's cuDNN backend (forced; else the builtin)."""
+    said = []
+    for pass_ in ("fwd", "fwd+bwd"):
+        g = _cell(c, "attention", pass_=pass_).set_index("impl")
+        other = next((i for i in ("sdpa_cudnn", "builtin") if i in g.index), None)
+        if other is None or "triton" not in g.index:
+            continue
+        o, t = g.loc[other], g.loc["triton"]
+        name = "cuDNN" if other == "sdpa_cudnn" else "the builtin"
+        said.append(f"{'Forward' if pass_ == 'fwd' else 'Forward and backward'} ({_where(t)}; Nsight Compute, "
+                    "one call each): "
+                    f"{compute_side(WHO[other], o)}; {compute_side('ours', t)}; ours takes "
+                    f"{fmt(t['duration_us'] / o['duration_us'])}$\\times$ {name}'s time under the profiler.")
+    if not said:
+        return f"What differs inside attention's kernels against cuDNN's is {NOT_MEASURED}."
+    return " ".join(said)
+
+
+def why_ncu_macros(m, why: pd.DataFrame | None) -> None:
+    """The findings' sentences (WhyNcuSoftmax, WhyNcuRowsum, WhyNcuNorms, WhyNcuMatmul, WhyNcuAttention)."""
+    c = calls(why)
+    for name, kernels in GAP_KERNELS.items():
+        m.add(name, gap_sentence(c, kernels),
+              "Nsight Compute: what differs inside the kernels of an equal-bytes gap (experiments/why_ncu.py)")
+    m.add("WhyNcuMatmul", matmul_sentence(c), "Nsight Compute: the matrix product's instruction mix, ours and cuBLAS")
+    m.add("WhyNcuAttention", attention_sentence(c), "Nsight Compute: attention, ours and cuDNN")
+
+
+def _mib(v) -> float:
+    return v / 1e6 if pd.notna(v) else np.nan
+
+
+def why_ncu_tables(why: pd.DataFrame | None) -> str:
+    """Two floats: per call, the traffic and occupancy side (kernels, time, DRAM bytes and % of peak, SM %,
+    occupancy achieved and theoretical, limiter, grid, block, waves), and inside its longest kernel (registers,
+    shared memory, instruction mix, top stalls)."""
+    c = calls(why)
+    if c.empty:
+        return (f"\\begin{{center}}What differs inside the kernels under Nsight Compute is {NOT_MEASURED} "
+                "(experiments/why_ncu.py).\\end{center}\n")
+    impl = c["impl"].map(lambda i: WHO.get(i, i))
+    head = pd.DataFrame({"kernel": c["kernel"], "dtype": c["dtype"], "N": c["size"].astype(int), "pass": c["pass"],
+                         "impl": impl})
+    side = head.assign(**{"kernels": c["kernels"].astype(int), "time [us]": c["duration_us"],
+                          "DRAM [MB]": c["dram_bytes"].map(_mib), "DRAM %": c["dram_pct"], "SM %": c["sm_pct"],
+                          "occ. %": c["main_achieved_occupancy_pct"],
+                          "theor. %": c["main_theoretical_occupancy_pct"],
+                          "limited by": c["main_occupancy_limiter"].fillna(""),
+                          "grid x block": [f"{int(g)} x {int(b)}" if pd.notna(g) and pd.notna(b) else "--"
+                                           for g, b in zip(c["main_grid_size"], c["main_block_size"])],
+                          "waves": c["main_waves_per_sm"]})
+    inside = head.assign(**{"longest kernel": c["main_short_name"].astype(str),
+                            "regs": c["main_registers_per_thread"],
+                            "smem [KiB]": c["main_shared_mem_bytes"] / 1024,
+                            "tensor [M]": c["tensor_inst"] / 1e6, "FFMA (thr.) [M]": c["ffma_thread_inst"] / 1e6,
+                            "LDG [M]": c["ldg_inst"] / 1e6, "LDGSTS [M]": c["ldgsts_inst"] / 1e6,
+                            "TMA [M]": c["tma_inst"] / 1e6,
+                            "top stalls": c["main_stall_top"].fillna("").str.replace("_", " ")})
+    nums = {k: fmt for k in ("time [us]", "DRAM [MB]", "DRAM %", "SM %", "occ. %", "theor. %", "waves", "regs",
+                             "smem [KiB]", "tensor [M]", "FFMA (thr.) [M]", "LDG [M]", "LDGSTS [M]",
+                             "TMA [M]")}
+    wrap = ">{\\raggedright\\arraybackslash}p{%s}"
+    first = table_latex(side, nums, "llrll" + "rrrrrrr" + wrap % "1.6cm" + "lr").replace("[us]", "[\\si{\\micro\\second}]")
+    second = table_latex(inside, nums, "llrll" + wrap % "2.6cm" + "rrrrrrr" + wrap % "3.2cm").replace(
+        "\\_", "\\_\\allowbreak{}")  # library kernels' long names break after an underscore
+    return ("\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
+            "\\caption{What one call's kernels do, under Nsight Compute on the \\HeadlineGpu{} (its own clocks, caches "
+            "flushed before each kernel): kernels launched, their time, DRAM bytes, DRAM and SM throughput as a "
+            "share of peak (weighted by duration), and for the longest kernel its achieved and theoretical occupancy, "
+            "what limits it, and its grid, block and waves.}\n\\label{tab:why-ncu}\n" + first + "\\end{table}\n"
+            "\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
+            "\\caption{Inside the same calls: the longest kernel's registers a thread, shared memory a block and top "
+            "warp stalls (cycles per issued instruction), and the call's instruction mix: tensor-core (HMMA/HGMMA) "
+            "and load instructions per warp, FFMA per thread.}\n\\label{tab:why-ncu-inside}\n" + second
+            + "\\end{table}\n")
