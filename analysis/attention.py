@@ -15,6 +15,7 @@ from rooflab.shapes import dims_of, label
 
 BACKENDS = {"flash": "flash", "cudnn": "cuDNN", "efficient": "memory-efficient"}  # experiments/backends.VARIANTS
 DIMS = list(dims_of("bhsd"))  # the rows' shape columns: batch, heads, seq, head_dim
+CELL = ["batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim"]  # a cell's (experiments/backends.as_cell)
 NOT_RUN = ("Our FlashAttention-2 beside each SDPA backend was not measured for this GPU (experiments/backends.py: "
            "config backends.enabled, on an NVIDIA GPU).")
 
@@ -59,11 +60,26 @@ def traffic_sentence(traffic: pd.DataFrame | None) -> str:
             f"naive expression moved {'; '.join(parts)} through DRAM (Nsight Compute, Table~\\ref{{tab:traffic}}). ")
 
 
+def with_cells(rows: pd.DataFrame) -> pd.DataFrame:
+    """Every row's cell columns; rows written before grouped and decode cells: kv_heads = heads, seq_q = seq_k =
+    seq."""
+    rows = rows.copy()
+    for col, src in (("kv_heads", "heads"), ("seq_q", "seq"), ("seq_k", "seq")):
+        rows[col] = rows[src] if col not in rows else rows[col].fillna(rows[src])
+    return rows
+
+
+def cell_label(x) -> str:
+    """batch x heads x seq x head_dim; grouped or seq_q != seq_k: batch x heads:kv_heads x seq_q:seq_k x head_dim."""
+    b, h, hkv, sq, sk, d = (int(x[c]) for c in CELL)
+    return label((b, h, sk, d)) if hkv == h and sq == sk else f"{b}x{h}:{hkv}x{sq}:{sk}x{d}"
+
+
 def ratios(rows):
     """Per (shape, causal, dtype, pass): ours' TFLOP/s and ours over each SDPA backend (its time over ours) in GPU
     time and in the Python loop; NaN where a backend has no timed row."""
-    key = [*DIMS, "causal", "dtype", "pass"]
-    ok = rows[rows["status"] == "ok"]
+    key = [*CELL, "causal", "dtype", "pass"]
+    ok = with_cells(rows[rows["status"] == "ok"])
     out = []
     for k, g in ok.groupby(key, sort=True):
         by = g.set_index("variant")
@@ -87,7 +103,7 @@ def printed_table(rows) -> str:
             + "  ".join(f"{'vs ' + name:>22}" for name in BACKENDS.values()))
     lines = ["ours over each SDPA backend: its time / ours, GPU time | Python loop (above 1: ours faster)", head]
     for _, x in r.iterrows():
-        shape = label(x[DIMS])
+        shape = cell_label(x)
         cols = "  ".join(f"{x[f'vs_{v}']:>10.3f} | {x[f'vs_{v}_loop']:<9.3f}" for v in BACKENDS)
         lines.append(f"{shape:>18} {str(x['causal']):>6} {x['dtype']:>8} {x['pass']:>7} {x['ours_tflops']:>9.1f}  "
                      + cols)
@@ -98,7 +114,7 @@ def backends_table(backends: pd.DataFrame) -> str:
     r = ratios(backends)
     rows = []
     for _, x in r.iterrows():
-        row = {("", "shape"): label(x[DIMS]),
+        row = {("", "shape"): cell_label(x),
                ("", "mask"): "causal" if x["causal"] else "full", ("", "pass"): x["pass"],
                ("ours", "TFLOP/s"): x["ours_tflops"]}
         for v, name in BACKENDS.items():
@@ -115,8 +131,9 @@ def backends_table(backends: pd.DataFrame) -> str:
 def roof_sentence(backends: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> str:
     """Each variant's forward TFLOP/s at the longest causal bf16 sequence of head dim 128, over the bf16 roof."""
     roof = ceilings[(ceilings["gpu"] == gpu) & (ceilings["ceiling"] == "gemm_bf16")]["value"]
-    ok = backends[(backends["status"] == "ok") & (backends["pass"] == "fwd") & (backends["dtype"] == "bfloat16")
-                  & backends["causal"] & (backends["head_dim"] == 128)]
+    b = with_cells(backends)
+    ok = b[(b["status"] == "ok") & (b["pass"] == "fwd") & (b["dtype"] == "bfloat16") & b["causal"]
+           & (b["head_dim"] == 128) & (b["seq_q"] == b["seq_k"]) & (b["kv_heads"] == b["heads"])]
     if roof.empty or ok.empty:
         return ""
     at = ok[ok["seq"] == ok["seq"].max()]
@@ -127,20 +144,47 @@ def roof_sentence(backends: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> s
             f"{', '.join(parts)}. ")
 
 
+def span(s: pd.Series) -> str:
+    """min--max of a ratio column, '--' when none."""
+    s = s.dropna()
+    return "--" if not len(s) else fmt(s.min()) if fmt(s.min()) == fmt(s.max()) else f"{fmt(s.min())}--{fmt(s.max())}"
+
+
+def decode_sentence(backends: pd.DataFrame) -> str:
+    """Decode (seq_q < seq_k, ours the split-KV kernel) and chunked prefill: ours over each backend that ran them,
+    in GPU time, and the backends that refused a grouped cell."""
+    r = ratios(backends)
+    r = r[r["seq_q"] < r["seq_k"]] if len(r) else r
+    if r.empty:
+        return ""
+    parts = []
+    for name, g in (("decode", r[r["seq_q"] <= 16]), ("a prefill onto a cache", r[r["seq_q"] > 16])):
+        ran = [f"{span(g[f'vs_{v}'])}$\\times$ the {lbl} backend's" for v, lbl in BACKENDS.items()
+               if len(g) and g[f"vs_{v}"].notna().any()]
+        if ran:
+            keys = sorted({int(k) for k in g["seq_k"]})
+            parts.append(f"in {name} ({', '.join(map(str, keys))} keys) ours runs at " + ", ".join(ran) + " speed")
+    b = with_cells(backends)
+    refused = sorted({BACKENDS[v] for v in b[(b["status"] == "unsupported") & (b["kv_heads"] < b["heads"])]["variant"]
+                      if v in BACKENDS})
+    if refused:
+        parts.append(f"the {' and '.join(refused)} backend{'s' if len(refused) > 1 else ''} refused grouped K/V "
+                     "heads (enable\\_gqa) at some cell")
+    return ("Against a cache (seq\\_q below seq\\_k, the mask bottom-right), " + "; ".join(parts)
+            + " (above 1: ours faster). ") if parts else ""
+
+
 def range_sentence(backends: pd.DataFrame) -> str:
     """Ours over each SDPA backend (its time over ours), forward and forward+backward, the range over every timed
     shape, mask and head dim, in GPU time: every pass against every backend, losses included."""
     r = ratios(backends)
+    r = r[r["seq_q"] == r["seq_k"]] if len(r) else r  # prefill; decode: decode_sentence
     if r.empty:
         return ""
 
-    def span(s: pd.Series) -> str:
-        s = s.dropna()
-        return "--" if not len(s) else fmt(s.min()) if fmt(s.min()) == fmt(s.max()) else \
-            f"{fmt(s.min())}--{fmt(s.max())}"
     masks = sorted({"causal" if c else "full" for c in r["causal"]})
     dims = [str(d) for d in sorted(set(r["head_dim"]))]
-    seqs = [str(int(s)) for s in sorted(set(r["seq"]))]
+    seqs = [str(int(s)) for s in sorted(set(r["seq_k"]))]
     plural = lambda words: "s" if len(words) > 1 else ""  # noqa: E731
     parts = []
     for pass_, name in (("fwd", "forward"), ("fwd+bwd", "forward and backward")):
@@ -177,7 +221,8 @@ def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, t
              + f"\\caption{{{cap}}}\\label{{tab:backends}}\n\\end{{table}}\n")
     sdpa = ("The sweep's builtin row is SDPA as a user calls it, which picks its backend per call; Table~"
             "\\ref{tab:backends} forces each in turn. ")
-    return (head + "\n\n" + sdpa + roof_sentence(backends, ceilings, gpu) + range_sentence(backends) + SCHEDULE
+    return (head + "\n\n" + sdpa + roof_sentence(backends, ceilings, gpu) + range_sentence(backends)
+            + decode_sentence(backends) + SCHEDULE
             + "\n\n" + table)
 
 

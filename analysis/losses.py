@@ -72,13 +72,13 @@ def backend_losses(backends: pd.DataFrame | None) -> pd.DataFrame:
     """Attention against each SDPA backend forced in turn (experiments/backends.py): every (mask, head dim, pass,
     backend, frame) where ours is slower beyond noise (the metrics' noise floor), with the shapes and the worst
     ratio (ours' speed over the backend's)."""
-    from analysis.attention import BACKENDS
+    from analysis.attention import BACKENDS, CELL, cell_label, with_cells
 
     cols = ["mask", "head_dim", "pass", "backend", "frame", "shapes", "lost", "compared", "worst"]
     if backends is None or backends.empty:
         return pd.DataFrame(columns=cols)
-    b = backends[backends["status"] == "ok"]
-    key = ["batch", "heads", "seq", "head_dim", "causal", "dtype", "pass"]
+    b = with_cells(backends[backends["status"] == "ok"])
+    key = [*CELL, "causal", "dtype", "pass"]
     ours = b[b["variant"] == "ours"].set_index(key)
     ours = ours[~ours.index.duplicated()]
     rows = []
@@ -106,8 +106,7 @@ def backend_losses(backends: pd.DataFrame | None) -> pd.DataFrame:
                     continue
                 rows.append({"mask": "causal" if causal else "full", "head_dim": int(hd), "pass": pass_,
                              "backend": BACKENDS[v], "frame": frame,
-                             "shapes": ", ".join(f"{int(r.batch)}x{int(r.heads)}x{int(r.seq)}"
-                                                 for r in lost.itertuples()),
+                             "shapes": ", ".join(cell_label(r) for _, r in lost.iterrows()),
                              "lost": len(lost), "compared": len(g), "worst": float(lost["speed"].min())})
     return pd.DataFrame(rows, columns=cols)
 

@@ -73,7 +73,7 @@ LLM = {
         ((32, 8192, 28672), "Llama-3 70B MLP up projection, decode batch 32"),
         ((128, 4096, 152064), "Qwen2.5 7B-sized LM head (hidden 4096 -> vocabulary 152064), decode batch 128"),
     ),
-    # prefill only (no decode); grouped K/V heads (GQA: Llama-3 8B's 8, 70B's 8) repeated to every query head
+    # prefill with every K/V head repeated to its query heads; the models' own K/V heads and decode: ATTENTION_CELLS
     "bhsd": _table(
         ((8, 32, 2048, 128), "Llama-3 8B / Mistral 7B attention, 32 heads of 128, 2k prefill, batch 8"),
         ((4, 32, 4096, 128), "Llama-3 8B attention, 4k prefill, batch 4"),
@@ -109,6 +109,37 @@ ODD = {
     ),
 }
 PRESETS: dict[str, dict[str, tuple[Shape, ...]]] = {"llm": LLM, "odd": ODD}
+
+# Attention as each model of the llm preset runs it (experiments/backends.py): (batch, query heads, K/V heads,
+# seq_q, seq_k, head_dim), from the models' configs (num_attention_heads, num_key_value_heads, head size): Llama-3
+# 8B 32/8/128, 70B 64/8/128, 405B 128/8/128; Mistral 7B 32/8/128; Qwen2.5 0.5B 14/2/64, 7B 28/4/128; Gemma 2B
+# 8/1/256, 7B 16/16/256; GPT-2 12/12/64. Prefill 4k tokens (GPT-2: its 1k context); a chunked prefill (1k new
+# tokens onto a cache filling the context up to 8k); decode, one query row per sequence, batch 1 and 16, against 8k
+# and 32k cached keys (those within each model's context). A cell two models share is listed once.
+ATTENTION_CELL_DIMS = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim")
+_MODELS = (("Llama-3 8B", 32, 8, 128, 8192), ("Llama-3 70B", 64, 8, 128, 8192), ("Llama-3 405B", 128, 8, 128, 131072),
+           ("Mistral 7B", 32, 8, 128, 32768), ("Qwen2.5 0.5B", 14, 2, 64, 32768), ("Qwen2.5 7B", 28, 4, 128, 32768),
+           ("Gemma 2B", 8, 1, 256, 8192), ("Gemma 7B", 16, 16, 256, 8192), ("GPT-2", 12, 12, 64, 1024))
+PREFILL_TOKENS, CHUNK_TOKENS, CHUNK_KEYS = 4096, 1024, 8192
+DECODE_BATCHES, DECODE_KEYS = (1, 16), (8192, 32768)
+
+
+def _attention_cells() -> tuple[Shape, ...]:
+    cells = {}
+    for name, heads, kv_heads, dim, context in _MODELS:
+        seq, keys = min(PREFILL_TOKENS, context), min(CHUNK_KEYS, context)
+        model = f"{name} attention ({heads} heads on {kv_heads} K/V heads of {dim})"
+        cells.setdefault((1, heads, kv_heads, seq, seq, dim), f"{model}, {seq} prefill")
+        if CHUNK_TOKENS < keys:
+            cells.setdefault((1, heads, kv_heads, CHUNK_TOKENS, keys, dim),
+                             f"{model}, {CHUNK_TOKENS} new tokens onto {keys - CHUNK_TOKENS} cached")
+        for batch in DECODE_BATCHES:
+            for k in [k for k in DECODE_KEYS if k <= context] or [context]:
+                cells.setdefault((batch, heads, kv_heads, 1, k, dim), f"{name} decode, batch {batch}, {k} keys")
+    return _table(*cells.items())
+
+
+ATTENTION_CELLS: dict[str, tuple[Shape, ...]] = {"llm": _attention_cells()}
 PRESET_NAMES = (SQUARE, *PRESETS)
 
 

@@ -332,6 +332,7 @@ rule backends:
     params:
         python=PYTHON,
         shapes=lambda wildcards: " ".join("x".join(map(str, s)) for s in config["backends"]["shapes"]),
+        presets=lambda wildcards: " ".join(config["backends"]["presets"]),
         causal=lambda wildcards: " ".join(str(c).lower() for c in config["backends"]["causal"]),
         dtypes=lambda wildcards: " ".join(config["backends"]["dtypes"]),
         timing=lambda wildcards: json.dumps(config["timing"]),
@@ -351,6 +352,7 @@ rule backends:
     conda:
         ENV
     shell:
-        "{params.python} -m experiments.backends --gpu {wildcards.gpu:q} --shapes {params.shapes} --causal {params.causal}"
+        "{params.python} -m experiments.backends --gpu {wildcards.gpu:q} --shapes {params.shapes}"
+        " --presets {params.presets} --causal {params.causal}"
         " --dtypes {params.dtypes} --timing {params.timing:q} --cache-dirs {params.caches:q} --out {output:q}"
         " > {log:q} 2>&1"

@@ -8,15 +8,17 @@ from kernels.attention import decode as dc
 
 
 def reference(q, k, v, causal, scale=None):
-    """float64 softmax(Q K^T scale) V with K, V repeated to every query head, the causal mask bottom-right."""
-    q, k, v = (t.to(torch.float64) for t in (q, k, v))
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    s = q @ k.transpose(-1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
-    if causal:
-        sq, sk = q.shape[2], k.shape[2]
-        s = s.masked_fill(torch.arange(sk)[None, :] > torch.arange(sq)[:, None] + sk - sq, float("-inf"))
-    return torch.softmax(s, -1) @ v
+    return dc.reference(q, k, v, causal, scale)
+
+
+def test_the_reference_is_sdpas_math_on_repeated_heads_with_a_bottom_right_mask():
+    """The float64 reference against torch's own expression: K, V repeated by hand, the mask spelled out."""
+    q, k, v = (t.to(torch.float64) for t in inputs(1, 4, 2, 3, 9, 64, seed=2))
+    keep = torch.ones(3, 9, dtype=torch.bool).tril(9 - 3)  # row i sees keys j <= i + 6
+    want = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1),
+                                                            attn_mask=keep)
+    assert torch.allclose(dc.reference(q, k, v, True), want)
+    assert not torch.allclose(dc.reference(q, k, v, False), want)
 
 
 def inputs(batch, heads, kv_heads, seq_q, seq_k, head_dim, dtype=torch.float32, seed=0):

@@ -83,3 +83,71 @@ def test_the_section_states_every_pass_against_every_backend_and_says_when_unmea
     assert "sequence 4096; causal mask; head dim 128" in text and "goal" not in text and "tab:backends" in text
     assert "(0.125)" in text  # ours 100 TFLOP/s of an 800 roof
     assert an.NOT_RUN in an.attention_section(empty, ceilings, "h200", None, None)
+
+
+def test_cells_read_four_or_six_dims_and_the_llm_presets_model_cells():
+    from rooflab.shapes import ATTENTION_CELLS
+
+    cells = eb.cells_of(["4x16x4096x128", "1x32x8x1x8192x128"], ["llm"])
+    assert cells[:2] == [(4, 16, 16, 4096, 4096, 128), (1, 32, 8, 1, 8192, 128)]
+    assert len(cells) == len(set(cells)) == 2 + len(ATTENTION_CELLS["llm"]) - 1  # the second is Llama-3 8B's too
+    kinds = {eb.cell_kind(c) for c in cells}
+    assert {"mha", "grouped", "cross", "decode"} <= kinds
+    assert all(c[1] % c[2] == 0 and c[5] in (64, 80, 96, 128, 192, 256) for c in cells)
+    assert eb.cell_passes((1, 32, 8, 1, 8192, 128)) == ("fwd",)  # decode: no backward
+    for bad in (["1x32x5x1x64x128"], ["4x16x4096"], ["4x16xa"]):
+        with pytest.raises(ValueError):
+            eb.cells_of(bad, [])
+    with pytest.raises(ValueError, match="unknown preset"):
+        eb.cells_of([], ["nope"])
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_the_first_groups_outputs_and_gradients_are_the_whole_calls_there(causal):
+    """Grouped heads, seq_q != seq_k: the first K/V head's group alone gives the whole call's O, dQ of its query
+    heads and dK, dV of its K/V head (summed over the group); another group's do not."""
+    inputs = eb.make_inputs((2, 4, 2, 5, 9, 16), torch.float32, "cpu", seed=1)
+    for pass_ in ("fwd", "fwd+bwd"):
+        whole = eb.reference(inputs, pass_, causal)
+        assert eb.rel_err(whole, eb.reference(eb.first_head(inputs), pass_, causal)) < 1e-12
+        other = eb.reference(tuple(t[1:, -2:] if i != 1 and i != 2 else t[1:, 1:] for i, t in enumerate(inputs)),
+                             pass_, causal)
+        assert eb.rel_err(whole, other) > 0.1
+
+
+def test_ours_runs_a_decode_cell_through_the_split_kernel_and_sdpa_agrees():
+    """seq_q 3 against 80 keys, 4 heads on 2: ours (the decode kernel) and SDPA's math on the CPU (enable_gqa, the
+    causal mask bottom-right) both match the float64 expression."""
+    inputs = eb.make_inputs((1, 4, 2, 3, 80, 64), torch.float32, "cpu", seed=2)
+    ref = eb.reference(eb.first_head(inputs), "fwd", True)
+    for fn in (lambda q, k, v: eb.ours(q, k, v, True), lambda q, k, v: eb.sdpa(q, k, v, True)):
+        assert eb.rel_err(fn(*inputs[:3]), ref) <= DEFAULT_TOLERANCE["float32"]
+    top_left = torch.nn.functional.scaled_dot_product_attention(*inputs[:3], is_causal=True, enable_gqa=True)
+    assert eb.rel_err(top_left, ref) > 0.1  # is_causal alone would be aligned top-left
+
+
+def test_the_flop_and_byte_counts_of_a_cell():
+    cell = (2, 8, 2, 3, 10, 64)
+    assert eb.flops(cell, "fwd", False) == 4 * 2 * 8 * 3 * 10 * 64
+    assert eb.flops(cell, "fwd", True) == 4 * 2 * 8 * (8 + 9 + 10) * 64  # rows see 8, 9, 10 keys
+    square = (2, 8, 8, 128, 128, 64)
+    assert eb.flops(square, "fwd+bwd", True) == at.flops((2, 8, 128, 64), "fwd+bwd", True)
+    assert eb.bytes_moved(square, "bfloat16", "fwd+bwd") == at.bytes_moved((2, 8, 128, 64), "bfloat16", "fwd+bwd")
+    assert eb.bytes_moved(cell, "bfloat16", "fwd") == 2 * (2 * 2 * 8 * 3 * 64) + 2 * (2 * 2 * 2 * 10 * 64) + 2 * 8 * 3 * 4
+    assert eb.unsupported(ValueError("head dims"), "ours") and not eb.unsupported(ValueError("x"), "flash")
+
+
+def test_grouped_and_decode_rows_get_their_own_ratios_and_labels():
+    """Two cells that share batch, heads, seq_k and head_dim but not K/V heads or seq_q stay apart."""
+    base = rows()
+    fwd = base[base["pass"] == "fwd"]
+    grouped = fwd.assign(kv_heads=4, seq_q=1, seq_k=4096, median_ms=fwd["median_ms"] * 3)
+    grouped.loc[grouped["variant"] == "ours", "median_ms"] = 1.0
+    both = pd.concat([base, grouped], ignore_index=True)
+    r = an.ratios(both)
+    assert len(r) == 3 and sorted(r["kv_heads"].tolist()) == [4, 16, 16]
+    g = r[r["kv_heads"] == 4].iloc[0]
+    assert g["vs_flash"] == pytest.approx(6.0) and an.cell_label(g) == "4x16:4x1:4096x128"
+    assert "4x16:4x1:4096x128" in an.printed_table(both)
+    assert "decode (4096 keys) ours runs at 6" in an.decode_sentence(both)
+    assert an.range_sentence(both) == an.range_sentence(base)  # prefill's ranges: the decode cell is not in them
