@@ -121,10 +121,12 @@ READERS = {  # kernel module -> (its table, the attributes it reads from it)
     "kernels.rowsum": ("ROWSUM", {k: k for k in ("MIN_TILE_ELEMENTS", "UNMASKED_COLS", "SPLIT_BELOW", "SPLIT_CHUNK",
                                                  "SPLIT_UNALIGNED", "SPLIT_ONCE_MAX_ROWS",
                                                  "ALIGNED_TILES")}),
-    "kernels.matmul": ("MATMUL", {"TMA_MIN_MNK": "TMA_MIN_MNK"}),
+    "kernels.matmul": ("MATMUL", {"TMA_MIN_MNK": "TMA_MIN_MNK", "TF32_KMAJOR_TMA": "TF32_KMAJOR_TMA"}),
+    "kernels.matmul.configs": ("MATMUL", {"IEEE_TILES": "IEEE_TILES"}),
     "kernels.matmul.operands": ("MATMUL", {k: k for k in ("PAD_MIN_MNK", "KMAJOR_MIN_MNK")}),
     "kernels.attention": ("ATTENTION", {k: k for k in ("TMA_TILES", "POINTER_TILES", "HEAVY_FIRST")}),
     "kernels.attention.backward": ("ATTENTION", {k: k for k in ("DKDV_TILES", "DQ_TILES")}),
+    "kernels.attention.plan": ("ATTENTION", {"FALLBACK_TILES": "FALLBACK_TILES"}),
 }
 
 
@@ -146,6 +148,10 @@ def test_every_table_is_read_by_its_kernel():
     for m, table in ((_elementwise, "ELEMENTWISE"), (gelu, "GELU")):
         assert m.LAUNCH == {getattr(torch, k): v for k, v in values(tables[table]["LAUNCH"]).items()}
     read |= {("ROWS", "WARPS"), ("ELEMENTWISE", "LAUNCH"), ("GELU", "LAUNCH")}
+    from kernels import matmul as _matmul  # the split-K plan reads its entries as one NamedTuple
+
+    assert _matmul.SPLITK == tuple(values(tables["MATMUL"][f]) for f in _matmul.SPLITK._fields)
+    read |= {("MATMUL", f) for f in _matmul.SPLITK._fields}
     assert read == {(t, e) for t, table in tables.items() for e in table}, "an entry no kernel reads"
 
 

@@ -4,7 +4,8 @@ Two Triton kernels, fp32 accumulation whatever the storage dtype: one program pe
 grouped order for L2 reuse (any strides), and on Hopper a persistent grid whose A and B tiles arrive through TMA
 descriptors (large aligned products). float32 products follow torch's switch, as torch.mm's do: IEEE fp32 unless
 torch.backends.cuda.matmul.allow_tf32, then TF32; the sweep runs "float32" and "tf32" as two precisions
-(rooflab.kernel.math_mode). Under TRITON_INTERPRET=1 the tiles are upcast to fp32 before the dot (DOT_IN_FP32: the
+(rooflab.kernel.math_mode); precision="tf32x3" asks for fp32 via three TF32 products. A skinny product (a decode
+step) splits K over several programs a tile (kernels/matmul/plan.py, splitk.py). Under TRITON_INTERPRET=1 the tiles are upcast to fp32 before the dot (DOT_IN_FP32: the
 interpreter's bf16 dot is wrong) and fp32 dots are exact. The builtin is cuBLAS, then a separate ReLU kernel.
 References: Triton tutorials 03-matrix-multiplication and 09-persistent-matmul.
 """
@@ -18,7 +19,20 @@ import triton.language as tl
 from kernels._shared import tables
 from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.tables import track_swaps, values
+from kernels.matmul import plan as _plan
+from kernels.matmul.configs import (  # noqa: F401  (IEEE_MAX_TILE, TF32_TILES, _smem_bytes: read by tests and the lab)
+    IEEE_MAX_TILE,
+    SMEM_LIMIT_BYTES,
+    TF32_TILES,
+    _prune_configs,
+    _prune_tma_configs,
+    _set_block_shapes,
+    _smem_bytes,
+    get_matmul_configs,
+    get_tma_configs,
+)
 from kernels.matmul.operands import input_precision_for, padded_dims, tma_ok, wants_k_major
+from kernels.matmul.splitk import launch_splitk
 from kernels.matmul.table import MATMUL
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
@@ -28,9 +42,9 @@ track_swaps(__name__)  # a table or kernel swapped from outside is a new launch 
 
 ACTIVATIONS = ("relu", "none")
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-# H200: 227 KiB of shared memory usable by one block; configs needing more are dropped before costing a compile
-SMEM_LIMIT_BYTES = 227 * 1024
 TMA_MIN_MNK = values(MATMUL["TMA_MIN_MNK"])  # "auto" takes TMA for products of this many multiply-adds
+TF32_KMAJOR_TMA = values(MATMUL["TF32_KMAJOR_TMA"])  # "auto" takes TMA for a TF32 product's K-major B
+SPLITK = _plan.Tables(*(values(MATMUL[name]) for name in _plan.Tables._fields))  # the split-K plan's table
 
 
 @triton.jit
@@ -125,74 +139,6 @@ def _matmul_tma_kernel(
         c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
-def get_matmul_configs() -> list[triton.Config]:
-    """The pointer kernel's tiles: each the autotuner chose in some cell of the H200 reference (autotune_config: 64x32,
-    64x64 fp32; 64x128, 64x256 small 16-bit; 128x128 at 1793), the widest Hopper tile, and TF32_TILES for TF32
-    (interpreter: the first only, rooflab.triton_utils.autotune_configs)."""
-    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (64, 256, 32, 8, 4, 4), (64, 128, 64, 8, 4, 4),
-                     (64, 64, 64, 8, 4, 4), (128, 128, 32, 8, 3, 4), (128, 256, 32, 8, 3, 8), (64, 32, 32, 8, 5, 2)])
-
-
-# TF32 on a K-major B: 337-347 TFLOP/s at 128x128x32 (3 stages, 4 warps), 313-330 at 128x256x32, where the 16-bit
-# tiles are pruned to 64 wide at fp32's size (data/tuning/tune_tf32_kmajor.csv); offered to TF32 products only.
-TF32_TILES = {(128, 128, 32), (128, 256, 32)}
-
-
-def _configs(tiles, pre_hook=None) -> list[triton.Config]:
-    """triton.Configs from (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps) tuples."""
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
-                          num_stages=stages, num_warps=warps, pre_hook=pre_hook)
-            for bm, bn, bk, group_m, stages, warps in tiles]
-
-
-def _smem_bytes(config: triton.Config, element_size: int) -> int:  # the pipeline's A and B tiles, one per stage
-    kw = config.kwargs
-    return config.num_stages * (kw["BLOCK_M"] + kw["BLOCK_N"]) * kw["BLOCK_K"] * element_size
-
-
-# IEEE fp32 products (FMA units, not tensor cores): the reference chose tiles of at most 64 x 64 at every size.
-IEEE_MAX_TILE = 64 * 64
-
-
-def _fits(config: triton.Config, element_size: int, ieee: bool, epilogue: bool = False) -> bool:
-    """Whether a config's pipelined tiles (and the TMA kernel's epilogue tile) fit in shared memory at this element
-    size, and, for IEEE fp32 products, whether its tile is one such products can use."""
-    kw = config.kwargs
-    smem = _smem_bytes(config, element_size) + (kw["BLOCK_M"] * kw["BLOCK_N"] * element_size if epilogue else 0)
-    return smem <= SMEM_LIMIT_BYTES and not (ieee and kw["BLOCK_M"] * kw["BLOCK_N"] > IEEE_MAX_TILE)
-
-
-def _prune_configs(configs, named_args, **kwargs):
-    """Drop configs whose pipelined tiles cannot fit in shared memory at this dtype (float32 tiles are twice as big),
-    wide tiles for IEEE fp32 products, and TF32_TILES for all but TF32."""
-    element_size = named_args["a_ptr"].element_size()
-    ieee = kwargs.get("INPUT_PRECISION") == "ieee"
-    tf32 = kwargs.get("INPUT_PRECISION") == "tf32" and element_size == 4  # 16-bit products also say "tf32"
-    return [c for c in configs if _fits(c, element_size, ieee)
-            and (tf32 or (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) not in TF32_TILES)] \
-        or configs[-1:]
-
-
-def get_tma_configs() -> list[triton.Config]:
-    """Tiles for the TMA kernel; the pre-hook gives each descriptor its block shape for the config being run."""
-    # The tiles the reference chose (128x256 for 16-bit, 128x64 for TF32, 64x64 for IEEE fp32) and 128x128.
-    return _configs([(128, 256, 64, 8, 3, 8), (128, 128, 64, 8, 4, 8), (128, 64, 64, 8, 4, 4), (64, 64, 64, 8, 4, 4)],
-                    pre_hook=_set_block_shapes)
-
-
-def _set_block_shapes(nargs):
-    bm, bn, bk = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["BLOCK_K"]
-    nargs["a_desc"].block_shape = [bm, bk]
-    nargs["b_desc"].block_shape = [bn, bk] if nargs.get("B_KMAJOR") else [bk, bn]
-    nargs["c_desc"].block_shape = [bm, bn]
-
-
-def _prune_tma_configs(configs, named_args, **kwargs):
-    element_size = named_args["c_desc"].base.element_size()
-    ieee = kwargs.get("INPUT_PRECISION") == "ieee"
-    return [c for c in configs if _fits(c, element_size, ieee, epilogue=True)] or configs[-1:]
-
-
 _matmul_kernel_autotuned = triton.autotune(
     configs=autotune_configs(get_matmul_configs()),
     # the autotuner adds the dtypes itself; stride_bk: a K-major B (TF32's copy) tunes apart from a row-major one
@@ -234,7 +180,7 @@ def _launch_kept(launch, a, b, c) -> None:
             desc.base = None
 
 
-def _launch_tma(a, b, c, activation: str, config: dict | None, key=None) -> None:
+def _launch_tma(a, b, c, activation: str, config: dict | None, precision: str, key=None) -> None:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     M, K = a.shape
@@ -250,7 +196,7 @@ def _launch_tma(a, b, c, activation: str, config: dict | None, key=None) -> None
         return (min(programs, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
 
     common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), NUM_PROGRAMS=programs, B_KMAJOR=k_major,
-                  IN_DTYPE=str(a.dtype).removeprefix("torch."), INPUT_PRECISION=input_precision_for(a.dtype))
+                  IN_DTYPE=str(a.dtype).removeprefix("torch."), INPUT_PRECISION=precision)
     if config is None:
         kept = _LAUNCHES.launch(key, _matmul_tma_autotuned, grid, (a_desc, b_desc, c_desc, M, N, K), common, n_head=3)
         if kept is not None:  # its descriptors now hold the chosen config's block shapes (_set_block_shapes)
@@ -264,27 +210,30 @@ def _launch_tma(a, b, c, activation: str, config: dict | None, key=None) -> None
         _matmul_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, **common, **meta, **launch)
 
 
-def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
-                  config: dict | None = None, method: str = "auto", pad: bool = True) -> torch.Tensor:
-    """C = activation(A @ B). ``method``: "tma" (tensor descriptors, persistent grid: Hopper and newer, aligned
-    operands), "pointer" (one program per tile, any 2-D strides -- ``a.t()``, slices -- without a copy), or "auto":
-    TMA on a GPU where tma_ok and M N K >= TMA_MIN_MNK, else the pointer kernel. ``config`` (BLOCK_M, BLOCK_N, BLOCK_K,
-    GROUP_M, optionally num_warps, num_stages) bypasses the autotuner; without one, a key seen before launches as its
-    first call did. ``pad`` ("auto", no config): a large product whose K or N is no multiple of 16 (padded_dims) runs
-    on zero-padded copies and returns the first N columns of the padded C, a view (1793^3 bf16: the copies cost
-    ~30 us and save ~65, data/tuning/alignment_g8.csv); a large TF32 product reads a K-major copy of B
-    (wants_k_major). "auto" keeps a K-major B on the pointer kernel; "tma" takes it (B_KMAJOR)."""
+def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu", config: dict | None = None,
+                  method: str = "auto", pad: bool = True, precision: str | None = None,
+                  split_k: int | None = None) -> torch.Tensor:
+    """C = activation(A @ B). ``method``: "tma" (descriptors, persistent grid: Hopper, aligned operands), "pointer"
+    (a program a tile, any 2-D strides, no copy), "auto": TMA on a GPU where tma_ok and M N K >= TMA_MIN_MNK (a
+    K-major B only if TF32_KMAJOR_TMA), else the pointer kernel; a skinny product splits K (plan.py). ``config``
+    (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages) bypasses the autotuner. ``pad`` ("auto"): a large
+    product whose K or N is no multiple of 16 runs on zero-padded copies (padded_dims; C a view); a large TF32 product
+    reads a K-major copy of B (wants_k_major). ``precision`` (float32): "ieee", "tf32" or "tf32x3" instead of torch's
+    switch. ``split_k``: None lets the plan decide ("auto", no config), 1 never, n >= 2 at most n slices (a config
+    gives the split kernel its tile)."""
+    prec = input_precision_for(a.dtype, precision)
     if config is None and method == "auto":
         dims = padded_dims(a, b) if pad else None
         if dims is not None:
             (k, n), (kp, np_) = b.shape, dims
-            c = matmul_triton(F.pad(a, (0, kp - k)), F.pad(b, (0, np_ - n, 0, kp - k)), activation, pad=False)
+            c = matmul_triton(F.pad(a, (0, kp - k)), F.pad(b, (0, np_ - n, 0, kp - k)), activation, pad=False,
+                              precision=precision, split_k=split_k)
             return c[:, :n] if np_ != n else c
-        if wants_k_major(a, b):
+        if wants_k_major(a, b, prec):
             b = b.t().contiguous().t()  # the same B, its columns contiguous (the pointer kernel takes any strides)
     key = None
     if config is None:  # a config (a dict, for tuning) launches as asked, never kept
-        key = (spec(a), spec(b), activation, method, input_precision_for(a.dtype), tables.VERSION)
+        key = (spec(a), spec(b), activation, method, prec, split_k, tables.VERSION)
         launch = _LAUNCHES.get(key)
         if launch is not None:
             c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype)
@@ -310,9 +259,20 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)  # (M, N)
     if M == 0 or N == 0:
         return c
-    if method == "auto":  # a K-major B (TF32's copy) stays on the pointer kernel: TMA on it is not yet timed
+    if split_k is not None and method == "tma":
+        raise ValueError("split_k runs on the pointer kernel: use method='auto' or 'pointer' with it")
+    if split_k is not None or (config is None and method == "auto"):
+        sms = multiprocessor_count(a.device) if a.device.type == "cuda" else 0  # the interpreter: only when asked
+        tile = None if config is None else (config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"],
+                                            config.get("num_stages", 3), config.get("num_warps", 4))
+        p = _plan.plan(M, N, K, a.element_size(), sms, SPLITK, split_k, tile)
+        if p is not None:
+            launch_splitk(_LAUNCHES, key, a, b, c, activation, prec, p)
+            return c
+    if method == "auto":  # a K-major B (TF32's copy) stays on the pointer kernel unless TF32_KMAJOR_TMA
         big = M * N * K >= TMA_MIN_MNK
-        method = "tma" if a.device.type == "cuda" and big and tma_ok(a, b) and b.stride(1) == 1 else "pointer"
+        rows = b.stride(1) == 1 or (TF32_KMAJOR_TMA and prec in ("tf32", "tf32x3") and a.dtype == torch.float32)
+        method = "tma" if a.device.type == "cuda" and big and tma_ok(a, b) and rows else "pointer"
     if method == "tma":
         if not tma_ok(a, b):
             raise ValueError("method='tma' needs A and C with unit last strides, B with a unit stride along N or "
@@ -320,11 +280,11 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu",
                              "(and a Hopper or newer GPU); use method='pointer' or 'auto'")
         if K == 0:
             return c.zero_()
-        _launch_tma(a, b, c, activation, config, key)
+        _launch_tma(a, b, c, activation, config, prec, key)
         return c
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)  # noqa: E731
-    common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), INPUT_PRECISION=input_precision_for(a.dtype))
+    common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), INPUT_PRECISION=prec)
     if config is None:
         _LAUNCHES.launch(key, _matmul_kernel_autotuned, grid, args, common, n_head=3)
     else:

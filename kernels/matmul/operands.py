@@ -15,8 +15,16 @@ PAD_TO = 16  # elements: Triton assumes an integer argument divisible by 16 only
 KMAJOR_MIN_MNK = values(MATMUL["KMAJOR_MIN_MNK"])  # "auto" gives a TF32 product this large a K-major B (wants_k_major)
 
 
-def input_precision_for(dtype: torch.dtype) -> str:
-    """tl.dot's input precision: float32 products follow torch.backends.cuda.matmul.allow_tf32, as torch.mm's do."""
+PRECISIONS = ("ieee", "tf32", "tf32x3")  # what a float32 product may ask tl.dot for (tf32x3: fp32 via 3 TF32 products)
+
+
+def input_precision_for(dtype: torch.dtype, asked: str | None = None) -> str:
+    """tl.dot's input precision: float32 products follow torch.backends.cuda.matmul.allow_tf32, as torch.mm's do,
+    unless one of PRECISIONS is ``asked`` (float32 operands only: 16-bit ones have one)."""
+    if asked is not None:
+        if dtype != torch.float32 or asked not in PRECISIONS:
+            raise ValueError(f"precision= is one of {PRECISIONS} for float32 operands; got {asked!r} for {dtype}")
+        return asked
     return "tf32" if dtype != torch.float32 or torch.backends.cuda.matmul.allow_tf32 else "ieee"
 
 
@@ -44,9 +52,11 @@ def padded_dims(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int] | None:
     return None if aligned or m * n * k < PAD_MIN_MNK else (-(-k // PAD_TO) * PAD_TO, -(-n // PAD_TO) * PAD_TO)
 
 
-def wants_k_major(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether a TF32 product on Hopper or newer should read a K-major copy of B: those tensor cores read TF32
-    operands K-major only, and on a row-major B (K x N) Triton takes the older MMA at a third of the rate."""
+def wants_k_major(a: torch.Tensor, b: torch.Tensor, precision: str | None = None) -> bool:
+    """Whether a TF32 (or tf32x3) product on Hopper or newer should read a K-major copy of B: those tensor cores read
+    TF32 operands K-major only, and on a row-major B (K x N) Triton takes the older MMA at a third of the rate.
+    ``precision``: the product's input precision (None: input_precision_for's)."""
     return (a.dtype == torch.float32 and a.device.type == "cuda" and a.dim() == b.dim() == 2 and b.stride(0) != 1
-            and a.numel() * b.shape[1] >= KMAJOR_MIN_MNK and input_precision_for(a.dtype) == "tf32"
+            and a.numel() * b.shape[1] >= KMAJOR_MIN_MNK
+            and (precision or input_precision_for(a.dtype)) in ("tf32", "tf32x3")
             and device_capability(a.device)[0] >= 9)
