@@ -5,8 +5,9 @@ grouped order for L2 reuse (any strides), and on Hopper a persistent grid whose 
 descriptors (large aligned products). float32 products follow torch's switch, as torch.mm's do: IEEE fp32 unless
 torch.backends.cuda.matmul.allow_tf32, then TF32; the sweep runs "float32" and "tf32" as two precisions
 (rooflab.kernel.math_mode); precision="tf32x3" asks for fp32 via three TF32 products. A skinny product (a decode
-step) splits K over several programs a tile (kernels/matmul/plan.py, splitk.py). Under TRITON_INTERPRET=1 the tiles are upcast to fp32 before the dot (DOT_IN_FP32: the
-interpreter's bf16 dot is wrong) and fp32 dots are exact. The builtin is cuBLAS, then a separate ReLU kernel.
+step) splits K over several programs a tile (kernels/matmul/plan.py, splitk.py). Under TRITON_INTERPRET=1 the
+tiles are upcast to fp32 before the dot (DOT_IN_FP32: the interpreter's bf16 dot is wrong) and fp32 dots are exact.
+The builtin is cuBLAS, then a separate ReLU kernel.
 References: Triton tutorials 03-matrix-multiplication and 09-persistent-matmul.
 """
 from __future__ import annotations
