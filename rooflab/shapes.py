@@ -72,6 +72,17 @@ LLM = {
         ((1, 4096, 14336), "Llama-3 8B MLP up projection, decode batch 1"),
         ((32, 8192, 28672), "Llama-3 70B MLP up projection, decode batch 32"),
         ((128, 4096, 152064), "Qwen2.5 7B-sized LM head (hidden 4096 -> vocabulary 152064), decode batch 128"),
+        # narrow decode products (M x K times K x N: a batch of M token rows against a K x N weight): few output tiles
+        *(((m, 4096, 4096), f"Llama-3 8B attention q / o projection (4096 x 4096), decode batch {m}")
+          for m in (1, 8, 32, 128)),
+        *(((m, 4096, 1024), f"Llama-3 8B attention k / v projection (4096 x 1024: 8 heads of 128), decode batch {m}")
+          for m in (1, 32, 128)),
+        *(((m, 8192, 8192), f"Llama-3 70B attention q / o projection (8192 x 8192), decode batch {m}")
+          for m in (1, 32, 128)),
+        *(((m, 8192, 1024), f"Llama-3 70B attention k / v projection (8192 x 1024: 8 heads of 128), decode batch {m}")
+          for m in (8, 128)),
+        *(((m, 4096, 14336), f"Llama-3 8B MLP up projection (4096 x 14336), decode batch {m}") for m in (8, 128)),
+        ((32, 14336, 4096), "Llama-3 8B MLP down projection (14336 x 4096), decode batch 32"),
     ),
     # prefill with every K/V head repeated to its query heads; the models' own K/V heads and decode: ATTENTION_CELLS
     "bhsd": _table(
