@@ -123,6 +123,7 @@ def _decode_combine_kernel(o_ptr, part_o_ptr, part_lse_ptr, splits, head_dim, BL
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 HEAD_DIMS = (64, 80, 96, 128, 192, 256)  # padded to a power of two inside (80, 96 -> 128; 192 -> 256)
 MAX_SEQ_Q = 16
+MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 MAX_ROWS = 64  # query rows (group x seq_q) in one tile; more: several row tiles, each reading the K/V slice again
 # Launch choices, not yet measured on a GPU (scripts/bench_attention_decode.py times them): key tile and pipeline by
 # padded head size (K and V tiles of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too).
@@ -170,6 +171,9 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> N
     if q.dtype not in SUPPORTED or k.dtype != q.dtype or v.dtype != q.dtype:
         raise ValueError(f"decode_attention supports float32, bfloat16 and float16 (one for q, k, v), got "
                          f"{q.dtype}, {k.dtype}, {v.dtype}")
+    if b * hkv > MAX_GRID_Y:
+        raise ValueError(f"decode_attention runs batch x kv_heads on the grid's y axis, at most {MAX_GRID_Y}; got "
+                         f"{b} x {hkv} (split the batch)")
     if d not in HEAD_DIMS:
         raise ValueError(f"decode_attention supports head dims {HEAD_DIMS}, got {d}")
     if not 1 <= sq <= MAX_SEQ_Q:
