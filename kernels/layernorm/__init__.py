@@ -17,10 +17,11 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._shared import norm_packed, tables
+from kernels._shared import tables
 from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
-from kernels._shared.norm_split import norm_split_forward, welford_combine
+from kernels._shared.norm_fwd import norm_forward
+from kernels._shared.norm_split import welford_combine
 from kernels._shared.rows import (
     aligned_row,
     bound_mask,
@@ -35,12 +36,10 @@ from kernels.layernorm import plan
 from kernels.layernorm.table import LAYERNORM
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
-from rooflab.triton_utils import check_device
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 EPS = 1e-5
-SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # The launch tables (table.py), read at each call: tests and the lab swap them.
 TILED_LAUNCH = values(LAYERNORM["TILED_LAUNCH"])  # rows too long to hold: element size -> (tile, warps)
 HELD_MIN_WARPS = values(LAYERNORM["HELD_MIN_WARPS"])  # held rows: element size -> (columns, fewest warps)
@@ -202,28 +201,9 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
         launch(x, weight, bias, y)
         return y
-    check_device(x, weight, bias)
-    if x.dim() != 2:
-        raise ValueError(f"layernorm_triton needs a 2-D input (rows, cols), got shape {tuple(x.shape)}")
-    if x.dtype not in SUPPORTED:
-        raise TypeError(f"layernorm_triton supports float32, bfloat16 and float16, not {x.dtype}")
-    if weight.dtype != x.dtype or bias.dtype != x.dtype:
-        raise TypeError(f"weight ({weight.dtype}) and bias ({bias.dtype}) must have x's dtype ({x.dtype})")
-    n_rows, n_cols = x.shape
-    for name, t in (("weight", weight), ("bias", bias)):
-        if tuple(t.shape) != (n_cols,):
-            raise ValueError(f"{name} must have shape ({n_cols},) to match x's last dimension, got {tuple(t.shape)}")
-    y = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)  # (rows, cols), contiguous
-    if y.numel() == 0:
-        return y
-    p = plan.forward((n_rows, n_cols), x.stride(), weight.stride(0), bias.stride(0), x.element_size(),
-                     device_sms(x), can_prefetch(x), _tables(), block_size, num_warps, split)
-    if p.kernel == "split":
-        norm_split_forward(_LAUNCHES, key, x, weight, bias, y, eps, p.meta["CHUNK"])
-        return y
-    kernel = getattr(norm_packed, p.kernel) if p.kernel.endswith("_packed_kernel") else globals()[p.kernel]
-    _LAUNCHES.launch(key, kernel, p.grid, (x, weight, bias, y, *p.ints, eps), p.meta, n_head=4)
-    return y
+    return norm_forward(_LAUNCHES, key, globals(), "layernorm_triton", x, weight, bias, eps, lambda n_rows, n_cols: (
+        plan.forward((n_rows, n_cols), x.stride(), weight.stride(0), bias.stride(0), x.element_size(), device_sms(x),
+                     can_prefetch(x), _tables(), block_size, num_warps, split)))
 
 
 def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,

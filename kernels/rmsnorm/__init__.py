@@ -17,10 +17,10 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from kernels._shared import norm_packed, tables
+from kernels._shared import tables
 from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
-from kernels._shared.norm_split import norm_split_forward
+from kernels._shared.norm_fwd import norm_forward
 from kernels._shared.rows import (
     aligned_row,
     bound_mask,
@@ -33,12 +33,10 @@ from kernels.rmsnorm import plan
 from kernels.rmsnorm.table import RMSNORM
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable
 from rooflab.shapes import as_shape
-from rooflab.triton_utils import check_device
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 EPS = 1e-5
-SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 # The launch tables (table.py), read at each call: tests and the lab swap them.
 RELOAD_MIN_COLS = values(RMSNORM["RELOAD_MIN_COLS"])  # element size -> fewest columns of a row read twice
 RELOAD_WARPS = values(RMSNORM["RELOAD_WARPS"])  # ... with this many warps
@@ -157,27 +155,9 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
         launch(x, weight, y)
         return y
-    check_device(x, weight)
-    if x.dim() != 2:
-        raise ValueError(f"rmsnorm_triton needs a 2-D input (rows, cols), got shape {tuple(x.shape)}")
-    if x.dtype not in SUPPORTED:
-        raise TypeError(f"rmsnorm_triton supports float32, bfloat16 and float16, not {x.dtype}")
-    if weight.dtype != x.dtype:
-        raise TypeError(f"weight ({weight.dtype}) must have x's dtype ({x.dtype})")
-    n_rows, n_cols = x.shape
-    if tuple(weight.shape) != (n_cols,):
-        raise ValueError(f"weight must have shape ({n_cols},) to match x's last dimension, got {tuple(weight.shape)}")
-    y = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)  # (rows, cols), contiguous
-    if y.numel() == 0:
-        return y
-    p = plan.forward((n_rows, n_cols), x.stride(), weight.stride(0), x.element_size(), device_sms(x), _tables(),
-                     block_size, num_warps, reload, full, split)
-    if p.kernel == "split":
-        norm_split_forward(_LAUNCHES, key, x, weight, None, y, eps, p.meta["CHUNK"])
-        return y
-    kernel = getattr(norm_packed, p.kernel) if p.kernel.endswith("_packed_kernel") else globals()[p.kernel]
-    _LAUNCHES.launch(key, kernel, p.grid, (x, weight, y, *p.ints, eps), p.meta, n_head=3)
-    return y
+    return norm_forward(_LAUNCHES, key, globals(), "rmsnorm_triton", x, weight, None, eps, lambda n_rows, n_cols: (
+        plan.forward((n_rows, n_cols), x.stride(), weight.stride(0), x.element_size(), device_sms(x), _tables(),
+                     block_size, num_warps, reload, full, split)))
 
 
 def _tables() -> plan.Tables:
