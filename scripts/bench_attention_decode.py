@@ -7,7 +7,8 @@ Cells: batch 1 and 8, 32 query heads on 8 and 32 K/V heads of 128, 1 and 4 query
 1k-128k keys; a cell whose K/V (or the math backend's repeated heads and scores) would not fit the free memory is
 skipped. SDPA gets grouped heads with enable_gqa=True (experiments/backends.sdpa); a backend that refuses is a row
 with its reason. Ours is first checked against float64 on two cells (the max error is printed). Prints a table:
-each time in microseconds and the best SDPA time over ours (above 1: ours faster).
+each time in microseconds and the best SDPA time over ours (above 1: ours faster). --tiles adds ours with other
+launch choices (head size 128's key tile and the programs per SM decode_plan aims at), to retune them.
 """
 from __future__ import annotations
 
@@ -41,6 +42,22 @@ def forced(backend: str):
     return call
 
 
+def retuned(spec: str):
+    """Ours with KEY_TILES[128] = (BLOCK_N, warps, stages) and PROGRAMS_PER_SM set for the call, then restored."""
+    from kernels.attention import decode as dc
+
+    block_n, warps, stages, per_sm = (int(x) for x in spec.split(","))
+
+    def call(q, k, v):
+        saved = dc.KEY_TILES[128], dc.PROGRAMS_PER_SM
+        dc.KEY_TILES[128], dc.PROGRAMS_PER_SM = (block_n, warps, stages), per_sm
+        try:
+            return dc.decode_attention(q, k, v, causal=True)
+        finally:
+            dc.KEY_TILES[128], dc.PROGRAMS_PER_SM = saved
+    return call
+
+
 def check(torch, eb, decode_attention) -> None:
     """Ours against float64 on the first K/V head's group of each CHECKED cell."""
     for cell in CHECKED:
@@ -55,6 +72,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="CSV of every (cell, variant)")
     ap.add_argument("--rep-ms", type=int, default=40, help="do_bench's repeat time per measurement")
+    ap.add_argument("--tiles", nargs="*", default=[], metavar="BLOCK_N,WARPS,STAGES,PROGRAMS_PER_SM",
+                    help="ours again with these launch choices at head size 128 (e.g. 128,8,2,2 64,4,4,4)")
     args = ap.parse_args(argv)
     import torch
     import triton.testing
@@ -70,6 +89,7 @@ def main(argv=None) -> int:
     check(torch, eb, decode_attention)
     sm = multiprocessor_count(torch.device("cuda"))
     variants = {"ours": lambda q, k, v: decode_attention(q, k, v, causal=True)}
+    variants |= {f"ours[{t}]": retuned(t) for t in args.tiles}
     variants |= {name: forced(backend) for name, backend in SDPA.items()}
     rows = []
     for batch, kv_heads, seq_q, seq_k in itertools.product(BATCHES, KV_HEADS, SEQ_Q, SEQ_K):
@@ -111,16 +131,15 @@ def main(argv=None) -> int:
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
-    print(table(rows))
+    print(table(rows, list(variants)))
     print(f"{len(rows)} rows in {time.time() - start:.0f} s -> {args.out}")
     return 0
 
 
-def table(rows) -> str:
+def table(rows, names=("ours", *SDPA)) -> str:
     """One line per cell: each variant's time in us (-: refused or skipped), ours' splits and GB/s of K/V, the best
     SDPA backend over ours."""
-    names = ["ours", *SDPA]
-    lines = [f"{'B':>2} {'Hkv':>3} {'Sq':>2} {'Sk':>6} {'splits':>6} " + " ".join(f"{n:>9}" for n in names)
+    lines = [f"{'B':>2} {'Hkv':>3} {'Sq':>2} {'Sk':>6} {'splits':>6} " + " ".join(f"{n:>9.9}" for n in names)
              + f" {'ours GB/s':>9} {'best/ours':>9}"]
     cells = dict.fromkeys((r["batch"], r["kv_heads"], r["seq_q"], r["seq_k"]) for r in rows)
     for b, hkv, sq, sk in cells:
