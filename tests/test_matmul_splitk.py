@@ -166,3 +166,17 @@ def test_ieee_tiles_are_offered_to_ieee_fp32_only(monkeypatch):
     assert wide not in offered(torch.float32, "tf32") + offered(torch.bfloat16, "tf32") + offered(torch.float16, "ieee")
     monkeypatch.setattr(mm_configs, "IEEE_TILES", ())
     assert wide not in [mm_configs._tile(c) for c in mm_configs.get_matmul_configs()]
+
+
+def test_split_k_kept_launch_replays_on_new_operands():
+    """A split product's two launches are kept as one under its key: a later call of the key replays both on its own
+    operands and a fresh workspace."""
+    from kernels._shared import fastlaunch as fl
+
+    a, b = _operands(3, 40, 300, torch.float16)
+    _, b2 = _operands(3, 40, 300, torch.float16, seed=5)
+    with fl.replaying():
+        mm.matmul_triton(a, b, split_k=8)
+        c2 = mm.matmul_triton(a, b2, split_k=8)
+        assert mm._LAUNCHES.misses == 2 and len(mm._LAUNCHES) == 3  # both phases launched once; kept, and as one
+    torch.testing.assert_close(c2.double(), _ref(a, b2), atol=2e-3, rtol=2e-3)
