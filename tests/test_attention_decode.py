@@ -139,3 +139,32 @@ def test_plan_every_split_holds_keys_and_a_long_cache_fills_the_gpu(batch, kv_he
             assert programs >= sm
         if batch * kv_heads * p["row_tiles"] >= dc.PROGRAMS_PER_SM * sm:
             assert p["splits"] == 1  # the batch fills the GPU alone: no combine
+
+
+def test_a_launch_out_of_resources_is_retried_small_then_refused_clearly(monkeypatch):
+    """Shared memory is the GPU's to say: a tile it refuses is retried at FALLBACK_BLOCK_N keys unpipelined; refused
+    again, a ValueError names the head dim and dtype instead of Triton's raw error."""
+    from triton.runtime.errors import OutOfResources
+
+    real, tried = dc._decode_split_kernel, []
+
+    class Refusing:
+        def __init__(self, refuse_all):
+            self.refuse_all = refuse_all
+
+        def __getitem__(self, grid):
+            def launch(*args, **kw):
+                tried.append((kw["BLOCK_N"], kw["num_stages"]))
+                if self.refuse_all or kw["BLOCK_N"] != dc.FALLBACK_BLOCK_N:
+                    raise OutOfResources(300000, 232448, "shared memory")
+                return real[grid](*args, **kw)
+            return launch
+
+    q, k, v = inputs(1, 2, 1, 2, 100, 64, seed=4)
+    monkeypatch.setattr(dc, "_decode_split_kernel", Refusing(False))
+    out = dc.decode_attention(q, k, v, splits=2)
+    assert tried == [(64, 2), (dc.FALLBACK_BLOCK_N, 1)]
+    assert max_err(out, reference(q, k, v, True)) < FP32_TOL
+    monkeypatch.setattr(dc, "_decode_split_kernel", Refusing(True))
+    with pytest.raises(ValueError, match="no tile of head dim 64 in torch.float32"):
+        dc.decode_attention(q, k, v)

@@ -132,6 +132,7 @@ FP32_KEY_TILES = {64: (64, 4, 2), 128: (32, 4, 2), 256: (16, 8, 2)}
 PROGRAMS_PER_SM = 2  # the split count aims at this many programs per SM (two resident: memory in flight)
 MIN_SPLIT_KEYS = 128  # fewer keys per split than this: the combine costs more than the split gains
 MAX_SPLITS = 256  # the combine holds one row's partial lse's in one tile
+FALLBACK_BLOCK_N = 16  # a launch out of shared memory or registers is retried at 16 keys a tile, unpipelined
 
 
 def _pow2(n: int) -> int:
@@ -146,7 +147,7 @@ def decode_plan(batch: int, kv_heads: int, seq_k: int, sm_count: int, rows: int 
     combine path at small sizes); it is capped at one key tile per split."""
     block_d = max(64, _pow2(head_dim))
     block_n, warps, stages = (FP32_KEY_TILES if dtype == torch.float32 else KEY_TILES)[block_d]
-    block_m = min(MAX_ROWS, max(16, _pow2(rows)))
+    block_m = min(MAX_ROWS // (2 if dtype == torch.float32 and block_d > 128 else 1), max(16, _pow2(rows)))
     row_tiles = -(-rows // block_m)
     tiles = max(1, -(-seq_k // block_n))
     if splits is None:
@@ -206,11 +207,19 @@ def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, s
     n, single = plan["splits"], plan["splits"] == 1
     part_o = o if single else torch.empty((o.numel() // head_dim, n, head_dim), dtype=torch.float32, device=q.device)
     part_lse = o if single else torch.empty((o.numel() // head_dim, n), dtype=torch.float32, device=q.device)
-    _decode_split_kernel[(n, batch * kv_heads, plan["row_tiles"])](
-        q, k, v, o, part_o, part_lse, *q.stride(), *k.stride(), *v.stride(), kv_heads, group, seq_q, seq_k,
-        plan["chunk"], n, scale * LOG2E, HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_M=plan["BLOCK_M"],
-        BLOCK_N=plan["BLOCK_N"], BLOCK_D=plan["BLOCK_D"], SINGLE=single, PRECISION=input_precision_for(q.dtype),
-        num_warps=plan["num_warps"], num_stages=plan["num_stages"])
+    grid = (n, batch * kv_heads, plan["row_tiles"])
+    for block_n, stages in ((plan["BLOCK_N"], plan["num_stages"]), (FALLBACK_BLOCK_N, 1)):  # chunk: a multiple of both
+        try:
+            _decode_split_kernel[grid](
+                q, k, v, o, part_o, part_lse, *q.stride(), *k.stride(), *v.stride(), kv_heads, group, seq_q, seq_k,
+                plan["chunk"], n, scale * LOG2E, HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_M=plan["BLOCK_M"],
+                BLOCK_N=block_n, BLOCK_D=plan["BLOCK_D"], SINGLE=single, PRECISION=input_precision_for(q.dtype),
+                num_warps=plan["num_warps"], num_stages=stages)
+            break
+        except triton.runtime.errors.OutOfResources as exc:
+            if block_n == FALLBACK_BLOCK_N and stages == 1:
+                raise ValueError(f"decode_attention: no tile of head dim {head_dim} in {q.dtype} fits this GPU "
+                                 f"({exc})") from None
     if not single:
         _decode_combine_kernel[(o.numel() // head_dim,)](o, part_o, part_lse, n, head_dim, BLOCK_S=_pow2(n),
                                                          BLOCK_D=plan["BLOCK_D"])
