@@ -1,13 +1,12 @@
-"""FlashAttention-2, forward and backward: O = softmax(Q K^T / sqrt(d)) V over (batch, heads, seq, head_dim).
-
-Forward: one program per (query tile, batch x head) walks the key/value tiles with an online softmax in base 2 (a
-running max m and sum l, the accumulator rescaled by exp2(m_old - m_new) before P V is added onto it in the MMA),
-never writing the seq x seq scores; it stores O and the logsumexp (base 2) of each row. Causal: the tiles left of
-the diagonal run unmasked, the diagonal ones masked, the ones right of it not at all. Two kernels with one inner
-step: on Hopper, 16-bit contiguous heads arrive through TMA descriptors (the sweep's, llm and odd shapes); anything
-else (fp32, strided heads, older GPUs) through pointer loads. The backward is in
-kernels/attention/backward.py. The sweep is causal (CAUSAL: an LLM's prefill); experiments/backends.py times both masks.
-
+"""FlashAttention-2, forward and backward: O = softmax(Q K^T / sqrt(d)) V, q (batch, Hq, Sq, D), k and v (batch, Hkv,
+Sk, D): Hkv dividing Hq (grouped-query; 1: multi-query; K/V never repeated), D in plan.HEAD_DIMS (16-256, padded to
+a power-of-two tile inside). Forward: one program per (query tile, batch x query head) walks its K/V head's tiles
+with an online softmax in base 2, never writing the Sq x Sk scores; it stores O and the logsumexp (base 2). Causal
+is aligned bottom right as FlashAttention >= 2.1 (row i sees keys j <= i + Sk - Sq; torch SDPA's is_causal is top
+left): tiles left of the diagonal unmasked, the diagonal masked, none past it; a row that sees no key (Sq > Sk)
+gives O = 0, not NaN. Math: fp32 products in IEEE fp32, or TF32 when torch.backends.cuda.matmul.allow_tf32 is set
+(plan.math_mode names it); 16-bit ones on tensor cores, fp32 accumulation. On Hopper, 16-bit contiguous heads of a
+power-of-two D come through TMA descriptors; the rest through pointer loads. Backward: backward.py; tiles: plan.py.
 References: Dao, "FlashAttention-2" (2023); Triton tutorial 06-fused-attention (its Hopper configs).
 """
 from __future__ import annotations

@@ -25,11 +25,14 @@ def _load_kv(ptrs, offs_n, offs_d, seq_k, HEAD_DIM: tl.constexpr, BLOCK_D: tl.co
     """A (BLOCK_N, BLOCK_D) key or value tile: keys past seq_k (MASKED) and the padded head dims read as 0."""
     if MASKED:
         if BLOCK_D != HEAD_DIM:
-            return tl.load(ptrs, mask=(offs_n[:, None] < seq_k) & (offs_d[None, :] < HEAD_DIM), other=0.0)
-        return tl.load(ptrs, mask=offs_n[:, None] < seq_k, other=0.0)
-    if BLOCK_D != HEAD_DIM:
-        return tl.load(ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
-    return tl.load(ptrs)
+            tile = tl.load(ptrs, mask=(offs_n[:, None] < seq_k) & (offs_d[None, :] < HEAD_DIM), other=0.0)
+        else:
+            tile = tl.load(ptrs, mask=offs_n[:, None] < seq_k, other=0.0)
+    elif BLOCK_D != HEAD_DIM:
+        tile = tl.load(ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
+    else:
+        tile = tl.load(ptrs)
+    return tile
 
 
 @triton.jit
