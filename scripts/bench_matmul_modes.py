@@ -43,7 +43,7 @@ TF32_SIZES, IEEE_SIZES, TF32X3_SIZES = (2048, 4096, 8192), (4096, 8192), (4096, 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps); GROUP_M 8
 TMA_TF32_TILES = ((128, 128, 32, 3, 4), (128, 256, 32, 3, 8), (128, 64, 32, 4, 4))
 FFMA_TILES = ((64, 64, 32, 3, 4), (128, 64, 32, 3, 8), (64, 128, 32, 3, 8), (128, 128, 16, 3, 8), (128, 128, 32, 3, 8),
-              (128, 128, 8, 4, 8))
+              (128, 64, 16, 4, 8))
 FIELDS = ("device", "part", "shape", "mode", "variant", "gpu_us", "loop_us", "tflops", "x_cublas_gpu", "x_cublas_loop",
           "rel_err", "max_err", "note")
 

@@ -180,3 +180,58 @@ def test_split_k_kept_launch_replays_on_new_operands():
         c2 = mm.matmul_triton(a, b2, split_k=8)
         assert mm._LAUNCHES.misses == 2 and len(mm._LAUNCHES) == 3  # both phases launched once; kept, and as one
     torch.testing.assert_close(c2.double(), _ref(a, b2), atol=2e-3, rtol=2e-3)
+
+
+SM90 = r"""
+import json, re, sys
+sys.path.insert(0, sys.argv[1])
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernels.matmul import SPLITK, _matmul_kernel
+from kernels.matmul.splitk import _matmul_splitk_kernel, _splitk_reduce_kernel
+
+target, out = GPUTarget("cuda", 90, 32), {}
+names = ("a_ptr", "b_ptr", "ws_ptr", "M", "N", "K", "K_PER_SPLIT", "stride_am", "stride_ak", "stride_bk", "stride_bn")
+for _, (bm, bn, bk, stages, warps) in SPLITK.SPLITK_TILES[2]:
+    sig = dict(zip(names, ["*bf16", "*bf16", "*fp32", *["i32"] * 8])) | {"stride_ak": "constexpr", "stride_bn": "constexpr"}
+    consts = {"stride_ak": 1, "stride_bn": 1, "DOT_IN_FP32": False, "INPUT_PRECISION": "tf32", "BLOCK_M": bm,
+              "BLOCK_N": bn, "BLOCK_K": bk}
+    k = triton.compile(ASTSource(fn=_matmul_splitk_kernel, signature=sig | {c: "constexpr" for c in consts if c not in sig},
+                                 constexprs=consts), target=target, options={"num_warps": warps, "num_stages": stages})
+    out[f"{bm}x{bn}x{bk}"] = len(re.findall(r"(\bmma\.sync|wgmma\.mma_async)\S*bf16", k.asm["ptx"]))
+triton.compile(ASTSource(fn=_splitk_reduce_kernel, signature={"ws_ptr": "*fp32", "c_ptr": "*bf16", "MN": "i32",
+               "SPLIT": "i32", "ACTIVATION": "constexpr", "BLOCK": "constexpr"},
+               constexprs={"ACTIVATION": "relu", "BLOCK": 1024}), target=target, options={"num_warps": 4})
+names = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm",
+         "stride_cn")
+for prec in ("tf32", "tf32x3"):  # B K-major: the TF32 wgmma's operand order
+    consts = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "ACTIVATION": "relu", "DOT_IN_FP32": False,
+              "INPUT_PRECISION": prec, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}
+    sig = dict(zip(names, ["*fp32"] * 3 + ["i32"] * 9)) | {c: "constexpr" for c in consts}
+    k = triton.compile(ASTSource(fn=_matmul_kernel, signature=sig, constexprs=consts), target=target,
+                       options={"num_warps": 4, "num_stages": 3})
+    out[prec] = len(re.findall(r"wgmma\.mma_async\S*tf32", k.asm["ptx"]))
+print(json.dumps(out))
+"""
+
+
+def test_split_tiles_and_tf32x3_compile_for_sm90():
+    """The split kernel at every SPLITK_TILES tile, and its reduce, compile for an H100/H200 with bf16 MMAs; tf32x3
+    issues three TF32 wgmmas for each one TF32 does (what makes it fp32 via 3xTF32, not TF32 under another name)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_sm90_compile import REPO, missing_toolchain
+
+    if why := missing_toolchain():
+        pytest.skip(f"no sm_90 toolchain: {why}")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", SM90, str(REPO)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    for _, (bm, bn, bk, _, _) in mm.SPLITK.SPLITK_TILES[2]:
+        assert got[f"{bm}x{bn}x{bk}"] > 0
+    assert got["tf32"] > 0 and got["tf32x3"] == 3 * got["tf32"]
