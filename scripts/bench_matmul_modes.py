@@ -1,6 +1,7 @@
 """Our matrix product in the shapes and modes a model uses, against cuBLAS, on one Hopper GPU (issue 54).
 
     python scripts/bench_matmul_modes.py --out matmul_modes.csv [--parts decode,tf32,ieee,tf32x3] [--quick]
+                                         [--explore]
 
 Parts (each row: GPU time by triton.testing.do_bench, and the Python loop's time a call, back-to-back calls then one
 sync; C = relu(A @ B) unless the row says product alone):
@@ -44,6 +45,10 @@ TF32_SIZES, IEEE_SIZES, TF32X3_SIZES = (2048, 4096, 8192), (4096, 8192), (4096, 
 TMA_TF32_TILES = ((128, 128, 32, 3, 4), (128, 256, 32, 3, 8), (128, 64, 32, 4, 4))
 FFMA_TILES = ((64, 64, 32, 3, 4), (128, 64, 32, 3, 8), (64, 128, 32, 3, 8), (128, 128, 16, 3, 8), (128, 128, 32, 3, 8),
               (128, 64, 16, 4, 8))
+EXPLORE = False  # --explore: decode rows at other split counts and tiles (data for kernels/matmul/table.py)
+EXPLORE_SPLITS = (2, 4, 8, 16)
+EXPLORE_TILES = ((16, 64, 256, 3, 4), (16, 128, 128, 4, 4), (32, 128, 64, 4, 4), (64, 64, 64, 4, 4),
+                 (64, 128, 128, 3, 8), (128, 64, 64, 4, 8))
 FIELDS = ("device", "part", "shape", "mode", "variant", "gpu_us", "loop_us", "tflops", "x_cublas_gpu", "x_cublas_loop",
           "rel_err", "max_err", "note")
 
@@ -96,6 +101,8 @@ def decode(quick: bool) -> list[dict]:
                         "ours after (plan)": (lambda: mm.matmul_triton(a, b), plan),
                         "cuBLAS relu(mm)": (lambda: torch.relu(torch.mm(a, b)), ""),
                         "cuBLAS mm alone": (lambda: torch.mm(a, b), "product alone")}
+            if EXPLORE:
+                variants |= explore_variants(a, b, sms)
             for name, (fn, note) in variants.items():
                 r = {"part": "decode", "shape": f"{m}x{k}x{n}", "mode": "bf16", "variant": name,
                      **timed(fn, 2.0 * m * n * k)}
@@ -106,6 +113,18 @@ def decode(quick: bool) -> list[dict]:
                 rows.append(r)
         print(f"done decode K x N = {k} x {n}", flush=True)
     return against(rows, "cuBLAS relu(mm)")
+
+
+def explore_variants(a, b, sms: int) -> dict:
+    """--explore: the table's tile at other split counts, and other tiles at the count the plan gives them."""
+    (m, k), n = a.shape, b.shape[1]
+    out = {f"ours split {s}, table tile": (lambda s=s: mm.matmul_triton(a, b, split_k=s), "") for s in EXPLORE_SPLITS}
+    for t in EXPLORE_TILES:
+        p = mplan.plan(m, n, k, 2, sms, mm.SPLITK, tile=t)
+        split = p.split if p else 4
+        out[f"ours split {split}, {t[0]}x{t[1]}x{t[2]} s{t[3]} w{t[4]}"] = \
+            (lambda c=tile(*t), s=split: mm.matmul_triton(a, b, config=c, split_k=s), "")
+    return out
 
 
 def tf32(quick: bool) -> list[dict]:
@@ -189,7 +208,10 @@ def main() -> None:
     ap.add_argument("--out", required=True, help="CSV of every row")
     ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
     ap.add_argument("--quick", action="store_true", help="one weight and the smaller squares only")
+    ap.add_argument("--explore", action="store_true", help="decode: other split counts and tiles too (slower)")
     args = ap.parse_args()
+    global EXPLORE
+    EXPLORE = args.explore
     if not torch.cuda.is_available():
         sys.exit("bench_matmul_modes.py needs a CUDA GPU (Hopper: the TMA rows)")
     t0 = time.perf_counter()
