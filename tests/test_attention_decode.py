@@ -168,3 +168,60 @@ def test_a_launch_out_of_resources_is_retried_small_then_refused_clearly(monkeyp
     monkeypatch.setattr(dc, "_decode_split_kernel", Refusing(True))
     with pytest.raises(ValueError, match="no tile of head dim 64 in torch.float32"):
         dc.decode_attention(q, k, v)
+
+
+COMPILE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernels.attention import decode as dc
+
+ints = ["stride_qz", "stride_qh", "stride_qm", "stride_kz", "stride_kh", "stride_kn", "stride_vz", "stride_vh",
+        "stride_vn", "kv_heads", "group", "seq_q", "seq_k", "chunk", "splits"]
+ptrs = ["q_ptr", "k_ptr", "v_ptr", "o_ptr", "part_o_ptr", "part_lse_ptr"]
+names = list(dc._decode_split_kernel.arg_names)
+out = {}
+for dtype, t, head_dim, rows in ((torch.bfloat16, "bf16", 128, 4), (torch.bfloat16, "bf16", 256, 128),
+                                 (torch.float16, "fp16", 96, 16), (torch.float32, "fp32", 256, 128)):
+    p = dc.decode_plan(1, 8, 8192, 132, rows, head_dim, dtype)
+    consts = {"stride_qd": 1, "stride_kd": 1, "stride_vd": 1, "HEAD_DIM": head_dim, "CAUSAL": True,
+              "BLOCK_M": p["BLOCK_M"], "BLOCK_N": p["BLOCK_N"], "BLOCK_D": p["BLOCK_D"], "SINGLE": False,
+              "PRECISION": "ieee" if dtype == torch.float32 else "tf32"}
+    sig = {n: "constexpr" if n in consts else "i32" if n in ints else "fp32" for n in names}
+    sig |= {n: "*" + t for n in ptrs[:4]} | {n: "*fp32" for n in ptrs[4:]}
+    # as a launch specialises them: aligned pointers, strides multiples of 16 (head dims 64-256)
+    div = {(names.index(n),): [["tt.divisibility", 16]] for n in ptrs + ints[:9]}
+    k = triton.compile(ASTSource(fn=dc._decode_split_kernel, signature=sig, constexprs=consts, attrs=div),
+                       target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": p["num_warps"], "num_stages": p["num_stages"]})
+    ptx = k.asm["ptx"]
+    out[f"{t} {head_dim} {rows}"] = {"shared": k.metadata.shared, "spills": ptx.count("st.local"),
+                                     "cp_async": ptx.count("cp.async.cg") + ptx.count("cp.async.ca")}
+print(json.dumps(out))
+"""
+H100_SHARED = 232448  # bytes of shared memory one block may take on sm_90
+
+
+def test_the_plans_tiles_compile_for_sm90_within_shared_memory_pipelined_and_without_spills():
+    """Compiled ahead of time for an H100 (tests/test_sm90_compile.py's way): each plan's tile fits shared memory
+    twice over (two programs per SM), its K/V loads are asynchronous copies (software-pipelined), no register
+    spills."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.test_sm90_compile import missing_toolchain
+
+    if why := missing_toolchain():
+        pytest.skip(f"no sm_90 toolchain: {why}")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    repo = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-c", COMPILE, str(repo)], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for case, got in json.loads(r.stdout.strip().splitlines()[-1]).items():
+        assert 0 < 2 * got["shared"] <= H100_SHARED and got["cp_async"] > 0 and got["spills"] == 0, (case, got)
