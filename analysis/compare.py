@@ -16,6 +16,9 @@ the floor is that between-process move, by the cell's length:
   without graph medians, on the event medians with floor short_min_rel_change;
 - cells under long_cell_us, and longer ones: floor min_rel_change.
 
+k_sigma, the floors and the classes are the verdict rules' (rooflab/verdicts.py, config ``verdicts``): the metrics'
+verdicts of cells timed apart and the A/A test's unpaired rate read the same settings.
+
 A floor wider than its class may be (rooflab/verdicts.py: max_floor_short 10 %, max_floor_middle and _long 5 %)
 cannot see a regression of that size: a cell that did not move beyond it reads "not comparable", not "same" (one
 that moved beyond it is still slower or faster).
@@ -43,33 +46,25 @@ from analysis.selection import compile_joint_graph
 from rooflab.io import read_raw_many, write_text
 
 KEY = ["kernel", "impl", "dtype", "size", "pass"]
-# The cell-length classes are the verdict rules' (rooflab/verdicts.py: config verdicts), so the compare table and
-# the paper call the same cells short
-DEFAULTS = {"k_sigma": 3.0, "min_rel_change": 0.02, "short_min_rel_change": 0.10, "short_graph_min_rel_change": 0.05,
-            "short_cell_us": VerdictRules().short_cell_us, "long_cell_us": VerdictRules().long_cell_us}
 CLASSES = ("short_graph", "short", "mid", "long")  # the floors: by cell length, and graph or event time
 log = logging.getLogger("rooflab.compare")
 
 
-def _settings(settings: dict) -> dict:
-    """DEFAULTS with the given settings over them (None: not given)."""
-    return {**DEFAULTS, **{k: v for k, v in settings.items() if v is not None}}
-
-
-def floors(repeat: pd.DataFrame | None = None, **settings) -> dict[str, tuple[float, str]]:
-    """{class: (floor, where it comes from)}: the configured minimum, raised to the largest |difference| between
-    processes that the repeatability table has for cells of that class."""
-    s = _settings(settings)
-    out = {"short_graph": (s["short_graph_min_rel_change"], "setting"), "short": (s["short_min_rel_change"], "setting"),
-           "mid": (s["min_rel_change"], "setting"), "long": (s["min_rel_change"], "setting")}
+def floors(repeat: pd.DataFrame | None = None, rules: VerdictRules = VerdictRules()) -> dict[str, tuple[float, str]]:
+    """{class: (floor, where it comes from)}: the rules' floor of medians timed apart, raised to the largest
+    |difference| between processes that the repeatability table has for cells of that class."""
+    out = {"short_graph": (rules.unpaired_floor(True, True), "setting"),
+           "short": (rules.unpaired_floor(True, False), "setting"),
+           "mid": (rules.unpaired_floor(False, False), "setting"), "long": (rules.unpaired_floor(False, False), "setting")}
     if repeat is None or repeat.empty:
         return out
     event_us = repeat["median_ms_1"] * 1e3
     graph_us = repeat["graph_median_ms_1"] * 1e3
-    measured = {"short_graph": repeat.loc[graph_us < s["short_cell_us"], "graph_rel_diff"],
-                "short": repeat.loc[event_us < s["short_cell_us"], "event_rel_diff"],
-                "mid": repeat.loc[(event_us >= s["short_cell_us"]) & (event_us < s["long_cell_us"]), "event_rel_diff"],
-                "long": repeat.loc[event_us >= s["long_cell_us"], "event_rel_diff"]}
+    short_us, long_us = rules.short_cell_us, rules.long_cell_us
+    measured = {"short_graph": repeat.loc[graph_us < short_us, "graph_rel_diff"],
+                "short": repeat.loc[event_us < short_us, "event_rel_diff"],
+                "mid": repeat.loc[(event_us >= short_us) & (event_us < long_us), "event_rel_diff"],
+                "long": repeat.loc[event_us >= long_us, "event_rel_diff"]}
     for name, diffs in measured.items():
         d = diffs.abs().dropna()
         if len(d) and d.max() > out[name][0]:
@@ -78,26 +73,25 @@ def floors(repeat: pd.DataFrame | None = None, **settings) -> dict[str, tuple[fl
 
 
 def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = None,
-            noise_floors: dict | None = None, verdict_settings: dict | None = None, **settings) -> pd.DataFrame:
+            noise_floors: dict | None = None, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
     """One row per cell present on either side, with the verdict (slower/faster/same/status/new/gone); `repeat` is
     the GPU's repeatability table, from which floors() are taken unless `noise_floors` (its result) is given."""
-    s = _settings(settings)
-    floor = {name: value for name, (value, _) in (noise_floors or floors(repeat, **settings)).items()}
+    floor = {name: value for name, (value, _) in (noise_floors or floors(repeat, rules)).items()}
     cols = KEY + ["status", "median_ms", "graph_median_ms", "rse_median", "hold_us", "joint"]
     now, ref = (d.assign(joint=compile_joint_graph(d)) for d in (now, ref))
     a = now.reindex(columns=cols).rename(columns={c: f"{c}_now" for c in cols if c not in KEY})
     b = ref.reindex(columns=cols).rename(columns={c: f"{c}_ref" for c in cols if c not in KEY})
     t = a.merge(b, on=KEY, how="outer", indicator=True)
     us = np.fmin(t["median_ms_now"], t["median_ms_ref"]) * 1e3
-    short = us < s["short_cell_us"]
+    short = us < rules.short_cell_us
     graph = short & t["graph_median_ms_now"].notna() & t["graph_median_ms_ref"].notna()
     t["timing"] = np.where(graph, "graph", "event")
     t["rel_change"] = np.where(graph, t["graph_median_ms_now"] / t["graph_median_ms_ref"] - 1,
                                t["median_ms_now"] / t["median_ms_ref"] - 1)
     rse = np.sqrt(t["rse_median_now"].astype(float).fillna(0) ** 2 + t["rse_median_ref"].astype(float).fillna(0) ** 2)
     rse = np.where(graph, 0.0, rse)  # a graph median comes without its own standard error: the floor is the noise
-    cls = np.select([graph, short, us < s["long_cell_us"]], ["short_graph", "short", "mid"], default="long")
-    t["noise"] = np.maximum(s["k_sigma"] * rse, pd.Series(cls).map(floor).to_numpy())
+    cls = np.select([graph, short, us < rules.long_cell_us], ["short_graph", "short", "mid"], default="long")
+    t["noise"] = np.maximum(rules.k_sigma * rse, pd.Series(cls).map(floor).to_numpy())
     # the reference was timed without the held stream (its rows have no hold_us) while this run held it
     # or one side's torch.compile fwd+bwd compiled forward and backward as one graph, the other's as a training step
     joint = flags(t, "joint_ref") != flags(t, "joint_now")
@@ -109,15 +103,14 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
         ["new", "gone", "status", "not timed", "slower", "faster"], default="same")
     # Floors that cannot see a regression of the size the cell's class allows (rooflab/verdicts.py max_floor_*): its
     # cells are not comparable, not "same"
-    rules = VerdictRules.from_config(verdict_settings)
-    length = np.select([graph | short, us < s["long_cell_us"]], ["short", "middle"], default="long")
+    length = np.select([graph | short, us < rules.long_cell_us], ["short", "middle"], default="long")
     too_wide = t["noise"].to_numpy() > np.array([rules.max_floor(c) for c in length])
     t["verdict"] = np.where(too_wide & (verdict == "same"), "not comparable", verdict)  # a move beyond it stays one
     return t.drop(columns="_merge").sort_values(KEY).reset_index(drop=True)
 
 
 def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10, noise_floors: dict | None = None,
-                     k_sigma: float = DEFAULTS["k_sigma"]) -> str:
+                     k_sigma: float = VerdictRules.k_sigma) -> str:
     counts = t["verdict"].value_counts()
     lines = [f"# {gpu}: this run against data/reference/{gpu}", "",
              "| verdict | cells |", "| --- | --- |"]
@@ -155,15 +148,15 @@ def _us(row, side: str) -> float:
     return row[f"graph_median_ms_{side}" if row.timing == "graph" else f"median_ms_{side}"] * 1e3
 
 
-def main(now_paths, ref_paths, out_csv, out_md, gpu, settings, repeat_paths=(), verdict_settings=None) -> pd.DataFrame:
+def main(now_paths, ref_paths, out_csv, out_md, gpu, repeat_paths=(), verdict_settings=None) -> pd.DataFrame:
     now = read_raw_many(now_paths)
     ref = read_raw_many(ref_paths)
     repeat = pd.read_csv(repeat_paths[0]) if repeat_paths else None
-    settings = settings or {}
-    noise_floors = floors(repeat, **settings)
-    t = compare(now, ref, repeat, noise_floors, verdict_settings, **settings)
+    rules = VerdictRules.from_config(verdict_settings)
+    noise_floors = floors(repeat, rules)
+    t = compare(now, ref, repeat, noise_floors, rules)
     write_text(t.to_csv(index=False), out_csv)
-    write_text(summary_markdown(t, gpu, noise_floors=noise_floors, k_sigma=_settings(settings)["k_sigma"]), out_md)
+    write_text(summary_markdown(t, gpu, noise_floors=noise_floors, k_sigma=rules.k_sigma), out_md)
     counts = ", ".join(f"{v} {n}" for v, n in t["verdict"].value_counts().items())
     log.info("%s against its reference: %s (details: %s)", gpu, counts, out_md)
     return t
@@ -174,4 +167,4 @@ if "snakemake" in globals():
     logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(message)s")
     logging.getLogger().addHandler(logging.StreamHandler())
     main(list(sm.input.raw), list(sm.input.reference), sm.output.csv, sm.output.md, sm.wildcards.gpu,
-         sm.params.settings, list(sm.input.repeatability), sm.params.verdicts)
+         list(sm.input.repeatability), sm.params.verdicts)

@@ -109,7 +109,9 @@ def _own_spec_column(df: pd.DataFrame, prefix: str) -> np.ndarray:
     return out
 
 
-def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
+def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame, rules=None) -> pd.DataFrame:
+    """The metrics of every raw row; ``rules`` (rooflab/verdicts.VerdictRules, config verdicts; default: the
+    schema's) judge the unpaired verdicts."""
     from rooflab.io import legacy_math_modes
 
     df = raw.copy() if "math_mode" in raw else legacy_math_modes(raw)
@@ -204,7 +206,7 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
 
     # Speedups within one cell (one precision and math mode), among correct, unthrottled cells, in the three frames:
     # GPU time (median_ms), CUDA-graph replay (graph_median_ms), the Python loop (loop_ms); and the verdict in GPU
-    # time: faster / slower only beyond noise (VERDICT_SIGMA standard errors and the floor), else a tie.
+    # time: faster / slower only beyond noise (the verdict rules' k_sigma standard errors and floor), else a tie.
     key = pd.MultiIndex.from_frame(df[CELL])
     for base in ("builtin", "naive"):
         for frame, col in FRAMES.items():
@@ -220,7 +222,7 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         b_rse = b_rse[~b_rse.index.duplicated()].reindex(key).to_numpy(dtype=float)
         for frame, col in FRAMES.items():
             prefix = "" if frame == "gpu" else f"{frame}_"
-            noise = noise_floor(df, b_rse, col)
+            noise = noise_floor(df, b_rse, col, rules)
             s_ = df[f"{prefix}speedup_vs_{base}"].to_numpy(dtype=float)
             df[f"{prefix}verdict_vs_{base}"] = np.select([~np.isfinite(s_), s_ - 1 > noise, 1 - s_ > noise],
                                                          ["", "faster", "slower"], default="tie")
@@ -229,24 +231,21 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
 
 CLOCK_FRACTION = 0.9  # a cell's SM clock under 90 % of its run's ceiling clock: flagged, no claim
 ROOF_SIGMA = 3.0  # above the roof by more than 3 standard errors of its median: a finding
-VERDICT_SIGMA = 3.0
-# Floors of a verdict by cell length (analysis/compare.py's settings: what the same code moves between processes)
 FRAMES = {"gpu": "median_ms", "graph": "graph_median_ms", "loop": "loop_ms"}
 
 
-def noise_floor(df: pd.DataFrame, base_rse: np.ndarray, col: str = "median_ms") -> np.ndarray:
-    """The relative change a verdict must exceed: VERDICT_SIGMA combined standard errors of the two medians, and at
-    least the floor for the cell's length in its frame (compare.DEFAULTS: under short_cell_us 10 %, or 5 % on
-    CUDA-graph medians, which carry no launch jitter; 2 % above). The standard errors are the GPU-time samples':
-    the graph and loop medians have none of their own, so the floor carries those frames."""
-    from analysis.compare import DEFAULTS
+def noise_floor(df: pd.DataFrame, base_rse: np.ndarray, col: str = "median_ms", rules=None) -> np.ndarray:
+    """The relative change a verdict of two medians timed apart must exceed (rooflab/verdicts.py, config verdicts):
+    k_sigma combined standard errors of the two medians, and at least the floor for the cell's length in its frame
+    (VerdictRules.unpaired_floor; CUDA-graph medians carry no launch jitter). The standard errors are the GPU-time
+    samples': the graph and loop medians have none of their own, so the floor carries those frames."""
+    from rooflab.verdicts import VerdictRules
 
+    rules = rules or VerdictRules()
     rse = df["rse_median"].to_numpy(dtype=float)
-    sigma = VERDICT_SIGMA * np.sqrt(np.nan_to_num(rse) ** 2 + np.nan_to_num(base_rse) ** 2)
-    short = df[col].to_numpy(dtype=float) * 1e3 < DEFAULTS["short_cell_us"]
-    short_floor = DEFAULTS["short_graph_min_rel_change" if col == "graph_median_ms" else "short_min_rel_change"]
-    floor = np.where(short, short_floor, DEFAULTS["min_rel_change"])
-    return np.maximum(sigma, floor)
+    sigma = rules.k_sigma * np.sqrt(np.nan_to_num(rse) ** 2 + np.nan_to_num(base_rse) ** 2)
+    short = df[col].to_numpy(dtype=float) * 1e3 < rules.short_cell_us
+    return np.maximum(sigma, rules.unpaired_floor(short, col == "graph_median_ms"))
 
 
 def above_roof_reason(r: pd.Series) -> str:
@@ -344,7 +343,7 @@ def build(raw_paths, ceiling_paths, out: str, paired_paths=(), verdict_settings:
     raw = read_raw_many(raw_paths)
     ceilings = pd.concat([read_results(p, CEILING_COLUMNS) for p in ceiling_paths], ignore_index=True)
     rules = VerdictRules.from_config(verdict_settings)
-    metrics = apply_paired(compute_metrics(raw, ceilings), verdict_table(read_rounds(paired_paths), rules))
+    metrics = apply_paired(compute_metrics(raw, ceilings, rules), verdict_table(read_rounds(paired_paths), rules))
     write_parquet(metrics, out)
     return metrics
 

@@ -28,7 +28,6 @@ import logging
 import numpy as np
 import pandas as pd
 
-from analysis.compare import DEFAULTS
 from rooflab.io import write_parquet, write_text
 from rooflab.verdicts import (FASTER, NOT_COMPARABLE, SLOWER, TIE, VerdictRules, paired_speedup, paired_verdict,
                               unpaired_verdict)
@@ -37,12 +36,6 @@ log = logging.getLogger("rooflab.paired")
 GROUP = ["gpu", "run_id", "kernel", "dtype", "shape", "size", "pass", "preset", "session"]
 BASES = ("builtin", "naive")
 SAME_KERNELS = {("matmul", "naive", "builtin")}  # (kernel, impl, base) pairs that launch the same kernels
-# The floors of the rule for medians timed apart (analysis/compare.DEFAULTS, as analysis/metrics.noise_floor reads
-# them): short cells 10 % (event and loop) or 5 % (graph), others 2 %
-UNPAIRED_FLOORS = {("gpu", "short"): DEFAULTS["short_min_rel_change"],
-                   ("graph", "short"): DEFAULTS["short_graph_min_rel_change"],
-                   ("loop", "short"): DEFAULTS["short_min_rel_change"]}
-UNPAIRED_FLOOR = DEFAULTS["min_rel_change"]
 
 
 def read_rounds(paths) -> pd.DataFrame:
@@ -156,9 +149,9 @@ def unpaired_cells(raw: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> p
             speedup = float(b[col] / a[col])
             cls = rules.size_class(1e3 * min(a[col], b[col]))
             rse = (float(a["rse_median"]), float(b["rse_median"])) if frame == "gpu" else (0.0, 0.0)
-            floor = UNPAIRED_FLOORS.get((frame, cls), UNPAIRED_FLOOR)
+            floor = rules.unpaired_floor(cls == "short", frame == "graph")
             rows.append({**dict(zip(key, k)), "frame": frame, "size_class": cls, "speedup": speedup,
-                         "verdict": unpaired_verdict(speedup, *rse, floor),
+                         "verdict": unpaired_verdict(speedup, *rse, floor, rules.k_sigma),
                          "sm_clock_impl_mhz": a.get("sm_clock_after_mhz", np.nan),
                          "sm_clock_base_mhz": b.get("sm_clock_after_mhz", np.nan), "source": "sweep cells"})
     return pd.DataFrame(rows)
@@ -177,8 +170,9 @@ def unpaired_repeat(repeat: pd.DataFrame | None, rules: VerdictRules = VerdictRu
             speedup = 1.0 / (1.0 + float(r[diff]))
             rows.append({"kernel": r["kernel"], "impl": r["impl"], "dtype": r["dtype"], "size": r["size"],
                          "pass": r["pass"], "frame": frame, "size_class": cls, "speedup": speedup,
-                         "verdict": unpaired_verdict(speedup, 0.0, 0.0, UNPAIRED_FLOORS.get((frame, cls),
-                                                                                           UNPAIRED_FLOOR)),
+                         "verdict": unpaired_verdict(speedup, 0.0, 0.0,
+                                                     rules.unpaired_floor(cls == "short", frame == "graph"),
+                                                     rules.k_sigma),
                          "source": "repeatability"})
     return pd.DataFrame(rows)
 

@@ -20,6 +20,11 @@ difference on every group's twin (the builtin set up and timed twice), and a fra
 quantile (``aa_floor_quantile``) of |speedup - 1| over the run's twin pairs (analysis/paired.aa_floors).
 
 The cell's class is its length: short (< short_cell_us), middle, long (>= long_cell_us), by the faster side's median.
+
+Two medians timed apart (the compare table against the reference, the metrics' verdicts of cells with no paired
+rounds, the A/A test's unpaired rate) take ``unpaired_verdict``: a move beyond ``k_sigma`` combined standard errors
+and the class's floor (``unpaired_floor``: short cells ``short_min_rel_change``, or ``short_graph_min_rel_change`` on
+CUDA-graph medians; others ``min_rel_change``).
 """
 from __future__ import annotations
 
@@ -48,6 +53,10 @@ class VerdictRules:
     max_floor_long: float = float(_DEFAULT["max_floor_long"])
     aa_floor_quantile: float = float(_DEFAULT["aa_floor_quantile"])
     aa_floor_min_pairs: int = int(_DEFAULT["aa_floor_min_pairs"])
+    k_sigma: float = float(_DEFAULT["k_sigma"])
+    min_rel_change: float = float(_DEFAULT["min_rel_change"])
+    short_min_rel_change: float = float(_DEFAULT["short_min_rel_change"])
+    short_graph_min_rel_change: float = float(_DEFAULT["short_graph_min_rel_change"])
 
     @classmethod
     def from_config(cls, d: dict | None) -> "VerdictRules":
@@ -65,6 +74,13 @@ class VerdictRules:
 
     def max_floor(self, cls: str) -> float:
         return float(getattr(self, f"max_floor_{cls}"))
+
+    def unpaired_floor(self, short, graph):
+        """The least relative change between two medians timed apart: short cells' (CUDA-graph medians: ``graph``)
+        or the others'; ``short`` and ``graph`` booleans or boolean arrays."""
+        short_floor = np.where(graph, self.short_graph_min_rel_change, self.short_min_rel_change)
+        out = np.where(short, short_floor, self.min_rel_change)
+        return out if out.ndim else float(out)
 
 
 def t_quantile(level: float, dof: int) -> float:
@@ -105,7 +121,8 @@ def paired_verdict(speedup: float, lo: float, hi: float, half_width: float, cls:
     return TIE
 
 
-def unpaired_verdict(speedup: float, rse_a: float, rse_b: float, floor: float, k_sigma: float = 3.0) -> str:
+def unpaired_verdict(speedup: float, rse_a: float, rse_b: float, floor: float,
+                     k_sigma: float = VerdictRules.k_sigma) -> str:
     """The rule for two medians timed apart (each cell on its own, one after the other): faster or slower only
     where |speedup - 1| exceeds k_sigma combined standard errors and the floor. It cannot see what moved between
     the two cells (the clock): kept to show what pairing changes (the A/A test) and for cells with no paired rounds."""

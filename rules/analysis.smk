@@ -98,12 +98,11 @@ rule compare_reference:
         reference=get_compare_reference,
         repeatability=get_compare_repeatability,
         script="analysis/compare.py",
-        code="analysis/columns.py",
+        code=["analysis/columns.py", "rooflab/verdicts.py"],
     output:
         csv=update("results/compare/{gpu}.csv"),
         md=update("results/compare/{gpu}.md"),
     params:
-        settings=config.get("compare", {}),
         verdicts=config.get("verdicts", {}),
     log:
         "logs/analysis/compare_{gpu}.log",

@@ -20,8 +20,10 @@ rule metrics_shapes:
         ENV
     params:
         python=PYTHON,
+        verdicts=json.dumps(config.get("verdicts", {})),
     shell:
-        "{params.python} -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} --out {output} > {log} 2>&1"
+        "{params.python} -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} "
+        "--verdicts {params.verdicts:q} --out {output} > {log} 2>&1"
 
 
 rule shapes_table:
@@ -68,7 +70,8 @@ rule paper_shapes:
         shapes="results/shapes.parquet",
         figures=get_shapes_figures,
         script="analysis/shapes.py",
-        code="analysis/selection.py",  # compile_dropped_output: which fwd+bwd ratios rest on an old compile row
+        # compile_dropped_output: which fwd+bwd ratios rest on an old compile row; the verdict rules
+        code=["analysis/selection.py", "rooflab/verdicts.py"],
     output:
         update("results/paper/generated/shapes.tex"),
     log:
@@ -79,5 +82,7 @@ rule paper_shapes:
         ENV
     params:
         python=PYTHON,
+        verdicts=json.dumps(config.get("verdicts", {})),
     shell:
-        "{params.python} -m analysis.shapes --shapes {input.shapes} --figdir results/figures --out {output} > {log} 2>&1"
+        "{params.python} -m analysis.shapes --shapes {input.shapes} --figdir results/figures "
+        "--verdicts {params.verdicts:q} --out {output} > {log} 2>&1"

@@ -20,7 +20,7 @@ import pandas as pd
 
 REPO = Path(__file__).resolve().parent.parent
 
-from analysis.compare import DEFAULTS  # (k_sigma: how many standard errors a difference must exceed)
+from rooflab.verdicts import VerdictRules  # (k_sigma: how many standard errors a difference must exceed)
 
 MATMUL_GOALS = {1024: 0.80, 2048: 0.90, 4096: 1.00, 8192: 1.00}
 
@@ -117,7 +117,7 @@ def main(argv=None):
         print(mm.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     behind, compared = behind_torch(m, gpu, a.pass_)
     if compared:
-        k = DEFAULTS["k_sigma"]
+        k = VerdictRules().k_sigma
         beyond = behind[behind["z"] > k]
         print(f"\nmemory-bound Triton cells (fp32, bf16, N >= 1024) below the best torch: {len(behind)} of {compared}; "
               f"{int((behind['triton/best_torch'] >= 0.98).sum())} within 2 %, {len(beyond)} by more than {k:g} "

@@ -4,6 +4,12 @@ import pandas as pd
 import pytest
 
 from analysis.compare import compare, floors, summary_markdown
+from rooflab.verdicts import VerdictRules
+
+
+def rules(**settings) -> VerdictRules:
+    """The verdict rules with a user's settings (config verdicts) over the schema's defaults."""
+    return VerdictRules.from_config(settings)
 
 
 def _rows(cells):
@@ -33,7 +39,7 @@ def test_noisy_cells_need_a_bigger_move():
     now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.104, "rse_median": 0.01}])
     t = compare(now, ref)
     assert t.loc[0, "noise"] == np.sqrt(2) * 0.01 * 3 and t.loc[0, "verdict"] == "same"
-    assert compare(now, ref, k_sigma=1).loc[0, "verdict"] == "slower"
+    assert compare(now, ref, rules=rules(k_sigma=1)).loc[0, "verdict"] == "slower"
 
 
 def test_a_floor_that_cannot_see_a_regression_is_not_comparable():
@@ -43,12 +49,12 @@ def test_a_floor_that_cannot_see_a_regression_is_not_comparable():
     ref = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.100, "rse_median": 0.02}])
     now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.105, "rse_median": 0.02}])
     assert compare(now, ref).loc[0, "verdict"] == "not comparable"
-    assert compare(now, ref, verdict_settings={"max_floor_long": 0.1}).loc[0, "verdict"] == "same"
+    assert compare(now, ref, rules=rules(max_floor_long=0.1)).loc[0, "verdict"] == "same"
     moved = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.130, "rse_median": 0.02}])
     assert compare(moved, ref).loc[0, "verdict"] == "slower"  # 30 % is beyond even that floor: a regression
     short = [{"impl": "triton", "size": 256, "median_ms": 0.005, "rse_median": 0.01}]
     assert compare(_rows(short), _rows(short)).loc[0, "verdict"] == "same"  # the 10 % floor of a short cell
-    assert compare(_rows(short), _rows(short), short_min_rel_change=0.2).loc[0, "verdict"] == "not comparable"
+    assert compare(_rows(short), _rows(short), rules=rules(short_min_rel_change=0.2)).loc[0, "verdict"] == "not comparable"
 
 
 def test_status_changes_and_unmatched_cells():
@@ -120,9 +126,41 @@ def test_short_cells_are_judged_on_their_graph_medians():
     # 7.5 % > the 6 % floor: slower, though that floor is wider than the 5 % a 10-50 us cell's may be
     assert t.loc["naive", "timing"] == "event" and t.loc["naive", "verdict"] == "slower"
     # a move within a floor too wide to see a 5 % regression: not comparable, not "same"
-    assert compare(now, ref, _repeat(), min_rel_change=0.1).set_index("impl").loc["naive", "verdict"] == \
+    assert compare(now, ref, _repeat(), rules=rules(min_rel_change=0.1)).set_index("impl").loc["naive", "verdict"] == \
         "not comparable"
-    wider = compare(now, ref, _repeat(), verdict_settings={"max_floor_middle": 0.2}, min_rel_change=0.1)
+    wider = compare(now, ref, _repeat(), rules=rules(max_floor_middle=0.2, min_rel_change=0.1))
     assert wider.set_index("impl").loc["naive", "verdict"] == "same"
     md = summary_markdown(compare(now, ref, _repeat()), "h200", noise_floors=floors(_repeat()))
     assert "repeatability, max of 2" in md and "| graph |" in md
+
+
+def test_one_setting_moves_the_compare_table_the_metrics_and_the_paper_alike():
+    """The floor of medians timed apart has one home, config verdicts (rooflab/verdicts.py): a user's min_rel_change
+    of 10 % turns a 5 % move of a long cell from a verdict into none in the compare table, in the metrics' verdicts
+    (the paper's) and in the A/A test's unpaired rate, and every rule hands those jobs config verdicts."""
+    from pathlib import Path
+
+    from analysis.metrics import compute_metrics
+    from analysis.paired import unpaired_repeat
+    from rooflab.config import load_schema
+    from tests.test_metrics import ceilings, raw_row
+
+    user = rules(min_rel_change=0.10, max_floor_long=0.2)
+    ref = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.100}])
+    now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.105}])
+    assert [compare(now, ref, rules=r).loc[0, "verdict"] for r in (rules(), user)] == ["slower", "same"]
+    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.105, rse_median=0.001),
+                        raw_row(impl="triton", median_ms=0.100, rse_median=0.001)])
+    assert [compute_metrics(raw, ceilings(), r).set_index("impl").loc["triton", "verdict_vs_builtin"]
+            for r in (rules(), user)] == ["faster", "tie"]
+    repeat = pd.DataFrame({"kernel": ["gelu"], "impl": ["triton"], "dtype": ["float32"], "size": [4096],
+                           "pass": ["fwd"], "median_ms_1": [0.1], "median_ms_2": [0.105], "event_rel_diff": [0.05],
+                           "graph_median_ms_1": [np.nan], "graph_median_ms_2": [np.nan], "graph_rel_diff": [np.nan]})
+    assert [unpaired_repeat(repeat, r).loc[0, "verdict"] for r in (rules(), user)] == ["slower", "tie"]
+    # no second home: the compare rule's own settings hold no threshold, and every job judging takes config verdicts
+    assert set(load_schema()["properties"]["compare"]["properties"]) == {"repeatability_file"}
+    smk = "".join(p.read_text() for p in sorted((Path(__file__).parents[1] / "rules").glob("*.smk")))
+    for rule in ("metrics_kernel", "paired_verdicts", "compare_reference", "paper_verdicts", "metrics_shapes",
+                 "paper_shapes"):
+        body = smk.split(f"rule {rule}:")[1].split("\nrule ")[0]
+        assert 'config.get("verdicts"' in body, rule
