@@ -142,10 +142,14 @@ def test_the_autotuners_prune_by_the_call():
 
     configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
                for m, n, w, s in plan.candidate_tiles("fwd", at.POINTER_TILES)]
-    kept = plan.pruner("fwd", "q_ptr")(configs, {"q_ptr": torch.zeros(1)}, HEAD_DIM=256)
+    prune = plan.pruner("fwd", at.POINTER_TILES, "q_ptr")
+    kept = prune(configs, {"q_ptr": torch.zeros(1)}, HEAD_DIM=256)
     assert kept and len(kept) < len(configs)
     assert all(plan.fits("fwd", (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages), 256, 4)
                for c in kept)
+    same = prune(configs, {"q_ptr": torch.zeros(1, dtype=torch.bfloat16)}, HEAD_DIM=64)  # the table's all fit
+    assert [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) for c in same] == \
+        list(at.POINTER_TILES)
 
 
 def test_a_forced_tile_over_shared_memory_is_refused():
@@ -179,3 +183,10 @@ def test_refusals_name_what_is_supported(shapes, match):
     q, kv = (torch.zeros(s) for s in shapes)
     with pytest.raises(ValueError, match=match):
         at.attention_triton(q, kv, kv)
+
+
+def test_the_measured_16_bit_tiles_are_kept():
+    """The table's tiles ran on the H200 at 16-bit head dim 128 (data/tuning): the estimate keeps them all."""
+    for kind, table in (("fwd", at.POINTER_TILES), ("tma", at.TMA_TILES), ("dkdv", at.backward.DKDV_TILES),
+                        ("dq", at.backward.DQ_TILES)):
+        assert plan.tiles_for(kind, table, 128, 2) == list(table), kind  # and the fallbacks not offered

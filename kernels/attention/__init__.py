@@ -98,7 +98,7 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, o
 
 
 @triton.autotune(configs=POINTER_CONFIGS, key=KEY, do_bench=autotune_bench,
-                 prune_configs_by={"early_config_prune": pruner("fwd", "q_ptr")})
+                 prune_configs_by={"early_config_prune": pruner("fwd", POINTER_TILES, "q_ptr")})
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stride_qz, stride_qh, stride_qm, stride_kz, stride_kh,
@@ -206,7 +206,7 @@ TMA_CONFIGS = autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_
                                               pre_hook=_set_block_shapes)
                                 for m, n, w, s in candidate_tiles("tma", TMA_TILES)])
 _attn_fwd_tma_autotuned = triton.autotune(configs=TMA_CONFIGS, key=KEY, do_bench=autotune_bench,
-                                          prune_configs_by={"early_config_prune": pruner("tma", "desc_q")}
+                                          prune_configs_by={"early_config_prune": pruner("tma", TMA_TILES, "desc_q")}
                                           )(_attn_fwd_tma_kernel)
 
 

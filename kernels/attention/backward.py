@@ -97,7 +97,7 @@ def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, 
 
 
 @triton.autotune(configs=CONFIGS["dkdv"], key=KEY, do_bench=autotune_bench,
-                 prune_configs_by={"early_config_prune": pruner("dkdv", "q_ptr")})
+                 prune_configs_by={"early_config_prune": pruner("dkdv", DKDV_TILES, "q_ptr")})
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, delta_ptr, stride_qz, stride_qh,
@@ -168,7 +168,7 @@ def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_
 
 
 @triton.autotune(configs=CONFIGS["dq"], key=KEY, do_bench=autotune_bench,
-                 prune_configs_by={"early_config_prune": pruner("dq", "q_ptr")})
+                 prune_configs_by={"early_config_prune": pruner("dq", DQ_TILES, "q_ptr")})
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr, stride_qz, stride_qh, stride_qm,

@@ -3,8 +3,8 @@ tiles fit in shared memory. Plain values in and out (no launch): tests check it 
 
 Inputs: q (batch, Hq, Sq, D), k and v (batch, Hkv, Sk, D), Hkv dividing Hq (grouped-query; Hkv = 1 multi-query),
 D one of HEAD_DIMS, padded inside to BLOCK_D (the next power of two) with masked loads and stores. A tile's shared
-memory is estimated (the held tile, the pipelined tiles times num_stages, the score tile staged for the second
-product, the TMA kernel's output tile) and every tile over SMEM_LIMIT_BYTES dropped; each kernel's FALLBACK_TILES
+memory is estimated (smem_bytes: the held tiles, the loaded ones times num_stages, fp32's score tiles) and every
+tile over SMEM_LIMIT_BYTES dropped; each kernel's FALLBACK_TILES
 fit at D = 256 in fp32, so every supported input has a tile (tests/test_attention_families.py checks it).
 """
 from __future__ import annotations
@@ -46,20 +46,24 @@ def math_mode(dtype: torch.dtype) -> str:
 
 
 def smem_bytes(kind: str, tile: tuple, head_dim: int, element_size: int) -> int:
-    """Shared memory of one program, estimated from above: (BLOCK_M, BLOCK_N, num_warps, num_stages) of ``kind``.
-    fwd/tma: Q held, K and V per stage, P; dkdv: K and V held, Q and dO per stage, P^T and dS^T; dq: Q and dO held, K
-    and V per stage, P and dS; tma adds its output tile."""
+    """Shared memory of one program of ``kind`` at tile (BLOCK_M, BLOCK_N, num_warps, num_stages): the tiles held
+    across the loop and one buffer per stage of the loaded ones (as kernels/matmul counts its pipeline); fp32 adds the
+    score tiles (FMA and TF32 dots take both operands through shared memory; 16-bit ones take P from registers).
+    fwd/tma: Q held, K and V loaded; dkdv: K and V held, Q and dO loaded; dq: Q and dO held, K and V loaded. The
+    output tile after the loop reuses the pipeline's buffers. A tile this keeps that still fails to compile is skipped
+    by the autotuner (an OutOfResources is a failed config there), and FALLBACK_TILES sit well inside."""
     m, n, _, stages = tile
     d = block_d(head_dim)
+    scores = (2 if kind in ("dkdv", "dq") else 1) * m * n if element_size == 4 else 0
     if kind in ("fwd", "tma"):
-        words = m * d + stages * 2 * n * d + m * n + (m * d if kind == "tma" else 0)
+        words = m * d + stages * 2 * n * d
     elif kind == "dkdv":
-        words = 2 * n * d + stages * 2 * m * d + 2 * m * n
+        words = 2 * n * d + stages * 2 * m * d
     elif kind == "dq":
-        words = 2 * m * d + stages * 2 * n * d + 2 * m * n
+        words = 2 * m * d + stages * 2 * n * d
     else:
         raise ValueError(f"kind {kind!r}: one of {KINDS}")
-    return words * element_size
+    return (words + scores) * element_size
 
 
 def split_ok(kind: str, tile: tuple) -> bool:
@@ -79,23 +83,28 @@ def candidate_tiles(kind: str, table_tiles) -> list[tuple]:
 
 
 def tiles_for(kind: str, table_tiles, head_dim: int, element_size: int) -> list[tuple]:
-    """The candidates that fit at this head dim and element size, in the candidates' order."""
-    return [t for t in candidate_tiles(kind, table_tiles) if fits(kind, t, head_dim, element_size)]
+    """The table's tiles that fit at this head dim and element size; where one does not, the fallbacks that fit
+    join them (so where all fit, the autotuner's choice is the table's alone, as measured)."""
+    kept = [t for t in table_tiles if fits(kind, t, head_dim, element_size)]
+    if len(kept) == len(table_tiles):
+        return kept
+    return kept + [t for t in candidate_tiles(kind, table_tiles)[len(table_tiles):]
+                   if fits(kind, t, head_dim, element_size) and t not in kept]
 
 
 def _tile_of(config) -> tuple:
     return (config.kwargs["BLOCK_M"], config.kwargs["BLOCK_N"], config.num_warps, config.num_stages)
 
 
-def pruner(kind: str, tensor_arg: str):
-    """An early_config_prune for triton.autotune: the configs that fit at the call's head dim and element size
-    (``tensor_arg``: the argument whose element size counts; a TMA descriptor's base). Under the interpreter (one
-    config, no shared memory) an unfit one still runs."""
+def pruner(kind: str, table_tiles, tensor_arg: str):
+    """An early_config_prune for triton.autotune over candidate_tiles(kind, table_tiles): tiles_for the call's head
+    dim and element size (``tensor_arg``: the argument whose element size counts; a TMA descriptor's base). Under
+    the interpreter (one config, no shared memory) an unfit one still runs."""
     def prune(configs, named_args, **kwargs):
         arg = named_args[tensor_arg]
         size = (arg.base if hasattr(arg, "base") else arg).element_size()
-        head_dim = kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM"))
-        return [c for c in configs if fits(kind, _tile_of(c), head_dim, size)] or configs
+        kept = tiles_for(kind, table_tiles, kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM")), size)
+        return [c for c in configs if _tile_of(c) in kept] or configs
     return prune
 
 
