@@ -14,11 +14,12 @@ every loss.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from analysis.baselines import (attention_mask, attention_shapes_sentence, baseline_macros,  # noqa: F401 (re-exported)
+                                compile_modes_sentence, join_words, versions_sentence)
 from analysis.claims import FRAME_LABEL, FRAME_TAG
 from analysis.latex import DTYPE_SHORT, IMPL_SHORT, Macros, count_phrase, fmt, table_latex, tex_escape
 from analysis.losses import (LOSS_COLUMNS, backend_losses, backend_losses_table, losses,  # noqa: F401 (re-exported)
@@ -29,7 +30,7 @@ from analysis.why import launches
 from analysis.why_tables import traffic_rows
 
 OURS = "triton"
-TORCH = ("naive", "builtin", "compile")
+TORCH = ("naive", "builtin", "compile", "compile-max")
 FRAME_SHORT = {"gpu": "GPU", "graph": "graph", "loop": "loop"}
 VERSUS_COLUMNS = ["kernel", "dtype", "math_mode", "pass", "size", "frame", "ours_ms", "best", "best_ms", "speedup",
                   "verdict", "lost_to", "lost_to_speedup", "roof", "bound"]
@@ -274,12 +275,6 @@ def results_macros(m: Macros, rows: pd.DataFrame, lost: pd.DataFrame, v: pd.Data
     attention_range_macros(m, backends)
 
 
-def join_words(words) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    words = list(words)
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1] if words else ""
-
-
 def loss_list(rows: pd.DataFrame, frame: str) -> str:
     """The results-table rows where ours is slower beyond noise in `frame`, per kernel: 'attention in bfloat16 and
     float16 (fwd and fwd+bwd), matmul in float32 and tf32 (fwd)'; 'none' where there is none."""
@@ -336,51 +331,3 @@ def attention_range_macros(m: Macros, backends: pd.DataFrame | None) -> None:
             s = r.loc[r["pass"] == pass_, f"vs_{v}"].dropna() if r is not None and len(r) else pd.Series(dtype=float)
             m.add(name, f"{fmt(s.min())}--{fmt(s.max())}" if len(s) else "n/a",
                   f"ours over SDPA {v}, {pass_}, GPU time, range over shapes and masks (bf16)")
-
-
-def versions_sentence(metrics: pd.DataFrame, gpu: str) -> str:
-    """The software the headline device's rows ran on (every version present, the most common first)."""
-    rows = timed(metrics, gpu)
-    parts = []
-    for col, name in (("torch", "PyTorch"), ("triton", "Triton"), ("cuda", "CUDA"), ("driver", "driver")):
-        if col in rows and rows[col].notna().any():
-            vals = rows[col].dropna().astype(str).value_counts().index.tolist()
-            parts.append(f"{name} {tex_escape(vals[0])}" + (f" (and {tex_escape(', '.join(vals[1:]))} in some "
-                                                             "rows)" if len(vals) > 1 else ""))
-    return ", ".join(parts)
-
-
-def attention_shapes_sentence(metrics: pd.DataFrame, gpu: str) -> str:
-    """The sweep's attention shapes (batch x heads x seq x head dim) and mask, as the rows and the kernel say."""
-    rows = timed(metrics, gpu)
-    a = rows[rows["kernel"] == "attention"]
-    dims = ["dim_batch", "dim_heads", "dim_seq", "dim_head_dim"]
-    if a.empty or not set(dims) <= set(a):
-        return ""
-    d = a.dropna(subset=dims).drop_duplicates(dims).sort_values("dim_seq")
-    if d.empty:
-        return ""
-    heads, hd = sorted(set(d["dim_heads"].astype(int))), sorted(set(d["dim_head_dim"].astype(int)))
-    shapes = ", ".join(f"{int(r.dim_batch)}$\\times${int(r.dim_seq)}" for r in d.itertuples())
-    mask = attention_mask()
-    return (f"batch $\\times$ sequence {shapes}, with {' or '.join(map(str, heads))} heads of dimension "
-            f"{' or '.join(map(str, hd))}" + (f", {mask} mask" if mask else ""))
-
-
-def attention_mask() -> str:
-    """'causal' or 'no' as the attention kernel's file declares its sweep (CAUSAL = ...); '' where none says."""
-    from rooflab.kernel import KERNELS_DIR
-
-    for path in sorted(Path(KERNELS_DIR).rglob("*.py")):
-        if "attention" not in str(path.relative_to(KERNELS_DIR)):
-            continue
-        found = re.search(r"^CAUSAL\s*=\s*(True|False)", path.read_text(), re.M)
-        if found:
-            return "causal" if found.group(1) == "True" else "no"
-    return ""
-
-
-def baseline_macros(m: Macros, metrics: pd.DataFrame, gpu: str) -> None:
-    m.add("SoftwareVersions", versions_sentence(metrics, gpu) or "n/a", "versions of the headline device's rows")
-    m.add("AttentionSweepShapes", attention_shapes_sentence(metrics, gpu) or "n/a",
-          "the sweep's attention shapes and mask")

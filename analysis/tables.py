@@ -12,7 +12,7 @@ from analysis.latex import IMPL_SHORT, fmt, table_latex, tex_escape
 from analysis.metrics import FIT_MIN_POINTS, FIT_MIN_SIZE, measured_peaks
 from analysis.selection import largest, timed
 from rooflab.gpus import CPU_KEY, SPECS
-from rooflab.kernel import IMPL_LABEL as IMPL_NAME
+from rooflab.kernel import IMPL_LABEL as IMPL_NAME, IMPLS
 
 def fixed_cost_table(f: pd.DataFrame) -> str:
     """Per Triton kernel, dtype and pass (``f``: ours_fixed_costs): fixed cost, marginal rate, and the fixed share
@@ -268,7 +268,7 @@ def host_cost_table(metrics: pd.DataFrame, gpu: str) -> str:
     t = host_cost_rows(metrics, gpu)
     if t.empty:
         return "\\begin{center}No implementation was timed from a Python loop on this device.\\end{center}\n"
-    impls = [i for i in ("naive", "builtin", "compile", "triton", "cuda") if f"loop_{i}" in t]
+    impls = [i for i in IMPLS if f"loop_{i}" in t]
     lo, gr = FRAME_LABEL["loop"], FRAME_LABEL["graph"]
     out = t[["kernel", "dtype", "size"]].copy()
     cols = [("", "kernel"), ("", "dtype"), ("", "N")]

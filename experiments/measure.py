@@ -39,14 +39,16 @@ def shapes_for(kernel, params: dict) -> list[tuple[int, ...]]:
 
 def cells_for(kernel, params: dict):
     from rooflab.cell import Cell
+    from rooflab.kernel import impls_for
     from rooflab.shapes import SQUARE, square_size
 
     preset = params.get("preset", SQUARE)
     shapes = shapes_for(kernel, params)
     dtypes = [d for d in params["dtypes"] if d in kernel.dtypes] + \
              [d for d in params["dtypes"] if d not in kernel.dtypes]
+    impls = impls_for(kernel.name, params)
     cells = [Cell(kernel.name, impl, dtype, square_size(shape), p, shape, preset)
-             for p in kernel.passes for dtype in dtypes for shape in shapes for impl in params["impls"]]
+             for p in kernel.passes for dtype in dtypes for shape in shapes for impl in impls]
     # The CUDA extensions build in the background (rooflab/cuda_ext.start_cuda_builds, ~45 s of nvcc on the H200's
     # host): their cells go last, so a kernel's other cells are timed meanwhile instead of waiting on the build
     return sorted(cells, key=lambda c: c.impl == "cuda")
@@ -240,7 +242,7 @@ def _setup_logging(logfile: str | None) -> None:
 
 
 def main(argv=None) -> int:
-    from rooflab.kernel import IMPLS
+    from rooflab.kernel import IMPLS, OPT_IN_IMPLS
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kernel", required=True)
@@ -248,7 +250,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512])
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
-    ap.add_argument("--impls", nargs="+", default=list(IMPLS))
+    ap.add_argument("--impls", nargs="+", default=[i for i in IMPLS if i not in OPT_IN_IMPLS])
     ap.add_argument("--interpret-max-size", type=int, default=512)
     ap.add_argument("--allow-failures", action="store_true")
     ap.add_argument("--profiles-out", help="also write the kernel's launch profile here (experiments/profiles.py)")

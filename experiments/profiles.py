@@ -49,16 +49,16 @@ def profile_inductor_cpp() -> None:
 def cell_callable(kernel, impl: str, dtype: str, size: int, pass_: str, device: str, seed: int = 0):
     """The zero-argument closure the sweep times for one cell (inputs built here, outside any timed region).
 
-    The returned function carries ``fell_back`` (a probe: did torch.compile run eager?) for impl 'compile'.
+    The returned function carries ``fell_back`` (a probe: did torch.compile run eager?) for a torch.compile impl.
     """
-    from rooflab.kernel import torch_dtype
+    from rooflab.kernel import COMPILE_MODES, torch_dtype
     from rooflab.cell import _kw, compiled_factory
 
     kw = _kw(kernel, pass_)
     inputs = kernel.make_inputs(int(size), torch_dtype(dtype), device, seed)
     fell_back = None
-    if impl == "compile":
-        factory, fell_back = compiled_factory(kernel)
+    if impl in COMPILE_MODES:
+        factory, fell_back = compiled_factory(kernel, mode=COMPILE_MODES[impl])
     else:
         factory = kernel.impls[impl]
     fn = factory(inputs, **kw)
@@ -149,7 +149,7 @@ def run(gpu: str, kernels, out: str, params: dict) -> None:
 
     from rooflab.device import check_device, prepare_environment
     from rooflab.io import write_parquet
-    from rooflab.kernel import IMPLS, load_kernel
+    from rooflab.kernel import impls_for, load_kernel
     from rooflab.provenance import provenance
 
     prepare_environment(gpu, params)
@@ -157,7 +157,6 @@ def run(gpu: str, kernels, out: str, params: dict) -> None:
     if device == "cpu":
         profile_inductor_cpp()
     size = int(params.get("size", 4096))
-    impls = params.get("impls") or list(IMPLS)
     rows = []
     for name in kernels:
         try:
@@ -168,7 +167,7 @@ def run(gpu: str, kernels, out: str, params: dict) -> None:
         dtypes = [d for d in (params.get("dtypes") or kernel.dtypes) if d in kernel.dtypes]
         for pass_ in kernel.passes:
             for dtype in dtypes:
-                for impl in impls:
+                for impl in impls_for(name, params):
                     row = profile_cell(kernel, impl, dtype, size, pass_, device,
                                        int(params.get("interpret_max_size", 0)), int(params.get("seed", 0)))
                     log.info("%-10s %-8s %-9s %-7s %-8s %s", name, impl, dtype, pass_, row["status"],

@@ -29,9 +29,10 @@ from rooflab.kernel import IMPL_LABEL, IMPLS  # noqa: E402
 IMPL_ORDER = list(IMPLS)
 # One colour per implementation, from the Okabe-Ito palette (distinct under the common colour-vision deficiencies),
 # and a marker each as well, so that a grey print still tells them apart.
-PALETTE = dict(zip(IMPL_ORDER, ["#E69F00", "#0072B2", "#009E73", "#D55E00", "#CC79A7"]))
-MARKER = dict(zip(IMPL_ORDER, ["o", "s", "D", "^", "v"]))
-IMPL_SHORT = {"naive": "naive", "builtin": "builtin", "compile": "compile", "triton": "Triton", "cuda": "CUDA"}
+PALETTE = dict(zip(IMPL_ORDER, ["#E69F00", "#0072B2", "#009E73", "#56B4E9", "#D55E00", "#CC79A7"]))
+MARKER = dict(zip(IMPL_ORDER, ["o", "s", "D", "P", "^", "v"]))
+IMPL_SHORT = {"naive": "naive", "builtin": "builtin", "compile": "compile", "compile-max": "compile-max",
+              "triton": "Triton", "cuda": "CUDA"}
 # Printed sizes: nothing under 7 pt at the width the paper prints a figure (tests/test_figure_print.py).
 MIN_PT = 7.0
 STYLE = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 7.5, "xtick.labelsize": 7, "ytick.labelsize": 7,

@@ -41,7 +41,7 @@ def roof(ax, ai, peak_flops, peak_bw, unit, kind):
 
 
 OURS = "triton"
-TORCH = ("naive", "builtin", "compile")
+TORCH = ("naive", "builtin", "compile", "compile-max")
 
 
 def handful(df: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from typing import Any
 
 from rooflab import clocks
 from rooflab.kernel_facts import autotune_facts, autotune_snapshot, autotuners
-from rooflab.kernel import MATH_MODE, Kernel, differentiable, math_mode, math_mode_ran, torch_dtype
+from rooflab.kernel import COMPILE_MODES, MATH_MODE, Kernel, differentiable, math_mode, math_mode_ran, torch_dtype
 from rooflab.shapes import FAMILIES, SQUARE, elements, label, square_size
 from rooflab.timing import TimingConfig, cudagraph_median_ms, measure, timer_for
 
@@ -67,7 +67,7 @@ def relative_error(out, ref) -> tuple[float, float]:
     return rel, max_abs
 
 
-def compiled_factory(kernel: Kernel, backend="inductor"):
+def compiled_factory(kernel: Kernel, backend="inductor", mode: str = "default"):
     """torch.compile of the naive expression, one fresh compiled callable per cell (shared by its input sets).
 
     The dynamo cache is reset for each cell so the recompile limit (8 by default) can never be reached across the
@@ -77,7 +77,7 @@ def compiled_factory(kernel: Kernel, backend="inductor"):
     runs: the forward compiled, called on inputs that require grad, then the backward AOTAutograd split from it, as
     every other implementation's (given forward and backward as one graph, Inductor may fuse them: RMSNorm bf16 8192 x
     14336 380 us against 456, data/reference/h200/compile_frames.csv). Returns (factory, fallback_probe): the probe
-    says whether dynamo produced no graph (ran eager).
+    says whether dynamo produced no graph (ran eager). ``mode``: torch.compile's (rooflab.kernel.COMPILE_MODES).
     """
     import torch
     import torch._dynamo
@@ -91,7 +91,8 @@ def compiled_factory(kernel: Kernel, backend="inductor"):
             torch._dynamo.reset()
             counters.clear()
             target = functools.partial(_naive_forward, kernel.naive_fn) if fwd_bwd else kernel.naive_fn
-            state[fwd_bwd] = torch.compile(target, fullgraph=True, dynamic=False, backend=backend)
+            state[fwd_bwd] = torch.compile(target, fullgraph=True, dynamic=False, backend=backend,
+                                           **({} if mode == "default" else {"mode": mode}))
         fn = state[fwd_bwd]
         if fwd_bwd:  # as a training step runs it: the forward, later its backward
             return differentiable(fn)(inputs, **kw)
@@ -208,8 +209,8 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
 
         inputs = kernel.make_inputs(at, torch_dtype(cell.dtype), device, seed)
         fell_back = None
-        if cell.impl == "compile":
-            factory, fell_back = compiled_factory(kernel)
+        if cell.impl in COMPILE_MODES:
+            factory, fell_back = compiled_factory(kernel, mode=COMPILE_MODES[cell.impl])
         else:
             factory = kernel.impls[cell.impl]
         fn = factory(inputs, **kw)
@@ -266,7 +267,7 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
                 row["graph_median_ms"] = float("nan")
                 row["error"] = f"cudagraph: {type(exc).__name__}: {exc}"[:500]
         row["clock_throttled"] = clocks.throttled(row)
-        if cell.impl == "compile":  # after every input set and the graph replay: a recompile among them counts
+        if cell.impl in COMPILE_MODES:  # after every input set and the graph replay: a recompile among them counts
             row["compile_graphs"] = compiled_graphs()
         row["status"] = "ok"
     except Exception as exc:  # one bad cell must not lose the sweep
@@ -286,7 +287,8 @@ def cell_callables(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig
     with math_mode(cell.dtype):
         kw = _kw(kernel, cell.pass_)
         _, _, at = cell_shape(kernel, cell)
-        factory = compiled_factory(kernel)[0] if cell.impl == "compile" else kernel.impls[cell.impl]
+        factory = (compiled_factory(kernel, mode=COMPILE_MODES[cell.impl])[0] if cell.impl in COMPILE_MODES
+                   else kernel.impls[cell.impl])
         count = placements_for(timing.placements, float(kernel.bytes(at, cell.dtype, **kw)), device)
         return [factory(kernel.make_inputs(at, torch_dtype(cell.dtype), device, seed), **kw) for _ in range(count)]
 
@@ -343,7 +345,7 @@ def memory_skip_reason(working_set_bytes: float, device: str,
 def skip_reason(kernel: Kernel, cell: Cell, device: str, interpret_max_size: int) -> str | None:
     if cell.dtype not in kernel.dtypes:
         return f"{kernel.name} is not defined for {cell.dtype}"
-    if cell.impl == "compile":
+    if cell.impl in COMPILE_MODES:
         if kernel.naive_fn is None:
             return f"{kernel.name} has no naive expression to compile"
     elif cell.impl not in kernel.impls:

@@ -253,7 +253,7 @@ def sweep_params(config: dict, preset: str = SQUARE) -> dict:
     """The part of the config a measurement job of one shape set depends on (its params: a change reruns the
     job): the square set's sizes, another set's shapes per family (rooflab/shapes.py)."""
     keys = ("dtypes", "impls", "timing", "interpret_max_size", "seed", "allow_failures", "reuse_cells", "cache_dirs",
-            "paired")
+            "paired", "compile_max")
     if preset == SQUARE:
         return {**{k: config.get(k) for k in keys + ("sizes", "extra_sizes", "profile")}, "preset": SQUARE}
     sets = config.get("shape_sets") or shape_sets(config.get("shapes", [SQUARE]))

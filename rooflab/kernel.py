@@ -21,10 +21,25 @@ from typing import Any, Callable
 from rooflab.shapes import as_shape, dims_of, label
 
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
-IMPLS = ("naive", "builtin", "compile", "triton", "cuda")
+IMPLS = ("naive", "builtin", "compile", "compile-max", "triton", "cuda")
 # how figures and the paper name them
 IMPL_LABEL = {"naive": "naive PyTorch", "builtin": "PyTorch builtin", "compile": "torch.compile",
-              "triton": "Triton (ours)", "cuda": "CUDA (ours)"}
+              "compile-max": "torch.compile (max-autotune)", "triton": "Triton (ours)", "cuda": "CUDA (ours)"}
+# torch.compile of the naive expression, by implementation: its mode. "compile" is a user's default; "compile-max"
+# searches Inductor's GEMM and attention templates (max-autotune) without its CUDA graphs, which the sweep's own
+# CUDA-graph frame gives every implementation. Opt-in: config impls lists it, config compile_max names its kernels.
+COMPILE_MODES = {"compile": "default", "compile-max": "max-autotune-no-cudagraphs"}
+OPT_IN_IMPLS = ("compile-max",)  # measured only where the config asks (not in a default run)
+
+
+def impls_for(kernel: str, params: dict) -> list[str]:
+    """The implementations a run measures for one kernel: config impls, an opt-in one (compile-max) only for the
+    kernels config compile_max.kernels names (without that key, a command line's: every one listed)."""
+    impls = list(params.get("impls") or [i for i in IMPLS if i not in OPT_IN_IMPLS])
+    if "compile_max" not in params:
+        return impls
+    chosen = (params.get("compile_max") or {}).get("kernels") or []
+    return [i for i in impls if i not in OPT_IN_IMPLS or kernel in chosen]
 # The precisions a cell can run in: a storage dtype and the math mode of its products. "tf32" stores float32 and
 # multiplies in TF32 (10-bit mantissa inputs, fp32 accumulate); "float32" multiplies in IEEE fp32. Only kernels
 # with products (matmul) define tf32, so a speedup or ranking within one precision never mixes the two modes.

@@ -167,7 +167,8 @@ def test_the_baselines_are_stated(planted):
     m = macros(planted[1])
     assert m["SoftwareVersions"] == "PyTorch 2.11.0, Triton 3.6.0, CUDA 13.0, driver 580.1"
     paper = (ROOT / "paper" / "main.tex").read_text()
-    assert "default mode (not \\texttt{max-autotune})" in paper and "\\AttentionSweepShapes" in paper
+    assert "\\CompileModesSentence" in paper and "\\AttentionSweepShapes" in paper
+    assert "mode \\texttt{default}" in m["CompileModesSentence"]
 
 
 def test_attention_shapes_name_batch_heads_head_dim_and_mask():
