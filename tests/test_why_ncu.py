@@ -148,3 +148,41 @@ def test_tables_hold_every_call():
     body = t.split("\\midrule")[1].split("\\bottomrule")[0]
     assert body.count("\\\\") == 4  # softmax builtin and ours, cuBLAS and ours
     assert "8192 x 1024" in body and "registers and shared memory" in body
+
+
+def test_profile_runs_ncu_imports_its_report_and_writes_the_table(tmp_path, monkeypatch):
+    """The orchestration with a stand-in ncu on the PATH: it answers the metric query, 'profiles' by writing the
+    manifest the run would write (the fixture's calls) and imports the fixture as the report's raw page."""
+    import json
+    import sys
+
+    from experiments import why_ncu
+
+    fake = tmp_path / "bin" / "ncu"
+    fake.parent.mkdir()
+    log = tmp_path / "argv.jsonl"
+    fake.write_text(f"""#!{sys.executable}
+import json, sys
+args = sys.argv[1:]
+open({str(log)!r}, "a").write(json.dumps(args) + "\\n")
+if "--query-metrics" in args:
+    print("gpu__time_duration  Duration\\nsm__warps_active  Achieved\\ndram__bytes  DRAM")
+elif "--import" in args:
+    print(open({str(FIXTURE)!r}).read())
+else:
+    open(args[args.index("--manifest") + 1], "w").write({json.dumps(CALLS)!r})
+    open(args[args.index("--export") + 1], "w").write("report")
+""")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}:/usr/bin:/bin")
+    out = tmp_path / "why" / "why_ncu.parquet"
+    assert why_ncu.profile("h200", why_ncu.check_cells(why_ncu.CELLS), out, tmp_path / "why") == 0
+    table = pd.read_parquet(out)
+    assert len(table) == 4 and set(table["impl"]) == {"builtin", "triton"}
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    profiled = next(a for a in calls if "--export" in a)
+    assert profiled[profiled.index("--clock-control") + 1] == "none"
+    kept = profiled[profiled.index("--metrics") + 1].split(",")
+    assert "gpu__time_duration.sum" in kept and "launch__registers_per_thread" in kept  # launch__: always kept
+    assert "smsp__sass_inst_executed_op_ldgsts.sum" not in kept  # not listed by this ncu: dropped, not fatal
+    assert (tmp_path / "why" / "why_ncu_raw.csv").read_text().startswith("# SYNTHETIC")
