@@ -190,3 +190,25 @@ def test_the_measured_16_bit_tiles_are_kept():
     for kind, table in (("fwd", at.POINTER_TILES), ("tma", at.TMA_TILES), ("dkdv", at.backward.DKDV_TILES),
                         ("dq", at.backward.DQ_TILES)):
         assert plan.tiles_for(kind, table, 128, 2) == list(table), kind  # and the fallbacks not offered
+
+
+def test_the_families_benchmark_covers_each_family_and_prints_its_table(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "bench_attention_families.py"
+    spec = importlib.util.spec_from_file_location("bench_attention_families", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    cells = bench.CELLS + bench.CHECKED
+    assert {c[5] for c in bench.CHECKED} >= set(plan.HEAD_DIMS)  # every head size checked against float64
+    assert any(c[2] == 1 for c in cells) and any(1 < c[2] < c[1] for c in cells)  # multi- and grouped-query
+    assert any(c[3] < c[4] for c in cells) and any(c[3] > c[4] and c[6] for c in bench.CHECKED)
+    row = dict(batch=1, heads=32, kv_heads=8, seq_q=1024, seq_k=8192, head_dim=128, causal=False, **{"pass": "fwd"})
+    rows = [{**row, "variant": "ours", "status": "ok", "gpu_ms": 1.0, "loop_ms": 1.5, "tflops": 100.0},
+            {**row, "variant": "flash", "status": "ok", "gpu_ms": 1.2, "loop_ms": 1.2},
+            {**row, "variant": "cudnn", "status": "refused", "error": "RuntimeError: no"}]
+    text = bench.table(rows)
+    assert "    1.200" in text and "1.000" in text.splitlines()[1] and "not run: cudnn" in text
+    if not torch.cuda.is_available():
+        assert bench.main(["--out", "/dev/null"]) == 2
