@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 import numpy as np
@@ -246,9 +247,11 @@ def _kernels(n) -> str:
 
 
 def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | None,
-                  compiled: pd.DataFrame | None, gpu: str, traffic: pd.DataFrame | None = None) -> str:
+                  compiled: pd.DataFrame | None, gpu: str, traffic: pd.DataFrame | None = None,
+                  inside: Collection[str] = ()) -> str:
     """The 'why' of one kernel on one GPU, every sentence present only where its data is (``traffic``: that GPU's
-    table of experiments/traffic.py, or None)."""
+    table of experiments/traffic.py, or None; ``inside``: the kernels whose builtin and ours Nsight Compute measured,
+    analysis/why_ncu.py)."""
     ok = timed(metrics, gpu)
     ok = ok[(ok["kernel"] == kernel) & (ok["pass"] == "fwd")]
     rows = metrics[(metrics["gpu"] == gpu) & (metrics["kernel"] == kernel) & (metrics["pass"] == "fwd")]
@@ -272,7 +275,9 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
                 out.append(f"The builtin launches {bi.n_kernels} kernels where ours launches {tri.n_kernels}: "
                            "each extra one is another launch and another pass over memory.")
             elif bi.n_kernels == tri.n_kernels:
-                out.append("The builtin launches as many kernels as ours: any difference is inside the kernels.")
+                out.append("The builtin launches as many kernels as ours: any difference is inside the kernels"
+                           + (" (measured under Nsight Compute: Section~\\ref{sec:fusion} and "
+                              "Table~\\ref{tab:why-ncu})." if kernel in inside else "."))
         comp = by.get("compile")
         if comp is not None:
             generated = sum(c for name, c in comp.names if name.startswith("triton_"))
@@ -335,7 +340,8 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
 
 
 def why_sections(metrics: pd.DataFrame, profiles: pd.DataFrame | None, compiled: pd.DataFrame | None, gpu: str,
-                 kernels: list[str], traffic: pd.DataFrame | None = None) -> dict[str, str]:
+                 kernels: list[str], traffic: pd.DataFrame | None = None,
+                 inside: Collection[str] = ()) -> dict[str, str]:
     """Per kernel, its 'why' paragraph (LaTeX), for the kernel sections."""
-    return {k: "\\paragraph{Why.} " + why_paragraph(k, metrics, profiles, compiled, gpu, traffic) + "\n"
+    return {k: "\\paragraph{Why.} " + why_paragraph(k, metrics, profiles, compiled, gpu, traffic, inside) + "\n"
             for k in kernels}

@@ -207,6 +207,12 @@ def attention_sentence(c: pd.DataFrame) -> str:
     return " ".join(said)
 
 
+def measured_kernels(why: pd.DataFrame | None) -> set[str]:
+    """The kernels whose builtin and ours were both profiled (the kernel sections point to the findings for them)."""
+    c = calls(why)
+    return {k for k, g in c.groupby("kernel") if {"builtin", "triton"} <= set(g["impl"])}
+
+
 def why_ncu_macros(m, why: pd.DataFrame | None) -> None:
     """The findings' sentences (WhyNcuSoftmax, WhyNcuRowsum, WhyNcuNorms, WhyNcuMatmul, WhyNcuAttention)."""
     c = calls(why)

@@ -186,3 +186,10 @@ else:
     assert "gpu__time_duration.sum" in kept and "launch__registers_per_thread" in kept  # launch__: always kept
     assert "smsp__sass_inst_executed_op_ldgsts.sum" not in kept  # not listed by this ncu: dropped, not fatal
     assert (tmp_path / "why" / "why_ncu_raw.csv").read_text().startswith("# SYNTHETIC")
+
+
+def test_the_kernels_measured_on_both_sides_are_named():
+    from analysis.why_ncu import measured_kernels
+
+    assert measured_kernels(why_rows()) == {"softmax", "matmul"}
+    assert measured_kernels(why_rows().query("impl != 'triton'")) == set() and measured_kernels(None) == set()
