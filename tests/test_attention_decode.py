@@ -171,12 +171,22 @@ def test_a_launch_out_of_resources_is_retried_small_then_refused_clearly(monkeyp
 
 
 COMPILE = r"""
-import json, sys
+import json, os, subprocess, sys, tempfile
 sys.path.insert(0, sys.argv[1])
 import torch, triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from kernels.attention import decode as dc
+
+def spills(kernel):
+    # register spills are local stores in the SASS (ptxas's), not in the PTX
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(kernel.asm["cubin"])
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True, check=True).stdout
+    os.unlink(f.name)
+    return sass.count("STL") if "FFMA" in sass or "HMMA" in sass or "MUFU" in sass else -1
+
 
 ints = ["stride_qz", "stride_qh", "stride_qm", "stride_kz", "stride_kh", "stride_kn", "stride_vz", "stride_vh",
         "stride_vn", "kv_heads", "group", "seq_q", "seq_k", "chunk", "splits"]
@@ -197,8 +207,14 @@ for dtype, t, head_dim, rows in ((torch.bfloat16, "bf16", 128, 4), (torch.bfloat
                        target=GPUTarget("cuda", 90, 32),
                        options={"num_warps": p["num_warps"], "num_stages": p["num_stages"]})
     ptx = k.asm["ptx"]
-    out[f"{t} {head_dim} {rows}"] = {"shared": k.metadata.shared, "spills": ptx.count("st.local"),
+    out[f"{t} {head_dim} {rows}"] = {"shared": k.metadata.shared, "spills": spills(k),
                                      "cp_async": ptx.count("cp.async.cg") + ptx.count("cp.async.ca")}
+sig = {"o_ptr": "*bf16", "part_o_ptr": "*fp32", "part_lse_ptr": "*fp32", "splits": "i32", "head_dim": "i32",
+       "BLOCK_S": "constexpr", "CHUNK_S": "constexpr", "BLOCK_D": "constexpr"}
+k = triton.compile(ASTSource(fn=dc._decode_combine_kernel, signature=sig,
+                             constexprs={"BLOCK_S": dc.MAX_SPLITS, "CHUNK_S": dc.COMBINE_SPLITS, "BLOCK_D": 256}),
+                   target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+out["combine 256 splits of 256"] = {"shared": k.metadata.shared, "spills": spills(k), "cp_async": -1}
 print(json.dumps(out))
 """
 H100_SHARED = 232448  # bytes of shared memory one block may take on sm_90
@@ -207,7 +223,7 @@ H100_SHARED = 232448  # bytes of shared memory one block may take on sm_90
 def test_the_plans_tiles_compile_for_sm90_within_shared_memory_pipelined_and_without_spills():
     """Compiled ahead of time for an H100 (tests/test_sm90_compile.py's way): each plan's tile fits shared memory
     twice over (two programs per SM), its K/V loads are asynchronous copies (software-pipelined), no register
-    spills."""
+    spills; the combine spills nothing at 256 splits of head dim 256."""
     import json
     import os
     import subprocess
@@ -223,5 +239,14 @@ def test_the_plans_tiles_compile_for_sm90_within_shared_memory_pipelined_and_wit
     r = subprocess.run([sys.executable, "-c", COMPILE, str(repo)], capture_output=True, text=True, env=env,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    for case, got in json.loads(r.stdout.strip().splitlines()[-1]).items():
+    compiled = json.loads(r.stdout.strip().splitlines()[-1])
+    assert compiled.pop("combine 256 splits of 256")["spills"] == 0  # the combine at its most splits and widest head
+    for case, got in compiled.items():
         assert 0 < 2 * got["shared"] <= H100_SHARED and got["cp_async"] > 0 and got["spills"] == 0, (case, got)
+
+
+def test_more_splits_than_the_combine_sums_at_a_time():
+    q, k, v = inputs(1, 2, 1, 2, 1250, 64, seed=9)
+    splits = dc.COMBINE_SPLITS + 4
+    assert dc.decode_plan(1, 1, 1250, 1, 4, 64, torch.float32, splits=splits)["splits"] == splits
+    assert max_err(dc.decode_attention(q, k, v, splits=splits), reference(q, k, v, True)) < FP32_TOL

@@ -109,17 +109,22 @@ def _decode_split_kernel(q_ptr, k_ptr, v_ptr, o_ptr, part_o_ptr, part_lse_ptr, s
 
 @triton.jit
 def _decode_combine_kernel(o_ptr, part_o_ptr, part_lse_ptr, splits, head_dim, BLOCK_S: tl.constexpr,
-                           BLOCK_D: tl.constexpr):
-    """One program per output row: O = sum_s exp2(lse_s - lse) O_s, lse = log2 sum_s exp2(lse_s)."""
+                           CHUNK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One program per output row: O = sum_s exp2(lse_s - lse) O_s, lse = log2 sum_s exp2(lse_s); the partial
+    outputs CHUNK_S splits at a time (registers: CHUNK_S x BLOCK_D, whatever the split count)."""
     row = tl.program_id(0).to(tl.int64)
-    offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
+    offs_s = tl.arange(0, BLOCK_S)
     lse = tl.load(part_lse_ptr + row * splits + offs_s, mask=offs_s < splits, other=-float("inf"))
     m = tl.max(lse, 0)  # finite: the row's last key is in some slice
-    w = tl.math.exp2(lse - m)
-    parts = tl.load(part_o_ptr + (row * splits + offs_s)[:, None] * head_dim + offs_d[None, :],
-                    mask=(offs_s[:, None] < splits) & (offs_d[None, :] < head_dim), other=0.0)
-    o = tl.sum(parts * w[:, None], 0) / tl.sum(w, 0)
+    acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+    for s0 in range(0, splits, CHUNK_S):
+        offs = s0 + tl.arange(0, CHUNK_S)
+        w = tl.math.exp2(tl.load(part_lse_ptr + row * splits + offs, mask=offs < splits, other=-float("inf")) - m)
+        parts = tl.load(part_o_ptr + (row * splits + offs)[:, None] * head_dim + offs_d[None, :],
+                        mask=(offs[:, None] < splits) & (offs_d[None, :] < head_dim), other=0.0)
+        acc += tl.sum(parts * w[:, None], 0)
+    o = acc / tl.sum(tl.math.exp2(lse - m), 0)
     tl.store(o_ptr + row * head_dim + offs_d, o.to(o_ptr.dtype.element_ty), mask=offs_d < head_dim)
 
 
@@ -135,6 +140,7 @@ FP32_KEY_TILES = {64: (64, 4, 2), 128: (32, 4, 2), 256: (16, 8, 2)}
 PROGRAMS_PER_SM = 2  # the split count aims at this many programs per SM (two resident: memory in flight)
 MIN_SPLIT_KEYS = 128  # fewer keys per split than this: the combine costs more than the split gains
 MAX_SPLITS = 256  # the combine holds one row's partial lse's in one tile
+COMBINE_SPLITS = 16  # partial outputs the combine sums at a time
 FALLBACK_BLOCK_N = 16  # a launch out of shared memory or registers is retried at 16 keys a tile, unpipelined
 
 
@@ -225,7 +231,7 @@ def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, s
                                  f"({exc})") from None
     if not single:
         _decode_combine_kernel[(o.numel() // head_dim,)](o, part_o, part_lse, n, head_dim, BLOCK_S=_pow2(n),
-                                                         BLOCK_D=plan["BLOCK_D"])
+                                                         CHUNK_S=COMBINE_SPLITS, BLOCK_D=plan["BLOCK_D"])
     return o
 
 
