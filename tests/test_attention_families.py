@@ -212,3 +212,18 @@ def test_the_families_benchmark_covers_each_family_and_prints_its_table(capsys):
     assert "    1.200" in text and "1.000" in text.splitlines()[1] and "not run: cudnn" in text
     if not torch.cuda.is_available():
         assert bench.main(["--out", "/dev/null"]) == 2
+
+
+def test_the_kernels_get_the_math_mode_torch_is_set_to(monkeypatch):
+    seen = []
+
+    class Recorder:
+        def __getitem__(self, grid):
+            return lambda *args, **kw: seen.append(kw["INPUT_PRECISION"])
+
+    monkeypatch.setattr(at, "_attn_fwd_kernel", Recorder())
+    q = torch.zeros(1, 1, 8, 16)
+    for mode in ("float32", "tf32"):
+        with math_mode(mode):
+            at.attention_forward(q, q, q, True, 1.0)
+    assert seen == ["ieee", "tf32"]

@@ -14,6 +14,7 @@ import triton
 
 from kernels._shared.tables import track_swaps, values
 from kernels.attention.table import ATTENTION
+from kernels.matmul.operands import input_precision_for
 from rooflab.triton_utils import check_device
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
@@ -32,10 +33,10 @@ def block_d(head_dim: int) -> int:
 
 
 def input_precision(dtype: torch.dtype) -> str:
-    """tl.dot's input precision: fp32 products follow torch.backends.cuda.matmul.allow_tf32 as torch.mm's (and
-    kernels/matmul's) do: "ieee" when it is off (rooflab.kernel.math_mode("float32")), "tf32" when on; 16-bit
-    products ignore it."""
-    return "tf32" if dtype != torch.float32 or torch.backends.cuda.matmul.allow_tf32 else "ieee"
+    """tl.dot's input precision, as kernels/matmul's (and decode.py's): fp32 products follow
+    torch.backends.cuda.matmul.allow_tf32 like torch.mm's: "ieee" when off (rooflab.kernel.math_mode("float32")),
+    "tf32" when on; 16-bit products ignore it."""
+    return input_precision_for(dtype)
 
 
 def math_mode(dtype: torch.dtype) -> str:
