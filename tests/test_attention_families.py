@@ -227,3 +227,12 @@ def test_the_kernels_get_the_math_mode_torch_is_set_to(monkeypatch):
         with math_mode(mode):
             at.attention_forward(q, q, q, True, 1.0)
     assert seen == ["ieee", "tf32"]
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+def test_no_keys_gives_zeros(causal):
+    q, grad_o = torch.randn(1, 2, 5, 16, requires_grad=True), torch.randn(1, 2, 5, 16)
+    k, v = (torch.randn(1, 1, 0, 16, requires_grad=True) for _ in range(2))
+    o = at.attention_triton(q, k, v, causal=causal)
+    o.backward(grad_o)
+    assert (o == 0).all() and (q.grad == 0).all() and k.grad.shape == k.shape

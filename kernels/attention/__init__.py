@@ -235,8 +235,8 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "aut
         raise ValueError(f"attention_triton needs sm_scale > 0 (the max is taken before scaling), got {sm_scale}")
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # (batch, heads, seq, head_dim), contiguous
     lse = torch.empty((batch * heads, seq_q), dtype=torch.float32, device=q.device)
-    if o.numel() == 0:
-        return o, lse
+    if o.numel() == 0 or seq_k == 0:  # no key: every row's O is 0
+        return o.zero_(), lse.fill_(float("inf"))
     grid = lambda META: (triton.cdiv(seq_q, META["BLOCK_M"]), batch * heads)  # noqa: E731
     meta = dict(HEAD_DIM=head_dim, CAUSAL=causal, **(config or {}))
     if pointer:

@@ -151,10 +151,3 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int
                              f"< 2^31 (in-head offsets are int32), got strides {t.stride()}")
     return batch, hq, hkv, sq, sk, d
 
-
-def causal_bounds(start: int, block: int, block_n: int, seq_k: int, offset: int) -> tuple[int, int]:
-    """The key tiles of a query tile [start, start + block), causal bottom-right (row i sees keys j <= i + offset,
-    offset = Sk - Sq): (diag_lo, hi), keys below diag_lo seen by every row unmasked, [diag_lo, hi) masked. The
-    kernels compute the same in Triton; this is the rule the tests read."""
-    hi = max(0, min(seq_k, start + block + offset))
-    return min(max(0, start + offset) // block_n * block_n, hi), hi
