@@ -31,33 +31,6 @@ def test_block_size_override(block_size):
     torch.testing.assert_close(vecadd_triton(x, y, block_size=block_size).double(), reference((x, y)))
 
 
-def test_tile_launch_gives_a_single_row_view_a_zero_row_stride():
-    """Contiguous operands run as one (1, n) row; its row stride is passed as 0 so Triton can prove alignment."""
-    from kernels._shared.elementwise import binary_operands, tile_launch
-
-    x, y = _inputs((37, 1793), torch.float32)
-    _, views = binary_operands("t", x, y)
-    meta, num_warps, _, strides = tile_launch(views)
-    assert views[0].shape == (1, 37 * 1793) and strides == [0, 1] * 3 and meta["BLOCK_M"] == 1 and meta["ONE_ROW"]
-    assert not tile_launch(views, one_row=False)[0]["ONE_ROW"]
-    _, views = binary_operands("t", x.t(), y.t())  # a real 2-D view keeps its strides
-    meta, _, _, strides = tile_launch(views)
-    assert strides == [1, 1793, 1, 1793, 37, 1] and not meta["ONE_ROW"]  # z is allocated contiguous
-    with pytest.raises(ValueError, match="power of two"):
-        tile_launch(views, 1000)
-    with pytest.raises(ValueError, match="single-row"):
-        tile_launch(views, one_row=True)
-
-
-def test_a_single_row_tile_is_one_row_even_when_the_row_is_short():
-    from kernels._shared.elementwise import binary_operands, tile_launch
-
-    x, y = _inputs((8, 8), torch.float32)  # 64 elements: a 64-wide tile, not 16 copies of the row
-    _, views = binary_operands("t", x, y)
-    assert tile_launch(views)[0] == {"BLOCK_M": 1, "BLOCK_N": 64, "ONE_ROW": True}
-    assert tile_launch(views, one_row=False)[0]["BLOCK_M"] == 16  # the 2-D split masks the rows past the first
-
-
 @triton.jit
 def _interior_probe(out_ptr, pid, n_cols, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
     """Store whether program ``pid``'s tile of a single-row view of n_cols elements is interior."""

@@ -267,12 +267,3 @@ def packed_plan(n_rows: int, n_cols: int, block: int, table: tuple[int, int], nu
         BLOCK_M=block_m, BLOCK_N=block, ALIGN=row_align(element_size, n_cols, *row_strides),
         num_warps=num_warps or row_launch_params(block_m * block, element_size)[1])
 
-
-def contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
-    """Whether a tensor of this shape and these strides is contiguous, as torch.Tensor.is_contiguous says."""
-    expected = 1
-    for size, stride in zip(reversed(shape), reversed(strides)):
-        if size != 1 and stride != expected:
-            return False
-        expected *= size
-    return True

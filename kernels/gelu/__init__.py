@@ -21,6 +21,7 @@ from kernels._shared import tables
 from kernels._shared.cuda import build_cuda, cuda_source
 from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.tables import track_swaps, values
+from kernels.gelu import plan
 from kernels.gelu.table import GELU
 from rooflab.cuda_ext import cuda_skip_reason
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
@@ -70,7 +71,8 @@ _LAUNCHES = LaunchCache("gelu")
 
 def gelu_triton(x: torch.Tensor, block_size: int | None = None, num_warps: int | None = None,
                 precise: bool = False) -> torch.Tensor:
-    """Check the input; allocate the output; launch one program per BLOCK_SIZE elements. ``precise`` divides with
+    """Check the input; allocate the output; launch what kernels/gelu/plan.py plans: one program per BLOCK_SIZE
+    elements, BLOCK_SIZE and num_warps by dtype (table.py) unless given. ``precise`` divides with
     IEEE rounding (the fast division is within 2 ulp of fp32, far below the bf16/fp32 tolerances of the tests).
     A key seen before skips the checks and launches as its first call did (kernels/_shared/fastlaunch.py)."""
     key = (spec(x), block_size, num_warps, precise, tables.VERSION)
@@ -86,14 +88,10 @@ def gelu_triton(x: torch.Tensor, block_size: int | None = None, num_warps: int |
     if x.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         raise TypeError(f"gelu_triton supports float32, bfloat16 and float16, not {x.dtype}")
     y = torch.empty_like(x)
-    n = x.numel()
-    if n == 0:
+    if x.numel() == 0:
         return y
-    default_block, default_warps = LAUNCH[x.dtype]
-    block_size, num_warps = block_size or default_block, num_warps or default_warps
-    grid = lambda META: (triton.cdiv(n, META["BLOCK_SIZE"]),)  # noqa: E731
-    _LAUNCHES.launch(key, _gelu_kernel, grid, (x, y, n),
-                     dict(BLOCK_SIZE=block_size, PRECISE=precise, num_warps=num_warps), n_head=2)
+    p = plan.forward(x.numel(), x.dtype, LAUNCH, block_size, num_warps, precise)
+    _LAUNCHES.launch(key, globals()[p.kernel], p.grid, (x, y, *p.ints), p.meta, n_head=2)
     return y
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from kernels._shared.layout import contiguous
 from kernels._shared.rows import (
     MAX_BLOCK_SIZE,
     chosen_split,
-    contiguous,
     held_min_warps,
     packed_plan,
     row_launch_params,
