@@ -5,8 +5,8 @@ with an online softmax in base 2, never writing the Sq x Sk scores; it stores O 
 is aligned bottom right as FlashAttention >= 2.1 (row i sees keys j <= i + Sk - Sq; torch SDPA's is_causal is top
 left): tiles left of the diagonal unmasked, the diagonal masked, none past it; a row that sees no key (Sq > Sk)
 gives O = 0, not NaN. Math: fp32 products in IEEE fp32, or TF32 when torch.backends.cuda.matmul.allow_tf32 is set
-(plan.math_mode names it); 16-bit ones on tensor cores, fp32 accumulation. On Hopper, 16-bit contiguous heads of a
-power-of-two D come through TMA descriptors; the rest through pointer loads. Backward: backward.py; tiles: plan.py.
+(plan.math_mode names it); 16-bit ones on tensor cores, fp32 accumulation. On Hopper, 16-bit contiguous heads come
+through TMA descriptors (zeros past a short head), the rest through pointers. Backward: backward.py; tiles: plan.py.
 References: Dao, "FlashAttention-2" (2023); Triton tutorial 06-fused-attention (its Hopper configs).
 """
 from __future__ import annotations
@@ -154,7 +154,8 @@ def _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_k, offset
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, n_heads, n_kv_heads, seq_q, seq_k, qk_scale,
-                         HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+                         BLOCK_N: tl.constexpr,
                          EVEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
                          HEAVY_FIRST: tl.constexpr = HEAVY_FIRST):
     """Q, K, V and O as (batch * heads * seq, head_dim) row tables. A tile past a head's end reads the next head's
@@ -169,7 +170,7 @@ def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, n_heads
     q = desc_q.load([row0 + start_m, 0])
     m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    acc = tl.zeros((BLOCK_M, HEAD_DIM), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     offset = seq_k - seq_q
     if CAUSAL:  # below diag_lo whole tiles of real keys; the diagonal masked, stopping at the keys' end
         hi = tl.maximum(tl.minimum(seq_k, start_m + BLOCK_M + offset), 0)
@@ -191,7 +192,8 @@ def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, n_heads
         desc_o.store([row0 + start_m, 0], o)
     else:
         rows = (row0 + offs_m).to(tl.int64)
-        tl.store(o_ptr + rows[:, None] * HEAD_DIM + tl.arange(0, HEAD_DIM)[None, :], o, mask=offs_m[:, None] < seq_q)
+        offs_d = tl.arange(0, BLOCK_D)
+        _store_rows(o_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], o, offs_m, seq_q, offs_d, HEAD_DIM, BLOCK_D)
     tl.store(lse_ptr + off_hz.to(tl.int64) * seq_q + offs_m, lse, mask=offs_m < seq_q)
 
 
@@ -199,7 +201,7 @@ def _set_block_shapes(nargs):
     """Each descriptor's block for the config being run (the autotuner's pre-hook)."""
     rows = {"desc_q": "BLOCK_M", "desc_o": "BLOCK_M", "desc_k": "BLOCK_N", "desc_v": "BLOCK_N"}
     for desc, block in rows.items():
-        nargs[desc].block_shape = [nargs[block], nargs["HEAD_DIM"]]
+        nargs[desc].block_shape = [nargs[block], nargs["BLOCK_D"]]
 
 
 TMA_CONFIGS = autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s,
@@ -211,9 +213,10 @@ _attn_fwd_tma_autotuned = triton.autotune(configs=TMA_CONFIGS, key=KEY, do_bench
 
 
 def tma_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """The TMA kernel's inputs: 16-bit, a power-of-two head dim (a descriptor's block), contiguous (rows of one
-    table, fewer than 2^31: int32 coordinates), 16-byte aligned, Hopper or newer."""
-    if q.dtype == torch.float32 or block_d(q.shape[-1]) != q.shape[-1]:
+    """The TMA kernel's inputs: 16-bit, contiguous (rows of one table, fewer than 2^31: int32 coordinates), 16-byte
+    aligned rows and base, Hopper or newer. A head dim short of its tile reads as zeros past its end (the
+    descriptor's padding) and stores clipped there."""
+    if q.dtype == torch.float32 or q.shape[-1] * q.element_size() % 16:
         return False
     if max(t.numel() // max(1, t.shape[-1]) for t in (q, k)) >= 2 ** 31:
         return False
@@ -238,16 +241,15 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "aut
     if o.numel() == 0 or seq_k == 0:  # no key: every row's O is 0
         return o.zero_(), lse.fill_(float("inf"))
     grid = lambda META: (triton.cdiv(seq_q, META["BLOCK_M"]), batch * heads)  # noqa: E731
-    meta = dict(HEAD_DIM=head_dim, CAUSAL=causal, **(config or {}))
+    meta = dict(HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim), CAUSAL=causal, **(config or {}))
     if pointer:
         kernel = _attn_fwd_kernel.fn if config else _attn_fwd_kernel
         kernel[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], heads,
-                     kv_heads, seq_q, seq_k, sm_scale * LOG2E, BLOCK_D=block_d(head_dim),
-                     INPUT_PRECISION=input_precision(q.dtype), **meta)
+                     kv_heads, seq_q, seq_k, sm_scale * LOG2E, INPUT_PRECISION=input_precision(q.dtype), **meta)
         return o, lse
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    descs = {name: TensorDescriptor.from_tensor(t.view(-1, head_dim), [1, head_dim])
+    descs = {name: TensorDescriptor.from_tensor(t.view(-1, head_dim), [1, meta["BLOCK_D"]])
              for name, t in (("desc_q", q), ("desc_k", k), ("desc_v", v), ("desc_o", o))}
     if config:
         _set_block_shapes({**descs, **meta})
