@@ -163,7 +163,8 @@ def test_a_launch_out_of_resources_is_retried_small_then_refused_clearly(monkeyp
     q, k, v = inputs(1, 2, 1, 2, 100, 64, seed=4)
     monkeypatch.setattr(dc, "_decode_split_kernel", Refusing(False))
     out = dc.decode_attention(q, k, v, splits=2)
-    assert tried == [(64, 2), (dc.FALLBACK_BLOCK_N, 1)]
+    block_n, _, stages = dc.FP32_KEY_TILES[64]
+    assert tried == [(block_n, stages), (dc.FALLBACK_BLOCK_N, 1)] and block_n != dc.FALLBACK_BLOCK_N
     assert max_err(out, reference(q, k, v, True)) < FP32_TOL
     monkeypatch.setattr(dc, "_decode_split_kernel", Refusing(True))
     with pytest.raises(ValueError, match="no tile of head dim 64 in torch.float32"):
@@ -194,7 +195,8 @@ ptrs = ["q_ptr", "k_ptr", "v_ptr", "o_ptr", "part_o_ptr", "part_lse_ptr"]
 names = list(dc._decode_split_kernel.arg_names)
 out = {}
 for dtype, t, head_dim, rows in ((torch.bfloat16, "bf16", 128, 4), (torch.bfloat16, "bf16", 256, 128),
-                                 (torch.float16, "fp16", 96, 16), (torch.float32, "fp32", 256, 128)):
+                                 (torch.float16, "fp16", 96, 16), (torch.float32, "fp32", 256, 128),
+                                 (torch.float32, "fp32", 128, 128), (torch.float32, "fp32", 80, 4)):
     p = dc.decode_plan(1, 8, 8192, 132, rows, head_dim, dtype)
     consts = {"stride_qd": 1, "stride_kd": 1, "stride_vd": 1, "HEAD_DIM": head_dim, "CAUSAL": True,
               "BLOCK_M": p["BLOCK_M"], "BLOCK_N": p["BLOCK_N"], "BLOCK_D": p["BLOCK_D"], "SINGLE": False,

@@ -136,7 +136,8 @@ MAX_ROWS = 64  # query rows (group x seq_q) in one tile; more: several row tiles
 # Launch choices, not yet measured on a GPU (scripts/bench_attention_decode.py times them): key tile and pipeline by
 # padded head size (K and V tiles of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too).
 KEY_TILES = {64: (64, 4, 3), 128: (64, 4, 3), 256: (32, 8, 2)}  # BLOCK_D -> (BLOCK_N, num_warps, num_stages)
-FP32_KEY_TILES = {64: (64, 4, 2), 128: (32, 4, 2), 256: (16, 8, 2)}
+FP32_KEY_TILES = {64: (32, 8, 2), 128: (16, 8, 2), 256: (16, 8, 2)}  # with FP32_MAX_ROWS: no spills on sm_90
+FP32_MAX_ROWS = 32  # fp32 query rows a tile: IEEE dots run on FMAs, 64 rows of head dim 128 spilled registers
 PROGRAMS_PER_SM = 2  # the split count aims at this many programs per SM (two resident: memory in flight)
 MIN_SPLIT_KEYS = 128  # fewer keys per split than this: the combine costs more than the split gains
 MAX_SPLITS = 256  # the combine holds one row's partial lse's in one tile
@@ -156,7 +157,7 @@ def decode_plan(batch: int, kv_heads: int, seq_k: int, sm_count: int, rows: int 
     combine path at small sizes); it is capped at one key tile per split."""
     block_d = max(64, _pow2(head_dim))
     block_n, warps, stages = (FP32_KEY_TILES if dtype == torch.float32 else KEY_TILES)[block_d]
-    block_m = min(MAX_ROWS // (2 if dtype == torch.float32 and block_d > 128 else 1), max(16, _pow2(rows)))
+    block_m = min(FP32_MAX_ROWS if dtype == torch.float32 else MAX_ROWS, max(16, _pow2(rows)))
     row_tiles = -(-rows // block_m)
     tiles = max(1, -(-seq_k // block_n))
     if splits is None:
