@@ -352,7 +352,7 @@ rule backends:
     conda:
         ENV
     shell:
-        "{params.python} -m experiments.backends --gpu {wildcards.gpu:q} --shapes {params.shapes}"
-        " --presets {params.presets} --causal {params.causal}"
+        "{params.python} -m experiments.backends --gpu {wildcards.gpu:q} --shapes {params.shapes} --causal {params.causal}"
+        " --presets {params.presets}"
         " --dtypes {params.dtypes} --timing {params.timing:q} --cache-dirs {params.caches:q} --out {output:q}"
         " > {log:q} 2>&1"
