@@ -28,14 +28,15 @@ def _matmul_splitk_kernel(
     num_pid_m = tl.cdiv(M, BLOCK_M)
     pid_m = pid % num_pid_m
     pid_n = pid // num_pid_m
-    k_start = pid_k.to(tl.int64) * K_PER_SPLIT
+    k_start = pid_k * K_PER_SPLIT  # int32, as K: the loop's bound stays int32 (the pipeliner's usual loop)
     k_len = tl.minimum(K - k_start, K_PER_SPLIT)
 
     offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + (k_start + offs_k[None, :]) * stride_ak  # (BLOCK_M, BLOCK_K)
-    b_ptrs = b_ptr + (k_start + offs_k[:, None]) * stride_bk + offs_n[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
+    offs_ks = k_start.to(tl.int64) + offs_k  # this slice's first K tile; int64: k * stride reaches K * M
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_ks[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
+    b_ptrs = b_ptr + offs_ks[:, None] * stride_bk + offs_n[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
     mask_m = offs_m < M
     mask_n = offs_n < N
 
