@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.latex import count_phrase, fmt, table_latex, tex_escape
+from analysis.latex import DTYPE_SHORT, count_phrase, fmt, table_latex, tex_escape
 from analysis.why_tables import NOT_MEASURED
 
 SUM = ("duration_us", "dram_bytes", "tensor_inst", "ffma_thread_inst", "ldg_inst", "stg_inst", "ldgsts_inst",
@@ -147,7 +147,8 @@ def _cell(c: pd.DataFrame, kernel: str, dtype: str | None = None, pass_: str | N
 
 def _where(r) -> str:
     p = "" if r["pass"] == "fwd" else f", {tex_escape(str(r['pass']))}"
-    return f"{tex_escape(str(r['dtype']))} at $N={int(r['size'])}${p}"
+    at = f"sequence length {int(r['size'])}" if r["kernel"] == "attention" else f"$N={int(r['size'])}$"
+    return f"{tex_escape(str(r['dtype']))} at {at}{p}"
 
 
 def gap_sentence(c: pd.DataFrame, kernels) -> str:
@@ -234,31 +235,31 @@ def why_ncu_tables(why: pd.DataFrame | None) -> str:
     c = calls(why)
     if c.empty:
         return (f"\\begin{{center}}What differs inside the kernels under Nsight Compute is {NOT_MEASURED} "
-                "(experiments/why_ncu.py).\\end{center}\n")
-    impl = c["impl"].map(lambda i: WHO.get(i, i))
-    head = pd.DataFrame({"kernel": c["kernel"], "dtype": c["dtype"], "N": c["size"].astype(int), "pass": c["pass"],
-                         "impl": impl})
+                "(\\texttt{experiments/why\\_ncu.py}).\\end{center}\n")
+    short = {"builtin": "builtin", "triton": "ours", "sdpa_cudnn": "cuDNN"}
+    head = pd.DataFrame({"cell": [f"{k} {DTYPE_SHORT.get(d, d)} {int(n)}" + ("" if p == "fwd" else f" {p}")
+                                  for k, d, n, p in zip(c["kernel"], c["dtype"], c["size"], c["pass"])],
+                         "impl": c["impl"].map(lambda i: short.get(i, i))})
     side = head.assign(**{"kernels": c["kernels"].astype(int), "time [us]": c["duration_us"],
                           "DRAM [MB]": c["dram_bytes"].map(_mib), "DRAM %": c["dram_pct"], "SM %": c["sm_pct"],
                           "occ. %": c["main_achieved_occupancy_pct"],
                           "theor. %": c["main_theoretical_occupancy_pct"],
                           "limited by": c["main_occupancy_limiter"].fillna(""),
-                          "grid x block": [f"{int(g)} x {int(b)}" if pd.notna(g) and pd.notna(b) else "--"
-                                           for g, b in zip(c["main_grid_size"], c["main_block_size"])],
+                          "grid": c["main_grid_size"], "block": c["main_block_size"],
                           "waves": c["main_waves_per_sm"]})
     inside = head.assign(**{"longest kernel": c["main_short_name"].astype(str),
                             "regs": c["main_registers_per_thread"],
-                            "smem [KiB]": c["main_shared_mem_bytes"] / 1024,
-                            "tensor [M]": c["tensor_inst"] / 1e6, "FFMA (thr.) [M]": c["ffma_thread_inst"] / 1e6,
-                            "LDG [M]": c["ldg_inst"] / 1e6, "LDGSTS [M]": c["ldgsts_inst"] / 1e6,
-                            "TMA [M]": c["tma_inst"] / 1e6,
-                            "top stalls": c["main_stall_top"].fillna("").str.replace("_", " ")})
-    nums = {k: fmt for k in ("time [us]", "DRAM [MB]", "DRAM %", "SM %", "occ. %", "theor. %", "waves", "regs",
-                             "smem [KiB]", "tensor [M]", "FFMA (thr.) [M]", "LDG [M]", "LDGSTS [M]",
-                             "TMA [M]")}
+                            "smem KiB": c["main_shared_mem_bytes"] / 1024,
+                            "tensor": c["tensor_inst"] / 1e6, "FFMA": c["ffma_thread_inst"] / 1e6,
+                            "LDG": c["ldg_inst"] / 1e6, "LDGSTS": c["ldgsts_inst"] / 1e6, "TMA": c["tma_inst"] / 1e6,
+                            "top stalls": c["main_stall_top"].fillna("").map(
+                                lambda t: "; ".join(t.split("; ")[:2]).replace("_", " "))})
+    nums = {k: fmt for k in ("time [us]", "DRAM [MB]", "DRAM %", "SM %", "occ. %", "theor. %", "grid", "block",
+                             "waves", "regs", "smem KiB", "tensor", "FFMA", "LDG", "LDGSTS", "TMA")}
     wrap = ">{\\raggedright\\arraybackslash}p{%s}"
-    first = table_latex(side, nums, "llrll" + "rrrrrrr" + wrap % "1.6cm" + "lr").replace("[us]", "[\\si{\\micro\\second}]")
-    second = table_latex(inside, nums, "llrll" + wrap % "2.6cm" + "rrrrrrr" + wrap % "3.2cm").replace(
+    first = table_latex(side, nums, wrap % "2.1cm" + "lrrrrrrr" + wrap % "1.4cm" + "rrr").replace(
+        "[us]", "[\\si{\\micro\\second}]")
+    second = table_latex(inside, nums, wrap % "2cm" + "l" + wrap % "2.9cm" + "rrrrrrr" + wrap % "2.2cm").replace(
         "\\_", "\\_\\allowbreak{}")  # library kernels' long names break after an underscore
     return ("\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
             "\\caption{What one call's kernels do, under Nsight Compute on the \\HeadlineGpu{} (its own clocks, caches "
@@ -267,6 +268,6 @@ def why_ncu_tables(why: pd.DataFrame | None) -> str:
             "what limits it, and its grid, block and waves.}\n\\label{tab:why-ncu}\n" + first + "\\end{table}\n"
             "\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
             "\\caption{Inside the same calls: the longest kernel's registers a thread, shared memory a block and top "
-            "warp stalls (cycles per issued instruction), and the call's instruction mix: tensor-core (HMMA/HGMMA) "
-            "and load instructions per warp, FFMA per thread.}\n\\label{tab:why-ncu-inside}\n" + second
+            "two warp stalls (cycles per issued instruction), and the call's instruction mix in millions: tensor-core "
+            "(HMMA/HGMMA), LDG, LDGSTS and TMA-load instructions per warp, FFMA per thread.}\n\\label{tab:why-ncu-inside}\n" + second
             + "\\end{table}\n")
