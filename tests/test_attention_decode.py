@@ -88,6 +88,24 @@ def test_combine_runs_only_when_the_keys_are_split(spy_launches):
     assert [name for name, _ in seen] == ["_decode_split_kernel"] and seen[0][1]["SINGLE"] is True
 
 
+def test_attention_triton_sends_short_queries_without_gradients_to_decode(spy_launches):
+    """Forward only, 1-16 rows: the decode kernels; 17 rows or gradients: FlashAttention-2 (same answers)."""
+    from kernels import attention
+
+    seen = spy_launches(dc, "_decode_split_kernel")
+    q, k, v = inputs(1, 4, 2, 3, 70, 64, seed=5)
+    for causal in (True, False):
+        out = attention.attention_triton(q, k, v, causal=causal)
+        assert len(seen) == 1 and max_err(out, reference(q, k, v, causal)) < FP32_TOL
+        seen.clear()
+    q17 = inputs(1, 4, 2, 17, 70, 64, seed=6)[0]
+    assert not dc.takes(q17, k, v, True) and dc.takes(q, k, v, True)
+    attention.attention_triton(q17, k, v)
+    q.requires_grad_(True)
+    attention.attention_triton(q, k, v).sum().backward()
+    assert not seen and q.grad is not None
+
+
 def test_fp32_dots_follow_torchs_tf32_switch(spy_launches):
     seen = spy_launches(dc, "_decode_split_kernel")
     q, k, v = inputs(1, 2, 1, 1, 64, 64)

@@ -17,6 +17,7 @@ import triton
 import triton.language as tl
 
 from kernels._shared.tables import track_swaps, values
+from kernels.attention import decode
 from kernels.attention.backward import EVEN, KEY, LOG2E, _load_rows, _store_rows, attention_backward
 from kernels.attention.plan import (
     block_d,
@@ -275,9 +276,14 @@ class TritonAttention(torch.autograd.Function):
 
 
 def attention_triton(q, k, v, causal: bool = CAUSAL, sm_scale: float | None = None) -> torch.Tensor:
+    """O for q (batch, Hq, Sq, D) and k, v (batch, Hkv, Sk, D). With gradients: FlashAttention-2 forward and backward.
+    Without: 1-16 query rows go to the split-KV decode kernel (decode.py: one row per head cannot fill the
+    FlashAttention-2 grid), the rest to the FlashAttention-2 forward."""
     sm_scale = q.shape[-1] ** -0.5 if sm_scale is None else sm_scale
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         return TritonAttention.apply(q, k, v, causal, sm_scale)
+    if decode.takes(q, k, v, causal):
+        return decode.decode_attention(q, k, v, causal=causal, scale=sm_scale)
     return attention_forward(q, k, v, causal, sm_scale)[0]
 
 

@@ -198,6 +198,16 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> N
             raise ValueError(f"decode_attention needs {name}'s in-head offsets below 2^31, got strides {t.stride()}")
 
 
+def takes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> bool:
+    """Whether decode_attention runs this call (1-16 query rows, a supported head dim and grid): attention_triton's
+    forward without gradients sends such calls here instead of to the FlashAttention-2 grid."""
+    try:
+        _check(q, k, v, causal)
+    except ValueError:
+        return False
+    return True
+
+
 def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, splits: int | None = None):
     """softmax(Q K^T scale) V for q (batch, heads, seq_q <= 16, head_dim) against k, v (batch, kv_heads, seq_k,
     head_dim), kv_heads dividing heads (grouped or multi-query heads read in place, not repeated). Causal: aligned
