@@ -9,6 +9,8 @@ import triton
 
 from kernels.matmul import operands as operands
 from kernels import matmul as mm
+from kernels.matmul import configs as mm_configs
+from kernels.matmul.configs import IEEE_TILES
 from rooflab.cell import relative_error
 from rooflab.kernel import math_mode, math_mode_ran, torch_dtype
 from rooflab.triton_utils import autotune_configs
@@ -181,19 +183,21 @@ def test_prune_drops_configs_too_big_for_shared_memory():
     assert mm._smem_bytes(big, 4) == 3 * (128 + 256) * 64 * 4
     fp32 = mm._prune_configs(configs, {"a_ptr": torch.empty(1, dtype=torch.float32)})
     bf16 = mm._prune_configs(configs, {"a_ptr": torch.empty(1, dtype=torch.bfloat16)})
-    assert big not in fp32 and big in bf16 and len(bf16) == len(configs) - len(mm.TF32_TILES) and fp32  # TF32's own
+    assert big not in fp32 and big in bf16 and fp32  # TF32's and IEEE fp32's own tiles are theirs alone:
+    assert len(bf16) == len(configs) - len(mm.TF32_TILES) - len(IEEE_TILES)
     tiny = [triton.Config({"BLOCK_M": 512, "BLOCK_N": 512, "BLOCK_K": 128, "GROUP_M": 8}, num_stages=4)]
     assert mm._prune_configs(tiny, {"a_ptr": torch.empty(1)}) == tiny  # never prunes to nothing
 
 
-def test_ieee_fp32_products_keep_only_narrow_tiles():
+def test_ieee_fp32_products_keep_only_narrow_tiles_and_the_tables_ffma_tiles():
     a = {"a_ptr": torch.empty(1, dtype=torch.float32)}
     for prune, configs, args in ((mm._prune_configs, mm.get_matmul_configs(), a),
                                  (mm._prune_tma_configs, mm.get_tma_configs(),
                                   {"c_desc": type("D", (), {"base": torch.empty(1, dtype=torch.float32)})()})):
         ieee = prune(configs, args, INPUT_PRECISION="ieee")
         tf32 = prune(configs, args, INPUT_PRECISION="tf32")
-        assert ieee and all(c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] <= mm.IEEE_MAX_TILE for c in ieee)
+        wide = [c for c in ieee if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] > mm.IEEE_MAX_TILE]
+        assert ieee and all(mm_configs._tile(c) in IEEE_TILES for c in wide)  # the table's FFMA tiles only
         assert len(tf32) > len(ieee)  # TF32 runs on the tensor cores: wider tiles stay candidates
 
 

@@ -37,11 +37,13 @@ def _covers_k(p, k):
 @pytest.mark.parametrize("m", [1, 3, 8, 16, 17, 32, 64, 100, 128])
 @pytest.mark.parametrize("n, k", [(4096, 4096), (4096, 8192), (8192, 8192), (1024, 4096), (4096, 14336)])
 def test_decode_products_split_k(m, n, k, sms):
-    """A decode product splits wherever its tiles leave SMs idle: every one of these on a 132-SM H100 or H200."""
+    """A decode product of at most SPLITK_WHEN's rows splits wherever its tiles leave SMs idle: every one of these
+    on a 132-SM H100 or H200; more rows never."""
     p = mp.plan(m, n, k, 2, sms, mm.SPLITK)
     bm, bn = mp.tile_for(m, 2, mm.SPLITK)[:2]
     tiles = -(-m // bm) * -(-n // bn)
-    assert (p is not None) == (tiles < sms) and (sms != 132 or p is not None)
+    few = m <= mm.SPLITK.SPLITK_WHEN[0]
+    assert (p is not None) == (tiles < sms and few) and (sms != 132 or not few or p is not None)
     if p is not None:
         assert _covers_k(p, k) and p.split <= mm.SPLITK.SPLITK_FILL[2] and p.tiles == tiles
         assert m > 16 or p.meta["BLOCK_M"] == 16  # a GEMV-shaped tile for a batch of at most 16

@@ -45,6 +45,7 @@ ACTIVATIONS = ("relu", "none")
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
 TMA_MIN_MNK = values(MATMUL["TMA_MIN_MNK"])  # "auto" takes TMA for products of this many multiply-adds
 TF32_KMAJOR_TMA = values(MATMUL["TF32_KMAJOR_TMA"])  # "auto" takes TMA for a TF32 product's K-major B
+IEEE_TMA = values(MATMUL["IEEE_TMA"])  # "auto" takes TMA for an IEEE fp32 product
 SPLITK = _plan.Tables(*(values(MATMUL[name]) for name in _plan.Tables._fields))  # the split-K plan's table
 
 
@@ -216,12 +217,11 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu", co
                   split_k: int | None = None) -> torch.Tensor:
     """C = activation(A @ B). ``method``: "tma" (descriptors, persistent grid: Hopper, aligned operands), "pointer"
     (a program a tile, any 2-D strides, no copy), "auto": TMA on a GPU where tma_ok and M N K >= TMA_MIN_MNK (a
-    K-major B only if TF32_KMAJOR_TMA), else the pointer kernel; a skinny product splits K (plan.py). ``config``
-    (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages) bypasses the autotuner. ``pad`` ("auto"): a large
-    product whose K or N is no multiple of 16 runs on zero-padded copies (padded_dims; C a view); a large TF32 product
-    reads a K-major copy of B (wants_k_major). ``precision`` (float32): "ieee", "tf32" or "tf32x3" instead of torch's
-    switch. ``split_k``: None lets the plan decide ("auto", no config), 1 never, n >= 2 at most n slices (a config
-    gives the split kernel its tile)."""
+    K-major B only if TF32_KMAJOR_TMA, IEEE fp32 only if IEEE_TMA), else the pointer kernel; a skinny product splits
+    K (plan.py). ``config`` (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages) bypasses the autotuner.
+    ``pad``: a large product whose K or N is no multiple of 16 runs on zero-padded copies (padded_dims; C a view); a
+    large TF32 product reads a K-major copy of B (wants_k_major). ``precision`` (float32): "ieee", "tf32" or "tf32x3"
+    instead of torch's switch. ``split_k``: None lets the plan decide, 1 never, n >= 2 at most n slices."""
     prec = input_precision_for(a.dtype, precision)
     if config is None and method == "auto":
         dims = padded_dims(a, b) if pad else None
@@ -273,7 +273,9 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu", co
     if method == "auto":  # a K-major B (TF32's copy) stays on the pointer kernel unless TF32_KMAJOR_TMA
         big = M * N * K >= TMA_MIN_MNK
         rows = b.stride(1) == 1 or (TF32_KMAJOR_TMA and prec in ("tf32", "tf32x3") and a.dtype == torch.float32)
-        method = "tma" if a.device.type == "cuda" and big and tma_ok(a, b) and rows else "pointer"
+        ieee = a.dtype == torch.float32 and prec == "ieee"
+        tma = a.device.type == "cuda" and big and tma_ok(a, b) and rows and (IEEE_TMA or not ieee)
+        method = "tma" if tma else "pointer"
     if method == "tma":
         if not tma_ok(a, b):
             raise ValueError("method='tma' needs A and C with unit last strides, B with a unit stride along N or "
