@@ -1,0 +1,25 @@
+"""The paper's headline GPU (analysis/selection.headline_gpu): the GPU with timed cells of the most kernels, so a
+partial reference of another card (a few kernels) never becomes the headline; the CPU never is."""
+import pandas as pd
+
+from analysis.selection import headline_gpu
+
+
+def _rows(gpu, kernels, status="ok"):
+    return pd.DataFrame({"gpu": gpu, "kernel": kernels, "status": status})
+
+
+def test_the_gpu_with_the_most_kernels_leads_whatever_its_order():
+    partial = _rows("h100", ["vecadd", "saxpy"])
+    full = _rows("h200", ["vecadd", "saxpy", "softmax", "matmul"])
+    assert headline_gpu(pd.concat([partial, full])) == "h200"
+    assert headline_gpu(pd.concat([full, partial])) == "h200"
+
+
+def test_a_tie_keeps_the_tables_order_and_failed_or_cpu_cells_do_not_count():
+    a, b = _rows("h100", ["vecadd", "gelu"]), _rows("h200", ["vecadd", "gelu"])
+    assert headline_gpu(pd.concat([a, b])) == "h100"
+    failed = _rows("b200", ["vecadd", "gelu", "softmax"], status="failed")
+    cpu = _rows("cpu", ["vecadd", "gelu", "softmax", "matmul"])
+    assert headline_gpu(pd.concat([cpu, failed, b])) == "h200"
+    assert headline_gpu(pd.concat([cpu, failed])) == ""
