@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         rates = pd.read_csv(path)
         aa_macros(m, rates, gpu)
         sentences.append(aa_sentence(rates, gpu))
-        aa_parts.append(f"\\multicolumn{{8}}{{l}}{{\\textbf{{{gpu.upper()}}}}}\\\\\n" if len(args.aa) > 2 else "")
+        aa_parts.append(f"\\par\\smallskip\\textbf{{{gpu.upper()}}}\\par\n" if len(args.aa) > 2 else "")
         aa_parts.append(aa_table(rates))
     for path in args.paired:
         gpu = Path(path).stem
