@@ -107,7 +107,8 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     lost, backend_lost = results.losses(versus), results.backend_losses(gpu_backends)
     results.results_macros(macros, rows, lost, versus, backend_lost, gpu_backends)
     results.baseline_macros(macros, metrics_gpu, gpu)
-    why_ncu.why_ncu_macros(macros, (why or {}).get(gpu))
+    why_gpu = why_ncu.card_of(why, gpu)
+    why_ncu.why_ncu_macros(macros, (why or {}).get(why_gpu), why_gpu)
     return {
         "macros": macros.text(),
         "table_repeatability": repeatability_table(runs),
@@ -126,7 +127,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "kernels": kernel_sections(metrics_gpu, gpu, kernels, figdir,
                                    why_.why_sections(metrics_gpu, profiles, compiled, gpu, kernels,
                                                      (traffic or {}).get(gpu),
-                                                     why_ncu.measured_kernels((why or {}).get(gpu))), drawn),
+                                                     why_ncu.measured_kernels((why or {}).get(why_gpu))), drawn),
         "cpu": cpu,
         "table_plateau": why_.plateau_table(metrics_gpu, gpu),
         "table_waves": why_.waves_table(metrics_gpu, compiled, gpu),
@@ -140,7 +141,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "table_results": results.results_table(rows),
         "table_losses": results.losses_table(lost),
         "table_backend_losses": results.backend_losses_table(backend_lost),
-        "why_ncu": why_ncu.why_ncu_tables((why or {}).get(gpu)),
+        "why_ncu": why_ncu.why_ncu_tables((why or {}).get(why_gpu)),
     }
 
 

@@ -214,8 +214,20 @@ def measured_kernels(why: pd.DataFrame | None) -> set[str]:
     return {k for k, g in c.groupby("kernel") if {"builtin", "triton"} <= set(g["impl"])}
 
 
-def why_ncu_macros(m, why: pd.DataFrame | None) -> None:
-    """The findings' sentences (WhyNcuSoftmax, WhyNcuRowsum, WhyNcuNorms, WhyNcuMatmul, WhyNcuAttention)."""
+def card_of(why: dict[str, pd.DataFrame] | None, gpu: str) -> str | None:
+    """The GPU whose Nsight Compute rows the paper reads: the headline GPU's where it has them, else the first other
+    GPU that has (the SM and its kernels' instruction mix, occupancy and stalls are the same on an H100 and an H200;
+    DRAM bytes are the same, DRAM time is not), else None."""
+    if not why:
+        return None
+    return gpu if gpu in why else sorted(why)[0]
+
+
+def why_ncu_macros(m, why: pd.DataFrame | None, card: str | None = None) -> None:
+    """The findings' sentences (WhyNcuSoftmax, WhyNcuRowsum, WhyNcuNorms, WhyNcuMatmul, WhyNcuAttention) and
+    WhyNcuCard, the card they were measured on."""
+    m.add("WhyNcuCard", f"the {card.upper()}" if card and not calls(why).empty else "no GPU",
+          "the GPU whose Nsight Compute rows the 'inside the kernels' sentences and tables read")
     c = calls(why)
     for name, kernels in GAP_KERNELS.items():
         m.add(name, gap_sentence(c, kernels),

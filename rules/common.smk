@@ -296,8 +296,12 @@ def get_ablations(wildcards=None):
 
 def get_why_ncu(wildcards=None):
     """experiments/why_ncu.py tables for the paper (Nsight Compute's facts per GPU kernel of the why cells): this
-    run's own where config why_ncu.enabled, else per_gpu_table."""
-    return own_or_reference("why_ncu", "why_ncu.parquet")
+    run's own where config why_ncu.enabled, else per_gpu_table's, and any reference GPU's (the paper names the card
+    it reads: analysis/why_ncu.card_of)"""
+    found = own_or_reference("why_ncu", "why_ncu.parquet")
+    seen = {Path(p).parent.name for p in found}
+    refs = sorted(Path(workflow.basedir, config["reference_dir"]).glob("*/why_ncu.parquet"))
+    return found + [str(p.relative_to(workflow.basedir)) for p in refs if p.parent.name not in seen]
 
 
 def get_backends(wildcards=None):
