@@ -1,18 +1,34 @@
-"""What the LayerNorm and RMSNorm forward wrappers share on a first call (a key their launch cache has not seen):
-check the inputs, allocate y, launch what their plan chose: their own kernel, the packed one (norm_packed.py) or the
-split (norm_split.py). Each wrapper keeps its own cache key, its replay of a kept launch and its plan.
+"""What the LayerNorm and RMSNorm forwards share: their row kernels' prelude (``norm_row``), and their wrappers'
+first call (a key their launch cache has not seen): check the inputs, allocate y, launch what their plan chose: their
+own kernel, the packed one (norm_packed.py) or the split (norm_split.py). Each wrapper keeps its own cache key, its
+replay of a kept launch and its plan.
 """
 from __future__ import annotations
 
 from typing import Callable
 
 import torch
+import triton
+import triton.language as tl
 
 from kernels._shared import norm_packed
 from kernels._shared.norm_split import norm_split_forward
 from rooflab.triton_utils import check_device
 
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
+
+
+@triton.jit
+def norm_row(x_ptr, y_ptr, n_cols, stride_xm, stride_ym, BLOCK_SIZE: tl.constexpr, ALIGN: tl.constexpr):
+    """(row, x_row, y_row, cols, n_cols) of this program's row: its index, x's and y's row pointers, the block's
+    column indices and n_cols, with n_cols and the row strides written as multiples of ALIGN, which divides them
+    (kernels/_shared/rows.row_align), so the compiler proves the rows' vector loads aligned."""
+    n_cols, stride_xm, stride_ym = n_cols // ALIGN * ALIGN, stride_xm // ALIGN * ALIGN, stride_ym // ALIGN * ALIGN
+    row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
+    x_row = x_ptr + row * stride_xm
+    y_row = y_ptr + row * stride_ym
+    cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
+    return row, x_row, y_row, cols, n_cols
 
 
 def norm_forward(launches, key, kernels: dict, name: str, x: torch.Tensor, weight: torch.Tensor,

@@ -20,7 +20,7 @@ import triton.language as tl
 from kernels._shared import tables
 from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
-from kernels._shared.norm_fwd import norm_forward
+from kernels._shared.norm_fwd import norm_forward, norm_row
 from kernels._shared.rows import (
     aligned_row,
     bound_mask,
@@ -61,11 +61,7 @@ def _rmsnorm_fwd_kernel(
     FULL: tl.constexpr = False,  # the row is a whole number of tiles (n_cols % BLOCK_SIZE == 0): no column mask
     ALIGN: tl.constexpr = 1,  # divides n_cols and the row strides (kernels/_shared/rows.row_align): vector loads
 ):
-    n_cols, stride_xm, stride_ym = n_cols // ALIGN * ALIGN, stride_xm // ALIGN * ALIGN, stride_ym // ALIGN * ALIGN
-    row = tl.program_id(axis=0).to(tl.int64)  # int64: row * stride_xm passes 2^31 for large inputs
-    x_row = x_ptr + row * stride_xm
-    y_row = y_ptr + row * stride_ym
-    cols = tl.arange(0, BLOCK_SIZE).to(tl.int64)  # int64: cols * stride_xn is large for a transposed x
+    _, x_row, y_row, cols, n_cols = norm_row(x_ptr, y_ptr, n_cols, stride_xm, stride_ym, BLOCK_SIZE, ALIGN)
     if ONE_TILE:
         mask = bound_mask(cols, n_cols, FULL)
     if ONE_TILE and RELOAD:
