@@ -240,6 +240,13 @@ def _mib(v) -> float:
     return v / 1e6 if pd.notna(v) else np.nan
 
 
+def _short_limiter(text: str) -> str:
+    """'registers and shared memory' -> 'regs, smem': the table's narrow column."""
+    for long, short in (("registers", "regs"), ("shared memory", "smem"), ("block size", "block"), (" and ", ", ")):
+        text = text.replace(long, short)
+    return text
+
+
 def why_ncu_tables(why: pd.DataFrame | None) -> str:
     """Two floats: per call, the traffic and occupancy side (kernels, time, DRAM bytes and % of peak, SM %,
     occupancy achieved and theoretical, limiter, grid, block, waves), and inside its longest kernel (registers,
@@ -256,7 +263,7 @@ def why_ncu_tables(why: pd.DataFrame | None) -> str:
                           "DRAM [MB]": c["dram_bytes"].map(_mib), "DRAM %": c["dram_pct"], "SM %": c["sm_pct"],
                           "occ. %": c["main_achieved_occupancy_pct"],
                           "theor. %": c["main_theoretical_occupancy_pct"],
-                          "limited by": c["main_occupancy_limiter"].fillna(""),
+                          "limited by": c["main_occupancy_limiter"].fillna("").map(_short_limiter),
                           "grid": c["main_grid_size"], "block": c["main_block_size"],
                           "waves": c["main_waves_per_sm"]})
     inside = head.assign(**{"longest kernel": c["main_short_name"].astype(str),
@@ -274,10 +281,11 @@ def why_ncu_tables(why: pd.DataFrame | None) -> str:
     second = table_latex(inside, nums, wrap % "2cm" + "l" + wrap % "2.9cm" + "rrrrrrr" + wrap % "2.2cm").replace(
         "\\_", "\\_\\allowbreak{}")  # library kernels' long names break after an underscore
     return ("\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
-            "\\caption{What one call's kernels do, under Nsight Compute on the \\HeadlineGpu{} (its own clocks, caches "
+            "\\caption{What one call's kernels do, under Nsight Compute on \\WhyNcuCard{} (its own clocks, caches "
             "flushed before each kernel): kernels launched, their time, DRAM bytes, DRAM and SM throughput as a "
             "share of peak (weighted by duration), and for the longest kernel its achieved and theoretical occupancy, "
-            "what limits it, and its grid, block and waves.}\n\\label{tab:why-ncu}\n" + first + "\\end{table}\n"
+            "what limits it (regs: registers, smem: shared memory, block: block size), and its grid, block and "
+            "waves.}\n\\label{tab:why-ncu}\n" + first + "\\end{table}\n"
             "\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
             "\\caption{Inside the same calls: the longest kernel's registers a thread, shared memory a block and top "
             "two warp stalls (cycles per issued instruction), and the call's instruction mix in millions: tensor-core "
