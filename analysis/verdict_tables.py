@@ -133,6 +133,7 @@ def main(argv=None) -> int:
     metrics = pd.read_parquet(args.metrics)
     m = Macros()
     aa_parts, mm_parts, sentences = [], [], []
+    several = sum(Path(p).stem.removeprefix("aa_") != "cpu" for p in args.aa) > 1  # then each table is headed
     for path in args.aa:
         gpu = Path(path).stem.removeprefix("aa_")
         if gpu == "cpu":
@@ -140,7 +141,7 @@ def main(argv=None) -> int:
         rates = pd.read_csv(path)
         aa_macros(m, rates, gpu)
         sentences.append(aa_sentence(rates, gpu))
-        aa_parts.append(f"\\par\\smallskip\\textbf{{{gpu.upper()}}}\\par\n" if len(args.aa) > 2 else "")
+        aa_parts.append(f"\\par\\smallskip\\textbf{{{gpu.upper()}}}\\par\n" if several else "")
         aa_parts.append(aa_table(rates))
     for path in args.paired:
         gpu = Path(path).stem

@@ -215,18 +215,26 @@ def measured_kernels(why: pd.DataFrame | None) -> set[str]:
 
 
 def card_of(why: dict[str, pd.DataFrame] | None, gpu: str) -> str | None:
-    """The GPU whose Nsight Compute rows the paper reads: the headline GPU's where it has them, else the first other
-    GPU that has (the SM and its kernels' instruction mix, occupancy and stalls are the same on an H100 and an H200;
-    DRAM bytes are the same, DRAM time is not), else None."""
-    if not why:
-        return None
-    return gpu if gpu in why else sorted(why)[0]
+    """The GPU whose Nsight Compute rows the paper reads: the headline GPU's where it has profiled calls, else the
+    first other GPU (in key order) that has (the SM and its kernels' instruction mix, occupancy and stalls are the
+    same on an H100 and an H200; DRAM bytes are the same, DRAM time is not), else None."""
+    have = [g for g in sorted(why or {}) if not calls(why[g]).empty]
+    return gpu if gpu in have else (have[0] if have else None)
+
+
+def card_name(card: str | None) -> str:
+    """'the NVIDIA H100 SXM' for a known key (rooflab.gpus.SPECS), 'the <KEY>' otherwise."""
+    from rooflab.gpus import spec_for
+
+    spec = spec_for(card) if card else None
+    return f"the {tex_escape(spec.name if spec else str(card).upper())}"
 
 
 def why_ncu_macros(m, why: pd.DataFrame | None, card: str | None = None) -> None:
     """The findings' sentences (WhyNcuSoftmax, WhyNcuRowsum, WhyNcuNorms, WhyNcuMatmul, WhyNcuAttention) and
-    WhyNcuCard, the card they were measured on."""
-    m.add("WhyNcuCard", f"the {card.upper()}" if card and not calls(why).empty else "no GPU",
+    WhyNcuOn, ' on <the card they were measured on>' (empty without rows: the sentences say "not measured")."""
+    measured = card is not None and not calls(why).empty
+    m.add("WhyNcuOn", f" on {card_name(card)}" if measured else "",
           "the GPU whose Nsight Compute rows the 'inside the kernels' sentences and tables read")
     c = calls(why)
     for name, kernels in GAP_KERNELS.items():
@@ -281,7 +289,7 @@ def why_ncu_tables(why: pd.DataFrame | None) -> str:
     second = table_latex(inside, nums, wrap % "2cm" + "l" + wrap % "2.9cm" + "rrrrrrr" + wrap % "2.2cm").replace(
         "\\_", "\\_\\allowbreak{}")  # library kernels' long names break after an underscore
     return ("\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
-            "\\caption{What one call's kernels do, under Nsight Compute on \\WhyNcuCard{} (its own clocks, caches "
+            "\\caption{What one call's kernels do, under Nsight Compute\\WhyNcuOn{} (its own clocks, caches "
             "flushed before each kernel): kernels launched, their time, DRAM bytes, DRAM and SM throughput as a "
             "share of peak (weighted by duration), and for the longest kernel its achieved and theoretical occupancy, "
             "what limits it (regs: registers, smem: shared memory, block: block size), and its grid, block and "

@@ -300,8 +300,8 @@ def get_why_ncu(wildcards=None):
     it reads: analysis/why_ncu.card_of)"""
     found = own_or_reference("why_ncu", "why_ncu.parquet")
     seen = {Path(p).parent.name for p in found}
-    refs = sorted(Path(workflow.basedir, config["reference_dir"]).glob("*/why_ncu.parquet"))
-    return found + [str(p.relative_to(workflow.basedir)) for p in refs if p.parent.name not in seen]
+    refs = sorted(p.parent.name for p in Path(workflow.basedir, config["reference_dir"]).glob("*/why_ncu.parquet"))
+    return found + [f"{config['reference_dir']}/{gpu}/why_ncu.parquet" for gpu in refs if gpu not in seen]
 
 
 def get_backends(wildcards=None):

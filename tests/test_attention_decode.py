@@ -100,7 +100,9 @@ def test_attention_triton_sends_short_queries_without_gradients_to_decode(spy_la
         seen.clear()
     q17 = inputs(1, 4, 2, 17, 70, 64, seed=6)[0]
     assert not dc.takes(q17, k, v, True) and dc.takes(q, k, v, True)
-    attention.attention_triton(q17, k, v)
+    assert max_err(attention.attention_triton(q17, k, v), reference(q17, k, v, True)) < FP32_TOL
+    empty = attention.attention_triton(q[:0], k[:0], v[:0])  # no batch: an empty O, as FlashAttention-2 gives
+    assert empty.shape == (0, 4, 3, 64) and not seen
     q.requires_grad_(True)
     attention.attention_triton(q, k, v).sum().backward()
     assert not seen and q.grad is not None

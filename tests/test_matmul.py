@@ -198,6 +198,9 @@ def test_ieee_fp32_products_keep_only_narrow_tiles_and_the_tables_ffma_tiles():
         tf32 = prune(configs, args, INPUT_PRECISION="tf32")
         wide = [c for c in ieee if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] > mm.IEEE_MAX_TILE]
         assert ieee and all(mm_configs._tile(c) in IEEE_TILES for c in wide)  # the table's FFMA tiles only
+        offered = {mm_configs._tile(c) for c in configs} & set(IEEE_TILES)
+        assert offered <= {mm_configs._tile(c) for c in ieee}  # each offered FFMA tile survives for IEEE
+        assert not offered & {mm_configs._tile(c) for c in tf32}  # and for nothing else
         assert len(tf32) > len(ieee)  # TF32 runs on the tensor cores: wider tiles stay candidates
 
 
@@ -329,3 +332,15 @@ def test_a_tf32_product_fails_the_float32_tolerance():
     rel_tf32, _ = relative_error(torch.relu(tf32(a) @ tf32(b)), k.reference((a, b)))
     rel_ieee, _ = relative_error(mm.matmul_triton(a, b), k.reference((a, b)))
     assert rel_ieee <= k.tolerance["float32"] < rel_tf32 <= k.tolerance["tf32"]
+
+
+def test_auto_takes_tma_for_large_products_but_not_ieee_fp32_nor_a_k_major_b(monkeypatch):
+    big, small, f32 = 8192 ** 3, 1024 ** 3, torch.float32
+    assert mm.auto_tma(big, True, torch.bfloat16, "tf32") and mm.auto_tma(big, True, f32, "tf32")
+    assert not mm.auto_tma(small, True, torch.bfloat16, "tf32")
+    assert not mm.auto_tma(big, True, f32, "ieee")  # IEEE_TMA False: the pointer kernel's FFMA tiles
+    assert not mm.auto_tma(big, False, f32, "tf32")  # TF32_KMAJOR_TMA False: a K-major B on the pointer kernel
+    monkeypatch.setattr(mm, "IEEE_TMA", True)
+    monkeypatch.setattr(mm, "TF32_KMAJOR_TMA", True)
+    assert mm.auto_tma(big, True, f32, "ieee") and mm.auto_tma(big, False, f32, "tf32x3")
+    assert not mm.auto_tma(big, False, torch.bfloat16, "tf32")

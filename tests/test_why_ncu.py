@@ -134,9 +134,9 @@ def test_without_rows_every_sentence_and_table_says_not_measured():
 
     m = Macros()
     why_ncu_macros(m, None)
-    lines = [line for line in m.lines if "WhyNcuCard" not in line]
+    lines = [line for line in m.lines if "WhyNcuOn" not in line]
     assert len(lines) == 5 and all(NOT_MEASURED in line for line in lines)
-    assert "\\newcommand{\\WhyNcuCard}{no GPU}" in m.text()
+    assert "\\newcommand{\\WhyNcuOn}{}" in m.text()  # no card named where nothing was measured
     assert "layernorm's and rmsnorm's kernels" in m.text()  # both missing: one sentence
     assert NOT_MEASURED in why_ncu_tables(pd.DataFrame())
 
@@ -200,10 +200,14 @@ def test_the_paper_reads_the_headline_cards_rows_else_another_cards_and_names_it
     from analysis.latex import Macros
     from analysis.why_ncu import card_of, why_ncu_macros
 
-    rows = pd.DataFrame({"x": [1]})
+    rows, empty = why_rows(), why_rows().iloc[0:0]
     assert card_of({"h200": rows, "h100": rows}, "h200") == "h200"
     assert card_of({"h100": rows}, "h200") == "h100"
-    assert card_of({}, "h200") is None and card_of(None, "h200") is None
+    assert card_of({"a100": empty, "h100": rows}, "h200") == "h100"  # a card with no profiled call is skipped
+    assert card_of({"h200": empty}, "h200") is None and card_of(None, "h200") is None
+    m = Macros()
+    why_ncu_macros(m, rows, "h100")
+    assert "\\newcommand{\\WhyNcuOn}{ on the NVIDIA H100 SXM}" in m.text()
     m = Macros()
     why_ncu_macros(m, None, "h100")  # no rows: no card named
-    assert "{no GPU}" in m.text()
+    assert "\\newcommand{\\WhyNcuOn}{}" in m.text()

@@ -283,7 +283,9 @@ def attention_triton(q, k, v, causal: bool = CAUSAL, sm_scale: float | None = No
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         return TritonAttention.apply(q, k, v, causal, sm_scale)
     if decode.takes(q, k, v, causal):
-        return decode.decode_attention(q, k, v, causal=causal, scale=sm_scale)
+        if not sm_scale > 0:
+            raise ValueError(f"attention_triton needs sm_scale > 0 (the max is taken before scaling), got {sm_scale}")
+        return decode.decode_attention(q, k, v, causal=causal, scale=sm_scale, check=False)
     return attention_forward(q, k, v, causal, sm_scale)[0]
 
 

@@ -199,8 +199,11 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> N
 
 
 def takes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> bool:
-    """Whether decode_attention runs this call (1-16 query rows, a supported head dim and grid): attention_triton's
-    forward without gradients sends such calls here instead of to the FlashAttention-2 grid."""
+    """Whether decode_attention runs this call (1-16 query rows, a supported head dim and grid, unit last strides as
+    FlashAttention-2's): attention_triton's forward without gradients sends such calls here (then with check=False)
+    instead of to the FlashAttention-2 grid. Calls with more query rows return at the first test."""
+    if q.dim() != 4 or not 1 <= q.shape[2] <= MAX_SEQ_Q or any(t.stride(-1) != 1 for t in (q, k, v)):
+        return False
     try:
         _check(q, k, v, causal)
     except ValueError:
@@ -208,22 +211,25 @@ def takes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> bo
     return True
 
 
-def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, splits: int | None = None):
+def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, splits: int | None = None,
+                     check: bool = True):
     """softmax(Q K^T scale) V for q (batch, heads, seq_q <= 16, head_dim) against k, v (batch, kv_heads, seq_k,
     head_dim), kv_heads dividing heads (grouped or multi-query heads read in place, not repeated). Causal: aligned
     bottom-right. Forward only (no autograd: decode has no backward). fp32 inputs: the dots follow
-    torch.backends.cuda.matmul.allow_tf32 (TF32 when on, IEEE fp32 when off). ``splits``: force the split count."""
-    _check(q, k, v, causal)
+    torch.backends.cuda.matmul.allow_tf32 (TF32 when on, IEEE fp32 when off). ``splits``: force the split count;
+    ``check=False``: the inputs were checked (takes)."""
+    if check:
+        _check(q, k, v, causal)
     scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
     if not scale > 0:
         raise ValueError(f"decode_attention needs scale > 0, got {scale}")
     (batch, heads, seq_q, head_dim), (kv_heads, seq_k) = q.shape, k.shape[1:3]
     group = heads // kv_heads
     sm = 1 if interpreting() else multiprocessor_count(q.device)
-    plan = decode_plan(batch, kv_heads, seq_k, sm, group * seq_q, head_dim, q.dtype, splits)
     o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    if o.numel() == 0:
+    if o.numel() == 0:  # no batch or no head: nothing to plan
         return o
+    plan = decode_plan(batch, kv_heads, seq_k, sm, group * seq_q, head_dim, q.dtype, splits)
     n, single = plan["splits"], plan["splits"] == 1
     part_o = o if single else torch.empty((o.numel() // head_dim, n, head_dim), dtype=torch.float32, device=q.device)
     part_lse = o if single else torch.empty((o.numel() // head_dim, n), dtype=torch.float32, device=q.device)

@@ -212,6 +212,14 @@ def _launch_tma(a, b, c, activation: str, config: dict | None, precision: str, k
         _matmul_tma_kernel[grid](a_desc, b_desc, c_desc, M, N, K, **common, **meta, **launch)
 
 
+def auto_tma(mnk: int, b_row_major: bool, dtype: torch.dtype, precision: str) -> bool:
+    """Whether "auto" takes the TMA kernel for a product (on a GPU where tma_ok): at least TMA_MIN_MNK multiply-adds;
+    a K-major B (TF32's copy) only if TF32_KMAJOR_TMA; IEEE fp32 only if IEEE_TMA (table.py gives the numbers)."""
+    fp32 = dtype == torch.float32
+    rows = b_row_major or (TF32_KMAJOR_TMA and fp32 and precision in ("tf32", "tf32x3"))
+    return mnk >= TMA_MIN_MNK and rows and (IEEE_TMA or not (fp32 and precision == "ieee"))
+
+
 def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu", config: dict | None = None,
                   method: str = "auto", pad: bool = True, precision: str | None = None,
                   split_k: int | None = None) -> torch.Tensor:
@@ -270,12 +278,9 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu", co
         if p is not None:
             launch_splitk(_LAUNCHES, key, a, b, c, activation, prec, p)
             return c
-    if method == "auto":  # a K-major B (TF32's copy) stays on the pointer kernel unless TF32_KMAJOR_TMA
-        big = M * N * K >= TMA_MIN_MNK
-        rows = b.stride(1) == 1 or (TF32_KMAJOR_TMA and prec in ("tf32", "tf32x3") and a.dtype == torch.float32)
-        ieee = a.dtype == torch.float32 and prec == "ieee"
-        tma = a.device.type == "cuda" and big and tma_ok(a, b) and rows and (IEEE_TMA or not ieee)
-        method = "tma" if tma else "pointer"
+    if method == "auto":
+        cuda = a.device.type == "cuda"
+        method = "tma" if cuda and auto_tma(M * N * K, b.stride(1) == 1, a.dtype, prec) and tma_ok(a, b) else "pointer"
     if method == "tma":
         if not tma_ok(a, b):
             raise ValueError("method='tma' needs A and C with unit last strides, B with a unit stride along N or "
