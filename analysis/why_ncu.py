@@ -230,12 +230,19 @@ def card_name(card: str | None) -> str:
     return f"the {tex_escape(spec.name if spec else str(card).upper())}"
 
 
-def why_ncu_macros(m, why: pd.DataFrame | None, card: str | None = None) -> None:
-    """The findings' sentences (WhyNcuSoftmax, WhyNcuRowsum, WhyNcuNorms, WhyNcuMatmul, WhyNcuAttention) and
-    WhyNcuOn, ' on <the card they were measured on>' (empty without rows: the sentences say "not measured")."""
+def why_ncu_macros(m, why: pd.DataFrame | None, card: str | None = None, headline: str | None = None) -> None:
+    """The findings' sentences (WhyNcuSoftmax, WhyNcuRowsum, WhyNcuNorms, WhyNcuMatmul, WhyNcuAttention);
+    WhyNcuOn, ' on <the card they were measured on>' (empty without rows: the sentences say "not measured"); and
+    WhyNcuOtherCard, the threat it is where that card is not the ``headline`` GPU the timings come from."""
     measured = card is not None and not calls(why).empty
     m.add("WhyNcuOn", f" on {card_name(card)}" if measured else "",
           "the GPU whose Nsight Compute rows the 'inside the kernels' sentences and tables read")
+    other = measured and headline is not None and card != headline
+    text = (f"The Nsight Compute rows (Appendix~\\ref{{sec:why-detail}}) come from {card_name(card)}, not from "
+            f"{card_name(headline)} that gave the timings: the two have the same SM, so a kernel's instruction mix, "
+            "occupancy and stalls carry over; its DRAM time and share of peak do not.")
+    m.add("WhyNcuOtherCard", text if other else "",
+          "where the Nsight Compute rows come from another card than the timings")
     c = calls(why)
     for name, kernels in GAP_KERNELS.items():
         m.add(name, gap_sentence(c, kernels),

@@ -134,7 +134,7 @@ def test_without_rows_every_sentence_and_table_says_not_measured():
 
     m = Macros()
     why_ncu_macros(m, None)
-    lines = [line for line in m.lines if "WhyNcuOn" not in line]
+    lines = [line for line in m.lines if "WhyNcuOn" not in line and "WhyNcuOtherCard" not in line]
     assert len(lines) == 5 and all(NOT_MEASURED in line for line in lines)
     assert "\\newcommand{\\WhyNcuOn}{}" in m.text()  # no card named where nothing was measured
     assert "layernorm's and rmsnorm's kernels" in m.text()  # both missing: one sentence
@@ -208,6 +208,13 @@ def test_the_paper_reads_the_headline_cards_rows_else_another_cards_and_names_it
     m = Macros()
     why_ncu_macros(m, rows, "h100")
     assert "\\newcommand{\\WhyNcuOn}{ on the NVIDIA H100 SXM}" in m.text()
+    assert "\\newcommand{\\WhyNcuOtherCard}{}" in m.text()  # no headline given: no threat stated
     m = Macros()
-    why_ncu_macros(m, None, "h100")  # no rows: no card named
-    assert "\\newcommand{\\WhyNcuOn}{}" in m.text()
+    why_ncu_macros(m, rows, "h100", "h200")
+    assert "come from the NVIDIA H100 SXM, not from the NVIDIA H200 SXM that gave the timings" in m.text()
+    m = Macros()
+    why_ncu_macros(m, rows, "h200", "h200")
+    assert "\\newcommand{\\WhyNcuOtherCard}{}" in m.text()
+    m = Macros()
+    why_ncu_macros(m, None, "h100", "h200")  # no rows: no card named, no threat
+    assert "\\newcommand{\\WhyNcuOn}{}" in m.text() and "\\newcommand{\\WhyNcuOtherCard}{}" in m.text()
