@@ -11,6 +11,7 @@ import pandas as pd
 
 from analysis.latex import DTYPE_SHORT, count_phrase, fmt, table_latex, tex_escape
 from analysis.why_tables import NOT_MEASURED
+from rooflab.gpus import spec_for
 
 SUM = ("duration_us", "dram_bytes", "tensor_inst", "ffma_thread_inst", "ldg_inst", "stg_inst", "ldgsts_inst",
        "tma_inst")
@@ -224,8 +225,6 @@ def card_of(why: dict[str, pd.DataFrame] | None, gpu: str) -> str | None:
 
 def card_name(card: str | None) -> str:
     """'the NVIDIA H100 SXM' for a known key (rooflab.gpus.SPECS), 'the <KEY>' otherwise."""
-    from rooflab.gpus import spec_for
-
     spec = spec_for(card) if card else None
     return f"the {tex_escape(spec.name if spec else str(card).upper())}"
 
@@ -234,7 +233,8 @@ def why_ncu_macros(m, why: pd.DataFrame | None, card: str | None = None, headlin
     """The findings' sentences (WhyNcuSoftmax, WhyNcuRowsum, WhyNcuNorms, WhyNcuMatmul, WhyNcuAttention);
     WhyNcuOn, ' on <the card they were measured on>' (empty without rows: the sentences say "not measured"); and
     WhyNcuOtherCard, the threat it is where that card is not the ``headline`` GPU the timings come from."""
-    measured = card is not None and not calls(why).empty
+    c = calls(why)
+    measured = card is not None and not c.empty
     m.add("WhyNcuOn", f" on {card_name(card)}" if measured else "",
           "the GPU whose Nsight Compute rows the 'inside the kernels' sentences and tables read")
     other = measured and headline is not None and card != headline
@@ -243,7 +243,6 @@ def why_ncu_macros(m, why: pd.DataFrame | None, card: str | None = None, headlin
             "occupancy and stalls carry over; its DRAM time and share of peak do not.")
     m.add("WhyNcuOtherCard", text if other else "",
           "where the Nsight Compute rows come from another card than the timings")
-    c = calls(why)
     for name, kernels in GAP_KERNELS.items():
         m.add(name, gap_sentence(c, kernels),
               "Nsight Compute: what differs inside the kernels of an equal-bytes gap (experiments/why_ncu.py)")
