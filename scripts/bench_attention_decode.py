@@ -8,7 +8,8 @@ Cells: batch 1 and 8, 32 query heads on 8 and 32 K/V heads of 128, 1 and 4 query
 skipped. SDPA gets grouped heads with enable_gqa=True (experiments/backends.sdpa); a backend that refuses is a row
 with its reason. Ours is first checked against float64 on two cells (the max error is printed). Prints a table:
 each time in microseconds and the best SDPA time over ours (above 1: ours faster). --tiles adds ours with other
-launch choices (head size 128's key tile and the programs per SM decode_plan aims at), to retune them.
+launch choices (head size 128's key tile and the programs per SM decode_plan aims at), to retune them; --fa2 adds
+our FlashAttention-2 forward on the same cells (what attention_triton ran there before it sent them to decode).
 """
 from __future__ import annotations
 
@@ -74,6 +75,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rep-ms", type=int, default=40, help="do_bench's repeat time per measurement")
     ap.add_argument("--tiles", nargs="*", default=[], metavar="BLOCK_N,WARPS,STAGES,PROGRAMS_PER_SM",
                     help="ours again with these launch choices at head size 128 (e.g. 128,8,2,2 64,4,4,4)")
+    ap.add_argument("--fa2", action="store_true", help="our FlashAttention-2 forward on the same cells too")
     args = ap.parse_args(argv)
     import torch
     import triton.testing
@@ -90,6 +92,9 @@ def main(argv=None) -> int:
     sm = multiprocessor_count(torch.device("cuda"))
     variants = {"ours": lambda q, k, v: decode_attention(q, k, v, causal=True)}
     variants |= {f"ours[{t}]": retuned(t) for t in args.tiles}
+    if args.fa2:
+        from kernels.attention import attention_forward
+        variants["ours FA2"] = lambda q, k, v: attention_forward(q, k, v, True, q.shape[-1] ** -0.5)[0]
     variants |= {name: forced(backend) for name, backend in SDPA.items()}
     rows = []
     for batch, kv_heads, seq_q, seq_k in itertools.product(BATCHES, KV_HEADS, SEQ_Q, SEQ_K):

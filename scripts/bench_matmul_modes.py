@@ -5,7 +5,7 @@
 
 Parts (each row: GPU time by triton.testing.do_bench, and the Python loop's time a call, back-to-back calls then one
 sync; C = relu(A @ B) unless the row says product alone):
-  decode  bf16 M in {1, 8, 32, 128} rows x (K x N) in {4096 x 4096, 4096 x 14336, 8192 x 8192}: ours before (split_k=1:
+  decode  bf16 M in {1, 8, 16, 32, 64, 128} x (K x N) in {4096 x 4096, 4096 x 14336, 8192 x 8192}: ours before (split_k=1:
           the one-program-a-tile kernels, autotuned), ours after (the split-K plan), cuBLAS relu(mm) and mm alone
   tf32    squares 2048, 4096, 8192: ours auto (K-major copy of B, then the pointer kernel), the pointer and the TMA kernel
           on a K-major B (product alone: autotuned, then TMA at fixed tiles), cuBLAS TF32
@@ -38,7 +38,7 @@ from rooflab.kernel import math_mode  # noqa: E402
 from rooflab.timers import _loop_ms  # noqa: E402
 
 DEVICE = "cuda"
-DECODE_ROWS = (1, 8, 32, 128)
+DECODE_ROWS = (1, 8, 16, 32, 64, 128)
 DECODE_WEIGHTS = ((4096, 4096), (4096, 14336), (8192, 8192))  # K x N
 TF32_SIZES, IEEE_SIZES, TF32X3_SIZES = (2048, 4096, 8192), (4096, 8192), (4096, 8192)  # --quick: all but the last
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps); GROUP_M 8
