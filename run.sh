@@ -53,7 +53,7 @@ pip_install() {  # pip install, offline from the wheelhouse when there is one. -
 REQUIRED_MODULES="torch triton snakemake snakemake_executor_plugin_slurm papermill ipykernel nbconvert pandas pyarrow
   numpy matplotlib pypdfium2 seaborn scipy tqdm pynvml:nvidia-ml-py jsonschema yaml:pyyaml ninja"
 REQUIRED_SCRIPTS="snakemake papermill jupyter ninja"
-DEV_MODULES="pytest hypothesis ruff"
+DEV_MODULES="pytest hypothesis ruff yapf"
 
 missing_requirements() {  # what $PY's environment lacks of the above (and of $1's extra modules), one a line.
   # $2 = import: import each (after an install: a broken one is found too); else only look each up (every run
@@ -219,6 +219,9 @@ case "$cmd" in
     export TRITON_INTERPRET=1
     snakemake --lint
     python -m ruff check .  # the linter (settings: pyproject.toml [tool.ruff])
+    python -m yapf --diff --recursive --parallel . >/dev/null \
+      || die "the formatter would change these files (yapf -ir -p . formats them):" \
+         "$(python -m yapf --diff --recursive --parallel . | grep '^+++' | cut -c5- | sed 's/ *(reformatted)//')"
     python -m pytest -q -p no:cacheprovider tests "$@"
     ;;
   wheelhouse)

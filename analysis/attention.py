@@ -33,8 +33,8 @@ def compute_bound_sentence(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: s
     ridge = float(c["gemm_bf16"] / c["copy"])
     past = a[a["arithmetic_intensity"] >= ridge]
     per = ", ".join(f"{fmt(r.arithmetic_intensity)} at {int(r.size)}" for r in a.itertuples())
-    where = (f"so it is compute-bound from a sequence of {int(past['size'].iloc[0])} on" if len(past) else
-             "so it stays memory-bound over the sizes swept")
+    where = (f"so it is compute-bound from a sequence of {int(past['size'].iloc[0])} on"
+             if len(past) else "so it stays memory-bound over the sizes swept")
     return (f"Causal attention at the sweep's shapes (bfloat16) does $S/4$ FLOPs per byte of its minimum traffic: "
             f"{per} FLOP/B, against a ridge point of {fmt(ridge)} FLOP/B (the measured bf16 roof over the measured "
             f"copy bandwidth), {where}. ")
@@ -99,14 +99,14 @@ def printed_table(rows) -> str:
     r = ratios(rows)
     if r.empty:
         return "no timed cell of ours"
-    head = (f"{'shape':>18} {'causal':>6} {'dtype':>8} {'pass':>7} {'ours TF/s':>9}  "
-            + "  ".join(f"{'vs ' + name:>22}" for name in BACKENDS.values()))
+    head = (f"{'shape':>18} {'causal':>6} {'dtype':>8} {'pass':>7} {'ours TF/s':>9}  " +
+            "  ".join(f"{'vs ' + name:>22}" for name in BACKENDS.values()))
     lines = ["ours over each SDPA backend: its time / ours, GPU time | Python loop (above 1: ours faster)", head]
     for _, x in r.iterrows():
         shape = cell_label(x)
         cols = "  ".join(f"{x[f'vs_{v}']:>10.3f} | {x[f'vs_{v}_loop']:<9.3f}" for v in BACKENDS)
-        lines.append(f"{shape:>18} {str(x['causal']):>6} {x['dtype']:>8} {x['pass']:>7} {x['ours_tflops']:>9.1f}  "
-                     + cols)
+        lines.append(f"{shape:>18} {str(x['causal']):>6} {x['dtype']:>8} {x['pass']:>7} {x['ours_tflops']:>9.1f}  " +
+                     cols)
     return "\n".join(lines)
 
 
@@ -114,8 +114,7 @@ def backends_table(backends: pd.DataFrame) -> str:
     r = ratios(backends)
     rows = []
     for _, x in r.iterrows():
-        row = {("", "shape"): cell_label(x),
-               ("", "mask"): "causal" if x["causal"] else "full", ("", "pass"): x["pass"],
+        row = {("", "shape"): cell_label(x), ("", "mask"): "causal" if x["causal"] else "full", ("", "pass"): x["pass"],
                ("ours", "TFLOP/s"): x["ours_tflops"]}
         for v, name in BACKENDS.items():
             row[(f"SDPA {name}", "TFLOP/s")] = x[f"{v}_tflops"]
@@ -159,19 +158,24 @@ def decode_sentence(backends: pd.DataFrame) -> str:
         return ""
     parts = []
     for name, g in (("decode", r[r["seq_q"] <= 16]), ("a prefill onto a cache", r[r["seq_q"] > 16])):
-        ran = [f"{span(g[f'vs_{v}'])}$\\times$ the {lbl} backend's" for v, lbl in BACKENDS.items()
-               if len(g) and g[f"vs_{v}"].notna().any()]
+        ran = [
+            f"{span(g[f'vs_{v}'])}$\\times$ the {lbl} backend's" for v, lbl in BACKENDS.items()
+            if len(g) and g[f"vs_{v}"].notna().any()
+        ]
         if ran:
             keys = sorted({int(k) for k in g["seq_k"]})
             parts.append(f"in {name} ({', '.join(map(str, keys))} keys) ours runs at " + ", ".join(ran) + " speed")
     b = with_cells(backends)
-    refused = sorted({BACKENDS[v] for v in b[(b["status"] == "unsupported") & (b["kv_heads"] < b["heads"])]["variant"]
-                      if v in BACKENDS})
+    refused = sorted({
+        BACKENDS[v]
+        for v in b[(b["status"] == "unsupported") & (b["kv_heads"] < b["heads"])]["variant"]
+        if v in BACKENDS
+    })
     if refused:
         parts.append(f"the {' and '.join(refused)} backend{'s' if len(refused) > 1 else ''} refused grouped K/V "
                      "heads (enable\\_gqa) at some cell")
-    return ("Against a cache (seq\\_q below seq\\_k, the mask bottom-right), " + "; ".join(parts)
-            + " (above 1: ours faster). ") if parts else ""
+    return ("Against a cache (seq\\_q below seq\\_k, the mask bottom-right), " + "; ".join(parts) +
+            " (above 1: ours faster). ") if parts else ""
 
 
 def range_sentence(backends: pd.DataFrame) -> str:
@@ -190,12 +194,12 @@ def range_sentence(backends: pd.DataFrame) -> str:
     for pass_, name in (("fwd", "forward"), ("fwd+bwd", "forward and backward")):
         p = r[r["pass"] == pass_]
         if len(p):
-            parts.append(f"our {name} runs at " + ", ".join(
-                f"{span(p[f'vs_{v}'])}$\\times$ the {label} backend's speed" for v, label in BACKENDS.items()
-                if p[f"vs_{v}"].notna().any()))
+            parts.append(f"our {name} runs at " + ", ".join(f"{span(p[f'vs_{v}'])}$\\times$ the {label} backend's speed"
+                                                            for v, label in BACKENDS.items()
+                                                            if p[f"vs_{v}"].notna().any()))
     return (f"Over every timed shape ({FRAME_LABEL['gpu']}; sequence{plural(seqs)} {', '.join(seqs)}; "
-            f"{' and '.join(masks)} mask{plural(masks)}; head dim{plural(dims)} {' and '.join(dims)}), "
-            + "; ".join(parts) + " (above 1: ours faster). ")
+            f"{' and '.join(masks)} mask{plural(masks)}; head dim{plural(dims)} {' and '.join(dims)}), " +
+            "; ".join(parts) + " (above 1: ours faster). ")
 
 
 # Why ours trails the fastest backend: a fact of the kernel (kernels/attention/__init__.py) and of the tuning probes (lab/).
@@ -217,13 +221,12 @@ def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, t
            f"turn (experiments/backends.py), {tex_escape(str(backends['dtype'].iloc[0]))}: TFLOP/s in "
            f"{FRAME_LABEL['gpu']} (FA2's count: causal half, backward 2.5x forward) and ours over each backend, "
            f"its time over ours, in {FRAME_LABEL['gpu']} | {FRAME_LABEL['loop']} (above 1: ours faster).")
-    table = ("\\begin{table}[htbp]\\centering\\scriptsize\n" + backends_table(backends)
-             + f"\\caption{{{cap}}}\\label{{tab:backends}}\n\\end{{table}}\n")
+    table = ("\\begin{table}[htbp]\\centering\\scriptsize\n" + backends_table(backends) +
+             f"\\caption{{{cap}}}\\label{{tab:backends}}\n\\end{{table}}\n")
     sdpa = ("The sweep's builtin row is SDPA as a user calls it, which picks its backend per call; Table~"
             "\\ref{tab:backends} forces each in turn. ")
-    return (head + "\n\n" + sdpa + roof_sentence(backends, ceilings, gpu) + range_sentence(backends)
-            + decode_sentence(backends) + SCHEDULE
-            + "\n\n" + table)
+    return (head + "\n\n" + sdpa + roof_sentence(backends, ceilings, gpu) + range_sentence(backends) +
+            decode_sentence(backends) + SCHEDULE + "\n\n" + table)
 
 
 def main(argv=None) -> int:

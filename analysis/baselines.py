@@ -25,7 +25,7 @@ def versions_sentence(metrics: pd.DataFrame, gpu: str) -> str:
         if col in rows and rows[col].notna().any():
             vals = rows[col].dropna().astype(str).value_counts().index.tolist()
             parts.append(f"{name} {tex_escape(vals[0])}" + (f" (and {tex_escape(', '.join(vals[1:]))} in some "
-                                                             "rows)" if len(vals) > 1 else ""))
+                                                            "rows)" if len(vals) > 1 else ""))
     return ", ".join(parts)
 
 
@@ -73,8 +73,8 @@ def compile_modes_sentence(metrics: pd.DataFrame, gpu: str) -> str:
                         f"\\texttt{{{tex_escape(mode)}}}")
     if not said:
         return "No \\texttt{torch.compile} row was timed on this device."
-    out = ("Every \\texttt{torch.compile} row compiles the naive expression whole, with static shapes: "
-           + "; ".join(said) + ".")
+    out = ("Every \\texttt{torch.compile} row compiles the naive expression whole, with static shapes: " +
+           "; ".join(said) + ".")
     if not (rows["impl"] == "compile-max").any():
         out += (" Its \\texttt{max-autotune} mode, which searches Inductor's matrix-product and attention templates "
                 "and may be faster on the compute-bound kernels, was not measured on this run.")
@@ -87,5 +87,5 @@ def compile_modes_sentence(metrics: pd.DataFrame, gpu: str) -> str:
 def baseline_macros(m: Macros, metrics: pd.DataFrame, gpu: str) -> None:
     m.add("CompileModesSentence", compile_modes_sentence(metrics, gpu), "the mode of every torch.compile row")
     m.add("SoftwareVersions", versions_sentence(metrics, gpu) or "n/a", "versions of the headline device's rows")
-    m.add("AttentionSweepShapes", attention_shapes_sentence(metrics, gpu) or "n/a",
-          "the sweep's attention shapes and mask")
+    m.add("AttentionSweepShapes",
+          attention_shapes_sentence(metrics, gpu) or "n/a", "the sweep's attention shapes and mask")

@@ -17,10 +17,8 @@ peak_tflops_measured: its own run's ceilings), their median over the GPU's claim
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
-
 
 from analysis.claims import tied_best
 from analysis.metrics import model_time_s
@@ -51,8 +49,9 @@ def ratios(metrics: pd.DataFrame, gpu: str) -> dict[str, float]:
 def model_ms(rows: pd.DataFrame, key: str, r: dict[str, float]) -> np.ndarray:
     """The calibrated roofline-model time (ms) of each row on datasheet GPU `key`."""
     spec = SPECS[key]
-    peak = np.array([spec.peak_flops(u) * r.get(u, np.nan) if isinstance(u, str) else np.nan
-                     for u in rows["compute_unit"]], dtype=float)
+    peak = np.array(
+        [spec.peak_flops(u) * r.get(u, np.nan) if isinstance(u, str) else np.nan for u in rows["compute_unit"]],
+        dtype=float)
     return model_time_s(rows["flops"], rows["bytes"], peak, spec.mem_bandwidth * r["bandwidth"]) * 1e3
 
 
@@ -87,6 +86,8 @@ def error(t: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for bound in ("memory", "compute"):
         v = t.loc[t["bound"] == bound, "measured_over_model"].dropna().astype(float) if len(t) else pd.Series()
-        rows.append({"bound": bound, "cells": int(len(v)), "median": v.median() if len(v) else np.nan,
-                     "min": v.min() if len(v) else np.nan, "max": v.max() if len(v) else np.nan})
+        rows.append({
+            "bound": bound, "cells": int(len(v)), "median": v.median() if len(v) else np.nan, "min":
+            v.min() if len(v) else np.nan, "max": v.max() if len(v) else np.nan
+        })
     return pd.DataFrame(rows)

@@ -39,7 +39,6 @@ import logging
 import numpy as np
 import pandas as pd
 
-
 from analysis.columns import flags
 from rooflab.verdicts import VerdictRules
 from analysis.selection import compile_joint_graph
@@ -53,18 +52,22 @@ log = logging.getLogger("rooflab.compare")
 def floors(repeat: pd.DataFrame | None = None, rules: VerdictRules = VerdictRules()) -> dict[str, tuple[float, str]]:
     """{class: (floor, where it comes from)}: the rules' floor of medians timed apart, raised to the largest
     |difference| between processes that the repeatability table has for cells of that class."""
-    out = {"short_graph": (rules.unpaired_floor(True, True), "setting"),
-           "short": (rules.unpaired_floor(True, False), "setting"),
-           "mid": (rules.unpaired_floor(False, False), "setting"), "long": (rules.unpaired_floor(False, False), "setting")}
+    out = {
+        "short_graph": (rules.unpaired_floor(True, True), "setting"), "short": (rules.unpaired_floor(True,
+                                                                                                     False), "setting"),
+        "mid": (rules.unpaired_floor(False, False), "setting"), "long": (rules.unpaired_floor(False, False), "setting")
+    }
     if repeat is None or repeat.empty:
         return out
     event_us = repeat["median_ms_1"] * 1e3
     graph_us = repeat["graph_median_ms_1"] * 1e3
     short_us, long_us = rules.short_cell_us, rules.long_cell_us
-    measured = {"short_graph": repeat.loc[graph_us < short_us, "graph_rel_diff"],
-                "short": repeat.loc[event_us < short_us, "event_rel_diff"],
-                "mid": repeat.loc[(event_us >= short_us) & (event_us < long_us), "event_rel_diff"],
-                "long": repeat.loc[event_us >= long_us, "event_rel_diff"]}
+    measured = {
+        "short_graph": repeat.loc[graph_us < short_us, "graph_rel_diff"], "short": repeat.loc[event_us < short_us,
+                                                                                              "event_rel_diff"], "mid":
+        repeat.loc[(event_us >= short_us) & (event_us < long_us),
+                   "event_rel_diff"], "long": repeat.loc[event_us >= long_us, "event_rel_diff"]
+    }
     for name, diffs in measured.items():
         d = diffs.abs().dropna()
         if len(d) and d.max() > out[name][0]:
@@ -72,8 +75,8 @@ def floors(repeat: pd.DataFrame | None = None, rules: VerdictRules = VerdictRule
     return out
 
 
-def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = None,
-            noise_floors: dict | None = None, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
+def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = None, noise_floors: dict | None = None,
+            rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
     """One row per cell present on either side, with the verdict (slower/faster/same/status/new/gone); `repeat` is
     the GPU's repeatability table, from which floors() are taken unless `noise_floors` (its result) is given."""
     floor = {name: value for name, (value, _) in (noise_floors or floors(repeat, rules)).items()}
@@ -88,7 +91,7 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
     t["timing"] = np.where(graph, "graph", "event")
     t["rel_change"] = np.where(graph, t["graph_median_ms_now"] / t["graph_median_ms_ref"] - 1,
                                t["median_ms_now"] / t["median_ms_ref"] - 1)
-    rse = np.sqrt(t["rse_median_now"].astype(float).fillna(0) ** 2 + t["rse_median_ref"].astype(float).fillna(0) ** 2)
+    rse = np.sqrt(t["rse_median_now"].astype(float).fillna(0)**2 + t["rse_median_ref"].astype(float).fillna(0)**2)
     rse = np.where(graph, 0.0, rse)  # a graph median comes without its own standard error: the floor is the noise
     cls = np.select([graph, short, us < rules.long_cell_us], ["short_graph", "short", "mid"], default="long")
     t["noise"] = np.maximum(rules.k_sigma * rse, pd.Series(cls).map(floor).to_numpy())
@@ -97,10 +100,10 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
     joint = flags(t, "joint_ref") != flags(t, "joint_now")
     t["method_changed"] = (t["hold_us_ref"].isna() & t["hold_us_now"].notna()) | joint
     both_ok = (t["status_now"] == "ok") & (t["status_ref"] == "ok")
-    verdict = np.select(
-        [t["_merge"] == "left_only", t["_merge"] == "right_only", ~both_ok & (t["status_now"] != t["status_ref"]),
-         ~both_ok, t["rel_change"] > t["noise"], t["rel_change"] < -t["noise"]],
-        ["new", "gone", "status", "not timed", "slower", "faster"], default="same")
+    verdict = np.select([
+        t["_merge"] == "left_only", t["_merge"] == "right_only", ~both_ok &
+        (t["status_now"] != t["status_ref"]), ~both_ok, t["rel_change"] > t["noise"], t["rel_change"] < -t["noise"]
+    ], ["new", "gone", "status", "not timed", "slower", "faster"], default="same")
     # Floors that cannot see a regression of the size the cell's class allows (rooflab/verdicts.py max_floor_*): its
     # cells are not comparable, not "same"
     length = np.select([graph | short, us < rules.long_cell_us], ["short", "middle"], default="long")
@@ -112,34 +115,45 @@ def compare(now: pd.DataFrame, ref: pd.DataFrame, repeat: pd.DataFrame | None = 
 def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10, noise_floors: dict | None = None,
                      k_sigma: float = VerdictRules.k_sigma) -> str:
     counts = t["verdict"].value_counts()
-    lines = [f"# {gpu}: this run against data/reference/{gpu}", "",
-             "| verdict | cells |", "| --- | --- |"]
+    lines = [f"# {gpu}: this run against data/reference/{gpu}", "", "| verdict | cells |", "| --- | --- |"]
     lines += [f"| {v} | {int(n)} |" for v, n in counts.items()]
     if noise_floors:
-        label = {"short_graph": "short cells, CUDA-graph median", "short": "short cells, event median",
-                 "mid": "middle cells", "long": "long cells"}
-        lines += ["", f"Noise floors (a move must exceed the larger of this and {k_sigma:g} standard errors):", "",
-                  "| cells | floor | from |", "| --- | --- | --- |"]
+        label = {
+            "short_graph": "short cells, CUDA-graph median", "short": "short cells, event median", "mid":
+            "middle cells", "long": "long cells"
+        }
+        lines += [
+            "", f"Noise floors (a move must exceed the larger of this and {k_sigma:g} standard errors):", "",
+            "| cells | floor | from |", "| --- | --- | --- |"
+        ]
         lines += [f"| {label[k]} | {v:.1%} | {src} |" for k, (v, src) in noise_floors.items()]
     if t["method_changed"].any():
-        lines += ["", f"Note: {int(t['method_changed'].sum())} reference cells were timed without the held stream "
-                      "(an older timer) or, torch.compile's fwd+bwd, as one joint graph (rooflab.kernel."
-                      "COMPILE_SPLIT_SINCE): their differences mix the method and the kernel."]
+        lines += [
+            "", f"Note: {int(t['method_changed'].sum())} reference cells were timed without the held stream "
+            "(an older timer) or, torch.compile's fwd+bwd, as one joint graph (rooflab.kernel."
+            "COMPILE_SPLIT_SINCE): their differences mix the method and the kernel."
+        ]
     for verdict, asc in (("slower", False), ("faster", True)):
         g = t[t["verdict"] == verdict].sort_values("rel_change", ascending=asc).head(top)
         if len(g):
-            lines += ["", f"## {verdict} (largest {len(g)})", "",
-                      "| kernel | impl | dtype | size | pass | timing | reference us | now us | change | noise |",
-                      "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-            lines += [f"| {r.kernel} | {r.impl} | {r['dtype']} | {r['size']} | {r['pass']} | {r.timing} "
-                      f"| {_us(r, 'ref'):.2f} | {_us(r, 'now'):.2f} | {r.rel_change:+.1%} | {r.noise:.1%} |"
-                      for _, r in g.iterrows()]
+            lines += [
+                "", f"## {verdict} (largest {len(g)})", "",
+                "| kernel | impl | dtype | size | pass | timing | reference us | now us | change | noise |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+            ]
+            lines += [
+                f"| {r.kernel} | {r.impl} | {r['dtype']} | {r['size']} | {r['pass']} | {r.timing} "
+                f"| {_us(r, 'ref'):.2f} | {_us(r, 'now'):.2f} | {r.rel_change:+.1%} | {r.noise:.1%} |"
+                for _, r in g.iterrows()
+            ]
     changed = t[t["verdict"].isin(["status", "new", "gone"])]
     if len(changed):
         lines += ["", "## status changes and unmatched cells", ""]
-        lines += [f"- {r.kernel} {r.impl} {r['dtype']} {r['size']} {r['pass']}: {r.verdict} "
-                  f"({r.status_ref if isinstance(r.status_ref, str) else '-'} -> "
-                  f"{r.status_now if isinstance(r.status_now, str) else '-'})" for _, r in changed.iterrows()]
+        lines += [
+            f"- {r.kernel} {r.impl} {r['dtype']} {r['size']} {r['pass']}: {r.verdict} "
+            f"({r.status_ref if isinstance(r.status_ref, str) else '-'} -> "
+            f"{r.status_now if isinstance(r.status_now, str) else '-'})" for _, r in changed.iterrows()
+        ]
     return "\n".join(lines) + "\n"
 
 

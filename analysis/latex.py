@@ -11,11 +11,15 @@ import numpy as np
 import pandas as pd
 
 DTYPE_TAG = {"float32": "Fp", "tf32": "Tf", "bfloat16": "Bf", "float16": "Half"}
-IMPL_TAG = {"naive": "Naive", "builtin": "Builtin", "compile": "Compile", "compile-max": "CompileMax",
-            "triton": "Triton", "cuda": "Cuda"}
+IMPL_TAG = {
+    "naive": "Naive", "builtin": "Builtin", "compile": "Compile", "compile-max": "CompileMax", "triton": "Triton",
+    "cuda": "Cuda"
+}
 # column heads of the summary table, short enough for the page (the caption says which are ours)
-IMPL_SHORT = {"naive": "naive", "builtin": "builtin", "compile": "compile", "compile-max": "compile-max",
-              "triton": "Triton", "cuda": "CUDA"}
+IMPL_SHORT = {
+    "naive": "naive", "builtin": "builtin", "compile": "compile", "compile-max": "compile-max", "triton": "Triton",
+    "cuda": "CUDA"
+}
 DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "tf32": "tf32"}  # a narrow table's column
 # GPU keys hold digits, macro names may not: a100 -> AOneHundred, h200 -> HTwoHundred.
 DIGIT_WORDS = ["Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine"]
@@ -24,13 +28,14 @@ UNIT_TAG = {"fp32": "Fp", "tf32": "Tf", "bf16": "Bf", "fp16": "Half"}
 
 def gpu_tag(key: str) -> str:
     """a100 -> AOneHundred; h200 -> HTwoHundred; cpu -> Cpu: a GPU key as letters only, for macro names."""
+
     def spell(digits: str) -> str:
         n = int(digits)
         if n % 100 == 0 and 0 < n < 1000:
             return DIGIT_WORDS[n // 100] + "Hundred"
         return "".join(DIGIT_WORDS[int(d)] for d in digits)
-    return "".join(spell(part) if part.isdigit() else part.capitalize()
-                   for part in re.findall(r"[a-zA-Z]+|\d+", key))
+
+    return "".join(spell(part) if part.isdigit() else part.capitalize() for part in re.findall(r"[a-zA-Z]+|\d+", key))
 
 
 def pass_tag(pass_: str) -> str:
@@ -43,8 +48,8 @@ def camel(name: str) -> str:
 
 
 def tex_escape(s: str) -> str:
-    for a, b in [("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"),
-                 ("_", r"\_"), ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")]:
+    for a, b in [("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("$", r"\$"), ("#", r"\#"), ("_", r"\_"),
+                 ("{", r"\{"), ("}", r"\}"), ("~", r"\textasciitilde{}"), ("^", r"\^{}")]:
         s = s.replace(a, b)
     return s
 
@@ -69,6 +74,7 @@ def count_phrase(n: int, one: str, many: str | None = None) -> str:
 
 
 class Macros:
+
     def __init__(self):
         self.lines: list[str] = []
         self.names: set[str] = set()

@@ -45,12 +45,14 @@ def losses(v: pd.DataFrame) -> pd.DataFrame:
         if lost.empty:
             continue
         w = lost.loc[lost["lost_to_speedup"].idxmin()]
-        rows.append({"kernel": kernel, "dtype": dtype, "pass": pass_, "frame": frame,
-                     "sizes": size_ranges(lost["size"], g["size"]), "lost": len(lost), "compared": len(g),
-                     "worst_size": int(w["size"]), "worst": float(w["lost_to_speedup"]), "lost_to": w["lost_to"]})
+        rows.append({
+            "kernel": kernel, "dtype": dtype, "pass": pass_, "frame": frame, "sizes":
+            size_ranges(lost["size"], g["size"]), "lost": len(lost), "compared": len(g), "worst_size": int(w["size"]),
+            "worst": float(w["lost_to_speedup"]), "lost_to": w["lost_to"]
+        })
     out = pd.DataFrame(rows, columns=LOSS_COLUMNS)
-    return out.sort_values(["kernel", "dtype", "pass", "frame"], key=lambda s: s.map(order) if s.name == "frame"
-                           else s).reset_index(drop=True)
+    return out.sort_values(["kernel", "dtype", "pass", "frame"], key=lambda s: s.map(order)
+                           if s.name == "frame" else s).reset_index(drop=True)
 
 
 def losses_table(lost: pd.DataFrame) -> str:
@@ -58,12 +60,10 @@ def losses_table(lost: pd.DataFrame) -> str:
         return ("\\begin{center}Ours loses to no PyTorch implementation beyond noise, in any frame, at any size."
                 "\\end{center}\n")
     t = pd.DataFrame({("", "kernel"): lost["kernel"], ("", "dtype"): lost["dtype"], ("", "pass"): lost["pass"],
-                      ("", "frame"): lost["frame"].map(FRAME_LABEL),
-                      ("where ours loses", "N"): lost["sizes"],
-                      ("where ours loses", "of sizes"): [f"{a} of {b}" for a, b in zip(lost["lost"],
-                                                                                        lost["compared"])],
-                      ("worst", "N"): lost["worst_size"], ("worst", "ours / it"): lost["worst"],
-                      ("worst", "against"): lost["lost_to"].map(IMPL_SHORT)})
+                      ("", "frame"): lost["frame"].map(FRAME_LABEL), ("where ours loses", "N"): lost["sizes"],
+                      ("where ours loses", "of sizes"): [f"{a} of {b}" for a, b in zip(lost["lost"], lost["compared"])],
+                      ("worst", "N"): lost["worst_size"], ("worst", "ours / it"): lost["worst"], ("worst", "against"):
+                      lost["lost_to"].map(IMPL_SHORT)})
     t.columns = pd.MultiIndex.from_tuples(t.columns)
     return table_latex(t, {("worst", "ours / it"): fmt}, "llll>{\\raggedright\\arraybackslash}p{3.4cm}rrrl")
 
@@ -96,18 +96,20 @@ def backend_losses(backends: pd.DataFrame | None) -> pd.DataFrame:
             speed = x[col].to_numpy(dtype=float) / o[col].to_numpy(dtype=float)
             o_rse = o.reset_index()
             o_rse = o_rse if "rse_median" in o_rse else o_rse.assign(rse_median=np.nan)
-            noise = noise_floor(o_rse, x["rse_median"].to_numpy(dtype=float) if "rse_median" in x
-                                else np.full(len(x), np.nan), col)
+            noise = noise_floor(o_rse,
+                                x["rse_median"].to_numpy(dtype=float) if "rse_median" in x else np.full(len(x), np.nan),
+                                col)
             slower = 1 - speed > noise
             d = o.reset_index().assign(speed=speed, slower=slower)
             for (causal, hd, pass_), g in d.groupby(["causal", "head_dim", "pass"], sort=True):
                 lost = g[g["slower"]]
                 if lost.empty:
                     continue
-                rows.append({"mask": "causal" if causal else "full", "head_dim": int(hd), "pass": pass_,
-                             "backend": BACKENDS[v], "frame": frame,
-                             "shapes": ", ".join(cell_label(r) for _, r in lost.iterrows()),
-                             "lost": len(lost), "compared": len(g), "worst": float(lost["speed"].min())})
+                rows.append({
+                    "mask": "causal" if causal else "full", "head_dim": int(hd), "pass": pass_, "backend": BACKENDS[v],
+                    "frame": frame, "shapes": ", ".join(cell_label(r) for _, r in lost.iterrows()), "lost": len(lost),
+                    "compared": len(g), "worst": float(lost["speed"].min())
+                })
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -116,9 +118,8 @@ def backend_losses_table(lost: pd.DataFrame) -> str:
         return ""
     t = pd.DataFrame({("", "mask"): lost["mask"], ("", "head dim"): lost["head_dim"], ("", "pass"): lost["pass"],
                       ("", "against SDPA"): lost["backend"], ("", "frame"): lost["frame"].map(FRAME_LABEL),
-                      ("where ours loses", "batch x heads x seq"): lost["shapes"],
-                      ("where ours loses", "of shapes"): [f"{a} of {b}" for a, b in zip(lost["lost"],
-                                                                                         lost["compared"])],
-                      ("worst", "ours / it"): lost["worst"]})
+                      ("where ours loses", "batch x heads x seq"): lost["shapes"], ("where ours loses", "of shapes"):
+                      [f"{a} of {b}" for a, b in zip(lost["lost"], lost["compared"])], ("worst", "ours / it"):
+                      lost["worst"]})
     t.columns = pd.MultiIndex.from_tuples(t.columns)
     return table_latex(t, {("worst", "ours / it"): fmt}, "lrlll>{\\raggedright\\arraybackslash}p{4cm}rr")

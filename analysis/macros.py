@@ -12,23 +12,27 @@ from analysis import calibration, origin
 from analysis.claims import FRAME_LABEL, FRAME_TAG, findings, impl_names, speedup_column, tied_best
 from analysis.columns import flags
 from analysis.latex import (DTYPE_TAG, IMPL_TAG, UNIT_TAG, Macros, camel, count_phrase, fmt, gpu_tag, pass_tag,
-                           tex_escape)
+                            tex_escape)
 from analysis.metrics import CLOCK_FRACTION, FIT_MIN_SIZE, ROOF_SIGMA, measured_peaks
 from analysis.selection import compile_dropped_output, compile_joint_graph, largest, most_common, timed, verdict
 from rooflab.gpus import SPECS
 from rooflab.timing import TOUCH_STRIDE_BYTES
 
 # Macros paper/main.tex uses: always defined (as n/a when the data cannot give them), so the paper always builds.
-ALWAYS = ["HeadlineGpu", "HeadlineGpuKey", "CopyGbps", "CopyFractionDatasheet", "GemmFpTflops", "GemmTfTflops",
-          "GemmBfTflops", "GemmHalfTflops", "DatasheetBandwidthTBs", "DatasheetBfTflops", "CellsTotal", "CellsOk",
-          "CellsNotTimed", "CellsMismatch", "CellsFailed", "CellsSkipped", "NumKernels", "NumGpus", "GpuList",
-          "LargestSize", "CopySameSizeBfGbps", "CopySameSizeBfFraction", "CopySameSizeN", "TimingPlacements",
-          "TimingInstances", "TimingWarmedCells", "TimingCells", "TimingTouchKib"]
+ALWAYS = [
+    "HeadlineGpu", "HeadlineGpuKey", "CopyGbps", "CopyFractionDatasheet", "GemmFpTflops", "GemmTfTflops",
+    "GemmBfTflops", "GemmHalfTflops", "DatasheetBandwidthTBs", "DatasheetBfTflops", "CellsTotal", "CellsOk",
+    "CellsNotTimed", "CellsMismatch", "CellsFailed", "CellsSkipped", "NumKernels", "NumGpus", "GpuList", "LargestSize",
+    "CopySameSizeBfGbps", "CopySameSizeBfFraction", "CopySameSizeN", "TimingPlacements", "TimingInstances",
+    "TimingWarmedCells", "TimingCells", "TimingTouchKib"
+]
 # (HeadlineSource, DataOrigin and the Provenance* macros: origin_macros; Findings*: findings_macros; Calibration*:
 # calibration_macros; all always defined)
 # (the Repeat* macros are always defined by repeatability_macros, the Fixed* and Marginal* ones by fixed_cost_macros)
-FIXED_COST_MACROS = ["FixedUsMin", "FixedUsMax", "MarginalTBsMin", "MarginalTBsMax", "FixedShareMax",
-                     "FixedShareMaxKernel", "FixedShareMaxDtype", "FixedShareMaxSize", "FixedShareMaxMarginalTBs"]
+FIXED_COST_MACROS = [
+    "FixedUsMin", "FixedUsMax", "MarginalTBsMin", "MarginalTBsMax", "FixedShareMax", "FixedShareMaxKernel",
+    "FixedShareMaxDtype", "FixedShareMaxSize", "FixedShareMaxMarginalTBs"
+]
 
 
 def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macros:
@@ -149,7 +153,8 @@ def clock_macros(m: Macros, metrics: pd.DataFrame, gpu: str) -> None:
     """The SM clock each side of the matmul comparison ran at (at the largest size, every correct row, throttled or
     not), and how many cells ran under CLOCK_FRACTION of their run's ceiling clock and so make no claim."""
     rows = metrics[(metrics["gpu"] == gpu) & (metrics["status"] == "ok")]
-    m.add("ClockFractionPct", fmt(100 * CLOCK_FRACTION), "a cell under this percent of its run's ceiling clock: no claim")
+    m.add("ClockFractionPct", fmt(100 * CLOCK_FRACTION),
+          "a cell under this percent of its run's ceiling clock: no claim")
     low = flags(rows, "clock_low")
     m.add("ClockLowCells", str(int(low.sum())), "timed cells flagged for a low SM clock")
     m.add("ClockLowCellsText", count_phrase(int(low.sum()), "cell"), "the same, with its noun")
@@ -217,14 +222,18 @@ def origin_macros(m: Macros, gpu_runs: pd.DataFrame, gpu: str, cpu_runs: pd.Data
     come from) and the provenance counts."""
     datasets = gpu_runs.drop_duplicates("gpu")
     head = datasets[datasets["gpu"] == gpu]
-    m.add("HeadlineSource", tex_escape(origin.dataset_label(gpu, head["directory"].iloc[0]) if len(head)
-                                       else "no GPU data"), "where the headline device's rows come from")
-    parts = ["GPU data: " + (", ".join(tex_escape(origin.origin_phrase(g, d))
-                                       for g, d in zip(datasets["gpu"], datasets["directory"])) or "none")]
+    m.add("HeadlineSource",
+          tex_escape(origin.dataset_label(gpu, head["directory"].iloc[0]) if len(head) else "no GPU data"),
+          "where the headline device's rows come from")
+    parts = [
+        "GPU data: " +
+        (", ".join(tex_escape(origin.origin_phrase(g, d))
+                   for g, d in zip(datasets["gpu"], datasets["directory"])) or "none")
+    ]
     if len(cpu_runs):
         cpu = cpu_runs.iloc[0]
-        parts.append("CPU data: " + tex_escape(origin.origin_phrase(cpu["gpu"], cpu["directory"]))
-                     + ", in Section~\\ref{sec:cpu}")
+        parts.append("CPU data: " + tex_escape(origin.origin_phrase(cpu["gpu"], cpu["directory"])) +
+                     ", in Section~\\ref{sec:cpu}")
     m.add("DataOrigin", "; ".join(parts), "the title line: where every dataset comes from")
     m.add("ProvenanceRuns", str(len(gpu_runs)), "runs (or legacy commit and date groups) in the GPU data")
     m.add("ProvenanceDatasets", str(len(datasets)), "GPU datasets")
@@ -241,7 +250,8 @@ def repeatability_macros(m: "Macros", runs: dict[str, pd.DataFrame], gpu: str) -
             m.add(f"Repeat{tag}{stag}Pct", fmt(value, 2), f"over pairs of processes, {group}, percent")
         m.add(f"Repeat{tag}Cells", str(int(summary.loc[group, "n"])) if summary is not None else "n/a")
     m.add("RepeatRuns", str(process_count(runs[gpu])) if gpu in runs else "n/a", "processes compared, every pair")
-    m.add("RepeatInstances", most_common(runs[gpu], "instances_1", "1") if gpu in runs else "n/a",
+    m.add("RepeatInstances",
+          most_common(runs[gpu], "instances_1", "1") if gpu in runs else "n/a",
           "fresh starts per cell in the repeatability runs (tables from before the option: 1)")
     m.add("RepeatLongUs", fmt(EVENT_MIN_MS * 1e3), "long cells start here, microseconds")
     m.add("RepeatShortUs", fmt(GRAPH_MAX_MS * 1e3), "short cells end here, microseconds")

@@ -23,7 +23,6 @@ import math
 import numpy as np
 import pandas as pd
 
-
 from analysis.columns import flags, texts
 from rooflab.gpus import SPECS
 
@@ -243,7 +242,7 @@ def noise_floor(df: pd.DataFrame, base_rse: np.ndarray, col: str = "median_ms", 
 
     rules = rules or VerdictRules()
     rse = df["rse_median"].to_numpy(dtype=float)
-    sigma = rules.k_sigma * np.sqrt(np.nan_to_num(rse) ** 2 + np.nan_to_num(base_rse) ** 2)
+    sigma = rules.k_sigma * np.sqrt(np.nan_to_num(rse)**2 + np.nan_to_num(base_rse)**2)
     short = df[col].to_numpy(dtype=float) * 1e3 < rules.short_cell_us
     return np.maximum(sigma, rules.unpaired_floor(short, col == "graph_median_ms"))
 
@@ -291,10 +290,12 @@ def fixed_costs(metrics: pd.DataFrame, min_size: int = FIT_MIN_SIZE) -> pd.DataF
             continue
         fixed, rate = fit_line(g["bytes"], g["median_ms"] * 1e3)
         t = g["median_ms"].iloc[-1] * 1e3
-        rows.append(dict(zip(["gpu", "kernel", "impl", "dtype", "pass"], key), points=len(g), fixed_us=fixed,
-                         marginal_tbs=rate, size=int(g.index[-1]), time_us=t, fixed_share=fixed / t))
-    cols = ["gpu", "kernel", "impl", "dtype", "pass", "points", "fixed_us", "marginal_tbs", "size", "time_us",
-            "fixed_share"]
+        rows.append(
+            dict(zip(["gpu", "kernel", "impl", "dtype", "pass"], key), points=len(g), fixed_us=fixed, marginal_tbs=rate,
+                 size=int(g.index[-1]), time_us=t, fixed_share=fixed / t))
+    cols = [
+        "gpu", "kernel", "impl", "dtype", "pass", "points", "fixed_us", "marginal_tbs", "size", "time_us", "fixed_share"
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -309,16 +310,15 @@ def apply_paired(df: pd.DataFrame, table: pd.DataFrame, rules=None) -> pd.DataFr
     unpaired). Cells without rounds keep the unpaired verdict."""
     if table is None or table.empty:
         for base in ("builtin", "naive"):
-            df[f"verdict_method_vs_{base}"] = np.where(df.get(f"verdict_vs_{base}", pd.Series("", index=df.index))
-                                                       .astype(str) != "", "unpaired", "")
+            df[f"verdict_method_vs_{base}"] = np.where(
+                df.get(f"verdict_vs_{base}", pd.Series("", index=df.index)).astype(str) != "", "unpaired", "")
         return df
     t = table[(table["copy"] == 0) & (table["aa"] != "twin")].copy()
     t[PAIRED_KEY] = t[PAIRED_KEY].astype(str)
     key = pd.MultiIndex.from_frame(df[PAIRED_KEY].astype(str))
     claimable = flags(df, "claimable").to_numpy() if "claimable" in df else np.ones(len(df), dtype=bool)
     for base in ("builtin", "naive"):
-        method = np.where(df.get(f"verdict_vs_{base}", pd.Series("", index=df.index)).astype(str) != "",
-                          "unpaired", "")
+        method = np.where(df.get(f"verdict_vs_{base}", pd.Series("", index=df.index)).astype(str) != "", "unpaired", "")
         for frame in FRAMES:
             prefix = "" if frame == "gpu" else f"{frame}_"
             p = t[(t["base"] == base) & (t["frame"] == frame)].drop_duplicates(PAIRED_KEY).set_index(PAIRED_KEY)

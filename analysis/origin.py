@@ -73,13 +73,15 @@ def runs(metrics: pd.DataFrame, ceilings: pd.DataFrame, sources: dict[str, str] 
         commits = sorted({s + ("+dirty" if d else "") for s, d in zip(sha, dirty) if s})
         days = sorted({d for d in _text(g, "timestamp").str.slice(0, 10) if d})
         cells = g[g["_kind"] == "cells"]
-        out.append({"gpu": gpu, "source": source_of(directory), "directory": directory, "run": run,
-                    "legacy": run.startswith("legacy "), "commits": ", ".join(commits),
-                    "dates": days[0] + (f" to {days[-1]}" if len(days) > 1 else "") if days else "",
-                    "host": _distinct(g, "host"),
-                    **{c: _distinct(g, c) for c, _ in VERSIONS},
-                    **{c: _distinct(cells, c, integer=c != "timer") for c, _ in TIMING},
-                    "cells": int(len(cells)), "ceilings": int((g["_kind"] == "ceilings").sum())})
+        out.append({
+            "gpu": gpu, "source": source_of(directory), "directory": directory, "run": run, "legacy":
+            run.startswith("legacy "), "commits": ", ".join(commits), "dates":
+            days[0] + (f" to {days[-1]}" if len(days) > 1 else "") if days else "", "host": _distinct(g, "host"),
+            **{c: _distinct(g, c)
+               for c, _ in VERSIONS}, **{c: _distinct(cells, c, integer=c != "timer")
+                                         for c, _ in TIMING}, "cells": int(len(cells)), "ceilings": int(
+                (g["_kind"] == "ceilings").sum())
+        })
     return pd.DataFrame(out, columns=cols)
 
 
@@ -106,8 +108,10 @@ def provenance_table(r: pd.DataFrame, tex_escape) -> str:
     date)."""
     if r.empty:
         return "\\begin{center}No measured rows.\\end{center}\n"
-    lines = ["\\begin{tabular}{lllrrp{4.6cm}p{2.7cm}}", "\\toprule",
-             "run & commit & date & cells & ceil. & versions & timing \\\\"]
+    lines = [
+        "\\begin{tabular}{lllrrp{4.6cm}p{2.7cm}}", "\\toprule",
+        "run & commit & date & cells & ceil. & versions & timing \\\\"
+    ]
     for (gpu, directory), g in r.groupby(["gpu", "directory"], sort=False):
         shared = {_versions(row) for row in g.itertuples()}  # one set of versions: said once, under the dataset
         shared = shared.pop() if len(shared) == 1 and len(g) > 1 else ""
@@ -117,11 +121,20 @@ def provenance_table(r: pd.DataFrame, tex_escape) -> str:
         for row in g.itertuples():
             run = "--" if row.legacy else f"\\texttt{{{tex_escape(row.run)}}}"
             versions = "as above" if shared else _versions(row)
-            timing = "; ".join(getattr(row, c) if c == "timer" else
-                               f"{getattr(row, c)} {label if getattr(row, c) != '1' else label[:-1]}"
-                               for c, label in TIMING if getattr(row, c))
-            lines.append(" & ".join([run, tex_escape(row.commits), tex_escape(row.dates), str(row.cells),
-                                     str(row.ceilings), tex_escape(versions), tex_escape(timing)]) + " \\\\")
+            timing = "; ".join(
+                getattr(row, c) if c ==
+                "timer" else f"{getattr(row, c)} {label if getattr(row, c) != '1' else label[:-1]}"
+                for c, label in TIMING
+                if getattr(row, c))
+            lines.append(" & ".join([
+                run,
+                tex_escape(row.commits),
+                tex_escape(row.dates),
+                str(row.cells),
+                str(row.ceilings),
+                tex_escape(versions),
+                tex_escape(timing)
+            ]) + " \\\\")
     return "\n".join(lines + ["\\bottomrule", "\\end{tabular}", ""])
 
 
@@ -144,8 +157,10 @@ def freshness(metrics: pd.DataFrame, sources: dict[str, str] | None = None, curr
             run = stamps.groupby(key).max().sort_values().index[-1]
         new = g[key == run]
         kept = g[key != run]
-        out.append({"gpu": gpu, "run": run, "new": new.groupby("kernel").size().to_dict(),
-                    "kept": kept.groupby("kernel").size().to_dict(), "earlier_runs": int(key[key != run].nunique())})
+        out.append({
+            "gpu": gpu, "run": run, "new": new.groupby("kernel").size().to_dict(), "kept":
+            kept.groupby("kernel").size().to_dict(), "earlier_runs": int(key[key != run].nunique())
+        })
     return out
 
 

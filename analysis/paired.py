@@ -88,12 +88,13 @@ def verdict_table(rounds: pd.DataFrame, rules: VerdictRules = VerdictRules()) ->
                 s = paired_speedup(both["ms_a"], both["ms_b"], rules.level)
                 us = 1e3 * min(both["ms_a"].median(), both["ms_b"].median())
                 cls = rules.size_class(us)
-                rows.append({**dict(zip(GROUP, key)), "impl": impl, "copy": copy, "base": base, "aa": kind,
-                             "frame": frame, **s, "size_class": cls,
-                             "verdict": paired_verdict(s["speedup"], s["lo"], s["hi"], s["half_width"], cls, rules),
-                             "median_ms_impl": both["ms_a"].median(), "median_ms_base": both["ms_b"].median(),
-                             "sm_clock_impl_mhz": both["sm_clock_mhz_a"].median(),
-                             "sm_clock_base_mhz": both["sm_clock_mhz_b"].median()})
+                rows.append({
+                    **dict(zip(GROUP, key)), "impl": impl, "copy": copy, "base": base, "aa": kind, "frame": frame,
+                    **s, "size_class": cls, "verdict": paired_verdict(s["speedup"], s["lo"], s["hi"], s["half_width"],
+                                                                      cls, rules), "median_ms_impl":
+                    both["ms_a"].median(), "median_ms_base": both["ms_b"].median(), "sm_clock_impl_mhz":
+                    both["sm_clock_mhz_a"].median(), "sm_clock_base_mhz": both["sm_clock_mhz_b"].median()
+                })
     return pd.DataFrame(rows)
 
 
@@ -125,8 +126,9 @@ def with_aa_floors(table: pd.DataFrame, rules: VerdictRules = VerdictRules()) ->
     floors = [(others.get(r.kernel, {}) if r.aa == "twin" else everyone).get((r.frame, r.size_class), np.nan)
               for r in t.itertuples()]
     t["aa_floor"] = floors
-    t["verdict"] = [paired_verdict(r.speedup, r.lo, r.hi, r.half_width, r.size_class, rules, r.aa_floor)
-                    for r in t.itertuples()]
+    t["verdict"] = [
+        paired_verdict(r.speedup, r.lo, r.hi, r.half_width, r.size_class, rules, r.aa_floor) for r in t.itertuples()
+    ]
     return t
 
 
@@ -150,10 +152,12 @@ def unpaired_cells(raw: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> p
             cls = rules.size_class(1e3 * min(a[col], b[col]))
             rse = (float(a["rse_median"]), float(b["rse_median"])) if frame == "gpu" else (0.0, 0.0)
             floor = rules.unpaired_floor(cls == "short", frame == "graph")
-            rows.append({**dict(zip(key, k)), "frame": frame, "size_class": cls, "speedup": speedup,
-                         "verdict": unpaired_verdict(speedup, *rse, floor, rules.k_sigma),
-                         "sm_clock_impl_mhz": a.get("sm_clock_after_mhz", np.nan),
-                         "sm_clock_base_mhz": b.get("sm_clock_after_mhz", np.nan), "source": "sweep cells"})
+            rows.append({
+                **dict(zip(key, k)), "frame": frame, "size_class": cls, "speedup": speedup, "verdict":
+                unpaired_verdict(speedup, *rse, floor, rules.k_sigma), "sm_clock_impl_mhz":
+                a.get("sm_clock_after_mhz", np.nan), "sm_clock_base_mhz": b.get("sm_clock_after_mhz",
+                                                                                np.nan), "source": "sweep cells"
+            })
     return pd.DataFrame(rows)
 
 
@@ -168,12 +172,20 @@ def unpaired_repeat(repeat: pd.DataFrame | None, rules: VerdictRules = VerdictRu
                 continue
             cls = rules.size_class(1e3 * min(r[f"{col}_1"], r[f"{col}_2"]))
             speedup = 1.0 / (1.0 + float(r[diff]))
-            rows.append({"kernel": r["kernel"], "impl": r["impl"], "dtype": r["dtype"], "size": r["size"],
-                         "pass": r["pass"], "frame": frame, "size_class": cls, "speedup": speedup,
-                         "verdict": unpaired_verdict(speedup, 0.0, 0.0,
-                                                     rules.unpaired_floor(cls == "short", frame == "graph"),
-                                                     rules.k_sigma),
-                         "source": "repeatability"})
+            rows.append({
+                "kernel":
+                r["kernel"], "impl":
+                r["impl"], "dtype":
+                r["dtype"], "size":
+                r["size"], "pass":
+                r["pass"], "frame":
+                frame, "size_class":
+                cls, "speedup":
+                speedup, "verdict":
+                unpaired_verdict(speedup, 0.0, 0.0, rules.unpaired_floor(cls == "short", frame == "graph"),
+                                 rules.k_sigma), "source":
+                "repeatability"
+            })
     return pd.DataFrame(rows)
 
 
@@ -189,39 +201,50 @@ def aa_rates(paired: pd.DataFrame, unpaired: pd.DataFrame) -> pd.DataFrame:
     if not unpaired.empty:
         parts.append(unpaired.assign(method="unpaired"))
     if not parts:
-        return pd.DataFrame(columns=["method", "source", "frame", "size_class", "pairs", "tie", "false_positive",
-                                     "not_comparable", "tie_rate", "false_positive_rate"])
+        return pd.DataFrame(columns=[
+            "method", "source", "frame", "size_class", "pairs", "tie", "false_positive", "not_comparable", "tie_rate",
+            "false_positive_rate"
+        ])
     t = pd.concat(parts, ignore_index=True)
     rows = []
     for (method, source, frame, cls), g in t.groupby(["method", "source", "frame", "size_class"], sort=True):
         v = g["verdict"]
         n = int(len(v))
         ties, wins, nc = int((v == TIE).sum()), int(v.isin([FASTER, SLOWER]).sum()), int((v == NOT_COMPARABLE).sum())
-        rows.append({"method": method, "source": source, "frame": frame, "size_class": cls, "pairs": n, "tie": ties,
-                     "false_positive": wins, "not_comparable": nc, "tie_rate": ties / n if n else np.nan,
-                     "false_positive_rate": wins / n if n else np.nan})
+        rows.append({
+            "method": method, "source": source, "frame": frame, "size_class": cls, "pairs": n, "tie": ties,
+            "false_positive": wins, "not_comparable": nc, "tie_rate": ties / n if n else np.nan, "false_positive_rate":
+            wins / n if n else np.nan
+        })
     return pd.DataFrame(rows)
 
 
 def summary_markdown(gpu: str, table: pd.DataFrame, rates: pd.DataFrame, goal: float = 0.95) -> str:
-    lines = [f"# {gpu}: paired verdicts and the A/A test", "",
-             "A/A pairs are known identical; a verdict other than tie is a false positive. Goal: tie in at least "
-             f"{goal:.0%} of A/A pairs in every frame and size class. 'paired': the interval and the A/A floor (a "
-             "twin judged with floors from the other kernels' twins); 'paired, interval only': without the floor.", "",
-             "| method | pairs from | frame | size class | pairs | tie | false positive | not comparable | tie rate |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {r.method} | {r.source} | {r.frame} | {r.size_class} | {r.pairs} | {r.tie} | {r.false_positive} "
-              f"| {r.not_comparable} | {r.tie_rate:.1%} |" for r in rates.itertuples()]
+    lines = [
+        f"# {gpu}: paired verdicts and the A/A test", "",
+        "A/A pairs are known identical; a verdict other than tie is a false positive. Goal: tie in at least "
+        f"{goal:.0%} of A/A pairs in every frame and size class. 'paired': the interval and the A/A floor (a "
+        "twin judged with floors from the other kernels' twins); 'paired, interval only': without the floor.", "",
+        "| method | pairs from | frame | size class | pairs | tie | false positive | not comparable | tie rate |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+    ]
+    lines += [
+        f"| {r.method} | {r.source} | {r.frame} | {r.size_class} | {r.pairs} | {r.tie} | {r.false_positive} "
+        f"| {r.not_comparable} | {r.tie_rate:.1%} |" for r in rates.itertuples()
+    ]
     real = table[table["aa"] == ""] if not table.empty else table
     if "aa_floor" in table:
         floors = table[table["aa"] == ""].groupby(["frame", "size_class"])["aa_floor"].first().dropna()
-        lines += ["", "## A/A floors (the least effect a verdict names beyond the interval)", "",
-                  "| frame | size class | floor |", "| --- | --- | --- |"]
+        lines += [
+            "", "## A/A floors (the least effect a verdict names beyond the interval)", "",
+            "| frame | size class | floor |", "| --- | --- | --- |"
+        ]
         lines += [f"| {f} | {c} | {v:.1%} |" for (f, c), v in floors.items()]
     if len(real):
         counts = real.groupby(["frame", "verdict"]).size()
-        lines += ["", "## Verdicts of every other comparison", "", "| frame | verdict | comparisons |",
-                  "| --- | --- | --- |"]
+        lines += [
+            "", "## Verdicts of every other comparison", "", "| frame | verdict | comparisons |", "| --- | --- | --- |"
+        ]
         lines += [f"| {frame} | {verdict} | {n} |" for (frame, verdict), n in counts.items()]
     return "\n".join(lines) + "\n"
 

@@ -38,26 +38,25 @@ from analysis import why as why_
 from analysis import why_ncu
 from analysis.tables import (calibration_table, cpu_ceilings_table, cpu_summary_table, findings_table,  # noqa: F401
                              fixed_cost_table, host_cost_rows, host_cost_table, kernel_table, problems_table,
-                             projection_table, rate_column,
-                             repeatability_table, specs_table, summary_table)
+                             projection_table, rate_column, repeatability_table, specs_table, summary_table)
 from rooflab.gpus import CPU_KEY
 from rooflab.io import read_table
 
-OUTPUTS = ["macros", "table_summary", "table_problems", "table_projection", "table_calibration", "table_specs",
-           "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
-           "figures_projection", "kernels", "cpu", "table_plateau", "table_waves", "table_cost", "table_alignment",
-           "table_traffic", "table_ablations", "table_alignstudy", "table_compile_frames", "attention",
-           "table_results", "table_losses", "table_backend_losses", "why_ncu"]
+OUTPUTS = [
+    "macros", "table_summary", "table_problems", "table_projection", "table_calibration", "table_specs",
+    "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
+    "figures_projection", "kernels", "cpu", "table_plateau", "table_waves", "table_cost", "table_alignment",
+    "table_traffic", "table_ablations", "table_alignstudy", "table_compile_frames", "attention", "table_results",
+    "table_losses", "table_backend_losses", "why_ncu"
+]
 
 
 def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
              repeatability: dict[str, pd.DataFrame] | None = None, sources: dict[str, str] | None = None,
              launch_counts: set[str] | None = None, current_run: str | None = None,
              profiles: pd.DataFrame | None = None, compiled: pd.DataFrame | None = None,
-             traffic: dict[str, pd.DataFrame] | None = None,
-             ablations: dict[str, pd.DataFrame] | None = None,
-             drawn: list[str] | None = None,
-             compile_frames: dict[str, pd.DataFrame] | None = None,
+             traffic: dict[str, pd.DataFrame] | None = None, ablations: dict[str, pd.DataFrame] | None = None,
+             drawn: list[str] | None = None, compile_frames: dict[str, pd.DataFrame] | None = None,
              backends: dict[str, pd.DataFrame] | None = None,
              why: dict[str, pd.DataFrame] | None = None) -> dict[str, str]:
     """Every generated input, by name (without .tex): pure, so tests can run it on a synthetic frame.
@@ -90,10 +89,13 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     cpu_runs = origin.runs(metrics_cpu, ceilings.iloc[:0], sources)
     origin_macros(macros, gpu_runs, gpu, cpu_runs)
     fresh = origin.freshness(metrics, sources, current_run)
-    macros.add("MeasuredThisRun", tex_escape(origin.freshness_sentence(fresh, this_run=bool(current_run))
-                                             or "No device was measured by this workflow: every dataset is a "
-                                             "committed reference."),
-               "per device measured here: the cells this run measured, and those kept from earlier runs")
+    macros.add(
+        "MeasuredThisRun",
+        tex_escape(
+            origin.freshness_sentence(fresh, this_run=bool(current_run))
+            or "No device was measured by this workflow: every dataset is a "
+            "committed reference."),
+        "per device measured here: the cells this run measured, and those kept from earlier runs")
     host_cost_macros(macros, host_cost_rows(metrics_gpu, gpu))
     frames = (compile_frames or {}).get(gpu)
     macros.add("CompileFramesSentence", why_.compile_frames_sentence(frames),
@@ -110,38 +112,39 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     why_gpu = why_ncu.card_of(why, gpu)
     why_ncu.why_ncu_macros(macros, (why or {}).get(why_gpu), why_gpu, gpu)
     return {
-        "macros": macros.text(),
-        "table_repeatability": repeatability_table(runs),
-        "table_summary": summary_table(metrics_gpu, gpu),
-        "table_problems": problems_table(metrics_gpu),
-        "table_projection": projection_table(metrics_gpu, gpu),
-        "table_calibration": calibration_table(metrics_gpu, gpu),
-        "table_fixed_cost": fixed_cost_table(ours),
-        "table_host_cost": host_cost_table(metrics_gpu, gpu),
-        "table_specs": specs_table(ceilings_gpu),
-        "table_findings": findings_table(metrics_gpu),
-        "table_provenance": origin.provenance_table(gpu_runs, tex_escape),
-        "figures": figures_tex(metrics_gpu, gpus, figdir, GPU_FIGURE_CAPTIONS, sources, launch_counts, drawn),
-        "figures_projection": figures_tex(metrics_gpu, gpus, figdir, PROJECTION_FIGURE_CAPTIONS, sources,
-                                          launch_counts, drawn),
-        "kernels": kernel_sections(metrics_gpu, gpu, kernels, figdir,
-                                   why_.why_sections(metrics_gpu, profiles, compiled, gpu, kernels,
-                                                     (traffic or {}).get(gpu),
-                                                     why_ncu.measured_kernels((why or {}).get(why_gpu))), drawn),
-        "cpu": cpu,
-        "table_plateau": why_.plateau_table(metrics_gpu, gpu),
-        "table_waves": why_.waves_table(metrics_gpu, compiled, gpu),
-        "table_cost": why_.cost_table(metrics_gpu, gpu),
-        "table_alignment": why_.alignment_table(metrics_gpu, gpu),
-        "table_traffic": why_.traffic_table((traffic or {}).get(gpu)),
-        "table_ablations": why_.ablations_table((ablations or {}).get(gpu)),
-        "table_alignstudy": why_.alignment_study_table((ablations or {}).get(gpu), gpu),
-        "table_compile_frames": why_.compile_frames_table(frames),
-        "attention": attention_section(metrics_gpu, ceilings_gpu, gpu, gpu_traffic, gpu_backends),
-        "table_results": results.results_table(rows),
-        "table_losses": results.losses_table(lost),
-        "table_backend_losses": results.backend_losses_table(backend_lost),
-        "why_ncu": why_ncu.why_ncu_tables((why or {}).get(why_gpu)),
+        "macros":
+        macros.text(), "table_repeatability":
+        repeatability_table(runs), "table_summary":
+        summary_table(metrics_gpu, gpu), "table_problems":
+        problems_table(metrics_gpu), "table_projection":
+        projection_table(metrics_gpu, gpu), "table_calibration":
+        calibration_table(metrics_gpu, gpu), "table_fixed_cost":
+        fixed_cost_table(ours), "table_host_cost":
+        host_cost_table(metrics_gpu, gpu), "table_specs":
+        specs_table(ceilings_gpu), "table_findings":
+        findings_table(metrics_gpu), "table_provenance":
+        origin.provenance_table(gpu_runs, tex_escape), "figures":
+        figures_tex(metrics_gpu, gpus, figdir, GPU_FIGURE_CAPTIONS, sources, launch_counts, drawn),
+        "figures_projection":
+        figures_tex(metrics_gpu, gpus, figdir, PROJECTION_FIGURE_CAPTIONS, sources, launch_counts, drawn), "kernels":
+        kernel_sections(
+            metrics_gpu, gpu, kernels, figdir,
+            why_.why_sections(metrics_gpu, profiles, compiled, gpu, kernels, (traffic or {}).get(gpu),
+                              why_ncu.measured_kernels((why or {}).get(why_gpu))), drawn), "cpu":
+        cpu, "table_plateau":
+        why_.plateau_table(metrics_gpu, gpu), "table_waves":
+        why_.waves_table(metrics_gpu, compiled, gpu), "table_cost":
+        why_.cost_table(metrics_gpu, gpu), "table_alignment":
+        why_.alignment_table(metrics_gpu, gpu), "table_traffic":
+        why_.traffic_table((traffic or {}).get(gpu)), "table_ablations":
+        why_.ablations_table((ablations or {}).get(gpu)), "table_alignstudy":
+        why_.alignment_study_table((ablations or {}).get(gpu), gpu), "table_compile_frames":
+        why_.compile_frames_table(frames), "attention":
+        attention_section(metrics_gpu, ceilings_gpu, gpu, gpu_traffic, gpu_backends), "table_results":
+        results.results_table(rows), "table_losses":
+        results.losses_table(lost), "table_backend_losses":
+        results.backend_losses_table(backend_lost), "why_ncu":
+        why_ncu.why_ncu_tables((why or {}).get(why_gpu)),
     }
 
 
@@ -151,14 +154,16 @@ def host_cost_macros(macros, rows: pd.DataFrame) -> None:
     both = rows.dropna(subset=["loop_builtin", "loop_triton"]) if {"loop_builtin", "loop_triton"} <= set(rows) \
         else rows.iloc[:0]
     if both.empty:
-        values = {"HostSize": "n/a", "HostLoopBuiltinUs": "n/a", "HostLoopTritonUs": "n/a",
-                  "HostLoopSlowerKernels": "0", "HostLoopKernels": "0"}
+        values = {
+            "HostSize": "n/a", "HostLoopBuiltinUs": "n/a", "HostLoopTritonUs": "n/a", "HostLoopSlowerKernels": "0",
+            "HostLoopKernels": "0"
+        }
     else:
-        values = {"HostSize": str(int(both["size"].min())),
-                  "HostLoopBuiltinUs": f"{both['loop_builtin'].median():.3g}",
-                  "HostLoopTritonUs": f"{both['loop_triton'].median():.3g}",
-                  "HostLoopSlowerKernels": str(int((both["loop_triton"] > both["loop_builtin"]).sum())),
-                  "HostLoopKernels": str(len(both))}
+        values = {
+            "HostSize": str(int(both["size"].min())), "HostLoopBuiltinUs": f"{both['loop_builtin'].median():.3g}",
+            "HostLoopTritonUs": f"{both['loop_triton'].median():.3g}", "HostLoopSlowerKernels":
+            str(int((both["loop_triton"] > both["loop_builtin"]).sum())), "HostLoopKernels": str(len(both))
+        }
     for name, value in values.items():
         macros.add(name, value, "Python loop, per call, smallest size: the host path (table_host_cost)")
 
@@ -186,12 +191,12 @@ def read_facts(paths) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True) if frames else None
 
 
-def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
-          repeatability_paths: list[str] = (), profile_paths: list[str] | None = None,
-          compiled_paths: list[str] | None = None, traffic_paths: list[str] = (),
-          ablation_paths: list[str] = (), drawn: list[str] | None = None,
-          compile_frame_paths: list[str] = (), backend_paths: list[str] = (),
-          why_paths: list[str] = ()) -> None:
+def build(
+    metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str, repeatability_paths: list[str] = (),
+    profile_paths: list[str] | None = None, compiled_paths: list[str] | None = None, traffic_paths: list[str] = (),
+    ablation_paths: list[str] = (), drawn: list[str] | None = None, compile_frame_paths: list[str] = (),
+    backend_paths: list[str] = (), why_paths: list[str] = ()
+) -> None:
     import os
 
     from rooflab.io import CEILING_COLUMNS, read_results, write_text
@@ -201,14 +206,17 @@ def build(metrics_path: str, ceiling_paths: list[str], outdir: str, figdir: str,
     # <dir>/<gpu>/repeatability.csv: the GPU is the folder's name
     runs = {Path(p).parent.name: pd.read_csv(p) for p in repeatability_paths}
     counts = None if profile_paths is None else read_launch_counts(profile_paths)
-    for name, text in generate(metrics, ceilings, figdir, runs, origin.sources_from_paths(ceiling_paths),
-                               counts, os.environ.get("ROOFLAB_RUN_ID") or None, read_facts(profile_paths),
-                               read_facts(compiled_paths),
-                               {Path(p).parent.name: pd.read_csv(p) for p in traffic_paths},
-                               {Path(p).parent.name: read_table(p) for p in ablation_paths},
-                               drawn, {Path(p).parent.name: pd.read_csv(p) for p in compile_frame_paths},
-                               {Path(p).parent.name: read_table(p) for p in backend_paths},
-                               {Path(p).parent.name: read_table(p) for p in why_paths}).items():
+    for name, text in generate(metrics, ceilings, figdir, runs, origin.sources_from_paths(ceiling_paths), counts,
+                               os.environ.get("ROOFLAB_RUN_ID") or None, read_facts(profile_paths),
+                               read_facts(compiled_paths), {Path(p).parent.name: pd.read_csv(p)
+                                                            for p in traffic_paths},
+                               {Path(p).parent.name: read_table(p)
+                                for p in ablation_paths}, drawn,
+                               {Path(p).parent.name: pd.read_csv(p)
+                                for p in compile_frame_paths},
+                               {Path(p).parent.name: read_table(p)
+                                for p in backend_paths}, {Path(p).parent.name: read_table(p)
+                                                          for p in why_paths}).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 
 
@@ -218,9 +226,10 @@ def main(argv=None):
     ap.add_argument("--ceilings", nargs="+", required=True,
                     help="<dir>/<gpu>/ceilings.parquet: results/raw/<gpu> is this run, any other dir a reference")
     ap.add_argument("--figdir", default="results/figures")
-    ap.add_argument("--figures", nargs="*", default=None,
-                    help="the figure PDFs the workflow draws, included whether or not drawn yet (default: the PDFs "
-                         "present under --figdir)")
+    ap.add_argument(
+        "--figures", nargs="*", default=None,
+        help="the figure PDFs the workflow draws, included whether or not drawn yet (default: the PDFs "
+        "present under --figdir)")
     ap.add_argument("--outdir", required=True)
     ap.add_argument("--repeatability", nargs="*", default=[],
                     help="scripts/repeatability.py tables, as <dir>/<gpu>/repeatability.csv")
@@ -239,8 +248,8 @@ def main(argv=None):
     ap.add_argument("--why-ncu", nargs="*", default=[],
                     help="experiments/why_ncu.py tables, as <dir>/<gpu>/why_ncu.parquet")
     a = ap.parse_args(argv)
-    build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles, a.compiled, a.traffic,
-          a.ablations, a.figures, a.compile_frames, a.backends, a.why_ncu)
+    build(a.metrics, a.ceilings, a.outdir, a.figdir, a.repeatability, a.profiles, a.compiled, a.traffic, a.ablations,
+          a.figures, a.compile_frames, a.backends, a.why_ncu)
 
 
 if __name__ == "__main__":

@@ -45,14 +45,19 @@ KEY = ["kernel", "impl", "dtype", "math_mode", "shape", "pass"]  # one cell; mat
 MODELS = ("datasheet", "calibrated", "scaled")
 CLASSES = ("memory", "compute", "launch")
 LAUNCH_BYTES = 1 * MB
-CLASS_LABEL = {"memory": f"memory-bound, {LAUNCH_BYTES / MB:g} MB or more", "compute": "compute-bound",
-               "launch": "launch-bound"}
+CLASS_LABEL = {
+    "memory": f"memory-bound, {LAUNCH_BYTES / MB:g} MB or more", "compute": "compute-bound", "launch": "launch-bound"
+}
 TABLE_LABEL = {"memory": f"memory, {LAUNCH_BYTES / MB:g} MB+", "compute": "compute", "launch": "launch"}  # narrow
 GOALS = {("calibrated", "memory"): 0.05, ("calibrated", "compute"): 0.10}  # median |error| at most this
-CELL_COLUMNS = ["source", "target", *KEY, "size", "class", "bytes", "flops", "source_ms", "target_ms", "model",
-                "projected_ms", "error"]
-SUMMARY_COLUMNS = ["source", "target", "model", "class", "cells", "median_abs_error", "p90_abs_error",
-                   "median_error", "goal", "meets_goal"]
+CELL_COLUMNS = [
+    "source", "target", *KEY, "size", "class", "bytes", "flops", "source_ms", "target_ms", "model", "projected_ms",
+    "error"
+]
+SUMMARY_COLUMNS = [
+    "source", "target", "model", "class", "cells", "median_abs_error", "p90_abs_error", "median_error", "goal",
+    "meets_goal"
+]
 
 
 def measured_gpus(metrics: pd.DataFrame) -> list[str]:
@@ -94,18 +99,22 @@ def project(metrics: pd.DataFrame, source: str, target: str, short_cell_us: floa
     calibrated_target = calibration.model_ms(both, target, r)
     calibrated_source = calibration.model_ms(both, source, r)
     source_ms = both["median_ms"].to_numpy(dtype=float)
-    projected = {"datasheet": both[f"model_time_ms_{target}"].to_numpy(dtype=float),
-                 "calibrated": np.asarray(calibrated_target, dtype=float),
-                 "scaled": source_ms * np.asarray(calibrated_target, dtype=float) / np.asarray(calibrated_source,
-                                                                                               dtype=float)}
+    projected = {
+        "datasheet": both[f"model_time_ms_{target}"].to_numpy(dtype=float), "calibrated":
+        np.asarray(calibrated_target, dtype=float), "scaled":
+        source_ms * np.asarray(calibrated_target, dtype=float) / np.asarray(calibrated_source, dtype=float)
+    }
     projected = {name: ms for name, ms in projected.items() if name in models_for(source, target)}
-    base = pd.DataFrame({"source": source, "target": target, **{k: both[k] for k in KEY},
-                         "size": both["size"] if "size" in both else np.nan,
-                         "class": cell_class(both, short_cell_us), "bytes": both["bytes"].astype(float),
-                         "flops": both["flops"].astype(float), "source_ms": source_ms,
-                         "target_ms": both["target_ms"].astype(float)})
-    frames = [base.assign(model=name, projected_ms=ms, error=ms / base["target_ms"].to_numpy() - 1)
-              for name, ms in projected.items()]
+    base = pd.DataFrame({
+        "source": source, "target": target, **{k: both[k]
+                                               for k in KEY}, "size": both["size"] if "size" in both else np.nan,
+        "class": cell_class(both, short_cell_us), "bytes": both["bytes"].astype(float), "flops":
+        both["flops"].astype(float), "source_ms": source_ms, "target_ms": both["target_ms"].astype(float)
+    })
+    frames = [
+        base.assign(model=name, projected_ms=ms, error=ms / base["target_ms"].to_numpy() - 1)
+        for name, ms in projected.items()
+    ]
     return pd.concat(frames, ignore_index=True)[CELL_COLUMNS]
 
 
@@ -132,11 +141,13 @@ def summarize(cells: pd.DataFrame, directions: list[tuple[str, str]]) -> pd.Data
                 e = e[np.isfinite(e)]
                 goal = GOALS.get((model, cls), np.nan)
                 median_abs = float(np.median(np.abs(e))) if len(e) else np.nan
-                rows.append({"source": source, "target": target, "model": model, "class": cls, "cells": len(e),
-                             "median_abs_error": median_abs,
-                             "p90_abs_error": float(np.quantile(np.abs(e), 0.9)) if len(e) else np.nan,
-                             "median_error": float(np.median(e)) if len(e) else np.nan, "goal": goal,
-                             "meets_goal": (bool(median_abs <= goal) if len(e) and np.isfinite(goal) else pd.NA)})
+                rows.append({
+                    "source": source, "target": target, "model": model, "class": cls, "cells": len(e),
+                    "median_abs_error": median_abs, "p90_abs_error":
+                    float(np.quantile(np.abs(e), 0.9)) if len(e) else np.nan, "median_error":
+                    float(np.median(e)) if len(e) else np.nan, "goal": goal, "meets_goal":
+                    (bool(median_abs <= goal) if len(e) and np.isfinite(goal) else pd.NA)
+                })
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS).astype({"meets_goal": "boolean"})
 
 
@@ -184,8 +195,8 @@ def _direction_phrase(s: pd.DataFrame, source: str, target: str) -> str:
         if np.isfinite(r["goal"]):
             text += f" (goal {_pct(r['goal'])}\\,\\%: {'met' if r['meets_goal'] else 'missed'})"
         said.append(text)
-    where = (f"on the {source.upper()} itself" if source == target
-             else f"projected from the {source.upper()} onto the {target.upper()}")
+    where = (f"on the {source.upper()} itself"
+             if source == target else f"projected from the {source.upper()} onto the {target.upper()}")
     return f"{where}, the calibrated model's median absolute error is " + ", ".join(said[:-1]) + f" and {said[-1]}"
 
 
@@ -210,8 +221,8 @@ def table_tex(summary: pd.DataFrame, gpus: list[str]) -> str:
     rows = summary.drop_duplicates(keys)[keys].reset_index(drop=True)
     count = summary.groupby(keys)["cells"].max()
     out = pd.DataFrame({("", "projected"): [direction_label(a, b) for a, b in zip(rows["source"], rows["target"])],
-                        ("", "bound"): rows["class"].map(TABLE_LABEL),
-                        ("", "n"): [int(count[tuple(k)]) for k in rows.to_numpy()]})
+                        ("", "bound"): rows["class"].map(TABLE_LABEL), ("", "n"):
+                        [int(count[tuple(k)]) for k in rows.to_numpy()]})
     index = pd.MultiIndex.from_frame(rows)
     for model in MODELS:
         m = summary[summary["model"] == model].set_index(keys).reindex(index)

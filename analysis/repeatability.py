@@ -34,20 +34,26 @@ def summarize(t: pd.DataFrame) -> pd.DataFrame:
     three are the goals' (event_long, graph_short) and their contrast (event_short); then every other frame and
     length class the table has (event, graph and the Python loop; short, middle, long by the frame's own median in
     the first run)."""
+
     def row(key, name, sel, col):
         d = t.loc[sel, col].abs().dropna() if col in t else pd.Series(dtype=float)
-        return {"group": key, "cells": name, "mode": col.split("_")[0], "n": int(d.size),
-                "max_abs_rel_diff": float(d.max()) if d.size else float("nan"),
-                "median_abs_rel_diff": float(d.median()) if d.size else float("nan")}
+        return {
+            "group": key, "cells": name, "mode": col.split("_")[0], "n": int(d.size), "max_abs_rel_diff":
+            float(d.max()) if d.size else float("nan"), "median_abs_rel_diff":
+            float(d.median()) if d.size else float("nan")
+        }
 
     long_us, short_us = EVENT_MIN_MS * 1e3, GRAPH_MAX_MS * 1e3
-    classes = {"short": (f"< {short_us:.0f} us", lambda ms: ms < GRAPH_MAX_MS),
-               "middle": (f"{short_us:.0f}-{long_us:.0f} us", lambda ms: (ms >= GRAPH_MAX_MS) & (ms < EVENT_MIN_MS)),
-               "long": (f">= {long_us:.0f} us", lambda ms: ms >= EVENT_MIN_MS)}
-    rows = [row("event_long", classes["long"][0], classes["long"][1](t["median_ms_1"]), "event_rel_diff"),
-            row("graph_short", classes["short"][0], classes["short"][1](t["graph_median_ms_1"]), "graph_rel_diff"),
-            row("event_short", f"{classes['short'][0]} (contrast)", classes["short"][1](t["median_ms_1"]),
-                "event_rel_diff")]
+    classes = {
+        "short": (f"< {short_us:.0f} us", lambda ms: ms < GRAPH_MAX_MS), "middle":
+        (f"{short_us:.0f}-{long_us:.0f} us", lambda ms:
+         (ms >= GRAPH_MAX_MS) & (ms < EVENT_MIN_MS)), "long": (f">= {long_us:.0f} us", lambda ms: ms >= EVENT_MIN_MS)
+    }
+    rows = [
+        row("event_long", classes["long"][0], classes["long"][1](t["median_ms_1"]), "event_rel_diff"),
+        row("graph_short", classes["short"][0], classes["short"][1](t["graph_median_ms_1"]), "graph_rel_diff"),
+        row("event_short", f"{classes['short'][0]} (contrast)", classes["short"][1](t["median_ms_1"]), "event_rel_diff")
+    ]
     for frame, col in (("event", "median_ms"), ("graph", "graph_median_ms"), ("loop", "loop_ms")):
         if f"{col}_1" not in t or f"{frame}_rel_diff" not in t:
             continue
@@ -78,8 +84,9 @@ def compare(first, second, pair: str = "1-2") -> pd.DataFrame:
 
 def compare_all(runs) -> pd.DataFrame:
     """Every pair of runs (i < j, numbered from 1), stacked: one row per cell and pair."""
-    return pd.concat([compare(runs[i], runs[j], f"{i + 1}-{j + 1}")
-                      for i, j in itertools.combinations(range(len(runs)), 2)], ignore_index=True)
+    return pd.concat(
+        [compare(runs[i], runs[j], f"{i + 1}-{j + 1}") for i, j in itertools.combinations(range(len(runs)), 2)],
+        ignore_index=True)
 
 
 def main(argv=None) -> int:

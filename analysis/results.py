@@ -32,8 +32,10 @@ from analysis.why_tables import traffic_rows
 OURS = "triton"
 TORCH = ("naive", "builtin", "compile", "compile-max")
 FRAME_SHORT = {"gpu": "GPU", "graph": "graph", "loop": "loop"}
-VERSUS_COLUMNS = ["kernel", "dtype", "math_mode", "pass", "size", "frame", "ours_ms", "best", "best_ms", "speedup",
-                  "verdict", "lost_to", "lost_to_speedup", "roof", "bound"]
+VERSUS_COLUMNS = [
+    "kernel", "dtype", "math_mode", "pass", "size", "frame", "ours_ms", "best", "best_ms", "speedup", "verdict",
+    "lost_to", "lost_to_speedup", "roof", "bound"
+]
 
 
 def verdict_column(frame: str, base: str) -> str:
@@ -46,8 +48,8 @@ def _verdicts(ours: pd.DataFrame, base_rse: np.ndarray, speedup: np.ndarray, fra
     else ours against the base beyond the metrics' noise floor."""
     col = FRAMES[frame]
     noise = noise_floor(ours.assign(rse_median=ours["rse_median"] if "rse_median" in ours else np.nan), base_rse, col)
-    computed = np.select([~np.isfinite(speedup), speedup - 1 > noise, 1 - speedup > noise],
-                         ["", "faster", "slower"], default="tie")
+    computed = np.select([~np.isfinite(speedup), speedup - 1 > noise, 1 - speedup > noise], ["", "faster", "slower"],
+                         default="tie")
     name = verdict_column(frame, base)
     if name not in ours:
         return computed
@@ -78,8 +80,8 @@ def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
             if col not in b or b.empty:
                 continue
             bt = b[col].reindex(key).to_numpy(dtype=float)
-            rse = (b["rse_median"].reindex(key).to_numpy(dtype=float) if "rse_median" in b
-                   else np.full(len(ours), np.nan))
+            rse = (b["rse_median"].reindex(key).to_numpy(
+                dtype=float) if "rse_median" in b else np.full(len(ours), np.nan))
             times[base] = bt
             verdicts[base] = _verdicts(ours, rse, bt / t, frame, base)
         if not times:
@@ -99,17 +101,25 @@ def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
         beat = np.where(slower, stack, np.inf)
         lost_i = np.argmin(beat, axis=0)
         lost_ms = beat[lost_i, np.arange(len(ours))]
-        out.append(pd.DataFrame({
-            "kernel": ours["kernel"], "dtype": ours["dtype"], "math_mode": ours["math_mode"], "pass": ours["pass"],
-            "size": ours["size"], "frame": frame, "ours_ms": t,
-            "best": [bases[i] if np.isfinite(m) else "" for i, m in zip(best_i, best_ms)],
-            "best_ms": np.where(np.isfinite(best_ms), best_ms, np.nan),
-            "speedup": np.where(np.isfinite(best_ms), best_ms, np.nan) / t, "verdict": verdict,
-            "lost_to": [bases[i] if np.isfinite(m) else "" for i, m in zip(lost_i, lost_ms)],
-            "lost_to_speedup": np.where(np.isfinite(lost_ms), lost_ms, np.nan) / t,
-            "roof": ours["roofline_fraction_measured"].astype(float) if "roofline_fraction_measured" in ours
-            else np.nan,
-            "bound": ours["bound"] if "bound" in ours else "unknown"}))
+        out.append(
+            pd.DataFrame({
+                "kernel":
+                ours["kernel"], "dtype":
+                ours["dtype"], "math_mode":
+                ours["math_mode"], "pass":
+                ours["pass"], "size":
+                ours["size"], "frame":
+                frame, "ours_ms":
+                t, "best": [bases[i] if np.isfinite(m) else "" for i, m in zip(best_i, best_ms)], "best_ms":
+                np.where(np.isfinite(best_ms), best_ms, np.nan), "speedup":
+                np.where(np.isfinite(best_ms), best_ms, np.nan) / t, "verdict":
+                verdict, "lost_to": [bases[i] if np.isfinite(m) else "" for i, m in zip(lost_i, lost_ms)],
+                "lost_to_speedup":
+                np.where(np.isfinite(lost_ms), lost_ms, np.nan) / t, "roof":
+                ours["roofline_fraction_measured"].astype(float) if "roofline_fraction_measured" in ours else np.nan,
+                "bound":
+                ours["bound"] if "bound" in ours else "unknown"
+            }))
     v = pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=VERSUS_COLUMNS)
     return v[v["verdict"] != ""].reset_index(drop=True)
 
@@ -131,7 +141,7 @@ def cause_phrase(row: pd.Series, best: str, traffic: pd.DataFrame, launched: pd.
         unit = UNIT_NAME.get(str(compute_unit), str(compute_unit or "").upper())
         theirs = row.get("best_roof", np.nan)
         return "compute", f"{unit} roof" + (f"; {IMPL_SHORT[best]} at {fmt(theirs, 2)} of it"
-                                             if np.isfinite(theirs) else "")
+                                            if np.isfinite(theirs) else "")
     t = traffic[(traffic["kernel"] == row["kernel"]) & (traffic["pass"] == row["pass"])
                 & (traffic["dtype"] == row["dtype"]) & (traffic["size"] == row["size"])].set_index("impl") \
         if {"dtype", "size", "moved_bytes"} <= set(traffic) else traffic.iloc[:0]
@@ -183,14 +193,16 @@ def results_rows(metrics: pd.DataFrame, gpu: str, traffic: pd.DataFrame | None =
     for (kernel, dtype, pass_), g in big.groupby(["kernel", "dtype", "pass"], sort=True):
         g = g.set_index("frame")
         gpu_row = g.loc["gpu"] if "gpu" in g.index else g.iloc[0]
-        row = {"kernel": kernel, "dtype": dtype, "pass": pass_, "size": int(gpu_row["size"]),
-               "best": gpu_row["best"], "roof": gpu_row["roof"], "bound": gpu_row["bound"],
-               "best_roof": roofs.get((kernel, dtype, pass_, gpu_row["size"], gpu_row["best"]), np.nan)}
+        row = {
+            "kernel": kernel, "dtype": dtype, "pass": pass_, "size": int(gpu_row["size"]), "best": gpu_row["best"],
+            "roof": gpu_row["roof"], "bound": gpu_row["bound"], "best_roof": roofs.get(
+                (kernel, dtype, pass_, gpu_row["size"], gpu_row["best"]), np.nan)
+        }
         for frame in FRAMES:
             row[f"{frame}_speedup"] = g.at[frame, "speedup"] if frame in g.index else np.nan
             row[f"{frame}_verdict"] = g.at[frame, "verdict"] if frame in g.index else ""
         row["cause_kind"], row["cause"] = cause_phrase(pd.Series(row, dtype=object), gpu_row["best"], traffic, launched,
-                                    units.get((kernel, dtype, pass_)))
+                                                       units.get((kernel, dtype, pass_)))
         mine = lost[(lost["kernel"] == kernel) & (lost["dtype"] == dtype) & (lost["pass"] == pass_)]
         row["loses"] = where_lost(mine)
         rows.append(row)
@@ -212,13 +224,12 @@ def results_table(rows: pd.DataFrame) -> str:
         return "\\begin{center}No timed cell of ours on this device.\\end{center}\n"
     g, gr, lo, ratio = FRAME_LABEL["gpu"], FRAME_LABEL["graph"], FRAME_LABEL["loop"], "ours / best"
     t = pd.DataFrame({("", "kernel"): rows["kernel"], ("", "dtype"): rows["dtype"].map(lambda d: DTYPE_SHORT.get(d, d)),
-                      ("", "pass"): rows["pass"], ("", "N"): rows["size"],
-                      (g, ratio): [_mark(s, v) for s, v in zip(rows["gpu_speedup"], rows["gpu_verdict"])],
+                      ("", "pass"): rows["pass"], ("", "N"):
+                      rows["size"], (g, ratio): [_mark(s, v) for s, v in zip(rows["gpu_speedup"], rows["gpu_verdict"])],
                       (g, "best"): rows["best"].map(IMPL_SHORT), (g, "roof"): rows["roof"].astype(float),
                       (gr, ratio): [_mark(s, v) for s, v in zip(rows["graph_speedup"], rows["graph_verdict"])],
                       (lo, ratio): [_mark(s, v) for s, v in zip(rows["loop_speedup"], rows["loop_verdict"])],
-                      ("", "cause (largest N)"): rows["cause"],
-                      ("", "ours loses beyond noise at N"): rows["loses"]})
+                      ("", "cause (largest N)"): rows["cause"], ("", "ours loses beyond noise at N"): rows["loses"]})
     if rows["size"].nunique() == 1:  # one largest size: the caption says it
         t = t.drop(columns=("", "N"))
     t.columns = pd.MultiIndex.from_tuples(t.columns)
@@ -231,8 +242,8 @@ def results_table(rows: pd.DataFrame) -> str:
 # ---------------------------------------------------------------------------------------------------- macros
 
 
-def results_macros(m: Macros, rows: pd.DataFrame, lost: pd.DataFrame, v: pd.DataFrame,
-                   backend_lost: pd.DataFrame, backends: pd.DataFrame | None) -> None:
+def results_macros(m: Macros, rows: pd.DataFrame, lost: pd.DataFrame, v: pd.DataFrame, backend_lost: pd.DataFrame,
+                   backends: pd.DataFrame | None) -> None:
     """What the abstract and the text say of the results table and the losses (every value from the rows)."""
     m.add("ResultRows", count_phrase(len(rows), "combination"),
           "kernel, dtype and pass combinations in the results table")
@@ -249,9 +260,10 @@ def results_macros(m: Macros, rows: pd.DataFrame, lost: pd.DataFrame, v: pd.Data
         for which, idx in (("Max", s["gpu_speedup"].idxmax()), ("Min", s["gpu_speedup"].idxmin())):
             r = s.loc[idx]
             m.add(f"Results{which}Speedup", fmt(r["gpu_speedup"]), f"{which.lower()} of the same")
-            m.add(f"Results{which}Cell", tex_escape(f"{r['kernel']} in {r['dtype']}"
-                                                    + ("" if r["pass"] == "fwd" else f" ({r['pass']})")
-                                                    + f" at N={r['size']}"), "where")
+            m.add(
+                f"Results{which}Cell",
+                tex_escape(f"{r['kernel']} in {r['dtype']}" + ("" if r["pass"] == "fwd" else f" ({r['pass']})") +
+                           f" at N={r['size']}"), "where")
         for which, idx in (("Max", s["gpu_speedup"].idxmax()), ("Min", s["gpu_speedup"].idxmin())):
             m.add(f"Results{which}Cause", tex_escape(s.loc[idx, "cause"]), "its cause, in a phrase")
     m.add("LossListGpu", loss_list(rows, "gpu"), "results-table rows where ours is slower in GPU time")
@@ -259,7 +271,8 @@ def results_macros(m: Macros, rows: pd.DataFrame, lost: pd.DataFrame, v: pd.Data
     m.add("PrecisionSentence", precision_sentence(rows), "compute-bound kernels per precision: ours over the best")
     m.add("GlanceSentence", glance_sentence(rows), "what the wins and ties of the results table have in common")
     mem = rows[rows["bound"] == "memory"] if len(rows) else rows
-    m.add("ResultsMemoryRoofMedian", fmt(mem["roof"].median(), 2) if len(mem) else "n/a",
+    m.add("ResultsMemoryRoofMedian",
+          fmt(mem["roof"].median(), 2) if len(mem) else "n/a",
           "median fraction of the measured roofline, ours, memory-bound rows, GPU time, largest size")
     m.add("ResultsMemoryRows", count_phrase(len(mem), "memory-bound row"))
     m.add("LossGroups", count_phrase(len(lost), "combination"),
@@ -281,8 +294,10 @@ def loss_list(rows: pd.DataFrame, frame: str) -> str:
     lost = rows[rows[f"{frame}_verdict"] == "slower"] if len(rows) else rows
     if lost.empty:
         return "none"
-    parts = [f"{kernel} in {join_words(dict.fromkeys(g['dtype']))} ({join_words(dict.fromkeys(g['pass']))})"
-             for kernel, g in lost.groupby("kernel", sort=True)]
+    parts = [
+        f"{kernel} in {join_words(dict.fromkeys(g['dtype']))} ({join_words(dict.fromkeys(g['pass']))})"
+        for kernel, g in lost.groupby("kernel", sort=True)
+    ]
     return tex_escape(join_words(parts))
 
 
@@ -312,8 +327,10 @@ def precision_sentence(rows: pd.DataFrame) -> str:
         return "No compute-bound kernel was timed on this device."
     out = []
     for kernel, g in c.groupby("kernel", sort=True):
-        said = [f"{tex_escape(r.dtype)} {fmt(r.gpu_speedup)}$\\times$ ({fmt(r.roof, 2)} of its roof)"
-                for r in g.itertuples()]
+        said = [
+            f"{tex_escape(r.dtype)} {fmt(r.gpu_speedup)}$\\times$ ({fmt(r.roof, 2)} of its roof)"
+            for r in g.itertuples()
+        ]
         out.append(f"{tex_escape(kernel)} at $N={int(g['size'].iloc[0])}$: {join_words(said)}")
     return ("In GPU time, forward, ours over the best of PyTorch (and ours' fraction of the measured roof of its "
             "precision): " + "; ".join(out) + ".")

@@ -11,8 +11,8 @@ import pandas as pd
 
 from analysis import origin
 from analysis.claims import CPU_FRAME_LABEL, FRAME_MEANING, NO_FRAME, compute_bound, findings, impl_names, tied_best
-from analysis.latex import (DTYPE_TAG, FIGURE_HEIGHT, IMPL_TAG, KERNEL_FIGURE_WIDTH, TALL_FIGURES, Macros, camel, figure,
-                            count_phrase, pass_tag, tex_escape)
+from analysis.latex import (DTYPE_TAG, FIGURE_HEIGHT, IMPL_TAG, KERNEL_FIGURE_WIDTH, TALL_FIGURES, Macros, camel,
+                            figure, count_phrase, pass_tag, tex_escape)
 from analysis.selection import largest, timed
 from analysis.tables import cpu_ceilings_table, cpu_summary_table, findings_table, kernel_table
 from rooflab.gpus import CPU_KEY, SPECS
@@ -21,55 +21,60 @@ from rooflab.kernel import IMPL_LABEL as IMPL_NAME
 GPU_TIME = f"GPU time ({FRAME_MEANING['gpu']})"
 # The figures of one GPU, in the order the paper shows them, with what each says (and in which frame).
 GPU_FIGURE_CAPTIONS = {
-    "roofline": f"Roofline in {GPU_TIME}: per kernel, forward, at its largest size in its lowest precision, ours "
-                "(filled) and the fastest PyTorch implementation (hollow, in its colour), joined and labelled, "
-                "against the datasheet (grey) and measured (black) ceilings, each compute unit's roof in its own "
-                "dash (fp32 solid, tf32 dashed, bf16 dash-dotted, fp16 dotted); starred points lie above their roof "
-                "(Table~\\ref{tab:findings}).",
-    "speedup": f"Speedup over the PyTorch builtin in {GPU_TIME}, one panel per dtype, per kernel, implementation "
-               "and size (blue: faster, red: slower, beyond noise; white: a tie within noise); blank cells have no "
-               "correct, timed pair.",
-    "scaling": "Time against size per kernel (log-log). Solid: GPU time of one call (L2 flushed), with its p20--p80 "
-               "band; dashed: CUDA graph replay; thin with crosses: Python loop, back-to-back calls with launch "
-               "included, which sit on the launch floor at small sizes; dotted guides show the N$^2$ or N$^3$ work.",
-    "fusion": f"GPU kernels launched per call (torch.profiler; a count, {NO_FRAME}), per kernel and "
-              "implementation, one panel per dtype: what fusing an expression into one kernel saves.",
+    "roofline":
+    f"Roofline in {GPU_TIME}: per kernel, forward, at its largest size in its lowest precision, ours "
+    "(filled) and the fastest PyTorch implementation (hollow, in its colour), joined and labelled, "
+    "against the datasheet (grey) and measured (black) ceilings, each compute unit's roof in its own "
+    "dash (fp32 solid, tf32 dashed, bf16 dash-dotted, fp16 dotted); starred points lie above their roof "
+    "(Table~\\ref{tab:findings}).", "speedup":
+    f"Speedup over the PyTorch builtin in {GPU_TIME}, one panel per dtype, per kernel, implementation "
+    "and size (blue: faster, red: slower, beyond noise; white: a tie within noise); blank cells have no "
+    "correct, timed pair.", "scaling":
+    "Time against size per kernel (log-log). Solid: GPU time of one call (L2 flushed), with its p20--p80 "
+    "band; dashed: CUDA graph replay; thin with crosses: Python loop, back-to-back calls with launch "
+    "included, which sit on the launch floor at small sizes; dotted guides show the N$^2$ or N$^3$ work.", "fusion":
+    f"GPU kernels launched per call (torch.profiler; a count, {NO_FRAME}), per kernel and "
+    "implementation, one panel per dtype: what fusing an expression into one kernel saves.",
 }
 PROJECTION_FIGURE_CAPTIONS = {
-    "projection": "Speed-up over the GPU time measured here (fastest implementation) that the roofline model "
-                  "(calibrated: each datasheet peak scaled by this device's measured / datasheet ratio) gives each "
-                  "kernel at its largest size on four datasheet GPUs, one colour and marker per GPU, one panel per "
-                  "dtype; this device's own point sits at measured / model, its distance from 1 the model's error.",
-    "wave": f"Matrix product in {GPU_TIME}: achieved TFLOP/s of Triton and the builtin against N, each over its "
-            "own best (the best rates in each panel's title), beside the wave-quantisation model over its own best "
-            "(dashed): both are 1 at full waves. At a size that is no multiple of the 128 tile, the shaded gap is "
-            "the loss the wave model does not explain.",
+    "projection":
+    "Speed-up over the GPU time measured here (fastest implementation) that the roofline model "
+    "(calibrated: each datasheet peak scaled by this device's measured / datasheet ratio) gives each "
+    "kernel at its largest size on four datasheet GPUs, one colour and marker per GPU, one panel per "
+    "dtype; this device's own point sits at measured / model, its distance from 1 the model's error.", "wave":
+    f"Matrix product in {GPU_TIME}: achieved TFLOP/s of Triton and the builtin against N, each over its "
+    "own best (the best rates in each panel's title), beside the wave-quantisation model over its own best "
+    "(dashed): both are 1 at full waves. At a size that is no multiple of the 128 tile, the shaded gap is "
+    "the loss the wave model does not explain.",
 }
 KERNEL_FIGURE_CAPTIONS = {
-    "bandwidth": f"Achieved bandwidth in {GPU_TIME} against size, per implementation (colour and marker) and dtype "
-                 "(line style), bars from the p80 to the p20 time; horizontal lines, labelled: the measured copy "
-                 "bandwidth (black) and the datasheet's (grey).",
+    "bandwidth":
+    f"Achieved bandwidth in {GPU_TIME} against size, per implementation (colour and marker) and dtype "
+    "(line style), bars from the p80 to the p20 time; horizontal lines, labelled: the measured copy "
+    "bandwidth (black) and the datasheet's (grey).",
 }
 # A compute-bound kernel's figure (analysis/claims.compute_bound) rates it in TFLOP/s against the compute roofs.
 KERNEL_FIGURE_CAPTIONS_COMPUTE = {
-    "bandwidth": f"Achieved TFLOP/s in {GPU_TIME} against size (the kernel is compute-bound), per implementation "
-                 "(colour and marker) and dtype (line style), bars from the p80 to the p20 time; horizontal lines, "
-                 "labelled: the measured GEMM peak of each compute unit (black) and the datasheet's (grey).",
+    "bandwidth":
+    f"Achieved TFLOP/s in {GPU_TIME} against size (the kernel is compute-bound), per implementation "
+    "(colour and marker) and dtype (line style), bars from the p80 to the p20 time; horizontal lines, "
+    "labelled: the measured GEMM peak of each compute unit (black) and the datasheet's (grey).",
 }
 # The CPU's figures: only those whose concepts apply (no datasheet roof, no CUDA graph, no wave model, no projection).
 CPU_FIGURE_CAPTIONS = {
-    "roofline": "Roofline of the CPU in host time: per kernel, forward, at its largest size in its lowest "
-                "precision, the fastest PyTorch implementation (hollow, in its colour; Triton is not timed on a "
-                "CPU), labelled, against the copy and GEMM ceilings measured on this CPU (black, each compute "
-                "unit's roof in its own dash); the CPU has no datasheet roof.",
-    "speedup": "Speedup over the PyTorch builtin on the CPU in host time (one call), one panel per dtype, per "
-               "kernel, implementation and size (blue: faster, red: slower, beyond noise; white: a tie within "
-               "noise).",
-    "scaling": "Time against size on the CPU (log-log). Solid: host time of one call, with its p20--p80 band; thin "
-               "with crosses: Python loop, back-to-back calls; dotted guides show the N$^2$ or N$^3$ work.",
-    "fusion": f"aten operators dispatched per call on the CPU (torch.profiler; a count, {NO_FRAME}), per kernel and "
-              "implementation, one panel per dtype: nothing is launched on a CPU, so the operators stand in for "
-              "launches.",
+    "roofline":
+    "Roofline of the CPU in host time: per kernel, forward, at its largest size in its lowest "
+    "precision, the fastest PyTorch implementation (hollow, in its colour; Triton is not timed on a "
+    "CPU), labelled, against the copy and GEMM ceilings measured on this CPU (black, each compute "
+    "unit's roof in its own dash); the CPU has no datasheet roof.", "speedup":
+    "Speedup over the PyTorch builtin on the CPU in host time (one call), one panel per dtype, per "
+    "kernel, implementation and size (blue: faster, red: slower, beyond noise; white: a tie within "
+    "noise).", "scaling":
+    "Time against size on the CPU (log-log). Solid: host time of one call, with its p20--p80 band; thin "
+    "with crosses: Python loop, back-to-back calls; dotted guides show the N$^2$ or N$^3$ work.", "fusion":
+    f"aten operators dispatched per call on the CPU (torch.profiler; a count, {NO_FRAME}), per kernel and "
+    "implementation, one panel per dtype: nothing is launched on a CPU, so the operators stand in for "
+    "launches.",
 }
 
 
@@ -99,9 +104,8 @@ def figure_drawn(path: str, drawn: Collection[str] | None) -> bool:
     return os.path.abspath(path) in {os.path.abspath(p) for p in drawn}
 
 
-def figures_tex(metrics: pd.DataFrame, gpus: list[str], figdir: str, captions: dict[str, str],
-                sources: dict[str, str], launch_counts: set[str] | None = None,
-                drawn: Collection[str] | None = None) -> str:
+def figures_tex(metrics: pd.DataFrame, gpus: list[str], figdir: str, captions: dict[str, str], sources: dict[str, str],
+                launch_counts: set[str] | None = None, drawn: Collection[str] | None = None) -> str:
     """The figures of each GPU that are drawn (figure_drawn) and show data, their captions naming the GPU and its
     source."""
     out = []
@@ -110,8 +114,8 @@ def figures_tex(metrics: pd.DataFrame, gpus: list[str], figdir: str, captions: d
             path = f"{figdir}/{g}/{fig}.pdf"
             if figure_drawn(path, drawn) and has_data(fig, metrics, g, launch_counts):
                 where = tex_escape(origin.dataset_label(g, sources.get(g, f"results/raw/{g}")))
-                out.append(figure(path, f"{caption} ({where})", f"fig:{fig}-{g}",
-                                  height=TALL_FIGURES.get(fig, FIGURE_HEIGHT)))
+                out.append(
+                    figure(path, f"{caption} ({where})", f"fig:{fig}-{g}", height=TALL_FIGURES.get(fig, FIGURE_HEIGHT)))
     return "\n".join(out) or "% no figures found\n"
 
 
@@ -166,8 +170,8 @@ def speedup_sentence(base: str, tag: str, against: str) -> str:
             f"and \\{base}LoopSpeedup{suffix}{tag}$\\times$ in a Python loop.")
 
 
-def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir: str,
-                    why: dict[str, str] | None = None, drawn: Collection[str] | None = None) -> str:
+def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir: str, why: dict[str, str] | None = None,
+                    drawn: Collection[str] | None = None) -> str:
     """One subsection per kernel; `why`: per kernel, its generated 'why' paragraph (analysis/why.py)."""
     out = []
     for kernel in kernels:
@@ -192,16 +196,16 @@ def kernel_sections(metrics: pd.DataFrame, gpu: str, kernels: list[str], figdir:
             base = f"{k}{IMPL_TAG[impl]}"
             what = f"{tex_escape(dtype)}" + ("" if pass_ == "fwd" else f" ({tex_escape(pass_)})")
             against = "naive" if impl == "builtin" else "builtin"
-            out.append(best_sentence(k, tag, what, best) + speedup_sentence(base, tag, against)
-                       + f" At \\{k}Intensity{tag}~FLOP/byte the kernel is \\{k}Bound{tag}-bound here, and its "
-                       f"measured time is \\{base}ModelRatio{tag}$\\times$ the roofline-model time from the measured "
-                       "ceilings.\n")
+            out.append(
+                best_sentence(k, tag, what, best) + speedup_sentence(base, tag, against) +
+                f" At \\{k}Intensity{tag}~FLOP/byte the kernel is \\{k}Bound{tag}-bound here, and its "
+                f"measured time is \\{base}ModelRatio{tag}$\\times$ the roofline-model time from the measured "
+                "ceilings.\n")
         out.append("\\begin{table}[!htbp]\n\\centering\\footnotesize\\setlength{\\tabcolsep}{2pt}\n"
                    f"\\caption{{{tex_escape(kernel)} at the largest size on the headline device, in three frames: "
                    "GPU time (median time, achieved rate, fraction of the measured roofline, speedups over the "
                    "builtin and naive PyTorch, the verdict against the builtin), CUDA graph and Python loop (time "
-                   f"and speedup over the builtin).}}\n\\label{{tab:{label}}}\n" + kernel_table(big)
-                   + "\\end{table}\n")
+                   f"and speedup over the builtin).}}\n\\label{{tab:{label}}}\n" + kernel_table(big) + "\\end{table}\n")
         captions = KERNEL_FIGURE_CAPTIONS_COMPUTE if compute_bound(ok[ok["pass"] == "fwd"]) else \
             KERNEL_FIGURE_CAPTIONS
         for fig, caption in captions.items():
@@ -227,38 +231,41 @@ def cpu_section(m: Macros, metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir
     found = findings(rows)
     m.add("CpuFindingsAboveRoof", count_phrase(int(found["beyond_noise"].sum()), "timed cell"),
           "CPU cells above their roof beyond noise")
-    out = [f"\\section{{CPU results ({tex_escape(origin.source_of(sources.get(CPU_KEY, 'results/raw/cpu')))})}}\n"
-           "\\label{sec:cpu}\n",
-           "These cells ran on the host CPU (\\CpuSource{}). They are kept apart from the GPU results: no CPU row "
-           "enters a GPU figure, table or number. Only what applies to a CPU is reported here. The PyTorch "
-           "implementations are timed with the host clock in two frames: \\emph{host time} (one call) and the "
-           "\\emph{Python loop} (back-to-back calls); there is no CUDA graph, no cache flush and no launch to hide. "
-           "Triton runs under its interpreter for correctness and is not timed; the hand-written CUDA is skipped. "
-           "The CPU has no datasheet entry, so its only roofs are the copy and the GEMMs measured on it (no TF32 "
-           "unit, no wave model, no projection), and the profiler counts the aten operators a call dispatches "
-           "instead of GPU kernels launched. Of the \\CpuCellsTotal{} CPU cells, \\CpuCellsOk{} were checked and "
-           "timed, \\CpuCellsNotTimed{} checked only, \\CpuCellsSkipped{} skipped, \\CpuCellsMismatch{} gave a "
-           "wrong answer and \\CpuCellsFailed{} failed (Section~\\ref{sec:problems} lists the GPU's; the CPU's "
-           "are in \\texttt{results/metrics.parquet}); above their roof beyond noise: \\CpuFindingsAboveRoof{}.\n",
-           "\\begin{table}[!htbp]\n\\centering\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
-           f"\\caption{{CPU ({where}): time per call at the largest size in host time and in a Python loop, per "
-           "implementation, and the fastest in host time (a tie within noise named as one).}\n"
-           "\\label{tab:cpu-summary}\n" + cpu_summary_table(rows) + "\\end{table}\n",
-           "\\begin{table}[!htbp]\n\\centering\\small\n"
-           f"\\caption{{Ceilings measured on the CPU ({where}), in host time: the copy and the best GEMM per math "
-           "mode.}\n\\label{tab:cpu-ceilings}\n" + cpu_ceilings_table(ceilings) + "\\end{table}\n",
-           "\\begin{table}[!htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{3pt}\n"
-           f"\\caption{{Environment and provenance of the CPU data ({where}): its runs, commits, dates, versions, "
-           "timing settings and the rows each contributed.}\n\\label{tab:cpu-provenance}\n"
-           + origin.provenance_table(origin.runs(rows, ceilings[ceilings["gpu"] == CPU_KEY], sources), tex_escape)
-           + "\\end{table}\n"]
+    out = [
+        f"\\section{{CPU results ({tex_escape(origin.source_of(sources.get(CPU_KEY, 'results/raw/cpu')))})}}\n"
+        "\\label{sec:cpu}\n",
+        "These cells ran on the host CPU (\\CpuSource{}). They are kept apart from the GPU results: no CPU row "
+        "enters a GPU figure, table or number. Only what applies to a CPU is reported here. The PyTorch "
+        "implementations are timed with the host clock in two frames: \\emph{host time} (one call) and the "
+        "\\emph{Python loop} (back-to-back calls); there is no CUDA graph, no cache flush and no launch to hide. "
+        "Triton runs under its interpreter for correctness and is not timed; the hand-written CUDA is skipped. "
+        "The CPU has no datasheet entry, so its only roofs are the copy and the GEMMs measured on it (no TF32 "
+        "unit, no wave model, no projection), and the profiler counts the aten operators a call dispatches "
+        "instead of GPU kernels launched. Of the \\CpuCellsTotal{} CPU cells, \\CpuCellsOk{} were checked and "
+        "timed, \\CpuCellsNotTimed{} checked only, \\CpuCellsSkipped{} skipped, \\CpuCellsMismatch{} gave a "
+        "wrong answer and \\CpuCellsFailed{} failed (Section~\\ref{sec:problems} lists the GPU's; the CPU's "
+        "are in \\texttt{results/metrics.parquet}); above their roof beyond noise: \\CpuFindingsAboveRoof{}.\n",
+        "\\begin{table}[!htbp]\n\\centering\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
+        f"\\caption{{CPU ({where}): time per call at the largest size in host time and in a Python loop, per "
+        "implementation, and the fastest in host time (a tie within noise named as one).}\n"
+        "\\label{tab:cpu-summary}\n" + cpu_summary_table(rows) + "\\end{table}\n",
+        "\\begin{table}[!htbp]\n\\centering\\small\n"
+        f"\\caption{{Ceilings measured on the CPU ({where}), in host time: the copy and the best GEMM per math "
+        "mode.}\n\\label{tab:cpu-ceilings}\n" + cpu_ceilings_table(ceilings) + "\\end{table}\n",
+        "\\begin{table}[!htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{3pt}\n"
+        f"\\caption{{Environment and provenance of the CPU data ({where}): its runs, commits, dates, versions, "
+        "timing settings and the rows each contributed.}\n\\label{tab:cpu-provenance}\n" +
+        origin.provenance_table(origin.runs(rows, ceilings[ceilings["gpu"] == CPU_KEY], sources), tex_escape) +
+        "\\end{table}\n"
+    ]
     if len(found):
         out.append("\\begin{table}[!htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{3pt}\n"
-                   f"\\caption{{CPU cells above their roof, in host time ({where}).}}\n\\label{{tab:cpu-findings}}\n"
-                   + findings_table(rows).replace("GPU time", CPU_FRAME_LABEL["gpu"]) + "\\end{table}\n")
+                   f"\\caption{{CPU cells above their roof, in host time ({where}).}}\n\\label{{tab:cpu-findings}}\n" +
+                   findings_table(rows).replace("GPU time", CPU_FRAME_LABEL["gpu"]) + "\\end{table}\n")
     for fig, caption in CPU_FIGURE_CAPTIONS.items():
         path = f"{figdir}/{CPU_KEY}/{fig}.pdf"
         if figure_drawn(path, drawn) and has_data(fig, rows, CPU_KEY, launch_counts):
-            out.append(figure(path, f"{caption} ({where})", f"fig:{fig}-{CPU_KEY}",
-                              height=TALL_FIGURES.get(fig, FIGURE_HEIGHT)))
+            out.append(
+                figure(path, f"{caption} ({where})", f"fig:{fig}-{CPU_KEY}",
+                       height=TALL_FIGURES.get(fig, FIGURE_HEIGHT)))
     return "\n".join(out) + "\\clearpage\n"

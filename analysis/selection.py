@@ -8,6 +8,7 @@ from analysis.metrics import fixed_costs
 from rooflab.gpus import CPU_KEY
 from rooflab.kernel import COMPILE_SPLIT_SINCE, VJP_KEEPS_OUTPUT_SINCE
 
+
 def headline_gpu(metrics: pd.DataFrame) -> str:
     """The GPU with timed data of the most kernels, the first such in the table's order on a tie ('' where no GPU has
     any: the CPU is never the GPU paper's headline)."""

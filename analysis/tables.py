@@ -14,19 +14,19 @@ from analysis.selection import largest, timed
 from rooflab.gpus import CPU_KEY, SPECS
 from rooflab.kernel import IMPL_LABEL as IMPL_NAME, IMPLS
 
+
 def fixed_cost_table(f: pd.DataFrame) -> str:
     """Per Triton kernel, dtype and pass (``f``: ours_fixed_costs): fixed cost, marginal rate, and the fixed share
     of the call at the largest size, all from GPU time."""
     if f.empty:
         return (f"\\begin{{center}}No memory-bound kernel of ours was timed at {FIT_MIN_POINTS} sizes of at least "
                 f"{FIT_MIN_SIZE} on this device.\\end{{center}}\n")
-    t = f.assign(share=100 * f["fixed_share"])[["kernel", "dtype", "pass", "fixed_us", "marginal_tbs", "size",
-                                                  "time_us", "share"]]
+    t = f.assign(share=100 *
+                 f["fixed_share"])[["kernel", "dtype", "pass", "fixed_us", "marginal_tbs", "size", "time_us", "share"]]
     g = FRAME_LABEL["gpu"]
     t.columns = pd.MultiIndex.from_tuples([("", "kernel"), ("", "dtype"), ("", "pass"), (g, "fixed"), (g, "margin"),
                                            (g, "N"), (g, "time"), (g, "fixed share")])
-    return table_latex(t, {c: fmt for c in t.columns if c[1] in ("fixed", "margin", "time", "fixed share")},
-                       "lllrrrrr")
+    return table_latex(t, {c: fmt for c in t.columns if c[1] in ("fixed", "margin", "time", "fixed share")}, "lllrrrrr")
 
 
 def rate_column(kernel: str) -> tuple[str, str]:
@@ -48,8 +48,8 @@ def summary_table(metrics: pd.DataFrame, gpu: str, frame: str = "GPU time") -> s
     table = table[impls].reset_index()
     table["kernel"] = table["kernel"].map(lambda k: f"{k} (TFLOP/s)" if k == "matmul" else k)
     head = f"{frame}: GB/s (matmul: TFLOP/s)"
-    table.columns = pd.MultiIndex.from_tuples([("", "kernel"), ("", "dtype"), ("", "N")]
-                                              + [(head, IMPL_SHORT[i]) for i in impls])
+    table.columns = pd.MultiIndex.from_tuples([("", "kernel"), ("", "dtype"), ("", "N")] + [(head, IMPL_SHORT[i])
+                                                                                            for i in impls])
     return table_latex(table, {c: fmt for c in table.columns[3:]}, "llr" + "r" * len(impls))
 
 
@@ -63,16 +63,15 @@ def problems_table(metrics: pd.DataFrame, limit: int = 40) -> str:
     else:
         t = bad[["gpu", "kernel", "impl", "dtype", "size", "pass", "status", "error"]].copy()
         t["error"] = t["error"].astype(str).str.slice(0, 60)
-        out.append("\\begin{center}\\small\n" + table_latex(t.head(limit), align="llllrllp{4.6cm}")
-                   + "\\end{center}\n")
+        out.append("\\begin{center}\\small\n" + table_latex(t.head(limit), align="llllrllp{4.6cm}") + "\\end{center}\n")
         if len(t) > limit:
             out.append(f"\\noindent and {len(t) - limit} more (results/metrics.parquet, status column).\n")
     skipped = metrics[metrics["status"].isin(["skipped", "not_timed"])]
     if not skipped.empty:
-        g = (skipped.assign(error=skipped["error"].astype(str).str.slice(0, 70))
-             .groupby(["gpu", "status", "error"]).size().rename("cells").reset_index())
-        out.append("\n\\noindent Cells not timed, and why:\n\\begin{center}\\small\n"
-                   + table_latex(g, align="lllr") + "\\end{center}\n")
+        g = (skipped.assign(error=skipped["error"].astype(str).str.slice(0, 70)).groupby(
+            ["gpu", "status", "error"]).size().rename("cells").reset_index())
+        out.append("\n\\noindent Cells not timed, and why:\n\\begin{center}\\small\n" + table_latex(g, align="lllr") +
+                   "\\end{center}\n")
     return "\n".join(out)
 
 
@@ -85,12 +84,14 @@ def projection_table(metrics: pd.DataFrame, gpu: str) -> str:
         return "\\begin{center}No timed measurements on this device.\\end{center}\n"
     here = f"GPU time, {gpu}"
     model = f"model calibrated to {gpu}, µs"
-    out = pd.DataFrame({("", "kernel"): t["kernel"], ("", "dtype"): t["dtype"],
-                        ("", "N"): t["size"].astype(int),
-                        ("", "fastest"): [impl_names(f, IMPL_SHORT) + (" (tie)" if len(f) > 1 else "")
-                                          for f in t["fastest"]],
-                        (here, "µs"): t["median_ms"].astype(float) * 1e3,
-                        (here, "/ model"): t["measured_over_model"].astype(float)})
+    out = pd.DataFrame({("", "kernel"):
+                        t["kernel"], ("", "dtype"):
+                        t["dtype"], ("", "N"):
+                        t["size"].astype(int), ("", "fastest"):
+                        [impl_names(f, IMPL_SHORT) + (" (tie)" if len(f) > 1 else "") for f in t["fastest"]],
+                        (here, "µs"):
+                        t["median_ms"].astype(float) * 1e3, (here, "/ model"):
+                        t["measured_over_model"].astype(float)})
     for key in SPECS:
         out[(model, key.upper())] = t[f"model_ms_{key}"].astype(float) * 1e3
     out.columns = pd.MultiIndex.from_tuples(out.columns)
@@ -108,28 +109,37 @@ def calibration_table(metrics: pd.DataFrame, gpu: str) -> str:
         return ("\\begin{center}No calibration: the headline device has no datasheet entry or no timed cells; the "
                 "projections are not drawn from it.\\end{center}\n")
     measured = "measured, GPU time"
-    rows = [{"resource": "memory bandwidth [TB/s]", "datasheet": spec.mem_bandwidth / 1e12,
-             measured: r["bandwidth"] * spec.mem_bandwidth / 1e12, "ratio": r["bandwidth"]}]
-    rows += [{"resource": f"{unit.upper()} [TFLOP/s]", "datasheet": spec.peak_flops(unit) / 1e12,
-              measured: r[unit] * spec.peak_flops(unit) / 1e12, "ratio": r[unit]} for unit in calibration.UNITS]
+    rows = [{
+        "resource": "memory bandwidth [TB/s]", "datasheet": spec.mem_bandwidth / 1e12, measured:
+        r["bandwidth"] * spec.mem_bandwidth / 1e12, "ratio": r["bandwidth"]
+    }]
+    rows += [{
+        "resource": f"{unit.upper()} [TFLOP/s]", "datasheet": spec.peak_flops(unit) / 1e12, measured:
+        r[unit] * spec.peak_flops(unit) / 1e12, "ratio": r[unit]
+    } for unit in calibration.UNITS]
     ratios_t = pd.DataFrame(rows)
     err = calibration.error(t)
-    err.columns = pd.MultiIndex.from_tuples([("", "bound"), ("", "cells")] +
-                                            [("GPU time / model", c) for c in ("median", "min", "max")])
-    return (table_latex(ratios_t, {c: fmt for c in ("datasheet", measured, "ratio")}, "lrrr") + "\\quad\n"
-            + table_latex(err, {c: fmt for c in err.columns[2:]}, "lrrrr"))
+    err.columns = pd.MultiIndex.from_tuples([("", "bound"), ("", "cells")] + [("GPU time / model", c)
+                                                                              for c in ("median", "min", "max")])
+    return (table_latex(ratios_t, {c: fmt
+                                   for c in ("datasheet", measured, "ratio")}, "lrrr") + "\\quad\n" +
+            table_latex(err, {c: fmt
+                              for c in err.columns[2:]}, "lrrrr"))
 
 
 def specs_table(ceilings: pd.DataFrame) -> str:
     """The datasheet peaks every projection uses (rooflab/gpus.py), and the ceilings measured on each device (the
     newest run's; GPU time)."""
-    rows = [{"device": s.name, "source": "datasheet", "SMs": str(s.sms), "TB/s": s.mem_bandwidth / 1e12,
-             "FP32": s.fp32_flops / 1e12, "TF32": s.tf32_flops / 1e12, "BF16": s.bf16_flops / 1e12}
-            for s in SPECS.values()]
+    rows = [{
+        "device": s.name, "source": "datasheet", "SMs": str(s.sms), "TB/s": s.mem_bandwidth / 1e12, "FP32":
+        s.fp32_flops / 1e12, "TF32": s.tf32_flops / 1e12, "BF16": s.bf16_flops / 1e12
+    } for s in SPECS.values()]
     for gpu, v in measured_peaks(ceilings).items():
-        rows.append({"device": gpu, "source": "measured", "SMs": "--", "TB/s": v.get("copy", np.nan) / 1e12,
-                     "FP32": v.get("gemm_fp32", np.nan) / 1e12, "TF32": v.get("gemm_tf32", np.nan) / 1e12,
-                     "BF16": v.get("gemm_bf16", np.nan) / 1e12})
+        rows.append({
+            "device": gpu, "source": "measured", "SMs": "--", "TB/s": v.get("copy", np.nan) / 1e12, "FP32":
+            v.get("gemm_fp32", np.nan) / 1e12, "TF32": v.get("gemm_tf32", np.nan) / 1e12, "BF16":
+            v.get("gemm_bf16", np.nan) / 1e12
+        })
     t = pd.DataFrame(rows)
     head = "datasheet, or measured in GPU time"
     t.columns = pd.MultiIndex.from_tuples([("", c) if c in ("device", "source", "SMs") else (head, c)
@@ -145,16 +155,22 @@ def findings_table(metrics: pd.DataFrame) -> str:
         return "\\begin{center}No cell exceeds its roof.\\end{center}\n"
     reasons = list(dict.fromkeys(f["reason"]))  # each reason once, under the table; the rows name it by letter
     key = {r: "abcdefghijklmnopqrstuvwxyz"[i] for i, r in enumerate(reasons)}
-    t = pd.DataFrame({"GPU": f["gpu"], "kernel": f["kernel"], "impl": f["impl"].map(IMPL_NAME), "dtype": f["dtype"],
-                      "N": f["size"].astype(int), "pass": f["pass"], "achieved": f["achieved"].astype(float),
-                      "roof": f["roof"].astype(float), "unit": f["unit"], "excess [%]": f["excess_pct"].astype(float),
-                      "SE [%]": f["se_pct"].astype(float), "reason": f["reason"].map(key)})
+    t = pd.DataFrame({
+        "GPU": f["gpu"], "kernel": f["kernel"], "impl": f["impl"].map(IMPL_NAME), "dtype": f["dtype"], "N":
+        f["size"].astype(int), "pass": f["pass"], "achieved": f["achieved"].astype(float), "roof":
+        f["roof"].astype(float), "unit": f["unit"], "excess [%]": f["excess_pct"].astype(float), "SE [%]":
+        f["se_pct"].astype(float), "reason": f["reason"].map(key)
+    })
     if t["pass"].nunique() == 1:
         t = t.drop(columns="pass")
     t.columns = pd.MultiIndex.from_tuples([("", c) if c not in ("achieved", "roof", "unit") else ("GPU time", c)
                                            for c in t.columns])
-    body = table_latex(t, {c: (lambda v: fmt(v, 4)) if c[1] in ("achieved", "roof") else (lambda v: fmt(v, 2))
-                           for c in t.columns if c[1] in ("achieved", "roof", "excess [%]", "SE [%]")})
+    body = table_latex(
+        t, {
+            c: (lambda v: fmt(v, 4)) if c[1] in ("achieved", "roof") else (lambda v: fmt(v, 2))
+            for c in t.columns
+            if c[1] in ("achieved", "roof", "excess [%]", "SE [%]")
+        })
     legend = "; ".join(f"({key[r]}) {tex_escape(r)}" for r in reasons)
     return body + f"\\par\\smallskip\\parbox{{0.95\\linewidth}}{{Reasons: {legend}.}}\n"
 
@@ -163,9 +179,10 @@ def repeatability_table(runs: dict[str, pd.DataFrame]) -> str:
     """One block of rows per GPU with a repeatability run (scripts/repeatability.py's per-cell table)."""
     from analysis.repeatability import EVENT_MIN_MS, GRAPH_MAX_MS, summarize
 
-    label = {"event_long": f"{fmt(EVENT_MIN_MS * 1e3)} us and longer",
-             "graph_short": f"under {fmt(GRAPH_MAX_MS * 1e3)} us",
-             "event_short": f"under {fmt(GRAPH_MAX_MS * 1e3)} us (contrast)"}
+    label = {
+        "event_long": f"{fmt(EVENT_MIN_MS * 1e3)} us and longer", "graph_short": f"under {fmt(GRAPH_MAX_MS * 1e3)} us",
+        "event_short": f"under {fmt(GRAPH_MAX_MS * 1e3)} us (contrast)"
+    }
     if not runs:
         return ("\\emph{No repeatability run is recorded for the devices of this run: "
                 "\\texttt{scripts/repeatability.py} measures one.}\\par\n")
@@ -174,30 +191,31 @@ def repeatability_table(runs: dict[str, pd.DataFrame]) -> str:
         for r in summarize(t).itertuples():
             if not r.n:
                 continue
-            rows.append({"GPU": gpu, "cells": label.get(r.group, r.cells),
-                         "frame": {"event": "GPU time", "graph": "CUDA graph", "loop": "Python loop"}[r.mode],
-                         "n": str(r.n), "max diff [%]": fmt(r.max_abs_rel_diff * 100, 2),
-                         "median diff [%]": fmt(r.median_abs_rel_diff * 100, 2)})
+            rows.append({
+                "GPU": gpu, "cells": label.get(r.group, r.cells), "frame":
+                {"event": "GPU time", "graph": "CUDA graph", "loop":
+                 "Python loop"}[r.mode], "n": str(r.n), "max diff [%]": fmt(r.max_abs_rel_diff * 100, 2),
+                "median diff [%]": fmt(r.median_abs_rel_diff * 100, 2)
+            })
     return table_latex(pd.DataFrame(rows), align="lllrrr")
 
 
 def kernel_table(rows: pd.DataFrame) -> str:
     """One kernel at the largest size: per implementation its time, rate, roofline fraction and speedups, every
     column under the frame it is in (GPU time, CUDA graph, Python loop)."""
-    t = rows.sort_values(["dtype", "pass", "impl"], key=lambda s: s.map(
-        {k: i for i, k in enumerate(IMPL_NAME)}) if s.name == "impl" else s)
+    t = rows.sort_values(["dtype", "pass", "impl"], key=lambda s: s.map({k: i
+                                                                         for i, k in enumerate(IMPL_NAME)})
+                         if s.name == "impl" else s)
     rate, unit = rate_column(str(t["kernel"].iloc[0]))
     g, gr, lo = FRAME_LABEL["gpu"], FRAME_LABEL["graph"], FRAME_LABEL["loop"]
     dtype = t["dtype"] + np.where(t["pass"] == "fwd", "", ", " + t["pass"]) if t["pass"].nunique() > 1 else t["dtype"]
-    cols = {("", "dtype"): dtype, ("", "impl"): t["impl"].map(IMPL_SHORT),
-            ("", "N"): t["size"].astype(int),
+    cols = {("", "dtype"): dtype, ("", "impl"): t["impl"].map(IMPL_SHORT), ("", "N"): t["size"].astype(int),
             (g, "µs"): t["median_ms"] * 1e3, (g, unit): t[rate], (g, "roof"): t["roofline_fraction_measured"],
-            (g, "vs builtin"): t["speedup_vs_builtin"],
-            (g, "verdict"): texts(t, "verdict_vs_builtin")
-            .where(t["impl"] != "builtin", "").replace("", "--"),
-            (g, "vs naive"): t["speedup_vs_naive"],
-            (gr, "µs"): t["graph_median_ms"] * 1e3, (gr, "vs builtin"): t["graph_speedup_vs_builtin"],
-            (lo, "µs"): t["loop_ms"] * 1e3, (lo, "vs builtin"): t["loop_speedup_vs_builtin"]}
+            (g, "vs builtin"): t["speedup_vs_builtin"], (g, "verdict"):
+            texts(t, "verdict_vs_builtin").where(t["impl"] != "builtin",
+                                                 "").replace("", "--"), (g, "vs naive"): t["speedup_vs_naive"],
+            (gr, "µs"): t["graph_median_ms"] * 1e3, (gr, "vs builtin"): t["graph_speedup_vs_builtin"], (lo, "µs"):
+            t["loop_ms"] * 1e3, (lo, "vs builtin"): t["loop_speedup_vs_builtin"]}
     out = pd.DataFrame(cols)
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     numbers = [c for c in out.columns if c[0] and c[1] != "verdict"]
@@ -233,7 +251,8 @@ def cpu_ceilings_table(ceilings: pd.DataFrame) -> str:
     measured = f"measured, {CPU_FRAME_LABEL['gpu']}"
     rows = [{"ceiling": "copy (read + write)", measured: v["copy"] / 1e9, "unit": "GB/s"}] if "copy" in v else []
     rows += [{"ceiling": f"GEMM {u.upper()}", measured: v[f"gemm_{u}"] / 1e9, "unit": "GFLOP/s"}
-             for u in calibration.UNITS if f"gemm_{u}" in v]
+             for u in calibration.UNITS
+             if f"gemm_{u}" in v]
     if not rows:
         return "\\begin{center}No ceilings were measured on the CPU.\\end{center}\n"
     t = pd.DataFrame(rows)

@@ -20,8 +20,10 @@ from rooflab.verdicts import VerdictRules
 
 FRAME = {"gpu": "GPU time", "graph": "CUDA graph", "loop": "Python loop"}
 RULE = {"paired": "paired", "paired, interval only": "paired, no floor", "unpaired": "unpaired"}
-SOURCE = {"twin": "same implementation twice", "same kernels": "naive and builtin GEMM",
-          "repeatability": "same cell, two processes", "sweep cells": "naive and builtin GEMM"}
+SOURCE = {
+    "twin": "same implementation twice", "same kernels": "naive and builtin GEMM", "repeatability":
+    "same cell, two processes", "sweep cells": "naive and builtin GEMM"
+}
 GOAL = 0.95  # the A/A test's goal: a tie in at least 95 % of A/A pairs in every frame and size class
 
 
@@ -30,12 +32,14 @@ def aa_table(rates: pd.DataFrame) -> str:
         return "\\emph{No A/A pairs were timed on this device.}\\par\n"
     order = {"short": 0, "middle": 1, "long": 2}
     r = rates.assign(o=rates["size_class"].map(order)).sort_values(["method", "source", "frame", "o"])
-    rows = pd.DataFrame({"rule": r["method"].map(RULE).fillna(r["method"]), "pairs from": r["source"].map(SOURCE).fillna(r["source"]),
-                         "frame": r["frame"].map(FRAME), "cells": r["size_class"], "pairs": r["pairs"].astype(int),
-                         "tie [%]": 100 * r["tie_rate"], "win [%]": 100 * r["false_positive_rate"],
-                         "n/c [%]": 100 * r["not_comparable"] / r["pairs"]})
-    return table_latex(rows, formats={c: (lambda v: fmt(v, 3)) for c in ("tie [%]", "win [%]", "n/c [%]")},
-                       align="llllrrrr")
+    rows = pd.DataFrame({
+        "rule": r["method"].map(RULE).fillna(r["method"]), "pairs from": r["source"].map(SOURCE).fillna(r["source"]),
+        "frame": r["frame"].map(FRAME), "cells": r["size_class"], "pairs": r["pairs"].astype(int), "tie [%]":
+        100 * r["tie_rate"], "win [%]": 100 * r["false_positive_rate"], "n/c [%]":
+        100 * r["not_comparable"] / r["pairs"]
+    })
+    return table_latex(rows, formats={c: (lambda v: fmt(v, 3))
+                                      for c in ("tie [%]", "win [%]", "n/c [%]")}, align="llllrrrr")
 
 
 def aa_macros(m: Macros, rates: pd.DataFrame, gpu: str) -> None:
@@ -71,9 +75,8 @@ def aa_sentence(rates: pd.DataFrame, gpu: str) -> str:
         wins = int(g["false_positive"].sum())
         nc = int(g["not_comparable"].sum())
         parts.append(f"of {count_phrase(int(g['pairs'].sum()), 'pair')} {what}, the {method} rule called "
-                     f"{count_phrase(wins, 'pair')} faster or slower"
-                     + (f" and {nc} not comparable" if nc else "")
-                     + f" (a tie in at least {fmt(100 * worst['tie_rate'], 3)}\\,\\% of the pairs of every frame and "
+                     f"{count_phrase(wins, 'pair')} faster or slower" + (f" and {nc} not comparable" if nc else "") +
+                     f" (a tie in at least {fmt(100 * worst['tie_rate'], 3)}\\,\\% of the pairs of every frame and "
                      f"size class; {int((g['tie_rate'] >= GOAL).sum())} of {len(g)} such groups reach "
                      f"{fmt(100 * GOAL)}\\,\\%)")
     if not parts:
@@ -103,14 +106,19 @@ def matmul_verdicts(table: pd.DataFrame, metrics: pd.DataFrame, gpu: str, sizes=
             p = paired[(paired["dtype"] == dtype) & (pd.to_numeric(paired["size"], errors="coerce") == size)
                        & (paired["impl"] == impl)] if not paired.empty else paired
             p = p.iloc[0] if len(p) else None
-            rows.append({"dtype": dtype, "N": int(size), "impl": impl,
-                         "apart": b["median_ms"] / a["median_ms"],
-                         "MHz apart": f"{_mhz(a)}/{_mhz(b)}",
-                         "paired": p["speedup"] if p is not None else np.nan,
-                         "interval": f"{fmt(p['lo'])}-{fmt(p['hi'])}" if p is not None else "",
-                         "MHz paired": (f"{fmt(p['sm_clock_impl_mhz'], 4)}/{fmt(p['sm_clock_base_mhz'], 4)}"
-                                                  if p is not None else ""),
-                         "verdict": p["verdict"] if p is not None else ""})
+            rows.append({
+                "dtype":
+                dtype, "N":
+                int(size), "impl":
+                impl, "apart":
+                b["median_ms"] / a["median_ms"], "MHz apart":
+                f"{_mhz(a)}/{_mhz(b)}", "paired":
+                p["speedup"] if p is not None else np.nan, "interval":
+                f"{fmt(p['lo'])}-{fmt(p['hi'])}" if p is not None else "", "MHz paired":
+                (f"{fmt(p['sm_clock_impl_mhz'], 4)}/{fmt(p['sm_clock_base_mhz'], 4)}" if p is not None else ""),
+                "verdict":
+                p["verdict"] if p is not None else ""
+            })
     return pd.DataFrame(rows)
 
 
@@ -150,9 +158,9 @@ def main(argv=None) -> int:
         table = pd.read_parquet(path)
         t = matmul_verdicts(table, metrics, gpu)
         if len(t):
-            mm_parts.append(table_latex(t.assign(**{"dtype": t["dtype"] + (f" ({gpu.upper()})" if gpu else "")}),
-                                        formats={"apart": lambda v: fmt(v, 3), "paired": lambda v: fmt(v, 3)},
-                                        align="lrlrlrllr"))
+            mm_parts.append(
+                table_latex(t.assign(**{"dtype": t["dtype"] + (f" ({gpu.upper()})" if gpu else "")}),
+                            formats={"apart": lambda v: fmt(v, 3), "paired": lambda v: fmt(v, 3)}, align="lrlrlrllr"))
     m.add("AASentence", " ".join(sentences) or "No pairs known identical were timed on a GPU.",
           "the A/A test's outcome, every GPU")
     import json
@@ -169,8 +177,7 @@ def main(argv=None) -> int:
                out / "table_aa.tex")
     write_text("".join(mm_parts) or "\\emph{No matrix-product cells at 4096 or 8192 were timed in pairs.}\\par\n",
                out / "table_matmul_verdicts.tex")
-    write_text(m.text().replace("analysis/paper_inputs.py", "analysis/verdict_tables.py"),
-               out / "macros_verdicts.tex")
+    write_text(m.text().replace("analysis/paper_inputs.py", "analysis/verdict_tables.py"), out / "macros_verdicts.tex")
     return 0
 
 

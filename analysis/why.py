@@ -22,13 +22,11 @@ from analysis.columns import flags, texts
 from analysis.latex import fmt, tex_escape
 from analysis.selection import timed
 from analysis.why_tables import (LOW_PRECISION_FIRST, NOT_MEASURED, ablations_table, alignment,  # noqa: F401
-                                 compile_frames, compile_frames_sentence, compile_frames_table,
-                                 alignment_study, alignment_study_table, alignment_table, cost, cost_table, plateau,
-                                 plateau_table, tile_of, traffic_compile_frame, traffic_rows, traffic_table, waves,
-                                 waves_table)
+                                 compile_frames, compile_frames_sentence, compile_frames_table, alignment_study,
+                                 alignment_study_table, alignment_table, cost, cost_table, plateau, plateau_table,
+                                 tile_of, traffic_compile_frame, traffic_rows, traffic_table, waves, waves_table)
 from rooflab.kernel import ELEMENT_BYTES, IMPL_LABEL
 from rooflab.kernel import IMPLS as IMPL_ORDER
-
 
 # ---------------------------------------------------------------------------------------------------- launches
 
@@ -114,9 +112,10 @@ def naive_source(kernel: str, kernels_dir: Path | None = None) -> str | None:
         return None
     text = path.read_text()
     tree = ast.parse(text)
-    name = next((f for f in (f"{kernel}_naive_fwd", f"{kernel}_naive") if re.search(rf"^def {f}\(", text, re.M)),
-                None) or next((kw.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
-                 for kw in node.keywords if kw.arg == "naive_fn" and isinstance(kw.value, ast.Name)), None)
+    name = next(
+        (f for f in (f"{kernel}_naive_fwd", f"{kernel}_naive") if re.search(rf"^def {f}\(", text, re.M)), None) or next(
+            (kw.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
+             for kw in node.keywords if kw.arg == "naive_fn" and isinstance(kw.value, ast.Name)), None)
     fn = next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == name), None)
     # whole lines: the last statement's trailing comment lies past the node's end
     return "\n".join(text.splitlines()[fn.lineno - 1:fn.end_lineno]) if fn is not None else None
@@ -180,8 +179,8 @@ def compiled_phrase(c: pd.Series, dtype: str) -> str:
         parts.append(f"{int(c['num_warps'])} warps a program")
     if pd.notna(c.get("occupancy")):
         lim = c.get("occupancy_limiter")
-        parts.append(f"occupancy {fmt(float(c['occupancy']), 2)}"
-                     + (f" (limited by {tex_escape(str(lim))})" if isinstance(lim, str) and lim else ""))
+        parts.append(f"occupancy {fmt(float(c['occupancy']), 2)}" +
+                     (f" (limited by {tex_escape(str(lim))})" if isinstance(lim, str) and lim else ""))
     bits = c.get("ld_global_max_bits")
     if pd.notna(bits) and int(bits) > 0:
         elems = int(bits) // (8 * ELEMENT_BYTES.get(dtype, 4))
@@ -208,11 +207,16 @@ def traffic_sentences(kernel: str, traffic: pd.DataFrame | None, ok: pd.DataFram
     if t.empty:
         return []
     r = t.iloc[0]
-    said = [f"{tex_escape(IMPL_LABEL[i])} {fmt(t.at[i, 'moved_bytes'] / 1e6)}~MB in {_kernels(t.at[i, 'launches'])}"
-            for i in IMPL_ORDER if i in t.index]
-    out = [f"Measured under Nsight Compute (one call at $N={int(r['size'])}$ in {tex_escape(str(r['dtype']))}, "
-           f"caches flushed before each kernel; Table~\\ref{{tab:traffic}}), the DRAM bytes read and written per "
-           f"call: " + "; ".join(said) + f"; the minimum is {fmt(r['model_bytes'] / 1e6)}~MB."]
+    said = [
+        f"{tex_escape(IMPL_LABEL[i])} {fmt(t.at[i, 'moved_bytes'] / 1e6)}~MB in {_kernels(t.at[i, 'launches'])}"
+        for i in IMPL_ORDER
+        if i in t.index
+    ]
+    out = [
+        f"Measured under Nsight Compute (one call at $N={int(r['size'])}$ in {tex_escape(str(r['dtype']))}, "
+        f"caches flushed before each kernel; Table~\\ref{{tab:traffic}}), the DRAM bytes read and written per "
+        f"call: " + "; ".join(said) + f"; the minimum is {fmt(r['model_bytes'] / 1e6)}~MB."
+    ]
     for pass_, where in (("fwd", ""), ("fwd+bwd", " in the forward and backward together")):
         t = traffic[(traffic["kernel"] == kernel) & (traffic["pass"] == pass_)].set_index("impl")
         for impl in ("builtin", "compile"):
@@ -221,8 +225,8 @@ def traffic_sentences(kernel: str, traffic: pd.DataFrame | None, ok: pd.DataFram
                 out.append(f"{'The builtin' if impl == 'builtin' else 'torch.compile'} moves "
                            f"{fmt(t.at[impl, 'moved_bytes'] / t.at['triton', 'moved_bytes'])}$\\times$ our bytes"
                            f"{where} (it reads {fmt(more)}$\\times$ what ours reads, in "
-                           f"{_kernels(t.at[impl, 'launches'])} to our {int(t.at['triton', 'launches'])})"
-                           + _traffic_verdict(ok, kernel, impl, pass_, t.iloc[0]))
+                           f"{_kernels(t.at[impl, 'launches'])} to our {int(t.at['triton', 'launches'])})" +
+                           _traffic_verdict(ok, kernel, impl, pass_, t.iloc[0]))
     return out
 
 
@@ -246,9 +250,8 @@ def _kernels(n) -> str:
     return f"{int(n)} kernel{'s' if int(n) != 1 else ''}"
 
 
-def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | None,
-                  compiled: pd.DataFrame | None, gpu: str, traffic: pd.DataFrame | None = None,
-                  inside: Collection[str] = ()) -> str:
+def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | None, compiled: pd.DataFrame | None,
+                  gpu: str, traffic: pd.DataFrame | None = None, inside: Collection[str] = ()) -> str:
     """The 'why' of one kernel on one GPU, every sentence present only where its data is (``traffic``: that GPU's
     table of experiments/traffic.py, or None; ``inside``: the kernels whose builtin and ours Nsight Compute measured,
     analysis/why_ncu.py)."""
@@ -266,8 +269,9 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
         launch = launch[launch["dtype"] == dtype] if dtype in set(launch["dtype"]) else launch
         size = int(launch["size"].iloc[0])
         by = {r.impl: r for r in launch.itertuples()}
-        said = [f"{tex_escape(IMPL_LABEL[i])} {launch_phrase(by[i].n_kernels, by[i].names)}"
-                for i in IMPL_ORDER if i in by]
+        said = [
+            f"{tex_escape(IMPL_LABEL[i])} {launch_phrase(by[i].n_kernels, by[i].names)}" for i in IMPL_ORDER if i in by
+        ]
         out.append(f"Per call at $N={size}$ in {tex_escape(dtype)} (torch.profiler): " + "; ".join(said) + ".")
         tri, bi = by.get("triton"), by.get("builtin")
         if tri is not None and bi is not None:
@@ -275,9 +279,9 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
                 out.append(f"The builtin launches {bi.n_kernels} kernels where ours launches {tri.n_kernels}: "
                            "each extra one is another launch and another pass over memory.")
             elif bi.n_kernels == tri.n_kernels:
-                out.append("The builtin launches as many kernels as ours: any difference is inside the kernels"
-                           + (" (measured under Nsight Compute: Section~\\ref{sec:fusion} and "
-                              "Table~\\ref{tab:why-ncu})." if kernel in inside else "."))
+                out.append("The builtin launches as many kernels as ours: any difference is inside the kernels" +
+                           (" (measured under Nsight Compute: Section~\\ref{sec:fusion} and "
+                            "Table~\\ref{tab:why-ncu})." if kernel in inside else "."))
         comp = by.get("compile")
         if comp is not None:
             generated = sum(c for name, c in comp.names if name.startswith("triton_"))
@@ -288,9 +292,8 @@ def why_paragraph(kernel: str, metrics: pd.DataFrame, profiles: pd.DataFrame | N
         least = ok[(ok["size"] == size) & (ok["dtype"] == dtype)]["bytes"]
         if modelled and len(least):
             minimum = float(least.iloc[0])
-            count = "" if "naive" not in by else (
-                " (as many as it launched)" if by["naive"].n_kernels == modelled["kernels"]
-                else f" (it launched {by['naive'].n_kernels})")
+            count = "" if "naive" not in by else (" (as many as it launched)" if by["naive"].n_kernels
+                                                  == modelled["kernels"] else f" (it launched {by['naive'].n_kernels})")
             out.append(f"By the traffic its source annotates (modelled, not measured), the naive expression's "
                        f"{_kernels(modelled['kernels'])}{count} move {fmt(modelled['bytes'] / 1e6)}~MB, "
                        f"{fmt(modelled['bytes'] / minimum)}$\\times$ the {fmt(minimum / 1e6)}~MB the minimum-bytes "
@@ -343,5 +346,7 @@ def why_sections(metrics: pd.DataFrame, profiles: pd.DataFrame | None, compiled:
                  kernels: list[str], traffic: pd.DataFrame | None = None,
                  inside: Collection[str] = ()) -> dict[str, str]:
     """Per kernel, its 'why' paragraph (LaTeX), for the kernel sections."""
-    return {k: "\\paragraph{Why.} " + why_paragraph(k, metrics, profiles, compiled, gpu, traffic, inside) + "\n"
-            for k in kernels}
+    return {
+        k: "\\paragraph{Why.} " + why_paragraph(k, metrics, profiles, compiled, gpu, traffic, inside) + "\n"
+        for k in kernels
+    }

@@ -20,17 +20,20 @@ MAIN = ("short_name", "theoretical_occupancy_pct", "achieved_occupancy_pct", "oc
         "registers_per_thread", "shared_mem_bytes", "grid_size", "block_size", "waves_per_sm", "stall_top")
 CALL = ["kernel", "dtype", "size", "pass", "impl"]
 CALL_COLUMNS = CALL + ["kernels", *SUM, *WEIGHTED] + [f"main_{c}" for c in MAIN]
-WHO = {"builtin": "the builtin", "triton": "ours", "sdpa_cudnn": "SDPA's cuDNN backend", "compile": "torch.compile",
-       "naive": "naive PyTorch", "cuda": "our CUDA"}
-STALL_WORDS = {"long_scoreboard": "long scoreboard (waiting on global memory)",
-               "short_scoreboard": "short scoreboard (waiting on shared memory or special functions)",
-               "barrier": "barrier (waiting for the block's other warps)", "wait": "fixed-latency wait",
-               "math_pipe_throttle": "math pipe throttle", "mio_throttle": "MIO throttle (shared-memory queue)",
-               "lg_throttle": "LG throttle (global-memory queue)", "not_selected": "not selected (another warp "
-               "issued)", "dispatch_stall": "dispatch stall", "no_instruction": "no instruction"}
-GAP_KERNELS = {"WhyNcuSoftmax": ("softmax",), "WhyNcuRowsum": ("rowsum",), "WhyNcuNorms": ("layernorm", "rmsnorm")}
-PRECISION_LABEL = {"float32": "float32 (IEEE products)", "tf32": "TF32", "bfloat16": "bfloat16",
-                   "float16": "float16"}
+WHO = {
+    "builtin": "the builtin", "triton": "ours", "sdpa_cudnn": "SDPA's cuDNN backend", "compile": "torch.compile",
+    "naive": "naive PyTorch", "cuda": "our CUDA"
+}
+STALL_WORDS = {
+    "long_scoreboard": "long scoreboard (waiting on global memory)", "short_scoreboard":
+    "short scoreboard (waiting on shared memory or special functions)", "barrier":
+    "barrier (waiting for the block's other warps)", "wait": "fixed-latency wait", "math_pipe_throttle":
+    "math pipe throttle", "mio_throttle": "MIO throttle (shared-memory queue)", "lg_throttle":
+    "LG throttle (global-memory queue)", "not_selected": "not selected (another warp "
+    "issued)", "dispatch_stall": "dispatch stall", "no_instruction": "no instruction"
+}
+GAP_KERNELS = {"WhyNcuSoftmax": ("softmax", ), "WhyNcuRowsum": ("rowsum", ), "WhyNcuNorms": ("layernorm", "rmsnorm")}
+PRECISION_LABEL = {"float32": "float32 (IEEE products)", "tf32": "TF32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
 def calls(why: pd.DataFrame | None) -> pd.DataFrame:
@@ -117,8 +120,10 @@ def memory_side(who: str, r) -> str:
 
 def loads_phrase(r) -> str:
     """How the call's kernels bring operands in: TMA, LDGSTS (cp.async) or plain LDG, with counts."""
-    said = [f"{_count(r[c])} {w}" for c, w in (("tma_inst", "TMA loads"), ("ldgsts_inst", "LDGSTS"),
-                                                ("ldg_inst", "LDG")) if pd.notna(r[c]) and r[c] > 0]
+    said = [
+        f"{_count(r[c])} {w}" for c, w in (("tma_inst", "TMA loads"), ("ldgsts_inst", "LDGSTS"), ("ldg_inst", "LDG"))
+        if pd.notna(r[c]) and r[c] > 0
+    ]
     return ", ".join(said) if said else "no global load counted"
 
 
@@ -270,38 +275,47 @@ def why_ncu_tables(why: pd.DataFrame | None) -> str:
         return (f"\\begin{{center}}What differs inside the kernels under Nsight Compute is {NOT_MEASURED} "
                 "(\\texttt{experiments/why\\_ncu.py}).\\end{center}\n")
     short = {"builtin": "builtin", "triton": "ours", "sdpa_cudnn": "cuDNN"}
-    head = pd.DataFrame({"cell": [f"{k} {DTYPE_SHORT.get(d, d)} {int(n)}" + ("" if p == "fwd" else f" {p}")
-                                  for k, d, n, p in zip(c["kernel"], c["dtype"], c["size"], c["pass"])],
-                         "impl": c["impl"].map(lambda i: short.get(i, i))})
-    side = head.assign(**{"kernels": c["kernels"].astype(int), "time [us]": c["duration_us"],
-                          "DRAM [MB]": c["dram_bytes"].map(_mib), "DRAM %": c["dram_pct"], "SM %": c["sm_pct"],
-                          "occ. %": c["main_achieved_occupancy_pct"],
-                          "theor. %": c["main_theoretical_occupancy_pct"],
-                          "limited by": c["main_occupancy_limiter"].fillna("").map(_short_limiter),
-                          "grid": c["main_grid_size"], "block": c["main_block_size"],
-                          "waves": c["main_waves_per_sm"]})
-    inside = head.assign(**{"longest kernel": c["main_short_name"].astype(str),
-                            "regs": c["main_registers_per_thread"],
-                            "smem KiB": c["main_shared_mem_bytes"] / 1024,
-                            "tensor": c["tensor_inst"] / 1e6, "FFMA": c["ffma_thread_inst"] / 1e6,
-                            "LDG": c["ldg_inst"] / 1e6, "LDGSTS": c["ldgsts_inst"] / 1e6, "TMA": c["tma_inst"] / 1e6,
-                            "top stalls": c["main_stall_top"].fillna("").map(
-                                lambda t: "; ".join(t.split("; ")[:2]).replace("_", " "))})
-    nums = {k: fmt for k in ("time [us]", "DRAM [MB]", "DRAM %", "SM %", "occ. %", "theor. %", "grid", "block",
-                             "waves", "regs", "smem KiB", "tensor", "FFMA", "LDG", "LDGSTS", "TMA")}
+    head = pd.DataFrame({
+        "cell": [
+            f"{k} {DTYPE_SHORT.get(d, d)} {int(n)}" + ("" if p == "fwd" else f" {p}")
+            for k, d, n, p in zip(c["kernel"], c["dtype"], c["size"], c["pass"])
+        ], "impl":
+        c["impl"].map(lambda i: short.get(i, i))
+    })
+    side = head.assign(
+        **{
+            "kernels": c["kernels"].astype(int), "time [us]": c["duration_us"], "DRAM [MB]": c["dram_bytes"].map(
+                _mib), "DRAM %": c["dram_pct"], "SM %": c["sm_pct"], "occ. %": c["main_achieved_occupancy_pct"],
+            "theor. %": c["main_theoretical_occupancy_pct"], "limited by": c["main_occupancy_limiter"].fillna("").map(
+                _short_limiter), "grid": c["main_grid_size"], "block": c["main_block_size"], "waves":
+            c["main_waves_per_sm"]
+        })
+    inside = head.assign(
+        **{
+            "longest kernel": c["main_short_name"].astype(str), "regs": c["main_registers_per_thread"], "smem KiB":
+            c["main_shared_mem_bytes"] / 1024, "tensor": c["tensor_inst"] / 1e6, "FFMA": c["ffma_thread_inst"] /
+            1e6, "LDG": c["ldg_inst"] / 1e6, "LDGSTS": c["ldgsts_inst"] / 1e6, "TMA": c["tma_inst"] / 1e6, "top stalls":
+            c["main_stall_top"].fillna("").map(lambda t: "; ".join(t.split("; ")[:2]).replace("_", " "))
+        })
+    nums = {
+        k: fmt
+        for k in ("time [us]", "DRAM [MB]", "DRAM %", "SM %", "occ. %", "theor. %", "grid", "block", "waves", "regs",
+                  "smem KiB", "tensor", "FFMA", "LDG", "LDGSTS", "TMA")
+    }
     wrap = ">{\\raggedright\\arraybackslash}p{%s}"
     first = table_latex(side, nums, wrap % "2.1cm" + "lrrrrrrr" + wrap % "1.4cm" + "rrr").replace(
         "[us]", "[\\si{\\micro\\second}]")
     second = table_latex(inside, nums, wrap % "2cm" + "l" + wrap % "2.9cm" + "rrrrrrr" + wrap % "2.2cm").replace(
         "\\_", "\\_\\allowbreak{}")  # library kernels' long names break after an underscore
-    return ("\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
-            "\\caption{What one call's kernels do, under Nsight Compute\\WhyNcuOn{} (its own clocks, caches "
-            "flushed before each kernel): kernels launched, their time, DRAM bytes, DRAM and SM throughput as a "
-            "share of peak (weighted by duration), and for the longest kernel its achieved and theoretical occupancy, "
-            "what limits it (regs: registers, smem: shared memory, block: block size), and its grid, block and "
-            "waves.}\n\\label{tab:why-ncu}\n" + first + "\\end{table}\n"
-            "\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
-            "\\caption{Inside the same calls: the longest kernel's registers a thread, shared memory a block and top "
-            "two warp stalls (cycles per issued instruction), and the call's instruction mix in millions: tensor-core "
-            "(HMMA/HGMMA), LDG, LDGSTS and TMA-load instructions per warp, FFMA per thread.}\n\\label{tab:why-ncu-inside}\n" + second
-            + "\\end{table}\n")
+    return (
+        "\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
+        "\\caption{What one call's kernels do, under Nsight Compute\\WhyNcuOn{} (its own clocks, caches "
+        "flushed before each kernel): kernels launched, their time, DRAM bytes, DRAM and SM throughput as a "
+        "share of peak (weighted by duration), and for the longest kernel its achieved and theoretical occupancy, "
+        "what limits it (regs: registers, smem: shared memory, block: block size), and its grid, block and "
+        "waves.}\n\\label{tab:why-ncu}\n" + first + "\\end{table}\n"
+        "\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
+        "\\caption{Inside the same calls: the longest kernel's registers a thread, shared memory a block and top "
+        "two warp stalls (cycles per issued instruction), and the call's instruction mix in millions: tensor-core "
+        "(HMMA/HGMMA), LDG, LDGSTS and TMA-load instructions per warp, FFMA per thread.}\n\\label{tab:why-ncu-inside}\n"
+        + second + "\\end{table}\n")

@@ -31,8 +31,7 @@ PAD_TO = 64
 
 def config(tile: tuple, group_m: int) -> dict:
     bm, bn, bk, warps, stages = tile
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "num_warps": warps,
-            "num_stages": stages}
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m, "num_warps": warps, "num_stages": stages}
 
 
 def padded(n: int, to: int = PAD_TO) -> int:
@@ -46,24 +45,32 @@ def variants(study: str, n: int, a, b) -> list[dict]:
 
     from kernels.matmul import matmul_triton
 
-    out = [{"variant": "cuBLAS (builtin)", "method": "cublas", "tile": "", "group_m": 0, "padded": n,
-            "fn": lambda: torch.relu(a @ b)},
-           {"variant": "ours, autotuned", "method": "auto", "tile": "", "group_m": 0, "padded": n,
-            "fn": lambda: matmul_triton(a, b, pad=False)}]  # unpadded: the study shows the cause, then the fix
+    out = [{
+        "variant": "cuBLAS (builtin)", "method": "cublas", "tile": "", "group_m": 0, "padded": n, "fn":
+        lambda: torch.relu(a @ b)
+    }, {
+        "variant": "ours, autotuned", "method": "auto", "tile": "", "group_m": 0, "padded": n, "fn":
+        lambda: matmul_triton(a, b, pad=False)
+    }]  # unpadded: the study shows the cause, then the fix
     if study == "tiles":
         for name, tile in TILES.items():
-            for group_m in ((1, 8) if tile == WIDE else (8,)):
+            for group_m in ((1, 8) if tile == WIDE else (8, )):
                 order = "grouped" if group_m > 1 else "row order"
-                out.append({"variant": f"pointer {name}, {order}", "method": "pointer", "tile": name,
-                            "group_m": group_m, "padded": n,
-                            "fn": lambda c=config(tile, group_m): matmul_triton(a, b, config=c, method="pointer")})
-        out.append({"variant": "TMA persistent 128x256, grouped", "method": "tma", "tile": "128x256", "group_m": 8,
-                    "padded": n, "fn": lambda c=config(WIDE, 8): matmul_triton(a, b, config=c, method="tma")})
+                out.append({
+                    "variant": f"pointer {name}, {order}", "method": "pointer", "tile": name, "group_m": group_m,
+                    "padded": n, "fn": lambda c=config(tile, group_m): matmul_triton(a, b, config=c, method="pointer")
+                })
+        out.append({
+            "variant": "TMA persistent 128x256, grouped", "method": "tma", "tile": "128x256", "group_m": 8, "padded": n,
+            "fn": lambda c=config(WIDE, 8): matmul_triton(a, b, config=c, method="tma")
+        })
     elif study == "alignment" and n % PAD_TO:
         p = padded(n)
         ap, bp = F.pad(a, (0, p - n, 0, p - n)), F.pad(b, (0, p - n, 0, p - n))
-        out.append({"variant": f"ours, padded to {p}: product alone", "method": "auto", "tile": "", "group_m": 0,
-                    "padded": p, "fn": lambda: matmul_triton(ap, bp)})
+        out.append({
+            "variant": f"ours, padded to {p}: product alone", "method": "auto", "tile": "", "group_m": 0, "padded": p,
+            "fn": lambda: matmul_triton(ap, bp)
+        })
 
         def fix():
             a2 = a.new_zeros(p, p)
@@ -71,8 +78,11 @@ def variants(study: str, n: int, a, b) -> list[dict]:
             a2[:n, :n] = a
             b2[:n, :n] = b
             return matmul_triton(a2, b2)[:n, :n]
-        out.append({"variant": f"ours, padded to {p}: copies + product + slice", "method": "auto", "tile": "",
-                    "group_m": 0, "padded": p, "fn": fix})
+
+        out.append({
+            "variant": f"ours, padded to {p}: copies + product + slice", "method": "auto", "tile": "", "group_m": 0,
+            "padded": p, "fn": fix
+        })
     return out
 
 
@@ -112,20 +122,24 @@ def run(gpu: str, sizes, align_sizes, dtype: str, timing: dict, out: str, cache_
                     stats = measure(fn, timer, cfg)
                 except Exception as exc:  # a variant that does not run (shared memory) is a row that says so
                     log.warning("%s %s n=%d: %s: %s", study, v["variant"], n, type(exc).__name__, str(exc)[:200])
-                    rows.append({"study": study, **v, "size": n, "dtype": dtype, "status": "failed",
-                                 "error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+                    rows.append({
+                        "study": study, **v, "size": n, "dtype": dtype, "status": "failed", "error":
+                        f"{type(exc).__name__}: {str(exc)[:300]}"
+                    })
                     continue
-                tflops = 2.0 * n ** 3 / (stats["median_ms"] * 1e-3) / 1e12
-                rows.append({"study": study, **v, "size": n, "dtype": dtype, "status": "ok", "rel_err": err,
-                             "tflops": tflops, **stats, **clocks.prefixed("after")})
-                log.info("%-9s n=%-5d %-45s %8.4f ms %7.1f TFLOP/s", study, n, v["variant"], stats["median_ms"],
-                         tflops)
+                tflops = 2.0 * n**3 / (stats["median_ms"] * 1e-3) / 1e12
+                rows.append({
+                    "study": study, **v, "size": n, "dtype": dtype, "status": "ok", "rel_err": err, "tflops": tflops,
+                    **stats, **clocks.prefixed("after")
+                })
+                log.info("%-9s n=%-5d %-45s %8.4f ms %7.1f TFLOP/s", study, n, v["variant"], stats["median_ms"], tflops)
             del a, b, want
             torch.cuda.empty_cache()
             # after every size: a run cut short keeps the sizes it finished
             Path(out).parent.mkdir(parents=True, exist_ok=True)
-            write_parquet(pd.DataFrame(rows).assign(**{**provenance(), "gpu": gpu,
-                                                       "device_name": torch.cuda.get_device_name()}), out)
+            write_parquet(
+                pd.DataFrame(rows).assign(**{**provenance(), "gpu": gpu, "device_name": torch.cuda.get_device_name()}),
+                out)
     return 0
 
 

@@ -26,8 +26,10 @@ from pathlib import Path
 log = logging.getLogger("rooflab.backends")
 
 # variant -> (label, SDPBackend name; None: ours)
-VARIANTS = {"ours": ("ours (Triton)", None), "flash": ("SDPA flash", "FLASH_ATTENTION"),
-            "cudnn": ("SDPA cuDNN", "CUDNN_ATTENTION"), "efficient": ("SDPA memory-efficient", "EFFICIENT_ATTENTION")}
+VARIANTS = {
+    "ours": ("ours (Triton)", None), "flash": ("SDPA flash", "FLASH_ATTENTION"), "cudnn":
+    ("SDPA cuDNN", "CUDNN_ATTENTION"), "efficient": ("SDPA memory-efficient", "EFFICIENT_ATTENTION")
+}
 PASSES = ("fwd", "fwd+bwd")
 DECODE_MAX_SEQ_Q = 16  # seq_q up to this: the split-KV decode kernel (forward only), longer: FlashAttention-2
 
@@ -47,12 +49,12 @@ def as_cell(shape) -> tuple[int, ...]:
 def cell_kind(cell) -> str:
     """decode (seq_q <= 16 against more keys), cross (seq_q != seq_k), grouped (kv_heads < heads), or mha."""
     _, h, hkv, sq, sk, _ = cell
-    return ("decode" if sq <= DECODE_MAX_SEQ_Q and sk > sq else "cross" if sq != sk else
-            "grouped" if hkv < h else "mha")
+    return ("decode"
+            if sq <= DECODE_MAX_SEQ_Q and sk > sq else "cross" if sq != sk else "grouped" if hkv < h else "mha")
 
 
 def cell_passes(cell) -> tuple[str, ...]:
-    return ("fwd",) if cell_kind(cell) == "decode" else PASSES  # decode computes no gradients
+    return ("fwd", ) if cell_kind(cell) == "decode" else PASSES  # decode computes no gradients
 
 
 def ours(q, k, v, causal: bool):
@@ -94,6 +96,7 @@ def attention_fn(variant: str, causal: bool):
     def forced(q, k, v):
         with sdpa_kernel(chosen):
             return sdpa(q, k, v, causal)
+
     return forced
 
 
@@ -102,8 +105,8 @@ def first_head(inputs):
     gradients are the whole call's there (dK, dV sum over that group only)."""
     q, k, v, *rest = inputs
     group = q.shape[1] // k.shape[1]
-    return (q[:1, :group].contiguous(), k[:1, :1].contiguous(), v[:1, :1].contiguous(),
-            *(t[:1, :group].contiguous() for t in rest))
+    return (q[:1, :group].contiguous(), k[:1, :1].contiguous(), v[:1, :1].contiguous(), *(t[:1, :group].contiguous()
+                                                                                          for t in rest))
 
 
 def rel_err(out, ref) -> float:
@@ -113,8 +116,8 @@ def rel_err(out, ref) -> float:
 
     from rooflab.cell import relative_error
 
-    outs = (out,) if torch.is_tensor(out) else tuple(out)
-    refs = (ref,) if torch.is_tensor(ref) else tuple(ref)
+    outs = (out, ) if torch.is_tensor(out) else tuple(out)
+    refs = (ref, ) if torch.is_tensor(ref) else tuple(ref)
     return relative_error(tuple(o[:1, :r.shape[1]] for o, r in zip(outs, refs)), ref)[0]
 
 
@@ -206,10 +209,12 @@ def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: d
             ref = reference(small, pass_, causal)
             flops_ = flops(cell, pass_, causal)
             for variant, (label, _) in VARIANTS.items():
-                base = {"variant": variant, "label": label, "batch": cell[0], "heads": cell[1], "kv_heads": cell[2],
-                        "seq_q": cell[3], "seq_k": cell[4], "seq": cell[4], "head_dim": cell[5],
-                        "kind": cell_kind(cell), "causal": causal, "dtype": dtype, "pass": pass_, "flops": flops_,
-                        "bytes": bytes_moved(cell, dtype, pass_), "tolerance": DEFAULT_TOLERANCE[dtype]}
+                base = {
+                    "variant": variant, "label": label, "batch": cell[0], "heads": cell[1], "kv_heads": cell[2],
+                    "seq_q": cell[3], "seq_k": cell[4], "seq": cell[4], "head_dim": cell[5], "kind": cell_kind(cell),
+                    "causal": causal, "dtype": dtype, "pass": pass_, "flops": flops_, "bytes":
+                    bytes_moved(cell, dtype, pass_), "tolerance": DEFAULT_TOLERANCE[dtype]
+                }
                 if variant == "ours":
                     base["ran"] = "decode" if pass_ == "fwd" and cell[3] <= DECODE_MAX_SEQ_Q else "fa2"
                 fn = differentiable(attention_fn(variant, causal))(inputs, pass_)
@@ -229,9 +234,11 @@ def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: d
                     continue
                 finally:
                     del fn
-                rows.append({**base, "status": "ok", "rel_err": err, **stats,
-                             "tflops": flops_ / (stats["median_ms"] * 1e-3) / 1e12,
-                             "tflops_loop": flops_ / (stats["loop_ms"] * 1e-3) / 1e12, **clocks.prefixed("after")})
+                rows.append({
+                    **base, "status": "ok", "rel_err": err, **stats, "tflops":
+                    flops_ / (stats["median_ms"] * 1e-3) / 1e12, "tflops_loop":
+                    flops_ / (stats["loop_ms"] * 1e-3) / 1e12, **clocks.prefixed("after")
+                })
                 log.info("[%d/%d] %-22s %-22s causal=%-5s %-7s %9.4f ms %7.1f TFLOP/s (loop %9.4f ms)", i, len(todo),
                          label, shape_label(cell), causal, pass_, stats["median_ms"], rows[-1]["tflops"],
                          stats["loop_ms"])
@@ -240,8 +247,8 @@ def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: d
         torch.cuda.empty_cache()
         # after every shape: a run cut short keeps the shapes it finished
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        write_parquet(pd.DataFrame(rows).assign(**{**provenance(), "gpu": gpu,
-                                                   "device_name": torch.cuda.get_device_name()}), out)
+        write_parquet(
+            pd.DataFrame(rows).assign(**{**provenance(), "gpu": gpu, "device_name": torch.cuda.get_device_name()}), out)
     from analysis.attention import printed_table  # the table the paper prints, from the rows just written
 
     print(printed_table(pd.read_parquet(out)))
@@ -274,9 +281,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gpu", required=True, help="config key of the device (checked against the device present)")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--shapes", nargs="*", help="batch x heads x seq x head_dim or batch x heads x kv_heads x seq_q "
-                    "x seq_k x head_dim (default: config/schema.yaml's backends.shapes)",
-                    default=[label(s) for s in defaults["shapes"]])
+    ap.add_argument(
+        "--shapes", nargs="*", help="batch x heads x seq x head_dim or batch x heads x kv_heads x seq_q "
+        "x seq_k x head_dim (default: config/schema.yaml's backends.shapes)",
+        default=[label(s) for s in defaults["shapes"]])
     ap.add_argument("--presets", nargs="*", default=defaults["presets"],
                     help="model cells of rooflab/shapes.ATTENTION_CELLS (default: the schema's backends.presets)")
     ap.add_argument("--causal", nargs="+", default=["true", "false"], choices=["true", "false"])

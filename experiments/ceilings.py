@@ -27,8 +27,8 @@ from pathlib import Path
 log = logging.getLogger("rooflab.ceilings")
 
 
-def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, same_size_dtypes, cfg,
-                     placements: int, warm_translations: bool, instances: int) -> list[dict]:
+def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, same_size_dtypes, cfg, placements: int,
+                     warm_translations: bool, instances: int) -> list[dict]:
     """``cfg``: the ceilings' TimingConfig (``ceilings.timing``); ``placements``, ``warm_translations`` and
     ``instances``: the sweep's, for the copies timed like a cell."""
     import torch
@@ -51,8 +51,10 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
     dst = torch.empty_like(src)
     stats = measure(lambda: dst.copy_(src), timer, cfg)  # noqa: F821
     moved = 2.0 * n_copy * 4
-    rows.append({"ceiling": "copy_large", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3),
-                 "bytes": moved, "flops": 0.0, **stats, **clocks.prefixed("after")})
+    rows.append({
+        "ceiling": "copy_large", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3), "bytes": moved, "flops":
+        0.0, **stats, **clocks.prefixed("after")
+    })
     log.info("copy %.3f GB buffer: %.1f GB/s (read + write)", n_copy * 4 / 1e9, rows[-1]["value"] / 1e9)
     del src, dst
     for n in same_size_copies:
@@ -61,14 +63,16 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
             dtype = torch_dtype(dname)
             moved = 2.0 * n * n * dtype.itemsize
             count = placements_for(placements, moved, device)
-            pairs = [(x, torch.empty_like(x)) for x in (torch.randn((n, n), device=device).to(dtype)
-                                                        for _ in range(count))]
+            pairs = [(x, torch.empty_like(x))
+                     for x in (torch.randn((n, n), device=device).to(dtype) for _ in range(count))]
             fns = [lambda x=x, y=y: y.copy_(x) for x, y in pairs]
             # timed as a cell of this size is: the same placements, translation warming and fresh starts
             same = dataclasses.replace(cfg, warm_translations=warm_translations, instances=instances)
             stats = {**measure(fns, timer, same, inputs=pairs), **clocks.prefixed("after")}
-            rows.append({"ceiling": f"copy_{dname}_{n}", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3),
-                         "bytes": moved, "flops": 0.0, **stats})
+            rows.append({
+                "ceiling": f"copy_{dname}_{n}", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3), "bytes":
+                moved, "flops": 0.0, **stats
+            })
             log.info("copy %s %d^2: %.1f GB/s", dname, n, rows[-1]["value"] / 1e9)
             del pairs, fns
 
@@ -92,10 +96,12 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
                     except Exception as exc:  # a GEMM that cannot run here is no ceiling; the others still are
                         log.warning("gemm %s %s n=%d failed: %s: %s", unit, source, n, type(exc).__name__, exc)
                         continue
-                flops = 2.0 * n ** 3
-                rows.append({"ceiling": f"gemm_{unit}_{source}_{n}", "unit": "FLOP/s",
-                             "value": flops / (stats["median_ms"] * 1e-3), "bytes": 3.0 * n * n * a.element_size(),
-                             "flops": flops, "source": source, **row, **stats})
+                flops = 2.0 * n**3
+                rows.append({
+                    "ceiling": f"gemm_{unit}_{source}_{n}", "unit": "FLOP/s", "value":
+                    flops / (stats["median_ms"] * 1e-3), "bytes": 3.0 * n * n * a.element_size(), "flops": flops,
+                    "source": source, **row, **stats
+                })
                 log.info("gemm %s %s n=%d: %.1f TFLOP/s", unit, source, n, rows[-1]["value"] / 1e12)
             del a, b
     return rows + best_of(rows)
@@ -154,8 +160,8 @@ def run(gpu: str, out: str, params: dict) -> None:
     p = settings(params)
     rows = measure_ceilings(gpu, int(p["copy_bytes"]), [int(n) for n in p["gemm_sizes"]],
                             [int(n) for n in p["same_size_copies"]], list(p["same_size_dtypes"]),
-                            TimingConfig.from_config(p["timing"]), int(p["placements"]),
-                            bool(p["warm_translations"]), int(p["instances"]))
+                            TimingConfig.from_config(p["timing"]), int(p["placements"]), bool(p["warm_translations"]),
+                            int(p["instances"]))
     prov = provenance(params)
     df = pd.DataFrame([{**r, "gpu": gpu, **prov} for r in rows])
     if Path(out).exists():  # the ceilings of earlier runs stay: their cells are rated against them

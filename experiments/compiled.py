@@ -17,17 +17,15 @@ import logging
 import sys
 import traceback
 
-
 log = logging.getLogger("rooflab.kernel_facts")
 
 COMPILED_COLUMNS = [
-    "gpu", "kernel", "pass", "dtype", "size", "status", "error", "function", "kernel_name", "signature",
-    "constexprs", "num_warps", "num_stages", "threads_per_block", "n_regs", "n_spills", "shared_bytes",
-    "autotuned", "autotune_best", "autotune_config", "autotune_ms", "config_ms",
-    "blocks_per_sm", "warps_per_sm", "occupancy", "occupancy_limiter", "blocks_by_regs", "blocks_by_smem",
-    "blocks_by_warps", "ld_global_v4", "ld_global_v2", "ld_global_scalar", "ld_global_max_bits",
-    "st_global_v4", "st_global_v2", "st_global_scalar", "st_global_max_bits", "arch",
-    "git_sha", "device_name", "triton", "torch", "timestamp",
+    "gpu", "kernel", "pass", "dtype", "size", "status", "error", "function", "kernel_name", "signature", "constexprs",
+    "num_warps", "num_stages", "threads_per_block", "n_regs", "n_spills", "shared_bytes", "autotuned", "autotune_best",
+    "autotune_config", "autotune_ms", "config_ms", "blocks_per_sm", "warps_per_sm", "occupancy", "occupancy_limiter",
+    "blocks_by_regs", "blocks_by_smem", "blocks_by_warps", "ld_global_v4", "ld_global_v2", "ld_global_scalar",
+    "ld_global_max_bits", "st_global_v4", "st_global_v2", "st_global_scalar", "st_global_max_bits", "arch", "git_sha",
+    "device_name", "triton", "torch", "timestamp",
 ]
 CPU_NOTE = "Triton runs under TRITON_INTERPRET=1 on the CPU: nothing is compiled, so there are no compiled facts"
 
@@ -136,14 +134,12 @@ def kernel_facts(jit, kernel, tuner, limits) -> dict:
     n_regs = int(getattr(kernel, "n_regs", -1))
     consts = _constexprs(kernel)
     row = {
-        "function": getattr(jit, "__name__", None) or jit.fn.__name__,
-        "kernel_name": getattr(kernel, "name", "") or getattr(md, "name", ""),
-        "signature": _signature(kernel), "constexprs": str(consts),
-        "num_warps": num_warps, "num_stages": int(getattr(md, "num_stages", 0)),
-        "threads_per_block": num_warps * warp_size, "n_regs": n_regs,
-        "n_spills": int(getattr(kernel, "n_spills", -1)), "shared_bytes": shared,
-        "autotuned": tuner is not None, "autotune_best": False, "autotune_config": "",
-        "autotune_ms": float("nan"), "config_ms": float("nan"), "arch": limits.arch,
+        "function": getattr(jit, "__name__", None) or jit.fn.__name__, "kernel_name": getattr(kernel, "name", "")
+        or getattr(md, "name", ""), "signature": _signature(kernel), "constexprs": str(consts), "num_warps": num_warps,
+        "num_stages": int(getattr(md, "num_stages", 0)), "threads_per_block": num_warps * warp_size, "n_regs": n_regs,
+        "n_spills": int(getattr(kernel, "n_spills",
+                                -1)), "shared_bytes": shared, "autotuned": tuner is not None, "autotune_best": False,
+        "autotune_config": "", "autotune_ms": float("nan"), "config_ms": float("nan"), "arch": limits.arch,
     }
     row.update(occupancy(row["threads_per_block"], n_regs, shared, limits))
     asm = getattr(kernel, "asm", {}) or {}
@@ -246,11 +242,18 @@ def run(gpu: str, kernels, out: str, params: dict) -> None:
 
 
 # Fixed dtypes, so an all-skipped CPU file has the same schema as a GPU one.
-_INT = ["size", "num_warps", "num_stages", "threads_per_block", "n_regs", "n_spills", "shared_bytes",
-        "blocks_per_sm", "warps_per_sm", "blocks_by_regs", "blocks_by_smem", "blocks_by_warps",
-        "ld_global_v4", "ld_global_v2", "ld_global_scalar", "ld_global_max_bits",
-        "st_global_v4", "st_global_v2", "st_global_scalar", "st_global_max_bits"]
-_DTYPES = {**{c: "Int64" for c in _INT}, **{c: "float64" for c in ("autotune_ms", "config_ms", "occupancy")},
-           **{c: "boolean" for c in ("autotuned", "autotune_best")},
-           **{c: "string" for c in COMPILED_COLUMNS if c not in _INT and c not in
-              ("autotune_ms", "config_ms", "occupancy", "autotuned", "autotune_best")}}
+_INT = [
+    "size", "num_warps", "num_stages", "threads_per_block", "n_regs", "n_spills", "shared_bytes", "blocks_per_sm",
+    "warps_per_sm", "blocks_by_regs", "blocks_by_smem", "blocks_by_warps", "ld_global_v4", "ld_global_v2",
+    "ld_global_scalar", "ld_global_max_bits", "st_global_v4", "st_global_v2", "st_global_scalar", "st_global_max_bits"
+]
+_DTYPES = {
+    **{c: "Int64"
+       for c in _INT}, **{c: "float64"
+                          for c in ("autotune_ms", "config_ms", "occupancy")},
+    **{c: "boolean"
+       for c in ("autotuned", "autotune_best")}, **{
+        c: "string"
+        for c in COMPILED_COLUMNS if c not in _INT and c not in ("autotune_ms", "config_ms", "occupancy", "autotuned", "autotune_best")
+    }
+}

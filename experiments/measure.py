@@ -47,8 +47,13 @@ def cells_for(kernel, params: dict):
     dtypes = [d for d in params["dtypes"] if d in kernel.dtypes] + \
              [d for d in params["dtypes"] if d not in kernel.dtypes]
     impls = impls_for(kernel.name, params)
-    cells = [Cell(kernel.name, impl, dtype, square_size(shape), p, shape, preset)
-             for p in kernel.passes for dtype in dtypes for shape in shapes for impl in impls]
+    cells = [
+        Cell(kernel.name, impl, dtype, square_size(shape), p, shape, preset)
+        for p in kernel.passes
+        for dtype in dtypes
+        for shape in shapes
+        for impl in impls
+    ]
     # The CUDA extensions build in the background (rooflab/cuda_ext.start_cuda_builds, ~45 s of nvcc on the H200's
     # host): their cells go last, so a kernel's other cells are timed meanwhile instead of waiting on the build
     return sorted(cells, key=lambda c: c.impl == "cuda")
@@ -87,8 +92,10 @@ def write_paired(rows: list[dict], path: str | Path, gpu: str, prov: dict, cfg) 
     from rooflab.paired import ROUND_COLUMNS, describe
 
     df = pd.DataFrame(rows).reindex(columns=ROUND_COLUMNS)
-    for k, v in {"gpu": gpu, **{k: prov.get(k) for k in ("run_id", "git_sha", "timestamp", "device_uuid")},
-                 **describe(cfg)}.items():
+    for k, v in {
+            "gpu": gpu, **{k: prov.get(k)
+                           for k in ("run_id", "git_sha", "timestamp", "device_uuid")}, **describe(cfg)
+    }.items():
         df[k] = v
     write_parquet(df, path)
 
@@ -147,8 +154,9 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
         text = text_digest(kernel.source)
         edited = sum(1 for r in done.values() if r.get("_source_text", text) != text)
         if edited:
-            log.info("%s changed since %d of them were measured, in comments, docstrings or layout only (its code "
-                     "is the same): they are reused, not measured again", kernel.source, edited)
+            log.info(
+                "%s changed since %d of them were measured, in comments, docstrings or layout only (its code "
+                "is the same): they are reused, not measured again", kernel.source, edited)
     paired_cfg = PairedConfig.from_config(params.get("paired"))
     paired = PairedSweep(kernel, cells, device, timing, paired_cfg, timer, paired_store(ckpt),
                          checkpoint_identity(kernel, params, paired=True), seed=int(params.get("seed", 0)), log=log)
@@ -180,8 +188,9 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             log.info("%-8s %-9s %9s %-7s %-9s %s", cell.impl, cell.dtype, label(cell.shape), cell.pass_, row["status"],
                      f"{row.get('median_ms', float('nan')):.4f} ms" if row["status"] == "ok" else row["error"])
             rows.append(row)
-            fh.write(json.dumps({**row, "_identity": identity, "_source_text": text_digest(kernel.source)},
-                                default=str) + "\n")
+            fh.write(
+                json.dumps({**row, "_identity": identity, "_source_text": text_digest(kernel.source)}, default=str) +
+                "\n")
             fh.flush()
             os.fsync(fh.fileno())
             paired.after_cell(cell, row, kept.pop("fns", None))  # the group's paired rounds, once it is complete
@@ -196,11 +205,11 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     if len(failed) and not params.get("allow_failures", False):
         # r["dtype"], not r.dtype: a row Series' .dtype and .size are its own attributes, not our columns
         lines = "\n".join(f"  {r['impl']} {r['dtype']} {r['shape'] if pd.isna(r['size']) else int(r['size'])} "
-                           f"{r['pass']}: {r['error']}"
-                          for _, r in failed.iterrows())
-        log.error("%d cell(s) failed; the %d good cells are kept in %s and a rerun measures only what is missing. "
-                  "Set allow_failures: true to write the parquet with the failures recorded.\n%s",
-                  len(failed), len(df) - len(failed), ckpt, lines)
+                          f"{r['pass']}: {r['error']}" for _, r in failed.iterrows())
+        log.error(
+            "%d cell(s) failed; the %d good cells are kept in %s and a rerun measures only what is missing. "
+            "Set allow_failures: true to write the parquet with the failures recorded.\n%s", len(failed),
+            len(df) - len(failed), ckpt, lines)
         return 1
     write_parquet(df, out)
     outputs = dict(describe_outputs or {})
@@ -220,16 +229,18 @@ def describe(kernel_name: str, gpu: str, params: dict, profiles: str | None = No
     from experiments import profiles as profiles_job
 
     size = int((params.get("profile") or {}).get("size", 4096))
-    for job, path, settings in (
-            (profiles_job, profiles, {**params, "size": size}),
-            (compiled_job, compiled, {"size": size, "extra_sizes": params.get("extra_sizes", []),
-                                      "dtypes": params.get("dtypes"), "seed": params.get("seed", 0),
-                                      "cache_dirs": params.get("cache_dirs", {})})):
+    for job, path, settings in ((profiles_job, profiles, {**params, "size": size}), (compiled_job, compiled, {
+            "size":
+            size, "extra_sizes":
+            params.get("extra_sizes", []), "dtypes":
+            params.get("dtypes"), "seed":
+            params.get("seed", 0), "cache_dirs":
+            params.get("cache_dirs", {})
+    })):
         if path:
             t0 = time.perf_counter()
             job.run(gpu, [kernel_name], path, settings)
-            log.info("%s of %s: %s in %.1f s", job.__name__.split(".")[-1], kernel_name, path,
-                     time.perf_counter() - t0)
+            log.info("%s of %s: %s in %.1f s", job.__name__.split(".")[-1], kernel_name, path, time.perf_counter() - t0)
 
 
 def _setup_logging(logfile: str | None) -> None:
@@ -260,13 +271,15 @@ def main(argv=None) -> int:
     ap.add_argument("--preset", help="measure a shape preset (rooflab/shapes.py: llm, odd) instead of --sizes")
     ap.add_argument("--shapes", nargs="+", metavar="SHAPE",
                     help="measure these shapes of the kernel's family (4096x4097; 16x4096x14336) instead of --sizes")
-    ap.add_argument("--params", help="the sweep's parameters as JSON (the DAG's, rcfg.sweep_params), in place of "
-                    "those of the options above")
+    ap.add_argument(
+        "--params", help="the sweep's parameters as JSON (the DAG's, rcfg.sweep_params), in place of "
+        "those of the options above")
     args = ap.parse_args(argv)
     _setup_logging(None)
-    params = {"sizes": args.sizes, "dtypes": args.dtypes, "impls": args.impls, "timing": {},
-              "interpret_max_size": args.interpret_max_size, "allow_failures": args.allow_failures,
-              "profile": {"size": args.profile_size}}
+    params = {
+        "sizes": args.sizes, "dtypes": args.dtypes, "impls": args.impls, "timing": {}, "interpret_max_size":
+        args.interpret_max_size, "allow_failures": args.allow_failures, "profile": {"size": args.profile_size}
+    }
     if args.params:
         params = json.loads(args.params)
     elif args.preset or args.shapes:
@@ -277,9 +290,9 @@ def main(argv=None) -> int:
         preset = args.preset or CUSTOM
         params.update(preset=preset, shapes=shape_sets([spec])[preset])
     try:
-        rc = run(args.kernel, args.gpu, args.out, params,
-                 describe_outputs={"profiles": args.profiles_out, "compiled": args.compiled_out,
-                                   "paired": args.paired_out})
+        rc = run(
+            args.kernel, args.gpu, args.out, params,
+            describe_outputs={"profiles": args.profiles_out, "compiled": args.compiled_out, "paired": args.paired_out})
     except DeviceMismatch as exc:
         log.error("%s", exc)
         rc = 2
@@ -299,7 +312,8 @@ if "snakemake" in globals():
     follow_snakemake()  # a kill -9 of snakemake ends this job too, before it measures or writes unattended
     try:
         rc = run(sm.wildcards.kernel, sm.wildcards.gpu, sm.output[0], dict(sm.params.sweep),
-                 describe_outputs={k: sm.output.get(k) for k in ("profiles", "compiled", "paired")
+                 describe_outputs={k: sm.output.get(k)
+                                   for k in ("profiles", "compiled", "paired")
                                    if sm.output.get(k)})
     except DeviceMismatch as exc:
         log.error("%s", exc)

@@ -12,7 +12,6 @@ none`` keeps the GPU's own clocks (ncu otherwise locks them to base, unlike the 
 import argparse
 import sys
 
-
 NVTX_RANGE = "rooflab_cell"  # the rule's --nvtx-include names it: "rooflab_cell/" (a push/pop range)
 WARMUP_CALLS = 3
 
@@ -56,8 +55,7 @@ def main(argv=None) -> int:
     fn()
     torch.cuda.synchronize()
     torch.cuda.nvtx.range_pop()
-    print(f"ncu_cell: profiled one call of {args.kernel} {args.impl} {args.dtype} {args.size} {pass_}",
-          file=sys.stderr)
+    print(f"ncu_cell: profiled one call of {args.kernel} {args.impl} {args.dtype} {args.size} {pass_}", file=sys.stderr)
     return 0
 
 

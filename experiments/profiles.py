@@ -20,21 +20,22 @@ A cell that fails is a row with status 'failed' and the error: this job never fa
 import logging
 import traceback
 
-
 log = logging.getLogger("rooflab.profiles")
 
-PROFILE_COLUMNS = ["gpu", "kernel", "impl", "dtype", "size", "pass", "activity", "n_kernels", "kernel_names",
-                   "n_memops", "compile_fallback", "status", "error",
-                   "git_sha", "device_name", "torch", "triton", "timestamp"]
+PROFILE_COLUMNS = [
+    "gpu", "kernel", "impl", "dtype", "size", "pass", "activity", "n_kernels", "kernel_names", "n_memops",
+    "compile_fallback", "status", "error", "git_sha", "device_name", "torch", "triton", "timestamp"
+]
 WARMUP_CALLS = 3
 INDUCTOR_CPP_KERNEL = "cpp_fused"  # how Inductor names the C++ kernels it generates for the CPU
 # aten ops that allocate or re-view memory without a pass over it: not counted as "kernels" on the CPU.
-NO_PASS_OPS = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::view", "aten::reshape",
-               "aten::_reshape_alias", "aten::as_strided", "aten::t", "aten::transpose", "aten::expand",
-               "aten::detach", "aten::alias", "aten::resize_", "aten::lift_fresh", "aten::unsqueeze",
-               "aten::squeeze", "aten::permute", "aten::slice", "aten::select", "aten::_unsafe_view",
-               "aten::set_", "aten::result_type", "aten::is_nonzero", "aten::item", "aten::_local_scalar_dense",
-               "aten::contiguous", "aten::numpy_T"}
+NO_PASS_OPS = {
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::view", "aten::reshape", "aten::_reshape_alias",
+    "aten::as_strided", "aten::t", "aten::transpose", "aten::expand", "aten::detach", "aten::alias", "aten::resize_",
+    "aten::lift_fresh", "aten::unsqueeze", "aten::squeeze", "aten::permute", "aten::slice", "aten::select",
+    "aten::_unsafe_view", "aten::set_", "aten::result_type", "aten::is_nonzero", "aten::item",
+    "aten::_local_scalar_dense", "aten::contiguous", "aten::numpy_T"
+}
 
 
 def profile_inductor_cpp() -> None:
@@ -116,9 +117,10 @@ def profile_cell(kernel, impl: str, dtype: str, size: int, pass_: str, device: s
     """One row: skipped (with the reason), failed (with the error), or the launched kernels."""
     from rooflab.cell import Cell, skip_reason
 
-    row = {"kernel": kernel.name, "impl": impl, "dtype": dtype, "size": int(size), "pass": pass_,
-           "activity": "cuda" if device == "cuda" else "cpu_aten", "status": "failed", "error": "",
-           "compile_fallback": False}
+    row = {
+        "kernel": kernel.name, "impl": impl, "dtype": dtype, "size": int(size), "pass": pass_, "activity":
+        "cuda" if device == "cuda" else "cpu_aten", "status": "failed", "error": "", "compile_fallback": False
+    }
     try:
         reason = skip_reason(kernel, Cell(kernel.name, impl, dtype, int(size), pass_), device, interpret_max_size)
         if not reason and device == "cpu" and impl == "triton":
@@ -132,8 +134,7 @@ def profile_cell(kernel, impl: str, dtype: str, size: int, pass_: str, device: s
         if fn.fell_back is not None:
             row["compile_fallback"] = bool(fn.fell_back())
         activity, names, memops = launched_kernels(fn, device)
-        row.update(activity=activity, n_kernels=len(names), kernel_names="; ".join(names), n_memops=memops,
-                   status="ok")
+        row.update(activity=activity, n_kernels=len(names), kernel_names="; ".join(names), n_memops=memops, status="ok")
     except Exception as exc:  # one bad cell must not cost the rest
         log.error("%s %s %s %s failed:\n%s", kernel.name, impl, dtype, pass_, traceback.format_exc())
         row.update(status="failed", error=f"{type(exc).__name__}: {exc}"[:2000])
@@ -176,7 +177,10 @@ def run(gpu: str, kernels, out: str, params: dict) -> None:
     prov = provenance(params)
     df = pd.DataFrame([{**r, "gpu": gpu, **prov} for r in rows])
     df = df.reindex(columns=PROFILE_COLUMNS + [c for c in df.columns if c not in PROFILE_COLUMNS])
-    df = df.astype({"size": "Int64", "n_kernels": "Int64", "n_memops": "Int64", "compile_fallback": "boolean",
-                    **{c: "string" for c in ("gpu", "kernel", "impl", "dtype", "pass", "activity", "kernel_names",
-                                             "status", "error")}})
+    df = df.astype({
+        "size": "Int64", "n_kernels": "Int64", "n_memops": "Int64", "compile_fallback": "boolean", **{
+            c: "string"
+            for c in ("gpu", "kernel", "impl", "dtype", "pass", "activity", "kernel_names", "status", "error")
+        }
+    })
     write_parquet(df, out)

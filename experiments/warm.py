@@ -164,10 +164,11 @@ def main(argv=None) -> int:
     import multiprocessing
 
     with ProcessPoolExecutor(lanes, mp_context=multiprocessing.get_context("spawn"), initializer=_lane_setup,
-                             initargs=(cache_dirs,)) as pool:
+                             initargs=(cache_dirs, )) as pool:
         for kernel, compiled, skipped, seconds in pool.map(warm_job, jobs):
-            log.info("%s: %d cells warmed, %d not, in %.1f s (%.1f s since the start)", kernel, compiled,
-                     skipped, seconds, time.perf_counter() - t0)
+            log.info("%s: %d cells warmed, %d not, in %.1f s (%.1f s since the start)", kernel, compiled, skipped,
+                     seconds,
+                     time.perf_counter() - t0)
     return 0
 
 
@@ -182,8 +183,9 @@ def start(jobs: list[dict], spec: Path, log_file: Path, lanes: int | None = None
     spec.parent.mkdir(parents=True, exist_ok=True)
     spec.write_text(json.dumps({"jobs": jobs}, default=str))
     with open(log_file, "w") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "experiments.warm", str(spec), "--lanes", str(lanes)],
-                                stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "experiments.warm",
+             str(spec), "--lanes", str(lanes)], stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     if pid_file is not None:
         pid_file.write_text(f"{proc.pid}\n")
     return lanes

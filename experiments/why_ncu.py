@@ -34,17 +34,19 @@ WARMUP_CALLS = 3
 SDPA_CUDNN = "sdpa_cudnn"  # attention's builtin with SDPA's cuDNN backend forced (experiments/backends.py's variant)
 # The cells (config why_ncu.cells replaces the list): the equal-bytes gaps at the sizes where the builtin is slowest
 # against ours, and our losses, at the sweep's largest size (attention: sequence 8192, the sweep's largest shape).
-CELLS = (
-    {"kernel": "softmax", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]},
-    {"kernel": "rowsum", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]},
-    {"kernel": "layernorm", "dtype": "bfloat16", "size": 1793, "pass": "fwd", "impls": ["builtin", "triton"]},
-    {"kernel": "rmsnorm", "dtype": "bfloat16", "size": 1793, "pass": "fwd", "impls": ["builtin", "triton"]},
-    {"kernel": "matmul", "dtype": "float32", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]},
-    {"kernel": "matmul", "dtype": "tf32", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]},
-    {"kernel": "attention", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "impls": ["builtin", SDPA_CUDNN, "triton"]},
-    {"kernel": "attention", "dtype": "bfloat16", "size": 8192, "pass": "fwd+bwd",
-     "impls": ["builtin", SDPA_CUDNN, "triton"]},
-)
+CELLS = ({"kernel": "softmax", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]
+          }, {"kernel": "rowsum", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]},
+         {"kernel": "layernorm", "dtype": "bfloat16", "size": 1793, "pass": "fwd", "impls": ["builtin", "triton"]
+          }, {"kernel": "rmsnorm", "dtype": "bfloat16", "size": 1793, "pass": "fwd", "impls": ["builtin", "triton"]
+              }, {"kernel": "matmul", "dtype": "float32", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]},
+         {"kernel": "matmul", "dtype": "tf32", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]}, {
+             "kernel": "attention", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "impls":
+             ["builtin", SDPA_CUDNN, "triton"]
+         }, {
+             "kernel": "attention", "dtype": "bfloat16", "size": 8192, "pass": "fwd+bwd", "impls":
+             ["builtin", SDPA_CUDNN, "triton"]
+         },
+         )
 CELL_KEYS = ("kernel", "dtype", "size", "pass", "impls")
 
 
@@ -77,6 +79,7 @@ def call_of(kernel, impl: str, dtype: str, size: int, pass_: str, device: str):
     def call():
         with math_mode(dtype), forced():
             return fn()
+
     return call
 
 
@@ -124,9 +127,10 @@ def run(gpu: str, cells: list[dict], manifest: Path) -> int:
             except Exception as exc:
                 error = f"{type(exc).__name__}: {str(exc)[:200]}"
             torch.cuda.profiler.stop()
-            calls.append({"kernel": c["kernel"], "impl": impl, "dtype": c["dtype"], "size": int(c["size"]),
-                          "pass": c["pass"], "error": error,
-                          "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+            calls.append({
+                "kernel": c["kernel"], "impl": impl, "dtype": c["dtype"], "size": int(c["size"]), "pass": c["pass"],
+                "error": error, "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")
+            })
             manifest.write_text(json.dumps(calls))  # after every call: a run cut short keeps what it profiled
             print(f"why_ncu: profiled {c['kernel']} {impl} {c['dtype']} {c['size']} {c['pass']}", file=sys.stderr,
                   flush=True)
@@ -180,10 +184,16 @@ def profile(gpu: str, cells: list[dict], parquet: Path, raw_dir: Path, python: s
     if dropped:
         print(f"why_ncu: this ncu lists no {', '.join(dropped)}: not collected", file=sys.stderr)
     env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": "1"}
-    target = [python, "-m", "experiments.why_ncu", "run", "--gpu", gpu, "--manifest", str(manifest),
-              "--cells", json.dumps(cells)]
-    base = [ncu_bin, "--clock-control", "none", "--profile-from-start", "off", "--target-processes",
-            "application-only", "--force-overwrite", "--export", str(report)]
+    target = [
+        python, "-m", "experiments.why_ncu", "run", "--gpu", gpu, "--manifest",
+        str(manifest), "--cells",
+        json.dumps(cells)
+    ]
+    base = [
+        ncu_bin, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "application-only",
+        "--force-overwrite", "--export",
+        str(report)
+    ]
     sections = [a for s in ncu.SECTIONS for a in ("--section", s)]
     rc = subprocess.run(base + sections + ["--metrics", ",".join(metrics)] + target, env=env, cwd=REPO).returncode
     if rc != 0:  # a metric this device cannot collect after all: the sections alone
@@ -191,16 +201,19 @@ def profile(gpu: str, cells: list[dict], parquet: Path, raw_dir: Path, python: s
         rc = subprocess.run(base + sections + target, env=env, cwd=REPO).returncode
     if rc != 0:
         return rc
-    imported = subprocess.run([ncu_bin, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"],
-                              capture_output=True, text=True)
+    imported = subprocess.run(
+        [ncu_bin, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base"], capture_output=True,
+        text=True)
     if imported.returncode != 0:
         print(imported.stderr, file=sys.stderr)
         return imported.returncode
     raw_csv.write_text(imported.stdout)
     out = table(imported.stdout, json.loads(manifest.read_text()), gpu)
     write_parquet(out, str(parquet))
-    cols = ["kernel", "impl", "dtype", "pass", "short_name", "duration_us", "achieved_occupancy_pct", "dram_pct",
-            "occupancy_limiter", "stall_top"]
+    cols = [
+        "kernel", "impl", "dtype", "pass", "short_name", "duration_us", "achieved_occupancy_pct", "dram_pct",
+        "occupancy_limiter", "stall_top"
+    ]
     print(out[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     return 0
 
@@ -212,8 +225,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cells", default="[]", help="JSON list of cells (kernel, dtype, size, pass, impls); [] for "
                     "the default list (CELLS)")
     ap.add_argument("--out", help="profile: the parquet to write")
-    ap.add_argument("--raw-dir", help="profile: where the report, its raw CSV and the manifest go (default: beside "
-                    "--out, in why_ncu/)")
+    ap.add_argument(
+        "--raw-dir", help="profile: where the report, its raw CSV and the manifest go (default: beside "
+        "--out, in why_ncu/)")
     ap.add_argument("--manifest", help="run, table: the calls profiled, in order (JSON)")
     ap.add_argument("--ncu", help="table: ncu's --csv --page raw output")
     args = ap.parse_args(argv)

@@ -31,17 +31,20 @@ IMPL_ORDER = list(IMPLS)
 # and a marker each as well, so that a grey print still tells them apart.
 PALETTE = dict(zip(IMPL_ORDER, ["#E69F00", "#0072B2", "#009E73", "#56B4E9", "#D55E00", "#CC79A7"]))
 MARKER = dict(zip(IMPL_ORDER, ["o", "s", "D", "P", "^", "v"]))
-IMPL_SHORT = {"naive": "naive", "builtin": "builtin", "compile": "compile", "compile-max": "compile-max",
-              "triton": "Triton", "cuda": "CUDA"}
+IMPL_SHORT = {
+    "naive": "naive", "builtin": "builtin", "compile": "compile", "compile-max": "compile-max", "triton": "Triton",
+    "cuda": "CUDA"
+}
 # Printed sizes: nothing under 7 pt at the width the paper prints a figure (tests/test_figure_print.py).
 MIN_PT = 7.0
-STYLE = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 7.5, "xtick.labelsize": 7, "ytick.labelsize": 7,
-         "legend.fontsize": 7, "legend.title_fontsize": 7, "figure.titlesize": 8.5, "axes.grid": True,
-         "grid.color": "0.88", "grid.linewidth": 0.5, "axes.edgecolor": "0.3", "axes.linewidth": 0.6,
-         "axes.spines.top": False, "axes.spines.right": False, "xtick.major.size": 2.5, "ytick.major.size": 2.5,
-         "xtick.minor.size": 1.5, "ytick.minor.size": 1.5, "legend.frameon": False, "lines.linewidth": 1.2,
-         "lines.markersize": 3.5, "figure.constrained_layout.h_pad": 0.03, "figure.constrained_layout.w_pad": 0.03,
-         "pdf.compression": 6}
+STYLE = {
+    "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 7.5, "xtick.labelsize": 7, "ytick.labelsize": 7,
+    "legend.fontsize": 7, "legend.title_fontsize": 7, "figure.titlesize": 8.5, "axes.grid": True, "grid.color": "0.88",
+    "grid.linewidth": 0.5, "axes.edgecolor": "0.3", "axes.linewidth": 0.6, "axes.spines.top": False,
+    "axes.spines.right": False, "xtick.major.size": 2.5, "ytick.major.size": 2.5, "xtick.minor.size": 1.5,
+    "ytick.minor.size": 1.5, "legend.frameon": False, "lines.linewidth": 1.2, "lines.markersize": 3.5,
+    "figure.constrained_layout.h_pad": 0.03, "figure.constrained_layout.w_pad": 0.03, "pdf.compression": 6
+}
 PNG_DPI = 100  # the report's copy: a screen's resolution at the printed size (the paper takes the PDF)
 # A point above its own run's roof: drawn, but never silently (it is listed in the paper's findings table)
 FINDING_LABEL = "above its roof (findings table)"
@@ -112,8 +115,10 @@ def size_label(df: pd.DataFrame) -> str:
     from rooflab.shapes import ATTENTION_HEAD_DIM, ATTENTION_TOKENS, ATTENTION_WIDTH
 
     heads = ATTENTION_WIDTH // ATTENTION_HEAD_DIM
-    alone = {"rows": "N (an N x N input)", "mkn": "N (M = N = K)",
-             "bhsd": f"sequence length N (batch {ATTENTION_TOKENS} / N, {heads} heads of {ATTENTION_HEAD_DIM})"}
+    alone = {
+        "rows": "N (an N x N input)", "mkn": "N (M = N = K)", "bhsd":
+        f"sequence length N (batch {ATTENTION_TOKENS} / N, {heads} heads of {ATTENTION_HEAD_DIM})"
+    }
     part = {"mkn": "matmul M=N=K", "bhsd": "attention: seq. N"}  # beside the N x N of the rest: short, for panels
     found = families(df)
     if len(found) == 1:
@@ -148,8 +153,7 @@ def impls_present(df: pd.DataFrame) -> list[str]:
 
 
 def no_data(ax, message: str) -> None:
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4",
-            wrap=True)
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=8, color="0.4", wrap=True)
     ax.set_axis_off()
 
 
@@ -242,7 +246,7 @@ def plain_log_ticks(axis, values) -> None:
 
     v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=float)
     decades = np.log10(v.max() / v.min()) if len(v) else 3
-    axis.set_major_locator(LogLocator(subs=(1.0,) if decades > 2.5 else (1.0, 2.0, 5.0)))
+    axis.set_major_locator(LogLocator(subs=(1.0, ) if decades > 2.5 else (1.0, 2.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
     axis.set_minor_locator(NullLocator())  # unlabelled minor ticks: each costs a tick's artists at every draw
     axis.set_minor_formatter(NullFormatter())
@@ -298,8 +302,11 @@ def place_labels(ax, anchors, texts, offset_pt: float = 5.0, pad_pt: float = 1.0
     xy = ax.transData.transform(np.asarray(anchors, dtype=float).reshape(-1, 2))
     frame = ax.get_window_extent(renderer)
     r, pad = 3.5 * px, pad_pt * px  # a marker's half-width with its edge; the room kept around a label
-    obstacles = [ax.transData.transform(np.asarray(c.get_offsets(), dtype=float)) for c in ax.collections
-                 if isinstance(c, PathCollection) and len(c.get_offsets())]
+    obstacles = [
+        ax.transData.transform(np.asarray(c.get_offsets(), dtype=float))
+        for c in ax.collections
+        if isinstance(c, PathCollection) and len(c.get_offsets())
+    ]
     for line in ax.get_lines():  # every line as points a pixel apart (a marker's centre is one of its vertices)
         v = line.get_transform().transform(np.column_stack(line.get_data()).astype(float))
         v = v[np.isfinite(v).all(axis=1)]
@@ -321,7 +328,7 @@ def place_labels(ax, anchors, texts, offset_pt: float = 5.0, pad_pt: float = 1.0
         candidates = []  # (cost in pixels, left edge, vertical centre, leader)
         for penalty, side in ((0, "right"), (3, "left"), (4, "below"), (5, "above")):
             for d in shifts:
-                for sign in ((1, -1) if d else (1,)):
+                for sign in ((1, -1) if d else (1, )):
                     if side in ("right", "left"):
                         lx, cy = (x + off if side == "right" else x - off - w), y + sign * d
                     else:
@@ -345,7 +352,8 @@ def place_labels(ax, anchors, texts, offset_pt: float = 5.0, pad_pt: float = 1.0
         placed.append((lx, cy - h / 2, lx + w, cy + h / 2))
         line = {"arrowprops": {"arrowstyle": "-", "color": "0.5", "lw": 0.5, "shrinkA": 0, "shrinkB": 3}} \
             if leader else {}
-        out.append(ax.annotate(text, ax.transData.inverted().transform((x, y)),
-                               xytext=((lx - x) / px, (cy - y) / px), textcoords="offset points", ha="left",
-                               va="center", in_layout=False, **line, **text_kw))
+        out.append(
+            ax.annotate(text,
+                        ax.transData.inverted().transform((x, y)), xytext=((lx - x) / px, (cy - y) / px),
+                        textcoords="offset points", ha="left", va="center", in_layout=False, **line, **text_kw))
     return out

@@ -30,8 +30,8 @@ def rates(df: pd.DataFrame, tflops: bool) -> tuple[str, pd.Series, tuple[pd.Seri
     if not tflops:
         return "achieved_gbps", df["achieved_gbps"], spread(df, nbytes=True)
     band = spread(df)
-    return ("achieved_tflops", df["achieved_tflops"],
-            None if band is None else (df["flops"] / (band[1] * 1e-3) / 1e12, df["flops"] / (band[0] * 1e-3) / 1e12))
+    return ("achieved_tflops", df["achieved_tflops"], None if band is None else
+            (df["flops"] / (band[1] * 1e-3) / 1e12, df["flops"] / (band[0] * 1e-3) / 1e12))
 
 
 def draw(ax, df: pd.DataFrame, tflops: bool = False) -> str:
@@ -75,15 +75,16 @@ def roofs(ax, df: pd.DataFrame, gpu: str, tflops: bool) -> None:
     spec = spec_for(gpu)
     lo, hi = df["size"].min(), df["size"].max()
     if not tflops:
-        roof_lines(ax, [("copy", v) for v in sorted(set(df["peak_bandwidth_measured_gbps"].dropna()))],
-                   "measured", "GB/s", lo, False)  # one line per run's ceilings
+        roof_lines(ax, [("copy", v) for v in sorted(set(df["peak_bandwidth_measured_gbps"].dropna()))], "measured",
+                   "GB/s", lo, False)  # one line per run's ceilings
         if spec:
             roof_lines(ax, [("", spec.mem_bandwidth / 1e9)], "datasheet", "GB/s", hi, True)
         return
     units = sorted(set(df["compute_unit"]))
-    roof_lines(ax, [(f"{u} GEMM", v) for u in units
-                    for v in set(df.loc[df["compute_unit"] == u, "peak_tflops_measured"].dropna())],
-               "measured", "TFLOP/s", lo, False)
+    roof_lines(ax, [(f"{u} GEMM", v)
+                    for u in units
+                    for v in set(df.loc[df["compute_unit"] == u, "peak_tflops_measured"].dropna())], "measured",
+               "TFLOP/s", lo, False)
     if spec:
         roof_lines(ax, [(u, spec.peak_flops(u) / 1e12) for u in units], "datasheet", "TFLOP/s", hi, True)
 
@@ -108,8 +109,9 @@ def main(argv=None):
     frame = time_frame(args.gpu)
     ax.set_ylabel(f"achieved {'TFLOP/s' if tflops else 'bandwidth [GB/s]'}, {frame}")
     fig.suptitle(f"{args.kernel} on {gpu_name(args.gpu)} ({frame}, p20-p80 bars)")
-    handles = [Line2D([], [], color=PALETTE[i], marker=MARKER[i], ms=3, lw=1.1, label=IMPL_LABEL[i])
-               for i in impls_present(df)]
+    handles = [
+        Line2D([], [], color=PALETTE[i], marker=MARKER[i], ms=3, lw=1.1, label=IMPL_LABEL[i]) for i in impls_present(df)
+    ]
     handles += [Line2D([], [], color="0.3", ls=DTYPE_DASH[d], lw=1.1, label=d) for d in DTYPES if d in set(df["dtype"])]
     handles += [h for h, lab in zip(*ax.get_legend_handles_labels()) if lab.startswith("above")]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), handlelength=2.6)

@@ -72,8 +72,9 @@ def main(argv=None):
     impls = impls_present(df)
     ncols = min(2, len(dtypes))
     nrows = -(-len(dtypes) // ncols)
-    fig, axes = new_figure("fusion", nrows * (0.17 * len(kernels) + 0.55) + 0.45, nrows=nrows, ncols=ncols,
-                           squeeze=False, sharey=True)
+    fig, axes = new_figure("fusion",
+                           nrows * (0.17 * len(kernels) + 0.55) + 0.45, nrows=nrows, ncols=ncols, squeeze=False,
+                           sharey=True)
     norm = LogNorm(1, max(2.0, float(df["n_kernels"].max())))
     for ax in axes.flat[len(dtypes):]:
         ax.set_axis_off()

@@ -41,8 +41,10 @@ def projection_table(df: pd.DataFrame, gpu: str) -> tuple[pd.DataFrame, bool]:
     rows = []
     for best in t.itertuples():
         g = big[(big["kernel"] == best.kernel) & (big["dtype"] == best.dtype)]
-        row = {"kernel": best.kernel, "dtype": best.dtype, "size": int(best.size), "bound": best.bound,
-               "measured_best_ms": best.median_ms}
+        row = {
+            "kernel": best.kernel, "dtype": best.dtype, "size": int(best.size), "bound": best.bound, "measured_best_ms":
+            best.median_ms
+        }
         for key in SPECS:
             row[f"model_{key}_ms"] = getattr(best, f"model_ms_{key}") if calibrated \
                 else g[f"model_time_ms_{key}"].iloc[0]
@@ -56,7 +58,7 @@ def ratio_axis(axis, values) -> None:
     v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=float)
     lo, hi = (np.floor(np.log2(v.min())), np.ceil(np.log2(v.max()))) if len(v) else (-1.0, 1.0)
     lo, hi = min(lo, -1.0), max(hi, 1.0)
-    axis.set_major_locator(FixedLocator([2.0 ** e for e in np.arange(lo, hi + 1)]))
+    axis.set_major_locator(FixedLocator([2.0**e for e in np.arange(lo, hi + 1)]))
     axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}x"))
     axis.set_minor_locator(NullLocator())
 
@@ -78,8 +80,9 @@ def main(argv=None):
     table, calibrated = projection_table(df, args.gpu)
     dtypes = [d for d in DTYPES if d in set(table["dtype"])]
     kernels_of = {d: sorted(set(table.loc[table["dtype"] == d, "kernel"])) for d in dtypes}
-    fig, axes = new_figure("projection", sum(ROW_IN * len(k) + 0.4 for k in kernels_of.values()) + 1.1,
-                           nrows=len(dtypes), ncols=1, squeeze=False, sharex=True,
+    fig, axes = new_figure("projection",
+                           sum(ROW_IN * len(k) + 0.4 for k in kernels_of.values()) + 1.1, nrows=len(dtypes), ncols=1,
+                           squeeze=False, sharex=True,
                            gridspec_kw={"height_ratios": [len(k) + 1.2 for k in kernels_of.values()]})
     dodge = 0.2  # of a row, between GPUs: points of equal speed-up (H100 and H200 on compute) stay apart
     for ax, dtype in zip(axes.flat, dtypes):

@@ -104,10 +104,15 @@ def main(argv=None):
     ax.set_xlabel("arithmetic intensity [FLOP/byte]")
     ax.set_ylabel(f"achieved [TFLOP/s], {time_frame(args.gpu)}")
     fig.suptitle(f"Roofline on {gpu_name(args.gpu)} ({time_frame(args.gpu)})")
-    handles = [Line2D([], [], ls="", marker="o", ms=4, color=PALETTE[i], label=IMPL_LABEL[i])
-               for i in impls_present(few) if i == OURS]
-    handles += [Line2D([], [], ls="", marker="o", ms=4, mfc="white", color=PALETTE[i],
-                       label=f"{IMPL_LABEL[i]}, fastest of PyTorch") for i in impls_present(few) if i != OURS]
+    handles = [
+        Line2D([], [], ls="", marker="o", ms=4, color=PALETTE[i], label=IMPL_LABEL[i])
+        for i in impls_present(few)
+        if i == OURS
+    ]
+    handles += [
+        Line2D([], [], ls="", marker="o", ms=4, mfc="white", color=PALETTE[i],
+               label=f"{IMPL_LABEL[i]}, fastest of PyTorch") for i in impls_present(few) if i != OURS
+    ]
     handles += roofs[0]
     handles += [h for h, lab in zip(*ax.get_legend_handles_labels()) if lab.startswith("above")]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), handlelength=2.6)

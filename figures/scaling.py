@@ -26,7 +26,6 @@ from figures._common import (IMPL_LABEL, MARKER, PALETTE, claimable, gpu_name, i
                              size_axis, size_label, spread, time_frame, time_label)
 from rooflab.kernel import DTYPES
 
-
 SCOPE = SCOPES["scaling"]
 CUBIC = {"matmul"}  # kernels whose work grows as N^3 (M = N = K); the rest as N^2
 
@@ -63,11 +62,11 @@ def draw(ax, k: pd.DataFrame, kernel: str, floor_line: bool = True, width_in: fl
     power = 3 if kernel in CUBIC else 2
     n_max = sizes.max()
     anchor = k.loc[k["size"] == n_max, "median_ms"].min()
-    guide = anchor * (sizes / n_max) ** power
+    guide = anchor * (sizes / n_max)**power
     ax.plot(sizes, guide, ":", color="0.35", lw=1.0)
     mid = len(sizes) // 2
-    ax.annotate(f"∝ N$^{power}$", (sizes[mid], guide[mid]), textcoords="offset points", xytext=(6, -8),
-                fontsize=7, color="0.35")
+    ax.annotate(f"∝ N$^{power}$", (sizes[mid], guide[mid]), textcoords="offset points", xytext=(6, -8), fontsize=7,
+                color="0.35")
     if floor_line:
         smallest = k[k["size"] == sizes.min()]
         floor = smallest["loop_ms"].min() if smallest["loop_ms"].notna().any() else smallest["median_ms"].min()
@@ -76,8 +75,8 @@ def draw(ax, k: pd.DataFrame, kernel: str, floor_line: bool = True, width_in: fl
                     ha="left", va="top", fontsize=7, color="0.4")
     size_axis(ax, sizes, width_in)
     ax.set_yscale("log")
-    plain_log_ticks(ax.yaxis, np.concatenate([k["median_ms"], k["graph_median_ms"].dropna(), k["loop_ms"].dropna(),
-                                              guide]))
+    plain_log_ticks(ax.yaxis,
+                    np.concatenate([k["median_ms"], k["graph_median_ms"].dropna(), k["loop_ms"].dropna(), guide]))
     ax.set_title(kernel)
 
 
@@ -116,17 +115,21 @@ def main(argv=None):
     impls = impls_present(df)
     handles = [Line2D([], [], color=PALETTE[i], marker=MARKER[i], ms=3, label=IMPL_LABEL[i]) for i in impls]
     if cpu:
-        handles += [Line2D([], [], color="0.3", ls="-", label="host time, one call (p20-p80 band)"),
-                    Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop"),
-                    Line2D([], [], color="0.35", ls=":", label="work scaling guide"),
-                    Line2D([], [], color="0.3", ls="", marker="v", ms=4, label="crossover: work outgrows fixed cost")]
+        handles += [
+            Line2D([], [], color="0.3", ls="-", label="host time, one call (p20-p80 band)"),
+            Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop"),
+            Line2D([], [], color="0.35", ls=":", label="work scaling guide"),
+            Line2D([], [], color="0.3", ls="", marker="v", ms=4, label="crossover: work outgrows fixed cost")
+        ]
     else:
-        handles += [Line2D([], [], color="0.3", ls="-", label="GPU time, L2 flushed (p20-p80 band)"),
-                    Line2D([], [], color="0.3", ls="--", label="CUDA graph replay"),
-                    Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop (launch incl.)"),
-                    Line2D([], [], color="0.35", ls=":", label="work scaling guide"),
-                    Line2D([], [], color="0.5", ls="-.", label="launch floor"),
-                    Line2D([], [], color="0.3", ls="", marker="v", ms=4, label="crossover: work outgrows fixed cost")]
+        handles += [
+            Line2D([], [], color="0.3", ls="-", label="GPU time, L2 flushed (p20-p80 band)"),
+            Line2D([], [], color="0.3", ls="--", label="CUDA graph replay"),
+            Line2D([], [], color="0.3", ls="-", marker="x", lw=0.7, ms=3, label="Python loop (launch incl.)"),
+            Line2D([], [], color="0.35", ls=":", label="work scaling guide"),
+            Line2D([], [], color="0.5", ls="-.", label="launch floor"),
+            Line2D([], [], color="0.3", ls="", marker="v", ms=4, label="crossover: work outgrows fixed cost")
+        ]
     fig.legend(handles=handles, loc="outside lower center", ncols=3)
     message = "flat: per-call overhead, then the work" if cpu else "flat: launch-bound, then the work"
     fig.suptitle(f"{title} ({dtype}): {message}")

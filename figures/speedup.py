@@ -75,8 +75,9 @@ def main(argv=None):
     order = list(heat_table(df).index)  # every row of every dtype, in order: panels side by side share their rows
     rows = [[r for r in order if any(r in tables[d][0].index for d in row)] for row in grid]
     sizes = sorted(set(df.loc[df["impl"] != "builtin", "size"]))
-    fig, axes = new_figure("speedup", sum(len(r) * ROW_IN + 0.5 for r in rows) + 0.85, nrows=len(grid),
-                           ncols=ncols, squeeze=False, gridspec_kw={"height_ratios": [len(r) + 3.5 for r in rows]})
+    fig, axes = new_figure("speedup",
+                           sum(len(r) * ROW_IN + 0.5 for r in rows) + 0.85, nrows=len(grid), ncols=ncols, squeeze=False,
+                           gridspec_kw={"height_ratios": [len(r) + 3.5 for r in rows]})
     norm = Normalize(-LIMIT, LIMIT)
     mesh = None
     for r, row in enumerate(grid):

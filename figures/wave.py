@@ -65,8 +65,8 @@ def draw(ax, d: pd.DataFrame, dtype: str, width_in: float | None = None) -> None
                     va="bottom", fontsize=7, color=GAP_COLOR,
                     arrowprops={"arrowstyle": "-", "color": GAP_COLOR, "lw": 0.6, "shrinkA": 1, "shrinkB": 3})
     size_axis(ax, [s for s in d["size"] if int(s) % TILE == 0] or d["size"], width_in)
-    ax.set_title(f"{dtype}\nbest (1.0): " + ", ".join(f"{IMPL_SHORT[i]} {v:.3g}" for i, v in best.items())
-                 + " TFLOP/s", loc="left", fontsize=7)
+    ax.set_title(f"{dtype}\nbest (1.0): " + ", ".join(f"{IMPL_SHORT[i]} {v:.3g}" for i, v in best.items()) + " TFLOP/s",
+                 loc="left", fontsize=7)
     ax.set_xlabel(size_label(d))
     top = np.nanmax(d[["relative_tflops", "relative_wave_model"]].to_numpy(dtype=float))
     ax.set_ylim(0, max(1.0, top) * 1.08)

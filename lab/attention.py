@@ -26,7 +26,7 @@ def attention_variants(shape, causal, dtype, section="attention", device="cuda")
     from kernels import attention as at
 
     q, k, v, grad_o = at.make_inputs(shape, dtype, device)
-    scale = shape[-1] ** -0.5
+    scale = shape[-1]**-0.5
 
     def sdpa(variant):  # experiments/backends.py's SDPA call with its backend forced
         fn = attention_fn(variant, causal)
@@ -37,12 +37,14 @@ def attention_variants(shape, causal, dtype, section="attention", device="cuda")
 
     variants = {}
     if section == "attention":
-        variants = {"builtin cuDNN": sdpa("cudnn"),
-                    "builtin flash": sdpa("flash"), "triton (default)": ours("auto"),
-                    "triton pointer (autotuned)": ours("pointer"),
-                    "triton tma (autotuned)": ours("tma")}
-        variants |= {f"pointer {m}x{n} w{w} s{s}": ours("pointer", _tile(m, n, w, s))
-                     for m, n, w, s in at.POINTER_TILES}
+        variants = {
+            "builtin cuDNN": sdpa("cudnn"), "builtin flash": sdpa("flash"), "triton (default)": ours("auto"),
+            "triton pointer (autotuned)": ours("pointer"), "triton tma (autotuned)": ours("tma")
+        }
+        variants |= {
+            f"pointer {m}x{n} w{w} s{s}": ours("pointer", _tile(m, n, w, s))
+            for m, n, w, s in at.POINTER_TILES
+        }
         for m, n, w, s in at.TMA_TILES:  # the default order (heavy tiles first) and program order
             for label, extra in (("", {}), (" in order", {"HEAVY_FIRST": False})):
                 variants[f"tma {m}x{n} w{w} s{s}{label}"] = ours("tma", _tile(m, n, w, s, **extra))
@@ -51,6 +53,7 @@ def attention_variants(shape, causal, dtype, section="attention", device="cuda")
         for m, n, w, s in SPACE:
             if n <= shape[-1]:
                 variants[f"tma {m}x{n} w{w} s{s}{' ws' if extra else ''}"] = ours("tma", _tile(m, n, w, s, **extra))
+
     def ends(t):  # the first four heads and the last four (whose tiles read past the table's end)
         return torch.cat([t[:1, :4], t[-1:, -4:]])
 
@@ -76,18 +79,20 @@ def run_attention(run, section="attention"):
                            flops=at.flops(shape, "fwd", causal))
             for tuner, kind in ((at._attn_fwd_kernel, "pointer"), (at._attn_fwd_tma_autotuned, "tma")):
                 if section == "attention":  # the only section that calls the autotuners
-                    run.rows.append({"kernel": "attention", "n": label, "dtype": dname,
-                                     "variant": f"chosen {kind}: {getattr(tuner, 'best_config', None)}"})
+                    run.rows.append({
+                        "kernel": "attention", "n": label, "dtype": dname, "variant":
+                        f"chosen {kind}: {getattr(tuner, 'best_config', None)}"
+                    })
             torch.cuda.empty_cache()
             print(f"done attention {label} {dname}", flush=True)
 
 
 # The backward's tiles (BLOCK_M, BLOCK_N, num_warps, num_stages): BLOCK_N a multiple of BLOCK_M for dK dV, the
 # reverse for dQ (the causal stages split at a tile edge); the tutorial's Hopper backward runs 4 warps, 5 stages.
-BWD_SPACE = {"dkdv": [(m, n, w, s) for m, n in ((32, 128), (64, 128), (32, 64), (64, 64)) for w in (4, 8)
-                      for s in (3, 4, 5)],
-             "dq": [(m, n, w, s) for m, n in ((128, 32), (128, 64), (64, 32), (64, 64)) for w in (4, 8)
-                    for s in (3, 4, 5)]}
+BWD_SPACE = {
+    "dkdv": [(m, n, w, s) for m, n in ((32, 128), (64, 128), (32, 64), (64, 64)) for w in (4, 8) for s in (3, 4, 5)],
+    "dq": [(m, n, w, s) for m, n in ((128, 32), (128, 64), (64, 32), (64, 64)) for w in (4, 8) for s in (3, 4, 5)]
+}
 BWD_SHAPES = [((4, 32, 4096, 128), True), ((1, 16, 16384, 128), True)]
 
 
@@ -98,7 +103,7 @@ def backward_variants(shape, causal, dtype, device="cuda"):
     from kernels.attention.backward import attention_backward
 
     q, k, v, do = at.make_inputs(shape, dtype, device)
-    scale = shape[-1] ** -0.5
+    scale = shape[-1]**-0.5
     o, lse = at.attention_forward(q, k, v, causal, scale)
 
     def bwd(configs=None):

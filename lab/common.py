@@ -81,6 +81,7 @@ def swapped(module, fn, **tables):
         finally:
             for k, v in saved.items():
                 setattr(module, k, v)
+
     return call
 
 

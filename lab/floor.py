@@ -34,11 +34,11 @@ def floor_variants():
         pass
 
     x, y = torch.zeros(1, device="cuda"), torch.zeros(1, device="cuda")
-    return {"nothing between the events": lambda: None,
-            "empty Triton kernel, 1 program": lambda: _empty[(1,)](x),
-            "x.zero_() on 1 element": lambda: x.zero_(),
-            "y.copy_(x) on 1 element": lambda: y.copy_(x),
-            "empty Triton kernel, 1056 programs": lambda: _empty[(1056,)](x)}
+    return {
+        "nothing between the events": lambda: None, "empty Triton kernel, 1 program": lambda: _empty[
+            (1, )](x), "x.zero_() on 1 element": lambda: x.zero_(), "y.copy_(x) on 1 element": lambda: y.copy_(x),
+        "empty Triton kernel, 1056 programs": lambda: _empty[(1056, )](x)
+    }
 
 
 def run_floor(run):
@@ -100,14 +100,14 @@ def chunk_sums(x, chunk_bytes, warps):
     """One fp32 sum per contiguous chunk of chunk_bytes of x: the least a read of x's bytes can do."""
     chunk, count = _chunks(x, chunk_bytes)
     p = torch.empty(count, dtype=torch.float32, device=x.device)
-    _chunk_sums[(count,)](x, p, CHUNK=chunk, num_warps=warps)
+    _chunk_sums[(count, )](x, p, CHUNK=chunk, num_warps=warps)
     return p
 
 
 def copy_chunks(x, y, chunk_bytes, warps):
     """y = x, chunk_bytes a program: a Triton copy beside the driver's."""
     chunk, count = _chunks(x, chunk_bytes)
-    _copy_chunks[(count,)](x, y, CHUNK=chunk, num_warps=warps)
+    _copy_chunks[(count, )](x, y, CHUNK=chunk, num_warps=warps)
     return y
 
 
@@ -121,13 +121,14 @@ def split_rowsum(split, warps):
         key = (x.shape, x.device)
         if key not in state:
             state.clear()
-            state[key] = (torch.empty(n_rows * split, dtype=torch.float32, device=x.device),
-                          torch.zeros(n_rows, dtype=torch.int32, device=x.device))
+            state[key] = (torch.empty(n_rows * split, dtype=torch.float32,
+                                      device=x.device), torch.zeros(n_rows, dtype=torch.int32, device=x.device))
         parts, counts = state[key]
         s = torch.empty(n_rows, dtype=x.dtype, device=x.device)
-        _rowsum_split[(n_rows * split,)](x, parts, counts, s, x.stride(0), SPLIT=split, CHUNK=n_cols // split,
-                                         num_warps=warps)
+        _rowsum_split[(n_rows * split, )](x, parts, counts, s, x.stride(0), SPLIT=split, CHUNK=n_cols // split,
+                                          num_warps=warps)
         return s
+
     fn.counts = lambda: next(iter(state.values()))[1]
     return fn
 
@@ -140,20 +141,22 @@ def readfloor_variants(n, dtype, device="cuda"):
     4-32 KiB a program (chunk_sums, the least a read can do)."""
     from kernels.rowsum import make_inputs, rowsum_triton
 
-    (x,) = make_inputs(n, dtype, device)
+    (x, ) = make_inputs(n, dtype, device)
     ones = torch.ones(n, dtype=dtype, device=device)
-    kinds = {"triton (default)": lambda: rowsum_triton(x), "builtin": lambda: x.sum(dim=1),
-             "cuBLAS x @ ones": lambda: torch.mv(x, ones)}
+    kinds = {
+        "triton (default)": lambda: rowsum_triton(x), "builtin": lambda: x.sum(dim=1), "cuBLAS x @ ones":
+        lambda: torch.mv(x, ones)
+    }
     for split in (2, 4):
         for warps in (4, 8):
-            kinds[f"one launch, {split} programs a row, {warps} warps"] = (
-                lambda f=split_rowsum(split, warps): f(x))
+            kinds[f"one launch, {split} programs a row, {warps} warps"] = (lambda f=split_rowsum(split, warps): f(x))
     rows = readings(kinds)
-    half, dst = x[: n // 2], torch.empty_like(x[: n // 2])
-    floors = {"torch.sum, whole tensor": lambda: x.sum(),
-              "copy_ of half the rows (same bytes)": lambda: dst.copy_(half),
-              "Triton copy of half the rows, 4 KiB a program, 4 warps": lambda: copy_chunks(half, dst, 4096, 4),
-              "Triton copy of half the rows, 8 KiB a program, 8 warps": lambda: copy_chunks(half, dst, 8192, 8)}
+    half, dst = x[:n // 2], torch.empty_like(x[:n // 2])
+    floors = {
+        "torch.sum, whole tensor": lambda: x.sum(), "copy_ of half the rows (same bytes)": lambda: dst.copy_(half),
+        "Triton copy of half the rows, 4 KiB a program, 4 warps": lambda: copy_chunks(half, dst, 4096, 4),
+        "Triton copy of half the rows, 8 KiB a program, 8 warps": lambda: copy_chunks(half, dst, 8192, 8)
+    }
     for chunk in (4096, 8192, 16384, 32768):
         for warps in (4, 8):
             floors[f"chunk sums, {chunk // 1024} KiB a program, {warps} warps"] = (
@@ -182,14 +185,13 @@ def row_calls(x, w, b):
 
     y = torch.empty_like(x)
     rw = x.numel() * x.element_size()
-    return {"copy_": (2 * rw, lambda: y.copy_(x)),
-            "rowsum triton": (rw, lambda: rowsum_triton(x)),
-            "rowsum builtin": (rw, lambda: x.sum(dim=1)),
-            "layernorm triton": (2 * rw, lambda: layernorm_triton(x, w, b)),
-            "layernorm builtin": (2 * rw, lambda: F.layer_norm(x, (x.shape[1],), w, b)),
-            "rmsnorm triton": (2 * rw, lambda: rmsnorm_triton(x, w)),
-            "softmax fwd triton": (2 * rw, lambda: softmax_forward(x)),
-            "gelu triton": (2 * rw, lambda: gelu_triton(x))}
+    return {
+        "copy_": (2 * rw, lambda: y.copy_(x)), "rowsum triton": (rw, lambda: rowsum_triton(x)), "rowsum builtin":
+        (rw, lambda: x.sum(dim=1)), "layernorm triton": (2 * rw, lambda: layernorm_triton(x, w, b)),
+        "layernorm builtin": (2 * rw, lambda: F.layer_norm(x, (x.shape[1], ), w, b)), "rmsnorm triton":
+        (2 * rw, lambda: rmsnorm_triton(x, w)), "softmax fwd triton": (2 * rw, lambda: softmax_forward(x)),
+        "gelu triton": (2 * rw, lambda: gelu_triton(x))
+    }
 
 
 def intercept_rows(timer, cfg, dtypes, cols=8192):
@@ -205,8 +207,10 @@ def intercept_rows(timer, cfg, dtypes, cols=8192):
         for r in WAVE_ROWS + INTERCEPT_ROWS:
             x = torch.randn(r, cols, device="cuda").to(dtype)
             for name, (moved, fn) in row_calls(x, w, b).items():
-                out.append({"kernel": "intercept", "n": r, "dtype": dname, "variant": name, "bytes": moved,
-                            "median_us": timed(fn, timer, cfg) * 1e3})
+                out.append({
+                    "kernel": "intercept", "n": r, "dtype": dname, "variant": name, "bytes": moved, "median_us":
+                    timed(fn, timer, cfg) * 1e3
+                })
             del x
             torch.cuda.empty_cache()
     return out
@@ -217,9 +221,11 @@ def intercept_summary(df) -> str:
     marginal rate (TB/s); then the time per call at WAVE_ROWS (at most one wave of rows)."""
     from analysis.metrics import fit_line
 
-    lines = ["fixed cost and marginal rate, time = fixed + bytes / rate over rows "
-             f"{INTERCEPT_ROWS[0]}-{INTERCEPT_ROWS[-1]} of 8192 columns",
-             f"{'call':<22}{'dtype':<10}{'fixed us':>9}{'rate TB/s':>10}{'at 8192 rows':>14}"]
+    lines = [
+        "fixed cost and marginal rate, time = fixed + bytes / rate over rows "
+        f"{INTERCEPT_ROWS[0]}-{INTERCEPT_ROWS[-1]} of 8192 columns",
+        f"{'call':<22}{'dtype':<10}{'fixed us':>9}{'rate TB/s':>10}{'at 8192 rows':>14}"
+    ]
     timed = df.dropna(subset=["median_us"])
     for (name, dname), g in timed[timed["n"] >= INTERCEPT_ROWS[0]].groupby(["variant", "dtype"], sort=False):
         at = g[g["n"] == 8192]["median_us"]
@@ -232,8 +238,9 @@ def intercept_summary(df) -> str:
     wave = timed[timed["n"] < INTERCEPT_ROWS[0]]
     if len(wave):
         lines.append("\ntime per call (us) with at most one wave of rows of 8192 columns")
-        lines.append(wave.pivot_table(index=["variant", "dtype"], columns="n", values="median_us", sort=False)
-                     .to_string(float_format="%.2f"))
+        lines.append(
+            wave.pivot_table(index=["variant", "dtype"], columns="n", values="median_us",
+                             sort=False).to_string(float_format="%.2f"))
     return "\n".join(lines)
 
 
@@ -246,8 +253,10 @@ def launch_costs():
 
     x = torch.randn(256, 256, device="cuda")
     rows = []
-    for name, fn in {"builtin F.gelu": lambda: gelu_builtin(x), "gelu_triton wrapper": lambda: gelu_triton(x),
-                     "torch.empty_like only": lambda: torch.empty_like(x)}.items():
+    for name, fn in {
+            "builtin F.gelu": lambda: gelu_builtin(x), "gelu_triton wrapper": lambda: gelu_triton(x),
+            "torch.empty_like only": lambda: torch.empty_like(x)
+    }.items():
         for _ in range(50):
             fn()
         torch.cuda.synchronize()
@@ -256,8 +265,10 @@ def launch_costs():
             fn()
         t1 = time.perf_counter()
         torch.cuda.synchronize()
-        rows.append({"kernel": "launch", "n": 256, "dtype": "float32", "variant": f"host us/call: {name}",
-                     "median_us": (t1 - t0) / 2000 * 1e6})
+        rows.append({
+            "kernel": "launch", "n": 256, "dtype": "float32", "variant": f"host us/call: {name}", "median_us":
+            (t1 - t0) / 2000 * 1e6
+        })
     return rows
 
 
@@ -282,9 +293,10 @@ def hostprof_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, top=15, loop_m
         for pass_ in kernel.passes:
             for impl in ("builtin", "triton"):
                 fn = kernel.impls[impl](inputs, pass_=pass_)
-                rows.append({"kernel": "hostprof", "n": shape[1], "dtype": dtype_key(dtype),
-                             "variant": f"{name} {pass_} {impl}: loop us/call",
-                             "median_us": timer.loop(fn, loop_ms) * 1e3})
+                rows.append({
+                    "kernel": "hostprof", "n": shape[1], "dtype": dtype_key(dtype), "variant":
+                    f"{name} {pass_} {impl}: loop us/call", "median_us": timer.loop(fn, loop_ms) * 1e3
+                })
         ours = kernel.impls["triton"](inputs, pass_="fwd+bwd")
         profile = cProfile.Profile()
         profile.enable()
@@ -314,6 +326,7 @@ def hostparts_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, loop_ms=20):
                         dtype=torch.float32)  # as many partial rows as the backward writes
 
     class Nothing(torch.autograd.Function):
+
         @staticmethod
         def forward(ctx, x, w, b):
             return torch.empty_like(x)
@@ -328,26 +341,31 @@ def hostparts_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, loop_ms=20):
         Nothing.apply(*leaves).backward(dy)
 
     def unthreaded(fn):
+
         def run():
             with torch.autograd.set_multithreading_enabled(False):
                 return fn()
+
         return run
 
     variants = {
-        "ours fwd, no grad": lambda: fwd(x, w, b),
-        "ours fwd, recorded": lambda: fwd(*leaves),
-        "ours fwd, recorded, C apply (no functorch unwrap)": lambda: super(torch.autograd.Function, TritonNorm).apply(
-            *leaves, 1e-5, kernel.module._layernorm_forward, True),
-        "ours backward alone (norm_backward)": lambda: _norm_bwd.norm_backward(x, w, dy, 1e-5, True, True),
-        "partials: 2 x sum(0).to(dtype)": lambda: (parts.sum(dim=0).to(dtype), parts.sum(dim=0).to(dtype)),
-        "empty Function fwd+bwd": nothing,
-        "ours fwd+bwd": ours,
-        "builtin fwd+bwd": builtin,
-        "ours fwd+bwd, engine threads off": unthreaded(ours),
-        "builtin fwd+bwd, engine threads off": unthreaded(builtin),
+        "ours fwd, no grad":
+        lambda: fwd(x, w, b), "ours fwd, recorded":
+        lambda: fwd(*leaves), "ours fwd, recorded, C apply (no functorch unwrap)":
+        lambda: super(torch.autograd.Function, TritonNorm).apply(*leaves, 1e-5, kernel.module._layernorm_forward, True),
+        "ours backward alone (norm_backward)":
+        lambda: _norm_bwd.norm_backward(x, w, dy, 1e-5, True, True), "partials: 2 x sum(0).to(dtype)":
+        lambda: (parts.sum(dim=0).to(dtype), parts.sum(dim=0).to(dtype)), "empty Function fwd+bwd":
+        nothing, "ours fwd+bwd":
+        ours, "builtin fwd+bwd":
+        builtin, "ours fwd+bwd, engine threads off":
+        unthreaded(ours), "builtin fwd+bwd, engine threads off":
+        unthreaded(builtin),
     }
-    return [{"kernel": "hostprof", "n": shape[1], "dtype": dtype_key(dtype), "variant": f"parts: {name}",
-             "median_us": timer.loop(fn, loop_ms) * 1e3} for name, fn in variants.items()]
+    return [{
+        "kernel": "hostprof", "n": shape[1], "dtype": dtype_key(dtype), "variant": f"parts: {name}", "median_us":
+        timer.loop(fn, loop_ms) * 1e3
+    } for name, fn in variants.items()]
 
 
 def run_hostprof(run):

@@ -87,14 +87,14 @@ def launcher_rows(rounds: int = 15, calls: int = 2000) -> list[dict]:
     out = torch.empty_like(a)
     block = 1024
     grid = triton.cdiv(n, block)
-    compiled = _add3_kernel[(grid,)](a, b, c, out, n, 1, BLOCK=block)  # m = 1 is specialised: a constexpr
-    compiled = _add3_kernel[(grid,)](a, b, c, out, n, 2, BLOCK=block)
+    compiled = _add3_kernel[(grid, )](a, b, c, out, n, 1, BLOCK=block)  # m = 1 is specialised: a constexpr
+    compiled = _add3_kernel[(grid, )](a, b, c, out, n, 2, BLOCK=block)
     fl.raw_launch_reason()
     stream = fl._current_stream(fl._current_device())
     run, fn, packed = compiled.run, compiled.function, compiled.packed_metadata
     cache = fl.LaunchCache("lab launcher")
     key = fl.spec(a)
-    cache.launch(key, _add3_kernel, (grid,), (a, b, c, out, n, 2), {"BLOCK": block}, n_head=4)
+    cache.launch(key, _add3_kernel, (grid, ), (a, b, c, out, n, 2), {"BLOCK": block}, n_head=4)
     entry = cache.get(key)
     threads, shared = 32 * compiled.metadata.num_warps, compiled.metadata.shared
     ext = cpp_launcher()
@@ -108,26 +108,28 @@ def launcher_rows(rounds: int = 15, calls: int = 2000) -> list[dict]:
 
     def python_alloc_launch():
         o = torch.empty_like(a)
-        run(grid, 1, 1, stream, fn, packed, None, None, None, a.data_ptr(), b.data_ptr(), c.data_ptr(), o.data_ptr(),
-            n, 2, block)
+        run(grid, 1, 1, stream, fn, packed, None, None, None, a.data_ptr(), b.data_ptr(), c.data_ptr(), o.data_ptr(), n,
+            2, block)
         return o
 
     variants = {
-        "triton launcher, 4 tensors": lambda: run(grid, 1, 1, stream, fn, packed, None, None, None, a, b, c, out,
-                                                  n, 2, block),
-        "triton launcher, 4 addresses": lambda: run(grid, 1, 1, stream, fn, packed, None, None, None, *ptrs, n, 2,
-                                                    block),
-        "cache entry (a wrapper's hit), 4 tensors": lambda: entry(a, b, c, out),
-        "C++ launcher, 4 tensors": lambda: ext.launch(fn, grid, threads, shared, [a, b, c, out], [n, 2], False),
-        "empty_like + triton launcher (addresses)": python_alloc_launch,
-        "C++ launcher, 3 tensors, output allocated in C++": lambda: ext.launch(fn, grid, threads, shared, [a, b, c],
-                                                                               [n, 2], True),
-        "torch.add, 256x256 (allocates its output)": lambda: torch.add(a, b),
-        "torch.add, 1 element": lambda: torch.add(x1, y1),
-        "torch.empty_like": lambda: torch.empty_like(a),
-        "torch.empty(shape, dtype=, device=)": lambda: torch.empty((n,), dtype=a.dtype, device=a.device),
-        "a.new_empty(shape)": lambda: a.new_empty((n,)),
-        "spec(a)": lambda: fl.spec(a),
+        "triton launcher, 4 tensors":
+        lambda: run(grid, 1, 1, stream, fn, packed, None, None, None, a, b, c, out, n, 2, block),
+        "triton launcher, 4 addresses":
+        lambda: run(grid, 1, 1, stream, fn, packed, None, None, None, *ptrs, n, 2, block),
+        "cache entry (a wrapper's hit), 4 tensors":
+        lambda: entry(a, b, c, out), "C++ launcher, 4 tensors":
+        lambda: ext.launch(fn, grid, threads, shared, [a, b, c, out], [n, 2], False),
+        "empty_like + triton launcher (addresses)":
+        python_alloc_launch, "C++ launcher, 3 tensors, output allocated in C++":
+        lambda: ext.launch(fn, grid, threads, shared, [a, b, c], [n, 2], True),
+        "torch.add, 256x256 (allocates its output)":
+        lambda: torch.add(a, b), "torch.add, 1 element":
+        lambda: torch.add(x1, y1), "torch.empty_like":
+        lambda: torch.empty_like(a), "torch.empty(shape, dtype=, device=)":
+        lambda: torch.empty((n, ), dtype=a.dtype, device=a.device), "a.new_empty(shape)":
+        lambda: a.new_empty((n, )), "spec(a)":
+        lambda: fl.spec(a),
     }
     for f in variants.values():
         f()
@@ -138,8 +140,10 @@ def launcher_rows(rounds: int = 15, calls: int = 2000) -> list[dict]:
     rows = []
     for name, values in samples.items():
         q1, med, q3 = statistics.quantiles(values, n=4)
-        rows.append({"kernel": "launcher", "n": 256, "dtype": "bfloat16", "variant": name,
-                     "median_us": statistics.median(values), "q1_us": q1, "q3_us": q3})
+        rows.append({
+            "kernel": "launcher", "n": 256, "dtype": "bfloat16", "variant": name, "median_us":
+            statistics.median(values), "q1_us": q1, "q3_us": q3
+        })
     return rows
 
 

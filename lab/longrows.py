@@ -40,9 +40,11 @@ ALIGNED_FWD_TILES = ((1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8))  # L
 
 def held_at_least(warps):
     """kernels/_norm_bwd's row_launch_params with its warps raised to ``warps`` (swapped in for one variant)."""
+
     def params(n_cols, element_size):
         block, w = row_launch_params(n_cols, element_size)
         return block, max(w, warps)
+
     return params
 
 
@@ -62,8 +64,10 @@ def fwd_bwd_variants(name, rows, cols, dtype, device="cuda"):
     ours = kernel.impls["triton"](inputs, pass_="fwd+bwd")
     compiled = _compiled(kernel, "fwd+bwd")(inputs)
     grads_only = torch.compile(lambda *a: kernel.naive_fn(*a, pass_="fwd+bwd")[0], fullgraph=True, dynamic=False)
-    out = {"builtin": builtin, "compile": compiled, "compile, gradients only (before S21)": lambda: grads_only(*inputs),
-           "ours (default)": ours}
+    out = {
+        "builtin": builtin, "compile": compiled, "compile, gradients only (before S21)": lambda: grads_only(*inputs),
+        "ours (default)": ours
+    }
     for tile in TILES:
         out[f"ours tiles of {tile}"] = swapped(_norm_bwd, ours, LONG_TILE=tile)
     if cols <= MAX_BLOCK_SIZE:
@@ -80,9 +84,10 @@ def _bwd_alone(name, rows, cols, dtype, device):
     x, w, *rest = inputs
     dy, centre = rest[-1], name == "layernorm"
     bwd = lambda: _norm_bwd.norm_backward(x, w, dy, kernel.module.EPS, centre, centre)[:2 + centre]  # noqa: E731
-    out = {"builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"),
-           "compile": _compiled(kernel, "fwd+bwd")(inputs),
-           "ours (default)": kernel.impls["triton"](inputs, pass_="fwd+bwd"), "bwd alone (default)": bwd}
+    out = {
+        "builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"), "compile": _compiled(kernel, "fwd+bwd")(inputs),
+        "ours (default)": kernel.impls["triton"](inputs, pass_="fwd+bwd"), "bwd alone (default)": bwd
+    }
     return out, bwd
 
 
@@ -102,7 +107,7 @@ def bwd_variants(name, rows, cols, dtype, device="cuda"):
     out["bwd alone, no prefetch, block's warps"] = swapped(_norm_bwd, bwd, PREFETCH_ROW_BYTES=((0, 0), (0, 0)),
                                                            UNALIGNED_WIDE_COLS=1 << 30)
     out["ours, no prefetch"] = swapped(_norm_bwd, out["ours (default)"], PREFETCH_ROW_BYTES=((0, 0), (0, 0)))
-    every = dict(PREFETCH_ROW_BYTES=((0, 1 << 30),) * 2, PREFETCH_UNALIGNED=(True, True))  # at default warps and 8
+    every = dict(PREFETCH_ROW_BYTES=((0, 1 << 30), ) * 2, PREFETCH_UNALIGNED=(True, True))  # at default warps and 8
     out["bwd alone, every row prefetched"] = swapped(_norm_bwd, bwd, **every, PREFETCH_WARPS=32)
     out["bwd alone, every row prefetched, 8 warps"] = swapped(_norm_bwd, bwd, **every)
     if cols * dtype.itemsize % 16:  # rows no multiple of 16 bytes: read twice on aligned tiles, not held
@@ -141,8 +146,10 @@ def _fwd_default(name, rows, cols, dtype, device):
     inputs = kernel.make_inputs((rows, cols), dtype, device, 0)
     x, *params, _ = inputs
     ours = getattr(kernel.module, f"{name}_triton")
-    out = {"builtin": lambda: getattr(kernel.module, f"{name}_builtin")(x, *params),
-           "compile": _compiled(kernel, "fwd")(inputs), "ours (default)": lambda: ours(x, *params)}
+    out = {
+        "builtin": lambda: getattr(kernel.module, f"{name}_builtin")(x, *params), "compile":
+        _compiled(kernel, "fwd")(inputs), "ours (default)": lambda: ours(x, *params)
+    }
     return kernel, x, params, ours, out
 
 
@@ -152,12 +159,12 @@ def fwd_variants(name, rows, cols, dtype, device="cuda"):
     block = triton.next_power_of_2(cols)
     if block <= HELD_MAX_BLOCK:
         for warps in HELD_WARPS:
-            out[f"ours held in {block}, {warps} warps"] = lambda w=warps: ours(x, *params, block_size=block,
-                                                                                num_warps=w)
+            out[f"ours held in {block}, {warps} warps"] = lambda w=warps: ours(x, *params, block_size=block, num_warps=w
+                                                                               )
     for tile, warps in FWD_TILES:
         if tile < cols:
-            out[f"ours tiles of {tile}, {warps} warps"] = lambda t=tile, w=warps: ours(x, *params, block_size=t,
-                                                                                       num_warps=w)
+            out[f"ours tiles of {tile}, {warps} warps"] = lambda t=tile, w=warps: ours(
+                x, *params, block_size=t, num_warps=w)
     if name == "rmsnorm" and cols * x.element_size() % 16 and cols > MAX_BLOCK_SIZE:
         for tile, warps in ALIGNED_TILES:
             out[f"aligned tiles {tile} x {warps}"] = swapped(kernel.module, out["ours (default)"],
@@ -205,7 +212,7 @@ def run_longrows(run):
 
 
 def run_longfwd(run):
-    _run(run, LONG_SHAPES, (("fwd", fwd_variants),))
+    _run(run, LONG_SHAPES, (("fwd", fwd_variants), ))
 
 
 PDL_SHAPES = ((128, 4096), (8192, 8192), (500000, 100))
@@ -218,23 +225,26 @@ def pdl_variants(name, rows, cols, dtype, device="cuda"):
     from lab.common import interleaved
 
     out, bwd = _bwd_alone(name, rows, cols, dtype, device)
-    kinds = {f"{label}, PDL {'on' if flag else 'off'}": swapped(_norm_bwd, fn, PDL=flag)
-             for label, fn in (("ours", out["ours (default)"]), ("bwd alone", bwd)) for flag in (False, True)}
-    return checked_against_builtin({"builtin": out["builtin"], "compile": out["compile"], **interleaved(kinds)},
-                                   dtype, f"{name} pdl")
+    kinds = {
+        f"{label}, PDL {'on' if flag else 'off'}": swapped(_norm_bwd, fn, PDL=flag)
+        for label, fn in (("ours", out["ours (default)"]), ("bwd alone", bwd))
+        for flag in (False, True)
+    }
+    return checked_against_builtin({"builtin": out["builtin"], "compile": out["compile"], **interleaved(kinds)}, dtype,
+                                   f"{name} pdl")
 
 
 def run_pdl(run):
-    _run(run, PDL_SHAPES, (("fwd+bwd", pdl_variants),))
+    _run(run, PDL_SHAPES, (("fwd+bwd", pdl_variants), ))
 
 
 def run_normbwd(run):
-    _run(run, BWD_SHAPES, (("bwd", bwd_variants),))
+    _run(run, BWD_SHAPES, (("bwd", bwd_variants), ))
 
 
 def run_longbwd(run):
-    _run(run, LONG_BWD_SHAPES, (("bwd", long_bwd_variants),))
+    _run(run, LONG_BWD_SHAPES, (("bwd", long_bwd_variants), ))
 
 
 def run_alignedfwd(run):
-    _run(run, ALIGNED_FWD_SHAPES, (("fwd", aligned_fwd_variants),))
+    _run(run, ALIGNED_FWD_SHAPES, (("fwd", aligned_fwd_variants), ))

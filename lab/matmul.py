@@ -12,12 +12,13 @@ def matmul_variants(n, dtype):
     a = torch.randn(n, n, device="cuda").to(dtype)
     b = torch.randn(n, n, device="cuda").to(dtype)
     b_k = b.t().contiguous().t()  # the same B stored K-major (a linear layer's weight.t())
-    return {"builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)),
-            "cuBLAS mm alone": lambda: torch.mm(a, b),
-            "triton pointer (autotuned)": lambda: mm.matmul_triton(a, b, method="pointer"),
-            "triton tma persistent, B K-major (autotuned)": lambda: mm.matmul_triton(a, b_k, method="tma"),
-            "triton tma persistent (autotuned)": lambda: mm.matmul_triton(a, b, method="tma"),  # last: "chosen tma"
-            "cuBLAS mm alone, B K-major": lambda: torch.mm(a, b_k)}
+    return {
+        "builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)), "cuBLAS mm alone": lambda: torch.mm(a, b),
+        "triton pointer (autotuned)": lambda: mm.matmul_triton(a, b, method="pointer"),
+        "triton tma persistent, B K-major (autotuned)": lambda: mm.matmul_triton(a, b_k, method="tma"),
+        "triton tma persistent (autotuned)": lambda: mm.matmul_triton(a, b, method="tma"),  # last: "chosen tma"
+        "cuBLAS mm alone, B K-major": lambda: torch.mm(a, b_k)
+    }
 
 
 def run_matmul(run):
@@ -26,7 +27,7 @@ def run_matmul(run):
     for n in run.args.matmul_n:
         for dname in ("bfloat16", "float16"):
             for name, fn in matmul_variants(n, DTYPES[dname]).items():
-                run.record("matmul", n, dname, name, timed(fn, run.timer, run.cfg), flops=2.0 * n ** 3 + n * n)
+                run.record("matmul", n, dname, name, timed(fn, run.timer, run.cfg), flops=2.0 * n**3 + n * n)
             for tuner, label in ((mm._matmul_kernel_autotuned, "pointer"), (mm._matmul_tma_autotuned, "tma")):
                 best = getattr(tuner, "best_config", None)
                 run.rows.append({"kernel": "matmul", "n": n, "dtype": dname, "variant": f"chosen {label}: {best}"})
@@ -53,14 +54,17 @@ def run_tf32(run):
             a = torch.randn(n, n, device="cuda")
             b = torch.randn(n, n, device="cuda")
             bk_major = b.t().contiguous().t()  # the same B, stored K-major (N x K rows): what Hopper's TF32 MMA reads
-            variants = {"builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)),
-                        "triton auto (autotuned)": lambda: mm.matmul_triton(a, b),
-                        "pointer auto, B K-major (product alone)":
-                            lambda: mm.matmul_triton(a, bk_major, method="pointer"),
-                        "pointer auto, B transposed + product":
-                            lambda: mm.matmul_triton(a, b.t().contiguous().t(), method="pointer"),
-                        "tma auto, B K-major (product alone)": lambda: mm.matmul_triton(a, bk_major, method="tma"),
-                        "cuBLAS mm alone": lambda: torch.mm(a, b)}
+            variants = {
+                "builtin relu(mm)":
+                lambda: torch.relu(torch.mm(a, b)), "triton auto (autotuned)":
+                lambda: mm.matmul_triton(a, b), "pointer auto, B K-major (product alone)":
+                lambda: mm.matmul_triton(a, bk_major, method="pointer"), "pointer auto, B transposed + product":
+                lambda: mm.matmul_triton(a,
+                                         b.t().contiguous().t(), method="pointer"),
+                "tma auto, B K-major (product alone)":
+                lambda: mm.matmul_triton(a, bk_major, method="tma"), "cuBLAS mm alone":
+                lambda: torch.mm(a, b)
+            }
             for t in TF32_TILES[:3]:
                 for method in ("pointer", "tma"):
                     variants[f"{method} {t[0]}x{t[1]}x{t[2]} s{t[3]} w{t[4]}, B K-major"] = \

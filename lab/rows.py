@@ -30,16 +30,18 @@ def row_variants(n, dtype):
     warps = [w_ for w_ in (4, 8, 16) if 32 * w_ <= n]
     fwd = {"builtin": lambda: torch.softmax(x, dim=1), "triton (default)": lambda: softmax_forward(x)}
     fwd.update({f"triton w={k}": (lambda k=k: softmax_forward(x, num_warps=k, reload=False)) for k in warps})
-    bwd = {"builtin": lambda: torch._softmax_backward_data(dy, y, 1, dtype),
-           "triton (default)": lambda: softmax_backward(y, dy)}
+    bwd = {
+        "builtin": lambda: torch._softmax_backward_data(dy, y, 1, dtype), "triton (default)":
+        lambda: softmax_backward(y, dy)
+    }
     bwd.update({f"triton w={k}": (lambda k=k: softmax_backward(y, dy, num_warps=k)) for k in warps})
-    ln = {"builtin": lambda: F.layer_norm(x, (n,), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
+    ln = {"builtin": lambda: F.layer_norm(x, (n, ), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
     ln.update({f"triton w={k}": (lambda k=k: layernorm_triton(x, w, b, num_warps=k)) for k in warps})
     for bs in (1024, 2048, 4096):  # the tiled two-read (Welford) path on a row that would fit whole
         for k in (8, 16):
             if bs < n:
-                ln[f"triton tiled BS={bs} w={k}"] = (lambda bs=bs, k=k: layernorm_triton(x, w, b, block_size=bs,
-                                                                                          num_warps=k))
+                ln[f"triton tiled BS={bs} w={k}"] = (
+                    lambda bs=bs, k=k: layernorm_triton(x, w, b, block_size=bs, num_warps=k))
     rms = {"builtin": lambda: rmsnorm_builtin(x, w), "triton (default)": lambda: rmsnorm_triton(x, w)}
     rms.update({f"triton w={k}": (lambda k=k: rmsnorm_triton(x, w, num_warps=k, reload=False)) for k in warps})
     for k in (8, 16):  # the row read again from the L2 in each pass (Inductor's shape for these rows)
@@ -73,27 +75,32 @@ def layernorm_against_default(n, dtype, device, variants):
 def lnconfirm_variants(n, dtype, device="cuda"):
     """LayerNorm's default against its launch before round 31 (no weights loaded with the row, no register cap,
     16-bit rows of 4096 at 4 warps) and against the default without its register cap."""
-    return layernorm_against_default(n, dtype, device, {
-        "before round 31": dict(HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_COLS={}, REGISTER_CAP={}, PREFETCH_PROGRAMS=0),
-        "default without the register cap": dict(REGISTER_CAP={})})
+    return layernorm_against_default(
+        n, dtype, device, {
+            "before round 31": dict(HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_COLS={}, REGISTER_CAP={},
+                                    PREFETCH_PROGRAMS=0), "default without the register cap": dict(REGISTER_CAP={})
+        })
 
 
 def wbprefetch_variants(n, dtype, device="cuda"):
     """LayerNorm with its weights asked of the L2 by the first program (the default, PREFETCH_PROGRAMS = 1), by
     none, by the first wave's programs and by every program."""
     wave = 4 * torch.cuda.get_device_properties(device).multi_processor_count
-    return layernorm_against_default(n, dtype, device, {
-        "no weight prefetch": dict(PREFETCH_PROGRAMS=0),
-        f"prefetch by the first {wave} programs": dict(PREFETCH_PROGRAMS=wave),
-        "prefetch by every program": dict(PREFETCH_PROGRAMS=n)})
+    return layernorm_against_default(
+        n, dtype, device, {
+            "no weight prefetch": dict(PREFETCH_PROGRAMS=0), f"prefetch by the first {wave} programs":
+            dict(PREFETCH_PROGRAMS=wave), "prefetch by every program": dict(PREFETCH_PROGRAMS=n)
+        })
 
 
 def lnfull_variants(n, dtype, device="cuda"):
     """LayerNorm with every held row as long as its tile unmasked, with the default (UNMASKED_COLS: fp32 rows of
     2048-4096 since round 33) and with none unmasked."""
-    return layernorm_against_default(n, dtype, device, {
-        "every full row unmasked": dict(UNMASKED_COLS={2: (1, 1 << 14), 4: (1, 1 << 14)}),
-        "masked (before round 33)": dict(UNMASKED_COLS={})})
+    return layernorm_against_default(
+        n, dtype, device, {
+            "every full row unmasked": dict(UNMASKED_COLS={2: (1, 1 << 14), 4: (1, 1 << 14)}),
+            "masked (before round 33)": dict(UNMASKED_COLS={})
+        })
 
 
 def rmsfull_variants(n, dtype, device="cuda"):
@@ -138,8 +145,8 @@ def _rowsum_asm(x_ptr, s_ptr, stride_xm, CHUNKS: tl.constexpr, BF16: tl.constexp
     if BF16:  # two bf16 in each register: the low one shifted up, the high one with its low half cleared
         acc = (_bf16_pair(a) + _bf16_pair(b)) + (_bf16_pair(c) + _bf16_pair(d))
     else:
-        acc = (a.to(tl.float32, bitcast=True) + b.to(tl.float32, bitcast=True)) + (
-            c.to(tl.float32, bitcast=True) + d.to(tl.float32, bitcast=True))
+        acc = (a.to(tl.float32, bitcast=True) + b.to(tl.float32, bitcast=True)) + (c.to(tl.float32, bitcast=True) +
+                                                                                   d.to(tl.float32, bitcast=True))
     tl.store(s_ptr + row, tl.sum(acc, axis=0).to(s_ptr.dtype.element_ty))
 
 
@@ -148,9 +155,9 @@ def rowsum_asm(x, load):
     from kernels.rowsum import launch_params
 
     n_rows, n_cols = x.shape
-    s = torch.empty((n_rows,), dtype=x.dtype, device=x.device)
-    _rowsum_asm[(n_rows,)](x, s, x.stride(0), CHUNKS=n_cols * x.element_size() // 16, BF16=x.dtype == torch.bfloat16,
-                           LOAD=load, num_warps=launch_params(n_cols, x.element_size())[2])
+    s = torch.empty((n_rows, ), dtype=x.dtype, device=x.device)
+    _rowsum_asm[(n_rows, )](x, s, x.stride(0), CHUNKS=n_cols * x.element_size() // 16, BF16=x.dtype == torch.bfloat16,
+                            LOAD=load, num_warps=launch_params(n_cols, x.element_size())[2])
     return s
 
 
@@ -165,22 +172,28 @@ def unmasked_variants(n, dtype, device="cuda"):
     from kernels import softmax as sm
 
     name = dtype_key(dtype)
-    (x,) = rs.make_inputs(n, dtype, device)
-    out = [("rowsum", rowsum_bytes(n, name), readings({
-        "triton (default)": lambda: rs.rowsum_triton(x), "masked": lambda: rs.rowsum_triton(x, full=False),
-        "unmasked": lambda: rs.rowsum_triton(x, full=True),
-        "asm ld.global": lambda: rowsum_asm(x, PLAIN_LOAD)}))]
-    out.append(("softmax", sm.bytes_moved(n, name), readings({
-        "triton (default)": lambda: sm.softmax_forward(x), "masked": lambda: sm.softmax_forward(x, full=False),
-        "unmasked": lambda: sm.softmax_forward(x, full=True),
-        "compile": compiled("softmax", n, dtype, device)})))
-    out += layernorm_against_default(n, dtype, device, {
-        "every full row unmasked": dict(UNMASKED_COLS={2: (1, 1 << 14), 4: (1, 1 << 14)})})
+    (x, ) = rs.make_inputs(n, dtype, device)
+    out = [("rowsum", rowsum_bytes(n, name),
+            readings({
+                "triton (default)": lambda: rs.rowsum_triton(x), "masked": lambda: rs.rowsum_triton(x, full=False),
+                "unmasked": lambda: rs.rowsum_triton(x, full=True), "asm ld.global": lambda: rowsum_asm(x, PLAIN_LOAD)
+            }))]
+    out.append(
+        ("softmax", sm.bytes_moved(n, name),
+         readings({
+             "triton (default)": lambda: sm.softmax_forward(x), "masked": lambda: sm.softmax_forward(x, full=False),
+             "unmasked": lambda: sm.softmax_forward(x, full=True), "compile": compiled("softmax", n, dtype, device)
+         })))
+    out += layernorm_against_default(
+        n, dtype, device, {"every full row unmasked": dict(UNMASKED_COLS={2: (1, 1 << 14), 4: (1, 1 << 14)})})
     xr, w, _ = rms.make_inputs(n, dtype, device)
     fn = lambda: rms.rmsnorm_triton(xr, w)  # noqa: E731
-    out.append(("rmsnorm", rmsnorm_bytes(n, name), readings({
-        "triton (default)": fn, "before round 34": swapped(rms, fn, RELOAD_MIN_COLS={2: 8192}, UNMASKED_COLS={}),
-        "compile": compiled("rmsnorm", n, dtype, device)})))
+    out.append(("rmsnorm", rmsnorm_bytes(n, name),
+                readings({
+                    "triton (default)": fn, "before round 34": swapped(rms, fn, RELOAD_MIN_COLS={2: 8192},
+                                                                       UNMASKED_COLS={}), "compile":
+                    compiled("rmsnorm", n, dtype, device)
+                })))
     return out
 
 
@@ -190,9 +203,11 @@ def smallrows_variants(n, dtype, device="cuda"):
     fp32 1024^2 in three sweeps, S10, S20 and S23), three readings each, interleaved."""
     from kernels.rowsum import make_inputs, rowsum_triton
 
-    (x,) = make_inputs(n, dtype, device)
-    kinds = {"triton (default)": lambda: rowsum_triton(x), "builtin": lambda: x.sum(dim=1),
-             "compile": compiled("rowsum", n, dtype, device)}
+    (x, ) = make_inputs(n, dtype, device)
+    kinds = {
+        "triton (default)": lambda: rowsum_triton(x), "builtin": lambda: x.sum(dim=1), "compile":
+        compiled("rowsum", n, dtype, device)
+    }
     for bm in (1, 2, 4):
         for warps in (2, 4, 8):
             kinds[f"triton BM={bm} w={warps}"] = lambda bm=bm, w=warps: rowsum_triton(x, bm, None, w)
@@ -213,10 +228,11 @@ def run_unaligned(run):
         for dname in run.args.dtypes:
             x = torch.randn(rows, cols, device="cuda").to(DTYPES[dname])
             ref = torch.softmax(x.float(), dim=1)
-            variants = {"builtin": lambda: torch.softmax(x, dim=1),
-                        "ours (default)": lambda: sm.softmax_forward(x),
-                        "ours one program a row": lambda: sm.softmax_forward(x, split=0, aligned=False),
-                        "ours split 16384": lambda: sm.softmax_forward(x, split=16384)}
+            variants = {
+                "builtin": lambda: torch.softmax(x, dim=1), "ours (default)": lambda: sm.softmax_forward(x),
+                "ours one program a row": lambda: sm.softmax_forward(x, split=0, aligned=False), "ours split 16384":
+                lambda: sm.softmax_forward(x, split=16384)
+            }
             # the product's aligned tiles at other (tile, warps): its table swapped for the call
             for block, warps in ((2048, 4), (4096, 4), (4096, 8), (8192, 16)):
                 tiles = {x.element_size(): (block, warps)}
@@ -245,11 +261,12 @@ def run_splitrows(run):
             x = torch.randn(rows, cols, device="cuda").to(DTYPES[dname])
             ref = x.float().sum(dim=1).to(x.dtype)
             chunk = split_cols(rows, cols, rs.device_sms(x), rs.SPLIT_BELOW, rs.SPLIT_CHUNK, True) or 4096
-            variants = {"builtin": lambda: x.sum(dim=1), "ours (default)": lambda: rs.rowsum_triton(x),
-                        "ours split, one launch": lambda: rs.rowsum_triton(x, split=chunk),
-                        "ours split, two launches": swapped(rs, lambda: rs.rowsum_triton(x, split=chunk),
-                                                            SPLIT_ONCE_MAX_ROWS=0),
-                        "ours one program a row": lambda: rs.rowsum_triton(x, split=0)}
+            variants = {
+                "builtin": lambda: x.sum(dim=1), "ours (default)": lambda: rs.rowsum_triton(x),
+                "ours split, one launch": lambda: rs.rowsum_triton(x, split=chunk), "ours split, two launches":
+                swapped(rs, lambda: rs.rowsum_triton(x, split=chunk),
+                        SPLIT_ONCE_MAX_ROWS=0), "ours one program a row": lambda: rs.rowsum_triton(x, split=0)
+            }
             for name, fn in variants.items():
                 fn = fn if name == "builtin" else checked(fn, ref, DTYPES[dname], name)
                 run.record("rowsum_split", f"{rows}x{cols}", dname, name, timed(fn, run.timer, run.cfg),
@@ -272,12 +289,14 @@ def run_alignedrows(run):
         for dname in run.args.dtypes:
             x = torch.randn(rows, cols, device="cuda").to(DTYPES[dname])
             ref, es = x.float().sum(dim=1).to(x.dtype), x.element_size()
-            variants = {"builtin": lambda: x.sum(dim=1), "ours (default)": lambda: rs.rowsum_triton(x),
-                        "ours split": swapped(rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=True),
-                        "ours tiled loop": swapped(rs, lambda: rs.rowsum_triton(x, split=0), ALIGNED_TILES={})}
+            variants = {
+                "builtin": lambda: x.sum(dim=1), "ours (default)": lambda: rs.rowsum_triton(x), "ours split":
+                swapped(rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=True), "ours tiled loop":
+                swapped(rs, lambda: rs.rowsum_triton(x, split=0), ALIGNED_TILES={})
+            }
             for tile, warps in ALIGNED_CHOICES:  # split=0: one program a row, even where SPLIT_BELOW would split
-                variants[f"ours aligned {tile}x{warps}"] = swapped(
-                    rs, lambda: rs.rowsum_triton(x, split=0), ALIGNED_TILES={es: (tile, warps)})
+                variants[f"ours aligned {tile}x{warps}"] = swapped(rs, lambda: rs.rowsum_triton(x, split=0),
+                                                                   ALIGNED_TILES={es: (tile, warps)})
             for name, fn in variants.items():
                 fn = fn if name == "builtin" else checked(fn, ref, DTYPES[dname], name)
                 run.record("rowsum_aligned", f"{rows}x{cols}", dname, name, timed(fn, run.timer, run.cfg),

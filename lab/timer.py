@@ -29,10 +29,11 @@ def flush_variants(n, dtype):
 
 def run_flush(run):
     """The flush_variants calls, and a 4 GiB copy, under each timer variant, at every --n and --dtypes."""
-    timers = {"write flush + hold": CudaEventTimer(flush_l2=True, flush_mode="write"),
-              "read flush + hold": run.timer,
-              "write flush, no hold": CudaEventTimer(flush_l2=True, hold_stream=False),
-              "no flush + hold (L2 warm)": CudaEventTimer(flush_l2=False)}
+    timers = {
+        "write flush + hold": CudaEventTimer(flush_l2=True, flush_mode="write"), "read flush + hold": run.timer,
+        "write flush, no hold": CudaEventTimer(flush_l2=True, hold_stream=False), "no flush + hold (L2 warm)":
+        CudaEventTimer(flush_l2=False)
+    }
     big = torch.randn(1 << 30, device="cuda")
     big_dst = torch.empty_like(big)
     for tname, t in timers.items():
@@ -50,9 +51,8 @@ def run_flush(run):
 def flush_summary(df) -> str:
     fl = df[df.kernel == "flush"]
     fl = fl.assign(call=fl.variant.str.split(" \\| ").str[0], timer=fl.variant.str.split(" \\| ").str[1])
-    return ("\nGB/s by timer variant\n"
-            + fl.pivot_table(index=["n", "dtype", "call"], columns="timer", values="gbps", sort=False)
-            .to_string(float_format="%.0f"))
+    return ("\nGB/s by timer variant\n" + fl.pivot_table(index=["n", "dtype", "call"], columns="timer", values="gbps",
+                                                         sort=False).to_string(float_format="%.0f"))
 
 
 PLACEMENT_CELLS = [("gelu", "triton", "bfloat16", 8192), ("layernorm", "triton", "bfloat16", 8192),
@@ -71,8 +71,10 @@ def placement_rows(timer, placements=6):
     from rooflab.kernel import load_kernel, torch_dtype
     from rooflab.cell import _kw
 
-    modes = {"sweep timing": sweep_timing(warm_translations=False),
-             "translations warmed": sweep_timing(warm_translations=True)}
+    modes = {
+        "sweep timing": sweep_timing(warm_translations=False), "translations warmed":
+        sweep_timing(warm_translations=True)
+    }
     rows = []
     for name, impl, dtype_name, n in PLACEMENT_CELLS:
         kernel = load_kernel(name)
@@ -82,16 +84,18 @@ def placement_rows(timer, placements=6):
             inputs = kernel.make_inputs(n, torch_dtype(dtype_name), "cuda", seed=0)
             keep.append(inputs)
             fns.append((p, inputs, kernel.impls[impl](inputs, **_kw(kernel, "fwd"))))
-        fns.append(("0 again",) + fns[0][1:])
+        fns.append(("0 again", ) + fns[0][1:])
         for p, inputs, fn in fns:  # the two modes interleaved per allocation, so drift does not tell them apart
             for mode, mode_cfg in modes.items():
                 fn()
                 torch.cuda.synchronize()
                 r = measure(fn, timer, mode_cfg, inputs=[inputs])
                 ptr = inputs[0].data_ptr()
-                rows.append({"kernel": "placement", "n": n, "dtype": dtype_name,
-                             "variant": f"{name} {impl} | {mode} | placement {p} | x at {ptr % (2 << 20) >> 10} KiB "
-                                        f"of 2 MiB", "median_us": r["median_ms"] * 1e3, "n_samples": r["n_samples"]})
+                rows.append({
+                    "kernel": "placement", "n": n, "dtype": dtype_name, "variant":
+                    f"{name} {impl} | {mode} | placement {p} | x at {ptr % (2 << 20) >> 10} KiB "
+                    f"of 2 MiB", "median_us": r["median_ms"] * 1e3, "n_samples": r["n_samples"]
+                })
         del keep, fns, inputs, fn
         torch.cuda.empty_cache()
     return rows
@@ -105,9 +109,9 @@ def placement_summary(df) -> str:
     pl = df[df.kernel == "placement"]
     parts = pl.variant.str.split(" \\| ")
     spread = pl.assign(cell=parts.str[0], timer=parts.str[1]).groupby(["cell", "timer"], sort=False)["median_us"]
-    return ("\nmedian by input placement (us)\n" + pl[["variant", "median_us", "n_samples"]].to_string(index=False)
-            + "\n\nspread over the allocations, (max - min) / min, %\n"
-            + (spread.max() / spread.min() - 1).mul(100).round(2).to_string())
+    return ("\nmedian by input placement (us)\n" + pl[["variant", "median_us", "n_samples"]].to_string(index=False) +
+            "\n\nspread over the allocations, (max - min) / min, %\n" +
+            (spread.max() / spread.min() - 1).mul(100).round(2).to_string())
 
 
 DRIFT_CELLS = [("gelu", "triton", "bfloat16", 8192), ("softmax", "builtin", "bfloat16", 4096),
@@ -142,9 +146,10 @@ def drift_rows(timer, seconds=8.0, batch=16, idle_batches=150, idle_s=0.02):
                     time.sleep(idle_s)
                 rot.calls = 0
                 x = timer.sample(rot, batch)
-                rows.append({"kernel": "drift", "n": n, "dtype": dtype_name, "variant": f"{name} {impl} | {mode}",
-                             "batch": i, "t_s": time.perf_counter() - t0, "median_us": float(np.median(x)) * 1e3,
-                             "n_samples": batch})
+                rows.append({
+                    "kernel": "drift", "n": n, "dtype": dtype_name, "variant": f"{name} {impl} | {mode}", "batch": i,
+                    "t_s": time.perf_counter() - t0, "median_us": float(np.median(x)) * 1e3, "n_samples": batch
+                })
                 i += 1
         del rot, sets, fns
         torch.cuda.empty_cache()
@@ -159,7 +164,7 @@ def drift_summary(df) -> str:
         x = g["median_us"].to_numpy()
         sds = []
         for k in (1, 4, 16, 64):
-            m = x[: len(x) // k * k].reshape(-1, k).mean(axis=1)
+            m = x[:len(x) // k * k].reshape(-1, k).mean(axis=1)
             sds.append(f"{100 * m.std(ddof=1) / m.mean():.2f}" if m.size > 2 else "-")
         lines.append(f"  {variant}: {' / '.join(sds)}, {len(x)}, {g.t_s.max() - g.t_s.min():.1f}")
     return "\n".join(lines)
@@ -203,11 +208,11 @@ def instance_rows(timer, instances=8):
                     del sets, fns
                     sets, fns = placements()
                 r = measure(fns, t, cfg)
-                rows.append({"kernel": "instance", "n": n, "dtype": dtype_name,
-                             "variant": f"{name} {impl} {pass_} | {mode}", "batch": i,
-                             "median_us": r["median_ms"] * 1e3, "placement_sd_rel": r["placement_sd_rel"],
-                             "hold_us": r["hold_us"], "n_samples": r["n_samples"],
-                             "x_mib": sets[0][0].data_ptr() >> 20})
+                rows.append({
+                    "kernel": "instance", "n": n, "dtype": dtype_name, "variant": f"{name} {impl} {pass_} | {mode}",
+                    "batch": i, "median_us": r["median_ms"] * 1e3, "placement_sd_rel": r["placement_sd_rel"], "hold_us":
+                    r["hold_us"], "n_samples": r["n_samples"], "x_mib": sets[0][0].data_ptr() >> 20
+                })
             del sets, fns, kept
             torch.cuda.empty_cache()
     return rows
@@ -219,7 +224,6 @@ def run_instances(run):
 
 def instances_summary(df) -> str:
     inst = df[df.kernel == "instance"].groupby("variant", sort=False)["median_us"]
-    return ("\none cell timed again in this process: median (us) of each instance\n"
-            + inst.agg(lambda x: " ".join(f"{v:.2f}" for v in x)).to_string()
-            + "\n\nspread (max - min, us) / SD (us)\n" + pd.concat([inst.max() - inst.min(), inst.std()], axis=1)
-            .round(3).to_string())
+    return ("\none cell timed again in this process: median (us) of each instance\n" +
+            inst.agg(lambda x: " ".join(f"{v:.2f}" for v in x)).to_string() + "\n\nspread (max - min, us) / SD (us)\n" +
+            pd.concat([inst.max() - inst.min(), inst.std()], axis=1).round(3).to_string())

@@ -50,8 +50,8 @@ def relative_error(out, ref) -> tuple[float, float]:
     """(||out - ref|| / ||ref||, max |out - ref|) over all output tensors, computed in float64."""
     import torch
 
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    refs = ref if isinstance(ref, (tuple, list)) else (ref,)
+    outs = out if isinstance(out, (tuple, list)) else (out, )
+    refs = ref if isinstance(ref, (tuple, list)) else (ref, )
     if len(outs) != len(refs):
         raise ValueError(f"implementation returned {len(outs)} outputs, the reference {len(refs)}")
     num = den = 0.0
@@ -63,7 +63,7 @@ def relative_error(out, ref) -> tuple[float, float]:
         num += float((d * d).sum())
         den += float((r * r).sum())
         max_abs = max(max_abs, float(d.abs().max()) if d.numel() else 0.0)
-    rel = (num ** 0.5) / (den ** 0.5) if den > 0 else num ** 0.5
+    rel = (num**0.5) / (den**0.5) if den > 0 else num**0.5
     return rel, max_abs
 
 
@@ -159,8 +159,8 @@ def run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, i
     ``keep`` (a dict): a timed cell leaves its closures there (``fns``, one per input placement), for the group's
     paired rounds (rooflab/paired.py)."""
     with math_mode(cell.dtype):
-        return _run_cell(kernel, cell, device, timing, interpret_max_size=interpret_max_size, seed=seed,
-                         timer=timer, l2_bytes=l2_bytes, keep=keep)
+        return _run_cell(kernel, cell, device, timing, interpret_max_size=interpret_max_size, seed=seed, timer=timer,
+                         l2_bytes=l2_bytes, keep=keep)
 
 
 def cell_shape(kernel: Kernel, cell: Cell):
@@ -171,22 +171,21 @@ def cell_shape(kernel: Kernel, cell: Cell):
     return shape, n, shape if n is None else n
 
 
-def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, interpret_max_size: int,
-              seed: int, timer, l2_bytes: float, keep: dict | None) -> dict[str, Any]:
+def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, interpret_max_size: int, seed: int,
+              timer, l2_bytes: float, keep: dict | None) -> dict[str, Any]:
     import torch
 
     kw = _kw(kernel, cell.pass_)
     shape, n, at = cell_shape(kernel, cell)
     row: dict[str, Any] = {
-        "kernel": kernel.name, "impl": cell.impl, "dtype": cell.dtype,
-        "size": n if n is not None else float("nan"),  # N of a square shape; no one N for any other
-        "problem": None, "pass": cell.pass_, "status": "failed", "error": "",
-        "shape": label(shape), "family": kernel.family, "preset": cell.preset, **shape_columns(kernel.family, shape),
-        "tolerance": kernel.tolerance.get(cell.dtype, float("nan")),
-        "compute_unit": None, "compile_fallback": False, "compile_graphs": float("nan"),
+        "kernel": kernel.name, "impl": cell.impl, "dtype": cell.dtype, "size":
+        n if n is not None else float("nan"),  # N of a square shape; no one N for any other
+        "problem": None, "pass": cell.pass_, "status": "failed", "error": "", "shape": label(shape), "family":
+        kernel.family, "preset": cell.preset, **shape_columns(kernel.family, shape), "tolerance": kernel.tolerance.get(
+            cell.dtype, float("nan")), "compute_unit": None, "compile_fallback": False, "compile_graphs": float("nan"),
         "math_mode": math_mode_ran(cell.dtype) if cell.dtype in MATH_MODE else None,  # as torch is set for the cell
-        "autotune_config": "", "autotune_ms": float("nan"),
-        "warm_translations": False,  # measure() says whether the samples were taken with translations warmed
+        "autotune_config": "", "autotune_ms": float("nan"), "warm_translations":
+        False,  # measure() says whether the samples were taken with translations warmed
     }
     t_setup = time.perf_counter()
     try:
@@ -246,8 +245,10 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
 
         timer = timer or timer_for(device, timing)
         # More input sets at other addresses (same seed, same values): the samples rotate through them.
-        sets = [inputs] + [kernel.make_inputs(at, torch_dtype(cell.dtype), device, seed)
-                           for _ in range(placements_for(timing.placements, row["working_set_bytes"], device) - 1)]
+        sets = [inputs] + [
+            kernel.make_inputs(at, torch_dtype(cell.dtype), device, seed)
+            for _ in range(placements_for(timing.placements, row["working_set_bytes"], device) - 1)
+        ]
         fns = [fn] + [factory(one, **kw) for one in sets[1:]]
         row.update(clocks.prefixed("before"))
         t_sample = time.perf_counter()
@@ -287,8 +288,8 @@ def cell_callables(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig
     with math_mode(cell.dtype):
         kw = _kw(kernel, cell.pass_)
         _, _, at = cell_shape(kernel, cell)
-        factory = (compiled_factory(kernel, mode=COMPILE_MODES[cell.impl])[0] if cell.impl in COMPILE_MODES
-                   else kernel.impls[cell.impl])
+        factory = (compiled_factory(kernel, mode=COMPILE_MODES[cell.impl])[0]
+                   if cell.impl in COMPILE_MODES else kernel.impls[cell.impl])
         count = placements_for(timing.placements, float(kernel.bytes(at, cell.dtype, **kw)), device)
         return [factory(kernel.make_inputs(at, torch_dtype(cell.dtype), device, seed), **kw) for _ in range(count)]
 
@@ -351,7 +352,7 @@ def skip_reason(kernel: Kernel, cell: Cell, device: str, interpret_max_size: int
     elif cell.impl not in kernel.impls:
         return f"{kernel.name} has no '{cell.impl}' implementation"
     reason = kernel.skip_reason(cell.impl, device) or kernel.shape_skip_reason(cell.impl,
-                                                                                kernel.shape(cell.shape or cell.size))
+                                                                               kernel.shape(cell.shape or cell.size))
     if reason:
         return reason
     if device == "cpu" and cell.impl == "triton" and \

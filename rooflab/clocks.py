@@ -50,12 +50,13 @@ def read() -> dict[str, float]:
         except Exception:
             return nan
 
-    return {"sm": get(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM),
-            "mem": get(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_MEM),
-            "sm_max": get(pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
-            "gpu_temp": get(pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU),
-            "mem_temp": _memory_temperature(h),
-            "power": get(pynvml.nvmlDeviceGetPowerUsage) / 1e3}
+    return {
+        "sm": get(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM), "mem": get(pynvml.nvmlDeviceGetClockInfo,
+                                                                                   pynvml.NVML_CLOCK_MEM), "sm_max":
+        get(pynvml.nvmlDeviceGetMaxClockInfo,
+            pynvml.NVML_CLOCK_SM), "gpu_temp": get(pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU),
+        "mem_temp": _memory_temperature(h), "power": get(pynvml.nvmlDeviceGetPowerUsage) / 1e3
+    }
 
 
 def sm_mhz() -> float:
@@ -78,8 +79,10 @@ def during(readings) -> dict[str, float]:
     if not x:
         nan = float("nan")
         return {"sm_clock_samples_mhz": nan, "sm_clock_samples_min_mhz": nan, "sm_clock_samples_max_mhz": nan}
-    return {"sm_clock_samples_mhz": float(statistics.median(x)), "sm_clock_samples_min_mhz": float(min(x)),
-            "sm_clock_samples_max_mhz": float(max(x))}
+    return {
+        "sm_clock_samples_mhz": float(statistics.median(x)), "sm_clock_samples_min_mhz": float(min(x)),
+        "sm_clock_samples_max_mhz": float(max(x))
+    }
 
 
 def _memory_temperature(h) -> float:
@@ -87,7 +90,7 @@ def _memory_temperature(h) -> float:
     try:
         import pynvml
 
-        (field,) = pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_MEMORY_TEMP])
+        (field, ) = pynvml.nvmlDeviceGetFieldValues(h, [pynvml.NVML_FI_DEV_MEMORY_TEMP])
         if field.nvmlReturn != pynvml.NVML_SUCCESS:
             return float("nan")
         return float(field.value.uiVal)
@@ -97,8 +100,10 @@ def _memory_temperature(h) -> float:
 
 def prefixed(when: str) -> dict[str, float]:
     c = read()
-    out = {f"sm_clock_{when}_mhz": c["sm"], f"mem_clock_{when}_mhz": c["mem"],
-           f"gpu_temp_{when}_c": c["gpu_temp"], f"mem_temp_{when}_c": c["mem_temp"], f"power_{when}_w": c["power"]}
+    out = {
+        f"sm_clock_{when}_mhz": c["sm"], f"mem_clock_{when}_mhz": c["mem"], f"gpu_temp_{when}_c": c["gpu_temp"],
+        f"mem_temp_{when}_c": c["mem_temp"], f"power_{when}_w": c["power"]
+    }
     if when == "after":
         out["sm_clock_max_mhz"] = c["sm_max"]
     return out

@@ -95,12 +95,14 @@ def _imports_of(path: Path, root: Path) -> list[Path]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                up = package.split(".")[: len(package.split(".")) - node.level + 1] if package else []
+                up = package.split(".")[:len(package.split(".")) - node.level + 1] if package else []
                 base = ".".join([*up, *([base] if base else [])])
             if not base:
                 continue
             found += _module_file(root, base)
             for alias in node.names:  # from a import b: b may be a module of package a
-                found += [f for f in _module_file(root, f"{base}.{alias.name}") if f.parent.name == alias.name
-                          or f.stem == alias.name]
+                found += [
+                    f for f in _module_file(root, f"{base}.{alias.name}")
+                    if f.parent.name == alias.name or f.stem == alias.name
+                ]
     return [f.resolve() for f in found]

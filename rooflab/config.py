@@ -219,8 +219,7 @@ def check_schema(config: dict, schema: dict, sources: list | None = None) -> Non
         else:
             problems.append(f"config: {err.message}")
     if problems:
-        raise ConfigError("invalid configuration (config/schema.yaml documents every key):\n  " +
-                          "\n  ".join(problems))
+        raise ConfigError("invalid configuration (config/schema.yaml documents every key):\n  " + "\n  ".join(problems))
 
 
 def resolve(config: dict, kernels_dir: Path | None = None) -> dict:
@@ -266,8 +265,10 @@ def repeat_params(config: dict) -> dict:
     rep = config.get("repeatability") or {}
     sizes = [n for n in rep.get("sizes", []) if n in [*config.get("sizes", []), *config.get("extra_sizes", [])]]
     impls = [i for i in rep.get("impls", []) if i in config.get("impls", [])]
-    return {**sweep_params(config), "sizes": sizes, "extra_sizes": [], "impls": impls,
-            "paired": {**(config.get("paired") or {}), "enabled": False}}
+    return {
+        **sweep_params(config), "sizes": sizes, "extra_sizes": [], "impls": impls, "paired":
+        {**(config.get("paired") or {}), "enabled": False}
+    }
 
 
 def measured_presets(config: dict) -> list[str]:

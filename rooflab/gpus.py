@@ -40,8 +40,8 @@ class GpuSpec:
 
     def peak_flops(self, unit: str) -> float:
         """Peak FLOP/s of a compute unit: 'fp32' (CUDA cores), 'tf32', 'bf16', 'fp16' (tensor cores)."""
-        return {"fp32": self.fp32_flops, "tf32": self.tf32_flops,
-                "bf16": self.bf16_flops, "fp16": self.fp16_flops}[unit]
+        return {"fp32": self.fp32_flops, "tf32": self.tf32_flops, "bf16": self.bf16_flops, "fp16":
+                self.fp16_flops}[unit]
 
     @property
     def ridge_point(self) -> float:
@@ -49,16 +49,19 @@ class GpuSpec:
         return self.bf16_flops / self.mem_bandwidth
 
 
-SPECS: dict[str, GpuSpec] = {s.key: s for s in [
-    GpuSpec("a100", "NVIDIA A100 SXM 80GB", 108, 40 * MB, 80e9, 2.039 * TB, 19.5 * TB, 156 * TB, 312 * TB, 312 * TB,
-            "NVIDIA A100 datasheet, SXM 80GB column (1.935 TB/s is the PCIe part)", ("a100",)),
-    GpuSpec("h100", "NVIDIA H100 SXM", 132, 50 * MB, 80e9, 3.35 * TB, 67 * TB, 494.5 * TB, 989.5 * TB, 989.5 * TB,
-            "NVIDIA H100 datasheet, SXM column (2.0 TB/s is the PCIe part)", ("h100",)),
-    GpuSpec("h200", "NVIDIA H200 SXM", 132, 50 * MB, 141e9, 4.8 * TB, 67 * TB, 494.5 * TB, 989.5 * TB, 989.5 * TB,
-            "NVIDIA H200 datasheet, SXM column (PyTorch reports 60 MiB L2 on the card we measure)", ("h200",)),
-    GpuSpec("b200", "NVIDIA B200 (HGX)", 148, 126 * MB, 192e9, 8.0 * TB, 80 * TB, 1100 * TB, 2250 * TB, 2250 * TB,
-            "NVIDIA DGX/HGX B200 datasheet; Blackwell tuning guide for L2", ("b200",)),
-]}
+SPECS: dict[str, GpuSpec] = {
+    s.key: s
+    for s in [
+        GpuSpec("a100", "NVIDIA A100 SXM 80GB", 108, 40 * MB, 80e9, 2.039 * TB, 19.5 * TB, 156 * TB, 312 * TB, 312 *
+                TB, "NVIDIA A100 datasheet, SXM 80GB column (1.935 TB/s is the PCIe part)", ("a100", )),
+        GpuSpec("h100", "NVIDIA H100 SXM", 132, 50 * MB, 80e9, 3.35 * TB, 67 * TB, 494.5 * TB, 989.5 * TB, 989.5 *
+                TB, "NVIDIA H100 datasheet, SXM column (2.0 TB/s is the PCIe part)", ("h100", )),
+        GpuSpec("h200", "NVIDIA H200 SXM", 132, 50 * MB, 141e9, 4.8 * TB, 67 * TB, 494.5 * TB, 989.5 * TB, 989.5 *
+                TB, "NVIDIA H200 datasheet, SXM column (PyTorch reports 60 MiB L2 on the card we measure)", ("h200", )),
+        GpuSpec("b200", "NVIDIA B200 (HGX)", 148, 126 * MB, 192e9, 8.0 * TB, 80 * TB, 1100 * TB, 2250 * TB, 2250 *
+                TB, "NVIDIA DGX/HGX B200 datasheet; Blackwell tuning guide for L2", ("b200", )),
+    ]
+}
 
 CPU_KEY = "cpu"
 
@@ -88,8 +91,9 @@ def nvml_names() -> list[str] | None:
     except Exception:
         return None
     try:
-        names = [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-                 for i in range(pynvml.nvmlDeviceGetCount())]
+        names = [
+            pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i)) for i in range(pynvml.nvmlDeviceGetCount())
+        ]
         return [n.decode() if isinstance(n, bytes) else n for n in names]  # bytes from older nvidia-ml-py
     except Exception:
         return None
@@ -104,8 +108,8 @@ def nvidia_smi_names() -> list[str]:
     if not exe:
         return []
     try:
-        out = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30, check=True).stdout
+        out = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=30, check=True).stdout
     except (subprocess.SubprocessError, OSError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]

@@ -23,13 +23,15 @@ from rooflab.shapes import as_shape, dims_of, label
 KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 IMPLS = ("naive", "builtin", "compile", "compile-max", "triton", "cuda")
 # how figures and the paper name them
-IMPL_LABEL = {"naive": "naive PyTorch", "builtin": "PyTorch builtin", "compile": "torch.compile",
-              "compile-max": "torch.compile (max-autotune)", "triton": "Triton (ours)", "cuda": "CUDA (ours)"}
+IMPL_LABEL = {
+    "naive": "naive PyTorch", "builtin": "PyTorch builtin", "compile": "torch.compile", "compile-max":
+    "torch.compile (max-autotune)", "triton": "Triton (ours)", "cuda": "CUDA (ours)"
+}
 # torch.compile of the naive expression, by implementation: its mode. "compile" is a user's default; "compile-max"
 # searches Inductor's GEMM and attention templates (max-autotune) without its CUDA graphs, which the sweep's own
 # CUDA-graph frame gives every implementation. Opt-in: config impls lists it, config compile_max names its kernels.
 COMPILE_MODES = {"compile": "default", "compile-max": "max-autotune-no-cudagraphs"}
-OPT_IN_IMPLS = ("compile-max",)  # measured only where the config asks (not in a default run)
+OPT_IN_IMPLS = ("compile-max", )  # measured only where the config asks (not in a default run)
 
 
 def impls_for(kernel: str, params: dict) -> list[str]:
@@ -40,6 +42,8 @@ def impls_for(kernel: str, params: dict) -> list[str]:
         return impls
     chosen = (params.get("compile_max") or {}).get("kernels") or []
     return [i for i in impls if i not in OPT_IN_IMPLS or kernel in chosen]
+
+
 # The precisions a cell can run in: a storage dtype and the math mode of its products. "tf32" stores float32 and
 # multiplies in TF32 (10-bit mantissa inputs, fp32 accumulate); "float32" multiplies in IEEE fp32. Only kernels
 # with products (matmul) define tf32, so a speedup or ranking within one precision never mixes the two modes.
@@ -76,7 +80,7 @@ class Kernel:
     # The inputs of some of the output's rows (a sample the float64 check can afford at a large shape): by default
     # every input of two or more dimensions, indexed on its first (the row kernels'); matmul's keeps B whole.
     check_rows: Callable[[Inputs, Any], Inputs] | None = None
-    passes: tuple[str, ...] = ("fwd",)
+    passes: tuple[str, ...] = ("fwd", )
     skip_reason: Callable[[str, str], str | None] = lambda impl, device: None  # impl unavailable here -> why
     # (impl, shape) -> why that implementation is not run at that shape (e.g. a compile that takes minutes), or None
     shape_skip_reason: Callable[[str, tuple], str | None] = lambda impl, shape: None
@@ -131,6 +135,7 @@ def differentiable(fn: Callable[..., Any]) -> Factory:
     """make(inputs, pass_) for a differentiable fn, inputs being (*args, grad_out). fwd: fn(*args). fwd+bwd: fn
     through autograd, then backward with grad_out, returning every arg's gradient (one arg: its gradient, not a
     tuple); the leaves are made here, outside the timed closure."""
+
     def make(inputs, pass_: str = "fwd"):
         *args, grad_out = inputs
         if pass_ == "fwd":
@@ -155,8 +160,10 @@ def measurement_code() -> list[str]:
     """Files (relative to the repo) whose change invalidates every measured cell: the measurement machinery. Inputs
     of every measurement job; a kernel's own code is ``kernel_code``."""
     repo = KERNELS_DIR.parent
-    core = ["rooflab/cell.py", "rooflab/timing.py", "rooflab/timers.py", "rooflab/kernel.py", "rooflab/clocks.py",
-            "rooflab/triton_utils.py", "rooflab/cuda_ext.py"]
+    core = [
+        "rooflab/cell.py", "rooflab/timing.py", "rooflab/timers.py", "rooflab/kernel.py", "rooflab/clocks.py",
+        "rooflab/triton_utils.py", "rooflab/cuda_ext.py"
+    ]
     return [f for f in core if (repo / f).exists()]
 
 
@@ -200,8 +207,10 @@ def torch_dtype(name: str):
     import torch
 
     try:
-        return {"float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16,
-                "float16": torch.float16, "float64": torch.float64}[name]
+        return {
+            "float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+            "float64": torch.float64
+        }[name]
     except KeyError:
         raise ValueError(f"unsupported dtype '{name}': use one of {', '.join(DTYPES)}") from None
 

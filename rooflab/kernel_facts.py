@@ -42,9 +42,8 @@ class SmLimits:
 # One entry per compute capability we run on (CUDA C++ Programming Guide, table "Technical Specifications per
 # Compute Capability"). sm_90 covers H100 and H200.
 LIMITS: dict[int, SmLimits] = {
-    80: SmLimits("sm_80", smem_per_sm=164 * KB, smem_per_block=163 * KB),
-    90: SmLimits("sm_90"),
-    100: SmLimits("sm_100"),
+    80: SmLimits("sm_80", smem_per_sm=164 * KB, smem_per_block=163 * KB), 90: SmLimits("sm_90"), 100:
+    SmLimits("sm_100"),
 }
 GPU_ARCH = {"a100": 80, "h100": 90, "h200": 90, "b200": 100}
 
@@ -99,11 +98,9 @@ def occupancy(threads_per_block: int, regs_per_thread: int, smem_per_block: int 
     limiter = min(bounds, key=bounds.get)
     warps = blocks * warps_per_block
     return {
-        "threads_per_block": int(threads_per_block), "warps_per_block": int(warps_per_block),
-        "blocks_per_sm": int(blocks), "warps_per_sm": int(warps),
-        "occupancy": warps / limits.max_warps_per_sm,
-        "blocks_by_regs": int(by_regs), "blocks_by_smem": int(by_smem), "blocks_by_warps": int(by_warps),
-        "occupancy_limiter": limiter,
+        "threads_per_block": int(threads_per_block), "warps_per_block": int(warps_per_block), "blocks_per_sm":
+        int(blocks), "warps_per_sm": int(warps), "occupancy": warps / limits.max_warps_per_sm, "blocks_by_regs":
+        int(by_regs), "blocks_by_smem": int(by_smem), "blocks_by_warps": int(by_warps), "occupancy_limiter": limiter,
     }
 
 
@@ -139,6 +136,7 @@ def global_access_widths(ptx: str) -> dict:
 
 
 # ---- cold start: autotuning of one call, and the compile caches a job starts from ----------------------------------
+
 
 def autotuners(module) -> list:
     """The triton Autotuner objects among a module's attributes (the matmul's tile search, say)."""
@@ -217,5 +215,7 @@ def compile_caches(environ=None) -> dict:
     n_triton = _files_in(triton_dir) if os.path.isdir(triton_dir) else 0
     n_inductor = _files_in(inductor_dir) if os.path.isdir(inductor_dir) else 0
     state = "cold" if not (n_triton or n_inductor) else "warm" if (n_triton and n_inductor) else "partial"
-    return {"triton_cache_dir": str(triton_dir), "triton_cache_files": int(n_triton),
-            "inductor_cache_dir": str(inductor_dir), "inductor_cache_files": int(n_inductor), "cache_state": state}
+    return {
+        "triton_cache_dir": str(triton_dir), "triton_cache_files": int(n_triton), "inductor_cache_dir":
+        str(inductor_dir), "inductor_cache_files": int(n_inductor), "cache_state": state
+    }

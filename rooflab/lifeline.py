@@ -60,8 +60,7 @@ def follow(pids: list[int], interval_s: float = 1.0, on_gone=None) -> threading.
     """Watch ``pids``; when any is gone, call ``on_gone(pid)`` (default: log and end this process at once)."""
 
     def gone(pid: int) -> None:
-        log.error("snakemake (pid %d) is gone: stopping this job so that it does not measure or write unattended",
-                  pid)
+        log.error("snakemake (pid %d) is gone: stopping this job so that it does not measure or write unattended", pid)
         os._exit(3)
 
     def watch() -> None:

@@ -20,42 +20,41 @@ import pandas as pd
 # instruction mix no default section reports as plain counts).
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats")
 FACT_METRICS = {
-    "duration_us": ("gpu__time_duration.sum",),
-    "achieved_occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
-    "theoretical_occupancy_pct": ("sm__maximum_warps_per_active_cycle_pct",),
-    "registers_per_thread": ("launch__registers_per_thread",),
-    "grid_size": ("launch__grid_size",),
-    "block_size": ("launch__block_size",),
-    "waves_per_sm": ("launch__waves_per_multiprocessor",),
-    "dram_bytes": ("dram__bytes.sum",),
-    "dram_pct": ("dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                 "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
-    "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
-    "memory_pct": ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",),
-    "inst_executed": ("smsp__inst_executed.sum",),
+    "duration_us": ("gpu__time_duration.sum", ), "achieved_occupancy_pct":
+    ("sm__warps_active.avg.pct_of_peak_sustained_active", ), "theoretical_occupancy_pct":
+    ("sm__maximum_warps_per_active_cycle_pct", ), "registers_per_thread": ("launch__registers_per_thread", ),
+    "grid_size": ("launch__grid_size", ), "block_size": ("launch__block_size", ), "waves_per_sm":
+    ("launch__waves_per_multiprocessor", ), "dram_bytes": ("dram__bytes.sum", ), "dram_pct":
+    ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+    "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed", ), "memory_pct":
+    ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", ), "inst_executed":
+    ("smsp__inst_executed.sum", ),
     # the instruction mix: FFMA in thread instructions (predicated on), the rest in warp instructions
-    "ffma_thread_inst": ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum",),
-    "hmma_inst": ("sm__inst_executed_pipe_tensor_op_hmma.sum",),
-    "gmma_inst": ("sm__inst_executed_pipe_tensor_op_gmma.sum",),
-    "ldg_inst": ("smsp__sass_inst_executed_op_global_ld.sum",),
-    "stg_inst": ("smsp__sass_inst_executed_op_global_st.sum",),
-    "ldgsts_inst": ("smsp__sass_inst_executed_op_ldgsts.sum",),
-    "tma_inst": ("smsp__sass_inst_executed_op_tma_ld.sum",),
+    "ffma_thread_inst": ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", ), "hmma_inst":
+    ("sm__inst_executed_pipe_tensor_op_hmma.sum", ), "gmma_inst": ("sm__inst_executed_pipe_tensor_op_gmma.sum", ),
+    "ldg_inst": ("smsp__sass_inst_executed_op_global_ld.sum", ), "stg_inst":
+    ("smsp__sass_inst_executed_op_global_st.sum", ), "ldgsts_inst": ("smsp__sass_inst_executed_op_ldgsts.sum", ),
+    "tma_inst": ("smsp__sass_inst_executed_op_tma_ld.sum", ),
 }
 SHARED_MEMORY = ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")
 DRAM_PARTS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 # Blocks an SM can hold by each resource (LaunchStats/Occupancy): the smallest is what limits the occupancy.
-LIMITS = {"launch__occupancy_limit_registers": "registers", "launch__occupancy_limit_shared_mem": "shared memory",
-          "launch__occupancy_limit_warps": "block size", "launch__occupancy_limit_blocks": "blocks per SM"}
+LIMITS = {
+    "launch__occupancy_limit_registers": "registers", "launch__occupancy_limit_shared_mem": "shared memory",
+    "launch__occupancy_limit_warps": "block size", "launch__occupancy_limit_blocks": "blocks per SM"
+}
 STALL = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>\w+?)_per_issue_active\.ratio$")
 NOT_A_STALL = {"selected"}  # a warp that issued: in the section's list, but no stall
 TOP_STALLS = 3
-EXPLICIT_METRICS = tuple(dict.fromkeys([m for names in FACT_METRICS.values() for m in names] + list(SHARED_MEMORY)
-                                       + list(DRAM_PARTS) + list(LIMITS)))
+EXPLICIT_METRICS = tuple(
+    dict.fromkeys([m for names in FACT_METRICS.values()
+                   for m in names] + list(SHARED_MEMORY) + list(DRAM_PARTS) + list(LIMITS)))
 FACT_COLUMNS = (list(FACT_METRICS) + ["shared_mem_bytes", "occupancy_limiter", "tensor_inst", "stall_top"])
 
-_SCALE = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9,
-          "nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3}
+_SCALE = {
+    "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9, "nsecond": 1e-3, "usecond":
+    1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3
+}
 
 
 def read_raw(text: str) -> pd.DataFrame:
@@ -114,16 +113,16 @@ def facts(raw: pd.DataFrame) -> pd.DataFrame:
     for _, r in raw.iterrows():
         row = {"name": r["name"], **{k: _first(r, names) for k, names in FACT_METRICS.items()}}
         shared = [r.get(m) for m in SHARED_MEMORY]
-        row["shared_mem_bytes"] = (float(sum(v for v in shared if v is not None and pd.notna(v)))
-                                   if any(v is not None and pd.notna(v) for v in shared) else float("nan"))
+        row["shared_mem_bytes"] = (float(sum(v for v in shared if v is not None and pd.notna(v))) if any(
+            v is not None and pd.notna(v) for v in shared) else float("nan"))
         if pd.isna(row["dram_bytes"]):
             parts = [r.get(m) for m in DRAM_PARTS]
             if all(v is not None and pd.notna(v) for v in parts):
                 row["dram_bytes"] = float(sum(parts))
         row["occupancy_limiter"] = limiter(r)
         tensor = [row["hmma_inst"], row["gmma_inst"]]
-        row["tensor_inst"] = (float(sum(v for v in tensor if pd.notna(v))) if any(pd.notna(v) for v in tensor)
-                              else float("nan"))
+        row["tensor_inst"] = (float(sum(v for v in tensor if pd.notna(v))) if any(pd.notna(v)
+                                                                                  for v in tensor) else float("nan"))
         stall = stalls(r)
         row["stall_top"] = "; ".join(f"{k} {v:.3g}" for k, v in list(stall.items())[:TOP_STALLS])
         row.update({f"stall_{k}": v for k, v in stall.items()})

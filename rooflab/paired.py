@@ -35,8 +35,10 @@ from rooflab.config import schema_defaults
 
 _DEFAULT = schema_defaults()["paired"]
 FRAMES = ("gpu", "graph", "loop")
-ROUND_COLUMNS = ["kernel", "dtype", "shape", "size", "family", "preset", "pass", "session", "impl", "copy", "round",
-                 "frame", "ms", "sm_clock_mhz", "graph_error", "loop_cpu_share"]
+ROUND_COLUMNS = [
+    "kernel", "dtype", "shape", "size", "family", "preset", "pass", "session", "impl", "copy", "round", "frame", "ms",
+    "sm_clock_mhz", "graph_error", "loop_cpu_share"
+]
 
 
 @dataclass(frozen=True)
@@ -93,8 +95,8 @@ def turn_plan(cfg: PairedConfig, call_ms: float, placements: int) -> tuple[int, 
 
 
 def run_rounds(sides: list[Side], timer, cfg: PairedConfig, *, graphs: bool = False,
-               clock_probe: Callable[[], float] | None = None,
-               clock: Callable[[], float] = time.perf_counter, call_ms: float = float("nan")) -> list[dict]:
+               clock_probe: Callable[[], float] | None = None, clock: Callable[[], float] = time.perf_counter,
+               call_ms: float = float("nan")) -> list[dict]:
     """Time every side in every frame, round after round (``order``); one row per (side, round, frame).
 
     Every side is warmed first and the stream hold is set to the longest any side asked for, so all sides are timed
@@ -136,10 +138,10 @@ def run_rounds(sides: list[Side], timer, cfg: PairedConfig, *, graphs: bool = Fa
                 times["loop"] = timer.loop(side.call, cfg.loop_ms, repeats=loop_repeats)
             mhz = clock_probe() if clock_probe else float("nan")
             share = float(getattr(timer, "loop_cpu_share", float("nan")))
-            rows += [{"impl": side.impl, "copy": side.copy, "round": r, "frame": frame, "ms": ms,
-                      "sm_clock_mhz": mhz, "graph_error": errors.get(side.name, ""),
-                      "loop_cpu_share": share if frame == "loop" else float("nan")}
-                     for frame, ms in times.items()]
+            rows += [{
+                "impl": side.impl, "copy": side.copy, "round": r, "frame": frame, "ms": ms, "sm_clock_mhz": mhz,
+                "graph_error": errors.get(side.name, ""), "loop_cpu_share": share if frame == "loop" else float("nan")
+            } for frame, ms in times.items()]
     for side in sides:  # free the graphs' pools and the rotations' kept outputs before the next group allocates
         side.graph = side.call = None
     return rows
@@ -232,17 +234,19 @@ class PairedSweep:
         self._append({**record, "started": True})  # a crash inside the rounds leaves this line: retried next run
         sides: list[Side] = []
         try:
-            sides = [Side(impl, fns or cell_callables(self.kernel, c, self.device, self.timing, self.seed))
-                     for impl, (c, fns) in entries.items()]
+            sides = [
+                Side(impl, fns or cell_callables(self.kernel, c, self.device, self.timing, self.seed))
+                for impl, (c, fns) in entries.items()
+            ]
             if session == "all":
-                sides = with_twin(sides, lambda impl: cell_callables(self.kernel, cells[impl], self.device,
-                                                                     self.timing, self.seed), self.cfg.twin)
+                sides = with_twin(
+                    sides, lambda impl: cell_callables(self.kernel, cells[impl], self.device, self.timing, self.seed),
+                    self.cfg.twin)
             slowest = max((self.call_ms.get((g, impl), float("nan")) for impl in entries), default=float("nan"))
             with math_mode(g[0]):
                 rows = run_rounds(sides, self.timer, self.cfg, graphs=self.device == "cuda" and self.timing.cudagraph,
                                   clock_probe=getattr(self.timer, "sm_clock_mhz", None), call_ms=slowest)
-            meta = {"kernel": self.kernel.name, "dtype": g[0], "pass": g[2], **self.meta.get(g, {}),
-                    "session": session}
+            meta = {"kernel": self.kernel.name, "dtype": g[0], "pass": g[2], **self.meta.get(g, {}), "session": session}
             record["rows"] = [{**meta, **r} for r in rows]
         except Exception as exc:  # one bad session must not lose the sweep
             record["error"] = f"{type(exc).__name__}: {exc}"[:1000]

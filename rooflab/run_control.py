@@ -55,6 +55,7 @@ def measure_order(kernels, basedir) -> list[str]:
     fwd+bwd pass (twice the graphs), then those whose Triton autotunes (every config compiled; matmul, measured
     first, still compiled 31 s of configs itself beside its lane). Then by name. Read from the kernel folders' files:
     no kernel is imported at parse time."""
+
     def key(kernel):
         folder = Path(basedir, "kernels", kernel)
         text = "".join(p.read_text() for p in sorted(folder.glob("*.py")))
@@ -73,18 +74,21 @@ def start_compile_lanes(workflow, config) -> None:
     lanes = config.get("compile_lanes")  # None: the host's share, for GPU jobs only (on the CPU they would share
     # the cores the host timing runs on); a number: that many, for every job
     measures = ("measure", "measure_shapes", "measure_host", "measure_shapes_host")
-    jobs = sorted((j for j in workflow.dag.needrun_jobs() if j.rule.name in measures
-                   and (lanes is not None or j.wildcards_dict["gpu"] != "cpu")),
+    jobs = sorted((j for j in workflow.dag.needrun_jobs()
+                   if j.rule.name in measures and (lanes is not None or j.wildcards_dict["gpu"] != "cpu")),
                   key=lambda j: (-j.priority, j.wildcards_dict["kernel"]))
-    spec = [{"kernel": j.wildcards_dict["kernel"], "out": str(j.output.raw), "params": dict(j.params.sweep),
-             "device": "cpu" if j.wildcards_dict["gpu"] == "cpu" else "cuda"} for j in jobs]
+    spec = [{
+        "kernel": j.wildcards_dict["kernel"], "out": str(j.output.raw), "params": dict(j.params.sweep), "device":
+        "cpu" if j.wildcards_dict["gpu"] == "cpu" else "cuda"
+    } for j in jobs]
     lanes = warm.start(spec, Path("logs/warm/jobs.json"), Path("logs/warm/warm.log"), lanes, LANES_PID)
     if lanes:
         # the measurement jobs (children of this process) load what the lanes compiled: no compile-worker pool of
         # their own (rooflab/device.prepare_environment)
         os.environ.update(ROOFLAB_COMPILE_LANES=str(lanes))  # set, not required: no envvars directive
-        print(f"rooflab: compiling the torch.compile cells of {len(spec)} measurement job(s) ahead in {lanes} "
-              f"background process(es) (experiments/warm.py; log: logs/warm/warm.log)", file=sys.stderr)
+        print(
+            f"rooflab: compiling the torch.compile cells of {len(spec)} measurement job(s) ahead in {lanes} "
+            f"background process(es) (experiments/warm.py; log: logs/warm/warm.log)", file=sys.stderr)
 
 
 def stop_compile_lanes() -> None:

@@ -28,7 +28,8 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 # of 128 (head dim 64, 32 heads: the presets); the sizes 256-8192 and 1793 of a GPU sweep give 6 batches of 2-64.
 ATTENTION_TOKENS, ATTENTION_WIDTH, ATTENTION_HEAD_DIM = 16384, 2048, 128
 SQUARE_RULES = {
-    "bhsd": (2, lambda n: (max(1, ATTENTION_TOKENS // n), ATTENTION_WIDTH // ATTENTION_HEAD_DIM, n, ATTENTION_HEAD_DIM)),
+    "bhsd": (2, lambda n:
+             (max(1, ATTENTION_TOKENS // n), ATTENTION_WIDTH // ATTENTION_HEAD_DIM, n, ATTENTION_HEAD_DIM)),
 }
 SQUARE = "square"
 CUSTOM = "custom"  # the set of explicit shapes a config lists
@@ -49,10 +50,10 @@ def _table(*entries) -> tuple[Shape, ...]:
 # (Llama-3 8B, Mistral 7B), 28672 (70B), 53248 (405B). Vocabularies: Llama-3 128256, Mistral 32000, Qwen2.5 151936
 # (0.5B-3B; 152064 from 7B), Gemma 256000, GPT-2 50257. Tokens: prefill 1k-16k, decode batches 1-128.
 LLM = {
-    "rows": _table(
+    "rows":
+    _table(
         ((16384, 4096), "Llama-3 8B / Mistral 7B hidden 4096, 16k prefill tokens"),
-        ((4096, 8192), "Llama-3 70B hidden 8192, 4k tokens"),
-        ((2048, 16384), "Llama-3 405B hidden 16384, 2k tokens"),
+        ((4096, 8192), "Llama-3 70B hidden 8192, 4k tokens"), ((2048, 16384), "Llama-3 405B hidden 16384, 2k tokens"),
         ((128, 4096), "Llama-3 8B hidden 4096, decode batch 128"),
         ((8192, 14336), "Llama-3 8B / Mistral 7B MLP width 14336, 8k tokens"),
         ((1024, 28672), "Llama-3 70B MLP width 28672, 1k tokens"),
@@ -60,10 +61,9 @@ LLM = {
         ((32, 128256), "Llama-3 vocabulary 128256, decode batch 32"),
         ((4096, 32000), "Mistral 7B vocabulary 32000, 4k tokens"),
         ((1024, 151936), "Qwen2.5 (0.5B-3B) vocabulary 151936, 1k tokens"),
-        ((8, 256000), "Gemma vocabulary 256000, decode batch 8"),
-        ((1024, 50257), "GPT-2 vocabulary 50257, 1k tokens"),
-    ),
-    "mkn": _table(
+        ((8, 256000), "Gemma vocabulary 256000, decode batch 8"), ((1024, 50257), "GPT-2 vocabulary 50257, 1k tokens"),
+    ), "mkn":
+    _table(
         ((16384, 4096, 6144), "Llama-3 8B QKV projection (4096 -> 32 + 2 x 8 heads of 128), 16k prefill tokens"),
         ((4096, 4096, 14336), "Llama-3 8B / Mistral 7B MLP up projection, 4k tokens"),
         ((4096, 14336, 4096), "Llama-3 8B / Mistral 7B MLP down projection, 4k tokens"),
@@ -81,43 +81,38 @@ LLM = {
           for m in (1, 32, 128)),
         *(((m, 8192, 1024), f"Llama-3 70B attention k / v projection (8192 x 1024: 8 heads of 128), decode batch {m}")
           for m in (8, 128)),
-        *(((m, 4096, 14336), f"Llama-3 8B MLP up projection (4096 x 14336), decode batch {m}") for m in (8, 128)),
-        ((32, 14336, 4096), "Llama-3 8B MLP down projection (14336 x 4096), decode batch 32"),
+        *(((m, 4096, 14336), f"Llama-3 8B MLP up projection (4096 x 14336), decode batch {m}")
+          for m in (8, 128)), ((32, 14336, 4096), "Llama-3 8B MLP down projection (14336 x 4096), decode batch 32"),
     ),
     # prefill with every K/V head repeated to its query heads; the models' own K/V heads and decode: ATTENTION_CELLS
-    "bhsd": _table(
-        ((8, 32, 2048, 128), "Llama-3 8B / Mistral 7B attention, 32 heads of 128, 2k prefill, batch 8"),
-        ((4, 32, 4096, 128), "Llama-3 8B attention, 4k prefill, batch 4"),
-        ((2, 32, 8192, 128), "Llama-3 8B attention, 8k prefill, batch 2"),
-        ((1, 32, 16384, 128), "Llama-3 8B attention, 16k prefill"),
-        ((1, 64, 8192, 128), "Llama-3 70B attention, 64 heads of 128, 8k prefill"),
-        ((16, 12, 1024, 64), "GPT-2 attention, 12 heads of 64, 1k context, batch 16"),
-    ),
+    "bhsd":
+    _table(((8, 32, 2048, 128), "Llama-3 8B / Mistral 7B attention, 32 heads of 128, 2k prefill, batch 8"),
+           ((4, 32, 4096, 128), "Llama-3 8B attention, 4k prefill, batch 4"),
+           ((2, 32, 8192, 128), "Llama-3 8B attention, 8k prefill, batch 2"),
+           ((1, 32, 16384, 128), "Llama-3 8B attention, 16k prefill"),
+           ((1, 64, 8192, 128), "Llama-3 70B attention, 64 heads of 128, 8k prefill"),
+           ((16, 12, 1024, 64), "GPT-2 attention, 12 heads of 64, 1k context, batch 16"),
+           ),
 }
 ODD = {
-    "rows": _table(
-        ((4096, 4097), "rows one element past a power of two"),
-        ((8192, 5000), "rows of 5000: no power of two"),
-        ((4096, 11008), "Llama-2 7B MLP width 11008, 4k tokens"),
-        ((6000, 1793), "rows of 1793 (a prime): a multiple of no block"),
-        ((4, 1_000_000), "few long rows: 4 rows of a million"),
-        ((16, 333_333), "few long rows, odd length"),
-        ((1_000_000, 32), "many short rows: a million rows of 32"),
-        ((500_000, 100), "many short rows of 100"),
-    ),
-    "mkn": _table(
-        ((4097, 4097, 4097), "square, one past a power of two"),
-        ((1793, 5000, 3001), "no dimension a multiple of a tile"),
-        ((8191, 1024, 8191), "one short of a power of two, short K"),
-        ((3, 4096, 4097), "three rows: a skinny decode of odd width"),
-        ((4096, 17, 4096), "K = 17: an outer product in all but name, memory-bound"),
-    ),
-    "bhsd": _table(
-        ((16, 32, 1024, 64), "FlashAttention-2's benchmark at head dim 64: 32 heads, 16k tokens"),
-        ((4, 32, 4096, 64), "head dim 64, 32 heads, 4k sequence"),
-        ((16, 16, 1000, 128), "sequence 1000: a multiple of no tile"),
-        ((3, 16, 4097, 128), "sequence one past a power of two"),
-    ),
+    "rows":
+    _table(((4096, 4097), "rows one element past a power of two"), ((8192, 5000), "rows of 5000: no power of two"),
+           ((4096, 11008), "Llama-2 7B MLP width 11008, 4k tokens"),
+           ((6000, 1793), "rows of 1793 (a prime): a multiple of no block"),
+           ((4, 1_000_000), "few long rows: 4 rows of a million"), ((16, 333_333), "few long rows, odd length"),
+           ((1_000_000, 32), "many short rows: a million rows of 32"), ((500_000, 100), "many short rows of 100"),
+           ), "mkn":
+    _table(((4097, 4097, 4097), "square, one past a power of two"),
+           ((1793, 5000, 3001), "no dimension a multiple of a tile"),
+           ((8191, 1024, 8191), "one short of a power of two, short K"),
+           ((3, 4096, 4097), "three rows: a skinny decode of odd width"),
+           ((4096, 17, 4096), "K = 17: an outer product in all but name, memory-bound"),
+           ), "bhsd":
+    _table(((16, 32, 1024, 64), "FlashAttention-2's benchmark at head dim 64: 32 heads, 16k tokens"),
+           ((4, 32, 4096, 64), "head dim 64, 32 heads, 4k sequence"),
+           ((16, 16, 1000, 128), "sequence 1000: a multiple of no tile"),
+           ((3, 16, 4097, 128), "sequence one past a power of two"),
+           ),
 }
 PRESETS: dict[str, dict[str, tuple[Shape, ...]]] = {"llm": LLM, "odd": ODD}
 
@@ -162,7 +157,7 @@ def square(family: str, n: int) -> tuple[int, ...]:
     """The family's square shape of n: every dimension n, or its SQUARE_RULES shape; what config `sizes` means."""
     if family in SQUARE_RULES:
         return tuple(int(d) for d in SQUARE_RULES[family][1](int(n)))
-    return (int(n),) * len(dims_of(family))
+    return (int(n), ) * len(dims_of(family))
 
 
 def dims_of(family: str) -> tuple[str, ...]:

@@ -119,8 +119,11 @@ def compact(path: Path, kernel: str | None = None) -> list[dict]:
 def load(path: Path, identity: str, kernel: str | None = None) -> dict:
     """The reusable rows of the store, by cell key (impl, dtype, shape, pass): after ``compact``, the rows written
     under this ``identity`` (same kernel code, measurement code and timing settings) that did not fail or skip."""
-    return {cell_key(r): r for r in compact(path, kernel)
-            if r.get("_identity") == identity and r["status"] not in REMEASURED}
+    return {
+        cell_key(r): r
+        for r in compact(path, kernel)
+        if r.get("_identity") == identity and r["status"] not in REMEASURED
+    }
 
 
 def cell_key(row: dict) -> tuple:

@@ -42,7 +42,8 @@ class Timer(Protocol):
     def sample(self, fn: Callable[[], object], n: int) -> list[float]:
         """Run fn n times (each preceded by the L2 flush where applicable) and return n times in ms."""
 
-    def warmup(self, fn: Callable[[], object], warmup_ms: float) -> None: ...
+    def warmup(self, fn: Callable[[], object], warmup_ms: float) -> None:
+        ...
 
     def loop(self, fn: Callable[[], object], min_ms: float, repeats: int = 3) -> float:
         """Per-call time (ms) of back-to-back calls, launch overhead included, over at least min_ms (the median of
@@ -144,8 +145,10 @@ class CudaEventTimer:
         self.l2_bytes = int(l2)
         # Twice the L2, so an LRU-ish cache keeps none of the previous sample's working set; flush_buffers of them
         # at distinct addresses, used in turn.
-        self.flush_buffers = [torch.zeros(max(2 * self.l2_bytes, 1 << 20) // 4, dtype=torch.int32, device="cuda")
-                              for _ in range(flush_buffers)] if flush_l2 else []
+        self.flush_buffers = [
+            torch.zeros(max(2 * self.l2_bytes, 1 << 20) // 4, dtype=torch.int32, device="cuda")
+            for _ in range(flush_buffers)
+        ] if flush_l2 else []
         self._next_flush = 0
         self.flush_mode = flush_mode
         self._flush_sink = torch.empty((), dtype=torch.int64, device="cuda")
@@ -246,8 +249,10 @@ class CudaEventTimer:
         return clocks.sm_mhz()
 
     def facts(self):
-        return {"hold_us": float(self.hold_us) if self.hold_stream else 0.0, "enqueue_us": self.enqueue_us,
-                "flush_buffers": len(self.flush_buffers)}
+        return {
+            "hold_us": float(self.hold_us) if self.hold_stream else 0.0, "enqueue_us": self.enqueue_us, "flush_buffers":
+            len(self.flush_buffers)
+        }
 
 
 def timer_for(device: str, cfg: TimingConfig) -> Timer:

@@ -35,9 +35,8 @@ import numpy as np
 
 from rooflab.config import schema_defaults
 from rooflab.timers import (FLUSH_MODES, HOLD_MARGIN_US, HOLD_MAX_US, TOUCH_STRIDE_BYTES,  # noqa: F401 (re-exported)
-                            CudaEventTimer, HostTimer, Rotation, Timer, _loop_ms, hold_us_for, tensors_in,
-                            timer_for, touch_pages)
-
+                            CudaEventTimer, HostTimer, Rotation, Timer, _loop_ms, hold_us_for, tensors_in, timer_for,
+                            touch_pages)
 
 # The defaults are config/schema.yaml's (timing.*), read once: the one place a timing default is written, so a bare
 # TimingConfig() times as the validated config of a run that sets no timing key does (tests/test_config.py).
@@ -130,15 +129,13 @@ def summarize(samples_ms) -> dict:
     x = np.asarray(samples_ms, dtype=float)
     p20, p50, p80 = np.percentile(x, [20, 50, 80])
     return {
-        "median_ms": float(p50), "p20_ms": float(p20), "p80_ms": float(p80),
-        "min_ms": float(x.min()), "max_ms": float(x.max()), "mean_ms": float(x.mean()),
-        "std_ms": float(x.std(ddof=1)) if x.size > 1 else 0.0, "n_samples": int(x.size),
-        "rse_median": rse_of_median(x),
+        "median_ms": float(p50), "p20_ms": float(p20), "p80_ms": float(p80), "min_ms": float(x.min()), "max_ms":
+        float(x.max()), "mean_ms": float(x.mean()), "std_ms": float(x.std(ddof=1)) if x.size > 1 else 0.0, "n_samples":
+        int(x.size), "rse_median": rse_of_median(x),
     }
 
 
-def measure(fn, timer: Timer, cfg: TimingConfig,
-            clock: Callable[[], float] = time.perf_counter, inputs=None) -> dict:
+def measure(fn, timer: Timer, cfg: TimingConfig, clock: Callable[[], float] = time.perf_counter, inputs=None) -> dict:
     """Warm up, then sample in growing batches until the stopping rule fires; ``cfg.instances`` times over, the
     samples pooled. Returns the summary + stop_reason.
 

@@ -23,7 +23,6 @@ def autotune_configs(configs: list[triton.Config]) -> list[triton.Config]:
 # configs 5-30 % apart as well; on the H200 it saved no measurable time: compiling the configs dominates.
 AUTOTUNE_WARMUP_MS, AUTOTUNE_REP_MS = 5, 25
 
-
 COMPILE_ONLY = False  # set in a compile lane (experiments/warm.py): the autotuners compile every config, time none
 
 
@@ -65,6 +64,7 @@ try:
     HAS_GDC = True
 except ImportError:  # pragma: no cover  an older Triton: PDL is never used (pdl_ok)
     HAS_GDC = False
+
     @triton.jit
     def gdc_wait():
         pass

@@ -39,11 +39,11 @@ import warnings
 # A pool's settings: env (set), env_default (set where the caller's environment has none), preload, and interruptible
 # (Ctrl-C stops a job, its cell store keeping every finished cell, where the analysis pool's jobs run on to their end).
 POOLS = {
-    "analysis": dict(env={}, env_default={}, interruptible=False,
-                     preload=("pandas", "pyarrow.parquet", "matplotlib", "figures._common", "analysis.metrics")),
-    "host": dict(env={"TRITON_INTERPRET": "1"}, env_default={"TORCHINDUCTOR_COMPILE_THREADS": "1"}, interruptible=True,
-                 preload=("pandas", "torch", "triton", "torch._inductor.compile_fx", "rooflab.cell",
-                          "experiments.measure")),
+    "analysis":
+    dict(env={}, env_default={}, interruptible=False,
+         preload=("pandas", "pyarrow.parquet", "matplotlib", "figures._common", "analysis.metrics")), "host":
+    dict(env={"TRITON_INTERPRET": "1"}, env_default={"TORCHINDUCTOR_COMPILE_THREADS": "1"}, interruptible=True,
+         preload=("pandas", "torch", "triton", "torch._inductor.compile_fx", "rooflab.cell", "experiments.measure")),
 }
 CONFIGS = ("torch._inductor.config", "torch._dynamo.config")  # restored after each job to their state before it
 
@@ -64,14 +64,17 @@ def flat(*parts) -> list[str]:
 
 
 class _Worker:
+
     def __init__(self, pool: str) -> None:
         self.pool = pool
         # the import path snakemake's process has beyond this interpreter's own (the workflow's folder: figures/,
         # analysis/), so that a job starting another Python does not hand it this one's standard library
         own = tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix} if p)
         project = [p for p in sys.path if p and not p.startswith(own)]
-        env = {**POOLS[pool]["env_default"], **os.environ, **POOLS[pool]["env"], "MPLBACKEND": "Agg",
-               "PYTHONPATH": os.pathsep.join(project + [os.getcwd()])}
+        env = {
+            **POOLS[pool]["env_default"], **os.environ, **POOLS[pool]["env"], "MPLBACKEND": "Agg", "PYTHONPATH":
+            os.pathsep.join(project + [os.getcwd()])
+        }
         self.proc = subprocess.Popen([sys.executable, "-m", "rooflab.workers", pool], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1, env=env)
 
@@ -83,8 +86,7 @@ class _Worker:
         except (BrokenPipeError, OSError):
             line = ""
         if not line:
-            return {"ok": False, "dead": True,
-                    "error": f"its worker process died (exit status {self.proc.wait()})"}
+            return {"ok": False, "dead": True, "error": f"its worker process died (exit status {self.proc.wait()})"}
         try:
             return json.loads(line)
         except ValueError:  # not a reply: the worker is not to be trusted with another job
@@ -138,6 +140,7 @@ def run_main(module: str, argv, log, pool: str = "analysis") -> None:
 
 
 # ---- the worker's side -------------------------------------------------------------------------------------------
+
 
 def _reset() -> None:
     """What one job could leave behind for the next: open pyplot figures, the figures' metrics read cache,

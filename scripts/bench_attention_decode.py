@@ -40,6 +40,7 @@ def forced(backend: str):
     def call(q, k, v):
         with sdpa_kernel(chosen):
             return sdpa(q, k, v, True)
+
     return call
 
 
@@ -56,6 +57,7 @@ def retuned(spec: str):
             return dc.decode_attention(q, k, v, causal=True)
         finally:
             dc.KEY_TILES[128], dc.PROGRAMS_PER_SM = saved
+
     return call
 
 
@@ -94,7 +96,7 @@ def main(argv=None) -> int:
     variants |= {f"ours[{t}]": retuned(t) for t in args.tiles}
     if args.fa2:
         from kernels.attention import attention_forward
-        variants["ours FA2"] = lambda q, k, v: attention_forward(q, k, v, True, q.shape[-1] ** -0.5)[0]
+        variants["ours FA2"] = lambda q, k, v: attention_forward(q, k, v, True, q.shape[-1]**-0.5)[0]
     variants |= {name: forced(backend) for name, backend in SDPA.items()}
     rows = []
     for batch, kv_heads, seq_q, seq_k in itertools.product(BATCHES, KV_HEADS, SEQ_Q, SEQ_K):
@@ -126,8 +128,8 @@ def main(argv=None) -> int:
                 torch.cuda.empty_cache()
                 rows.append({**row, "status": "refused", "error": f"{type(exc).__name__}: {str(exc)[:160]}"})
                 continue
-            rows.append({**row, "status": "ok", "us": ms * 1e3, "gbps": kv_bytes / (ms * 1e-3) / 1e9,
-                         "max_diff_vs_ours": diff})
+            rows.append(
+                {**row, "status": "ok", "us": ms * 1e3, "gbps": kv_bytes / (ms * 1e-3) / 1e9, "max_diff_vs_ours": diff})
         del qkv, ref
         torch.cuda.empty_cache()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -144,19 +146,25 @@ def main(argv=None) -> int:
 def table(rows, names=("ours", *SDPA)) -> str:
     """One line per cell: each variant's time in us (-: refused or skipped), ours' splits and GB/s of K/V, the best
     SDPA backend over ours."""
-    lines = [f"{'B':>2} {'Hkv':>3} {'Sq':>2} {'Sk':>6} {'splits':>6} " + " ".join(f"{n:>9.9}" for n in names)
-             + f" {'ours GB/s':>9} {'best/ours':>9}"]
+    lines = [
+        f"{'B':>2} {'Hkv':>3} {'Sq':>2} {'Sk':>6} {'splits':>6} " + " ".join(f"{n:>9.9}" for n in names) +
+        f" {'ours GB/s':>9} {'best/ours':>9}"
+    ]
     cells = dict.fromkeys((r["batch"], r["kv_heads"], r["seq_q"], r["seq_k"]) for r in rows)
     for b, hkv, sq, sk in cells:
-        mine = {r["variant"]: r for r in rows if (r["batch"], r["kv_heads"], r["seq_q"], r["seq_k"]) == (b, hkv, sq, sk)}
+        mine = {
+            r["variant"]: r
+            for r in rows
+            if (r["batch"], r["kv_heads"], r["seq_q"], r["seq_k"]) == (b, hkv, sq, sk)
+        }
         us = {n: mine[n]["us"] for n in names if n in mine and mine[n]["status"] == "ok"}
         sdpa = [us[n] for n in SDPA if n in us]
         ours = us.get("ours")
         ratio = f"{min(sdpa) / ours:9.3f}" if ours and sdpa else f"{'-':>9}"
         splits = mine.get("ours", {}).get("splits", "-")
         gbps = f"{mine['ours']['gbps']:9.0f}" if ours else f"{'-':>9}"
-        lines.append(f"{b:>2} {hkv:>3} {sq:>2} {sk:>6} {splits:>6} "
-                     + " ".join(f"{us[n]:9.1f}" if n in us else f"{'-':>9}" for n in names) + f" {gbps} {ratio}")
+        lines.append(f"{b:>2} {hkv:>3} {sq:>2} {sk:>6} {splits:>6} " +
+                     " ".join(f"{us[n]:9.1f}" if n in us else f"{'-':>9}" for n in names) + f" {gbps} {ratio}")
     refused = sorted({(r["variant"], r["error"][:90]) for r in rows if r["status"] == "refused"})
     return "\n".join(lines + [f"refused: {v}: {e}" for v, e in refused])
 

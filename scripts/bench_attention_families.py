@@ -42,9 +42,11 @@ def variants(causal: bool) -> dict:
     from kernels.attention import attention_triton
 
     def forced(backend):
+
         def call(q, k, v):
             with sdpa_kernel(getattr(SDPBackend, backend)):
                 return sdpa(q, k, v, causal)
+
         return call
     return {"ours": lambda q, k, v: attention_triton(q, k, v, causal=causal)} | \
         {name: forced(b) for name, b in BACKENDS.items()}
@@ -58,6 +60,7 @@ def with_grads(fn, inputs):
 
     def call():
         return torch.autograd.grad(fn(*leaves), leaves, inputs[3])
+
     return call
 
 
@@ -149,24 +152,31 @@ def table(rows) -> str:
     """One line per (cell, pass): each variant's GPU ms (-: refused or skipped), ours' loop ms and TFLOP/s, the
     best SDPA GPU time over ours and the best SDPA loop time over ours'."""
     names = ("ours", *BACKENDS)
-    lines = [f"{'B':>1} {'Hq':>2} {'Hkv':>3} {'Sq':>5} {'Sk':>5} {'D':>3} {'mask':>6} {'pass':>7} "
-             + " ".join(f"{n:>9.9}" for n in names) + f" {'ours loop':>9} {'TFLOP/s':>7} {'best/ours':>9} "
-             f"{'loop b/o':>8}"]
-    keys = dict.fromkeys((r["batch"], r["heads"], r["kv_heads"], r["seq_q"], r["seq_k"], r["head_dim"], r["causal"],
-                          r["pass"]) for r in rows)
+    lines = [
+        f"{'B':>1} {'Hq':>2} {'Hkv':>3} {'Sq':>5} {'Sk':>5} {'D':>3} {'mask':>6} {'pass':>7} " +
+        " ".join(f"{n:>9.9}" for n in names) + f" {'ours loop':>9} {'TFLOP/s':>7} {'best/ours':>9} "
+        f"{'loop b/o':>8}"
+    ]
+    keys = dict.fromkeys(
+        (r["batch"], r["heads"], r["kv_heads"], r["seq_q"], r["seq_k"], r["head_dim"], r["causal"], r["pass"])
+        for r in rows)
     for key in keys:
-        mine = {r["variant"]: r for r in rows if (r["batch"], r["heads"], r["kv_heads"], r["seq_q"], r["seq_k"],
-                                                  r["head_dim"], r["causal"], r["pass"]) == key}
+        mine = {
+            r["variant"]: r
+            for r in rows
+            if (r["batch"], r["heads"], r["kv_heads"], r["seq_q"], r["seq_k"], r["head_dim"], r["causal"],
+                r["pass"]) == key
+        }
         ok = {n: r for n, r in mine.items() if r["status"] == "ok"}
         sdpa = [ok[n] for n in BACKENDS if n in ok]
         ours = ok.get("ours")
         ratio = f"{min(r['gpu_ms'] for r in sdpa) / ours['gpu_ms']:9.3f}" if ours and sdpa else f"{'-':>9}"
         loop = f"{min(r['loop_ms'] for r in sdpa) / ours['loop_ms']:8.3f}" if ours and sdpa else f"{'-':>8}"
         b, h, hkv, sq, sk, d, causal, pass_ = key
-        lines.append(f"{b:>1} {h:>2} {hkv:>3} {sq:>5} {sk:>5} {d:>3} {'causal' if causal else 'full':>6} {pass_:>7} "
-                     + " ".join(f"{ok[n]['gpu_ms']:9.3f}" if n in ok else f"{'-':>9}" for n in names)
-                     + (f" {ours['loop_ms']:9.3f} {ours['tflops']:7.0f}" if ours else f" {'-':>9} {'-':>7}")
-                     + f" {ratio} {loop}")
+        lines.append(f"{b:>1} {h:>2} {hkv:>3} {sq:>5} {sk:>5} {d:>3} {'causal' if causal else 'full':>6} {pass_:>7} " +
+                     " ".join(f"{ok[n]['gpu_ms']:9.3f}" if n in ok else f"{'-':>9}" for n in names) +
+                     (f" {ours['loop_ms']:9.3f} {ours['tflops']:7.0f}" if ours else f" {'-':>9} {'-':>7}") +
+                     f" {ratio} {loop}")
     refused = sorted({(r["variant"], r["error"][:100]) for r in rows if r["status"] != "ok"})
     return "\n".join(lines + [f"not run: {v}: {e}" for v, e in refused])
 

@@ -66,7 +66,7 @@ def empty_launch(x: torch.Tensor) -> None:
     if launch is not None:
         launch(x)
     else:
-        _EMPTY.launch(key, _empty_kernel, (1,), (x,), n_head=1)
+        _EMPTY.launch(key, _empty_kernel, (1, ), (x, ), n_head=1)
 
 
 def loop_us(fn, min_s: float = 0.01, reps: int = 3) -> float:
@@ -158,7 +158,7 @@ def relative_error(out, ref) -> float:
 
 def _parts(out) -> tuple:
     """An implementation's output as a tuple of tensors (a fwd+bwd pass returns its gradients as a tuple)."""
-    return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    return tuple(out) if isinstance(out, (tuple, list)) else (out, )
 
 
 def measure(kernel, pass_: str, shape, dtype: str) -> dict:
@@ -203,9 +203,9 @@ def empty_rows() -> list[dict]:
     """The floor: an empty kernel through Triton's dispatch and through the cache, and torch's smallest op."""
     x, y = torch.zeros(1, device="cuda"), torch.zeros(1, device="cuda")
     rows = []
-    for name, fn in (("empty triton (plain)", lambda: _empty_kernel[(1,)](x)),
-                     ("empty triton (fast)", lambda: empty_launch(x)),
-                     ("torch.add, 1 element", lambda: torch.add(x, y))):
+    for name, fn in (("empty triton (plain)", lambda: _empty_kernel[(1, )]
+                      (x)), ("empty triton (fast)", lambda: empty_launch(x)), ("torch.add, 1 element",
+                                                                               lambda: torch.add(x, y))):
         fn()
         loop = loop_us(fn)
         host, gpu = host_and_gpu_us(fn, loop)
@@ -223,9 +223,11 @@ def shapes_of(kernel, args) -> list:
     return list(MATMUL_SIZES if kernel.name == "matmul" else SIZES)
 
 
-COLUMNS = ["kernel", "pass", "dtype", "shape", "gpu_ours", "gpu_builtin", "gpu_naive", "loop_ours", "loop_plain",
-           "loop_builtin", "loop_naive", "host_ours", "host_plain", "host_builtin", "host_naive", "graph_ours",
-           "graph_builtin", "over_empty", "best", "gpu_ratio", "loop_ratio", "goal", "fast", "same", "ok"]
+COLUMNS = [
+    "kernel", "pass", "dtype", "shape", "gpu_ours", "gpu_builtin", "gpu_naive", "loop_ours", "loop_plain",
+    "loop_builtin", "loop_naive", "host_ours", "host_plain", "host_builtin", "host_naive", "graph_ours",
+    "graph_builtin", "over_empty", "best", "gpu_ratio", "loop_ratio", "goal", "fast", "same", "ok"
+]
 
 
 def print_table(rows: list[dict], floor: list[dict]) -> None:
@@ -255,7 +257,7 @@ def main(argv=None) -> int:
     ap.add_argument("--kernels", default=",".join(KERNELS))
     ap.add_argument("--dtypes", default="bfloat16")
     ap.add_argument("--sizes", default="", help=f"square sizes for every kernel (default {SIZES}, matmul "
-                                                f"{MATMUL_SIZES})")
+                    f"{MATMUL_SIZES})")
     ap.add_argument("--preset", default="square", help="a shape preset of rooflab/shapes.py in place of --sizes")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():

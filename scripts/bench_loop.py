@@ -38,13 +38,11 @@ JOB = re.compile(r"^(?:local)?rule (\w+):\n((?:    .*\n?)+)", re.M)
 
 def scenarios(kernel: str, figure: str) -> list[tuple[str, str, str]]:
     """(name, file, text appended); an empty file: no edit."""
-    return [
-        ("no-op", "", ""),
-        ("kernel edit", f"kernels/{kernel}/__init__.py", "\n\ndef _bench_loop_edit():\n    return 1\n"),
-        ("comment-only edit", f"kernels/{kernel}/__init__.py", "\n# bench_loop: a comment-only edit\n"),
-        ("analysis edit", "analysis/metrics.py", "\n_BENCH_LOOP_EDIT = 1\n"),
-        ("figure edit", f"figures/{figure}.py", "\n_BENCH_LOOP_EDIT = 1\n"),
-    ]
+    return [("no-op", "", ""),
+            ("kernel edit", f"kernels/{kernel}/__init__.py", "\n\ndef _bench_loop_edit():\n    return 1\n"),
+            ("comment-only edit", f"kernels/{kernel}/__init__.py", "\n# bench_loop: a comment-only edit\n"),
+            ("analysis edit", "analysis/metrics.py", "\n_BENCH_LOOP_EDIT = 1\n"),
+            ("figure edit", f"figures/{figure}.py", "\n_BENCH_LOOP_EDIT = 1\n"), ]
 
 
 def copy_tree(dest: Path, rev: str | None) -> str:
@@ -61,13 +59,15 @@ def copy_tree(dest: Path, rev: str | None) -> str:
         return f"commit {sha.stdout.strip()}"
     if subprocess.run([*git, "rev-parse", "--show-toplevel"], capture_output=True, text=True).stdout.strip() != \
             str(REPO):  # no checkout of its own (a copy of the tree, as the GPU node gets): every file but the state
-        shutil.copytree(REPO, dest, symlinks=True, dirs_exist_ok=True, ignore=shutil.ignore_patterns(
-            *STATE, ".venv", "wheelhouse", "__pycache__", ".bench*", ".clean"))
+        shutil.copytree(
+            REPO, dest, symlinks=True, dirs_exist_ok=True,
+            ignore=shutil.ignore_patterns(*STATE, ".venv", "wheelhouse", "__pycache__", ".bench*", ".clean"))
         return f"copy of {REPO} (no git checkout; commit {os.environ.get('ROOFLAB_GIT_SHA', 'unknown')})"
     listing = subprocess.run([*git, "ls-files", "-z", "--cached", "--others", "--exclude-standard"], check=True,
                              capture_output=True).stdout
-    packed = subprocess.run(["tar", "-C", str(REPO), "--null", "--ignore-failed-read", "-T", "-", "-cf", "-"],
-                            input=listing, check=True, capture_output=True).stdout  # a deleted tracked file: skipped
+    packed = subprocess.run(
+        ["tar", "-C", str(REPO), "--null", "--ignore-failed-read", "-T", "-", "-cf", "-"], input=listing, check=True,
+        capture_output=True).stdout  # a deleted tracked file: skipped
     subprocess.run(["tar", "-x", "-C", str(dest)], input=packed, check=True)
     head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
@@ -78,8 +78,7 @@ def copy_tree(dest: Path, rev: str | None) -> str:
 def run_snakemake(work: Path, args: list[str], env: dict) -> tuple[float, list[tuple[str, str]], str]:
     """(seconds, [(rule, wildcards)] of the jobs that ran, output); exits on a failed run."""
     start = time.perf_counter()
-    res = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, env=env, capture_output=True,
-                         text=True)
+    res = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=work, env=env, capture_output=True, text=True)
     secs = time.perf_counter() - start
     out = res.stdout + res.stderr
     if res.returncode:
@@ -119,15 +118,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rev", help="benchmark this commit (git archive) instead of the working tree")
     ap.add_argument("--configfile", default="config/cpu.yaml")
-    ap.add_argument("--dag-args", help="snakemake's arguments besides the target and the configfile (default: what "
-                    "the copy's `./run.sh dag-args` prints, or --cores 1 where it has none: run.sh before issue 25)")
+    ap.add_argument(
+        "--dag-args", help="snakemake's arguments besides the target and the configfile (default: what "
+        "the copy's `./run.sh dag-args` prints, or --cores 1 where it has none: run.sh before issue 25)")
     ap.add_argument("--kernel", default="gelu", help="the kernel the kernel edits touch")
     ap.add_argument("--figure", default="roofline", help="the figure script the figure edit touches")
     ap.add_argument("--warm", action="store_true", help="keep the Triton and Inductor caches of this machine")
     ap.add_argument("--scratch", type=Path, help="work here (kept) instead of a temporary folder (removed)")
     ap.add_argument("--only", nargs="*", help="run only these scenarios (by name)")
-    ap.add_argument("--resume", action="store_true", help="with --scratch: keep its results, copy the tree over "
-                    "them and bring them up to date (untimed) instead of the sweep from nothing")
+    ap.add_argument(
+        "--resume", action="store_true", help="with --scratch: keep its results, copy the tree over "
+        "them and bring them up to date (untimed) instead of the sweep from nothing")
     a = ap.parse_args(argv)
 
     tmp = None
@@ -156,9 +157,10 @@ def main(argv=None) -> int:
             res = subprocess.run(["bash", "run.sh", "dag-args"], cwd=work, capture_output=True, text=True)
             dag = res.stdout.strip() if res.returncode == 0 else "--cores 1"
         args = [*dag.split(), "all", "--configfile", a.configfile]
-        print(f"rooflab loop benchmark: {label}; {a.configfile}; snakemake {' '.join(args)}; "
-              f"{os.cpu_count()} cores here; {'warm' if a.warm or a.resume else 'cold'} compile caches; "
-              f"TeX {'yes' if shutil.which('latexmk') else 'no'}", flush=True)
+        print(
+            f"rooflab loop benchmark: {label}; {a.configfile}; snakemake {' '.join(args)}; "
+            f"{os.cpu_count()} cores here; {'warm' if a.warm or a.resume else 'cold'} compile caches; "
+            f"TeX {'yes' if shutil.which('latexmk') else 'no'}", flush=True)
         secs, jobs, _ = run_snakemake(work, args, env)
         what = "brought up to date" if a.resume else "sweep (from nothing)"
         print(f"{what:20s} {len(jobs):4d} jobs {secs:7.1f} s", flush=True)

@@ -96,8 +96,9 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--out", default="", help="a CSV of the rows")
-    ap.add_argument("--profile", default="", help="cProfile one kernel's loop (its last pass: fwd+bwd where it has one) "
-                                                  "instead")
+    ap.add_argument("--profile", default="",
+                    help="cProfile one kernel's loop (its last pass: fwd+bwd where it has one) "
+                    "instead")
     args = ap.parse_args(argv)
     torch.manual_seed(0)
     warnings.filterwarnings("ignore", category=RuntimeWarning)  # the stand-in leaves outputs unwritten: NaNs

@@ -28,13 +28,12 @@ SHAPES = ((8, 256000), (32, 128256), (64, 53248), (1024, 50257), (1024, 151936),
 # the keywords that force ours onto one program a row)
 KERNELS = {
     "rowsum": (rs, 1, rs.rowsum_triton, rs.rowsum_builtin, rs.rowsum_naive, lambda x: x.double().sum(dim=1),
-               dict(split=0)),
-    "rmsnorm": (rms, 2, rms.rmsnorm_triton, rms.rmsnorm_builtin, rms.rmsnorm_naive,
-                lambda x, w: rms.rmsnorm64(x.double(), w.double()), dict(split=0)),
+               dict(split=0)), "rmsnorm": (rms, 2, rms.rmsnorm_triton, rms.rmsnorm_builtin, rms.rmsnorm_naive,
+                                           lambda x, w: rms.rmsnorm64(x.double(), w.double()), dict(split=0)),
     "layernorm": (ln, 3, ln.layernorm_triton, ln.layernorm_builtin, ln.layernorm_naive,
-                  lambda x, w, b: ln.layernorm64(x.double(), w.double(), b.double()), dict(split=0)),
-    "softmax": (sm, 1, sm.softmax_forward, sm.softmax_builtin, sm.softmax_naive_fwd,
-                lambda x: torch.softmax(x.double(), dim=1), dict(split=0)),
+                  lambda x, w, b: ln.layernorm64(x.double(), w.double(), b.double()), dict(split=0)), "softmax":
+    (sm, 1, sm.softmax_forward, sm.softmax_builtin, sm.softmax_naive_fwd, lambda x: torch.softmax(x.double(), dim=1),
+     dict(split=0)),
 }
 
 
@@ -73,9 +72,11 @@ def main() -> int:
             errors = [relative_error(fn(*inputs), ref)[0] for fn in (ours, lambda *a: ours(*a, **one_row))]
             ok = all(e <= tolerance for e in errors)
             failed |= not ok
-            t = {label: gpu_us(lambda: fn(*inputs)) for label, fn in
-                 (("ours", ours), ("one-row", lambda *a: ours(*a, **one_row)), ("builtin", builtin),
-                  ("compile", compiled))}
+            t = {
+                label: gpu_us(lambda: fn(*inputs))
+                for label, fn in (("ours", ours), ("one-row", lambda *a: ours(*a, **one_row)), ("builtin", builtin),
+                                  ("compile", compiled))
+            }
             best = min(t["builtin"], t["compile"])
             print(f"{name:10} {shape:>12} {chosen(name, module, inputs[0]):>11} {t['ours']:8.1f} {t['one-row']:8.1f} "
                   f"{t['builtin']:8.1f} {t['compile']:8.1f} {best / t['ours']:9.2f}  "

@@ -26,8 +26,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", type=Path, help="the call's results/ folder (with raw/<gpu>/)")
     ap.add_argument("--gpu", default="h200")
-    ap.add_argument("--label", required=True, help="the call's name, e.g. s8: <tuning-dir>/ceilings_<label>.parquet "
-                    "(data/tuning holds the H200's calls: name another GPU's calls apart, e.g. h100_s1)")
+    ap.add_argument(
+        "--label", required=True, help="the call's name, e.g. s8: <tuning-dir>/ceilings_<label>.parquet "
+        "(data/tuning holds the H200's calls: name another GPU's calls apart, e.g. h100_s1)")
     ap.add_argument("--kernels", nargs="+", required=True)
     ap.add_argument("--impls", nargs="+", default=None,
                     help="replace only these implementations' rows (default: every row of the kernels)")
@@ -59,8 +60,8 @@ def main(argv=None):
     merged = {}
     for k in args.kernels:
         if args.impls:  # the call's rows of those implementations, the reference's of the others
-            merged[k] = pd.concat([old[k][~old[k]["impl"].isin(args.impls)],
-                                   new[k][new[k]["impl"].isin(args.impls)]], ignore_index=True)
+            merged[k] = pd.concat([old[k][~old[k]["impl"].isin(args.impls)], new[k][new[k]["impl"].isin(args.impls)]],
+                                  ignore_index=True)
         else:
             merged[k] = new[k]
     for k in args.kernels:
@@ -71,11 +72,13 @@ def main(argv=None):
     for name in ("profiles", "compiled"):
         if name == "compiled" and args.impls and "triton" not in args.impls:
             continue
+
         def ours(df):
             rows = df["kernel"].isin(args.kernels)
             if args.impls and "impl" in df:
                 rows &= df["impl"].isin(args.impls)
             return rows
+
         mine = new[name][ours(new[name])]
         kept = old[name][~ours(old[name])]
         write_parquet(pd.concat([kept, mine], ignore_index=True), ref / f"{name}.parquet")

@@ -24,7 +24,6 @@ PROFILED_CALLS = 3  # kernel launches per call under ncu (its median is kept)
 # ncu does not profile (it lists kernels only).
 NOT_KERNELS = {"copy_"}
 
-
 # The calls compared, in order (lab/floor.py row_calls has them all).
 CALLS = ("copy_", "rowsum triton", "layernorm triton", "layernorm builtin", "rmsnorm triton", "softmax fwd triton",
          "gelu triton")
@@ -90,15 +89,19 @@ def read_ncu(text: str) -> pd.DataFrame:
     if unit not in units:
         raise SystemExit(f"gpu__time_duration.sum is in {unit!r}, not one of {sorted(units)}")
     scale = units[unit]
-    return pd.DataFrame({"kernel": df["Kernel Name"].values,
-                         "ncu_us": df["gpu__time_duration.sum"].astype(str).str.replace(",", "").astype(float).values
-                         * scale})
+    return pd.DataFrame({
+        "kernel":
+        df["Kernel Name"].values, "ncu_us":
+        df["gpu__time_duration.sum"].astype(str).str.replace(",", "").astype(float).values * scale
+    })
 
 
 def summary(events: pd.DataFrame, ncu: pd.DataFrame) -> pd.DataFrame:
     """The ncu rows matched, in order, to the calls profile_calls made; per call: the event median, the kernel's
     median duration, and what lies outside the kernel."""
-    order = [(name, dname) for dname in DTYPES for name in events[events.dtype == dname]["call"]
+    order = [(name, dname)
+             for dname in DTYPES
+             for name in events[events.dtype == dname]["call"]
              if name not in NOT_KERNELS]
     if len(ncu) != PROFILED_CALLS * len(order):
         raise SystemExit(f"ncu reported {len(ncu)} kernels, expected {PROFILED_CALLS} x {len(order)} calls")
@@ -113,8 +116,9 @@ def summary(events: pd.DataFrame, ncu: pd.DataFrame) -> pd.DataFrame:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mode", choices=["time", "profile", "summary"])
-    ap.add_argument("--out", default=None, help="time: the events CSV (default events.csv); summary: also write the "
-                    "table here (CSV, with the kernel names)")
+    ap.add_argument(
+        "--out", default=None, help="time: the events CSV (default events.csv); summary: also write the "
+        "table here (CSV, with the kernel names)")
     ap.add_argument("--events", default="events.csv")
     ap.add_argument("--ncu", default="ncu.csv")
     args = ap.parse_args()

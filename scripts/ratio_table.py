@@ -45,24 +45,27 @@ def scorecard(m: pd.DataFrame, gpu: str, pass_: str = "fwd",
             for n, r in g.iterrows():
                 if n in MATMUL_GOALS or n == 1793:
                     tf = ok[(ok.kernel == kernel) & (ok.dtype == dtype) & (ok["size"] == n)].set_index("impl")
-                    mm_rows.append({"dtype": dtype, "N": n,
-                                    "triton_tflops": tf.loc["triton", "achieved_tflops"] if "triton" in tf.index
-                                    else float("nan"),
-                                    "cublas_tflops": tf.loc["builtin", "achieved_tflops"] if "builtin" in tf.index
-                                    else float("nan"),
-                                    "triton/cublas": r.get("builtin") / r["triton"],
-                                    "goal": MATMUL_GOALS.get(n, float("nan"))})
+                    mm_rows.append({
+                        "dtype":
+                        dtype, "N":
+                        n, "triton_tflops":
+                        tf.loc["triton", "achieved_tflops"] if "triton" in tf.index else float("nan"), "cublas_tflops":
+                        tf.loc["builtin", "achieved_tflops"] if "builtin" in tf.index else float("nan"),
+                        "triton/cublas":
+                        r.get("builtin") / r["triton"], "goal":
+                        MATMUL_GOALS.get(n, float("nan"))
+                    })
             continue
         best_torch = g[[c for c in ("builtin", "compile") if c in g]].min(axis=1)
         big = g[g.index >= 1024]
         ratio = (best_torch / g["triton"])[big.index]
         nmax = g["triton"].dropna().index.max()
         tgb = gb.loc[(kernel, dtype, nmax), "triton"]
-        mem_rows.append({"kernel": kernel, "dtype": dtype, "N": nmax, "triton_gbps": tgb, "copy_gbps": copy,
-                         "triton/copy": tgb / copy,
-                         "triton/same-size copy": tgb / same.get(f"copy_{dtype}_{nmax}", float("nan")),
-                         "min triton/best_torch (N>=1024)": ratio.min(),
-                         "at N": ratio.idxmin() if ratio.notna().any() else None})
+        mem_rows.append({
+            "kernel": kernel, "dtype": dtype, "N": nmax, "triton_gbps": tgb, "copy_gbps": copy, "triton/copy":
+            tgb / copy, "triton/same-size copy": tgb / same.get(f"copy_{dtype}_{nmax}", float("nan")),
+            "min triton/best_torch (N>=1024)": ratio.min(), "at N": ratio.idxmin() if ratio.notna().any() else None
+        })
     return pd.DataFrame(mem_rows), pd.DataFrame(mm_rows)
 
 
@@ -84,8 +87,10 @@ def behind_torch(m: pd.DataFrame, gpu: str, pass_: str = "fwd", dtypes=("float32
         ratio = g.loc[best, "median_ms"] / g.loc["triton", "median_ms"]
         if ratio < 1:
             se = float(np.hypot(g.loc["triton"].get("rse_median", np.nan), g.loc[best].get("rse_median", np.nan)))
-            rows.append({"kernel": kernel, "dtype": dtype, "N": n, "best torch": best, "triton/best_torch": ratio,
-                         "se": se, "z": (1 - ratio) / se if se > 0 else float("nan")})
+            rows.append({
+                "kernel": kernel, "dtype": dtype, "N": n, "best torch": best, "triton/best_torch": ratio, "se": se, "z":
+                (1 - ratio) / se if se > 0 else float("nan")
+            })
     cols = ["kernel", "dtype", "N", "best torch", "triton/best_torch", "se", "z"]
     return pd.DataFrame(rows, columns=cols).sort_values("triton/best_torch", ignore_index=True), compared
 
@@ -95,15 +100,17 @@ def main(argv=None):
     ap.add_argument("metrics")
     ap.add_argument("--gpu", default=None, help="default: the first non-cpu gpu in the file")
     ap.add_argument("--pass", dest="pass_", default="fwd")
-    ap.add_argument("--ceilings", default=None,
-                    help="ceilings parquet with same-size copies (default: results/raw/<gpu>/ceilings.parquet, else "
-                         "the committed reference's data/reference/<gpu>/ceilings.parquet, which a CPU run merges)")
+    ap.add_argument(
+        "--ceilings", default=None,
+        help="ceilings parquet with same-size copies (default: results/raw/<gpu>/ceilings.parquet, else "
+        "the committed reference's data/reference/<gpu>/ceilings.parquet, which a CPU run merges)")
     a = ap.parse_args(argv)
     m = pd.read_parquet(a.metrics)
     gpus = [g for g in dict.fromkeys(m["gpu"]) if g != "cpu"] or list(dict.fromkeys(m["gpu"]))
     gpu = a.gpu or gpus[0]
-    candidates = [Path(a.ceilings)] if a.ceilings else [Path(f"results/raw/{gpu}/ceilings.parquet"),
-                                                        REPO / "data" / "reference" / gpu / "ceilings.parquet"]
+    candidates = [Path(a.ceilings)] if a.ceilings else [
+        Path(f"results/raw/{gpu}/ceilings.parquet"), REPO / "data" / "reference" / gpu / "ceilings.parquet"
+    ]
     cpath = next((p for p in candidates if p.exists()), None)
     ceilings = pd.read_parquet(cpath) if cpath is not None else None
     mem, mm = scorecard(m, gpu, a.pass_, ceilings)

@@ -27,8 +27,10 @@ def table(folder: str | Path) -> str:
     import pandas as pd
 
     folder = Path(folder)
-    lines = ["| file | rows | runs (`run_id`) | commits (`git_sha`) | UTC | torch | triton |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| file | rows | runs (`run_id`) | commits (`git_sha`) | UTC | torch | triton |",
+        "| --- | --- | --- | --- | --- | --- | --- |"
+    ]
     for path in sorted([*folder.rglob("*.parquet"), *folder.rglob("*.csv")]):
         df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
         when = "-"
@@ -36,11 +38,13 @@ def table(folder: str | Path) -> str:
         if len(stamps):
             first, last = stamps.min(), stamps.max()
             when = (f"{first:%Y-%m-%d %H:%M}" if f"{first:%H:%M}" == f"{last:%H:%M}" and first.date() == last.date()
-                    else f"{first:%Y-%m-%d %H:%M}-{last:%H:%M}" if first.date() == last.date()
-                    else f"{first:%Y-%m-%d %H:%M} - {last:%Y-%m-%d %H:%M}")
+                    else f"{first:%Y-%m-%d %H:%M}-{last:%H:%M}"
+                    if first.date() == last.date() else f"{first:%Y-%m-%d %H:%M} - {last:%Y-%m-%d %H:%M}")
         cells = [f"`{path.relative_to(folder)}`", str(len(df))]
-        cells += [_joined(df["run_id"]) if "run_id" in df else "-",
-                  _joined(df["git_sha"].astype(str).str[:7]) if "git_sha" in df else "-"]
+        cells += [
+            _joined(df["run_id"]) if "run_id" in df else "-",
+            _joined(df["git_sha"].astype(str).str[:7]) if "git_sha" in df else "-"
+        ]
         cells += [when] + [_joined(df[c]) if c in df else "-" for c in ("torch", "triton")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

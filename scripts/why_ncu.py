@@ -23,8 +23,10 @@ def main(argv=None) -> int:
     from experiments import why_ncu
 
     out = Path(args.out)
-    return why_ncu.main(["profile", "--out", str(out / "why_ncu.parquet"), "--raw-dir", str(out), "--cells",
-                         args.cells] + (["--gpu", args.gpu] if args.gpu else []))
+    return why_ncu.main(
+        ["profile", "--out",
+         str(out / "why_ncu.parquet"), "--raw-dir",
+         str(out), "--cells", args.cells] + (["--gpu", args.gpu] if args.gpu else []))
 
 
 if __name__ == "__main__":

@@ -18,20 +18,25 @@ def pytest_configure(config):
 def spy_launches(monkeypatch):
     """spy(module, *names): the list each later launch of those kernels of the module appends (name, keyword
     arguments) to; the launches still run, so a test checks both which kernel ran and its result."""
+
     def spy(module, *names):
         seen = []
 
         class Spy:
+
             def __init__(self, name, kernel):
                 self.name, self.kernel = name, kernel
 
             def __getitem__(self, grid):
+
                 def launch(*args, **kw):
                     seen.append((self.name, kw))
                     return self.kernel[grid](*args, **kw)
+
                 return launch
 
         for name in names:
             monkeypatch.setattr(module, name, Spy(name, getattr(module, name)))
         return seen
+
     return spy

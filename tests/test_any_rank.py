@@ -12,7 +12,7 @@ from kernels.saxpy import saxpy_triton
 from kernels.softmax import softmax_triton
 from kernels.vecadd import vecadd_triton
 
-SHAPES = [(), (37,), (3, 5, 7), (2, 3, 4, 5)]
+SHAPES = [(), (37, ), (3, 5, 7), (2, 3, 4, 5)]
 
 
 def rand(*shape, seed=0):
@@ -24,8 +24,7 @@ def test_elementwise_kernels_take_any_rank(shape):
     x, y = rand(*shape), rand(*shape, seed=1)
     torch.testing.assert_close(vecadd_triton(x, y), x + y)
     torch.testing.assert_close(saxpy_triton(0.5, x, y), 0.5 * x + y)
-    torch.testing.assert_close(gelu_triton(x), torch.nn.functional.gelu(x, approximate="tanh"), rtol=1e-5,
-                               atol=1e-5)
+    torch.testing.assert_close(gelu_triton(x), torch.nn.functional.gelu(x, approximate="tanh"), rtol=1e-5, atol=1e-5)
     assert vecadd_triton(x, y).shape == x.shape
 
 
@@ -41,12 +40,12 @@ def test_elementwise_shapes_must_match():
         vecadd_triton(rand(3, 4), rand(4, 3))
 
 
-@pytest.mark.parametrize("shape", [(33,), (2, 3, 33), (2, 2, 2, 40)])
+@pytest.mark.parametrize("shape", [(33, ), (2, 3, 33), (2, 2, 2, 40)])
 def test_row_kernels_take_leading_dimensions(shape):
     x = rand(*shape)
     n = shape[-1]
     w, b = rand(n, seed=2), rand(n, seed=3)
-    torch.testing.assert_close(layernorm_triton(x, w, b), torch.nn.functional.layer_norm(x, (n,), w, b, eps=1e-5),
+    torch.testing.assert_close(layernorm_triton(x, w, b), torch.nn.functional.layer_norm(x, (n, ), w, b, eps=1e-5),
                                rtol=1e-4, atol=1e-4)
     rms = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-5) * w
     torch.testing.assert_close(rmsnorm_triton(x, w), rms, rtol=1e-4, atol=1e-4)

@@ -105,10 +105,10 @@ def test_refusals_name_the_problem():
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
-@pytest.mark.parametrize("config", [None, {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2,
-                                           "HEAVY_FIRST": False},
-                                    {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2,
-                                     "WARP_SPECIALIZE": True}], ids=["autotuned", "64x32-in-order", "128x128-ws"])
+@pytest.mark.parametrize("config", [
+    None, {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2, "HEAVY_FIRST": False},
+    {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "WARP_SPECIALIZE": True}
+], ids=["autotuned", "64x32-in-order", "128x128-ws"])
 # in-order: the interpreter runs grid axis 0 outermost, so only program order lets a head's O store that spilt into
 # the next head's rows stand (heavy first, the next head's own tile writes them again after it)
 @pytest.mark.parametrize("shape", [(1, 2, 256, 32), (2, 2, 77, 32), (1, 3, 200, 16)], ids=["whole", "77", "200"])
@@ -120,7 +120,7 @@ def test_tma_and_pointer_kernels_agree_with_float64(shape, config, causal):
     outs = {}
     for method in ("tma", "pointer"):
         cfg = None if config is None or method == "pointer" else config
-        outs[method] = at.attention_forward(q, k, v, causal, shape[-1] ** -0.5, method=method, config=cfg)
+        outs[method] = at.attention_forward(q, k, v, causal, shape[-1]**-0.5, method=method, config=cfg)
         assert relative_error(outs[method][0], ref)[0] <= DEFAULT_TOLERANCE["float16"], method
     torch.testing.assert_close(outs["tma"][1], outs["pointer"][1], rtol=1e-4, atol=1e-4)  # the logsumexp the bwd reads
 
@@ -129,9 +129,9 @@ def test_tma_and_pointer_kernels_agree_with_float64(shape, config, causal):
 def test_a_head_never_reads_its_neighbours_values(causal):
     """The TMA tiles past a head's end hold the next head's K and V: masked, inf or NaN there changes nothing."""
     q, k, v, grad_o = inputs((1, 2, 77, 32), torch.float16, seed=6)
-    clean = at.attention_forward(q, k, v, causal, 32 ** -0.5, method="tma")[0]
+    clean = at.attention_forward(q, k, v, causal, 32**-0.5, method="tma")[0]
     k[:, 1], v[:, 1] = float("inf"), float("nan")
-    dirty = at.attention_forward(q, k, v, causal, 32 ** -0.5, method="tma")[0]
+    dirty = at.attention_forward(q, k, v, causal, 32**-0.5, method="tma")[0]
     torch.testing.assert_close(dirty[:, 0], clean[:, 0], rtol=0, atol=0)
 
 
@@ -141,15 +141,14 @@ def test_large_logits_stay_causal():
     k = torch.zeros_like(q)
     k[:, :, 64:] = 300.0
     v = torch.randn(q.shape)
-    o = at.attention_forward(q, k, v, True, 128 ** -0.5)[0]  # fp32: the pointer kernel, the same step as TMA's
+    o = at.attention_forward(q, k, v, True, 128**-0.5)[0]  # fp32: the pointer kernel, the same step as TMA's
     assert relative_error(o, at.reference((q, k, v, v)))[0] <= 1e-5
 
 
 def test_forced_tiles_must_split_at_a_tile_edge():
     q, k, v, grad_o = inputs((1, 1, 128, 32), torch.float16)
     with pytest.raises(ValueError, match="BLOCK_M must be a multiple of BLOCK_N"):
-        at.attention_forward(q, k, v, True, 1.0, config={"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4,
-                                                         "num_stages": 2})
+        at.attention_forward(q, k, v, True, 1.0, config={"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2})
     o, lse = at.attention_forward(q, k, v, True, 1.0)
     from kernels.attention.backward import attention_backward
     with pytest.raises(ValueError, match="dkdv: BLOCK_N must be a multiple of BLOCK_M"):

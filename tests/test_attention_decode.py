@@ -121,15 +121,13 @@ def test_fp32_dots_follow_torchs_tf32_switch(spy_launches):
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
-@pytest.mark.parametrize("shapes, kw, words", [
-    (((1, 4, 1, 64), (1, 3, 64, 64)), {}, "kv_heads dividing"),
-    (((1, 2, 1, 100), (1, 2, 64, 100)), {}, "head dims"),
-    (((1, 2, 17, 64), (1, 2, 64, 64)), {}, "1-16 query rows"),
-    (((1, 2, 8, 64), (1, 2, 4, 64)), {"causal": True}, "seq_k >= seq_q"),
-    (((1, 2, 1, 64), (1, 2, 64, 64)), {"scale": -1.0}, "scale > 0"),
-    (((1, 2, 1, 64), (1, 2, 64, 64)), {"splits": 0}, "splits must be"),
-    (((65536, 1, 1, 64), (65536, 1, 1, 64)), {}, "grid's y axis"),
-])
+@pytest.mark.parametrize("shapes, kw, words", [(((1, 4, 1, 64), (1, 3, 64, 64)), {}, "kv_heads dividing"),
+                                               (((1, 2, 1, 100), (1, 2, 64, 100)), {}, "head dims"),
+                                               (((1, 2, 17, 64), (1, 2, 64, 64)), {}, "1-16 query rows"),
+                                               (((1, 2, 8, 64), (1, 2, 4, 64)), {"causal": True}, "seq_k >= seq_q"),
+                                               (((1, 2, 1, 64), (1, 2, 64, 64)), {"scale": -1.0}, "scale > 0"),
+                                               (((1, 2, 1, 64), (1, 2, 64, 64)), {"splits": 0}, "splits must be"),
+                                               (((65536, 1, 1, 64), (65536, 1, 1, 64)), {}, "grid's y axis"), ])
 def test_unsupported_inputs_are_refused_with_what_is_supported(shapes, kw, words):
     q, kv = torch.zeros(shapes[0]), torch.zeros(shapes[1])
     with pytest.raises(ValueError, match=words):
@@ -169,15 +167,18 @@ def test_a_launch_out_of_resources_is_retried_small_then_refused_clearly(monkeyp
     real, tried = dc._decode_split_kernel, []
 
     class Refusing:
+
         def __init__(self, refuse_all):
             self.refuse_all = refuse_all
 
         def __getitem__(self, grid):
+
             def launch(*args, **kw):
                 tried.append((kw["BLOCK_N"], kw["num_stages"]))
                 if self.refuse_all or kw["BLOCK_N"] != dc.FALLBACK_BLOCK_N:
                     raise OutOfResources(300000, 232448, "shared memory")
                 return real[grid](*args, **kw)
+
             return launch
 
     q, k, v = inputs(1, 2, 1, 2, 100, 64, seed=4)
@@ -258,8 +259,7 @@ def test_the_plans_tiles_compile_for_sm90_within_shared_memory_pipelined_and_wit
         pytest.skip(f"no sm_90 toolchain: {why}")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     repo = Path(__file__).resolve().parent.parent
-    r = subprocess.run([sys.executable, "-c", COMPILE, str(repo)], capture_output=True, text=True, env=env,
-                       timeout=300)
+    r = subprocess.run([sys.executable, "-c", COMPILE, str(repo)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     compiled = json.loads(r.stdout.strip().splitlines()[-1])
     assert compiled.pop("combine 256 splits of 256")["spills"] == 0  # the combine at its most splits and widest head

@@ -29,7 +29,7 @@ def reference(q, k, v, grad_o, causal):
     kr, vr = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
     keep = visible(q.shape[2], k.shape[2], causal)
     seen = keep.any(-1, keepdim=True)
-    s = (q @ kr.transpose(-2, -1)) * q.shape[-1] ** -0.5
+    s = (q @ kr.transpose(-2, -1)) * q.shape[-1]**-0.5
     p = torch.softmax(s.masked_fill(~(keep | ~seen), float("-inf")), -1)  # an empty row: any finite row, then 0
     o = torch.where(seen, p, 0.0) @ vr
     o.backward(grad_o.to(torch.float64))
@@ -96,8 +96,8 @@ def test_bottom_right_causal_is_torchs_causal_lower_right():
     torch.testing.assert_close(reference(q, k, v, grad_o, True)[0], sdpa)
 
 
-FWD, DKDV, DQ = ({"BLOCK_M": m, "BLOCK_N": n, "num_warps": 4, "num_stages": 2} for m, n in
-                 ((32, 16), (16, 32), (32, 16)))
+FWD, DKDV, DQ = ({"BLOCK_M": m, "BLOCK_N": n, "num_warps": 4, "num_stages": 2}
+                 for m, n in ((32, 16), (16, 32), (32, 16)))
 
 
 @pytest.mark.parametrize("sq,sk", [(50, 50), (48, 64), (64, 48), (23, 70), (70, 23), (33, 40), (40, 33), (16, 96)])
@@ -105,10 +105,10 @@ def test_small_tiles_walk_the_causal_bounds(sq, sk):
     """Tiles of 16 and 32 rows: the unmasked, diagonal and skipped tiles of the forward, dK dV and dQ programs at
     key offsets that are multiples of no tile, and of one."""
     q, k, v, grad_o = make((1, 4, sq, 16), (1, 2, sk, 16), torch.float32, seed=sq * sk)
-    o, lse = at.attention_forward(q, k, v, True, 16 ** -0.5, method="pointer", config=FWD)
+    o, lse = at.attention_forward(q, k, v, True, 16**-0.5, method="pointer", config=FWD)
     ref_o, ref_grads = reference(q, k, v, grad_o, True)
     assert relative_error(o, ref_o)[0] <= 1e-5
-    grads = attention_backward(q, k, v, o, lse, grad_o, True, 16 ** -0.5, {"dkdv": DKDV, "dq": DQ})
+    grads = attention_backward(q, k, v, o, lse, grad_o, True, 16**-0.5, {"dkdv": DKDV, "dq": DQ})
     for name, g, r in zip("QKV", grads, ref_grads):
         assert relative_error(g, r)[0] <= 1e-5, f"d{name}"
 
@@ -121,7 +121,7 @@ def test_tma_kernel_with_grouped_heads_and_other_key_lengths(sq, sk, head_dim, c
     assert at.tma_ok(q, k, v)
     ref = reference(q, k, v, grad_o, causal)[0]
     for config in (None, {**FWD, "HEAVY_FIRST": False}):
-        o = at.attention_forward(q, k, v, causal, head_dim ** -0.5, method="tma", config=config)[0]
+        o = at.attention_forward(q, k, v, causal, head_dim**-0.5, method="tma", config=config)[0]
         assert relative_error(o, ref)[0] <= TOL[torch.float16], config
 
 
@@ -141,13 +141,15 @@ def test_every_supported_input_has_a_tile_that_fits():
 def test_the_autotuners_prune_by_the_call():
     import triton
 
-    configs = [triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-               for m, n, w, s in plan.candidate_tiles("fwd", at.POINTER_TILES)]
+    configs = [
+        triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+        for m, n, w, s in plan.candidate_tiles("fwd", at.POINTER_TILES)
+    ]
     prune = plan.pruner("fwd", at.POINTER_TILES, "q_ptr")
     kept = prune(configs, {"q_ptr": torch.zeros(1)}, HEAD_DIM=256)
     assert kept and len(kept) < len(configs)
-    assert all(plan.fits("fwd", (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages), 256, 4)
-               for c in kept)
+    assert all(
+        plan.fits("fwd", (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages), 256, 4) for c in kept)
     same = prune(configs, {"q_ptr": torch.zeros(1, dtype=torch.bfloat16)}, HEAD_DIM=64)  # the table's all fit
     assert [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) for c in same] == \
         list(at.POINTER_TILES)
@@ -156,8 +158,8 @@ def test_the_autotuners_prune_by_the_call():
 def test_a_forced_tile_over_shared_memory_is_refused():
     q = torch.zeros(1, 1, 8, 256)
     with pytest.raises(ValueError, match="KiB of shared memory"):
-        at.attention_forward(q, q, q, True, 1.0, config={"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8,
-                                                         "num_stages": 3})
+        at.attention_forward(q, q, q, True, 1.0,
+                             config={"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3})
 
 
 def test_fp32_products_follow_torchs_tf32_flag():
@@ -172,14 +174,12 @@ def test_block_d_pads_to_a_power_of_two():
     assert [plan.block_d(d) for d in plan.HEAD_DIMS] == [16, 32, 64, 128, 128, 128, 256, 256]
 
 
-@pytest.mark.parametrize("shapes,match", [
-    (((1, 6, 8, 16), (1, 4, 8, 16)), "divide the query heads"),
-    (((1, 2, 8, 48), (1, 2, 8, 48)), "head dims"),
-    (((1, 2, 8, 512), (1, 2, 8, 512)), "head dims"),
-    (((2, 2, 8, 16), (1, 2, 8, 16)), "one batch and head size"),
-    (((1, 2, 8, 16), (1, 2, 8, 32)), "one batch and head size"),
-    (((1, 2, 8, 16), (2, 8, 16)), r"\(batch, Hkv, Sk, D\)"),
-])
+@pytest.mark.parametrize("shapes,match", [(((1, 6, 8, 16), (1, 4, 8, 16)), "divide the query heads"),
+                                          (((1, 2, 8, 48), (1, 2, 8, 48)), "head dims"),
+                                          (((1, 2, 8, 512), (1, 2, 8, 512)), "head dims"),
+                                          (((2, 2, 8, 16), (1, 2, 8, 16)), "one batch and head size"),
+                                          (((1, 2, 8, 16), (1, 2, 8, 32)), "one batch and head size"),
+                                          (((1, 2, 8, 16), (2, 8, 16)), r"\(batch, Hkv, Sk, D\)"), ])
 def test_refusals_name_what_is_supported(shapes, match):
     q, kv = (torch.zeros(s) for s in shapes)
     with pytest.raises(ValueError, match=match):
@@ -206,8 +206,8 @@ def test_the_families_benchmark_covers_each_family_and_prints_its_table(capsys):
     assert any(c[2] == 1 for c in cells) and any(1 < c[2] < c[1] for c in cells)  # multi- and grouped-query
     assert any(c[3] < c[4] for c in cells) and any(c[3] > c[4] and c[6] for c in bench.CHECKED)
     row = dict(batch=1, heads=32, kv_heads=8, seq_q=1024, seq_k=8192, head_dim=128, causal=False, **{"pass": "fwd"})
-    rows = [{**row, "variant": "ours", "status": "ok", "gpu_ms": 1.0, "loop_ms": 1.5, "tflops": 100.0},
-            {**row, "variant": "flash", "status": "ok", "gpu_ms": 1.2, "loop_ms": 1.2},
+    rows = [{**row, "variant": "ours", "status": "ok", "gpu_ms": 1.0, "loop_ms": 1.5, "tflops":
+             100.0}, {**row, "variant": "flash", "status": "ok", "gpu_ms": 1.2, "loop_ms": 1.2},
             {**row, "variant": "cudnn", "status": "refused", "error": "RuntimeError: no"}]
     text = bench.table(rows)
     assert "    1.200" in text and "1.000" in text.splitlines()[1] and "not run: cudnn" in text
@@ -219,6 +219,7 @@ def test_the_kernels_get_the_math_mode_torch_is_set_to(monkeypatch):
     seen = []
 
     class Recorder:
+
         def __getitem__(self, grid):
             return lambda *args, **kw: seen.append(kw["INPUT_PRECISION"])
 

@@ -54,12 +54,14 @@ def rows():
     (unsupported) in fwd+bwd."""
     out = []
     for pass_, ours_ms in (("fwd", 1.0), ("fwd+bwd", 3.0)):
-        for variant, ms in (("ours", ours_ms), ("flash", 2 * ours_ms), ("cudnn", ours_ms / 2),
-                            ("efficient", 4 * ours_ms)):
+        for variant, ms in (("ours", ours_ms), ("flash", 2 * ours_ms), ("cudnn", ours_ms / 2), ("efficient",
+                                                                                                4 * ours_ms)):
             status = "unsupported" if (variant == "efficient" and pass_ == "fwd+bwd") else "ok"
-            out.append({"variant": variant, "label": variant, "batch": 4, "heads": 16, "seq": 4096, "head_dim": 128,
-                        "causal": True, "dtype": "bfloat16", "pass": pass_, "status": status, "median_ms": ms,
-                        "loop_ms": ms * 1.1, "tflops": 100 / ms, "tflops_loop": 100 / (ms * 1.1)})
+            out.append({
+                "variant": variant, "label": variant, "batch": 4, "heads": 16, "seq": 4096, "head_dim": 128, "causal":
+                True, "dtype": "bfloat16", "pass": pass_, "status": status, "median_ms": ms, "loop_ms": ms * 1.1,
+                "tflops": 100 / ms, "tflops_loop": 100 / (ms * 1.1)
+            })
     return pd.DataFrame(out)
 
 
@@ -94,7 +96,7 @@ def test_cells_read_four_or_six_dims_and_the_llm_presets_model_cells():
     kinds = {eb.cell_kind(c) for c in cells}
     assert {"mha", "grouped", "cross", "decode"} <= kinds
     assert all(c[1] % c[2] == 0 and c[5] in (64, 80, 96, 128, 192, 256) for c in cells)
-    assert eb.cell_passes((1, 32, 8, 1, 8192, 128)) == ("fwd",)  # decode: no backward
+    assert eb.cell_passes((1, 32, 8, 1, 8192, 128)) == ("fwd", )  # decode: no backward
     for bad in (["1x32x5x1x64x128"], ["4x16x4096"], ["4x16xa"]):
         with pytest.raises(ValueError):
             eb.cells_of(bad, [])
@@ -110,8 +112,8 @@ def test_the_first_groups_outputs_and_gradients_are_the_whole_calls_there(causal
     for pass_ in ("fwd", "fwd+bwd"):
         whole = eb.reference(inputs, pass_, causal)
         assert eb.rel_err(whole, eb.reference(eb.first_head(inputs), pass_, causal)) < 1e-12
-        other = eb.reference(tuple(t[1:, -2:] if i != 1 and i != 2 else t[1:, 1:] for i, t in enumerate(inputs)),
-                             pass_, causal)
+        other = eb.reference(tuple(t[1:, -2:] if i != 1 and i != 2 else t[1:, 1:] for i, t in enumerate(inputs)), pass_,
+                             causal)
         assert eb.rel_err(whole, other) > 0.1
 
 
@@ -133,7 +135,8 @@ def test_the_flop_and_byte_counts_of_a_cell():
     square = (2, 8, 8, 128, 128, 64)
     assert eb.flops(square, "fwd+bwd", True) == at.flops((2, 8, 128, 64), "fwd+bwd", True)
     assert eb.bytes_moved(square, "bfloat16", "fwd+bwd") == at.bytes_moved((2, 8, 128, 64), "bfloat16", "fwd+bwd")
-    assert eb.bytes_moved(cell, "bfloat16", "fwd") == 2 * (2 * 2 * 8 * 3 * 64) + 2 * (2 * 2 * 2 * 10 * 64) + 2 * 8 * 3 * 4
+    assert eb.bytes_moved(cell, "bfloat16",
+                          "fwd") == 2 * (2 * 2 * 8 * 3 * 64) + 2 * (2 * 2 * 2 * 10 * 64) + 2 * 8 * 3 * 4
     assert eb.unsupported(ValueError("head dims"), "ours") and not eb.unsupported(ValueError("x"), "flash")
 
 

@@ -19,28 +19,30 @@ ROOT = Path(__file__).resolve().parent.parent
 H200 = SPECS["h200"]
 BW_RATIO, BF_RATIO, FP_RATIO = 0.9, 0.7, 0.8
 SOURCES = {"h200": "data/reference/h200", "cpu": "results/raw/cpu"}
-RUNS = {"legacy": ("", "1111111aaaa", "2026-11-30T10:00:00+00:00"),
-        "r2": ("r2", "2222222bbbb", "2026-12-01T09:00:00+00:00"),
-        "rc": ("rc", "3333333cccc", "2026-12-02T08:00:00+00:00")}
+RUNS = {
+    "legacy": ("", "1111111aaaa", "2026-11-30T10:00:00+00:00"), "r2":
+    ("r2", "2222222bbbb", "2026-12-01T09:00:00+00:00"), "rc": ("rc", "3333333cccc", "2026-12-02T08:00:00+00:00")
+}
 
 
 def cell(kernel, impl, dtype, n, us, run="legacy", gpu="h200", rse=0.001, **kw):
     run_id, sha, ts = RUNS[run]
     elem = 4 if dtype == "float32" else 2
     if kernel == "matmul":
-        flops, nbytes, unit = 2.0 * n ** 3, 3.0 * n * n * elem, "bf16" if dtype == "bfloat16" else "fp32"
+        flops, nbytes, unit = 2.0 * n**3, 3.0 * n * n * elem, "bf16" if dtype == "bfloat16" else "fp32"
     else:
         per = {"gelu": 2, "vecadd": 3}[kernel]
         flops, nbytes, unit = 8.0 * n * n, per * n * n * elem, "fp32"
     ms = us * 1e-3
-    row = {"gpu": gpu, "kernel": kernel, "impl": impl, "dtype": dtype, "math_mode": {"float32": "fp32-ieee",
-           "bfloat16": "bf16"}[dtype], "size": n, "pass": "fwd", "status": "ok", "error": "", "median_ms": ms,
-           "p20_ms": ms * 0.98, "p80_ms": ms * 1.03, "rse_median": rse, "graph_median_ms": ms * 0.9,
-           "loop_ms": ms + 0.01, "flops": flops, "bytes": nbytes, "compute_unit": unit, "run_id": run_id,
-           "git_sha": sha, "git_dirty": False, "timestamp": ts, "host": "node1", "driver": "580.1",
-           "cuda": "13.0", "torch": "2.11.0", "triton": "3.6.0", "python": "3.12.3",
-           "timer": "host" if gpu == "cpu" else "cuda_event", "placements": 4.0, "instances": 8.0,
-           "sm_clock_after_mhz": 1980.0, "sm_clock_max_mhz": 1980.0}
+    row = {
+        "gpu": gpu, "kernel": kernel, "impl": impl, "dtype": dtype, "math_mode":
+        {"float32": "fp32-ieee", "bfloat16": "bf16"}[dtype], "size": n, "pass": "fwd", "status": "ok", "error": "",
+        "median_ms": ms, "p20_ms": ms * 0.98, "p80_ms": ms * 1.03, "rse_median": rse, "graph_median_ms": ms * 0.9,
+        "loop_ms": ms + 0.01, "flops": flops, "bytes": nbytes, "compute_unit": unit, "run_id": run_id, "git_sha": sha,
+        "git_dirty": False, "timestamp": ts, "host": "node1", "driver": "580.1", "cuda": "13.0", "torch": "2.11.0",
+        "triton": "3.6.0", "python": "3.12.3", "timer": "host" if gpu == "cpu" else "cuda_event", "placements": 4.0,
+        "instances": 8.0, "sm_clock_after_mhz": 1980.0, "sm_clock_max_mhz": 1980.0
+    }
     row.update(kw)
     return row
 
@@ -54,14 +56,18 @@ def dataset() -> tuple[pd.DataFrame, pd.DataFrame]:
             rows.append(cell("gelu", impl, "float32", n, us * scale))
         for impl, us in (("naive", 150.0), ("builtin", 50.0), ("triton", 50.4), ("compile", 70.0)):
             rows.append(cell("gelu", impl, "bfloat16", n, us * scale))
-    roof_us = 3.0 * 4096 ** 2 * 4 / (BW_RATIO * H200.mem_bandwidth) * 1e6  # vecadd fp32 at 4096 on the copy
-    rows += [cell("vecadd", "builtin", "float32", 4096, roof_us * 1.10, run="r2"),
-             cell("vecadd", "triton", "float32", 4096, roof_us / 1.035, run="r2"),  # 3.5 % above: beyond 3 SE
-             cell("vecadd", "compile", "float32", 4096, roof_us / 1.002, run="r2", rse=0.002),  # within noise
-             cell("vecadd", "naive", "float32", 4096, roof_us / 1.2, run="r2", sm_clock_after_mhz=1000.0)]
-    mm_us = 2.0 * 4096 ** 3 / (BF_RATIO * H200.bf16_flops) * 1e6
-    rows += [cell("matmul", "builtin", "bfloat16", 4096, mm_us * 1.10, run="r2"),
-             cell("matmul", "triton", "bfloat16", 4096, mm_us * 1.25, run="r2")]
+    roof_us = 3.0 * 4096**2 * 4 / (BW_RATIO * H200.mem_bandwidth) * 1e6  # vecadd fp32 at 4096 on the copy
+    rows += [
+        cell("vecadd", "builtin", "float32", 4096, roof_us * 1.10, run="r2"),
+        cell("vecadd", "triton", "float32", 4096, roof_us / 1.035, run="r2"),  # 3.5 % above: beyond 3 SE
+        cell("vecadd", "compile", "float32", 4096, roof_us / 1.002, run="r2", rse=0.002),  # within noise
+        cell("vecadd", "naive", "float32", 4096, roof_us / 1.2, run="r2", sm_clock_after_mhz=1000.0)
+    ]
+    mm_us = 2.0 * 4096**3 / (BF_RATIO * H200.bf16_flops) * 1e6
+    rows += [
+        cell("matmul", "builtin", "bfloat16", 4096, mm_us * 1.10, run="r2"),
+        cell("matmul", "triton", "bfloat16", 4096, mm_us * 1.25, run="r2")
+    ]
     for impl, us in (("naive", 900.0), ("builtin", 300.0), ("compile", 310.0)):
         rows.append(cell("gelu", impl, "float32", 256, us, run="rc", gpu="cpu"))
     rows.append(cell("gelu", "triton", "float32", 256, np.nan, run="rc", gpu="cpu", status="not_timed"))
@@ -71,12 +77,16 @@ def dataset() -> tuple[pd.DataFrame, pd.DataFrame]:
         sha = "7777777dddd" if run == "legacy" else RUNS[run][1]  # the legacy ceilings: their own commit
         for c, v in (("copy", BW_RATIO * H200.mem_bandwidth), ("gemm_fp32", FP_RATIO * H200.fp32_flops),
                      ("gemm_bf16", BF_RATIO * H200.bf16_flops), ("copy_large", BW_RATIO * H200.mem_bandwidth)):
-            ceilings.append({"gpu": "h200", "ceiling": c, "value": v, "run_id": run_id, "git_sha": sha,
-                             "timestamp": ts, "sm_clock_after_mhz": 1980.0, "driver": "580.1", "cuda": "13.0",
-                             "torch": "2.11.0", "triton": "3.6.0", "python": "3.12.3"})
+            ceilings.append({
+                "gpu": "h200", "ceiling": c, "value": v, "run_id": run_id, "git_sha": sha, "timestamp": ts,
+                "sm_clock_after_mhz": 1980.0, "driver": "580.1", "cuda": "13.0", "torch": "2.11.0", "triton": "3.6.0",
+                "python": "3.12.3"
+            })
     for c, v in (("copy", 5e10), ("gemm_fp32", 1e11)):
-        ceilings.append({"gpu": "cpu", "ceiling": c, "value": v, "run_id": "rc", "git_sha": RUNS["rc"][1],
-                         "timestamp": RUNS["rc"][2], "torch": "2.13.0+cpu", "python": "3.11.7"})
+        ceilings.append({
+            "gpu": "cpu", "ceiling": c, "value": v, "run_id": "rc", "git_sha": RUNS["rc"][1], "timestamp":
+            RUNS["rc"][2], "torch": "2.13.0+cpu", "python": "3.11.7"
+        })
     ceilings = pd.DataFrame(ceilings)
     return compute_metrics(pd.DataFrame(rows), ceilings), ceilings
 
@@ -119,13 +129,15 @@ def headers(tex: str) -> list[str]:
 
 PAPER = (ROOT / "paper" / "main.tex").read_text()
 
-
 # --- 1. three frames -------------------------------------------------------------------------------------------
+
 
 def test_every_headline_speedup_macro_has_its_three_frames(data):
     defined = macros(data[3])
-    speedups = [n for n in defined if re.fullmatch(r"[A-Z][a-z]+[A-Z][a-z]+Speedup(Naive)?[A-Z][A-Za-z]*", n)
-                and "GraphSpeedup" not in n and "LoopSpeedup" not in n]
+    speedups = [
+        n for n in defined if re.fullmatch(r"[A-Z][a-z]+[A-Z][a-z]+Speedup(Naive)?[A-Z][A-Za-z]*", n)
+        and "GraphSpeedup" not in n and "LoopSpeedup" not in n
+    ]
     assert "GeluTritonSpeedupFp" in speedups and "GeluTritonSpeedupNaiveBf" in speedups
     for name in speedups:
         for frame in ("Graph", "Loop"):
@@ -171,7 +183,7 @@ def test_every_caption_and_table_header_names_its_frame(data):
     for name, text in texts.items():
         for cap in captions(text):
             if TIMED.search(cap):
-                assert any(w in cap for w in FRAME_WORDS + (NO_FRAME,)), (name, cap[:90])
+                assert any(w in cap for w in FRAME_WORDS + (NO_FRAME, )), (name, cap[:90])
         for head in headers(text):
             columns = header_columns(head)
             if any(n == "frame" for _, n in columns):  # the frame is a column of its own
@@ -179,14 +191,15 @@ def test_every_caption_and_table_header_names_its_frame(data):
             for group, column in columns:
                 if group or TIMED_COLUMN.search(column):
                     # a model time is in no measured frame: it says it is a model
-                    assert any(w in group + " " + column for w in FRAME_WORDS + ("model",)), (name, group, column)
+                    assert any(w in group + " " + column for w in FRAME_WORDS + ("model", )), (name, group, column)
 
 
 # --- 2. ties are ties ------------------------------------------------------------------------------------------
 
+
 def test_tied_best_names_every_implementation_within_noise():
-    cell_ = pd.DataFrame({"impl": ["builtin", "triton", "compile"], "median_ms": [0.100, 0.0652, 0.0652],
-                          "rse_median": [0.001] * 3})
+    cell_ = pd.DataFrame(
+        {"impl": ["builtin", "triton", "compile"], "median_ms": [0.100, 0.0652, 0.0652], "rse_median": [0.001] * 3})
     assert list(tied_best(cell_)["impl"]) == ["triton", "compile"]
     apart = cell_.assign(median_ms=[0.100, 0.0652, 0.0700])  # 7 % apart, a long cell: not a tie
     assert list(tied_best(apart)["impl"]) == ["triton"]
@@ -229,6 +242,7 @@ def test_the_kernel_table_shows_the_verdict_not_a_bare_ratio(data):
 
 # --- 3. findings -----------------------------------------------------------------------------------------------
 
+
 def test_findings_table_lists_every_cell_above_its_roof(data):
     metrics, _, _, out = data
     f = findings(metrics)
@@ -250,6 +264,7 @@ def test_findings_table_lists_every_cell_above_its_roof(data):
 
 
 # --- 4. origin of every number ---------------------------------------------------------------------------------
+
 
 def test_provenance_table_lists_every_run_in_the_data(data):
     metrics, ceilings, _, out = data
@@ -283,14 +298,18 @@ def test_a_gpu_measured_here_reads_as_this_run(data):
 
 # --- 5. CPU apart ----------------------------------------------------------------------------------------------
 
+
 def test_no_cpu_row_in_the_gpu_paper(data):
     metrics, ceilings, figdir, out = data
     gpu_only = generate(metrics[metrics["gpu"] != "cpu"], ceilings[ceilings["gpu"] != "cpu"], str(figdir),
                         sources=SOURCES, launch_counts={"h200", "cpu"})
+
     def gpu_macros(text):
         # the CPU's own macros, and the provenance sentences that name every device of the run (the CPU too)
-        return [line for line in text.splitlines()
-                if not re.match(r"\\newcommand\{\\(Cpu|DataOrigin|MeasuredThisRun)", line)]
+        return [
+            line for line in text.splitlines()
+            if not re.match(r"\\newcommand\{\\(Cpu|DataOrigin|MeasuredThisRun)", line)
+        ]
 
     for name, text in out.items():
         if name == "macros":
@@ -327,6 +346,7 @@ def test_no_figure_without_data_enters_the_paper(data):
 
 # --- 6. projections calibrated ---------------------------------------------------------------------------------
 
+
 def test_projections_are_scaled_by_the_measured_over_datasheet_ratio(data):
     metrics = data[0]
     t, r = calibration.projections(metrics, "h200")
@@ -337,14 +357,14 @@ def test_projections_are_scaled_by_the_measured_over_datasheet_ratio(data):
     assert vec["model_ms_a100"] == pytest.approx(vec["bytes"] / (BW_RATIO * a100.mem_bandwidth) * 1e3)
     mm = t[(t["kernel"] == "matmul")].iloc[0]
     b200 = SPECS["b200"]
-    assert mm["model_ms_b200"] == pytest.approx(2.0 * 4096 ** 3 / (BF_RATIO * b200.bf16_flops) * 1e3)
+    assert mm["model_ms_b200"] == pytest.approx(2.0 * 4096**3 / (BF_RATIO * b200.bf16_flops) * 1e3)
     assert mm["measured_over_model"] == pytest.approx(1.10)  # the builtin, 10 % over the model on the H200
     err = calibration.error(t).set_index("bound")
     assert err.loc["compute", "median"] == pytest.approx(1.10) and err.loc["memory", "cells"] == 3
     m = macros(data[3])
     assert m["CalibrationBandwidthRatio"] == "0.9" and m["CalibrationBfRatio"] == "0.7"
     assert m["CalibrationComputeMedian"] == "1.1"
-    assert m["MatmulModelTimeUsBfBTwoHundred"] == fmt(2.0 * 4096 ** 3 / (BF_RATIO * b200.bf16_flops) * 1e6)
+    assert m["MatmulModelTimeUsBfBTwoHundred"] == fmt(2.0 * 4096**3 / (BF_RATIO * b200.bf16_flops) * 1e6)
 
 
 def test_projection_table_is_labelled_model_and_formatted(data):
@@ -352,7 +372,7 @@ def test_projection_table_is_labelled_model_and_formatted(data):
     table = out["table_projection"]
     assert "model calibrated to h200" in table and "/ model" in table
     assert not re.search(r"\de[+-]\d", table + out["table_calibration"]), "a number printed as 1e+03"
-    b200_us = 2.0 * 4096 ** 3 / (BF_RATIO * SPECS["b200"].bf16_flops) * 1e6
+    b200_us = 2.0 * 4096**3 / (BF_RATIO * SPECS["b200"].bf16_flops) * 1e6
     row = next(line for line in table.splitlines() if line.startswith("matmul"))
     assert row.rstrip(" \\").endswith(fmt(b200_us))
     assert "0.9" in out["table_calibration"] and "GPU time / model" in out["table_calibration"]

@@ -30,8 +30,10 @@ def test_comments_docstrings_and_layout_keep_the_digest(tmp_path):
     p = tmp_path / "k.py"
     p.write_text(KERNEL)
     before = code_digest([p])
-    p.write_text(KERNEL.replace("# twice", "# two times, a comment edit").replace('"""Doubles."""', '"""Twice x."""')
-                 .replace("return 2 * x", "return   2*x"))
+    p.write_text(
+        KERNEL.replace("# twice",
+                       "# two times, a comment edit").replace('"""Doubles."""',
+                                                              '"""Twice x."""').replace("return 2 * x", "return   2*x"))
     assert code_digest([p]) == before
     p.write_text(KERNEL.replace('    """Doubles."""\n', ""))  # a docstring removed
     assert code_digest([p]) == before
@@ -68,7 +70,6 @@ def test_the_cell_store_identity_follows_the_code(tmp_path):
     assert measure.checkpoint_identity(kernel, {**params, "seed": 1}) != before
     src.write_text(KERNEL.replace("2 * x", "x + x"))
     assert measure.checkpoint_identity(kernel, params) != before
-
 
 
 def test_a_kernels_code_is_its_folder_and_what_it_imports():

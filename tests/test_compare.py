@@ -13,19 +13,18 @@ def rules(**settings) -> VerdictRules:
 
 
 def _rows(cells):
-    base = {"kernel": "gelu", "dtype": "float32", "pass": "fwd", "status": "ok", "rse_median": 0.001,
-            "hold_us": 30.0}
+    base = {"kernel": "gelu", "dtype": "float32", "pass": "fwd", "status": "ok", "rse_median": 0.001, "hold_us": 30.0}
     return pd.DataFrame([{**base, **c} for c in cells])
 
 
 def test_verdicts_beyond_noise_only():
-    ref = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.100},
-                 {"impl": "builtin", "size": 4096, "median_ms": 0.100},
-                 {"impl": "naive", "size": 4096, "median_ms": 0.100},
+    ref = _rows([{"impl": "triton", "size": 4096, "median_ms":
+                  0.100}, {"impl": "builtin", "size": 4096, "median_ms":
+                           0.100}, {"impl": "naive", "size": 4096, "median_ms": 0.100},
                  {"impl": "triton", "size": 256, "median_ms": 0.005}])
-    now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.090},   # 10 % faster: beyond the 2 % floor
+    now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.090},  # 10 % faster: beyond the 2 % floor
                  {"impl": "builtin", "size": 4096, "median_ms": 0.101},  # 1 %: noise
-                 {"impl": "naive", "size": 4096, "median_ms": 0.105},    # 5 % slower
+                 {"impl": "naive", "size": 4096, "median_ms": 0.105},  # 5 % slower
                  {"impl": "triton", "size": 256, "median_ms": 0.0054}])  # 8 % on a 5 us cell: under the 10 % floor
     t = compare(now, ref).set_index(["impl", "size"])["verdict"]
     assert t[("triton", 4096)] == "faster" and t[("builtin", 4096)] == "same"
@@ -54,15 +53,15 @@ def test_a_floor_that_cannot_see_a_regression_is_not_comparable():
     assert compare(moved, ref).loc[0, "verdict"] == "slower"  # 30 % is beyond even that floor: a regression
     short = [{"impl": "triton", "size": 256, "median_ms": 0.005, "rse_median": 0.01}]
     assert compare(_rows(short), _rows(short)).loc[0, "verdict"] == "same"  # the 10 % floor of a short cell
-    assert compare(_rows(short), _rows(short), rules=rules(short_min_rel_change=0.2)).loc[0, "verdict"] == "not comparable"
+    assert compare(_rows(short), _rows(short), rules=rules(short_min_rel_change=0.2)).loc[0,
+                                                                                          "verdict"] == "not comparable"
 
 
 def test_status_changes_and_unmatched_cells():
-    ref = _rows([{"impl": "triton", "size": 1, "median_ms": 0.1},
-                 {"impl": "cuda", "size": 1, "median_ms": 0.1},
+    ref = _rows([{"impl": "triton", "size": 1, "median_ms": 0.1}, {"impl": "cuda", "size": 1, "median_ms": 0.1},
                  {"impl": "naive", "size": 1, "median_ms": np.nan, "status": "skipped"}])
-    now = _rows([{"impl": "triton", "size": 1, "median_ms": np.nan, "status": "failed"},
-                 {"impl": "builtin", "size": 1, "median_ms": 0.1},
+    now = _rows([{"impl": "triton", "size": 1, "median_ms": np.nan, "status":
+                  "failed"}, {"impl": "builtin", "size": 1, "median_ms": 0.1},
                  {"impl": "naive", "size": 1, "median_ms": np.nan, "status": "skipped"}])
     t = compare(now, ref).set_index("impl")["verdict"]
     assert t["triton"] == "status" and t["builtin"] == "new" and t["cuda"] == "gone" and t["naive"] == "not timed"
@@ -99,10 +98,10 @@ def test_a_joint_graph_compile_reference_row_is_a_method_change():
 
 def _repeat():
     """A repeatability table: |differences| 4 % (short, graph), 20 % (short, event), 6 % (middle), 1 % (long)."""
-    return pd.DataFrame({"median_ms_1": [0.005, 0.005, 0.020, 0.100, 0.200],
-                         "graph_median_ms_1": [0.002, 0.002, 0.018, 0.090, 0.190],
-                         "event_rel_diff": [0.20, -0.05, -0.06, 0.01, 0.004],
-                         "graph_rel_diff": [0.04, -0.01, 0.30, 0.0, 0.0]})
+    return pd.DataFrame({
+        "median_ms_1": [0.005, 0.005, 0.020, 0.100, 0.200], "graph_median_ms_1": [0.002, 0.002, 0.018, 0.090, 0.190],
+        "event_rel_diff": [0.20, -0.05, -0.06, 0.01, 0.004], "graph_rel_diff": [0.04, -0.01, 0.30, 0.0, 0.0]
+    })
 
 
 def test_floors_rise_to_what_the_same_code_moved_between_processes():
@@ -114,10 +113,10 @@ def test_floors_rise_to_what_the_same_code_moved_between_processes():
 
 
 def test_short_cells_are_judged_on_their_graph_medians():
-    ref = _rows([{"impl": "triton", "size": 256, "median_ms": 0.005, "graph_median_ms": 0.0020},
-                 {"impl": "builtin", "size": 256, "median_ms": 0.005, "graph_median_ms": 0.0020},
+    ref = _rows([{"impl": "triton", "size": 256, "median_ms": 0.005, "graph_median_ms":
+                  0.0020}, {"impl": "builtin", "size": 256, "median_ms": 0.005, "graph_median_ms": 0.0020},
                  {"impl": "naive", "size": 1024, "median_ms": 0.020, "graph_median_ms": 0.018}])
-    now = _rows([{"impl": "triton", "size": 256, "median_ms": 0.008, "graph_median_ms": 0.0020},   # event +60 %
+    now = _rows([{"impl": "triton", "size": 256, "median_ms": 0.008, "graph_median_ms": 0.0020},  # event +60 %
                  {"impl": "builtin", "size": 256, "median_ms": 0.005, "graph_median_ms": 0.0024},  # graph +20 %
                  {"impl": "naive", "size": 1024, "median_ms": 0.0215, "graph_median_ms": 0.018}])  # event +7.5 %
     t = compare(now, ref, _repeat()).set_index("impl")
@@ -149,13 +148,19 @@ def test_one_setting_moves_the_compare_table_the_metrics_and_the_paper_alike():
     ref = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.100}])
     now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.105}])
     assert [compare(now, ref, rules=r).loc[0, "verdict"] for r in (rules(), user)] == ["slower", "same"]
-    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.105, rse_median=0.001),
-                        raw_row(impl="triton", median_ms=0.100, rse_median=0.001)])
-    assert [compute_metrics(raw, ceilings(), r).set_index("impl").loc["triton", "verdict_vs_builtin"]
-            for r in (rules(), user)] == ["faster", "tie"]
-    repeat = pd.DataFrame({"kernel": ["gelu"], "impl": ["triton"], "dtype": ["float32"], "size": [4096],
-                           "pass": ["fwd"], "median_ms_1": [0.1], "median_ms_2": [0.105], "event_rel_diff": [0.05],
-                           "graph_median_ms_1": [np.nan], "graph_median_ms_2": [np.nan], "graph_rel_diff": [np.nan]})
+    raw = pd.DataFrame([
+        raw_row(impl="builtin", median_ms=0.105, rse_median=0.001),
+        raw_row(impl="triton", median_ms=0.100, rse_median=0.001)
+    ])
+    assert [
+        compute_metrics(raw, ceilings(), r).set_index("impl").loc["triton", "verdict_vs_builtin"]
+        for r in (rules(), user)
+    ] == ["faster", "tie"]
+    repeat = pd.DataFrame({
+        "kernel": ["gelu"], "impl": ["triton"], "dtype": ["float32"], "size": [4096], "pass": ["fwd"], "median_ms_1":
+        [0.1], "median_ms_2": [0.105], "event_rel_diff": [0.05], "graph_median_ms_1": [np.nan], "graph_median_ms_2":
+        [np.nan], "graph_rel_diff": [np.nan]
+    })
     assert [unpaired_repeat(repeat, r).loc[0, "verdict"] for r in (rules(), user)] == ["slower", "tie"]
     # no second home: the compare rule's own settings hold no threshold, and every job judging takes config verdicts
     assert set(load_schema()["properties"]["compare"]["properties"]) == {"repeatability_file"}

@@ -68,7 +68,7 @@ def test_cpu_compiled_frame_has_schema(tmp_path):
     out = tmp_path / "compiled.parquet"
     run("cpu", ["gelu", "matmul"], str(out), {"size": 64})
     df = pd.read_parquet(out)
-    assert list(df.columns[: len(COMPILED_COLUMNS)]) == COMPILED_COLUMNS
+    assert list(df.columns[:len(COMPILED_COLUMNS)]) == COMPILED_COLUMNS
     assert list(df["status"]) == ["skipped", "skipped"] and set(df["error"]) == {CPU_NOTE}
     assert str(df["n_regs"].dtype) == "Int64" and str(df["occupancy"].dtype) == "float64"
     assert str(df["autotune_best"].dtype) == "boolean"

@@ -23,22 +23,16 @@ def dry_run(*config: str, configfile: Path | None = None) -> subprocess.Complete
     return subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("entry, key, value", [
-    ('kernels=["gelu","nope"]', "kernels", "nope"),
-    ('impls=["naive","fast"]', "impls[1]", "fast"),
-    ('dtypes=["float8"]', "dtypes[0]", "float8"),
-    ('gpus=["v100"]', "gpus[0]", "v100"),
-    ("sizes=[0]", "sizes[0]", "0"),
-    ("sizes=[-4]", "sizes[0]", "-4"),
-    ("sizes=[1.5]", "sizes[0]", "1.5"),
-    ("sizes=abc", "sizes[0]", "abc"),
-    ("sizes=[]", "sizes", "[]"),
-    ("kernels=[]", "kernels", "[]"),
-    ("impls=[]", "impls", "[]"),
-    ("frobnicate=1", "", "frobnicate"),
-    ('timing={"warmup_ms":"soon"}', "timing.warmup_ms", "soon"),
-    ('cluster={"h10":{"gres":"gpu:1"}}', "cluster", "h10"),
-])
+@pytest.mark.parametrize("entry, key, value", [('kernels=["gelu","nope"]', "kernels", "nope"),
+                                               ('impls=["naive","fast"]', "impls[1]", "fast"),
+                                               ('dtypes=["float8"]', "dtypes[0]", "float8"),
+                                               ('gpus=["v100"]', "gpus[0]", "v100"), ("sizes=[0]", "sizes[0]", "0"),
+                                               ("sizes=[-4]", "sizes[0]", "-4"), ("sizes=[1.5]", "sizes[0]", "1.5"),
+                                               ("sizes=abc", "sizes[0]", "abc"), ("sizes=[]", "sizes", "[]"),
+                                               ("kernels=[]", "kernels", "[]"), ("impls=[]", "impls", "[]"),
+                                               ("frobnicate=1", "", "frobnicate"),
+                                               ('timing={"warmup_ms":"soon"}', "timing.warmup_ms", "soon"),
+                                               ('cluster={"h10":{"gres":"gpu:1"}}', "cluster", "h10"), ])
 def test_bad_config_stops_before_any_job(entry, key, value):
     res = dry_run(entry)
     out = res.stdout + res.stderr
@@ -64,8 +58,10 @@ def test_good_config_from_the_command_line_is_typed():
 
 
 def test_coerce_follows_the_schema():
-    raw = {"sizes": ["64", "128"], "extra_sizes": "300", "timing": {"max_time_s": "0.5", "flush_l2": "false"},
-           "allow_failures": "true", "kernels": ["gelu"], "cluster": {"h100": {"runtime": "30", "gres": "gpu:1"}}}
+    raw = {
+        "sizes": ["64", "128"], "extra_sizes": "300", "timing": {"max_time_s": "0.5", "flush_l2": "false"},
+        "allow_failures": "true", "kernels": ["gelu"], "cluster": {"h100": {"runtime": "30", "gres": "gpu:1"}}
+    }
     out = rcfg.coerce(raw, SCHEMA)
     assert out["sizes"] == [64, 128] and out["extra_sizes"] == [300]
     assert out["timing"] == {"max_time_s": 0.5, "flush_l2": False} and out["allow_failures"] is True
@@ -114,7 +110,8 @@ def test_schema_defaults_are_what_the_dag_validates_to():
         validated = copy.deepcopy(raw)
         validate(validated, str(REPO / "config/schema.yaml"))
         assert rcfg.validated_config(REPO / "config" / name) == validated, name
-    assert rcfg.validated_config(REPO / "config/config.yaml")["timing"] == {**DEFAULTS["timing"], "instances": 8, "min_instances": 4}
+    assert rcfg.validated_config(
+        REPO / "config/config.yaml")["timing"] == {**DEFAULTS["timing"], "instances": 8, "min_instances": 4}
 
 
 def _calls(tree, name):
@@ -143,8 +140,8 @@ def test_no_literal_timing_defaults_in_code():
                     problems.append(f"{where}:{call.lineno}: TimingConfig(...) with settings of its own")
             for call in _calls(tree, "get"):
                 if (len(call.args) == 2 and isinstance(call.args[0], ast.Constant)
-                        and call.args[0].value in SETTING_KEYS and isinstance(call.args[1], (ast.Constant, ast.List,
-                                                                                             ast.Tuple, ast.BinOp))):
+                        and call.args[0].value in SETTING_KEYS
+                        and isinstance(call.args[1], (ast.Constant, ast.List, ast.Tuple, ast.BinOp))):
                     problems.append(f"{where}:{call.lineno}: .get({call.args[0].value!r}, <literal default>)")
             for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "TimingConfig"):
                 for field in cls.body:
@@ -155,6 +152,7 @@ def test_no_literal_timing_defaults_in_code():
 
 def test_shipped_configs_restate_no_timing_or_ceilings_default():
     """config.yaml and cpu.yaml hold only the timing and ceilings settings they change (the rest is the schema's)."""
+
     def restated(cfg, defaults, prefix=""):
         for key, value in cfg.items():
             if isinstance(value, dict) and isinstance(defaults.get(key), dict):
@@ -164,8 +162,10 @@ def test_shipped_configs_restate_no_timing_or_ceilings_default():
 
     for name in ("config.yaml", "cpu.yaml"):
         cfg = yaml.safe_load((REPO / "config" / name).read_text())
-        found = [k for section in ("timing", "ceilings")
-                 for k in restated(cfg.get(section, {}), DEFAULTS[section], f"{section}.")]
+        found = [
+            k for section in ("timing", "ceilings")
+            for k in restated(cfg.get(section, {}), DEFAULTS[section], f"{section}.")
+        ]
         assert not found, f"config/{name} restates schema defaults {found}: leave them to config/schema.yaml"
 
 

@@ -20,7 +20,7 @@ def test_contiguous_operands_run_as_one_row_with_a_zero_row_stride():
     assert p.flat and p.copy == (False, False)
     assert p.ints == (1, 37 * 1793, 0, 1, 0, 1, 0, 1) and p.meta["BLOCK_M"] == 1 and p.meta["ONE_ROW"]
     assert (p.meta["BLOCK_N"], p.meta["num_warps"]) == LAUNCH[FP32]
-    assert p.grid == (-(-37 * 1793 // LAUNCH[FP32][0]),)
+    assert p.grid == (-(-37 * 1793 // LAUNCH[FP32][0]), )
     assert not _plan((37, 1793), one_row=False).meta["ONE_ROW"]
 
 
@@ -42,10 +42,10 @@ def test_a_single_row_tile_is_one_row_even_when_the_row_is_short():
 def test_other_ranks_copy_only_the_strided_operand():
     p = _plan((4, 5, 6), (1, 4, 20))  # x strided, y contiguous
     assert p.flat and p.copy == (True, False) and p.ints[:2] == (1, 120)
-    assert _plan((4, 5, 6)).copy == (False, False) and _plan((7,)).ints[:2] == (1, 7)
+    assert _plan((4, 5, 6)).copy == (False, False) and _plan((7, )).ints[:2] == (1, 7)
 
 
 def test_overrides_and_the_table():
     p = _plan((1, 5000), elements=256, num_warps=2)
-    assert (p.meta["BLOCK_N"], p.meta["num_warps"], p.grid) == (256, 2, (20,))
+    assert (p.meta["BLOCK_N"], p.meta["num_warps"], p.grid) == (256, 2, (20, ))
     assert plan((64, 64), (64, 1), (64, 1), FP32, {FP32: (512, 8)}).meta["BLOCK_N"] == 512

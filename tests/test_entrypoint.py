@@ -94,6 +94,7 @@ def no_real_gpu() -> bool:
 
 # 1. An environment that lost a package behind a matching requirements stamp.
 
+
 def test_run_sh_reinstalls_a_package_missing_behind_a_current_stamp(checkout):
     (checkout / ".venv/blocked/snakemake.py").write_text("raise ModuleNotFoundError(\"No module named 'snakemake'\")\n")
     (checkout / ".venv/bin/snakemake").unlink()  # `pip uninstall snakemake` takes both
@@ -108,8 +109,9 @@ def test_run_sh_reinstalls_a_package_missing_behind_a_current_stamp(checkout):
 
 
 def requirement_lines(name: str) -> list[str]:
-    return [line.strip() for line in (REPO / name).read_text().splitlines()
-            if line.strip() and not line.startswith("#")]
+    return [
+        line.strip() for line in (REPO / name).read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
 
 
 def requirement_name(spec: str) -> str:
@@ -133,11 +135,12 @@ def test_run_sh_checks_only_what_requirements_txt_installs():
     assert names("REQUIRED_MODULES") - {"torch"} <= runtime, names("REQUIRED_MODULES") - runtime
     assert "torch" in names("REQUIRED_MODULES")  # installed first, by run.sh itself (TORCH_SPEC)
     dev = {requirement_name(s) for s in requirement_lines("requirements-dev.txt") if not s.startswith("-r")}
-    assert names("DEV_MODULES") == dev == {"pytest", "hypothesis", "ruff"}
+    assert names("DEV_MODULES") == dev == {"pytest", "hypothesis", "ruff", "yapf"}
     assert not names("REQUIRED_MODULES") & dev
 
 
 # 1b. Requirements: runtime and development apart, one list in every place that needs one, a lock, the package.
+
 
 def test_requirements_are_split_and_in_sync_everywhere():
     import tomllib
@@ -148,8 +151,9 @@ def test_requirements_are_split_and_in_sync_everywhere():
     assert "snakemake[reports]" in [s.split(">")[0].split("<")[0] for s in runtime]
     assert "ninja" in names  # torch.utils.cpp_extension builds the CUDA implementations with it
     assert not {"torch", "pytest", "hypothesis"} & set(names)
-    assert requirement_lines("requirements-dev.txt") == ["-r requirements.txt", "pytest>=8,<10", "hypothesis>=6.100,<7",
-                                                         "ruff>=0.17,<0.18"]
+    assert requirement_lines("requirements-dev.txt") == [
+        "-r requirements.txt", "pytest>=8,<10", "hypothesis>=6.100,<7", "ruff>=0.17,<0.18", "yapf>=0.43,<0.44"
+    ]
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     torch = [s for s in project["dependencies"] if requirement_name(s) == "torch"]
@@ -193,9 +197,12 @@ def test_the_lock_pins_every_requirement_within_its_range():
 
 def test_rooflab_imports_from_anywhere():
     """The editable install (run.sh's setup): the package, not the working directory, makes the imports work."""
-    res = subprocess.run([sys.executable, "-c", "import rooflab, kernels, experiments, analysis.paper_inputs, figures;"
-                          "print(rooflab.__file__)"], cwd="/", capture_output=True, text=True,
-                         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    res = subprocess.run([
+        sys.executable, "-c", "import rooflab, kernels, experiments, analysis.paper_inputs, figures;"
+        "print(rooflab.__file__)"
+    ], cwd="/", capture_output=True, text=True, env={k: v
+                                                     for k, v in os.environ.items()
+                                                     if k != "PYTHONPATH"})
     assert res.returncode == 0, res.stderr
     assert Path(res.stdout.strip()).parent == REPO / "rooflab"
 
@@ -234,12 +241,9 @@ def test_run_sh_installs_nothing_when_the_environment_is_complete(checkout):
 BAD_YAML = "gpus: [cpu]\nsizes: [256, 512\nkernels: [gelu]\n"
 
 
-@pytest.mark.parametrize("args", [
-    ["--configfile", "bad.yaml"],
-    ["--configfile=bad.yaml"],
-    ["--configfiles", "good.yaml", "bad.yaml", "-n"],
-    ["--config", "seed=1", "--configfile", "good.yaml", "--configfile", "bad.yaml"],
-])
+@pytest.mark.parametrize(
+    "args", [["--configfile", "bad.yaml"], ["--configfile=bad.yaml"], ["--configfiles", "good.yaml", "bad.yaml", "-n"],
+             ["--config", "seed=1", "--configfile", "good.yaml", "--configfile", "bad.yaml"], ])
 def test_run_sh_names_the_yaml_error_of_a_configfile(checkout, args):
     (checkout / "good.yaml").write_text("sizes: [64]\n")
     (checkout / "bad.yaml").write_text(BAD_YAML)
@@ -257,8 +261,10 @@ def test_run_sh_names_a_missing_configfile(checkout):
 
 
 def test_configfile_args_follow_snakemake():
-    args = ["all", "--configfile", "a.yaml", "b.yaml", "-n", "--configfile=c.yaml", "--configfiles", "d.yaml",
-            "--config", "sizes=[1]"]
+    args = [
+        "all", "--configfile", "a.yaml", "b.yaml", "-n", "--configfile=c.yaml", "--configfiles", "d.yaml", "--config",
+        "sizes=[1]"
+    ]
     assert rcfg.configfile_args(args) == ["a.yaml", "b.yaml", "c.yaml", "d.yaml"]
 
 
@@ -268,16 +274,18 @@ def test_run_sh_names_a_dotted_config_key_and_the_form_snakemake_takes(checkout)
     assert res.returncode != 0 and snakemake_calls(checkout) == []
     assert "--config traffic.enabled=true: snakemake takes no dotted keys; write traffic='{enabled: true}'" \
         in res.stderr, res.stderr
-    assert rcfg.dotted_config_problems(["--config=a.b.c=1", "-n", "x.y=2", "--config", "ok=1.5", "v={a.b: 1}"]) == [
-        "--config a.b.c=1: snakemake takes no dotted keys; write a='{b: {c: 1}}'"]
+    assert rcfg.dotted_config_problems(
+        ["--config=a.b.c=1", "-n", "x.y=2", "--config", "ok=1.5",
+         "v={a.b: 1}"]) == ["--config a.b.c=1: snakemake takes no dotted keys; write a='{b: {c: 1}}'"]
 
 
 # 4. The report follows only a run that builds.
 
-@pytest.mark.parametrize("args", [
-    ["-n"], ["--dry-run"], ["-np"], ["-pn"], ["--unlock"], ["--lint"], ["--list-rules"], ["--list-changes", "code"],
-    ["--summary"], ["-D"], ["-h"], ["--version"], ["--touch"], ["--dag"], ["--cleanup-metadata", "x"],
-])
+
+@pytest.mark.parametrize(
+    "args",
+    [["-n"], ["--dry-run"], ["-np"], ["-pn"], ["--unlock"], ["--lint"], ["--list-rules"], ["--list-changes", "code"],
+     ["--summary"], ["-D"], ["-h"], ["--version"], ["--touch"], ["--dag"], ["--cleanup-metadata", "x"], ])
 def test_run_sh_writes_no_report_after_a_run_that_builds_nothing(checkout, args):
     res = run_sh(checkout, "all", *args)
     assert res.returncode == 0, res.stderr
@@ -294,6 +302,7 @@ def test_run_sh_writes_the_report_after_a_real_run(checkout, args):
 
 
 # 3. A user's configfile is not completed from the default configuration.
+
 
 def dry_run(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
@@ -317,17 +326,21 @@ def test_own_configfile_is_read_alone_with_the_schema_defaults(tmp_path):
     res = dry_run("--configfile", str(mine))
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
-    (line,) = [ln for ln in out.splitlines() if "Config file(s):" in ln]
+    (line, ) = [ln for ln in out.splitlines() if "Config file(s):" in ln]
     assert str(mine) in line and "cpu.yaml" not in line and "config.yaml" not in line, line
 
 
 # 5. A GPU: found through NVML (nvidia-smi as a fallback), and checked once against torch before any job.
 
+
 class FakeNvml(types.SimpleNamespace):
+
     def __init__(self, names=(), broken=False):
+
         def init():
             if broken:
                 raise RuntimeError("NVML Shared Library Not Found")
+
         super().__init__(nvmlInit=init, nvmlShutdown=lambda: None, nvmlDeviceGetCount=lambda: len(names),
                          nvmlDeviceGetHandleByIndex=lambda i: i, nvmlDeviceGetName=lambda h: names[h])
 
@@ -347,21 +360,22 @@ def test_gpus_come_from_nvml_then_nvidia_smi(monkeypatch):
 CPU_TORCH = {"torch": "2.13.0+cpu", "cuda": None, "devices": [], "why": ""}
 
 
-@pytest.mark.parametrize("found, torch, keys, expected", [
-    (("nvidia-smi", ["NVIDIA H200"]), CPU_TORCH, ["h200"],
-     'nvidia-smi lists "NVIDIA H200" but torch 2.13.0+cpu has no CUDA: install a CUDA build of torch, or run the '
-     "CPU default with --configfile config/cpu.yaml"),
-    (("NVML", ["NVIDIA H200"]), {"torch": "2.11.0+cu128", "cuda": "12.8", "devices": [],
-                                 "why": "The NVIDIA driver on your system is too old"}, ["h200"],
-     'NVML lists "NVIDIA H200" but torch 2.11.0+cu128 (CUDA 12.8) cannot use it (The NVIDIA driver on your system '
-     "is too old)"),
-    (("nvidia-smi", []), CPU_TORCH, ["h200"], "config gpus asks for h200, but this machine has no NVIDIA GPU"),
-    (("NVML", ["NVIDIA A100-SXM4-80GB"]), {**CPU_TORCH, "cuda": "12.8", "devices": ["NVIDIA A100-SXM4-80GB"]},
-     ["h200"], "config gpus asks for h200, but torch 2.13.0+cpu sees only NVIDIA A100-SXM4-80GB"),
-    (("NVML", ["NVIDIA H200"]), {**CPU_TORCH, "torch": None, "why": "ModuleNotFoundError: No module named 'torch'"},
-     ["h200"], "config gpus asks for h200, but torch does not import here (ModuleNotFoundError"),
-    (("NVML", ["NVIDIA H200"]), {**CPU_TORCH, "cuda": "12.8", "devices": ["NVIDIA H200"]}, ["cpu", "h200"], None),
-])
+@pytest.mark.parametrize(
+    "found, torch, keys, expected",
+    [(("nvidia-smi", ["NVIDIA H200"]), CPU_TORCH, ["h200"],
+      'nvidia-smi lists "NVIDIA H200" but torch 2.13.0+cpu has no CUDA: install a CUDA build of torch, or run the '
+      "CPU default with --configfile config/cpu.yaml"),
+     (("NVML", ["NVIDIA H200"]), {
+         "torch": "2.11.0+cu128", "cuda": "12.8", "devices": [], "why": "The NVIDIA driver on your system is too old"
+     }, ["h200"],
+      'NVML lists "NVIDIA H200" but torch 2.11.0+cu128 (CUDA 12.8) cannot use it (The NVIDIA driver on your system '
+      "is too old)"),
+     (("nvidia-smi", []), CPU_TORCH, ["h200"], "config gpus asks for h200, but this machine has no NVIDIA GPU"),
+     (("NVML", ["NVIDIA A100-SXM4-80GB"]), {**CPU_TORCH, "cuda": "12.8", "devices": ["NVIDIA A100-SXM4-80GB"]},
+      ["h200"], "config gpus asks for h200, but torch 2.13.0+cpu sees only NVIDIA A100-SXM4-80GB"),
+     (("NVML", ["NVIDIA H200"]), {**CPU_TORCH, "torch": None, "why": "ModuleNotFoundError: No module named 'torch'"},
+      ["h200"], "config gpus asks for h200, but torch does not import here (ModuleNotFoundError"),
+     (("NVML", ["NVIDIA H200"]), {**CPU_TORCH, "cuda": "12.8", "devices": ["NVIDIA H200"]}, ["cpu", "h200"], None), ])
 def test_unusable_gpu_gets_one_message_saying_what_was_found(monkeypatch, found, torch, keys, expected):
     monkeypatch.setattr(gpus, "detect_gpus", lambda: found)
     monkeypatch.setattr(gpus, "torch_cuda", lambda: torch)

@@ -34,7 +34,7 @@ def _unaligned(shape, dtype):
 
 # (name, wrapper, reference, make(rows, cols, dtype, unaligned) -> args)
 def _x(r, c, dt, un):
-    return (_unaligned((r, c), dt) if un else torch.randn(r, c).to(dt),)
+    return (_unaligned((r, c), dt) if un else torch.randn(r, c).to(dt), )
 
 
 def _xy(r, c, dt, un):
@@ -53,19 +53,16 @@ def _ab(r, c, dt, un):
     return (_x(r, 24, dt, un)[0], torch.randn(24, c).to(dt))
 
 
-CASES = [
-    ("gelu", gelu.gelu_triton, gelu.gelu_builtin, _x, gelu._LAUNCHES),
-    ("vecadd", vecadd.vecadd_triton, vecadd.vecadd_builtin, _xy, vecadd._LAUNCHES),
-    ("saxpy", lambda x, y: saxpy.saxpy_triton(1.5, x, y), lambda x, y: saxpy.saxpy_builtin(1.5, x, y), _xy,
-     saxpy._LAUNCHES),
-    ("softmax", softmax.softmax_triton, softmax.softmax_builtin, _x, softmax._FWD_LAUNCHES),
-    ("softmax_backward", softmax.softmax_backward,
-     lambda y, dy: y * (dy - (y * dy).sum(dim=1, keepdim=True)), _xy, softmax._BWD_LAUNCHES),
-    ("layernorm", layernorm.layernorm_triton, layernorm.layernorm_builtin, _xwb, layernorm._LAUNCHES),
-    ("rmsnorm", rmsnorm.rmsnorm_triton, rmsnorm.rmsnorm_builtin, _xw, rmsnorm._LAUNCHES),
-    ("rowsum", rowsum.rowsum_triton, rowsum.rowsum_builtin, _x, rowsum._LAUNCHES),
-    ("matmul", matmul.matmul_triton, matmul.matmul_builtin, _ab, matmul._LAUNCHES),
-]
+CASES = [("gelu", gelu.gelu_triton, gelu.gelu_builtin, _x, gelu._LAUNCHES),
+         ("vecadd", vecadd.vecadd_triton, vecadd.vecadd_builtin, _xy, vecadd._LAUNCHES),
+         ("saxpy", lambda x, y: saxpy.saxpy_triton(1.5, x, y), lambda x, y: saxpy.saxpy_builtin(1.5, x, y), _xy,
+          saxpy._LAUNCHES), ("softmax", softmax.softmax_triton, softmax.softmax_builtin, _x, softmax._FWD_LAUNCHES),
+         ("softmax_backward", softmax.softmax_backward, lambda y, dy: y *
+          (dy - (y * dy).sum(dim=1, keepdim=True)), _xy, softmax._BWD_LAUNCHES),
+         ("layernorm", layernorm.layernorm_triton, layernorm.layernorm_builtin, _xwb, layernorm._LAUNCHES),
+         ("rmsnorm", rmsnorm.rmsnorm_triton, rmsnorm.rmsnorm_builtin, _xw, rmsnorm._LAUNCHES),
+         ("rowsum", rowsum.rowsum_triton, rowsum.rowsum_builtin, _x, rowsum._LAUNCHES),
+         ("matmul", matmul.matmul_triton, matmul.matmul_builtin, _ab, matmul._LAUNCHES), ]
 
 
 def _close(out, ref, tol):
@@ -160,6 +157,7 @@ def test_the_tested_tritons_take_the_raw_launch(monkeypatch, version):
 
 # ---- the raw launch on a stand-in compiled kernel ----------------------------------------------------------------
 
+
 @triton.jit
 def _probe_kernel(x_ptr, y_ptr, a, n, stride, BLOCK: tl.constexpr, FLAG: tl.constexpr = False, extra=7,
                   LAST: tl.constexpr = 3):
@@ -169,7 +167,7 @@ def _probe_kernel(x_ptr, y_ptr, a, n, stride, BLOCK: tl.constexpr, FLAG: tl.cons
 class _Compiled:
     """Stands in for a CompiledKernel: ``run`` records the launcher call."""
 
-    function, packed_metadata = 1234, ("packed",)
+    function, packed_metadata = 1234, ("packed", )
 
     def __init__(self):
         self.calls = []
@@ -179,11 +177,13 @@ class _Compiled:
 
 
 class _Chain:  # a HookChain
+
     def __init__(self):
         self.calls = []
 
 
 class _Runtime:
+
     def __init__(self):
         self.launch_enter_hook, self.launch_exit_hook = _Chain(), _Chain()
 
@@ -208,12 +208,12 @@ def test_raw_launcher_call(raw_state):
     packed metadata and no launch metadata or hooks: CompiledKernel.__getitem__'s call in triton 3.6 and 3.7."""
     compiled, jit = _Compiled(), _jit()
     x, y = torch.zeros(4), torch.zeros(4)
-    grid = lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)  # noqa: E731
+    grid = lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]), )  # noqa: E731
     entry = fl._entry(jit, grid, (x, y, 2.0, 100, 1), {"BLOCK": 32, "num_warps": 4}, 3, compiled)
     assert entry.raw_grid == (4, 1, 1) and entry.tail == (100, 1, 32, False, 7, 3)
     x2, y2 = torch.ones(4), torch.ones(4)
     entry(x2, y2, 3.0)
-    assert compiled.calls == [(4, 1, 1, 77, 1234, ("packed",), None, None, None, x2, y2, 3.0, 100, 1, 32, False, 7, 3)]
+    assert compiled.calls == [(4, 1, 1, 77, 1234, ("packed", ), None, None, None, x2, y2, 3.0, 100, 1, 32, False, 7, 3)]
 
 
 def test_autotuned_config_joins_the_tail(raw_state):
@@ -223,7 +223,7 @@ def test_autotuned_config_joins_the_tail(raw_state):
         best_config = triton.Config({"BLOCK": 64, "FLAG": True}, num_warps=8)
         fn = jit
 
-    entry = fl._entry(Tuner(), (5,), (torch.zeros(1), torch.zeros(1), 1.0, 8, 1), {}, 3, compiled)
+    entry = fl._entry(Tuner(), (5, ), (torch.zeros(1), torch.zeros(1), 1.0, 8, 1), {}, 3, compiled)
     assert entry.raw_grid == (5, 1, 1) and entry.tail == (8, 1, 64, True, 7, 3)
 
 
@@ -240,7 +240,7 @@ def test_steps_aside_for_hooks_instrumentation_and_devices(raw_state, monkeypatc
     jit = _Replayed(_probe_kernel.fn)
     jit.replays = []
     args, kwargs = (torch.zeros(4), torch.zeros(4), 2.0, 100, 1), {"BLOCK": 32}
-    entry = fl._entry(jit, (4,), args, kwargs, 3, compiled)
+    entry = fl._entry(jit, (4, ), args, kwargs, 3, compiled)
     head = (torch.ones(4), torch.ones(4), 5.0)
     entry(*head)
     assert len(compiled.calls) == 1 and not jit.replays
@@ -259,17 +259,17 @@ def test_steps_aside_for_hooks_instrumentation_and_devices(raw_state, monkeypatc
     monkeypatch.setattr(fl, "_current_device", lambda: 1)
     entry(*head)
     assert len(compiled.calls) == 1
-    assert jit.replays == [((4,), (*head, 100, 1), kwargs)] * 4  # the grid as given: an autotuner may re-choose
+    assert jit.replays == [((4, ), (*head, 100, 1), kwargs)] * 4  # the grid as given: an autotuner may re-choose
 
 
 def test_a_launch_it_cannot_take_apart_keeps_no_entry(raw_state):
     compiled, jit = _Compiled(), _jit()
     with pytest.raises(TypeError, match="head"):  # an int in the head: Triton specialises ints, a head is not keyed
-        fl._entry(jit, (1,), (torch.zeros(1), torch.zeros(1), 1.0, 8, 1), {"BLOCK": 8}, 4, compiled)
+        fl._entry(jit, (1, ), (torch.zeros(1), torch.zeros(1), 1.0, 8, 1), {"BLOCK": 8}, 4, compiled)
     with pytest.raises(TypeError, match="no value"):  # BLOCK missing
-        fl._entry(jit, (1,), (torch.zeros(1), torch.zeros(1), 1.0, 8, 1), {}, 3, compiled)
+        fl._entry(jit, (1, ), (torch.zeros(1), torch.zeros(1), 1.0, 8, 1), {}, 3, compiled)
     with pytest.raises(TypeError, match="JITFunction"):
-        fl._entry(object(), (1,), (torch.zeros(1),), {}, 1, compiled)
+        fl._entry(object(), (1, ), (torch.zeros(1), ), {}, 1, compiled)
 
 
 def test_standing_in_takes_the_raw_path_on_cpu():
@@ -282,8 +282,8 @@ def test_standing_in_takes_the_raw_path_on_cpu():
         assert len(rmsnorm._LAUNCHES) == 1 and not compiled.calls, rmsnorm._LAUNCHES.skipped
         x2 = torch.randn(5, 300)
         out = rmsnorm.rmsnorm_triton(x2, w)
-        (call,) = compiled.calls
-        assert call[:9] == (5, 1, 1, 0, 1234, ("packed",), None, None, None)
+        (call, ) = compiled.calls
+        assert call[:9] == (5, 1, 1, 0, 1234, ("packed", ), None, None, None)
         assert call[9] is x2 and call[10] is w and call[11] is out and rmsnorm._LAUNCHES.misses == 1
         assert out.shape == first.shape and out.stride() == first.stride() and out.dtype == first.dtype
     assert len(rmsnorm._LAUNCHES) == 0 and fl._current_device is None  # Triton's pieces as they were
@@ -325,5 +325,5 @@ def test_standing_in_the_norm_backward_hit_launches_raw(tile):
         parts, out = compiled.calls[-1][9:11]  # the reduction's head: this call's partials and gradients
         assert parts.data_ptr() == compiled.calls[-2][9 + (4 if tile is None else 5)].data_ptr()
         assert out.data_ptr() == dw.data_ptr() and db.data_ptr() == dw.data_ptr() + out.stride(0) * w.element_size()
-        assert dx.shape == first[0].shape and dw.shape == db.shape == (40,) and dw.dtype == w.dtype
+        assert dx.shape == first[0].shape and dw.shape == db.shape == (40, ) and dw.dtype == w.dtype
     torch.testing.assert_close(first[0], norm_backward(x, w, dy, 1e-5, True, True, tile=tile)[0])

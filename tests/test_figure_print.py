@@ -61,8 +61,8 @@ def draw(name, metrics, gpu, kernel=None, monkeypatch=None):
 
 
 CASES = [(name, gpu, None) for name, scope in sorted(SCOPES.items()) if scope == "gpu" for gpu in ("h200", "cpu")]
-CASES += [(name, gpu, kernel) for name, scope in sorted(SCOPES.items()) if scope == "kernel"
-          for gpu in ("h200", "cpu") for kernel in ("gelu", "softmax", "matmul")]
+CASES += [(name, gpu, kernel) for name, scope in sorted(SCOPES.items())
+          if scope == "kernel" for gpu in ("h200", "cpu") for kernel in ("gelu", "softmax", "matmul")]
 
 
 @pytest.mark.parametrize("name,gpu,kernel", CASES)

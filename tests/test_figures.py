@@ -37,17 +37,18 @@ def synthetic_raw() -> pd.DataFrame:
                 for n in (256, 1024, 1793, 4096):
                     for impl, speed in (("naive", 0.3), ("builtin", 1.0), ("compile", 0.9), ("triton", 1.1)):
                         if kernel == "matmul":
-                            flops, nbytes, unit = 2.0 * n ** 3, 3.0 * n * n * 2, "bf16" if dtype == "bfloat16" else "tf32"
+                            flops, nbytes, unit = 2.0 * n**3, 3.0 * n * n * 2, "bf16" if dtype == "bfloat16" else "tf32"
                             t = flops / (speed * 3e14 * min(1, n / 2048)) * 1e3
                         else:
                             flops, nbytes, unit = 8.0 * n * n, 8.0 * n * n, "fp32"
                             t = 0.005 + nbytes / (speed * 3e12) * 1e3
-                        rows.append({"gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "size": n,
-                                     "pass": pass_, "status": "ok", "error": "", "median_ms": t,
-                                     "p20_ms": t * 0.97, "p80_ms": t * 1.05, "rse_median": 0.001,
-                                     "graph_median_ms": t * 0.7, "loop_ms": t + 0.01, "flops": flops,
-                                     "bytes": nbytes, "compute_unit": unit, "sm_clock_after_mhz": 1980.0,
-                                     "sm_clock_max_mhz": 1980.0})
+                        rows.append({
+                            "gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "size": n, "pass": pass_,
+                            "status": "ok", "error": "", "median_ms": t, "p20_ms": t * 0.97, "p80_ms": t * 1.05,
+                            "rse_median": 0.001, "graph_median_ms": t * 0.7, "loop_ms": t + 0.01, "flops": flops,
+                            "bytes": nbytes, "compute_unit": unit, "sm_clock_after_mhz": 1980.0, "sm_clock_max_mhz":
+                            1980.0
+                        })
     rows.append({**rows[0], "impl": "cuda", "status": "mismatch", "median_ms": np.nan})
     raw = pd.DataFrame(rows)
     # Above the roof: gelu Triton fp32 at 4096 beyond noise (4.4 TB/s over a 4.2 TB/s copy), torch.compile within
@@ -70,13 +71,14 @@ def synthetic_raw() -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("figdata")
-    ceilings = pd.DataFrame([{"gpu": g, "ceiling": c, "value": v * (1e-2 if g == "cpu" else 1)} for g in ("h200", "cpu")
-                             for c, v in (("copy", 4.2e12), ("gemm_fp32", 5e13), ("gemm_tf32", 3.4e14),
-                                          ("gemm_bf16", 6.7e14))])
+    ceilings = pd.DataFrame([{"gpu": g, "ceiling": c, "value": v * (1e-2 if g == "cpu" else 1)}
+                             for g in ("h200", "cpu")
+                             for c, v in (("copy", 4.2e12), ("gemm_fp32", 5e13), ("gemm_tf32", 3.4e14), ("gemm_bf16",
+                                                                                                         6.7e14))])
     compute_metrics(synthetic_raw(), ceilings).to_parquet(d / "metrics.parquet")
-    pd.DataFrame([{"gpu": "h200", "kernel": k, "impl": i, "dtype": "bfloat16", "size": 4096, "n_kernels": n,
-                   "kernel_names": "k"} for k in ("gelu", "softmax") for i, n in (("naive", 7), ("triton", 1))]
-                 ).to_parquet(d / "profiles.parquet")
+    pd.DataFrame([{
+        "gpu": "h200", "kernel": k, "impl": i, "dtype": "bfloat16", "size": 4096, "n_kernels": n, "kernel_names": "k"
+    } for k in ("gelu", "softmax") for i, n in (("naive", 7), ("triton", 1))]).to_parquet(d / "profiles.parquet")
     return d
 
 
@@ -85,8 +87,12 @@ def test_the_figures_are_found():
 
 
 def draw(name, tmp_path, inputs, gpu, extra=()):
-    argv = ["--metrics", str(inputs / "metrics.parquet"), "--gpu", gpu, "--pdf", str(tmp_path / f"{name}.pdf"),
-            "--png", str(tmp_path / f"{name}.png"), *extra]
+    argv = [
+        "--metrics",
+        str(inputs / "metrics.parquet"), "--gpu", gpu, "--pdf",
+        str(tmp_path / f"{name}.pdf"), "--png",
+        str(tmp_path / f"{name}.png"), *extra
+    ]
     if SCRIPTS[name] == "kernel":
         argv += ["--kernel", "gelu"]
     importlib.import_module(f"figures.{name}").main(argv)
@@ -113,8 +119,12 @@ def drawn(monkeypatch, name, inputs, tmp_path, gpu="h200", kernel="gelu"):
     monkeypatch.setattr(module, "save", lambda fig, args: held.setdefault("fig", fig), raising=False)
     monkeypatch.setattr(module, "no_data_figure",
                         lambda args, title, message, *name: held.setdefault("no_data", message), raising=False)
-    argv = ["--metrics", str(inputs / "metrics.parquet"), "--gpu", gpu, "--pdf", str(tmp_path / "x.pdf"),
-            "--png", str(tmp_path / "x.png")]
+    argv = [
+        "--metrics",
+        str(inputs / "metrics.parquet"), "--gpu", gpu, "--pdf",
+        str(tmp_path / "x.pdf"), "--png",
+        str(tmp_path / "x.png")
+    ]
     module.main(argv + (["--kernel", kernel] if SCRIPTS[name] == "kernel" else []))
     return held
 
@@ -132,9 +142,11 @@ def points(fig) -> np.ndarray:
 
 
 # (x, y as plotted, the rate, the roof the figure draws for that point) per figure
-ROOFS = {"roofline": ("arithmetic_intensity", "achieved_tflops", "achieved_tflops", "attainable_tflops_measured"),
-         "bandwidth": ("size", "achieved_gbps", "achieved_gbps", "peak_bandwidth_measured_gbps"),
-         "wave": ("size", "relative_tflops", "achieved_tflops", "peak_tflops_measured")}
+ROOFS = {
+    "roofline": ("arithmetic_intensity", "achieved_tflops", "achieved_tflops", "attainable_tflops_measured"),
+    "bandwidth": ("size", "achieved_gbps", "achieved_gbps", "peak_bandwidth_measured_gbps"), "wave":
+    ("size", "relative_tflops", "achieved_tflops", "peak_tflops_measured")
+}
 
 
 @pytest.mark.parametrize("name", sorted(ROOFS))
@@ -173,8 +185,10 @@ def test_no_plotted_point_above_its_roof_unless_listed(name, monkeypatch, tmp_pa
 def test_bandwidth_draws_each_cells_p20_p80_spread(monkeypatch, tmp_path, inputs):
     metrics = pd.read_parquet(inputs / "metrics.parquet")
     ax = drawn(monkeypatch, "bandwidth", inputs, tmp_path)["fig"].axes[0]
-    bars = [seg for c in ax.containers if isinstance(c, ErrorbarContainer) for coll in c.lines[2] for seg in
-            coll.get_segments()]
+    bars = [
+        seg for c in ax.containers
+        if isinstance(c, ErrorbarContainer) for coll in c.lines[2] for seg in coll.get_segments()
+    ]
     r = metrics[(metrics["gpu"] == "h200") & (metrics["kernel"] == "gelu") & (metrics["impl"] == "builtin")
                 & (metrics["dtype"] == "bfloat16") & (metrics["size"] == 1024)].iloc[0]
     lo, hi = r["bytes"] / (r["p80_ms"] * 1e-3) / 1e9, r["bytes"] / (r["p20_ms"] * 1e-3) / 1e9
@@ -194,9 +208,10 @@ def test_scaling_draws_each_cells_p20_p80_band(monkeypatch, tmp_path, inputs):
 def test_speedup_heatmap_draws_a_tie_white_and_says_so():
     from figures.speedup import colours_and_labels
 
-    df = pd.DataFrame({"kernel": ["gelu"] * 3, "pass": ["fwd"] * 3, "impl": ["triton", "compile", "naive"],
-                       "size": [1024] * 3, "speedup_vs_builtin": [1.01, 1.5, 0.5],
-                       "verdict_vs_builtin": ["tie", "faster", "slower"]})
+    df = pd.DataFrame({
+        "kernel": ["gelu"] * 3, "pass": ["fwd"] * 3, "impl": ["triton", "compile", "naive"], "size": [1024] * 3,
+        "speedup_vs_builtin": [1.01, 1.5, 0.5], "verdict_vs_builtin": ["tie", "faster", "slower"]
+    })
     colour, labels = colours_and_labels(df)
     assert colour.loc["gelu | Triton", 1024] == 0 and labels.loc["gelu | Triton", 1024] == "tie"
     assert colour.loc["gelu | compile", 1024] == pytest.approx(np.log2(1.5))
@@ -293,8 +308,9 @@ def test_the_wave_model_is_drawn_on_the_datas_scale_with_its_gap_named(monkeypat
         assert np.nanmax(model.get_ydata()) == pytest.approx(1.0)
         drawn_impls = [lines[i] for i in ("PyTorch builtin", "Triton (ours)") if i in lines]
         assert drawn_impls and all(np.nanmax(line.get_ydata()) == pytest.approx(1.0) for line in drawn_impls)
-        assert any("gap at N = 1793" in t.get_text() and "wave model does not explain" in t.get_text().replace("\n", " ")
-                   for t in ax.texts)
+        assert any(
+            "gap at N = 1793" in t.get_text() and "wave model does not explain" in t.get_text().replace("\n", " ")
+            for t in ax.texts)
         ticks = ax.get_xticklabels()
         assert ticks and all("\n" not in t.get_text() for t in ticks)
         assert not overlaps(fig, ticks)
@@ -322,13 +338,17 @@ def test_one_process_draws_the_figures_of_a_device_or_a_kernel(tmp_path, inputs)
     from figures.__main__ import main
 
     metrics = str(inputs / "metrics.parquet")
-    main(["--gpu", "h200", "--metrics", metrics, "--profiles", str(inputs / "profiles.parquet"), "--outdir",
-          str(tmp_path), "fusion", "roofline"])
+    main([
+        "--gpu", "h200", "--metrics", metrics, "--profiles",
+        str(inputs / "profiles.parquet"), "--outdir",
+        str(tmp_path), "fusion", "roofline"
+    ])
     main(["--gpu", "h200", "--kernel", "gelu", "--metrics", metrics, "--outdir", str(tmp_path), "bandwidth"])
     for stem in ("h200/fusion", "h200/roofline", "h200/bandwidth/gelu"):
         for ext in ("pdf", "png"):
             assert (tmp_path / f"{stem}.{ext}").stat().st_size > 1000, stem
-    assert {p.name for p in (tmp_path / "h200").iterdir()} == {"fusion.pdf", "fusion.png", "roofline.pdf",
-                                                               "roofline.png", "bandwidth"}
+    assert {p.name
+            for p in (tmp_path / "h200").iterdir()
+            } == {"fusion.pdf", "fusion.png", "roofline.pdf", "roofline.png", "bandwidth"}
     with pytest.raises(SystemExit):  # a kernel figure needs its kernel
         main(["--gpu", "h200", "--metrics", metrics, "--outdir", str(tmp_path), "bandwidth"])

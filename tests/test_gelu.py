@@ -7,8 +7,7 @@ from kernels.gelu import KERNEL, gelu_naive, gelu_triton
 from rooflab.cell import relative_error
 
 CASES = [  # (dtype, tolerance on ||out - ref|| / ||ref||)
-    (torch.float32, 1e-6),
-    (torch.bfloat16, 8e-3),
+    (torch.float32, 1e-6), (torch.bfloat16, 8e-3),
 ]
 SHAPES = [(1, 1), (1, 2049), (3, 17), (37, 1793), (64, 64)]  # blocks of 1024/4096: only 64x64 fills them exactly
 

@@ -4,10 +4,9 @@ import pytest
 from rooflab.gpus import SPECS, key_for_name, unknown_gpu_message
 
 
-@pytest.mark.parametrize("name,key", [
-    ("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA A100-SXM4-80GB", "a100"),
-    ("NVIDIA B200", "b200"), ("NVIDIA L4", "nvidia-l4"), ("Tesla V100-SXM2-16GB", "tesla-v100-sxm2-16gb"),
-])
+@pytest.mark.parametrize("name,key", [("NVIDIA H200", "h200"), ("NVIDIA H100 80GB HBM3", "h100"),
+                                      ("NVIDIA A100-SXM4-80GB", "a100"), ("NVIDIA B200", "b200"),
+                                      ("NVIDIA L4", "nvidia-l4"), ("Tesla V100-SXM2-16GB", "tesla-v100-sxm2-16gb"), ])
 def test_detection_maps_names_to_keys(name, key):
     assert key_for_name(name) == key
 

@@ -38,14 +38,16 @@ def history_codes(text: str) -> list[str]:
     return [m.group(0) for m in CODES.finditer(text)]
 
 
-@pytest.mark.parametrize("text, codes", [
-    ("measured in S22-D4 on the H200", ["S22-D4"]), ("kept because the reference (S12, S13) ran with it", ["S12", "S13"]),
-    ("the nineteenth session found", ["nineteenth session"]), ("docs/decisions.md, round 24", ["round 24"]),
-    ("G2 took a minute; see D3", ["G2", "D3"]), ("twenty-fifth session", ["twenty-fifth session"]),
-    # not codes: evidence file names, Triton's num_stages, a first call, paired sessions, 2D
-    ("longfwd_s21.csv, aligned_s25_d1.csv", []), ("128x128 w8 s3", []), ("a key's first call", []),
-    ("the paired session of a cell", []), ("a 2D grid, BLOCK_D", []),
-])
+@pytest.mark.parametrize("text, codes",
+                         [("measured in S22-D4 on the H200", ["S22-D4"]),
+                          ("kept because the reference (S12, S13) ran with it", ["S12", "S13"]),
+                          ("the nineteenth session found", ["nineteenth session"]),
+                          ("docs/decisions.md, round 24", ["round 24"]), ("G2 took a minute; see D3", ["G2", "D3"]),
+                          ("twenty-fifth session", ["twenty-fifth session"]),
+                          # not codes: evidence file names, Triton's num_stages, a first call, paired sessions, 2D
+                          ("longfwd_s21.csv, aligned_s25_d1.csv", []),
+                          ("128x128 w8 s3", []), ("a key's first call", []), ("the paired session of a cell", []),
+                          ("a 2D grid, BLOCK_D", []), ])
 def test_the_pattern(text, codes):
     assert history_codes(text) == codes
 

@@ -18,8 +18,10 @@ REPO = Path(__file__).resolve().parent.parent
 FILES = sorted((REPO / "kernels").rglob("*.py"))
 KERNEL_FILES = sorted(p for p in (REPO / "kernels").glob("*/__init__.py") if not p.parent.name.startswith("_"))
 TABLE_MODULES = {  # module -> its tables
-    **{f"kernels.{p.parent.name}.table": None for p in KERNEL_FILES if (p.parent / "table.py").exists()},
-    "kernels._shared.rows": ("ROWS",), "kernels._shared.elementwise": ("ELEMENTWISE",)}
+    **{f"kernels.{p.parent.name}.table": None
+       for p in KERNEL_FILES if (p.parent / "table.py").exists()}, "kernels._shared.rows": ("ROWS", ),
+    "kernels._shared.elementwise": ("ELEMENTWISE", )
+}
 MAX_LINES, MAX_COMMENT_BLOCK, MAX_MODULE_DOCSTRING = 400, 8, 12
 
 
@@ -36,8 +38,11 @@ def _docstrings(tree: ast.Module):
 def _comment_blocks(source: str):
     """(first line, number of lines) of every run of consecutive comment-only lines."""
     lines = source.splitlines()
-    only = sorted({t.start[0] for t in tokenize.generate_tokens(io.StringIO(source).readline)
-                   if t.type == tokenize.COMMENT and lines[t.start[0] - 1].lstrip().startswith("#")})
+    only = sorted({
+        t.start[0]
+        for t in tokenize.generate_tokens(io.StringIO(source).readline)
+        if t.type == tokenize.COMMENT and lines[t.start[0] - 1].lstrip().startswith("#")
+    })
     start = prev = None
     for n in only + [None]:
         if n is not None and prev is not None and n == prev + 1:
@@ -57,8 +62,10 @@ def test_no_file_over_400_lines(path):
 def test_no_comment_block_over_8_lines(path):
     source = path.read_text()
     long = [f"# block at line {n} ({k} lines)" for n, k in _comment_blocks(source) if k > MAX_COMMENT_BLOCK]
-    long += [f"docstring of {name} at line {n} ({k} lines)" for name, n, k in _docstrings(ast.parse(source))
-             if k > (MAX_MODULE_DOCSTRING if name == "<module>" else MAX_COMMENT_BLOCK)]
+    long += [
+        f"docstring of {name} at line {n} ({k} lines)" for name, n, k in _docstrings(ast.parse(source))
+        if k > (MAX_MODULE_DOCSTRING if name == "<module>" else MAX_COMMENT_BLOCK)
+    ]
     assert not long, f"{path.name}: " + "; ".join(long)
 
 
@@ -77,8 +84,11 @@ def _tables():
     out = {}
     for module, names in TABLE_MODULES.items():
         m = importlib.import_module(module)
-        out |= {name: t for name, t in vars(m).items() if name.isupper() and isinstance(t, dict)
-                and (names is None or name in names)}
+        out |= {
+            name: t
+            for name, t in vars(m).items()
+            if name.isupper() and isinstance(t, dict) and (names is None or name in names)
+        }
     return out
 
 

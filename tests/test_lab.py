@@ -51,6 +51,7 @@ def test_swapped_sets_the_tables_for_the_call_and_restores_them_even_on_error():
 
     def fail():
         raise RuntimeError("boom")
+
     with pytest.raises(RuntimeError):
         common.swapped(tables, fail, LIMIT=9)()
     assert tables.LIMIT == 1
@@ -59,8 +60,10 @@ def test_swapped_sets_the_tables_for_the_call_and_restores_them_even_on_error():
 def test_readings_interleave_the_kinds_and_check_them_against_the_first(capsys):
     import torch
 
-    kinds = {"default": lambda: torch.ones(4), "close": lambda: torch.ones(4) * (1 + 1e-7),
-             "wrong": lambda: torch.ones(4) * 2}
+    kinds = {
+        "default": lambda: torch.ones(4), "close": lambda: torch.ones(4) * (1 + 1e-7), "wrong":
+        lambda: torch.ones(4) * 2
+    }
     out = common.readings(kinds, times=2)
     assert list(out) == ["default", "close", "wrong", "default (2)", "close (2)", "wrong (2)"]
     err = capsys.readouterr().err
@@ -108,8 +111,9 @@ def test_compileframes_times_both_frames_of_torch_compile_and_each_is_right(caps
     from lab.inductor import frame_variants
 
     variants = frame_variants(name, shape, pytest.importorskip("torch").float32, device="cpu")
-    assert list(variants) == ["builtin", "ours", "compile, joint graph",
-                              "compile, as a training step (AOTAutograd; the sweep's)"]
+    assert list(variants) == [
+        "builtin", "ours", "compile, joint graph", "compile, as a training step (AOTAutograd; the sweep's)"
+    ]
     for fn in variants.values():
         fn()
     err = capsys.readouterr().err
@@ -132,8 +136,10 @@ def test_rmsfull_times_both_row_forms_with_and_without_the_mask_beside_compile(c
 
     [(kernel, moved, variants)] = rows.rmsfull_variants(64, torch.float32, device="cpu")
     assert kernel == "rmsnorm" and moved == (2 * 64 * 64 + 64) * 4 and len(variants) == 18
-    assert list(variants)[:6] == ["triton (default)", "held, masked", "held, unmasked", "read again, 16 warps, masked",
-                                  "read again, 16 warps, unmasked", "compile"]
+    assert list(variants)[:6] == [
+        "triton (default)", "held, masked", "held, unmasked", "read again, 16 warps, masked",
+        "read again, 16 warps, unmasked", "compile"
+    ]
     torch.testing.assert_close(variants["held, unmasked (2)"](), variants["held, masked"](), atol=0, rtol=0)
     assert "failed" not in capsys.readouterr().err
 
@@ -146,10 +152,11 @@ def test_unmasked_runs_every_kind_but_the_asm_loads_on_the_cpu(capsys):
     out = rows.unmasked_variants(64, torch.float32, device="cpu")
     assert [k for k, _, _ in out] == ["rowsum", "softmax", "layernorm", "rmsnorm"]
     kinds = {k: [v for v in variants if not v.endswith(("(2)", "(3)"))] for k, _, variants in out}
-    assert kinds == {"rowsum": ["triton (default)", "masked", "unmasked", "asm ld.global"],
-                     "softmax": ["triton (default)", "masked", "unmasked", "compile"],
-                     "layernorm": ["triton (default)", "every full row unmasked"],
-                     "rmsnorm": ["triton (default)", "before round 34", "compile"]}
+    assert kinds == {
+        "rowsum": ["triton (default)", "masked", "unmasked",
+                   "asm ld.global"], "softmax": ["triton (default)", "masked", "unmasked", "compile"], "layernorm":
+        ["triton (default)", "every full row unmasked"], "rmsnorm": ["triton (default)", "before round 34", "compile"]
+    }
     err = capsys.readouterr().err
     assert err.count("failed") == 1 and "asm ld.global variant failed" in err and "wrong" not in err
 
@@ -191,12 +198,12 @@ def test_readfloor_checks_the_row_sums_and_times_the_floors_beside_them(capsys):
                                atol=1e-4, rtol=1e-4)
     half = variants["copy_ of half the rows (same bytes)"]().clone()
     assert half.shape == (32, 64)
-    torch.testing.assert_close(variants["Triton copy of half the rows, 4 KiB a program, 4 warps"](), half,
-                               atol=0, rtol=0)
+    torch.testing.assert_close(variants["Triton copy of half the rows, 4 KiB a program, 4 warps"](), half, atol=0,
+                               rtol=0)
     y = torch.zeros(16, 64)
     x = torch.randn(16, 64)
     assert floor.copy_chunks(x, y, 512, 4) is y and torch.equal(y, x)  # its own output, not the driver's copy's
-    assert variants["chunk sums, 4 KiB a program, 4 warps"]().shape == (4,)  # 64 x 64 fp32 = 16 KiB
+    assert variants["chunk sums, 4 KiB a program, 4 warps"]().shape == (4, )  # 64 x 64 fp32 = 16 KiB
     assert "failed" not in capsys.readouterr().err
 
 
@@ -228,8 +235,9 @@ def test_attention_backward_tiles_each_match_the_default_gradients(capsys, monke
     monkeypatch.setitem(attention.BWD_SPACE, "dkdv", attention.BWD_SPACE["dkdv"][:2])
     monkeypatch.setitem(attention.BWD_SPACE, "dq", attention.BWD_SPACE["dq"][-2:])
     variants = attention.backward_variants((1, 2, 128, 32), True, torch.float16, device="cpu")
-    assert list(variants) == ["triton backward (default)", "dkdv 32x128 w4 s3", "dkdv 32x128 w4 s4",
-                              "dq 64x64 w8 s4", "dq 64x64 w8 s5"]
+    assert list(variants) == [
+        "triton backward (default)", "dkdv 32x128 w4 s3", "dkdv 32x128 w4 s4", "dq 64x64 w8 s4", "dq 64x64 w8 s5"
+    ]
     assert [g.shape for g in variants["dq 64x64 w8 s5"]()] == [(1, 2, 128, 32)] * 3
     err = capsys.readouterr().err
     assert "failed" not in err and "wrong" not in err
@@ -263,7 +271,7 @@ def test_a_probe_times_one_start_without_the_loop_unless_it_asks():
 def test_a_recorded_variant_carries_its_rate_and_its_fraction_of_the_calls_copy():
     run = common.Run(args=None, timer=None, cfg=None, copy_gbps=4000.0)
     run.record("gelu", 8192, "bfloat16", "triton (default)", 0.064, moved=2 * 8192 * 8192 * 2)
-    run.record("matmul", 1024, "bfloat16", "cuBLAS mm alone", 0.01, flops=2.0 * 1024 ** 3)
+    run.record("matmul", 1024, "bfloat16", "cuBLAS mm alone", 0.01, flops=2.0 * 1024**3)
     gelu, mm = run.rows
     assert gelu["median_us"] == pytest.approx(64.0) and gelu["gbps"] == pytest.approx(4194.3, abs=0.1)
     assert gelu["of_copy"] == pytest.approx(gelu["gbps"] / 4000.0)

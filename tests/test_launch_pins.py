@@ -45,13 +45,18 @@ class Recorder:
         self.name, self.log = name, log
 
     def __getitem__(self, grid):
+
         def launch(*args, **kw):
             try:
                 shape = grid(kw) if callable(grid) else grid
             except KeyError:  # an autotuned launch: the grid needs the config the autotuner picks
                 shape = None
-            self.log.append({"kernel": self.name, "grid": list(shape) if shape is not None else None,
-                             "args": [_value(a) for a in args], "kw": {k: _value(v) for k, v in sorted(kw.items())}})
+            self.log.append({
+                "kernel": self.name, "grid": list(shape) if shape is not None else None, "args":
+                [_value(a) for a in args], "kw": {k: _value(v)
+                                                  for k, v in sorted(kw.items())}
+            })
+
         return launch
 
 
@@ -79,6 +84,7 @@ def _recorded(module, names: tuple[str, ...], call) -> list:
 def _dt(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
+
 SOFTMAX_FWD_KERNELS = ("_softmax_fwd_row_kernel", "_softmax_fwd_online_kernel", "softmax_fwd_aligned_kernel",
                        "softmax_fwd_rows_kernel", "_softmax_split_stats_kernel", "_softmax_split_apply_kernel")
 SOFTMAX_BWD_KERNELS = ("_softmax_bwd_row_kernel", "_softmax_bwd_tiled_kernel", "softmax_bwd_rows_kernel")
@@ -105,40 +111,39 @@ def record_rows() -> dict:
     out = {}
     for case, x in _row_cases():
         n = x.shape[1]
-        w = torch.empty((n,), dtype=x.dtype)
+        w = torch.empty((n, ), dtype=x.dtype)
         e = x.element_size()
-        out[f"layernorm/{case}"] = _recorded(ln, ("_layernorm_fwd_kernel",), lambda: ln.layernorm_triton(x, w, w))
+        out[f"layernorm/{case}"] = _recorded(ln, ("_layernorm_fwd_kernel", ), lambda: ln.layernorm_triton(x, w, w))
         block, warps = ln.launch_params(n, e)
         out[f"layernorm.launch_options/{case}"] = [ln.launch_options(n, e, block, warps, p) for p in (False, True)]
         out[f"rmsnorm/{case}"] = _recorded(rms, ("_rmsnorm_fwd_kernel", "_rmsnorm_fwd_aligned_kernel"),
-                                            lambda: rms.rmsnorm_triton(x, w))
-        out[f"rowsum/{case}"] = _recorded(rs, ("_rowsum_kernel",), lambda: rs.rowsum_triton(x))
-        out[f"softmax.fwd/{case}"] = _recorded(sm, SOFTMAX_FWD_KERNELS,
-                                               lambda: sm.softmax_forward(x))
-        out[f"softmax.bwd/{case}"] = _recorded(sm, SOFTMAX_BWD_KERNELS,
-                                               lambda: sm.softmax_backward(x, x))
+                                           lambda: rms.rmsnorm_triton(x, w))
+        out[f"rowsum/{case}"] = _recorded(rs, ("_rowsum_kernel", ), lambda: rs.rowsum_triton(x))
+        out[f"softmax.fwd/{case}"] = _recorded(sm, SOFTMAX_FWD_KERNELS, lambda: sm.softmax_forward(x))
+        out[f"softmax.bwd/{case}"] = _recorded(sm, SOFTMAX_BWD_KERNELS, lambda: sm.softmax_backward(x, x))
     for dtype in DTYPES:  # the knobs tests and the lab turn
         x = torch.empty((3, 2048), dtype=dtype)
-        w = torch.empty((2048,), dtype=dtype)
+        w = torch.empty((2048, ), dtype=dtype)
         split = ("_norm_split_stats_kernel", "_norm_split_apply_kernel")  # kernels/_shared/norm_split.py's
-        for kw in ({"block_size": 512}, {"block_size": 4096}, {"num_warps": 2}, {"block_size": 256, "num_warps": 8},
-                   {"split": 512}, {"split": 0}):
-            out[f"layernorm/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
-                ln, ("_layernorm_fwd_kernel", *split), lambda: ln.layernorm_triton(x, w, w, **kw))
+        for kw in ({"block_size": 512}, {"block_size": 4096}, {"num_warps": 2}, {"block_size": 256, "num_warps":
+                                                                                 8}, {"split": 512}, {"split": 0}):
+            out[f"layernorm/{_dt(dtype)}/3x2048/{kw}"] = _recorded(ln, ("_layernorm_fwd_kernel", *split),
+                                                                   lambda: ln.layernorm_triton(x, w, w, **kw))
         for kw in ({"block_size": 128}, {"reload": True}, {"reload": False}, {"full": True}, {"full": False},
                    {"block_size": 1024, "full": True}, {"num_warps": 32}, {"split": 512}, {"split": 0}):
-            out[f"rmsnorm/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
-                rms, ("_rmsnorm_fwd_kernel", *split), lambda: rms.rmsnorm_triton(x, w, **kw))
-        for kw in ({"block_m": 2}, {"block_n": 256}, {"num_warps": 1}, {"full": True}, {"full": False},
-                   {"split": 1024}, {"split": 0}):
+            out[f"rmsnorm/{_dt(dtype)}/3x2048/{kw}"] = _recorded(rms, ("_rmsnorm_fwd_kernel", *split),
+                                                                 lambda: rms.rmsnorm_triton(x, w, **kw))
+        for kw in ({"block_m": 2}, {"block_n": 256}, {"num_warps": 1}, {"full": True}, {"full":
+                                                                                        False}, {"split":
+                                                                                                 1024}, {"split": 0}):
             out[f"rowsum/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
                 rs, ("_rowsum_kernel", "_rowsum_split_kernel", "_rowsum_combine_kernel", "_rowsum_split_once_kernel"),
                 lambda: rs.rowsum_triton(x, **kw))
         for kw in ({"max_block": 256}, {"reload": True}, {"reload": False}, {"full": True}, {"num_warps": 2}):
-            out[f"softmax.fwd/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
-                sm, SOFTMAX_FWD_KERNELS, lambda: sm.softmax_forward(x, **kw))
-        out[f"softmax.bwd/{_dt(dtype)}/3x2048/max_block=256"] = _recorded(
-            sm, SOFTMAX_BWD_KERNELS, lambda: sm.softmax_backward(x, x, 256))
+            out[f"softmax.fwd/{_dt(dtype)}/3x2048/{kw}"] = _recorded(sm, SOFTMAX_FWD_KERNELS,
+                                                                     lambda: sm.softmax_forward(x, **kw))
+        out[f"softmax.bwd/{_dt(dtype)}/3x2048/max_block=256"] = _recorded(sm, SOFTMAX_BWD_KERNELS,
+                                                                          lambda: sm.softmax_backward(x, x, 256))
     return out
 
 
@@ -153,32 +158,36 @@ def record_elementwise() -> dict:
                 if v.numel() == 0:
                     continue
                 case = f"{_dt(dtype)}/{view}{m}x{n}"
-                out[f"vecadd/{case}"] = _recorded(vecadd, ("_vecadd_kernel",), lambda: vecadd.vecadd_triton(v, v))
-                out[f"saxpy/{case}"] = _recorded(saxpy, ("_saxpy_kernel",), lambda: saxpy.saxpy_triton(0.5, v, v))
+                out[f"vecadd/{case}"] = _recorded(vecadd, ("_vecadd_kernel", ), lambda: vecadd.vecadd_triton(v, v))
+                out[f"saxpy/{case}"] = _recorded(saxpy, ("_saxpy_kernel", ), lambda: saxpy.saxpy_triton(0.5, v, v))
             case = f"{_dt(dtype)}/{m}x{n}"
-            out[f"gelu/{case}"] = _recorded(gelu, ("_gelu_kernel",), lambda: gelu.gelu_triton(x))
+            out[f"gelu/{case}"] = _recorded(gelu, ("_gelu_kernel", ), lambda: gelu.gelu_triton(x))
         x = torch.empty((1, 5000), dtype=dtype)
         for kw in ({"block_size": 256}, {"num_warps": 2}, {"one_row": False}):
-            out[f"vecadd/{_dt(dtype)}/1x5000/{kw}"] = _recorded(vecadd, ("_vecadd_kernel",),
+            out[f"vecadd/{_dt(dtype)}/1x5000/{kw}"] = _recorded(vecadd, ("_vecadd_kernel", ),
                                                                 lambda: vecadd.vecadd_triton(x, x, **kw))
         for kw in ({"block_size": 512}, {"num_warps": 2}, {"precise": True}):
-            out[f"gelu/{_dt(dtype)}/1x5000/{kw}"] = _recorded(gelu, ("_gelu_kernel",),
+            out[f"gelu/{_dt(dtype)}/1x5000/{kw}"] = _recorded(gelu, ("_gelu_kernel", ),
                                                               lambda: gelu.gelu_triton(x, **kw))
     return out
 
 
 def _config(c) -> dict:
-    return {"kwargs": dict(c.kwargs), "num_stages": c.num_stages, "num_warps": c.num_warps,
-            "pre_hook": getattr(c.pre_hook, "__name__", None)}
+    return {
+        "kwargs": dict(c.kwargs), "num_stages": c.num_stages, "num_warps": c.num_warps, "pre_hook":
+        getattr(c.pre_hook, "__name__", None)
+    }
 
 
 def record_matmul() -> dict:
     from kernels import matmul as mm
 
     names = ("_matmul_kernel", "_matmul_kernel_autotuned", "_matmul_tma_kernel", "_matmul_tma_autotuned")
-    out = {"matmul/configs": [_config(c) for c in mm.get_matmul_configs()],
-           "matmul/tma_configs": [_config(c) for c in mm.get_tma_configs()],
-           "matmul/constants": {"TMA_MIN_MNK": mm.TMA_MIN_MNK, "SMEM_LIMIT_BYTES": mm.SMEM_LIMIT_BYTES}}
+    out = {
+        "matmul/configs": [_config(c) for c in mm.get_matmul_configs()], "matmul/tma_configs":
+        [_config(c) for c in mm.get_tma_configs()], "matmul/constants":
+        {"TMA_MIN_MNK": mm.TMA_MIN_MNK, "SMEM_LIMIT_BYTES": mm.SMEM_LIMIT_BYTES}
+    }
     for e in (2, 4):
         a = torch.empty((8, 8), dtype=torch.float32 if e == 4 else torch.bfloat16)
         out[f"matmul/pruned/{e}"] = [_config(c) for c in mm._prune_configs(mm.get_matmul_configs(), {"a_ptr": a})]
@@ -187,8 +196,8 @@ def record_matmul() -> dict:
             a, b = torch.empty((m, k), dtype=dtype), torch.empty((k, n), dtype=dtype)
             for kw in ({}, {"method": "pointer"}, {"method": "tma"}, {"activation": "none"},
                        {"config": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 3, "num_warps": 2}}):
-                out[f"matmul/{_dt(dtype)}/{m}x{n}x{k}/{kw}"] = _recorded(
-                    mm, names, lambda: mm.matmul_triton(a, b, **kw))
+                out[f"matmul/{_dt(dtype)}/{m}x{n}x{k}/{kw}"] = _recorded(mm, names,
+                                                                         lambda: mm.matmul_triton(a, b, **kw))
     return out
 
 
@@ -196,8 +205,10 @@ def record_sources() -> dict:
     from kernels import gelu, softmax
 
     digest = lambda s: hashlib.sha256(s.strip().encode()).hexdigest()  # noqa: E731
-    return {"cuda/gelu": [digest(gelu.CUDA_SOURCE), digest(gelu.CPP_SOURCE)],
-            "cuda/softmax": [digest(softmax.CUDA_SOURCE), digest(softmax.CPP_SOURCE)]}
+    return {
+        "cuda/gelu": [digest(gelu.CUDA_SOURCE), digest(gelu.CPP_SOURCE)], "cuda/softmax":
+        [digest(softmax.CUDA_SOURCE), digest(softmax.CPP_SOURCE)]
+    }
 
 
 def record() -> dict:
@@ -238,6 +249,6 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["--record"]:
         sys.exit("usage: python tests/test_launch_pins.py --record   (rewrites tests/launch_pins.json)")
     pins = record()
-    PINS.write_text("{\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v, sort_keys=True)}" for k, v in
-                                        sorted(pins.items())) + "\n}\n")  # one case a line: diffs by case
+    PINS.write_text("{\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v, sort_keys=True)}"
+                                       for k, v in sorted(pins.items())) + "\n}\n")  # one case a line: diffs by case
     print(f"wrote {PINS} ({len(pins)} cases)")

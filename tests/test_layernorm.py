@@ -11,13 +11,13 @@ from test_norms import DTYPE_IDS, DTYPES, SHAPES  # the norms' shared grid (test
 def _inputs(rows, cols, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn((rows, cols), generator=g)
-    w = 1.0 + 0.5 * torch.randn((cols,), generator=g)
-    b = torch.randn((cols,), generator=g)
+    w = 1.0 + 0.5 * torch.randn((cols, ), generator=g)
+    b = torch.randn((cols, ), generator=g)
     return x.to(dtype), w.to(dtype), b.to(dtype)
 
 
 def _ref(x, w, b, eps=ln.EPS):
-    return torch.nn.functional.layer_norm(x.double(), (x.shape[-1],), w.double(), b.double(), eps)
+    return torch.nn.functional.layer_norm(x.double(), (x.shape[-1], ), w.double(), b.double(), eps)
 
 
 @pytest.mark.parametrize("block_size", [None, 64], ids=["one-tile", "tiled-64"])
@@ -33,8 +33,8 @@ def test_matches_float64(rows, cols, dtype, atol, rtol, block_size):
 @pytest.mark.parametrize("block_size", [None, 128], ids=["one-tile", "tiled-128"])
 def test_long_rows_through_tiled_loop(block_size):
     x, w, b = _inputs(3, 8192 + 37, torch.float32)  # past one block of 8192 on either path's tile count
-    torch.testing.assert_close(ln.layernorm_triton(x, w, b, block_size=block_size).double(), _ref(x, w, b),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        ln.layernorm_triton(x, w, b, block_size=block_size).double(), _ref(x, w, b), atol=1e-5, rtol=1e-5)
 
 
 def test_rows_too_long_to_hold_take_the_tiled_launch(spy_launches):
@@ -43,7 +43,7 @@ def test_rows_too_long_to_hold_take_the_tiled_launch(spy_launches):
     x, w, b = _inputs(2, 2 * MAX_BLOCK_SIZE + 40, torch.bfloat16)
     y = ln.layernorm_triton(x, w, b)
     torch.testing.assert_close(y.double(), _ref(x, w, b), atol=2e-2, rtol=1.6e-2)
-    ((name, kw),) = seen
+    ((name, kw), ) = seen
     assert name == "_layernorm_fwd_kernel" and not kw["ONE_TILE"]
     assert (kw["BLOCK_SIZE"], kw["num_warps"]) == ln.TILED_LAUNCH[2] and kw["BLOCK_SIZE"] < MAX_BLOCK_SIZE
 
@@ -74,14 +74,15 @@ def test_large_mean_keeps_variance_accurate(spy_launches, block_size):
     x = x + 1000.0  # |mean| >> std: E[x^2] - E[x]^2 in fp32 would lose most digits
     y = ln.layernorm_triton(x, w, b, block_size=block_size)
     torch.testing.assert_close(y.double(), _ref(x, w, b), atol=1e-3, rtol=1e-3)
-    ((_, kw),) = seen
+    ((_, kw), ) = seen
     assert kw["ONE_TILE"] == (block_size is None)
 
 
-@pytest.mark.parametrize("cols, block_size, kernel", [
-    (10, None, "layernorm_fwd_packed_kernel"), (300, None, "_layernorm_fwd_kernel"),
-    (300, 16, "_layernorm_fwd_kernel"), (4099, None, "_layernorm_fwd_aligned_kernel")],
-    ids=["packed", "held", "tiled", "aligned"])
+@pytest.mark.parametrize("cols, block_size, kernel", [(10, None, "layernorm_fwd_packed_kernel"),
+                                                      (300, None, "_layernorm_fwd_kernel"),
+                                                      (300, 16, "_layernorm_fwd_kernel"),
+                                                      (4099, None, "_layernorm_fwd_aligned_kernel")],
+                         ids=["packed", "held", "tiled", "aligned"])
 def test_eps_is_honoured(spy_launches, cols, block_size, kernel):
     from kernels._shared import norm_packed as _norm_packed
 
@@ -89,8 +90,9 @@ def test_eps_is_honoured(spy_launches, cols, block_size, kernel):
     seen_packed = spy_launches(_norm_packed, "layernorm_fwd_packed_kernel")
     x, w, b = _inputs(4, cols, torch.float32)
     x = x * 1e-3  # variance ~1e-6, comparable to eps
-    torch.testing.assert_close(ln.layernorm_triton(x, w, b, eps=1e-2, block_size=block_size).double(),
-                               _ref(x, w, b, eps=1e-2), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        ln.layernorm_triton(x, w, b, eps=1e-2, block_size=block_size).double(), _ref(x, w, b, eps=1e-2), atol=1e-5,
+        rtol=1e-5)
     assert [name for name, _ in seen + seen_packed] == [kernel]
 
 
@@ -114,15 +116,12 @@ def test_empty_input():
     assert ln.layernorm_triton(torch.empty(0, 5), torch.ones(5), torch.zeros(5)).shape == (0, 5)
 
 
-@pytest.mark.parametrize("n_cols,element_size,expected", [
-    (1, 4, (1, 4)),
-    (300, 2, (512, 4)),
-    (1000, 4, (1024, 4)),
-    (4096, 4, (4096, 8)),  # 16 KiB / (32 threads x 64 B) = 8 warps
-    (8192, 2, (8192, 8)),
-    (8192, 4, (8192, 16)),
-    (100_000, 4, (MAX_BLOCK_SIZE, 16)),  # longer than one block: the tiled loop, at most 16 warps
-])
+@pytest.mark.parametrize("n_cols,element_size,expected",
+                         [(1, 4, (1, 4)), (300, 2, (512, 4)), (1000, 4, (1024, 4)),
+                          (4096, 4, (4096, 8)),  # 16 KiB / (32 threads x 64 B) = 8 warps
+                          (8192, 2, (8192, 8)), (8192, 4, (8192, 16)),
+                          (100_000, 4, (MAX_BLOCK_SIZE, 16)),  # longer than one block: the tiled loop, at most 16 warps
+                          ])
 def test_row_launch_params(n_cols, element_size, expected):
     assert row_launch_params(n_cols, element_size) == expected
 
@@ -137,21 +136,18 @@ def test_row_launch_params_rejects_nonsense():
 @pytest.mark.parametrize("n_cols, element_size, block_size, expected", [
     (1024, 4, None, (1024, 4)),  # the shared heuristic (its floor of 4 warps)
     (2048, 4, None, (2048, 8)),  # held fp32 rows of 2048 take 8 warps (HELD_MIN_WARPS), not the heuristic's 4
-    (4096, 4, None, (4096, 8)),
-    (8192, 4, None, (8192, 16)),
+    (4096, 4, None, (4096, 8)), (8192, 4, None, (8192, 16)),
     (2048, 2, None, (2048, 4)),  # 16-bit rows of 2048 keep the heuristic
     (4096, 2, None, (4096, 8)),  # 16-bit rows of 4096 take 8 warps (HELD_MIN_WARPS), not the heuristic's 4
     (8192, 2, None, (8192, 8)),
     (32768, 2, None, (32768, 32)),  # too long for the heuristic's block, not for WIDE_HELD's: held at 32 warps
-    (20000, 4, None, (32768, 32)),
-    (32769, 2, None, (4096, 8)),  # too long to hold: TILED_LAUNCH's tile for 16-bit rows
+    (20000, 4, None, (32768, 32)), (32769, 2, None, (4096, 8)),  # too long to hold: TILED_LAUNCH's tile for 16-bit rows
     (50257, 4, None, (2048, 4)),  # ... and for fp32 rows
     (2048, 4, 512, (512, 4)),  # a tile asked for: the tiled loop, no held-row minimum
     (2048, 4, 4096, (4096, 8)),  # a wider tile asked for still holds the row: the held-row minimum applies
     (1793, 4, None, (2048, 4)),  # keyed on the row's columns: 1793 was not measured with 8 warps
     (4097, 4, None, (1024, 8)),  # under 3/4 of its 8192 block: SPARSE_BLOCK's tiles, not held
-    (6143, 4, None, (1024, 8)),
-    (6144, 4, None, (8192, 16)),  # 3/4 of the block: held
+    (6143, 4, None, (1024, 8)), (6144, 4, None, (8192, 16)),  # 3/4 of the block: held
     (4097, 2, None, (1024, 8)),  # 16-bit: tiles where the row is no multiple of 16 bytes
     (5000, 2, None, (8192, 8)),  # ... 10000 bytes are: held
     (4097, 4, 8192, (8192, 16)),  # a block asked for: held as asked
@@ -229,7 +225,7 @@ def test_rows_as_long_as_their_tile_skip_the_mask_and_give_the_same_rows(monkeyp
 def test_flop_and_byte_model():
     assert ln.flops(10) == 7 * 100 == 700
     assert ln.bytes_moved(10, "float32") == (2 * 100 + 2 * 10) * 4 == 880  # x, y, weight, bias
-    assert ln.bytes_moved(4096, "bfloat16") == (2 * 4096 ** 2 + 2 * 4096) * 2
+    assert ln.bytes_moved(4096, "bfloat16") == (2 * 4096**2 + 2 * 4096) * 2
     assert ln.KERNEL.flops is ln.flops and ln.KERNEL.bytes is ln.bytes_moved
 
 
@@ -248,22 +244,22 @@ def test_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, dtype, cols,
     monkeypatch.setattr(ln, "ALIGNED_TILES", {2: (33, tile, 1), 4: (33, tile, 1)})
     launched = []
     real = ln._layernorm_fwd_aligned_kernel
-    monkeypatch.setattr(ln, "_layernorm_fwd_aligned_kernel", type("Spy", (), {
-        "__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
+    monkeypatch.setattr(ln, "_layernorm_fwd_aligned_kernel",
+                        type("Spy", (), {"__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
     x, w, b = _inputs(7, cols, dtype)
     tol = dict(atol=2e-3, rtol=2e-3) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
     outlier = x.clone()
     outlier[:, 0] = 1e4 if dtype == torch.float32 else 300.0
     for xs in ((x.double() + 1000.0).to(dtype), x, outlier):
         torch.testing.assert_close(ln.layernorm_triton(xs, w, b).double(), _ref(xs, w, b), **tol)
-    assert launched == [(7,)] * 3
+    assert launched == [(7, )] * 3
     # not the aligned tiles: rows under the table's fewest columns, aligned rows, a strided x, weight or bias, a tile
     # asked for
     wide = _inputs(1, 2 * cols, dtype)[1]
     for args, kw in [(_inputs(3, 31, dtype), {}), (_inputs(3, 40, dtype), {}), ((x[::2], w, b), {}),
                      ((x, wide[::2], b), {}), ((x, w, wide[::2]), {}), ((x, w, b), {"block_size": 64})]:
         torch.testing.assert_close(ln.layernorm_triton(*args, **kw).double(), _ref(*args), **tol)
-    assert launched == [(7,)] * 3
+    assert launched == [(7, )] * 3
 
 
 def test_aligned_tiles_keep_the_variance_of_a_long_row_with_an_outlier(monkeypatch):

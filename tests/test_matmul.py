@@ -17,8 +17,7 @@ from rooflab.triton_utils import autotune_configs
 from tests.test_launch_pins import _recorded, _value
 
 DTYPES = [  # (dtype, atol, rtol): the tolerance travels with the dtype
-    (torch.float32, 1e-4, 1e-4),
-    (torch.bfloat16, 2e-2, 1.6e-2),  # C rounded to bf16 (8-bit mantissa)
+    (torch.float32, 1e-4, 1e-4), (torch.bfloat16, 2e-2, 1.6e-2),  # C rounded to bf16 (8-bit mantissa)
     (torch.float16, 2e-3, 2e-3),
 ]
 SHAPES = [(1, 1, 1), (17, 33, 65), (64, 48, 100), (100, 70, 40), (5, 128, 3), (128, 128, 128)]  # (M, N, K)
@@ -64,8 +63,8 @@ def test_strided_operands_without_copy(which, dtype, atol, rtol):
         a, b = torch.randn((m, k), generator=g).to(dtype), torch.randn((2 * k, n), generator=g).to(dtype)[::2]
     assert not (a.is_contiguous() and b.is_contiguous())
     for config in (None, SMALL_TILES):
-        (launch,) = _recorded(mm, ("_matmul_kernel_autotuned", "_matmul_kernel"),
-                              lambda: mm.matmul_triton(a, b, config=config))
+        (launch, ) = _recorded(mm, ("_matmul_kernel_autotuned", "_matmul_kernel"),
+                               lambda: mm.matmul_triton(a, b, config=config))
         assert launch["args"][:2] == [_value(a), _value(b)]  # the operands as given, strides and all: no copy
         assert launch["args"][6:10] == [*a.stride(), *b.stride()]
         c = mm.matmul_triton(a, b, config=config)
@@ -107,8 +106,8 @@ def test_tf32_tiles_only_for_tf32_and_k_major_b_only_for_large_tf32_products_on_
     a, b = _operands(4, 4, 4, torch.float32)
 
     def tiles(dtype, precision):  # what the autotuner is offered, as matmul_triton names the precision
-        return {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) for c in mm._prune_configs(
-            configs, {"a_ptr": a.to(dtype)}, INPUT_PRECISION=precision)}
+        return {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"])
+                for c in mm._prune_configs(configs, {"a_ptr": a.to(dtype)}, INPUT_PRECISION=precision)}
 
     assert mm.input_precision_for(torch.bfloat16) == "tf32"  # 16-bit products pass "tf32" too: pruned by size
     sixteen = tiles(torch.bfloat16, "tf32") | tiles(torch.float16, "tf32")
@@ -121,6 +120,7 @@ def test_tf32_tiles_only_for_tf32_and_k_major_b_only_for_large_tf32_products_on_
     monkeypatch.setattr(operands, "device_capability", lambda device: (9, 0))
 
     class Cuda:  # stands in for a CUDA tensor: what wants_k_major reads
+
         def __init__(self, t):
             self.t, self.dtype, self.device, self.shape = t, t.dtype, torch.device("cuda"), t.shape
 
@@ -137,7 +137,7 @@ def test_tf32_tiles_only_for_tf32_and_k_major_b_only_for_large_tf32_products_on_
         assert operands.wants_k_major(Cuda(a), Cuda(b))
         assert not operands.wants_k_major(Cuda(a), Cuda(b.t().contiguous().t()))  # already K-major
         assert not operands.wants_k_major(Cuda(a.half()), Cuda(b.half()))
-        monkeypatch.setattr(operands, "KMAJOR_MIN_MNK", 4 ** 3 + 1)
+        monkeypatch.setattr(operands, "KMAJOR_MIN_MNK", 4**3 + 1)
         assert not operands.wants_k_major(Cuda(a), Cuda(b))
     monkeypatch.setattr(operands, "KMAJOR_MIN_MNK", 1)
     with math_mode("float32"):
@@ -205,7 +205,7 @@ def test_ieee_fp32_products_keep_only_narrow_tiles_and_the_tables_ffma_tiles():
 
 
 def test_flop_and_byte_model():
-    assert mm.flops(4) == 2 * 4 ** 3 + 4 ** 2 == 144  # 2 n^3 for the product, n^2 for ReLU
+    assert mm.flops(4) == 2 * 4**3 + 4**2 == 144  # 2 n^3 for the product, n^2 for ReLU
     assert mm.flops(1000) == 2e9 + 1e6
     assert mm.bytes_moved(4, "bfloat16") == 3 * 16 * 2 == 96  # read A and B, write C
     assert mm.bytes_moved(1000, "float32") == 12e6
@@ -300,14 +300,14 @@ def test_tma_prune_counts_the_epilogue_tile():
 
 def test_tma_autotuner_keys_on_dtype_and_auto_keeps_small_products_on_the_pointer_kernel():
     assert "IN_DTYPE" in mm._matmul_tma_autotuned.keys  # a float32 choice must not serve bfloat16
-    assert 1024 ** 3 < mm.TMA_MIN_MNK <= 4096 ** 3
+    assert 1024**3 < mm.TMA_MIN_MNK <= 4096**3
     a, b = _operands(64, 64, 64, torch.bfloat16)
     torch.testing.assert_close(mm.matmul_triton(a, b).to(torch.float64), _ref(a, b), atol=2e-2, rtol=1.6e-2)
 
 
-@pytest.mark.parametrize("dtype, precision, want", [
-    (torch.float32, "float32", "ieee"), (torch.float32, "tf32", "tf32"),
-    (torch.bfloat16, "float32", "tf32"), (torch.float16, "tf32", "tf32")])
+@pytest.mark.parametrize("dtype, precision, want", [(torch.float32, "float32", "ieee"), (torch.float32, "tf32", "tf32"),
+                                                    (torch.bfloat16, "float32", "tf32"),
+                                                    (torch.float16, "tf32", "tf32")])
 def test_float32_products_follow_torchs_tf32_switch(dtype, precision, want):
     """Like for like: our float32 products are IEEE unless torch's would be TF32 (the tf32 precision sets it);
     16-bit operands keep tl.dot's default."""
@@ -335,7 +335,7 @@ def test_a_tf32_product_fails_the_float32_tolerance():
 
 
 def test_auto_takes_tma_for_large_products_but_not_ieee_fp32_nor_a_k_major_b(monkeypatch):
-    big, small, f32 = 8192 ** 3, 1024 ** 3, torch.float32
+    big, small, f32 = 8192**3, 1024**3, torch.float32
     assert mm.auto_tma(big, True, torch.bfloat16, "tf32") and mm.auto_tma(big, True, f32, "tf32")
     assert not mm.auto_tma(small, True, torch.bfloat16, "tf32")
     assert not mm.auto_tma(big, True, f32, "ieee")  # IEEE_TMA False: the pointer kernel's FFMA tiles

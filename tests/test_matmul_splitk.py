@@ -157,12 +157,14 @@ def test_precision_refusals_and_tiles():
 
 def test_ieee_tiles_are_offered_to_ieee_fp32_only(monkeypatch):
     wide = (128, 128, 16, 8, 3, 8)
-    monkeypatch.setattr(mm_configs, "IEEE_TILES", (wide,))
+    monkeypatch.setattr(mm_configs, "IEEE_TILES", (wide, ))
     configs = mm_configs.get_matmul_configs()
 
     def offered(dtype, precision):
-        return [mm_configs._tile(c) for c in mm_configs._prune_configs(
-            configs, {"a_ptr": torch.empty(1, dtype=dtype)}, INPUT_PRECISION=precision)]
+        return [
+            mm_configs._tile(c) for c in mm_configs._prune_configs(configs, {"a_ptr": torch.empty(1, dtype=dtype)},
+                                                                   INPUT_PRECISION=precision)
+        ]
 
     assert wide in offered(torch.float32, "ieee")
     assert wide not in offered(torch.float32, "tf32") + offered(torch.bfloat16, "tf32") + offered(torch.float16, "ieee")

@@ -26,8 +26,8 @@ def folders(tmp_path):
     write(call / "compiled.parquet", [{"gpu": "h200", "kernel": "rowsum", "num_warps": 8}])
     write(call / "ceilings.parquet", [{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
     write(ref / "rowsum.parquet", [{"gpu": "h200", "kernel": "rowsum", "impl": "triton", "git_sha": "old"}])
-    write(ref / "profiles.parquet", [{"gpu": "h200", "kernel": k, "impl": "triton", "n_kernels": 9}
-                                     for k in ("rowsum", "gelu")])
+    write(ref / "profiles.parquet",
+          [{"gpu": "h200", "kernel": k, "impl": "triton", "n_kernels": 9} for k in ("rowsum", "gelu")])
     write(ref / "compiled.parquet", [{"gpu": "h200", "kernel": k, "num_warps": 4} for k in ("rowsum", "gelu")])
     return tmp_path / "results", tmp_path / "reference"
 
@@ -69,8 +69,8 @@ def test_rows_of_another_kernel_or_gpu_are_refused(folders):
 
 def matmul_folders(tmp_path, call_impls, ref_impls):
     """A call that measured matmul's call_impls and a reference with ref_impls (rows, profiles, compiled)."""
-    for where, impls, sha, n, warps in (("results/raw", call_impls, "new", 1, 8),
-                                        ("reference", ref_impls, "old", 9, 4)):
+    for where, impls, sha, n, warps in (("results/raw", call_impls, "new", 1, 8), ("reference", ref_impls, "old", 9,
+                                                                                   4)):
         d = tmp_path / where / "h200"
         write(d / "matmul.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "git_sha": sha} for i in impls])
         write(d / "profiles.parquet", [{"gpu": "h200", "kernel": "matmul", "impl": i, "n_kernels": n} for i in impls])
@@ -81,8 +81,8 @@ def matmul_folders(tmp_path, call_impls, ref_impls):
 
 def test_impls_replace_only_those_implementations_rows(tmp_path):
     results, reference = matmul_folders(tmp_path, ("builtin", "triton"), ("naive", "builtin", "compile", "triton"))
-    r = run(results, "--label", "s14", "--kernels", "matmul", "--impls", "builtin", "triton",
-            "--reference-dir", reference)
+    r = run(results, "--label", "s14", "--kernels", "matmul", "--impls", "builtin", "triton", "--reference-dir",
+            reference)
     ref = reference / "h200"
     assert r.returncode == 0, r.stderr
     rows = pd.read_parquet(ref / "matmul.parquet").set_index("impl")["git_sha"].to_dict()
@@ -101,7 +101,7 @@ def test_impls_the_call_did_not_measure_are_refused(folders):
 
 
 def test_impls_without_triton_keep_the_compiled_rows(tmp_path):
-    results, reference = matmul_folders(tmp_path, ("builtin",), ("builtin", "triton"))
+    results, reference = matmul_folders(tmp_path, ("builtin", ), ("builtin", "triton"))
     r = run(results, "--label", "s15", "--kernels", "matmul", "--impls", "builtin", "--reference-dir", reference)
     ref = reference / "h200"
     assert r.returncode == 0, r.stderr

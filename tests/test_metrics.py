@@ -12,20 +12,23 @@ TB = 1e12
 
 
 def raw_row(**kw):
-    row = {"gpu": "h200", "kernel": "gelu", "impl": "triton", "dtype": "float32", "size": 4096, "pass": "fwd",
-           "status": "ok", "error": "", "median_ms": 0.1, "graph_median_ms": np.nan, "flops": 8.0 * 4096 ** 2,
-           "bytes": 8.0 * 4096 ** 2, "compute_unit": "fp32"}
+    row = {
+        "gpu": "h200", "kernel": "gelu", "impl": "triton", "dtype": "float32", "size": 4096, "pass": "fwd", "status":
+        "ok", "error": "", "median_ms": 0.1, "graph_median_ms": np.nan, "flops": 8.0 * 4096**2, "bytes": 8.0 * 4096**2,
+        "compute_unit": "fp32"
+    }
     row.update(kw)
     return row
 
 
 def ceilings(gpu="h200", copy=4e12, gemm_fp32=50e12, gemm_bf16=600e12):
-    return pd.DataFrame([{"gpu": gpu, "ceiling": "copy", "value": copy},
-                         {"gpu": gpu, "ceiling": "gemm_fp32", "value": gemm_fp32},
+    return pd.DataFrame([{"gpu": gpu, "ceiling": "copy", "value":
+                          copy}, {"gpu": gpu, "ceiling": "gemm_fp32", "value": gemm_fp32},
                          {"gpu": gpu, "ceiling": "gemm_bf16", "value": gemm_bf16}])
 
 
 # --- the formulas -------------------------------------------------------------------------------------------------
+
 
 def test_attainable_is_the_lower_of_the_two_roofs():
     # H200 fp32: 67 TFLOP/s, 4.8 TB/s -> ridge at 67/4.8 = 13.96 FLOP/byte
@@ -39,24 +42,24 @@ def test_model_time_is_the_slower_of_compute_and_memory():
     assert model_time_s(1e9, 1e9, 100 * TB, 4 * TB) == pytest.approx(2.5e-4)
     # matmul n=8192 bf16 on H200: 2 n^3 = 1.0995e12 FLOP / 989.5e12 = 1.1112 ms; bytes 3 n^2 2 = 402.7 MB -> 0.0839 ms
     n = 8192
-    t = model_time_s(2.0 * n ** 3, 3 * n * n * 2, 989.5 * TB, 4.8 * TB)
-    assert t == pytest.approx(2.0 * n ** 3 / 989.5e12)
+    t = model_time_s(2.0 * n**3, 3 * n * n * 2, 989.5 * TB, 4.8 * TB)
+    assert t == pytest.approx(2.0 * n**3 / 989.5e12)
 
 
-@pytest.mark.parametrize("n, sms, expected", [
-    (1793, 132, 225 / 264),   # 15 x 15 = 225 tiles, 2 waves of 132 slots
-    (1793, 108, 225 / 324),   # 3 waves of 108
-    (1793, 148, 225 / 296),   # 2 waves of 148
-    (4096, 132, 1024 / 1056),  # 32 x 32 = 1024 tiles, 8 waves
-    (1024, 132, 64 / 132),    # 64 tiles: one wave, half empty
-    (128, 132, 1 / 132),      # one tile
-    (1536, 144, 1.0),         # 12 x 12 = 144 tiles, exactly one wave
-])
+@pytest.mark.parametrize("n, sms, expected", [(1793, 132, 225 / 264),  # 15 x 15 = 225 tiles, 2 waves of 132 slots
+                                              (1793, 108, 225 / 324),  # 3 waves of 108
+                                              (1793, 148, 225 / 296),  # 2 waves of 148
+                                              (4096, 132, 1024 / 1056),  # 32 x 32 = 1024 tiles, 8 waves
+                                              (1024, 132, 64 / 132),  # 64 tiles: one wave, half empty
+                                              (128, 132, 1 / 132),  # one tile
+                                              (1536, 144, 1.0),  # 12 x 12 = 144 tiles, exactly one wave
+                                              ])
 def test_wave_efficiency(n, sms, expected):
     assert wave_efficiency(n, n, sms) == pytest.approx(expected)
 
 
 # --- compute_metrics on a small frame -----------------------------------------------------------------------------
+
 
 @pytest.fixture
 def metrics():
@@ -66,11 +69,11 @@ def metrics():
         raw_row(impl="triton", median_ms=0.1),
         raw_row(impl="compile", status="mismatch", error="rel_err 1e-1 > 1e-5", median_ms=0.05),
         raw_row(impl="cuda", status="skipped", error="no nvcc", median_ms=np.nan),
-        raw_row(dtype="bfloat16", impl="triton", median_ms=0.1, bytes=4.0 * 4096 ** 2),  # no builtin at bf16
-        raw_row(kernel="matmul", impl="builtin", size=1793, dtype="bfloat16", compute_unit="bf16",
-                flops=2.0 * 1793 ** 3, bytes=6.0 * 1793 ** 2, median_ms=0.02),
-        raw_row(kernel="matmul", impl="triton", size=1793, dtype="bfloat16", compute_unit="bf16",
-                flops=2.0 * 1793 ** 3, bytes=6.0 * 1793 ** 2, median_ms=0.025),
+        raw_row(dtype="bfloat16", impl="triton", median_ms=0.1, bytes=4.0 * 4096**2),  # no builtin at bf16
+        raw_row(kernel="matmul", impl="builtin", size=1793, dtype="bfloat16", compute_unit="bf16", flops=2.0 * 1793**3,
+                bytes=6.0 * 1793**2, median_ms=0.02),
+        raw_row(kernel="matmul", impl="triton", size=1793, dtype="bfloat16", compute_unit="bf16", flops=2.0 * 1793**3,
+                bytes=6.0 * 1793**2, median_ms=0.025),
         raw_row(gpu="cpu", impl="triton", median_ms=1.0),
     ]
     return compute_metrics(pd.DataFrame(rows), pd.concat([ceilings(), ceilings("cpu", 20e9, 1e12, 1e11)]))
@@ -86,7 +89,7 @@ def pick(df, **kw):
 
 def test_achieved_rates_and_intensity(metrics):
     r = pick(metrics, gpu="h200", kernel="gelu", impl="triton", dtype="float32")
-    nbytes = 8.0 * 4096 ** 2  # 134.2 MB in 0.1 ms
+    nbytes = 8.0 * 4096**2  # 134.2 MB in 0.1 ms
     assert r["achieved_gbps"] == pytest.approx(nbytes / 1e-4 / 1e9)
     assert r["achieved_tflops"] == pytest.approx(nbytes / 1e-4 / 1e12)
     assert r["arithmetic_intensity"] == pytest.approx(1.0)
@@ -108,10 +111,13 @@ def test_achieved_rates_and_intensity(metrics):
 
 
 def test_graph_replay_rate_comes_from_the_graph_time_of_correct_rows():
-    rows = [raw_row(median_ms=0.1, graph_median_ms=0.08), raw_row(impl="builtin", median_ms=0.2),
-            raw_row(impl="naive", status="mismatch", error="wrong", graph_median_ms=0.05)]
+    rows = [
+        raw_row(median_ms=0.1, graph_median_ms=0.08),
+        raw_row(impl="builtin", median_ms=0.2),
+        raw_row(impl="naive", status="mismatch", error="wrong", graph_median_ms=0.05)
+    ]
     m = compute_metrics(pd.DataFrame(rows), ceilings())
-    nbytes = 8.0 * 4096 ** 2
+    nbytes = 8.0 * 4096**2
     assert pick(m, impl="triton")["graph_achieved_gbps"] == pytest.approx(nbytes / 0.08e-3 / 1e9)
     assert math.isnan(pick(m, impl="builtin")["graph_achieved_gbps"])  # not timed under replay
     assert math.isnan(pick(m, impl="naive")["graph_achieved_gbps"])  # a wrong answer has no rate
@@ -179,11 +185,9 @@ def test_silent_compile_fallback_is_not_claimable():
 
     base = dict(gpu="h200", kernel="gelu", dtype="bfloat16", size=4096, status="ok", flops=9.0 * 4096**2,
                 bytes=4.0 * 4096**2, compute_unit="fp32", graph_median_ms=float("nan"))
-    raw = pd.DataFrame([
-        {**base, "impl": "builtin", "median_ms": 0.02, "compile_fallback": False},
-        {**base, "impl": "compile", "median_ms": 0.01, "compile_fallback": True},
-        {**base, "impl": "triton", "median_ms": 0.01, "compile_fallback": False},
-    ])
+    raw = pd.DataFrame([{**base, "impl": "builtin", "median_ms": 0.02, "compile_fallback":
+                         False}, {**base, "impl": "compile", "median_ms": 0.01, "compile_fallback": True},
+                        {**base, "impl": "triton", "median_ms": 0.01, "compile_fallback": False}, ])
     raw["pass"] = "fwd"
     m = compute_metrics(raw, pd.DataFrame(columns=["gpu", "ceiling", "value"]))
     by = m.set_index("impl")
@@ -196,11 +200,13 @@ def test_silent_compile_fallback_is_not_claimable():
 # --- fixed cost and marginal rate ---------------------------------------------------------------------------------
 
 
-def line_rows(kernel="rowsum", impl="triton", dtype="bfloat16", fixed_us=5.0, rate=4.5e12, sizes=(1024, 2048, 4096,
-              8192), **kw):
+def line_rows(kernel="rowsum", impl="triton", dtype="bfloat16", fixed_us=5.0, rate=4.5e12,
+              sizes=(1024, 2048, 4096, 8192), **kw):
     """Cells whose time is exactly fixed + bytes / rate (bytes: 2 N^2, a read-only bf16 kernel)."""
-    return [raw_row(kernel=kernel, impl=impl, dtype=dtype, size=n, flops=2.0 * n * n, bytes=2.0 * n * n,
-                    median_ms=(fixed_us * 1e-6 + 2.0 * n * n / rate) * 1e3, **kw) for n in sizes]
+    return [
+        raw_row(kernel=kernel, impl=impl, dtype=dtype, size=n, flops=2.0 * n * n, bytes=2.0 * n * n,
+                median_ms=(fixed_us * 1e-6 + 2.0 * n * n / rate) * 1e3, **kw) for n in sizes
+    ]
 
 
 def test_fixed_costs_recover_the_line_from_the_large_sizes():
@@ -212,7 +218,7 @@ def test_fixed_costs_recover_the_line_from_the_large_sizes():
     t = f.loc["triton"]
     assert t["fixed_us"] == pytest.approx(5.0) and t["marginal_tbs"] == pytest.approx(4.5)
     assert t["points"] == 3 and t["size"] == 8192
-    assert t["time_us"] == pytest.approx(5.0 + 2.0 * 8192 ** 2 / 4.5e12 * 1e6)
+    assert t["time_us"] == pytest.approx(5.0 + 2.0 * 8192**2 / 4.5e12 * 1e6)
     assert t["fixed_share"] == pytest.approx(5.0 / t["time_us"])
     assert f.loc["builtin", "fixed_us"] == pytest.approx(2.0) and f.loc["builtin", "marginal_tbs"] == pytest.approx(3)
 
@@ -223,9 +229,10 @@ def test_fixed_costs_need_three_correct_memory_bound_sizes():
     two = line_rows(sizes=(4096, 8192))  # two sizes: a line through two points is no fit
     wrong = line_rows(impl="compile")
     wrong[1].update(status="mismatch", error="rel_err")  # one of three sizes gave a wrong answer: two remain
-    mm = [raw_row(kernel="matmul", impl="triton", size=n, dtype="bfloat16", compute_unit="bf16",
-                  flops=2.0 * n ** 3, bytes=6.0 * n * n, median_ms=2.0 * n ** 3 / 6e14 * 1e3)
-          for n in (2048, 4096, 8192)]  # compute-bound: its time is not bytes over a rate
+    mm = [
+        raw_row(kernel="matmul", impl="triton", size=n, dtype="bfloat16", compute_unit="bf16", flops=2.0 * n**3,
+                bytes=6.0 * n * n, median_ms=2.0 * n**3 / 6e14 * 1e3) for n in (2048, 4096, 8192)
+    ]  # compute-bound: its time is not bytes over a rate
     f = fixed_costs(compute_metrics(pd.DataFrame(two + wrong + mm), ceilings()))
     assert f.empty
 
@@ -246,15 +253,17 @@ def test_fixed_costs_take_a_repeated_size_at_its_median_and_report_no_line_that_
 
 # --- like for like -------------------------------------------------------------------------------------------------
 
+
 def test_no_speedup_across_math_modes():
     """fp32 IEEE and TF32 products are two precisions: a TF32 Triton row gets no speedup against IEEE torch rows,
     and each is rated against its own mode's ceiling."""
-    mm = dict(kernel="matmul", size=4096, flops=2.0 * 4096 ** 3, bytes=12.0 * 4096 ** 2)
+    mm = dict(kernel="matmul", size=4096, flops=2.0 * 4096**3, bytes=12.0 * 4096**2)
     raw = pd.DataFrame([
         raw_row(impl="builtin", dtype="float32", math_mode="fp32-ieee", compute_unit="fp32", median_ms=2.0, **mm),
         raw_row(impl="triton", dtype="tf32", math_mode="tf32", compute_unit="tf32", median_ms=0.5, **mm),
         raw_row(impl="triton", dtype="float32", math_mode="fp32-ieee", compute_unit="fp32", median_ms=2.5, **mm),
-        raw_row(impl="builtin", dtype="tf32", math_mode="tf32", compute_unit="tf32", median_ms=0.6, **mm)])
+        raw_row(impl="builtin", dtype="tf32", math_mode="tf32", compute_unit="tf32", median_ms=0.6, **mm)
+    ])
     ceil = pd.concat([ceilings(), pd.DataFrame([{"gpu": "h200", "ceiling": "gemm_tf32", "value": 400e12}])])
     m = compute_metrics(raw, ceil).set_index(["impl", "dtype"])
     assert m.loc[("triton", "tf32"), "speedup_vs_builtin"] == pytest.approx(0.6 / 0.5)
@@ -266,7 +275,7 @@ def test_no_speedup_across_math_modes():
 def test_rows_from_before_the_math_mode_compare_nothing_across_modes():
     """The committed reference's float32 matmul: our tl.dot ran TF32 (its default then), torch's IEEE fp32. Read as
     what ran, the Triton row is a tf32 row with no IEEE baseline: no '2.15x the builtin' across modes."""
-    mm = dict(kernel="matmul", size=4096, flops=2.0 * 4096 ** 3, bytes=12.0 * 4096 ** 2, compute_unit="tf32")
+    mm = dict(kernel="matmul", size=4096, flops=2.0 * 4096**3, bytes=12.0 * 4096**2, compute_unit="tf32")
     raw = pd.DataFrame([raw_row(impl="builtin", median_ms=2.0, **mm), raw_row(impl="triton", median_ms=0.93, **mm)])
     m = compute_metrics(raw, ceilings()).set_index("impl")
     assert m.loc["triton", ["dtype", "math_mode", "compute_unit"]].tolist() == ["tf32", "tf32", "tf32"]
@@ -277,10 +286,14 @@ def test_rows_from_before_the_math_mode_compare_nothing_across_modes():
 def test_cells_are_rated_against_their_own_runs_ceilings():
     """Two runs on one GPU with different ceilings: each cell's roof is its own run's; a cell whose run measured no
     ceilings is rated against the newest run's, and flagged."""
-    raw = pd.DataFrame([raw_row(run_id="a", median_ms=0.1), raw_row(run_id="b", median_ms=0.1),
-                        raw_row(run_id="c", median_ms=0.1)])
-    ceil = pd.concat([ceilings(copy=4e12).assign(run_id="a", timestamp="2026-12-01T07:00"),
-                      ceilings(copy=2e12).assign(run_id="b", timestamp="2026-12-01T08:00")])
+    raw = pd.DataFrame(
+        [raw_row(run_id="a", median_ms=0.1),
+         raw_row(run_id="b", median_ms=0.1),
+         raw_row(run_id="c", median_ms=0.1)])
+    ceil = pd.concat([
+        ceilings(copy=4e12).assign(run_id="a", timestamp="2026-12-01T07:00"),
+        ceilings(copy=2e12).assign(run_id="b", timestamp="2026-12-01T08:00")
+    ])
     m = compute_metrics(raw, ceil).set_index("run_id")
     assert m.loc["a", "peak_bandwidth_measured_gbps"] == pytest.approx(4000)
     assert m.loc["b", "peak_bandwidth_measured_gbps"] == pytest.approx(2000)
@@ -291,8 +304,10 @@ def test_cells_are_rated_against_their_own_runs_ceilings():
 
 def test_a_cell_under_90_percent_of_its_runs_ceiling_clock_is_no_claim():
     ceil = ceilings().assign(sm_clock_after_mhz=1980.0)  # the copy the memory-bound cells are rated against
-    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.2, sm_clock_after_mhz=1500.0),
-                        raw_row(impl="triton", median_ms=0.1, sm_clock_after_mhz=1900.0)])
+    raw = pd.DataFrame([
+        raw_row(impl="builtin", median_ms=0.2, sm_clock_after_mhz=1500.0),
+        raw_row(impl="triton", median_ms=0.1, sm_clock_after_mhz=1900.0)
+    ])
     m = compute_metrics(raw, ceil).set_index("impl")
     assert m.loc["builtin", "ceiling_clock_mhz"] == 1980.0
     assert m.loc["builtin", "clock_low"] and not m.loc["builtin", "claimable"]
@@ -304,8 +319,10 @@ def test_a_cell_under_90_percent_of_its_runs_ceiling_clock_is_no_claim():
 
 
 def test_a_cell_above_its_roof_beyond_noise_is_a_finding_with_a_reason():
-    raw = pd.DataFrame([raw_row(median_ms=8.0 * 4096 ** 2 / 4.2e12 * 1e3, rse_median=0.002),   # 5 % above
-                        raw_row(impl="builtin", median_ms=8.0 * 4096 ** 2 / 4.04e12 * 1e3, rse_median=0.005)])
+    raw = pd.DataFrame([
+        raw_row(median_ms=8.0 * 4096**2 / 4.2e12 * 1e3, rse_median=0.002),  # 5 % above
+        raw_row(impl="builtin", median_ms=8.0 * 4096**2 / 4.04e12 * 1e3, rse_median=0.005)
+    ])
     m = compute_metrics(raw, ceilings(copy=4e12)).set_index("impl")
     assert m.loc["triton", "above_roof"] and "reads more than it writes" in m.loc["triton", "above_roof_reason"]
     assert not m.loc["builtin", "above_roof"]  # 1 % above with 0.5 % standard error: inside noise
@@ -315,15 +332,19 @@ def test_a_cell_above_its_roof_beyond_noise_is_a_finding_with_a_reason():
                                                    (0.0700, 0.003, "slower"), (0.0630, 0.02, "tie")])
 def test_faster_only_beyond_noise(ours_ms, rse, verdict):
     """65.2 vs 65.2 us is a tie, not a win; so is 3 % inside 3 combined standard errors of 2 % each."""
-    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.0652, rse_median=rse),
-                        raw_row(impl="triton", median_ms=ours_ms, rse_median=rse)])
+    raw = pd.DataFrame([
+        raw_row(impl="builtin", median_ms=0.0652, rse_median=rse),
+        raw_row(impl="triton", median_ms=ours_ms, rse_median=rse)
+    ])
     m = compute_metrics(raw, ceilings()).set_index("impl")
     assert m.loc["triton", "verdict_vs_builtin"] == verdict
 
 
 def test_speedups_in_all_three_frames():
-    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.0074, graph_median_ms=0.00735, loop_ms=0.030),
-                        raw_row(impl="triton", median_ms=0.0063, graph_median_ms=0.00737, loop_ms=0.050)])
+    raw = pd.DataFrame([
+        raw_row(impl="builtin", median_ms=0.0074, graph_median_ms=0.00735, loop_ms=0.030),
+        raw_row(impl="triton", median_ms=0.0063, graph_median_ms=0.00737, loop_ms=0.050)
+    ])
     m = compute_metrics(raw, ceilings()).set_index("impl").loc["triton"]
     assert m["speedup_vs_builtin"] == pytest.approx(0.0074 / 0.0063)
     assert m["graph_speedup_vs_builtin"] == pytest.approx(0.00735 / 0.00737)
@@ -332,17 +353,17 @@ def test_speedups_in_all_three_frames():
 
 def test_verdicts_in_every_frame():
     """1.17x in GPU time, a tie under CUDA graphs, slower from the Python loop: all three said, none hidden."""
-    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.0074, graph_median_ms=0.00735, loop_ms=0.030,
-                                rse_median=0.004),
-                        raw_row(impl="triton", median_ms=0.0063, graph_median_ms=0.00737, loop_ms=0.050,
-                                rse_median=0.004)])
+    raw = pd.DataFrame([
+        raw_row(impl="builtin", median_ms=0.0074, graph_median_ms=0.00735, loop_ms=0.030, rse_median=0.004),
+        raw_row(impl="triton", median_ms=0.0063, graph_median_ms=0.00737, loop_ms=0.050, rse_median=0.004)
+    ])
     m = compute_metrics(raw, ceilings()).set_index("impl").loc["triton"]
     assert (m["verdict_vs_builtin"], m["graph_verdict_vs_builtin"], m["loop_verdict_vs_builtin"]) == \
         ("faster", "tie", "slower")
 
 
 def test_a_mode_without_its_ceiling_gets_no_roof():
-    mm = dict(kernel="matmul", size=4096, flops=2.0 * 4096 ** 3, bytes=12.0 * 4096 ** 2)
+    mm = dict(kernel="matmul", size=4096, flops=2.0 * 4096**3, bytes=12.0 * 4096**2)
     raw = pd.DataFrame([raw_row(impl="triton", dtype="tf32", math_mode="tf32", compute_unit="tf32", **mm)])
     m = compute_metrics(raw, ceilings()).iloc[0]  # ceilings measured fp32 and bf16 only
     assert np.isnan(m["peak_tflops_measured"]) and np.isnan(m["roofline_fraction_measured"])
@@ -350,11 +371,13 @@ def test_a_mode_without_its_ceiling_gets_no_roof():
 
 def test_a_cell_is_clock_checked_against_the_roof_it_is_rated_against():
     """A power-capped GEMM runs slower clocks than a copy: a matmul cell is held to the GEMM ceiling's clock."""
-    mm = dict(kernel="matmul", size=8192, flops=2.0 * 8192 ** 3, bytes=6.0 * 8192 ** 2, dtype="bfloat16",
+    mm = dict(kernel="matmul", size=8192, flops=2.0 * 8192**3, bytes=6.0 * 8192**2, dtype="bfloat16",
               compute_unit="bf16", median_ms=1.5)
     ceil = ceilings().assign(sm_clock_after_mhz=[1980.0, 1980.0, 1500.0])  # copy, gemm_fp32, gemm_bf16
-    raw = pd.DataFrame([raw_row(impl="builtin", sm_clock_after_mhz=1450.0, **mm),
-                        raw_row(impl="triton", sm_clock_after_mhz=1300.0, **mm)])
+    raw = pd.DataFrame([
+        raw_row(impl="builtin", sm_clock_after_mhz=1450.0, **mm),
+        raw_row(impl="triton", sm_clock_after_mhz=1300.0, **mm)
+    ])
     m = compute_metrics(raw, ceil).set_index("impl")
     assert (m["ceiling_clock_mhz"] == 1500.0).all()
     assert not m.loc["builtin", "clock_low"] and m.loc["triton", "clock_low"]
@@ -365,11 +388,16 @@ def test_per_kernel_metrics_concatenated_are_the_metrics_of_all_kernels(tmp_path
     and concatenates them: nothing may be computed across kernels, or the two would differ."""
     from analysis.metrics import concat
 
-    rows = [raw_row(kernel=k, impl=i, dtype=d, median_ms=t, rse_median=0.01)
-            for k in ("gelu", "vecadd") for d in ("float32", "bfloat16")
-            for i, t in (("naive", 0.8), ("builtin", 0.2), ("triton", 0.1))]
-    rows += [raw_row(kernel="matmul", impl=i, size=1793, dtype="bfloat16", compute_unit="bf16", median_ms=t,
-                     flops=2.0 * 1793 ** 3, bytes=6.0 * 1793 ** 2) for i, t in (("builtin", 0.02), ("triton", 0.03))]
+    rows = [
+        raw_row(kernel=k, impl=i, dtype=d, median_ms=t, rse_median=0.01)
+        for k in ("gelu", "vecadd")
+        for d in ("float32", "bfloat16")
+        for i, t in (("naive", 0.8), ("builtin", 0.2), ("triton", 0.1))
+    ]
+    rows += [
+        raw_row(kernel="matmul", impl=i, size=1793, dtype="bfloat16", compute_unit="bf16", median_ms=t,
+                flops=2.0 * 1793**3, bytes=6.0 * 1793**2) for i, t in (("builtin", 0.02), ("triton", 0.03))
+    ]
     raw, ceil = pd.DataFrame(rows), ceilings()
     paths = []
     for kernel, g in raw.groupby("kernel", sort=False):
@@ -384,11 +412,13 @@ def test_a_compute_bound_cell_is_rated_against_the_roof_at_its_own_clock():
     """The GEMM ceiling timed at 1515 MHz, a cell at 1875: its roof is 1875/1515 of the ceiling, so a cell 10 %
     above the ceiling's rate sits under its own roof, and is no finding."""
     n = 8192
-    flops = 2.0 * n ** 3
+    flops = 2.0 * n**3
     ceil = ceilings(gemm_bf16=600e12).assign(sm_clock_after_mhz=1515.0)
-    raw = pd.DataFrame([raw_row(kernel="matmul", dtype="bfloat16", compute_unit="bf16", flops=flops,
-                                bytes=3 * 2.0 * n * n, median_ms=flops / 660e12 * 1e3, rse_median=0.001,
-                                sm_clock_after_mhz=1700.0, sm_clock_samples_mhz=1875.0)])
+    raw = pd.DataFrame([
+        raw_row(kernel="matmul", dtype="bfloat16", compute_unit="bf16", flops=flops, bytes=3 * 2.0 * n * n,
+                median_ms=flops / 660e12 * 1e3, rse_median=0.001, sm_clock_after_mhz=1700.0,
+                sm_clock_samples_mhz=1875.0)
+    ])
     m = compute_metrics(raw, ceil).iloc[0]
     assert m["sm_clock_mhz"] == 1875.0  # the samples' clock, not the reading after them
     assert m["peak_tflops_at_clock"] == pytest.approx(600 * 1875 / 1515)
@@ -403,18 +433,18 @@ def test_paired_verdicts_replace_the_unpaired_rule_where_a_cell_has_rounds():
     from analysis.metrics import apply_paired
     from analysis.paired import verdict_table
 
-    raw = pd.DataFrame([raw_row(kernel=k, impl=impl, shape="64", median_ms=ms, rse_median=0.001,
-                                math_mode="fp32-ieee")
-                        for k, impl, ms in (("matmul", "builtin", 0.100), ("matmul", "naive", 0.093),
-                                            ("matmul", "triton", 0.080), ("gelu", "builtin", 0.100),
-                                            ("gelu", "triton", 0.080))])
+    raw = pd.DataFrame([
+        raw_row(kernel=k, impl=impl, shape="64", median_ms=ms, rse_median=0.001, math_mode="fp32-ieee")
+        for k, impl, ms in (("matmul", "builtin", 0.100), ("matmul", "naive", 0.093), ("matmul", "triton", 0.080),
+                            ("gelu", "builtin", 0.100), ("gelu", "triton", 0.080))
+    ])
     m = compute_metrics(raw, ceilings())
     assert m.set_index(["kernel", "impl"]).loc[("matmul", "naive"), "verdict_vs_builtin"] == "faster"  # unpaired
-    rounds = pd.DataFrame([{"gpu": "h200", "run_id": "", "kernel": "matmul", "dtype": "float32", "shape": "64",
-                            "size": 64, "pass": "fwd", "preset": "square", "session": "all", "impl": impl,
-                            "copy": 0, "round": r, "frame": "gpu", "ms": ms * (1 + 0.01 * (r % 2)),
-                            "sm_clock_mhz": 1700.0}
-                           for impl, ms in (("builtin", 0.1), ("naive", 0.1), ("triton", 0.08)) for r in range(8)])
+    rounds = pd.DataFrame([{
+        "gpu": "h200", "run_id": "", "kernel": "matmul", "dtype": "float32", "shape": "64", "size": 64, "pass": "fwd",
+        "preset": "square", "session": "all", "impl": impl, "copy": 0, "round": r, "frame": "gpu", "ms":
+        ms * (1 + 0.01 * (r % 2)), "sm_clock_mhz": 1700.0
+    } for impl, ms in (("builtin", 0.1), ("naive", 0.1), ("triton", 0.08)) for r in range(8)])
     p = apply_paired(m, verdict_table(rounds)).set_index(["kernel", "impl"])
     assert p.loc[("matmul", "naive"), "verdict_vs_builtin"] == "tie"  # the same kernels, timed in pairs
     assert p.loc[("matmul", "naive"), "verdict_method_vs_builtin"] == "paired"

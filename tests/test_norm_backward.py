@@ -18,7 +18,7 @@ def rand(shape, dtype, seed, scale=1.0, shift=0.0):
 
 def ln64(x, w, b):
     mean = x.mean(-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    var = ((x - mean)**2).mean(-1, keepdim=True)
     return (x - mean) / torch.sqrt(var + LN_EPS) * w + b
 
 
@@ -41,7 +41,7 @@ def rel(a, b):
 @pytest.mark.parametrize("shape", [(5, 17), (37, 64), (2, 3, 33)])
 def test_layernorm_gradients_against_float64(dtype, shape):
     n = shape[-1]
-    x, w, b = rand(shape, dtype, 0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
+    x, w, b = rand(shape, dtype, 0), rand((n, ), dtype, 1, 0.1, 1.0), rand((n, ), dtype, 2, 0.1)
     dy = rand(shape, dtype, 3)
     ours = grads(layernorm_triton, (x, w, b), dy)
     ref = grads(ln64, (x.double(), w.double(), b.double()), dy.double())
@@ -54,7 +54,7 @@ def test_layernorm_gradients_against_float64(dtype, shape):
 @pytest.mark.parametrize("shape", [(5, 17), (37, 64), (2, 3, 33)])
 def test_rmsnorm_gradients_against_float64(dtype, shape):
     n = shape[-1]
-    x, w = rand(shape, dtype, 0), rand((n,), dtype, 1, 0.1, 1.0)
+    x, w = rand(shape, dtype, 0), rand((n, ), dtype, 1, 0.1, 1.0)
     dy = rand(shape, dtype, 3)
     ours = grads(rmsnorm_triton, (x, w), dy)
     ref = grads(rms64, (x.double(), w.double()), dy.double())
@@ -64,7 +64,7 @@ def test_rmsnorm_gradients_against_float64(dtype, shape):
 
 
 def test_the_forward_without_autograd_records_nothing():
-    x, w, b = rand((4, 8), torch.float32, 0), rand((8,), torch.float32, 1), rand((8,), torch.float32, 2)
+    x, w, b = rand((4, 8), torch.float32, 0), rand((8, ), torch.float32, 1), rand((8, ), torch.float32, 2)
     assert layernorm_triton(x, w, b).grad_fn is None
     assert layernorm_triton(x, w.requires_grad_(), b).grad_fn is not None
     with torch.no_grad():
@@ -99,13 +99,13 @@ def test_long_row_path_against_float64(monkeypatch, centre, dtype, path, shape, 
 
     monkeypatch.setattr(_norm_bwd._LAUNCHES, "launch", spy)
     n = shape[-1]
-    x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
+    x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n, ), dtype, 1, 0.1, 1.0), rand((n, ), dtype, 2, 0.1)
     dy = rand(shape, dtype, 3)
     ours = norm_backward(x, w, dy, LN_EPS if centre else RMS_EPS, centre, centre, tile=tile)
     aligned = path == "aligned tiles" and n * x.element_size() % 16
-    assert [name for name, _ in seen[:2]] == (
-        ["_norm_bwd_aligned_stats_kernel", "_norm_bwd_aligned_apply_kernel"] if aligned
-        else ["_norm_bwd_tile_stats_kernel", "_norm_bwd_tile_apply_kernel"])
+    assert [name for name, _ in seen[:2]
+            ] == (["_norm_bwd_aligned_stats_kernel", "_norm_bwd_aligned_apply_kernel"]
+                  if aligned else ["_norm_bwd_tile_stats_kernel", "_norm_bwd_tile_apply_kernel"])
     if not aligned:
         assert seen[1][1] == (path == "tiles, prefetch")
     ref = _norm_grads64(centre, x, w, b, dy)
@@ -121,7 +121,7 @@ def test_rows_longer_than_one_block_take_the_tiled_path(centre):
     from kernels._shared.rows import MAX_BLOCK_SIZE
 
     n = MAX_BLOCK_SIZE + 1000  # a row no block holds (nor HELD_MAX_COLS): the default goes to the long-row path
-    x, w, b = rand((2, n), torch.float32, 0), rand((n,), torch.float32, 1, 0.1, 1.0), rand((n,), torch.float32, 2)
+    x, w, b = rand((2, n), torch.float32, 0), rand((n, ), torch.float32, 1, 0.1, 1.0), rand((n, ), torch.float32, 2)
     dy = rand((2, n), torch.float32, 3)
     fn = (lambda *t: layernorm_triton(*t)) if centre else (lambda x, w: rmsnorm_triton(x, w))
     ours = grads(fn, (x, w, b) if centre else (x, w), dy)
@@ -139,6 +139,7 @@ def test_rows_over_held_max_cols_take_the_tiled_path(monkeypatch):
     from kernels._shared import norm_bwd as _norm_bwd
 
     calls = []
+
     def first_call(key, x2, *rest):  # records the tile it was given
         calls.append(rest[5])
         return x2, torch.zeros(2, x2.shape[1])  # dx, (dweight, dbias)
@@ -162,7 +163,7 @@ def test_a_kept_backward_replays_its_first_call(tile, centre):
     def call(seed, unaligned=False):
         x = rand((7 * 40 + 1,), torch.float32, seed)[1:].view(7, 40) if unaligned else \
             rand((7, 40), torch.float32, seed)
-        return x, rand((40,), torch.float32, seed + 1, 0.1, 1.0), rand((7, 40), torch.float32, seed + 2)
+        return x, rand((40, ), torch.float32, seed + 1, 0.1, 1.0), rand((7, 40), torch.float32, seed + 2)
 
     plain = [norm_backward(*call(s), 1e-5, centre, centre, tile=tile) for s in (0, 10)]
     with fl.replaying():
@@ -184,8 +185,8 @@ def test_a_kept_backward_replays_its_first_call(tile, centre):
 
 @pytest.mark.parametrize("centre", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("shape,tile", [((7, 37), 16), ((9, 101), 32), ((3, 1001), 128), ((17, 250), 16),
-                                        ((2, 61), 64), ((100, 33), 16)])
+@pytest.mark.parametrize("shape,tile", [((7, 37), 16), ((9, 101), 32), ((3, 1001), 128), ((17, 250), 16), ((2, 61), 64),
+                                        ((100, 33), 16)])
 def test_long_unaligned_rows_on_aligned_tiles_against_float64(monkeypatch, centre, dtype, shape, tile):
     # ALIGNED_LONG: rows no multiple of 16 bytes on tiles from the 16-byte boundary before each row: rows of one
     # tile and two (no inner tile), of 2-8 start classes (250 fp16 columns: 4), classes of one row (2 rows, 8
@@ -197,10 +198,11 @@ def test_long_unaligned_rows_on_aligned_tiles_against_float64(monkeypatch, centr
     launched = []
     for name in ("_norm_bwd_aligned_stats_kernel", "_norm_bwd_aligned_apply_kernel"):
         real = getattr(_norm_bwd_aligned, name)
-        monkeypatch.setattr(_norm_bwd_aligned, name, type("Spy", (), {
-            "__getitem__": lambda self, grid, r=real, n=name: (launched.append(n), r[grid])[1]})())
+        monkeypatch.setattr(
+            _norm_bwd_aligned, name,
+            type("Spy", (), {"__getitem__": lambda self, grid, r=real, n=name: (launched.append(n), r[grid])[1]})())
     n = shape[-1]
-    x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
+    x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n, ), dtype, 1, 0.1, 1.0), rand((n, ), dtype, 2, 0.1)
     dy = rand(shape, dtype, 3)
     ours = norm_backward(x, w, dy, LN_EPS if centre else RMS_EPS, centre, centre, tile=tile)
     for name, o, r in zip(("dx", "dweight", "dbias"), ours, _norm_grads64(centre, x, w, b, dy)):
@@ -211,7 +213,7 @@ def test_long_unaligned_rows_on_aligned_tiles_against_float64(monkeypatch, centr
     assert len(launched) == 4
     # aligned rows keep _norm_bwd_long's tiles
     x = rand((3, 64), dtype, 0)
-    norm_backward(x, rand((64,), dtype, 1), rand((3, 64), dtype, 3), 1e-5, centre, centre, tile=16)
+    norm_backward(x, rand((64, ), dtype, 1), rand((3, 64), dtype, 3), 1e-5, centre, centre, tile=16)
     assert len(launched) == 4
 
 
@@ -223,7 +225,7 @@ def test_eps_zero_leaves_no_nan_from_rows_past_the_end(monkeypatch, centre, cols
     # rstd must not reach dweight as 0 * inf
     from kernels._shared import norm_bwd as _norm_bwd
 
-    monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", (4,))
+    monkeypatch.setattr(_norm_bwd, "TILE_PREFETCH", (4, ))
     x, w, b, dy = rand((100, cols), torch.float32, 0), rand((cols,), torch.float32, 1, 0.1, 1.0), \
         rand((cols,), torch.float32, 2), rand((100, cols), torch.float32, 3)
     ours = norm_backward(x, w, dy, 0.0, centre, centre, tile=tile)
@@ -245,7 +247,7 @@ def test_partials_reduced_over_several_steps(monkeypatch, centre, shape, tile):
     monkeypatch.setattr(_norm_bwd, "REDUCE_MAX_PARTS", 2)
     n = shape[-1]
     for dtype in (torch.float32, torch.float16):
-        x, w, b = rand(shape, dtype, 0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
+        x, w, b = rand(shape, dtype, 0), rand((n, ), dtype, 1, 0.1, 1.0), rand((n, ), dtype, 2, 0.1)
         dy = rand(shape, dtype, 3)
         ours = norm_backward(x, w, dy, LN_EPS if centre else RMS_EPS, centre, centre, tile=tile)
         ref = _norm_grads64(centre, x, w, b, dy)
@@ -297,7 +299,7 @@ def test_held_rows_with_the_next_rows_prefetched_against_float64(monkeypatch, ce
     monkeypatch.setattr(_norm_bwd, "PREFETCH_ROW_BYTES", ((0, 1 << 30), (0, 1 << 30)))
     monkeypatch.setattr(_norm_bwd, "PREFETCH_UNALIGNED", (True, True))
     n = shape[-1]
-    x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n,), dtype, 1, 0.1, 1.0), rand((n,), dtype, 2, 0.1)
+    x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n, ), dtype, 1, 0.1, 1.0), rand((n, ), dtype, 2, 0.1)
     dy = rand(shape, dtype, 3)
     ours = norm_backward(x, w, dy, LN_EPS if centre else RMS_EPS, centre, centre)
     for name, o, r in zip(("dx", "dweight", "dbias"), ours, _norm_grads64(centre, x, w, b, dy)):
@@ -305,11 +307,11 @@ def test_held_rows_with_the_next_rows_prefetched_against_float64(monkeypatch, ce
 
 
 @pytest.mark.parametrize("centre, dtype, cols, prefetch, warps", [  # warps: the launch table's, pinned here
-    (False, torch.float16, 128, False, 4), (False, torch.float16, 4096, True, 8),
-    (False, torch.float32, 8192, True, 8), (False, torch.float16, 4097, True, 8),
-    (True, torch.float16, 4096, False, 8), (True, torch.float16, 4097, False, 32),
-    (True, torch.float16, 5000, True, 8), (True, torch.float16, 8192, True, 8),
-    (True, torch.float32, 2048, False, 4), (True, torch.float32, 4096, True, 8), (True, torch.float32, 8192, False, 16)])
+    (False, torch.float16, 128, False, 4), (False, torch.float16, 4096, True, 8), (False, torch.float32, 8192, True, 8),
+    (False, torch.float16, 4097, True, 8), (True, torch.float16, 4096, False, 8),
+    (True, torch.float16, 4097, False, 32), (True, torch.float16, 5000, True, 8), (True, torch.float16, 8192, True, 8),
+    (True, torch.float32, 2048, False, 4), (True, torch.float32, 4096, True, 8), (True, torch.float32, 8192, False, 16)
+])
 def test_held_rows_prefetch_where_the_rule_says_at_most_its_warps(monkeypatch, centre, dtype, cols, prefetch, warps):
     # PREFETCH_ROW_BYTES: RMSNorm's rows over 1 KB, LayerNorm's of 8-16 KB and a multiple of 16 bytes
     # (PREFETCH_UNALIGNED); prefetching rows take <= 8 warps, unprefetched unaligned rows over UNALIGNED_WIDE_COLS 32
@@ -317,11 +319,12 @@ def test_held_rows_prefetch_where_the_rule_says_at_most_its_warps(monkeypatch, c
 
     seen = []
     launch = _norm_bwd._LAUNCHES.launch
-    monkeypatch.setattr(_norm_bwd._LAUNCHES, "launch", lambda key, kernel, grid, args, kwargs=None, n_head=0: (
-        seen.append(kwargs) if kernel is _norm_bwd._norm_bwd_kernel else None,
-        launch(key, kernel, grid, args, kwargs, n_head))[1])
+    monkeypatch.setattr(
+        _norm_bwd._LAUNCHES, "launch", lambda key, kernel, grid, args, kwargs=None, n_head=0:
+        (seen.append(kwargs)
+         if kernel is _norm_bwd._norm_bwd_kernel else None, launch(key, kernel, grid, args, kwargs, n_head))[1])
     x, dy = rand((2, cols), dtype, 0), rand((2, cols), dtype, 1)
-    norm_backward(x, rand((cols,), dtype, 2, 0.1, 1.0), dy, 1e-5, centre, centre)
-    (kw,) = seen
+    norm_backward(x, rand((cols, ), dtype, 2, 0.1, 1.0), dy, 1e-5, centre, centre)
+    (kw, ) = seen
     assert kw["PREFETCH"] == prefetch
     assert kw["num_warps"] == warps  # prefetching: at most 8 (PREFETCH_WARPS); wide unaligned rows unprefetched: 32

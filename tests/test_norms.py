@@ -10,8 +10,7 @@ from rooflab.cell import relative_error
 
 # The grid of both norms' kernel tests (tests/test_layernorm.py, tests/test_rmsnorm.py import it).
 DTYPES = [  # (dtype, atol, rtol): the tolerance travels with the dtype
-    (torch.float32, 1e-5, 1e-5),
-    (torch.bfloat16, 2e-2, 1.6e-2),  # y rounded to bf16 (8-bit mantissa)
+    (torch.float32, 1e-5, 1e-5), (torch.bfloat16, 2e-2, 1.6e-2),  # y rounded to bf16 (8-bit mantissa)
     (torch.float16, 2e-3, 2e-3),
 ]
 SHAPES = [(1, 1), (1, 37), (3, 5), (17, 300), (64, 64), (4, 8192)]  # (rows, cols): one row, tiny, odd, 8192 cols
@@ -19,7 +18,7 @@ DTYPE_IDS = lambda v: str(v).replace("torch.", "")  # noqa: E731
 
 
 def _layernorm(x, w, b):
-    return torch.nn.functional.layer_norm(x.double(), (x.shape[-1],), w.double(), b.double(), ln.EPS)
+    return torch.nn.functional.layer_norm(x.double(), (x.shape[-1], ), w.double(), b.double(), ln.EPS)
 
 
 def _rmsnorm(x, w):
@@ -50,7 +49,7 @@ def test_kernel_declaration_and_seeded_inputs(norm):
     again = module.make_inputs(8, torch.float32, "cpu", seed=5)
     assert all(torch.equal(p, q) for p, q in zip(first, again))
     # x, the weight (and bias), the fwd+bwd upstream gradient last
-    assert [tuple(t.shape) for t in first] == [(8, 8)] + [(8,)] * n_params + [(8, 8)]
+    assert [tuple(t.shape) for t in first] == [(8, 8)] + [(8, )] * n_params + [(8, 8)]
     torch.testing.assert_close(k.reference(first), formula(*first[:-1]))
 
 

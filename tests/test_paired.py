@@ -52,8 +52,8 @@ def work(ms):
     return lambda: ms
 
 
-UNPAIRED = TimingConfig(warmup_ms=5, min_samples=10, max_samples=2000, target_rse=0.005, max_time_s=0.2,
-                        instances=1, loop_ms=0, placements=1)
+UNPAIRED = TimingConfig(warmup_ms=5, min_samples=10, max_samples=2000, target_rse=0.005, max_time_s=0.2, instances=1,
+                        loop_ms=0, placements=1)
 PAIRED = PairedConfig(rounds=12, min_rounds=12, event_samples=4, loop_ms=1.0, warmup_ms=5, max_group_s=60)
 
 
@@ -69,8 +69,9 @@ def unpaired(a_ms, b_ms, timer, gap_ms=200.0):
 
 
 def paired(a_ms, b_ms, timer, frame="gpu"):
-    rows = pd.DataFrame(run_rounds([Side("a", [work(a_ms)]), Side("b", [work(b_ms)])], timer, PAIRED,
-                                   clock_probe=timer.sm_clock_mhz, clock=timer.seconds))
+    rows = pd.DataFrame(
+        run_rounds([Side("a", [work(a_ms)]), Side("b", [work(b_ms)])], timer, PAIRED, clock_probe=timer.sm_clock_mhz,
+                   clock=timer.seconds))
     rows = rows[rows["frame"] == frame]
     s = paired_speedup(rows[rows["impl"] == "a"].set_index("round")["ms"],
                        rows[rows["impl"] == "b"].set_index("round")["ms"])
@@ -102,6 +103,7 @@ def test_rounds_alternate_their_order():
     seen = []
 
     class Recording(DriftingClockTimer):
+
         def sample(self, fn, n):
             seen.append(fn.fns[0]())
             return super().sample(fn, n)
@@ -141,16 +143,14 @@ def test_paired_speedup_interval():
     assert paired_speedup([1.0, np.nan, 1.0], [1.0, 1.0, 1.0])["rounds"] == 2
 
 
-@pytest.mark.parametrize("speedup, lo, hi, cls, expected", [
-    (1.10, 1.08, 1.12, "long", FASTER),
-    (0.90, 0.88, 0.92, "long", SLOWER),
-    (1.03, 0.99, 1.07, "long", TIE),  # the interval holds 1
-    (1.005, 1.002, 1.008, "long", TIE),  # beyond noise but under the least effect named (1 %)
-    (1.025, 1.021, 1.029, "short", TIE),  # short cells: 3 %
-    (1.035, 1.031, 1.039, "short", FASTER),
-])
+@pytest.mark.parametrize("speedup, lo, hi, cls, expected",
+                         [(1.10, 1.08, 1.12, "long", FASTER), (0.90, 0.88, 0.92, "long", SLOWER),
+                          (1.03, 0.99, 1.07, "long", TIE),  # the interval holds 1
+                          (1.005, 1.002, 1.008, "long", TIE),  # beyond noise but under the least effect named (1 %)
+                          (1.025, 1.021, 1.029, "short", TIE),  # short cells: 3 %
+                          (1.035, 1.031, 1.039, "short", FASTER), ])
 def test_paired_verdict(speedup, lo, hi, cls, expected):
-    half = (hi / lo) ** 0.5 - 1
+    half = (hi / lo)**0.5 - 1
     assert paired_verdict(speedup, lo, hi, half, cls) == expected
 
 
@@ -179,10 +179,11 @@ def test_size_classes_follow_the_settings():
 
 def rounds_frame(pairs):
     """Paired rounds as the sweep writes them: pairs {(impl, copy): [ms per round]} of one matmul session."""
-    rows = [{"gpu": "h200", "run_id": "r", "kernel": "matmul", "dtype": "bfloat16", "shape": "4096x4096x4096",
-             "size": 4096, "pass": "fwd", "preset": "square", "session": "all", "impl": impl, "copy": copy,
-             "round": r, "frame": "gpu", "ms": ms, "sm_clock_mhz": 1700.0 + r}
-            for (impl, copy), times in pairs.items() for r, ms in enumerate(times)]
+    rows = [{
+        "gpu": "h200", "run_id": "r", "kernel": "matmul", "dtype": "bfloat16", "shape": "4096x4096x4096", "size": 4096,
+        "pass": "fwd", "preset": "square", "session": "all", "impl": impl, "copy": copy, "round": r, "frame": "gpu",
+        "ms": ms, "sm_clock_mhz": 1700.0 + r
+    } for (impl, copy), times in pairs.items() for r, ms in enumerate(times)]
     return pd.DataFrame(rows)
 
 
@@ -190,8 +191,8 @@ def test_verdict_table_pairs_and_aa_kinds():
     from analysis.paired import aa_rates, verdict_table
 
     flat = [0.2, 0.2, 0.2, 0.2, 0.2, 0.2]
-    t = verdict_table(rounds_frame({("naive", 0): flat, ("builtin", 0): flat, ("builtin", 1): flat,
-                                    ("triton", 0): [0.18] * 6}))
+    t = verdict_table(
+        rounds_frame({("naive", 0): flat, ("builtin", 0): flat, ("builtin", 1): flat, ("triton", 0): [0.18] * 6}))
     by = {(r.impl, r.copy, r.base): r for r in t.itertuples()}
     assert by[("naive", 0, "builtin")].aa == "same kernels"
     assert by[("builtin", 1, "builtin")].aa == "twin"
@@ -209,7 +210,7 @@ def test_aa_rates_count_false_positives():
 
     t = verdict_table(rounds_frame({("builtin", 0): [0.2] * 6, ("builtin", 1): [0.21] * 6}))
     rates = aa_rates(t, pd.DataFrame())
-    (row,) = rates.itertuples()
+    (row, ) = rates.itertuples()
     assert row.false_positive == 1 and row.tie_rate == 0.0
 
 
@@ -219,13 +220,14 @@ def test_aa_floors_from_twins_judge_the_other_comparisons_and_the_twins_out_of_s
     rng = np.random.default_rng(0)
     rows = []
     for k, off in enumerate((1.03, 1 / 1.03, 1.03, 1.08)):  # each twin off in every round (a set-up difference)
-        for impl, copy, ms in (("builtin", 0, 0.2), ("builtin", 1, 0.2 * off),
-                               ("triton", 0, 0.2 / 1.04), ("compile", 0, 0.2 / 1.5)):
+        for impl, copy, ms in (("builtin", 0, 0.2), ("builtin", 1, 0.2 * off), ("triton", 0, 0.2 / 1.04), ("compile", 0,
+                                                                                                           0.2 / 1.5)):
             for r in range(12):
-                rows.append({"gpu": "h100", "run_id": "r", "kernel": f"k{k}", "dtype": "float32", "shape": "4096",
-                             "size": 4096, "pass": "fwd", "preset": "square", "session": "all", "impl": impl,
-                             "copy": copy, "round": r, "frame": "graph", "ms": ms * (1 + 0.001 * rng.standard_normal()),
-                             "sm_clock_mhz": 1980.0})
+                rows.append({
+                    "gpu": "h100", "run_id": "r", "kernel": f"k{k}", "dtype": "float32", "shape": "4096", "size": 4096,
+                    "pass": "fwd", "preset": "square", "session": "all", "impl": impl, "copy": copy, "round": r,
+                    "frame": "graph", "ms": ms * (1 + 0.001 * rng.standard_normal()), "sm_clock_mhz": 1980.0
+                })
     from analysis.paired import verdict_table
 
     t = verdict_table(pd.DataFrame(rows))
@@ -242,7 +244,8 @@ def test_aa_floors_from_twins_judge_the_other_comparisons_and_the_twins_out_of_s
     assert (real.loc["compile", "verdict"] == FASTER).all()
     twins = j[j["aa"] == "twin"].set_index("kernel")["verdict"]
     assert (twins[["k0", "k1", "k2"]] == TIE).all()  # judged with the others' floor, near 8 %
-    assert twins["k3"] == SLOWER  # the twin 8 % slower, against the others' 3 %: out of sample, a false positive the rate counts
+    assert twins[
+        "k3"] == SLOWER  # the twin 8 % slower, against the others' 3 %: out of sample, a false positive the rate counts
     rates = aa_rates(j, pd.DataFrame()).set_index("method")
     assert rates.loc["paired", "false_positive"] == 1 and rates.loc["paired, interval only", "false_positive"] == 4
 
@@ -250,9 +253,11 @@ def test_aa_floors_from_twins_judge_the_other_comparisons_and_the_twins_out_of_s
 def test_unpaired_rule_on_the_repeatability_table():
     from analysis.paired import unpaired_repeat
 
-    repeat = pd.DataFrame([{"kernel": "gelu", "impl": "builtin", "dtype": "bfloat16", "size": 4096, "pass": "fwd",
-                            "median_ms_1": 0.03, "median_ms_2": 0.0315, "graph_median_ms_1": 0.03,
-                            "graph_median_ms_2": 0.0301, "event_rel_diff": 0.05, "graph_rel_diff": 0.0033}])
+    repeat = pd.DataFrame([{
+        "kernel": "gelu", "impl": "builtin", "dtype": "bfloat16", "size": 4096, "pass": "fwd", "median_ms_1": 0.03,
+        "median_ms_2": 0.0315, "graph_median_ms_1": 0.03, "graph_median_ms_2": 0.0301, "event_rel_diff": 0.05,
+        "graph_rel_diff": 0.0033
+    }])
     t = unpaired_repeat(repeat).set_index("frame")
     assert t.loc["gpu", "verdict"] == SLOWER and t.loc["graph", "verdict"] == TIE
     assert t.loc["gpu", "size_class"] == "middle"
@@ -271,10 +276,12 @@ def test_sweep_writes_paired_rounds_with_a_twin_and_resumes(tmp_path):
     from experiments import measure as job
 
     out = tmp_path / "raw" / "cpu" / "gelu.parquet"
-    params = {"sizes": [64], "dtypes": ["float32"], "impls": ["naive", "builtin", "triton"], "timing": {
-        "warmup_ms": 1, "min_samples": 3, "max_time_s": 0.02, "loop_ms": 0.2, "placements": 2},
-        "interpret_max_size": 64, "allow_failures": True,
-        "paired": {"rounds": 3, "min_rounds": 2, "event_samples": 2, "loop_ms": 0.2, "warmup_ms": 1}}
+    params = {
+        "sizes": [64], "dtypes": ["float32"], "impls": ["naive", "builtin", "triton"], "timing":
+        {"warmup_ms": 1, "min_samples": 3, "max_time_s": 0.02, "loop_ms": 0.2, "placements":
+         2}, "interpret_max_size": 64, "allow_failures": True, "paired":
+        {"rounds": 3, "min_rounds": 2, "event_samples": 2, "loop_ms": 0.2, "warmup_ms": 1}
+    }
     assert job.run("gelu", "cpu", str(out), params, progress=False) == 0
     rounds = pd.read_parquet(tmp_path / "raw" / "cpu" / "paired" / "gelu.parquet")
     sides = set(zip(rounds["impl"], rounds["copy"]))
@@ -294,9 +301,11 @@ def test_paired_off_writes_an_empty_table(tmp_path):
     from rooflab.paired import ROUND_COLUMNS
 
     out = tmp_path / "gelu.parquet"
-    params = {"sizes": [64], "dtypes": ["float32"], "impls": ["naive", "builtin"], "timing": {
-        "warmup_ms": 1, "min_samples": 3, "max_time_s": 0.02, "loop_ms": 0}, "allow_failures": True,
-        "paired": {"enabled": False}}
+    params = {
+        "sizes": [64], "dtypes": ["float32"], "impls": ["naive", "builtin"], "timing":
+        {"warmup_ms": 1, "min_samples": 3, "max_time_s": 0.02, "loop_ms":
+         0}, "allow_failures": True, "paired": {"enabled": False}
+    }
     assert job.run("gelu", "cpu", str(out), params, progress=False) == 0
     rounds = pd.read_parquet(tmp_path / "paired" / "gelu.parquet")
     assert rounds.empty and set(ROUND_COLUMNS) <= set(rounds.columns)
@@ -307,19 +316,24 @@ def test_the_papers_verdict_tables(tmp_path):
     from analysis.paired import aa_rates, verdict_table
     from analysis.verdict_tables import main
 
-    rounds = rounds_frame({("naive", 0): [0.2] * 6, ("builtin", 0): [0.2] * 6, ("builtin", 1): [0.2] * 6,
-                           ("triton", 0): [0.18] * 6}).assign(size=8192, shape="8192x8192x8192")
+    rounds = rounds_frame({("naive", 0): [0.2] * 6, ("builtin", 0): [0.2] * 6, ("builtin", 1): [0.2] * 6, ("triton", 0):
+                           [0.18] * 6}).assign(size=8192, shape="8192x8192x8192")
     table = verdict_table(rounds)
     table.to_parquet(tmp_path / "h200.parquet")
     aa_rates(table, pd.DataFrame()).to_csv(tmp_path / "aa_h200.csv", index=False)
-    metrics = pd.DataFrame([{"gpu": "h200", "kernel": "matmul", "status": "ok", "dtype": "bfloat16", "size": 8192,
-                             "impl": impl, "median_ms": ms, "sm_clock_mhz": mhz}
-                            for impl, ms, mhz in (("builtin", 0.2, 1600.0), ("naive", 0.187, 1850.0),
-                                                  ("triton", 0.18, 1800.0))])
+    metrics = pd.DataFrame([{
+        "gpu": "h200", "kernel": "matmul", "status": "ok", "dtype": "bfloat16", "size": 8192, "impl": impl, "median_ms":
+        ms, "sm_clock_mhz": mhz
+    } for impl, ms, mhz in (("builtin", 0.2, 1600.0), ("naive", 0.187, 1850.0), ("triton", 0.18, 1800.0))])
     metrics.to_parquet(tmp_path / "metrics.parquet")
     out = tmp_path / "gen"
-    assert main(["--aa", str(tmp_path / "aa_h200.csv"), "--paired", str(tmp_path / "h200.parquet"),
-                 "--metrics", str(tmp_path / "metrics.parquet"), "--outdir", str(out)]) == 0
+    assert main([
+        "--aa",
+        str(tmp_path / "aa_h200.csv"), "--paired",
+        str(tmp_path / "h200.parquet"), "--metrics",
+        str(tmp_path / "metrics.parquet"), "--outdir",
+        str(out)
+    ]) == 0
     mm = (out / "table_matmul_verdicts.tex").read_text()
     assert "1850/1600" in mm and "1.07" in mm  # the naive GEMM 7 % "faster" timed apart, at 250 MHz more
     assert "tie" in mm and "faster" in mm
@@ -343,6 +357,7 @@ def test_long_calls_take_shorter_turns():
     seen = []
 
     class Counting(DriftingClockTimer):
+
         def sample(self, fn, n):
             seen.append(n)
             return super().sample(fn, n)
@@ -361,15 +376,17 @@ def test_stored_sessions_that_crashed_failed_or_paired_other_sides_run_again(tmp
     g = ["bfloat16", "64", "fwd"]
 
     def rec(sides, **kw):
-        return json.dumps({"group": g, "session": "all", "sides": sides, "rows": [{"ms": 1.0}], "error": "",
-                           "_identity": "x", **kw})
+        return json.dumps(
+            {"group": g, "session": "all", "sides": sides, "rows": [{"ms": 1.0}], "error": "", "_identity": "x", **kw})
 
     path.write_text("\n".join([
-        rec(["builtin", "naive"], started=True), rec(["builtin", "naive"]),  # ended: kept
+        rec(["builtin", "naive"], started=True),
+        rec(["builtin", "naive"]),  # ended: kept
         rec(["builtin", "triton"], started=True),  # crashed inside its rounds: left out
-        rec(["builtin", "compile"], started=True), rec(["builtin", "compile"], error="OutOfMemoryError"),  # failed
-        rec(["builtin", "cuda"]).replace('"_identity": "x"', '"_identity": "other code"'),
-        "not json"]) + "\n")
+        rec(["builtin", "compile"], started=True),
+        rec(["builtin", "compile"], error="OutOfMemoryError"),  # failed
+        rec(["builtin", "cuda"]).replace('"_identity": "x"', '"_identity": "other code"'), "not json"
+    ]) + "\n")
     got = load_sessions(path, "x")
     assert list(got) == [session_key(g, "all", ["naive", "builtin"])]
 
@@ -385,9 +402,11 @@ def test_a_session_that_fails_loses_nothing_and_runs_again(tmp_path, monkeypatch
 
     monkeypatch.setattr(paired_mod, "run_rounds", broken)
     out = tmp_path / "raw" / "cpu" / "gelu.parquet"
-    params = {"sizes": [64], "dtypes": ["float32"], "impls": ["naive", "builtin"], "timing": {
-        "warmup_ms": 1, "min_samples": 3, "max_time_s": 0.02, "loop_ms": 0.2}, "allow_failures": True,
-        "paired": {"rounds": 2, "min_rounds": 2, "event_samples": 1, "loop_ms": 0.1, "warmup_ms": 1}}
+    params = {
+        "sizes": [64], "dtypes": ["float32"], "impls": ["naive", "builtin"], "timing":
+        {"warmup_ms": 1, "min_samples": 3, "max_time_s": 0.02, "loop_ms": 0.2}, "allow_failures": True, "paired":
+        {"rounds": 2, "min_rounds": 2, "event_samples": 1, "loop_ms": 0.1, "warmup_ms": 1}
+    }
     assert job.run("gelu", "cpu", str(out), params, progress=False) == 0
     assert len(pd.read_parquet(out)) == 2 and pd.read_parquet(tmp_path / "raw/cpu/paired/gelu.parquet").empty
     store = tmp_path / "raw" / "cpu" / ".cells" / "gelu.paired.jsonl"

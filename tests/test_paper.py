@@ -42,23 +42,19 @@ def test_no_measured_number_in_hand_written_tex(path):
     assert not found, f"{path.name} holds measured numbers {found}: put them in analysis/paper_inputs.py macros"
 
 
-@pytest.mark.parametrize("text, bad", [
-    ("the copy reaches 4278 GB/s", True),
-    ("Triton is 1.05x the builtin", True),
-    ("it reaches 3~TFLOP/s", True),
-    ("a speedup of 2$\\times$", True),
-    ("we reach 93\\,\\% of it", True),
-    ("a 12 ms call", True),
-    ("\\usepackage[a4paper,margin=2.3cm]{geometry}", False),
-    ("% 4.8 TB/s in a comment", False),
-    ("the copy reaches \\CopyGbps{}~GB/s in FP32 and BF16", False),
-    ("$2N^3 + N^2$ FLOPs on 128 x 128 tiles; L2 flushed", False),
-])
+@pytest.mark.parametrize("text, bad", [("the copy reaches 4278 GB/s", True), ("Triton is 1.05x the builtin", True),
+                                       ("it reaches 3~TFLOP/s", True), ("a speedup of 2$\\times$", True),
+                                       ("we reach 93\\,\\% of it", True), ("a 12 ms call", True),
+                                       ("\\usepackage[a4paper,margin=2.3cm]{geometry}", False),
+                                       ("% 4.8 TB/s in a comment", False),
+                                       ("the copy reaches \\CopyGbps{}~GB/s in FP32 and BF16", False),
+                                       ("$2N^3 + N^2$ FLOPs on 128 x 128 tiles; L2 flushed", False), ])
 def test_the_detector(text, bad):
     assert bool(measured_numbers(text)) is bad
 
 
 # --- paper_inputs on a small synthetic metrics frame --------------------------------------------------------------
+
 
 def synthetic_metrics() -> tuple[pd.DataFrame, pd.DataFrame]:
     rows = []
@@ -68,22 +64,37 @@ def synthetic_metrics() -> tuple[pd.DataFrame, pd.DataFrame]:
             for dtype in ("float32", "bfloat16"):
                 for n in (256, 1793):
                     for impl, t in (("naive", 3.0), ("builtin", 1.0), ("triton", 0.8), ("compile", 0.9)):
-                        flops = 2.0 * n ** 3 if fl is None else fl * n * n
-                        rows.append({"gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "size": n,
-                                     "pass": pass_, "status": "ok", "error": "", "median_ms": t * n / 1000,
-                                     "graph_median_ms": t * n / 2000, "flops": flops, "bytes": by * n * n,
-                                     "placements": 1 if kernel == "matmul" else 4,
-                                     "compute_unit": "bf16" if kernel == "matmul" and dtype == "bfloat16"
-                                     else "tf32" if kernel == "matmul" else "fp32"})
-    rows.append({**rows[0], "impl": "cuda", "status": "mismatch", "error": "rel_err 0.5 > 1e-5 & 100% wrong_x",
-                 "median_ms": np.nan})
-    rows.append({**rows[0], "impl": "cuda", "dtype": "bfloat16", "status": "skipped", "error": "no nvcc",
-                 "median_ms": np.nan})
+                        flops = 2.0 * n**3 if fl is None else fl * n * n
+                        rows.append({
+                            "gpu":
+                            "h200", "kernel":
+                            kernel, "impl":
+                            impl, "dtype":
+                            dtype, "size":
+                            n, "pass":
+                            pass_, "status":
+                            "ok", "error":
+                            "", "median_ms":
+                            t * n / 1000, "graph_median_ms":
+                            t * n / 2000, "flops":
+                            flops, "bytes":
+                            by * n * n, "placements":
+                            1 if kernel == "matmul" else 4, "compute_unit":
+                            "bf16"
+                            if kernel == "matmul" and dtype == "bfloat16" else "tf32" if kernel == "matmul" else "fp32"
+                        })
+    rows.append({
+        **rows[0], "impl": "cuda", "status": "mismatch", "error": "rel_err 0.5 > 1e-5 & 100% wrong_x", "median_ms":
+        np.nan
+    })
+    rows.append(
+        {**rows[0], "impl": "cuda", "dtype": "bfloat16", "status": "skipped", "error": "no nvcc", "median_ms": np.nan})
     rows.append({**rows[0], "gpu": "cpu", "median_ms": 5.0})
-    ceilings = pd.DataFrame([{"gpu": g, "ceiling": c, "value": v} for g, scale in (("h200", 1.0), ("cpu", 1e-3))
-                             for c, v in (("copy", 4.2e12 * scale), ("gemm_fp32", 5e13 * scale),
-                                          ("gemm_tf32", 3.4e14 * scale), ("gemm_bf16", 6.7e14 * scale),
-                                          ("copy_bfloat16_4096", 4.0e12 * scale))])
+    ceilings = pd.DataFrame([{"gpu": g, "ceiling": c, "value": v}
+                             for g, scale in (("h200", 1.0), ("cpu", 1e-3))
+                             for c, v in (("copy", 4.2e12 * scale), ("gemm_fp32", 5e13 * scale), ("gemm_tf32",
+                                                                                                  3.4e14 * scale),
+                                          ("gemm_bf16", 6.7e14 * scale), ("copy_bfloat16_4096", 4.0e12 * scale))])
     return compute_metrics(pd.DataFrame(rows), ceilings), ceilings
 
 
@@ -137,9 +148,9 @@ def test_every_macro_the_paper_and_sections_use_is_defined(generated, tmp_path):
     metrics.to_parquet(tmp_path / "metrics.parquet")  # the other macro files: the verdicts' and the projection check's
     verdict_tables.main(["--metrics", str(tmp_path / "metrics.parquet"), "--outdir", str(tmp_path)])
     _, summary, gpus = projection_check.check(metrics)
-    macros = set(defined_macros(generated["macros"])) | set(defined_macros(
-        (tmp_path / "macros_verdicts.tex").read_text())) | set(defined_macros(
-        projection_check.macros_tex(summary, gpus, 10.0)))
+    macros = set(defined_macros(generated["macros"])) | set(
+        defined_macros((tmp_path / "macros_verdicts.tex").read_text())) | set(
+            defined_macros(projection_check.macros_tex(summary, gpus, 10.0)))
     known_latex = {"LaTeX", "TeX"}
     texts = [p.read_text() for p in HAND_WRITTEN] + [v for k, v in generated.items() if k != "macros"]
     missing = set().union(*(used_macros(t) for t in texts)) - macros - known_latex
@@ -203,8 +214,10 @@ def test_gpu_tag(key, tag):
 
 def test_repeatability_table_and_macros_come_from_the_run():
     metrics, ceilings = synthetic_metrics()
-    run = pd.DataFrame({"median_ms_1": [0.100, 0.200, 0.004], "median_ms_2": [0.101, 0.196, 0.005],
-                        "graph_median_ms_1": [0.090, 0.190, 0.002], "graph_median_ms_2": [0.090, 0.190, 0.0021]})
+    run = pd.DataFrame({
+        "median_ms_1": [0.100, 0.200, 0.004], "median_ms_2": [0.101, 0.196, 0.005], "graph_median_ms_1":
+        [0.090, 0.190, 0.002], "graph_median_ms_2": [0.090, 0.190, 0.0021]
+    })
     run["event_rel_diff"] = run["median_ms_2"] / run["median_ms_1"] - 1
     run["graph_rel_diff"] = run["graph_median_ms_2"] / run["graph_median_ms_1"] - 1
     out = generate(metrics, ceilings, "/nonexistent", {"h200": run, "a100": run})  # a100: not in this run
@@ -216,8 +229,8 @@ def test_repeatability_table_and_macros_come_from_the_run():
     macros3 = defined_macros(generate(metrics, ceilings, "/nonexistent", {"h200": three})["macros"])
     assert macros3["RepeatRuns"] == "3" and macros3["RepeatEventLongCells"] == "6"  # 2 long cells x 3 pairs
     assert macros3["RepeatInstances"] == "1"  # a table without instances columns: runs from before the option
-    eight = defined_macros(generate(metrics, ceilings, "/nonexistent",
-                                    {"h200": three.assign(instances_1=8.0)})["macros"])
+    eight = defined_macros(
+        generate(metrics, ceilings, "/nonexistent", {"h200": three.assign(instances_1=8.0)})["macros"])
     assert eight["RepeatInstances"] == "8"
     table = out["table_repeatability"]
     assert "\\toprule" in table and "h200" in table and "a100" not in table and "50 us and longer" in table
@@ -233,16 +246,17 @@ def test_fixed_cost_table_and_macros_come_from_the_line_through_the_large_sizes(
     for kernel, fixed_us, rate in (("rowsum", 5.0, 4.7e12), ("gelu", 3.0, 4.4e12)):
         for n in (2048, 4096, 8192):
             for impl, scale in (("triton", 1.0), ("builtin", 1.5)):
-                rows.append({"gpu": "h200", "kernel": kernel, "impl": impl, "dtype": "bfloat16", "size": n,
-                             "pass": "fwd", "status": "ok", "error": "", "flops": 1.0 * n * n,
-                             "bytes": 2.0 * n * n, "graph_median_ms": np.nan, "compute_unit": "fp32",
-                             "median_ms": scale * (fixed_us * 1e-6 + 2.0 * n * n / rate) * 1e3})
+                rows.append({
+                    "gpu": "h200", "kernel": kernel, "impl": impl, "dtype": "bfloat16", "size": n, "pass": "fwd",
+                    "status": "ok", "error": "", "flops": 1.0 * n * n, "bytes": 2.0 * n * n, "graph_median_ms": np.nan,
+                    "compute_unit": "fp32", "median_ms": scale * (fixed_us * 1e-6 + 2.0 * n * n / rate) * 1e3
+                })
     ceilings = pd.DataFrame([{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
     out = generate(compute_metrics(pd.DataFrame(rows), ceilings), ceilings, "/nonexistent")
     macros = defined_macros(out["macros"])
     assert macros["FixedUsMin"] == "3" and macros["FixedUsMax"] == "5"  # ours only: the builtin's 4.5 and 7.5 not
     assert macros["MarginalTBsMin"] == "4.4" and macros["MarginalTBsMax"] == "4.7"
-    t8192 = 5.0 + 2.0 * 8192 ** 2 / 4.7e12 * 1e6  # row-sum's call at 8192: the larger fixed share
+    t8192 = 5.0 + 2.0 * 8192**2 / 4.7e12 * 1e6  # row-sum's call at 8192: the larger fixed share
     assert macros["FixedShareMaxKernel"] == "rowsum" and macros["FixedShareMaxSize"] == "8192"
     assert macros["FixedShareMax"] == f"{100 * 5.0 / t8192:.3g}"
     table = out["table_fixed_cost"]
@@ -263,11 +277,13 @@ def test_the_matmul_comparison_states_the_clocks_each_side_ran_at():
     from analysis.latex import Macros
     from analysis.macros import clock_macros
 
-    rows = pd.DataFrame([
-        {"gpu": "h200", "kernel": "matmul", "impl": "builtin", "dtype": "bfloat16", "size": 8192, "status": "ok",
-         "sm_clock_after_mhz": 1500.0, "clock_low": True, "ceiling_clock_mhz": 1935.0},
-        {"gpu": "h200", "kernel": "matmul", "impl": "triton", "dtype": "bfloat16", "size": 8192, "status": "ok",
-         "sm_clock_after_mhz": 1935.0, "clock_low": False, "ceiling_clock_mhz": 1935.0}])
+    rows = pd.DataFrame([{
+        "gpu": "h200", "kernel": "matmul", "impl": "builtin", "dtype": "bfloat16", "size": 8192, "status": "ok",
+        "sm_clock_after_mhz": 1500.0, "clock_low": True, "ceiling_clock_mhz": 1935.0
+    }, {
+        "gpu": "h200", "kernel": "matmul", "impl": "triton", "dtype": "bfloat16", "size": 8192, "status": "ok",
+        "sm_clock_after_mhz": 1935.0, "clock_low": False, "ceiling_clock_mhz": 1935.0
+    }])
     m = Macros()
     clock_macros(m, rows, "h200")
     text = m.text()
@@ -289,8 +305,8 @@ def test_a_kernel_section_opens_with_what_the_kernel_file_declares(tmp_path):
         assert kernel_summary(k) == load_kernel(k).description.strip().rstrip(".")[:1].upper() + \
             load_kernel(k).description.strip().rstrip(".")[1:] + "."
     (tmp_path / "plus").mkdir()  # a kernel's folder: kernels/<name>/__init__.py declares it
-    (tmp_path / "plus" / "__init__.py").write_text(
-        '"""A sum."""\nKERNEL = Kernel(name="plus", description="a sum of two tensors")\n')
+    (tmp_path / "plus" /
+     "__init__.py").write_text('"""A sum."""\nKERNEL = Kernel(name="plus", description="a sum of two tensors")\n')
     assert kernel_summary("plus", tmp_path) == "A sum of two tensors."
     assert kernel_summary("no_such_kernel") == ""
 
@@ -311,10 +327,12 @@ def test_the_host_path_table_gives_each_implementations_python_loop_time_at_the_
     for kernel, ours_us, builtin_us in (("gelu", 22.0, 7.5), ("rowsum", 9.0, 13.0)):
         for n in (256, 1024):
             for impl, loop_us in (("triton", ours_us), ("builtin", builtin_us), ("naive", 40.0)):
-                rows.append({"gpu": "h200", "kernel": kernel, "impl": impl, "dtype": "bfloat16", "size": n,
-                             "pass": "fwd", "status": "ok", "error": "", "flops": 1.0 * n * n,
-                             "bytes": 2.0 * n * n, "compute_unit": "fp32", "median_ms": 0.005 * n / 256,
-                             "graph_median_ms": 0.002 * n / 256, "loop_ms": (loop_us if n == 256 else 99.0) / 1e3})
+                rows.append({
+                    "gpu": "h200", "kernel": kernel, "impl": impl, "dtype": "bfloat16", "size": n, "pass": "fwd",
+                    "status": "ok", "error": "", "flops": 1.0 * n * n, "bytes": 2.0 * n * n, "compute_unit": "fp32",
+                    "median_ms": 0.005 * n / 256, "graph_median_ms": 0.002 * n / 256, "loop_ms":
+                    (loop_us if n == 256 else 99.0) / 1e3
+                })
     ceilings = pd.DataFrame([{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
     out = generate(compute_metrics(pd.DataFrame(rows), ceilings), ceilings, "/nonexistent")
     table = out["table_host_cost"]

@@ -9,15 +9,15 @@ def profiles(tmp_path_factory):
     from experiments.profiles import run
 
     out = tmp_path_factory.mktemp("profiles") / "profiles.parquet"
-    run("cpu", ["gelu"], str(out), {"size": 32, "dtypes": ["float32"], "impls": ["naive", "builtin", "triton",
-                                                                             "cuda"], "interpret_max_size": 64})
+    run("cpu", ["gelu"], str(out),
+        {"size": 32, "dtypes": ["float32"], "impls": ["naive", "builtin", "triton", "cuda"], "interpret_max_size": 64})
     return pd.read_parquet(out)
 
 
 def test_profiles_schema(profiles):
     from experiments.profiles import PROFILE_COLUMNS
 
-    assert list(profiles.columns[: len(PROFILE_COLUMNS)]) == PROFILE_COLUMNS
+    assert list(profiles.columns[:len(PROFILE_COLUMNS)]) == PROFILE_COLUMNS
     assert str(profiles["n_kernels"].dtype) == "Int64" and str(profiles["size"].dtype) == "Int64"
     assert str(profiles["kernel_names"].dtype).startswith("string")
     assert set(profiles["activity"]) == {"cpu_aten"}  # labelled: these are not CUDA kernels

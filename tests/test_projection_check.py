@@ -31,13 +31,14 @@ def two_gpus(memory_error: float = 0.0, kernels=("vecadd", "matmul", "gelu"), gp
                     rows.append(_row(gpu, "vecadd", impl, "float32", "fp32-ieee", "fp32", n, 1.0 * n * n, nbytes, ms))
             if "matmul" in kernels:
                 for n in (4096, 8192):
-                    flops = 2.0 * n ** 3
+                    flops = 2.0 * n**3
                     ms = flops / (spec.bf16_flops * BF16_RATIO) * 1e3
                     rows.append(_row(gpu, "matmul", impl, "bfloat16", "bf16", "bf16", n, flops, 6.0 * n * n, ms))
             if "gelu" in kernels:
-                rows.append(_row(gpu, "gelu", impl, "float32", "fp32-ieee", "fp32", 256, 8.0 * 256 ** 2,
-                                 8.0 * 256 ** 2, LAUNCH_MS))
-    ceilings = pd.DataFrame([{"gpu": g, "ceiling": c, "value": v} for g in gpus
+                rows.append(
+                    _row(gpu, "gelu", impl, "float32", "fp32-ieee", "fp32", 256, 8.0 * 256**2, 8.0 * 256**2, LAUNCH_MS))
+    ceilings = pd.DataFrame([{"gpu": g, "ceiling": c, "value": v}
+                             for g in gpus
                              for c, v in (("copy", SPECS[g].mem_bandwidth * BANDWIDTH_RATIO),
                                           ("gemm_fp32", SPECS[g].fp32_flops * 0.7),
                                           ("gemm_bf16", SPECS[g].bf16_flops * BF16_RATIO))])
@@ -45,9 +46,11 @@ def two_gpus(memory_error: float = 0.0, kernels=("vecadd", "matmul", "gelu"), gp
 
 
 def _row(gpu, kernel, impl, dtype, math_mode, unit, n, flops, nbytes, ms):
-    return {"gpu": gpu, "kernel": kernel, "impl": impl, "dtype": dtype, "math_mode": math_mode, "size": n,
-            "shape": f"{n}x{n}", "pass": "fwd", "status": "ok", "error": "", "median_ms": ms, "flops": flops,
-            "bytes": nbytes, "compute_unit": unit}
+    return {
+        "gpu": gpu, "kernel": kernel, "impl": impl, "dtype": dtype, "math_mode": math_mode, "size": n, "shape":
+        f"{n}x{n}", "pass": "fwd", "status": "ok", "error": "", "median_ms": ms, "flops": flops, "bytes": nbytes,
+        "compute_unit": unit
+    }
 
 
 def calibrated(summary, source, target, cls):
@@ -109,7 +112,7 @@ def test_a_class_without_cells_reports_n_zero():
 
 
 def test_one_measured_gpu_gives_a_sentence_and_its_own_error():
-    metrics = two_gpus(gpus=("h200",))
+    metrics = two_gpus(gpus=("h200", ))
     cells, summary, gpus = pc.check(metrics)
     assert gpus == ["h200"] and set(zip(summary["source"], summary["target"])) == {("h200", "h200")}
     assert "scaled" not in set(summary["model"])  # onto the card itself the scaled projection is the measurement
@@ -120,7 +123,7 @@ def test_one_measured_gpu_gives_a_sentence_and_its_own_error():
 
 
 def test_no_gpu_and_the_cpu_only_are_a_sentence():
-    cpu = two_gpus(gpus=("h200",)).assign(gpu="cpu")
+    cpu = two_gpus(gpus=("h200", )).assign(gpu="cpu")
     cells, summary, gpus = pc.check(cpu)
     assert gpus == [] and summary.empty and cells.empty
     assert pc.table_tex(summary, gpus).startswith("\\begin{center}No GPU")
@@ -130,10 +133,13 @@ def test_no_gpu_and_the_cpu_only_are_a_sentence():
 def test_main_writes_every_output(tmp_path):
     path = tmp_path / "metrics.parquet"
     two_gpus(memory_error=0.2).to_parquet(path)
-    out = {k: tmp_path / name for k, name in (("cells", "cells.parquet"), ("summary", "summary.csv"),
-                                              ("table", "table.tex"), ("macros", "macros.tex"))}
-    pc.main(["--metrics", str(path), "--verdicts", '{"short_cell_us": 10}']
-            + [a for k, p in out.items() for a in (f"--{k}", str(p))])
+    out = {
+        k: tmp_path / name
+        for k, name in (("cells", "cells.parquet"), ("summary", "summary.csv"), ("table", "table.tex"), ("macros",
+                                                                                                         "macros.tex"))
+    }
+    pc.main(["--metrics", str(path), "--verdicts", '{"short_cell_us": 10}'] +
+            [a for k, p in out.items() for a in (f"--{k}", str(p))])
     summary = pd.read_csv(out["summary"])
     assert list(summary.columns) == pc.SUMMARY_COLUMNS
     assert set(pd.read_parquet(out["cells"])["model"]) == set(pc.MODELS)
@@ -150,7 +156,7 @@ def test_the_paper_uses_only_macros_the_check_defines():
     tex = (Path(__file__).resolve().parent.parent / "paper" / "main.tex").read_text()
     used = set(re.findall(r"\\(ProjectionCheck[A-Za-z]*|ProjCheck[A-Za-z]*)", tex))
     assert used
-    _, summary, gpus = pc.check(two_gpus(gpus=("h200",)))
+    _, summary, gpus = pc.check(two_gpus(gpus=("h200", )))
     defined = set(re.findall(r"\\newcommand\{\\([A-Za-z]+)\}", pc.macros_tex(summary, gpus, 10.0)))
     assert used <= defined, sorted(used - defined)
     assert "\\input{results/paper/generated/table_projection_check}" in tex

@@ -69,8 +69,7 @@ ON_GPU = DEVICE == "cuda"
 # ---------------------------------------------------------------------------------------------------------------------
 # Hypothesis profiles
 _COMMON = dict(deadline=None, derandomize=True, database=None, print_blob=False,
-               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                      HealthCheck.filter_too_much])
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 settings.register_profile("cpu", max_examples=250, **_COMMON)
 settings.register_profile("gpu", max_examples=250, **_COMMON)
 # a longer, randomised search (new cases every run) for looking, not for CI
@@ -80,7 +79,6 @@ BASE = settings.get_profile(PROFILE)
 if os.environ.get("ROOFLAB_HYPOTHESIS_EXAMPLES"):  # an explicit count, e.g. to fit a time budget
     BASE = settings(BASE, max_examples=int(os.environ["ROOFLAB_HYPOTHESIS_EXAMPLES"]))
 
-
 # ---------------------------------------------------------------------------------------------------------------------
 # Values
 DTYPES = ["float32", "float16"] + (["bfloat16"] if ON_GPU else [])
@@ -88,7 +86,7 @@ TORCH_DTYPE = {"float32": torch.float32, "float16": torch.float16, "bfloat16": t
 ACC_MAX = torch.finfo(torch.float32).max  # every kernel accumulates in fp32
 # Absolute slack: the smallest normal where a GPU may flush fp32 subnormals (and bf16 shares fp32's exponent); fp16
 # results are computed in fp32, where fp16's subnormals are normal numbers, and only rounded: two of their steps.
-FLOOR = {"float32": 2.0 ** -126, "bfloat16": 2.0 ** -126, "float16": 2.0 ** -23}
+FLOOR = {"float32": 2.0**-126, "bfloat16": 2.0**-126, "float16": 2.0**-23}
 
 
 def _finfo(dtype: str):
@@ -97,23 +95,24 @@ def _finfo(dtype: str):
 
 # Special values by name (short reprs in a falsifying example; resolved for the dtype at build time)
 SPECIALS = {
-    "inf": lambda d: math.inf, "-inf": lambda d: -math.inf, "nan": lambda d: math.nan,
-    "0": lambda d: 0.0, "-0": lambda d: -0.0,
-    "1e30": lambda d: 1e30, "-1e30": lambda d: -1e30,  # inf once rounded to float16
-    "max": lambda d: _finfo(d).max, "-max": lambda d: -_finfo(d).max, "max/3": lambda d: _finfo(d).max / 3,
-    "subnormal": lambda d: _finfo(d).smallest_normal / 2 ** 3, "-subnormal": lambda d: -_finfo(d).smallest_normal / 8,
-    "tiniest": lambda d: 2.0 ** (-149 if d == "float32" else -24 if d == "float16" else -133),
-    "smallest_normal": lambda d: _finfo(d).smallest_normal,
+    "inf": lambda d: math.inf, "-inf": lambda d: -math.inf, "nan": lambda d: math.nan, "0": lambda d: 0.0, "-0":
+    lambda d: -0.0, "1e30": lambda d: 1e30, "-1e30": lambda d: -1e30,  # inf once rounded to float16
+    "max": lambda d: _finfo(d).max, "-max": lambda d: -_finfo(d).max, "max/3": lambda d: _finfo(d).max / 3, "subnormal":
+    lambda d: _finfo(d).smallest_normal / 2**3, "-subnormal": lambda d: -_finfo(d).smallest_normal / 8, "tiniest":
+    lambda d: 2.0**(-149 if d == "float32" else -24
+                    if d == "float16" else -133), "smallest_normal": lambda d: _finfo(d).smallest_normal,
 }
-SCALES = {"1": lambda d: 1.0, "1e-3": lambda d: 1e-3, "1e3": lambda d: 1e3,
-          "subnormal": lambda d: _finfo(d).smallest_normal / 4,  # mostly subnormal values
-          "huge": lambda d: _finfo(d).max / 64}  # near the top of the range (1e30-ish and more in fp32/bf16)
+SCALES = {
+    "1": lambda d: 1.0, "1e-3": lambda d: 1e-3, "1e3": lambda d: 1e3, "subnormal":
+    lambda d: _finfo(d).smallest_normal / 4,  # mostly subnormal values
+    "huge": lambda d: _finfo(d).max / 64
+}  # near the top of the range (1e30-ish and more in fp32/bf16)
 
 
 def specials(names=tuple(SPECIALS), max_size=6):
     """(position, name) pairs; a position is taken modulo the tensor's size. As often none or one or two as many,
     so that rows of ordinary values are checked too, not only rows a NaN has taken over."""
-    pair = st.tuples(st.integers(0, 10 ** 6), st.sampled_from(list(names)))
+    pair = st.tuples(st.integers(0, 10**6), st.sampled_from(list(names)))
     return st.one_of(st.just(()), st.lists(pair, min_size=1, max_size=min(2, max_size)),
                      st.lists(pair, min_size=1, max_size=max_size)).map(tuple)
 
@@ -182,12 +181,12 @@ class Vec:
 
     def build(self, dtype: str) -> torch.Tensor:
         g = torch.Generator().manual_seed(self.seed)
-        v = self.centre + 0.5 * torch.randn((self.n,), generator=g, dtype=torch.float64)
+        v = self.centre + 0.5 * torch.randn((self.n, ), generator=g, dtype=torch.float64)
         for pos, name in self.specials:
             v[pos % self.n] = SPECIALS[name](dtype)
         v = v.to(TORCH_DTYPE[dtype]).to(DEVICE)
         if self.layout == "strided":
-            s = v.new_full((2 * self.n,), math.nan)
+            s = v.new_full((2 * self.n, ), math.nan)
             s[::2] = v
             return s[::2]
         if self.layout == "broadcast":
@@ -211,7 +210,7 @@ class Case:
 EDGES = [1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257]
 GPU_EDGES = [511, 512, 513, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097, 8191, 8192, 16383, 16384, 16385]
 MAX_ROWS, MAX_COLS = (64, 5000) if ON_GPU else (8, 300)
-MAX_PROGRAMS = 10 ** 9 if ON_GPU else 48  # the interpreter runs programs one after another, ~1 ms each
+MAX_PROGRAMS = 10**9 if ON_GPU else 48  # the interpreter runs programs one after another, ~1 ms each
 
 
 def dim(hi: int, edges=EDGES + (GPU_EDGES if ON_GPU else [])):
@@ -220,13 +219,13 @@ def dim(hi: int, edges=EDGES + (GPU_EDGES if ON_GPU else [])):
 
 ROWS = st.one_of(st.sampled_from([1, 2, 3]), st.integers(1, MAX_ROWS))
 COLS = dim(MAX_COLS * 4 if ON_GPU else MAX_COLS)
-SEEDS = st.integers(0, 2 ** 31 - 1)
+SEEDS = st.integers(0, 2**31 - 1)
 
 
 @st.composite
 def mats(draw, rows, cols, layouts=LAYOUTS, names=tuple(SPECIALS), scales=tuple(SCALES)):
-    return Mat(rows, cols, seed=draw(SEEDS), scale=draw(st.sampled_from(list(scales))),
-               specials=draw(specials(names)), layout=draw(st.sampled_from(list(layouts))))
+    return Mat(rows, cols, seed=draw(SEEDS), scale=draw(st.sampled_from(list(scales))), specials=draw(specials(names)),
+               layout=draw(st.sampled_from(list(layouts))))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -257,8 +256,10 @@ def assert_matches(out: torch.Tensor, expected: torch.Tensor, tol: float, scale=
     def msg(default: str) -> str:
         bad = ~(torch.isclose(got / s, want / s, rtol=0, atol=tol, equal_nan=True))
         idx = bad.nonzero()[:6].tolist()
-        rows = [f"  at {tuple(i)}: got {got[tuple(i)].item()!r}, want {want[tuple(i)].item()!r} "
-                f"(float64 {expected[tuple(i)].item()!r}, scale {s[tuple(i)].item():.3g})" for i in idx]
+        rows = [
+            f"  at {tuple(i)}: got {got[tuple(i)].item()!r}, want {want[tuple(i)].item()!r} "
+            f"(float64 {expected[tuple(i)].item()!r}, scale {s[tuple(i)].item():.3g})" for i in idx
+        ]
         return f"{what} ({dtype}, tol {tol:g} x scale)\n{default}\n" + "\n".join(rows)
 
     torch.testing.assert_close(got / s, want / s, rtol=0, atol=tol, equal_nan=True, msg=msg)
@@ -306,8 +307,8 @@ def test_saxpy_matches_torch(case, a):
     # torch.add(y, x, alpha=a) in float64; a * x rounded, then the sum (or one fused rounding on the GPU): the error
     # scales with |a x| + |y|. Where that nears fp32's top, a * x may overflow in fp32 and not fused: inf accepted.
     scale = ax.abs() + y64.abs()
-    assert_matches(z, torch.add(y64, x.double(), alpha=a), ELEM_TOL[case.dtype], scale=scale,
-                   either=scale > ACC_MAX / 2, what=f"saxpy a={a!r}")
+    assert_matches(z, torch.add(y64, x.double(), alpha=a), ELEM_TOL[case.dtype], scale=scale, either=scale
+                   > ACC_MAX / 2, what=f"saxpy a={a!r}")
 
 
 @st.composite
@@ -325,8 +326,8 @@ def _gelu_scale(x64: torch.Tensor, y64: torch.Tensor) -> torch.Tensor:
     """x / (1 + exp(-2u)): exp's argument carries an fp32 rounding of |u|, so the relative error grows with |u| while
     exp is in range; once it is not (x < -9), the answer underflows and only |x|'s scale is meaningful (torch's
     0.5 x (1 + tanh u) is off by ~eps |x| there)."""
-    u = math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 ** 3)
-    return y64.abs() * (1 + 3 * u.abs().clamp_max(64)) + 2.0 ** -24 * x64.abs()
+    u = math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64**3)
+    return y64.abs() * (1 + 3 * u.abs().clamp_max(64)) + 2.0**-24 * x64.abs()
 
 
 @settings(BASE)
@@ -381,9 +382,11 @@ def softmax_cases(draw, kind: str):
     x = draw(mats(r, c))
     x = Mat(x.rows, x.cols, x.seed, x.scale, x.specials, x.layout, minus_inf_prefix=max(0, min(prefix, c)))
     if kind == "fwd":
-        kw = {"max_block": max_block, "reload": draw(st.sampled_from([None, False, True])),
-              "full": draw(st.sampled_from([None, False, True]))}
-        return Case(dtype, (x,), kw)
+        kw = {
+            "max_block": max_block, "reload": draw(st.sampled_from([None, False, True])), "full":
+            draw(st.sampled_from([None, False, True]))
+        }
+        return Case(dtype, (x, ), kw)
     dy = draw(mats(r, c, scales=("1", "1e-3", "1e3")))
     return Case(dtype, (x, dy), {"max_block": max_block})
 
@@ -396,10 +399,10 @@ def _softmax_scale(x64: torch.Tensor, y64: torch.Tensor) -> torch.Tensor:
 
 @settings(BASE)
 @given(case=softmax_cases("fwd"))
-@example(case=Case("float32", (Mat(3, 40, seed=1, minus_inf_prefix=32),), {"max_block": 16}))
-@example(case=Case("float32", (Mat(2, 33, seed=2, minus_inf_prefix=33),), {"max_block": 16}))  # only -inf: NaN
+@example(case=Case("float32", (Mat(3, 40, seed=1, minus_inf_prefix=32), ), {"max_block": 16}))
+@example(case=Case("float32", (Mat(2, 33, seed=2, minus_inf_prefix=33), ), {"max_block": 16}))  # only -inf: NaN
 def test_softmax_forward_matches_torch(case):
-    (x,) = case.build()
+    (x, ) = case.build()
     y = sm_k.softmax_forward(x, **case.kw)
     assert y.dtype == x.dtype and y.shape == x.shape
     x64 = x.double()
@@ -444,8 +447,8 @@ def check_softmax_forward_backward(case):
     x64 = x.double().requires_grad_(True)
     y64 = torch.softmax(x64, dim=1)
     y64.backward(dy.double())
-    assert_matches(y.detach(), y64.detach(), SOFTMAX_TOL[case.dtype],
-                   scale=_softmax_scale(x64.detach(), y64.detach()), what="softmax fwd (autograd)")
+    assert_matches(y.detach(), y64.detach(), SOFTMAX_TOL[case.dtype], scale=_softmax_scale(x64.detach(), y64.detach()),
+                   what="softmax fwd (autograd)")
     # the backward reads y as the forward stored it: rounded to the dtype, by a subnormal's step where it is that small
     tol = SOFTMAX_BWD_TOL[case.dtype]
     scale, either = _bwd_scale_and_either(y64.detach(), dy.double(), FLOOR[case.dtype] / tol)
@@ -480,15 +483,15 @@ def rowsum_cases(draw):
     kw = {"full": draw(st.sampled_from([None, False, True]))}
     if bm_bn:
         kw.update(block_m=bm_bn[0], block_n=bm_bn[1])
-    return Case(dtype, (x,), kw)
+    return Case(dtype, (x, ), kw)
 
 
 @settings(BASE)
 @given(case=rowsum_cases())
 def test_rowsum_matches_torch(case):
-    (x,) = case.build()
+    (x, ) = case.build()
     s = rowsum_k.rowsum_triton(x, **case.kw)
-    assert s.shape == (x.shape[0],) and s.dtype == x.dtype
+    assert s.shape == (x.shape[0], ) and s.dtype == x.dtype
     x64 = x.double()
     mag = x64.abs().sum(dim=1)
     # an fp32 sum whose terms' magnitudes near fp32's top may overflow in one order and not another
@@ -500,9 +503,9 @@ def test_rowsum_matches_torch(case):
 MM_TOL = {"float32": 1e-5, "tf32": 2e-3, "float16": 2e-3, "bfloat16": 1.6e-2}
 MM_EDGES = [1, 2, 3, 15, 16, 17, 31, 32, 33, 63, 64, 65] + ([127, 128, 129, 255, 256, 257] if ON_GPU else [])
 MM_DIM = st.one_of(st.sampled_from(MM_EDGES), st.integers(1, 300 if ON_GPU else 72))
-TILES = [{"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 1},
-         {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M": 2},
-         {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 4},
+TILES = [{"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M":
+          1}, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M":
+               2}, {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 4},
          {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}]
 
 
@@ -514,8 +517,10 @@ def matmul_cases(draw):
     b = draw(mats(k, n))
     # None: the autotuner (on the GPU every new shape would autotune all configs: tiles only there)
     config = draw(st.sampled_from(([] if ON_GPU else [None]) + TILES))
-    kw = {"config": config, "activation": draw(st.sampled_from(["relu", "relu", "none"])),
-          "method": draw(st.sampled_from(["auto", "pointer", "tma"]))}
+    kw = {
+        "config": config, "activation": draw(st.sampled_from(["relu", "relu", "none"])), "method":
+        draw(st.sampled_from(["auto", "pointer", "tma"]))
+    }
     tf32 = dtype == "float32" and ON_GPU and draw(st.booleans())
     return Case(dtype, (a, b), kw | {"tf32": tf32})
 
@@ -527,14 +532,16 @@ def _matmul_f64(a64: torch.Tensor, b64: torch.Tensor) -> torch.Tensor:
 
 @settings(BASE)
 @given(case=matmul_cases())
-@example(case=Case("float32", (Mat(17, 20, seed=1, specials=((5, "nan"),)), Mat(20, 33, seed=2)),
-                   {"config": TILES[0], "activation": "relu", "method": "pointer", "tf32": False}))
+@example(case=Case("float32", (Mat(17, 20, seed=1, specials=(
+    (5,
+     "nan"), )), Mat(20, 33, seed=2)), {"config": TILES[0], "activation": "relu", "method": "pointer", "tf32": False}))
 # a TF32 product just past fp32's largest value: 3.4012e38 (finite) where float64 says 3.4036e38 (inf in fp32)
-@example(case=Case("float32", (Mat(127, 60, seed=721180), Mat(60, 2, specials=((14142, "-max"),))),
-                   {"config": TILES[0], "activation": "relu", "method": "auto", "tf32": ON_GPU}))
+@example(case=Case("float32", (Mat(127, 60, seed=721180), Mat(60, 2, specials=(
+    (14142, "-max"), ))), {"config": TILES[0], "activation": "relu", "method": "auto", "tf32": ON_GPU}))
 # TF32 products of fp32 subnormals (found on the H200: a 1.1 % error there, within TF32's steps, not 2^-11 of them)
-@example(case=Case("float32", (Mat(16, 1, scale="subnormal"), Mat(1, 1, scale="1e3")),
-                   {"config": TILES[0], "activation": "relu", "method": "auto", "tf32": ON_GPU}))
+@example(case=Case("float32", (
+    Mat(16, 1, scale="subnormal"),
+    Mat(1, 1, scale="1e3")), {"config": TILES[0], "activation": "relu", "method": "auto", "tf32": ON_GPU}))
 def test_matmul_relu_matches_torch(case):
     a, b = case.build()
     kw = dict(case.kw)
@@ -597,15 +604,14 @@ def norm_cases(draw, with_bias: bool):
     dtype = draw(st.sampled_from(DTYPES))
     r, c = draw(ROWS), draw(COLS)
     x = draw(mats(r, c))
-    vecs = tuple(Vec(c, seed=draw(SEEDS), centre=centre, layout=draw(st.sampled_from(["contiguous", "strided",
-                                                                                        "broadcast"])),
-                     specials=draw(specials(VEC_SPECIALS, max_size=2)))
-                 for centre in ((1.0, 0.0) if with_bias else (1.0,)))
+    vecs = tuple(
+        Vec(c, seed=draw(SEEDS), centre=centre, layout=draw(st.sampled_from(["contiguous", "strided", "broadcast"])),
+            specials=draw(specials(VEC_SPECIALS, max_size=2))) for centre in ((1.0, 0.0) if with_bias else (1.0, )))
     blocks = [b for b in (16, 32, 64, 128) if ON_GPU or r * max(1, math.ceil(c / b)) <= MAX_PROGRAMS]
     kw = {"block_size": draw(st.sampled_from([None] + blocks))}
     if not with_bias:
         kw.update(reload=draw(st.sampled_from([None, False, True])), full=draw(st.sampled_from([None, False, True])))
-    return Case(dtype, (x,) + vecs, kw)
+    return Case(dtype, (x, ) + vecs, kw)
 
 
 def layernorm_oracle(x, w, b, eps):
@@ -673,14 +679,14 @@ def test_norms_of_rows_past_fp32_statistics(block_size):
     overflows its sum of squares; rstd = rsqrt(inf) = 0, so LayerNorm returns the bias and RMSNorm zeros (torch's
     float32 F.rms_norm: zeros too; F.layer_norm: NaN). float16 rows are far from it (65504^2 fits fp32)."""
     x = torch.tensor([[1e30] + [1.0, -2.0, 3.0] * 7, [1.0, 2.0] * 11], device=DEVICE)
-    w = torch.full((22,), 2.0, device=DEVICE)
+    w = torch.full((22, ), 2.0, device=DEVICE)
     b = torch.linspace(-1, 1, 22, device=DEVICE)
     y = ln_k.layernorm_triton(x, w, b, block_size=block_size)
     assert torch.equal(y[0], b)
-    assert_matches(y[1:], F.layer_norm(x[1:].double(), (22,), w.double(), b.double(), ln_k.EPS), NORM_TOL["float32"])
+    assert_matches(y[1:], F.layer_norm(x[1:].double(), (22, ), w.double(), b.double(), ln_k.EPS), NORM_TOL["float32"])
     r = rms_k.rmsnorm_triton(x, w, block_size=block_size)
     assert torch.equal(r[0], torch.zeros(22, device=DEVICE))
-    assert torch.equal(F.rms_norm(x[:1], (22,), w, rms_k.EPS), r[:1])
+    assert torch.equal(F.rms_norm(x[:1], (22, ), w, rms_k.EPS), r[:1])
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -688,12 +694,14 @@ def test_norms_of_rows_past_fp32_statistics(block_size):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.int32])
 def test_wrappers_refuse_unsupported_dtypes(dtype):
     x = torch.ones((4, 8), device=DEVICE).to(dtype)
-    w = torch.ones((8,), device=DEVICE).to(dtype)
-    calls = {"vecadd": lambda: vecadd_k.vecadd_triton(x, x), "saxpy": lambda: saxpy_k.saxpy_triton(2.0, x, x),
-             "gelu": lambda: gelu_k.gelu_triton(x), "softmax": lambda: sm_k.softmax_forward(x),
-             "softmax bwd": lambda: sm_k.softmax_backward(x, x), "rowsum": lambda: rowsum_k.rowsum_triton(x),
-             "matmul": lambda: mm_k.matmul_triton(x, x.t()), "layernorm": lambda: ln_k.layernorm_triton(x, w, w),
-             "rmsnorm": lambda: rms_k.rmsnorm_triton(x, w)}
+    w = torch.ones((8, ), device=DEVICE).to(dtype)
+    calls = {
+        "vecadd": lambda: vecadd_k.vecadd_triton(x, x), "saxpy": lambda: saxpy_k.saxpy_triton(2.0, x, x), "gelu":
+        lambda: gelu_k.gelu_triton(x), "softmax": lambda: sm_k.softmax_forward(x), "softmax bwd":
+        lambda: sm_k.softmax_backward(x, x), "rowsum": lambda: rowsum_k.rowsum_triton(x), "matmul":
+        lambda: mm_k.matmul_triton(x, x.t()), "layernorm": lambda: ln_k.layernorm_triton(x, w, w), "rmsnorm":
+        lambda: rms_k.rmsnorm_triton(x, w)
+    }
     for name, call in calls.items():
         with pytest.raises(TypeError):
             call()

@@ -15,8 +15,9 @@ def test_a_checkout_with_an_edit_is_dirty(monkeypatch, tmp_path):
     monkeypatch.delenv("ROOFLAB_GIT_SHA", raising=False)
 
     def git(*args):
-        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-                              check=True, capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+            capture_output=True, text=True).stdout.strip()
 
     git("init", "-q")
     (tmp_path / "kernel.py").write_text("a")

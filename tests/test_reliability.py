@@ -30,15 +30,18 @@ from rooflab.cell import Cell, _kw, relative_error, run_cell
 from rooflab.timing import TimingConfig
 
 REPO = Path(__file__).resolve().parent.parent
-FAST_TIMING = {"warmup_ms": 1, "min_samples": 3, "max_samples": 5, "target_rse": 0.5, "max_time_s": 0.02,
-               "flush_l2": False, "cudagraph": False, "placements": 1, "instances": 1}
+FAST_TIMING = {
+    "warmup_ms": 1, "min_samples": 3, "max_samples": 5, "target_rse": 0.5, "max_time_s": 0.02, "flush_l2": False,
+    "cudagraph": False, "placements": 1, "instances": 1
+}
 # Paired rounds off: these tests count the cells' own calls (tests/test_paired.py covers the rounds' reliability)
-PARAMS = {"sizes": [8, 16, 24], "dtypes": ["float32", "bfloat16"], "impls": ["naive", "builtin"],
-          "timing": FAST_TIMING, "interpret_max_size": 64, "seed": 0, "allow_failures": False, "reuse_cells": True,
-          "paired": {"enabled": False}}
-
+PARAMS = {
+    "sizes": [8, 16, 24], "dtypes": ["float32", "bfloat16"], "impls": ["naive", "builtin"], "timing": FAST_TIMING,
+    "interpret_max_size": 64, "seed": 0, "allow_failures": False, "reuse_cells": True, "paired": {"enabled": False}
+}
 
 # ---------------------------------------------------------------------------------------------------- fake kernel
+
 
 def double(x):
     return x * 2  # the right answer: the reference is 2x in float64
@@ -55,8 +58,10 @@ def hang_on_bfloat16(x):
 
 
 def raiser(exc: BaseException):
+
     def fn(x):
         raise exc
+
     return fn
 
 
@@ -66,23 +71,25 @@ def fake_kernel(calls: list | None = None, naive_fn=double, **impls) -> Kernel:
     behaviour = {"naive": double, "builtin": double, "triton": double, **impls}
 
     def factory(impl, fn):
+
         def make(inputs):
             if calls is not None:
                 x = inputs[0]
                 calls.append((impl, str(x.dtype).removeprefix("torch."), x.shape[0]))
             return lambda: fn(*inputs)
+
         return make
 
     def make_inputs(n, dtype, device, seed=0):
         g = torch.Generator(device=device).manual_seed(seed)
-        return (torch.randn((n, n), generator=g, device=device).to(dtype),)
+        return (torch.randn((n, n), generator=g, device=device).to(dtype), )
 
-    return Kernel(
-        name="fake", description="fault injection", make_inputs=make_inputs,
-        reference=lambda inputs: inputs[0].to(torch.float64) * 2,
-        flops=lambda n: n * n, bytes=lambda n, dtype: 2 * n * n * ELEMENT_BYTES[dtype],
-        impls={k: factory(k, f) for k, f in behaviour.items()}, naive_fn=naive_fn, source=__file__,
-    )
+    return Kernel(name="fake", description="fault injection", make_inputs=make_inputs,
+                  reference=lambda inputs: inputs[0].to(torch.float64) * 2, flops=lambda n: n * n,
+                  bytes=lambda n, dtype: 2 * n * n * ELEMENT_BYTES[dtype],
+                  impls={k: factory(k, f)
+                         for k, f in behaviour.items()}, naive_fn=naive_fn, source=__file__,
+                  )
 
 
 @pytest.fixture
@@ -92,6 +99,7 @@ def use_kernel(monkeypatch):
 
     def use(kernel):
         monkeypatch.setattr(rooflab.kernel, "load_kernel", lambda name: kernel)
+
     return use
 
 
@@ -109,24 +117,22 @@ def store_rows(out) -> list[dict]:
 
 # ----------------------------------------------------------------------------------------- invalid configuration
 
+
 def cpu_config() -> dict:
     return yaml.safe_load((REPO / "config/cpu.yaml").read_text())
 
 
-@pytest.mark.parametrize("key, value, named", [
-    ("sizes", [256, 0], "0 is less than the minimum of 1"),
-    ("sizes", [256, -5], "-5 is less than the minimum of 1"),
-    ("sizes", [256, "big"], "'big' is not of type 'integer'"),
-    ("sizes", [2.5], "2.5 is not of type 'integer'"),
-    ("sizes", [], "[] should be non-empty"),
-    ("kernels", [], "[] should be non-empty"),
-    ("impls", ["naive", "cublas"], "'cublas' is not one of"),
-    ("dtypes", ["float32", "int8"], "'int8' is not one of"),
-    ("gpus", ["h900"], "'h900' is not one of"),
-    ("kernels", ["GeLU"], "'GeLU' does not match"),
-    ("timing", {"target_rse": 0}, "0 is less than or equal to the minimum of 0"),
-    ("sweep_size", [256], "'sweep_size' was unexpected"),
-])
+@pytest.mark.parametrize("key, value, named",
+                         [("sizes", [256, 0], "0 is less than the minimum of 1"),
+                          ("sizes", [256, -5], "-5 is less than the minimum of 1"),
+                          ("sizes", [256, "big"], "'big' is not of type 'integer'"),
+                          ("sizes", [2.5], "2.5 is not of type 'integer'"), ("sizes", [], "[] should be non-empty"),
+                          ("kernels", [], "[] should be non-empty"),
+                          ("impls", ["naive", "cublas"], "'cublas' is not one of"),
+                          ("dtypes", ["float32", "int8"], "'int8' is not one of"),
+                          ("gpus", ["h900"], "'h900' is not one of"), ("kernels", ["GeLU"], "'GeLU' does not match"),
+                          ("timing", {"target_rse": 0}, "0 is less than or equal to the minimum of 0"),
+                          ("sweep_size", [256], "'sweep_size' was unexpected"), ])
 def test_schema_rejects_bad_value_naming_key_and_value(key, value, named):
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
@@ -139,10 +145,8 @@ def test_schema_rejects_bad_value_naming_key_and_value(key, value, named):
     assert f"'{key}'" in msg  # "On instance['sizes'][1]" / "in schema['properties']['sizes']"
 
 
-@pytest.mark.parametrize("kernels, named", [
-    (["gelu", "no_such_kernel"], "'no_such_kernel'"),
-    ([], "'kernels' is empty"),
-])
+@pytest.mark.parametrize("kernels, named", [(["gelu", "no_such_kernel"], "'no_such_kernel'"),
+                                            ([], "'kernels' is empty"), ])
 def test_resolve_rejects_unknown_or_empty_kernels(kernels, named):
     from snakemake.utils import validate
 
@@ -163,6 +167,7 @@ def test_valid_cpu_config_resolves():
 
 
 # -------------------------------------------------------------------------------------------- one cell raises
+
 
 @pytest.mark.parametrize("exc", [
     torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 64.00 GiB"),
@@ -195,8 +200,10 @@ def test_failed_cells_fail_the_job_but_keep_the_good_ones(tmp_path, use_kernel, 
     """Default: the sweep finishes, the job exits 1 with a summary, no parquet, good cells kept in the store;
     allow_failures: true then writes the parquet with the failures recorded, re-measuring only the failed cells."""
 
-    failing = {8: torch.cuda.OutOfMemoryError("CUDA out of memory"), 16: AssertionError("bad shape"),
-               24: CompilationError("def _k(): pass\n", None, "unsupported")}
+    failing = {
+        8: torch.cuda.OutOfMemoryError("CUDA out of memory"), 16: AssertionError("bad shape"), 24:
+        CompilationError("def _k(): pass\n", None, "unsupported")
+    }
 
     def triton_impl(x):
         raise failing[x.shape[0]]
@@ -226,6 +233,7 @@ def test_failed_cells_fail_the_job_but_keep_the_good_ones(tmp_path, use_kernel, 
 
 
 # -------------------------------------------------------------------------------------------------- wrong answer
+
 
 def test_wrong_answer_is_mismatch_and_kept_out_of_claims(tmp_path, use_kernel):
     from analysis.metrics import compute_metrics
@@ -257,6 +265,7 @@ def test_nan_output_is_mismatch():
 
 
 # ------------------------------------------------------------------------------------- torch.compile silent eager
+
 
 def test_compile_that_never_traced_is_flagged(monkeypatch):
     """torch.compile handing back the eager function (dynamo never ran, no graph): the row says compile_fallback."""
@@ -290,6 +299,7 @@ def test_compile_with_a_graph_is_not_flagged(monkeypatch):
 
 
 def test_compile_graph_break_is_a_failed_row_not_silent_eager():
+
     def untraceable(x):
         print("a graph break under fullgraph=True")
         return x * 2
@@ -300,6 +310,7 @@ def test_compile_graph_break_is_a_failed_row_not_silent_eager():
 
 
 # -------------------------------------------------------------------------------------------------- wrong device
+
 
 def test_gpu_not_present_errors_and_writes_nothing(tmp_path, use_kernel):
     from experiments.measure import cell_store, main, run
@@ -380,7 +391,7 @@ def test_truncated_store_line_is_measured_again(tmp_path, use_kernel):
     assert measure_run(out, dtypes=["float32"], impls=["naive"]) == 0
     store = cell_store(out)
     text = store.read_text()
-    store.write_text(text[: len(text) - 40])  # the last cell's line cut short, no newline
+    store.write_text(text[:len(text) - 40])  # the last cell's line cut short, no newline
     calls = []
     use_kernel(fake_kernel(calls))
     out.unlink()
@@ -391,16 +402,17 @@ def test_truncated_store_line_is_measured_again(tmp_path, use_kernel):
 
 # ---------------------------------------------------------------------------------- corrupt or foreign parquet
 
+
 def test_corrupt_or_foreign_results_name_the_file(tmp_path):
     from analysis.metrics import build
 
     good = pd.DataFrame([{c: None for c in rio.RAW_COLUMNS} | {"status": "ok"}])
     cases = {
-        "garbage.parquet": lambda p: p.write_bytes(b"PAR1 this is not parquet"),
-        "empty.parquet": lambda p: p.write_bytes(b""),
-        "truncated.parquet": lambda p: (good.to_parquet(p), p.write_bytes(p.read_bytes()[:-20])),
-        "foreign.parquet": lambda p: pd.DataFrame({"a": [1], "b": [2]}).to_parquet(p),
-        "statuses.parquet": lambda p: good.assign(status="passed").to_parquet(p),
+        "garbage.parquet": lambda p: p.write_bytes(b"PAR1 this is not parquet"), "empty.parquet":
+        lambda p: p.write_bytes(b""), "truncated.parquet": lambda p:
+        (good.to_parquet(p), p.write_bytes(p.read_bytes()[:-20])), "foreign.parquet":
+        lambda p: pd.DataFrame({"a": [1], "b": [2]}).to_parquet(p), "statuses.parquet":
+        lambda p: good.assign(status="passed").to_parquet(p),
     }
     for name, make in cases.items():
         p = tmp_path / "raw/cpu" / name
@@ -414,6 +426,7 @@ def test_corrupt_or_foreign_results_name_the_file(tmp_path):
 
 
 # ------------------------------------------------------------------------- Triton wrappers on awkward inputs
+
 
 def _transform(inputs, how: str, dtype: str = "float32"):
     """Apply an awkward layout/dtype to every tensor input (1-D ones follow so the shapes stay consistent)."""
@@ -437,8 +450,10 @@ def _transform(inputs, how: str, dtype: str = "float32"):
 
 TRANSFORMS = ["transposed", "strided", "int32", "mixed_dtype", "zero_rows", "empty"]
 # what a refusal of each must say (a regex); None: torch takes empty inputs, so a wrapper must too
-REFUSAL = {"transposed": "contiguous", "strided": "contiguous|inner dimensions", "int32": "int32|floating point",
-           "mixed_dtype": "dtype", "zero_rows": "shape", "empty": None}
+REFUSAL = {
+    "transposed": "contiguous", "strided": "contiguous|inner dimensions", "int32": "int32|floating point",
+    "mixed_dtype": "dtype", "zero_rows": "shape", "empty": None
+}
 KERNEL_PASSES = [(k, p) for k in kernel_names() for p in load_kernel(k).passes if "triton" in load_kernel(k).impls]
 
 
@@ -468,6 +483,7 @@ def test_triton_wrapper_right_answer_or_clear_error(name, pass_, dtype, how):
 
 
 # -------------------------------------------------------------------------------------------- atomic writes
+
 
 def test_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path, monkeypatch):
     path = tmp_path / "raw/cpu/fake.parquet"
@@ -509,8 +525,9 @@ def test_atomic_write_gives_the_file_normal_permissions(tmp_path):
 def test_results_from_before_later_columns_still_read(tmp_path):
     """A raw file written before loop_ms/enqueue_us/hold_us/placements existed reads with their defaults there (NaN;
     one placement: the cell was timed on one input set); other gaps still fail."""
-    old = pd.DataFrame([{c: None for c in rio.RAW_COLUMNS if c not in rio.LATER_COLUMNS} |
-                        {"status": "ok", "median_ms": 0.5}])
+    old = pd.DataFrame([{c: None
+                         for c in rio.RAW_COLUMNS
+                         if c not in rio.LATER_COLUMNS} | {"status": "ok", "median_ms": 0.5}])
     p = tmp_path / "old.parquet"
     old.to_parquet(p)
     df = rio.read_results(p)
@@ -525,6 +542,7 @@ def test_results_from_before_later_columns_still_read(tmp_path):
 
 
 # ------------------------------------------------------------------------------- the cell store heals itself
+
 
 def good_store(tmp_path, use_kernel):
     """A finished sweep of the fake kernel (float32, naive, sizes 8/16/24): (parquet, store, its lines)."""
@@ -548,29 +566,21 @@ def edit_line(line: str, **changes) -> str:
 
 
 BAD_STORE_LINES = {
-    "null": lambda line: "null",
-    "a list": lambda line: "[1, 2, 3]",
-    "a number": lambda line: "42",
-    "not JSON": lambda line: "{this is not json",
-    "cut by a kill": lambda line: line[: len(line) // 2],
-    "no impl": lambda line: edit_line(line, impl=KeyError),
-    "no size": lambda line: edit_line(line, size=KeyError),
-    "size 'abc'": lambda line: edit_line(line, size="abc"),
-    "size 2.5": lambda line: edit_line(line, size=2.5),
-    "size -8": lambda line: edit_line(line, size=-8),
-    "size true": lambda line: edit_line(line, size=True),
-    "impl 7": lambda line: edit_line(line, impl=7),
-    "unknown status": lambda line: edit_line(line, status="passed"),
-    "another kernel": lambda line: edit_line(line, kernel="gelu"),
-    "negative median": lambda line: edit_line(line, median_ms=-123, p20_ms=-124, min_ms=-125),
-    "zero median": lambda line: edit_line(line, median_ms=0.0, p20_ms=0.0, min_ms=0.0),
-    "NaN median": lambda line: edit_line(line, median_ms=float("nan")),
-    "infinite max": lambda line: edit_line(line, max_ms=float("inf")),
-    "median as a string": lambda line: edit_line(line, median_ms="0.5"),
-    "no median": lambda line: edit_line(line, median_ms=KeyError),
+    "null": lambda line: "null", "a list": lambda line: "[1, 2, 3]", "a number": lambda line: "42", "not JSON":
+    lambda line: "{this is not json", "cut by a kill": lambda line: line[:len(line) // 2], "no impl":
+    lambda line: edit_line(line, impl=KeyError), "no size": lambda line: edit_line(line, size=KeyError), "size 'abc'":
+    lambda line: edit_line(line, size="abc"), "size 2.5": lambda line: edit_line(line, size=2.5), "size -8":
+    lambda line: edit_line(line, size=-8), "size true": lambda line: edit_line(line, size=True), "impl 7":
+    lambda line: edit_line(line, impl=7), "unknown status": lambda line: edit_line(line, status="passed"),
+    "another kernel": lambda line: edit_line(line, kernel="gelu"), "negative median":
+    lambda line: edit_line(line, median_ms=-123, p20_ms=-124, min_ms=-125), "zero median":
+    lambda line: edit_line(line, median_ms=0.0, p20_ms=0.0, min_ms=0.0), "NaN median":
+    lambda line: edit_line(line, median_ms=float("nan")), "infinite max":
+    lambda line: edit_line(line, max_ms=float("inf")), "median as a string":
+    lambda line: edit_line(line, median_ms="0.5"), "no median": lambda line: edit_line(line, median_ms=KeyError),
     "p20 above the median": lambda line: edit_line(line, p20_ms=json.loads(line)["median_ms"] * 2),
-    "p80 below the median": lambda line: edit_line(line, p80_ms=json.loads(line)["median_ms"] / 2),
-    "no samples": lambda line: edit_line(line, n_samples=0),
+    "p80 below the median": lambda line: edit_line(line, p80_ms=json.loads(line)["median_ms"] / 2), "no samples":
+    lambda line: edit_line(line, n_samples=0),
 }
 
 
@@ -620,8 +630,11 @@ def test_ok_row_with_an_impossible_time_is_refused_by_the_reader(tmp_path):
     """A raw parquet edited or written by someone else: an ok row without a time > 0 never reaches the metrics."""
     from analysis.metrics import build
 
-    row = {c: None for c in rio.RAW_COLUMNS} | {"gpu": "cpu", "kernel": "gelu", "impl": "naive", "dtype": "float32",
-                                                 "size": 64, "pass": "fwd", "status": "ok", "median_ms": -123.0}
+    row = {c: None
+           for c in rio.RAW_COLUMNS} | {
+               "gpu": "cpu", "kernel": "gelu", "impl": "naive", "dtype": "float32", "size": 64, "pass": "fwd", "status":
+               "ok", "median_ms": -123.0
+           }
     p = tmp_path / "raw/cpu/gelu.parquet"
     p.parent.mkdir(parents=True)
     pd.DataFrame([row]).to_parquet(p)
@@ -633,6 +646,7 @@ def test_ok_row_with_an_impossible_time_is_refused_by_the_reader(tmp_path):
 
 
 # ---------------------------------------------------------------------------------- cells too large for memory
+
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_cell_too_large_for_memory_is_skipped_up_front(device):
@@ -687,8 +701,10 @@ def test_kill_9_of_snakemake_ends_its_job(tmp_path):
     job = tmp_path / "job.py"
     job.write_text(FOLLOWER.format(repo=str(REPO), beat=str(beat)))
     # the stand-in: a python whose command line names snakemake, running the job under /bin/sh -c, as snakemake does
-    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1], shell=True)",
-                               f"{sys.executable} {job}", "snakemake"])
+    parent = subprocess.Popen([
+        sys.executable, "-c", "import subprocess, sys; subprocess.run(sys.argv[1], shell=True)",
+        f"{sys.executable} {job}", "snakemake"
+    ])
     try:
         deadline = time.time() + 30
         while not (beat.exists() and beat.stat().st_size > 3):
@@ -707,7 +723,7 @@ def test_kill_9_of_snakemake_ends_its_job(tmp_path):
 def test_no_snakemake_ancestor_follows_nothing():
     from rooflab.lifeline import alive, is_snakemake, snakemake_ancestors
 
-    assert alive(os.getpid()) and not alive(2 ** 22 + 1)
+    assert alive(os.getpid()) and not alive(2**22 + 1)
     assert not is_snakemake(os.getpid())  # pytest, even from a folder whose name mentions snakemake
     assert all(is_snakemake(pid) for pid in snakemake_ancestors())
     named = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "snakemake"])  # one that is

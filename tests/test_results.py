@@ -23,14 +23,11 @@ PLANTED = {("gelu", "bfloat16", "fwd", "gpu"): "compile",  # decided from the no
            ("softmax", "bfloat16", "fwd+bwd", "graph"): "naive"}  # the metrics' graph_verdict_vs_naive column
 WIN = {"triton": (100, 90, 110), "builtin": (150, 135, 165), "compile": (150, 135, 165), "naive": (300, 270, 330)}
 CELLS = {
-    ("gelu", "float32", "fwd", 1024): WIN,
-    ("gelu", "float32", "fwd", 4096): {**WIN, "triton": (100, 90, 300), "builtin": (150, 135, 200),
-                                       "compile": (150, 135, 400)},
-    ("gelu", "bfloat16", "fwd", 1024): WIN,
-    ("gelu", "bfloat16", "fwd", 4096): {**WIN, "compile": (80, 135, 165)},
-    ("softmax", "bfloat16", "fwd+bwd", 1024): WIN,
-    ("softmax", "bfloat16", "fwd+bwd", 4096): {**WIN, "naive": (300, 60, 330)},
-    ("softmax", "bfloat16", "fwd", 4096): WIN,
+    ("gelu", "float32", "fwd", 1024): WIN, ("gelu", "float32", "fwd", 4096):
+    {**WIN, "triton": (100, 90, 300), "builtin": (150, 135, 200), "compile": (150, 135, 400)},
+    ("gelu", "bfloat16", "fwd", 1024): WIN, ("gelu", "bfloat16", "fwd", 4096): {**WIN, "compile": (80, 135, 165)},
+    ("softmax", "bfloat16", "fwd+bwd", 1024): WIN, ("softmax", "bfloat16", "fwd+bwd", 4096):
+    {**WIN, "naive": (300, 60, 330)}, ("softmax", "bfloat16", "fwd", 4096): WIN,
 }
 
 
@@ -39,19 +36,21 @@ def raw_rows() -> pd.DataFrame:
     for (kernel, dtype, pass_, n), impls in CELLS.items():
         elem = 4 if dtype == "float32" else 2
         for impl, (gpu_us, graph_us, loop_us) in impls.items():
-            rows.append({"gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "math_mode": dtype,
-                         "size": n, "pass": pass_, "status": "ok", "error": "", "median_ms": gpu_us * 1e-3,
-                         "graph_median_ms": graph_us * 1e-3, "loop_ms": loop_us * 1e-3, "rse_median": 0.001,
-                         "flops": 8.0 * n * n, "bytes": 2.0 * n * n * elem, "compute_unit": "fp32", "run_id": "r1",
-                         "timestamp": "2026-12-01T09:00:00+00:00", "torch": "2.11.0", "triton": "3.6.0",
-                         "cuda": "13.0", "driver": "580.1", "sm_clock_after_mhz": 1980.0,
-                         "sm_clock_max_mhz": 1980.0})
+            rows.append({
+                "gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "math_mode": dtype, "size": n, "pass":
+                pass_, "status": "ok", "error": "", "median_ms": gpu_us * 1e-3, "graph_median_ms": graph_us * 1e-3,
+                "loop_ms": loop_us * 1e-3, "rse_median": 0.001, "flops": 8.0 * n * n, "bytes": 2.0 * n * n * elem,
+                "compute_unit": "fp32", "run_id": "r1", "timestamp": "2026-12-01T09:00:00+00:00", "torch": "2.11.0",
+                "triton": "3.6.0", "cuda": "13.0", "driver": "580.1", "sm_clock_after_mhz": 1980.0, "sm_clock_max_mhz":
+                1980.0
+            })
     return pd.DataFrame(rows)
 
 
-CEILINGS = pd.DataFrame([{"gpu": "h200", "ceiling": c, "value": v, "run_id": "r1",
-                          "timestamp": "2026-12-01T09:00:00+00:00", "sm_clock_after_mhz": 1980.0}
-                         for c, v in (("copy", 4.2e12), ("gemm_fp32", 5e13), ("gemm_bf16", 6.7e14))])
+CEILINGS = pd.DataFrame([{
+    "gpu": "h200", "ceiling": c, "value": v, "run_id": "r1", "timestamp": "2026-12-01T09:00:00+00:00",
+    "sm_clock_after_mhz": 1980.0
+} for c, v in (("copy", 4.2e12), ("gemm_fp32", 5e13), ("gemm_bf16", 6.7e14))])
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +136,9 @@ def test_no_count_of_one_reads_as_a_plural(planted):
     assert "\\newcommand{\\LossCellsGpu}{1 cell}" in out["macros"]
 
 
-JARGON = re.compile(r"\bgoals?\b|\blab's\b|python -m lab|\bissue \d+|\bround \d+|\bsessions?\b|\bS\d+-D\d+\b|"
-                    r"earlier rows|attnws|\bTODO\b|we tried|before that rule", re.I)
+JARGON = re.compile(
+    r"\bgoals?\b|\blab's\b|python -m lab|\bissue \d+|\bround \d+|\bsessions?\b|\bS\d+-D\d+\b|"
+    r"earlier rows|attnws|\bTODO\b|we tried|before that rule", re.I)
 
 
 def test_no_internal_jargon_in_the_generated_text(planted):
@@ -192,11 +192,13 @@ def test_a_cpu_cell_above_its_roof_is_explained_by_what_a_cpu_has():
 def test_extra_traffic_is_no_explanation_where_the_other_call_is_faster():
     from analysis import why
 
-    t = pd.DataFrame([{"kernel": "attention", "impl": impl, "dtype": "bfloat16", "size": 8192, "pass": "fwd",
-                       "launches": n, "dram_read_bytes": b, "dram_write_bytes": 0.0, "moved_bytes": b,
-                       "model_bytes": 1e8} for impl, n, b in (("builtin", 1, 3e8), ("triton", 1, 1e8))])
-    ok = pd.DataFrame([{"kernel": "attention", "impl": i, "dtype": "bfloat16", "size": 8192, "pass": "fwd",
-                        "median_ms": ms} for i, ms in (("builtin", 0.9), ("triton", 1.0))])
+    t = pd.DataFrame([{
+        "kernel": "attention", "impl": impl, "dtype": "bfloat16", "size": 8192, "pass": "fwd", "launches": n,
+        "dram_read_bytes": b, "dram_write_bytes": 0.0, "moved_bytes": b, "model_bytes": 1e8
+    } for impl, n, b in (("builtin", 1, 3e8), ("triton", 1, 1e8))])
+    ok = pd.DataFrame(
+        [{"kernel": "attention", "impl": i, "dtype": "bfloat16", "size": 8192, "pass": "fwd", "median_ms": ms}
+         for i, ms in (("builtin", 0.9), ("triton", 1.0))])
     said = " ".join(why.traffic_sentences("attention", t, ok))
     assert "traffic ours does not make" not in said and "still the faster call" in said
     slower = ok.assign(median_ms=[2.0, 1.0])
@@ -207,6 +209,7 @@ def test_backend_losses_list_every_pass_and_backend_where_ours_is_slower():
     from tests.test_backends import rows
 
     lost = results.backend_losses(rows())
-    assert set(zip(lost["pass"], lost["backend"], lost["frame"])) == {
-        (p, "cuDNN", f) for p in ("fwd", "fwd+bwd") for f in ("gpu", "loop")}
+    assert set(zip(lost["pass"], lost["backend"], lost["frame"])) == {(p, "cuDNN", f)
+                                                                      for p in ("fwd", "fwd+bwd")
+                                                                      for f in ("gpu", "loop")}
     assert np.allclose(lost["worst"], 0.5)

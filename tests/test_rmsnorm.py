@@ -10,7 +10,7 @@ from test_norms import DTYPE_IDS, DTYPES, SHAPES  # the norms' shared grid (test
 def _inputs(rows, cols, dtype, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn((rows, cols), generator=g)
-    w = 1.0 + 0.5 * torch.randn((cols,), generator=g)
+    w = 1.0 + 0.5 * torch.randn((cols, ), generator=g)
     return x.to(dtype), w.to(dtype)
 
 
@@ -47,8 +47,9 @@ def test_an_unmasked_full_row_gives_the_masked_result(cols, reload):
     masked = rms.rmsnorm_triton(x, w, reload=reload, full=False)
     torch.testing.assert_close(rms.rmsnorm_triton(x, w, reload=reload, full=True), masked, atol=0, rtol=0)
     short_x, short_w = x[:, :cols - 3], w[:cols - 3]
-    torch.testing.assert_close(rms.rmsnorm_triton(short_x, short_w, reload=reload, full=True).double(),
-                               _ref(short_x, short_w), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        rms.rmsnorm_triton(short_x, short_w, reload=reload, full=True).double(), _ref(short_x, short_w), atol=1e-5,
+        rtol=1e-5)
 
 
 def test_an_unmasked_tiled_row_gives_the_masked_result():
@@ -56,8 +57,8 @@ def test_an_unmasked_tiled_row_gives_the_masked_result():
     masked = rms.rmsnorm_triton(x, w, block_size=64, full=False)
     torch.testing.assert_close(rms.rmsnorm_triton(x, w, block_size=64, full=True), masked, atol=0, rtol=0)
     x, w = x[:, :250], w[:250]  # not a whole number of tiles: the mask stays
-    torch.testing.assert_close(rms.rmsnorm_triton(x, w, block_size=64, full=True).double(), _ref(x, w),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        rms.rmsnorm_triton(x, w, block_size=64, full=True).double(), _ref(x, w), atol=1e-5, rtol=1e-5)
 
 
 def test_unmasked_cols_names_the_rows_that_drop_the_mask(monkeypatch):
@@ -66,11 +67,15 @@ def test_unmasked_cols_names_the_rows_that_drop_the_mask(monkeypatch):
     real = rms._rmsnorm_fwd_kernel
 
     class Spy:
+
         def __getitem__(self, grid):
+
             def launch(*args, **kw):
                 calls.append(kw["FULL"])
                 return real[grid](*args, **kw)
+
             return launch
+
     monkeypatch.setattr(rms, "_rmsnorm_fwd_kernel", Spy())
     rms.rmsnorm_triton(x, w)
     monkeypatch.setattr(rms, "UNMASKED_COLS", {4: (512, 512)})
@@ -87,8 +92,10 @@ def test_default_reload_and_unmasked_rows_follow_the_tables(monkeypatch):
     seen = []
 
     class Spy:
+
         def __getitem__(self, grid):
             return lambda *args, **kw: seen.append((kw["RELOAD"], kw["FULL"], kw["num_warps"]))
+
     monkeypatch.setattr(rms, "_rmsnorm_fwd_kernel", Spy())
     for cols, dtype in [(8192, torch.float32), (4096, torch.float32), (2048, torch.float32), (1024, torch.float32),
                         (8192, torch.bfloat16)]:
@@ -100,8 +107,8 @@ def test_default_reload_and_unmasked_rows_follow_the_tables(monkeypatch):
 @pytest.mark.parametrize("block_size", [None, 128], ids=["one-tile", "tiled-128"])
 def test_long_rows_through_tiled_loop(block_size):
     x, w = _inputs(3, 8192 + 37, torch.float32)
-    torch.testing.assert_close(rms.rmsnorm_triton(x, w, block_size=block_size).double(), _ref(x, w),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        rms.rmsnorm_triton(x, w, block_size=block_size).double(), _ref(x, w), atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("dtype,atol,rtol", DTYPES, ids=DTYPE_IDS)
@@ -122,9 +129,11 @@ def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
         torch.testing.assert_close(y.to(torch.float64), _ref(x, w), atol=atol, rtol=rtol)
 
 
-@pytest.mark.parametrize("cols, block_size, kernel", [
-    (10, None, "rmsnorm_fwd_packed_kernel"), (300, None, "_rmsnorm_fwd_kernel"), (300, 16, "_rmsnorm_fwd_kernel"),
-    (32771, None, "_rmsnorm_fwd_aligned_kernel")], ids=["packed", "held", "tiled", "aligned"])
+@pytest.mark.parametrize("cols, block_size, kernel", [(10, None, "rmsnorm_fwd_packed_kernel"),
+                                                      (300, None, "_rmsnorm_fwd_kernel"),
+                                                      (300, 16, "_rmsnorm_fwd_kernel"),
+                                                      (32771, None, "_rmsnorm_fwd_aligned_kernel")],
+                         ids=["packed", "held", "tiled", "aligned"])
 def test_eps_is_honoured(spy_launches, cols, block_size, kernel):
     from kernels._shared import norm_packed as _norm_packed
 
@@ -132,8 +141,8 @@ def test_eps_is_honoured(spy_launches, cols, block_size, kernel):
     seen_packed = spy_launches(_norm_packed, "rmsnorm_fwd_packed_kernel")
     x, w = _inputs(4, cols, torch.float32)
     x = x * 1e-3  # mean square ~1e-6, comparable to eps
-    torch.testing.assert_close(rms.rmsnorm_triton(x, w, eps=1e-2, block_size=block_size).double(),
-                               _ref(x, w, eps=1e-2), atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(
+        rms.rmsnorm_triton(x, w, eps=1e-2, block_size=block_size).double(), _ref(x, w, eps=1e-2), atol=1e-6, rtol=1e-5)
     assert [name for name, _ in seen + seen_packed] == [kernel]
 
 
@@ -163,7 +172,7 @@ def test_empty_input():
 def test_flop_and_byte_model():
     assert rms.flops(10) == 4 * 100 == 400
     assert rms.bytes_moved(10, "float32") == (2 * 100 + 10) * 4 == 840  # x, y, weight
-    assert rms.bytes_moved(4096, "float16") == (2 * 4096 ** 2 + 4096) * 2
+    assert rms.bytes_moved(4096, "float16") == (2 * 4096**2 + 4096) * 2
     assert rms.KERNEL.flops is rms.flops and rms.KERNEL.bytes is rms.bytes_moved
 
 
@@ -178,24 +187,26 @@ def test_long_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, cols, t
     monkeypatch.setattr(rms, "ALIGNED_TILES", {2: (tile, 1)})
     launched = []
     real = rms._rmsnorm_fwd_aligned_kernel
-    monkeypatch.setattr(rms, "_rmsnorm_fwd_aligned_kernel", type("Spy", (), {
-        "__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
+    monkeypatch.setattr(rms, "_rmsnorm_fwd_aligned_kernel",
+                        type("Spy", (), {"__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
     x, w = _inputs(7, cols, torch.float16)
     torch.testing.assert_close(rms.rmsnorm_triton(x, w).double(), _ref(x, w), atol=2e-3, rtol=2e-3)
-    assert launched == [(7,)]
+    assert launched == [(7, )]
     # not the aligned tiles: fp32 rows (no ALIGNED_TILES entry here), an aligned row length, a strided x or weight
     wide = _inputs(1, 2 * cols, torch.float16)[1]
     for x, w in [_inputs(3, cols, torch.float32), _inputs(3, 304, torch.float16), (x[::2], w), (x, wide[::2])]:
         torch.testing.assert_close(rms.rmsnorm_triton(x, w).double(), _ref(x, w), atol=2e-3, rtol=2e-3)
-    assert launched == [(7,)]
+    assert launched == [(7, )]
 
 
 def test_tiled_launch_names_the_long_rows_tile(monkeypatch):
     seen = []
 
     class Spy:
+
         def __getitem__(self, grid):
             return lambda *args, **kw: seen.append((kw["BLOCK_SIZE"], kw["num_warps"]))
+
     monkeypatch.setattr(rms, "_rmsnorm_fwd_kernel", Spy())
     monkeypatch.setattr(rms, "TILED_LAUNCH", {2: (2048, 8)})
     monkeypatch.setattr(rms, "WIDE_HELD", {4: (32768, 32)})

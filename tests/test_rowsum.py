@@ -21,8 +21,8 @@ def _x(shape, dtype, seed=0):
 def test_matches_float64(shape, dtype, atol, rtol):
     x = _x(shape, dtype)
     out = rowsum_triton(x)
-    assert out.dtype == dtype and out.shape == (shape[0],)
-    torch.testing.assert_close(out.double(), reference((x,)), atol=atol, rtol=rtol)
+    assert out.dtype == dtype and out.shape == (shape[0], )
+    torch.testing.assert_close(out.double(), reference((x, )), atol=atol, rtol=rtol)
 
 
 @pytest.mark.parametrize("block_m, block_n", [(1, 256), (4, 128), (8, 2048)])
@@ -30,7 +30,7 @@ def test_matches_float64(shape, dtype, atol, rtol):
 def test_tiled_loop_and_packed_rows(block_m, block_n, dtype, atol, rtol):
     x = _x((13, 1100), dtype, seed=1)  # 13 rows: a partial last group of rows; 1100: a partial last column tile
     out = rowsum_triton(x, block_m=block_m, block_n=block_n, num_warps=4)
-    torch.testing.assert_close(out.double(), reference((x,)), atol=atol, rtol=rtol)
+    torch.testing.assert_close(out.double(), reference((x, )), atol=atol, rtol=rtol)
 
 
 def test_launch_params_whole_row_and_packing():
@@ -57,8 +57,8 @@ def test_full_is_ignored_where_a_tile_is_not_full(shape, block_m):
     """A row shorter than its tile, or a last program with fewer rows than BLOCK_M, keeps its masks when full is
     asked for: the sums stay right (a row read past its end would add its neighbour's values)."""
     x = _x(shape, torch.float32, seed=3)
-    torch.testing.assert_close(rowsum_triton(x, block_m=block_m, full=True).double(), reference((x,)),
-                               atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(
+        rowsum_triton(x, block_m=block_m, full=True).double(), reference((x, )), atol=1e-4, rtol=1e-5)
 
 
 def _launches(monkeypatch):
@@ -68,8 +68,10 @@ def _launches(monkeypatch):
     seen = []
 
     class Spy:
+
         def __getitem__(self, grid):
             return lambda *args, **kw: seen.append((kw["FULL"], kw["BLOCK_M"]))
+
     monkeypatch.setattr(rs, "_rowsum_kernel", Spy())
     return seen
 
@@ -103,11 +105,11 @@ def test_accumulates_in_fp32_for_bfloat16():
 def test_non_contiguous_inputs_through_strides(view, dtype, atol, rtol):
     x = _x((40, 1100), dtype)
     x = x[:, :40].t() if view == "transpose" else x[:, ::2]
-    torch.testing.assert_close(rowsum_triton(x).double(), reference((x,)), atol=atol, rtol=rtol)
+    torch.testing.assert_close(rowsum_triton(x).double(), reference((x, )), atol=atol, rtol=rtol)
 
 
 def test_empty():
-    assert rowsum_triton(_x((0, 5), torch.float32)).shape == (0,)
+    assert rowsum_triton(_x((0, 5), torch.float32)).shape == (0, )
     assert rowsum_triton(_x((3, 0), torch.float32)).tolist() == [0.0, 0.0, 0.0]
 
 
@@ -119,10 +121,9 @@ def test_bad_inputs_raise_clearly():
 
 @pytest.mark.parametrize("impl", ["naive", "builtin", "triton"])
 def test_impls_through_registry(impl):
-    (x,) = KERNEL.make_inputs(1100, torch.float32, "cpu", seed=3)
-    inputs = (x[:8],)  # 8 rows of 1100: past the naive loop's 1024-column chunk and the interpreter's block
-    torch.testing.assert_close(KERNEL.impls[impl](inputs)().double(), KERNEL.reference(inputs), atol=1e-4,
-                               rtol=1e-5)
+    (x, ) = KERNEL.make_inputs(1100, torch.float32, "cpu", seed=3)
+    inputs = (x[:8], )  # 8 rows of 1100: past the naive loop's 1024-column chunk and the interpreter's block
+    torch.testing.assert_close(KERNEL.impls[impl](inputs)().double(), KERNEL.reference(inputs), atol=1e-4, rtol=1e-5)
 
 
 def test_flop_and_byte_model():
@@ -160,12 +161,12 @@ def test_long_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, cols, t
     monkeypatch.setattr(rowsum, "ALIGNED_TILES", {2: (tile, 1)})
     launched = []
     real = rowsum._rowsum_aligned_kernel
-    monkeypatch.setattr(rowsum, "_rowsum_aligned_kernel", type("Spy", (), {
-        "__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
+    monkeypatch.setattr(rowsum, "_rowsum_aligned_kernel",
+                        type("Spy", (), {"__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
     x = torch.randn(7, cols).to(torch.float16)
     torch.testing.assert_close(rowsum.rowsum_triton(x).double(), x.double().sum(dim=1), atol=0.1, rtol=2e-3)
-    assert launched == [(7,)]
+    assert launched == [(7, )]
     # not the aligned tiles: fp32 rows (no ALIGNED_TILES entry here), an aligned row length, a strided x, a tile asked
     for y, kw in [(torch.randn(3, cols), {}), (torch.randn(3, 304).half(), {}), (x[::2], {}), (x, {"block_n": 64})]:
         torch.testing.assert_close(rowsum.rowsum_triton(y, **kw).double(), y.double().sum(dim=1), atol=0.1, rtol=2e-3)
-    assert launched == [(7,)]
+    assert launched == [(7, )]

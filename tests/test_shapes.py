@@ -16,15 +16,19 @@ from rooflab.timing import TimingConfig
 
 SCHEMA = rcfg.load_schema()
 MIB = 1 << 20
-FAST_TIMING = {"warmup_ms": 1, "min_samples": 3, "max_samples": 5, "target_rse": 0.5, "max_time_s": 0.02,
-               "flush_l2": False, "cudagraph": False, "placements": 1, "instances": 1}
+FAST_TIMING = {
+    "warmup_ms": 1, "min_samples": 3, "max_samples": 5, "target_rse": 0.5, "max_time_s": 0.02, "flush_l2": False,
+    "cudagraph": False, "placements": 1, "instances": 1
+}
 KERNELS = {name: load_kernel(name) for name in kernel_names()}
 # Shapes of every family that no preset lists: odd, skinny, one row, one column
-ODD_SHAPES = {"rows": [(3, 37), (1, 300), (37, 1), (5, 129)], "mkn": [(3, 37, 5), (1, 64, 7), (17, 1, 33)],
-              "bhsd": [(1, 2, 37, 16), (2, 1, 5, 32)]}
-
+ODD_SHAPES = {
+    "rows": [(3, 37), (1, 300), (37, 1), (5, 129)], "mkn": [(3, 37, 5), (1, 64, 7), (17, 1, 33)], "bhsd":
+    [(1, 2, 37, 16), (2, 1, 5, 32)]
+}
 
 # ------------------------------------------------------------------------------------------------- the presets
+
 
 @pytest.mark.parametrize("preset", ["llm", "odd"])
 def test_every_preset_shape_is_of_its_family_and_named(preset):
@@ -81,9 +85,12 @@ def test_schema_names_the_presets_and_families_of_rooflab_shapes():
 
 # ----------------------------------------------------------------------------------------------- config shapes
 
+
 def test_shape_sets_from_presets_and_explicit_shapes():
-    sets = shapes.shape_sets(["square", "llm", {"rows": [[4096, 4097], "1000000x32"], "mkn": ["16x4096x14336"]},
-                              {"rows": [[4096, 4097], [8, 8]]}])
+    sets = shapes.shape_sets([
+        "square", "llm", {"rows": [[4096, 4097], "1000000x32"], "mkn": ["16x4096x14336"]},
+        {"rows": [[4096, 4097], [8, 8]]}
+    ])
     assert list(sets) == ["square", "llm", "custom"] and sets["square"] == {}
     assert sets["custom"] == {"rows": [[4096, 4097], [1000000, 32], [8, 8]], "mkn": [[16, 4096, 14336]]}
     assert sets["llm"]["mkn"][0] == list(shapes.LLM["mkn"][0].dims)
@@ -91,30 +98,25 @@ def test_shape_sets_from_presets_and_explicit_shapes():
     assert shapes.set_shapes(sets, "square", "mkn", [512, 256, 512]) == [(256, 256, 256), (512, 512, 512)]
 
 
-@pytest.mark.parametrize("spec, named", [
-    (["llmx"], "shapes[0]"),
-    (["square", {"mnk": [[16, 4096, 14336]]}], "unknown family 'mnk'"),
-    ([{"rows": [[4096]]}], "shapes[0].rows[0]"),
-    ([{"rows": [4096]}], "shapes[0].rows[0]"),
-    ([{"mkn": ["16x4096"]}], "shapes[0].mkn[0]"),
-    ([{"rows": [[0, 5]]}], "shapes[0].rows[0]"),
-    ([{"rows": []}], "shapes[0].rows"),
-    ([], "'shapes'"),
-])
+@pytest.mark.parametrize("spec, named", [(["llmx"], "shapes[0]"),
+                                         (["square", {"mnk": [[16, 4096, 14336]]}], "unknown family 'mnk'"),
+                                         ([{"rows": [[4096]]}], "shapes[0].rows[0]"),
+                                         ([{"rows": [4096]}], "shapes[0].rows[0]"),
+                                         ([{"mkn": ["16x4096"]}], "shapes[0].mkn[0]"),
+                                         ([{"rows": [[0, 5]]}], "shapes[0].rows[0]"),
+                                         ([{"rows": []}], "shapes[0].rows"), ([], "'shapes'"), ])
 def test_bad_shapes_name_the_entry(spec, named):
     with pytest.raises(shapes.ShapeError, match=None) as err:
         shapes.shape_sets(spec)
     assert named in str(err.value)
 
 
-@pytest.mark.parametrize("spec, key, says", [
-    (["llmx"], "shapes[0]", "is not one of"),
-    ([{"rows": [[4096]]}], "shapes[0].rows[0]", "too short"),
-    ([{"rows": [[1, 2, 3]]}], "shapes[0].rows[0]", "too long"),
-    ([{"mkn": ["16x4096"]}], "shapes[0].mkn[0]", "does not match"),
-    ([{"rows": [[0, 5]]}], "shapes[0].rows[0][0]", "less than the minimum"),
-    ([{"mnk": [[1, 2, 3]]}], "shapes[0]", "'mnk' was unexpected"),
-])
+@pytest.mark.parametrize("spec, key, says", [(["llmx"], "shapes[0]", "is not one of"),
+                                             ([{"rows": [[4096]]}], "shapes[0].rows[0]", "too short"),
+                                             ([{"rows": [[1, 2, 3]]}], "shapes[0].rows[0]", "too long"),
+                                             ([{"mkn": ["16x4096"]}], "shapes[0].mkn[0]", "does not match"),
+                                             ([{"rows": [[0, 5]]}], "shapes[0].rows[0][0]", "less than the minimum"),
+                                             ([{"mnk": [[1, 2, 3]]}], "shapes[0]", "'mnk' was unexpected"), ])
 def test_schema_errors_name_the_entry_and_what_is_wrong(spec, key, says):
     config = rcfg.fill_defaults({"sizes": [64], "shapes": spec}, SCHEMA)
     with pytest.raises(rcfg.ConfigError) as err:
@@ -133,8 +135,8 @@ def test_command_line_shapes_are_typed():
 
 
 def test_resolve_and_sweep_params_per_set():
-    config = rcfg.resolve(rcfg.fill_defaults({"sizes": [64], "gpus": ["cpu"], "shapes": ["llm", {"rows": ["3x5"]}]},
-                                             SCHEMA))
+    config = rcfg.resolve(
+        rcfg.fill_defaults({"sizes": [64], "gpus": ["cpu"], "shapes": ["llm", {"rows": ["3x5"]}]}, SCHEMA))
     assert rcfg.measured_presets(config) == ["llm", "custom"]
     assert rcfg.sweep_params(config, "custom")["shapes"] == {"rows": [[3, 5]]}
     square = rcfg.sweep_params(config)
@@ -143,8 +145,8 @@ def test_resolve_and_sweep_params_per_set():
 
 # -------------------------------------------------------------------------------------- kernels at any shape
 
-SQUARE_48 = {"rows": (48, 48), "mkn": (48, 48, 48),
-             "bhsd": (16384 // 48, 2048 // 128, 48, 128)}  # 16k tokens a batch, width 2048, head dim 128
+SQUARE_48 = {"rows": (48, 48), "mkn": (48, 48, 48), "bhsd":
+             (16384 // 48, 2048 // 128, 48, 128)}  # 16k tokens a batch, width 2048, head dim 128
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
@@ -227,14 +229,17 @@ def test_large_shapes_are_checked_on_a_sample_of_rows(monkeypatch, name, dims):
 
 
 def _spoil_last_row(fn):
+
     def call():
         out = fn().clone()
         out[-1] += 1.0
         return out
+
     return call
 
 
 # ------------------------------------------------------------------------------------------------- end to end
+
 
 def test_sweep_of_explicit_shapes_under_the_interpreter(tmp_path, monkeypatch):
     """One kernel at explicit shapes that are not N x N, Triton under TRITON_INTERPRET=1: rows named by shape, size
@@ -243,9 +248,11 @@ def test_sweep_of_explicit_shapes_under_the_interpreter(tmp_path, monkeypatch):
     from experiments.measure import run
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    params = {"dtypes": ["float32"], "impls": ["builtin", "triton"], "timing": FAST_TIMING, "interpret_max_size": 64,
-              "seed": 0, "allow_failures": False, "reuse_cells": True, "preset": "custom",
-              "shapes": shapes.shape_sets([{"rows": [[37, 100], "3x129"], "mkn": [[2, 3, 4]]}])["custom"]}
+    params = {
+        "dtypes": ["float32"], "impls": ["builtin", "triton"], "timing": FAST_TIMING, "interpret_max_size": 64, "seed":
+        0, "allow_failures": False, "reuse_cells": True, "preset": "custom", "shapes":
+        shapes.shape_sets([{"rows": [[37, 100], "3x129"], "mkn": [[2, 3, 4]]}])["custom"]
+    }
     out = tmp_path / "shapes" / "custom" / "rowsum.parquet"
     assert run("rowsum", "cpu", str(out), params, progress=False) == 0
     df = pd.read_parquet(out)
@@ -272,21 +279,24 @@ def test_reference_reads_as_the_square_set():
 
 # ------------------------------------------------------------------------------------ the paper and the figure
 
+
 def _shape_metrics() -> pd.DataFrame:
     """A synthetic H200 metrics frame of the llm set: ours twice as fast as the builtin at the first rows shape in
     GPU time but slower in the Python loop (ours 3 ms, the builtin 2.5), half as fast at the first matmul shape,
     compile absent (not measured); softmax's fwd+bwd too, ours 1.5x faster in GPU time and 0.5x in the loop."""
     rows = []
-    for kernel, family, pass_, t_ours, loop_ours in (
-            ("softmax", "rows", "fwd", 1.0, 3.0), ("gelu", "rows", "fwd", 2.0, 2.5), ("matmul", "mkn", "fwd", 4.0, 4.0),
-            ("softmax", "rows", "fwd+bwd", 2.0, 10.0)):
+    for kernel, family, pass_, t_ours, loop_ours in (("softmax", "rows", "fwd", 1.0, 3.0), ("gelu", "rows", "fwd", 2.0,
+                                                                                            2.5),
+                                                     ("matmul", "mkn", "fwd", 4.0, 4.0), ("softmax", "rows", "fwd+bwd",
+                                                                                          2.0, 10.0)):
         dims = shapes.LLM[family][0].dims
         fwd = pass_ == "fwd"
         for impl, t, loop in (("triton", t_ours, loop_ours), ("builtin", 2.0 if fwd else 3.0, 2.5 if fwd else 7.5)):
-            rows.append(dict(gpu="h200", kernel=kernel, impl=impl, dtype="bfloat16", pass_=pass_, preset="llm",
-                             family=family, shape=shapes.label(dims), size=float("nan"), median_ms=t, loop_ms=loop,
-                             rse_median=0.001, status="ok", claimable=True, bytes=1e9, flops=1e12,
-                             achieved_gbps=1e9 / t / 1e6, achieved_tflops=1e12 / t / 1e9))
+            rows.append(
+                dict(gpu="h200", kernel=kernel, impl=impl, dtype="bfloat16", pass_=pass_, preset="llm", family=family,
+                     shape=shapes.label(dims), size=float("nan"), median_ms=t, loop_ms=loop, rse_median=0.001,
+                     status="ok", claimable=True, bytes=1e9, flops=1e12, achieved_gbps=1e9 / t / 1e6,
+                     achieved_tflops=1e12 / t / 1e9))
     return pd.DataFrame(rows).rename(columns={"pass_": "pass"})
 
 
@@ -314,8 +324,12 @@ def test_shapes_figure_is_drawn(tmp_path):
     path = tmp_path / "m.parquet"
     _shape_metrics().to_parquet(path)
     for gpu in ("h200", "b200"):  # b200: nothing measured there, a figure that says so
-        fig.main(["--metrics", str(path), "--gpu", gpu, "--pdf", str(tmp_path / f"{gpu}.pdf"),
-                  "--png", str(tmp_path / f"{gpu}.png")])
+        fig.main([
+            "--metrics",
+            str(path), "--gpu", gpu, "--pdf",
+            str(tmp_path / f"{gpu}.pdf"), "--png",
+            str(tmp_path / f"{gpu}.png")
+        ])
         assert (tmp_path / f"{gpu}.pdf").stat().st_size > 0
 
 

@@ -31,14 +31,16 @@ def test_profile_slurm_end_to_end(slurm_available, tmp_path):
     work = copy_repo(tmp_path)
     cfg = {**TINY, "cluster": {"cpu": {"slurm_partition": "debug", "gres": "gpu:1", "runtime": 10}}}
     (work / "tiny.yaml").write_text(json.dumps(cfg))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "TRITON_INTERPRET": "1", "ROOFLAB_SLURM_TIMEOUT": "360", "ROOFLAB_SLURM_DIR": str(tmp_path / "slurm")}
+    env = {
+        **os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "TRITON_INTERPRET": "1", "ROOFLAB_SLURM_TIMEOUT": "360", "ROOFLAB_SLURM_DIR": str(tmp_path / "slurm")
+    }
     # the target first: --default-resources takes every word after it
-    res = subprocess.run(
-        ["bash", "scripts/slurm_cluster.sh", "run", "all", "--configfile", "tiny.yaml", "--verbose",
-         "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
-         "--default-resources", "mem_mb=1000", "cpus_per_task=1"],
-        cwd=work, env=env, capture_output=True, text=True, timeout=480)
+    res = subprocess.run([
+        "bash", "scripts/slurm_cluster.sh", "run", "all", "--configfile", "tiny.yaml", "--verbose",
+        "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2", "--default-resources",
+        "mem_mb=1000", "cpus_per_task=1"
+    ], cwd=work, env=env, capture_output=True, text=True, timeout=480)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-8000:]
 

@@ -108,8 +108,7 @@ def compiled():
     if why := missing_toolchain():
         pytest.skip(f"no sm_90 toolchain: {why}")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", COMPILE, str(REPO)], capture_output=True, text=True, env=env,
-                       timeout=300)
+    r = subprocess.run([sys.executable, "-c", COMPILE, str(REPO)], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 

@@ -3,8 +3,8 @@ strides, edge shapes, bad input, the fwd+bwd closures, FLOP/byte model."""
 import pytest
 import torch
 
-from kernels.softmax import (KERNEL, MAX_FUSED_BLOCK, reference, softmax_backward, softmax_forward,
-                             softmax_naive, softmax_triton)
+from kernels.softmax import (KERNEL, MAX_FUSED_BLOCK, reference, softmax_backward, softmax_forward, softmax_naive,
+                             softmax_triton)
 from rooflab.cell import relative_error
 
 SHAPES = [(1, 1), (3, 17), (1, 300), (37, 1793), (4, 2048)]
@@ -68,8 +68,8 @@ def test_forward_unmasked_full_rows_give_the_masked_result(spy_launches, reload)
     torch.testing.assert_close(masked.double(), reference((x, dy)), atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(softmax_forward(x, reload=reload, full=True), masked, atol=0, rtol=0)
     short = x[:, :509]
-    torch.testing.assert_close(softmax_forward(short, reload=reload, full=True).double(), reference((short, dy)),
-                               atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(
+        softmax_forward(short, reload=reload, full=True).double(), reference((short, dy)), atol=1e-6, rtol=1e-5)
     assert [(kw["RELOAD"], kw["FULL"]) for _, kw in seen] == [(reload, False), (reload, True), (reload, False)]
 
 
@@ -82,8 +82,10 @@ def test_default_reload_and_unmasked_rows_follow_the_tables(monkeypatch):
     seen = []
 
     class Spy:
+
         def __getitem__(self, grid):
             return lambda *args, **kw: seen.append((kw["RELOAD"], kw["FULL"]))
+
     monkeypatch.setattr(sm, "_softmax_fwd_row_kernel", Spy())
     for cols, dtype, full in [(8192, torch.float32, None), (4096, torch.bfloat16, None), (8192, torch.bfloat16, None),
                               (4096, torch.float32, None), (300, torch.float32, True)]:
@@ -108,7 +110,7 @@ def test_large_and_negative_values_are_stable(max_block):
 
 
 @pytest.mark.parametrize("prefix, cols, max_block", [(256, 600, 256), (512, 600, 256), (300, 300, 256),
-                                                      (16384, 20000, MAX_FUSED_BLOCK)])
+                                                     (16384, 20000, MAX_FUSED_BLOCK)])
 def test_rows_whose_leading_tiles_are_all_minus_inf_stay_finite(prefix, cols, max_block):
     """A masked prefix (left padding) fills whole leading tiles of the online kernel with -inf: the running max
     stays -inf there, and exp(-inf - -inf) must not poison the row with NaN (it did: every element of such a row

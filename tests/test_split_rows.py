@@ -35,8 +35,8 @@ def test_rowsum_split_matches_float64(monkeypatch, shape, chunk, dtype, atol, rt
     monkeypatch.setattr(rowsum, "SPLIT_ONCE_MAX_ROWS", once_max_rows)
     x = _x(shape, dtype)
     out = rowsum_triton(x, split=chunk)
-    assert out.dtype == dtype and out.shape == (shape[0],)
-    torch.testing.assert_close(out.double(), rowsum_reference((x,)), atol=atol, rtol=rtol)
+    assert out.dtype == dtype and out.shape == (shape[0], )
+    torch.testing.assert_close(out.double(), rowsum_reference((x, )), atol=atol, rtol=rtol)
     assert int(rowsum._done_count(x.device)) == 0
 
 
@@ -49,7 +49,7 @@ def _norm_inputs(shape, dtype):
 
 @pytest.mark.parametrize("shape, chunk", CASES + [((5, 1001), 128), ((3, 333), 64)])
 @pytest.mark.parametrize("dtype, atol, rtol", NORM_TOLERANCES)
-@pytest.mark.parametrize("aligned", [(), (2,), (2, 4)])
+@pytest.mark.parametrize("aligned", [(), (2, ), (2, 4)])
 def test_norms_split_match_float64(monkeypatch, shape, chunk, dtype, atol, rtol, aligned):
     # ALIGNED_SPLIT: rows no multiple of 16 bytes (20001, 1001 and 333 columns) in chunks on 16-byte aligned tiles
     # of the flat x and y, the first and last chunk of a row masked; aligned rows keep the plain chunks
@@ -175,10 +175,9 @@ def test_norms_split_honour_strides():
     """A transposed x (column stride > 1) through the split path; the output is contiguous."""
     x, w, b = _norm_inputs((5000, 3), torch.float32)
     xt = x.t()  # (3, 5000), strides (1, 3)
-    torch.testing.assert_close(layernorm_triton(xt, w[:1].expand(5000).contiguous(), b[:1].expand(5000).contiguous(),
-                                                split=1024).double(),
-                               layernorm64(xt.double(), w[:1].expand(5000).double(), b[:1].expand(5000).double()),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        layernorm_triton(xt, w[:1].expand(5000).contiguous(), b[:1].expand(5000).contiguous(), split=1024).double(),
+        layernorm64(xt.double(), w[:1].expand(5000).double(), b[:1].expand(5000).double()), atol=1e-5, rtol=1e-5)
 
 
 def test_rowsum_split_needs_a_contiguous_x_and_a_tile_within_a_row():
@@ -188,14 +187,16 @@ def test_rowsum_split_needs_a_contiguous_x_and_a_tile_within_a_row():
             rowsum_triton(x, split=bad)
     with pytest.raises(ValueError, match="contiguous"):
         rowsum_triton(x[:, ::2], split=256)
-    torch.testing.assert_close(rowsum_triton(x[:, ::2]).double(), rowsum_reference((x[:, ::2],)),
-                               atol=1e-4, rtol=1e-5)  # by default: the one-row path
+    torch.testing.assert_close(
+        rowsum_triton(x[:, ::2]).double(), rowsum_reference((x[:, ::2], )), atol=1e-4,
+        rtol=1e-5)  # by default: the one-row path
 
 
 def test_split_only_for_few_long_rows():
     """On 132 SMs: fewer than 264 rows of at least 32768 columns, about 4 programs a SM in 4096-16384 columns;
     never a square shape of the sweep (n x n, n <= 8192, and 1793), nor a row count of 264 or more unless unaligned
     (where a kernel's SPLIT_UNALIGNED says so: none does now); never off a GPU (no SM count)."""
+
     def cols(rows, n, unaligned=False):
         return split_cols(rows, n, H200_SMS, SPLIT_BELOW, SPLIT_CHUNK, unaligned)
 
@@ -230,7 +231,7 @@ def test_a_kept_split_replays_as_its_first_call(monkeypatch, once_max_rows, laun
         again = rowsum_triton(x, split=1024)
         assert _LAUNCHES.misses == misses == launches  # the first call's launches, none after
     torch.testing.assert_close(again, first, atol=0, rtol=0)
-    torch.testing.assert_close(first.double(), rowsum_reference((x,)), atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(first.double(), rowsum_reference((x, )), atol=1e-4, rtol=1e-5)
 
 
 def test_a_kept_softmax_split_replays_as_its_first_call():

@@ -93,6 +93,7 @@ def test_one_outlier_does_not_stop_a_quantised_timer_from_converging():
     def draw(n):
         out, values[:] = values[:n], values[n:]
         return out
+
     out = measure(lambda: None, FakeTimer(draw), cfg, clock=FakeClock())
     assert out["stop_reason"] == "rse" and out["median_ms"] == 3.0 and out["max_ms"] == 50.0
 
@@ -110,7 +111,9 @@ def test_a_call_that_spends_the_time_cap_is_sampled_three_times_not_min_samples(
 
 
 def test_two_placements_keep_whole_rounds_when_the_time_cap_stops_early():
+
     class Clocked(PlacementTimer):  # 42 ms a sample on the fake clock
+
         def __init__(self, clock):
             self.clock = clock
 
@@ -120,8 +123,9 @@ def test_two_placements_keep_whole_rounds_when_the_time_cap_stops_early():
 
     fns = [lambda k=k: k for k in range(2)]
     clock = FakeClock()
-    out = measure(fns, Clocked(clock), TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9,
-                                                    max_time_s=0.1, loop_ms=0), clock=clock)
+    out = measure(fns, Clocked(clock),
+                  TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9, max_time_s=0.1, loop_ms=0),
+                  clock=clock)
     assert out["stop_reason"] == "time_cap" and out["n_samples"] == 4  # two rounds, each placement twice
 
 
@@ -164,9 +168,11 @@ def test_timing_config_from_config_ignores_unknown_keys():
 
 # ---- schema of the files the measurement jobs write, from a tiny CPU run -------------------------------------------
 
-TINY = {"sizes": [32], "extra_sizes": [], "dtypes": ["float32", "bfloat16"], "impls": ["naive", "builtin", "triton"],
-        "timing": {"warmup_ms": 1, "min_samples": 3, "max_samples": 20, "target_rse": 0.5, "max_time_s": 0.02},
-        "interpret_max_size": 64, "seed": 0, "allow_failures": False, "reuse_cells": False}
+TINY = {
+    "sizes": [32], "extra_sizes": [], "dtypes": ["float32", "bfloat16"], "impls": ["naive", "builtin", "triton"],
+    "timing": {"warmup_ms": 1, "min_samples": 3, "max_samples": 20, "target_rse": 0.5, "max_time_s":
+               0.02}, "interpret_max_size": 64, "seed": 0, "allow_failures": False, "reuse_cells": False
+}
 
 
 @pytest.fixture(scope="module")
@@ -181,15 +187,15 @@ def raw(tmp_path_factory):
 def test_raw_schema_on_the_cpu(raw):
     from rooflab.io import RAW_COLUMNS
 
-    assert list(raw.columns[: len(RAW_COLUMNS)]) == RAW_COLUMNS
+    assert list(raw.columns[:len(RAW_COLUMNS)]) == RAW_COLUMNS
     assert len(raw) == 6 and set(raw["status"]) == {"ok", "not_timed"}
     timed = raw[raw["status"] == "ok"]
     assert set(timed["timer"]) == {"host"}  # the CPU keeps the schema with the host timer
     assert set(timed["stop_reason"]) <= {"rse", "time_cap", "max_samples"}
     for col in ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms", "mean_ms", "std_ms", "rse_median", "cold_ms",
                 "flops", "bytes", "rel_err", "graph_median_ms", "sm_clock_before_mhz", "sm_clock_after_mhz",
-                "mem_clock_before_mhz", "mem_clock_after_mhz", "autotune_ms",
-                "gpu_temp_after_c", "mem_temp_after_c", "power_after_w"):
+                "mem_clock_before_mhz", "mem_clock_after_mhz", "autotune_ms", "gpu_temp_after_c", "mem_temp_after_c",
+                "power_after_w"):
         assert raw[col].dtype == np.float64, col
     assert (timed["p20_ms"] <= timed["median_ms"]).all() and (timed["median_ms"] <= timed["p80_ms"]).all()
     # no NVML, no CUDA graphs on the CPU: NaN, never a made-up number
@@ -226,10 +232,12 @@ def test_ceilings_schema_on_the_cpu(tmp_path):
     out = tmp_path / "ceilings.parquet"
     run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_sizes": [64]})
     df = pd.read_parquet(out)
-    assert list(df.columns[: len(CEILING_COLUMNS)]) == CEILING_COLUMNS
+    assert list(df.columns[:len(CEILING_COLUMNS)]) == CEILING_COLUMNS
     # each measurement, then the roofs: the best copy and the best GEMM per math mode (no tf32 on the CPU)
-    assert list(df["ceiling"]) == ["copy_large", "gemm_fp32_cublas_64", "gemm_bf16_cublas_64", "gemm_fp16_cublas_64",
-                                   "copy", "gemm_fp32", "gemm_bf16", "gemm_fp16"]
+    assert list(df["ceiling"]) == [
+        "copy_large", "gemm_fp32_cublas_64", "gemm_bf16_cublas_64", "gemm_fp16_cublas_64", "copy", "gemm_fp32",
+        "gemm_bf16", "gemm_fp16"
+    ]
     roofs = df.set_index("ceiling")
     assert roofs.loc["copy", "best_of"] == "copy_large" and roofs.loc["gemm_bf16", "best_of"] == "gemm_bf16_cublas_64"
     assert df["run_id"].nunique() == 1 and df["run_id"].iloc[0]
@@ -242,16 +250,22 @@ def test_same_size_copies_are_their_own_ceilings(tmp_path):
     from experiments.ceilings import run
 
     out = tmp_path / "ceilings.parquet"
-    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_sizes": [64], "same_size_copies": [64, 128],
-                          "same_size_dtypes": ["float32", "bfloat16"]})
+    run(
+        "cpu", str(out), {
+            "copy_bytes": 1 << 20, "gemm_sizes": [64], "same_size_copies": [64, 128], "same_size_dtypes":
+            ["float32", "bfloat16"]
+        })
     df = pd.read_parquet(out).set_index("ceiling")
     names = ["copy_float32_64", "copy_bfloat16_64", "copy_float32_128", "copy_bfloat16_128"]
     assert list(df.index[1:5]) == names
     assert df.loc["copy_bfloat16_128", "bytes"] == 2 * 128 * 128 * 2  # read + write, at the dtype's width
     assert (df.loc[names, "value"] > 0).all()
     assert not df["warm_translations"].any()  # off unless the sweep's timing turns it on
-    run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_sizes": [64], "same_size_copies": [64],
-                          "same_size_dtypes": ["float32"], "warm_translations": True, "placements": 2})
+    run(
+        "cpu", str(out), {
+            "copy_bytes": 1 << 20, "gemm_sizes": [64], "same_size_copies": [64], "same_size_dtypes": ["float32"],
+            "warm_translations": True, "placements": 2
+        })
     df = pd.read_parquet(out).set_index("ceiling")
     assert df.loc["copy_float32_64", "warm_translations"] and df.loc["copy_float32_64", "placements"] == 2
     assert not df.loc["copy_large", "warm_translations"]  # the large copy is timed plainly
@@ -267,8 +281,10 @@ def test_ceilings_are_the_best_of_what_was_measured_and_earlier_runs_are_kept(tm
             {"ceiling": "gemm_bf16_cublas_4096", "value": 600.0}, {"ceiling": "gemm_bf16_triton_8192", "value": 690.0},
             {"ceiling": "gemm_bf16_cublas_8192", "value": 650.0}, {"ceiling": "gemm_fp32_cublas_8192", "value": 50.0}]
     roofs = {r["ceiling"]: (r["value"], r["best_of"]) for r in best_of(rows)}
-    assert roofs == {"copy": (4.1, "copy_bfloat16_8192"), "gemm_bf16": (690.0, "gemm_bf16_triton_8192"),
-                     "gemm_fp32": (50.0, "gemm_fp32_cublas_8192")}
+    assert roofs == {
+        "copy": (4.1, "copy_bfloat16_8192"), "gemm_bf16": (690.0, "gemm_bf16_triton_8192"), "gemm_fp32":
+        (50.0, "gemm_fp32_cublas_8192")
+    }
     out = tmp_path / "ceilings.parquet"
     monkeypatch.setenv("ROOFLAB_RUN_ID", "run-a")
     run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_sizes": [64]})
@@ -324,6 +340,7 @@ def test_measure_records_loop_and_hold_columns_on_the_host_timer():
 
 # ---- input placements: samples rotate through input sets at distinct addresses -------------------------------------
 
+
 def test_rotation_calls_each_placement_in_turn_and_keeps_its_last_output():
     import gc
     import weakref
@@ -336,11 +353,13 @@ def test_rotation_calls_each_placement_in_turn_and_keeps_its_last_output():
     calls, refs = [], []
 
     def make(k):
+
         def fn():
             calls.append(k)
             out = Out()
             refs.append(weakref.ref(out))
             return out
+
         return fn
 
     rot = Rotation([make(0), make(1), make(2)])
@@ -381,8 +400,9 @@ def test_a_cpu_cell_rotates_through_its_placements(tmp_path):
     from experiments.measure import run
 
     out = tmp_path / "cpu" / "vecadd.parquet"
-    params = {**TINY, "impls": ["builtin", "compile"], "dtypes": ["float32"],
-              "timing": {**TINY["timing"], "placements": 3}}
+    params = {
+        **TINY, "impls": ["builtin", "compile"], "dtypes": ["float32"], "timing": {**TINY["timing"], "placements": 3}
+    }
     assert run("vecadd", "cpu", str(out), params, progress=False) == 0
     df = pd.read_parquet(out)
     assert (df["status"] == "ok").all() and (df["placements"] == 3).all()
@@ -422,22 +442,23 @@ def test_samples_are_whole_rounds_starting_at_the_first_placement():
     drawn = []
 
     class Recording(PlacementTimer):
+
         def sample(self, fn, n):
             out = super().sample(fn, n)
             drawn.extend(int(v - 1.0) for v in out)
             return out
 
     fns = [lambda k=k: k for k in range(4)]
-    out = measure(fns, Recording(), TimingConfig(min_samples=10, max_samples=1000, target_rse=0.5, max_time_s=1e9,
-                                                  loop_ms=0))
+    out = measure(fns, Recording(),
+                  TimingConfig(min_samples=10, max_samples=1000, target_rse=0.5, max_time_s=1e9, loop_ms=0))
     assert out["n_samples"] == 12 and len(drawn) == 12  # 10 rounded up to whole rounds of 4
     assert drawn == [0, 1, 2, 3] * 3  # from the first placement, each the same number of times
     drawn.clear()  # a time cap spent at once: one round
-    out = measure(fns, Recording(), TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9, max_time_s=0.0,
-                                                  loop_ms=0))
+    out = measure(fns, Recording(),
+                  TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9, max_time_s=0.0, loop_ms=0))
     assert out["n_samples"] == 4 and drawn == [0, 1, 2, 3] and out["stop_reason"] == "time_cap"
-    capped = measure(fns, PlacementTimer(), TimingConfig(min_samples=3, max_samples=10, target_rse=1e-9,
-                                                         max_time_s=1e9, loop_ms=0))
+    capped = measure(fns, PlacementTimer(),
+                     TimingConfig(min_samples=3, max_samples=10, target_rse=1e-9, max_time_s=1e9, loop_ms=0))
     assert capped["n_samples"] == 8 and capped["stop_reason"] == "max_samples"  # 10 rounded down to whole rounds
 
 
@@ -452,8 +473,8 @@ def test_placement_sd_is_over_each_placements_median():
 
 def test_measure_records_the_placements_sd_in_rotation_order():
     fns = [lambda k=k: 0.1 * k for k in range(4)]  # placement k's samples all read 1 + 0.1 k
-    out = measure(fns, PlacementTimer(), TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9,
-                                                      max_time_s=0.0, loop_ms=0))
+    out = measure(fns, PlacementTimer(),
+                  TimingConfig(min_samples=10, max_samples=1000, target_rse=1e-9, max_time_s=0.0, loop_ms=0))
     assert out["placement_sd_rel"] == pytest.approx(np.std([1.0, 1.1, 1.2, 1.3], ddof=1) / 1.15)
     assert out["instances"] == 1 and math.isnan(out["instance_sd_rel"])
 
@@ -488,42 +509,46 @@ def test_instances_pool_fresh_starts_and_record_their_spread():
 
 def test_instances_standard_error_covers_the_spread_between_starts():
     timer = InstanceTimer()  # every start's samples are identical: their own standard error is 0
-    out = measure(lambda: None, timer, TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5, loop_ms=0,
-                                                    instances=4))
+    out = measure(lambda: None, timer,
+                  TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5, loop_ms=0, instances=4))
     assert out["rse_median"] == pytest.approx(out["instance_sd_rel"] / 2) and out["rse_median"] > 0.03
 
 
 def test_instances_share_max_samples_and_a_limit_wins_the_stop_reason():
+
     class Noisy(InstanceTimer):
+
         def sample(self, fn, n):
             rng = np.random.default_rng(self.warmups)
             return list(rng.lognormal(0.0, 1.0, n)) if self.warmups == 2 else [1.0] * n
 
     fns = [lambda: None, lambda: None]
-    out = measure(fns, Noisy(), TimingConfig(min_samples=4, max_samples=40, target_rse=0.01, max_time_s=1e9,
-                                             loop_ms=0, instances=3))
+    out = measure(fns, Noisy(),
+                  TimingConfig(min_samples=4, max_samples=40, target_rse=0.01, max_time_s=1e9, loop_ms=0, instances=3))
     # starts 1 and 3 stop at 4 samples; start 2 never converges and stops at its share of max_samples (40 // 3 -> 12)
     assert out["n_samples"] == 4 + 12 + 4
     assert out["stop_reason"] == "max_samples"  # one start stopped by a limit: the row says so
 
 
 def test_starts_stop_early_once_they_agree_and_not_while_they_scatter():
-    agree = measure(lambda: None, FakeTimer(constant()), TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5,
-                                                               loop_ms=0, instances=8, min_instances=3))
+    agree = measure(
+        lambda: None, FakeTimer(constant()),
+        TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5, loop_ms=0, instances=8, min_instances=3))
     assert agree["instances"] == 3 and agree["n_samples"] == 12  # identical starts: the error over them is 0
-    scatter = measure(lambda: None, InstanceTimer(), TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5,
-                                                                 loop_ms=0, instances=8, min_instances=3))
+    scatter = measure(
+        lambda: None, InstanceTimer(),
+        TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5, loop_ms=0, instances=8, min_instances=3))
     assert scatter["instances"] == 8  # starts 10 % apart never get under 0.2 %
-    off = measure(lambda: None, FakeTimer(constant()), TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5,
-                                                             loop_ms=0, instances=5))
+    off = measure(lambda: None, FakeTimer(constant()),
+                  TimingConfig(min_samples=4, max_samples=1000, target_rse=0.5, loop_ms=0, instances=5))
     assert off["instances"] == 5  # min_instances 0 (the default): every start runs
 
 
 def test_instances_share_the_time_cap():
     clock = FakeClock()
     timer = FakeTimer(noisy(), clock)
-    out = measure(lambda: None, timer, TimingConfig(min_samples=5, max_samples=10 ** 6, max_time_s=2.0, loop_ms=0,
-                                                    instances=4), clock=clock)
+    out = measure(lambda: None, timer,
+                  TimingConfig(min_samples=5, max_samples=10**6, max_time_s=2.0, loop_ms=0, instances=4), clock=clock)
     assert out["stop_reason"] == "time_cap"
     assert 2.0 <= clock.now < 4.0  # each instance stops once past its quarter of the cap (within one batch)
 
@@ -533,8 +558,8 @@ def test_every_placement_is_sampled_even_when_min_samples_is_lower():
 
     seen = []
     fns = [lambda k=k: seen.append(k) for k in range(6)]
-    out = measure(fns, HostTimer(), TimingConfig(warmup_ms=0, min_samples=2, max_samples=3, target_rse=1.0,
-                                                 max_time_s=10.0, loop_ms=0))
+    out = measure(fns, HostTimer(),
+                  TimingConfig(warmup_ms=0, min_samples=2, max_samples=3, target_rse=1.0, max_time_s=10.0, loop_ms=0))
     assert out["n_samples"] >= 6 and out["placements"] == 6
 
 
@@ -545,8 +570,8 @@ def test_warming_touches_the_next_inputs_and_the_released_output_block():
 
     touched = []
     a, b = torch.zeros(4), torch.ones(4)
-    outs = iter(torch.full((2,), float(k)) for k in range(10))
-    rot = Rotation([lambda: next(outs), lambda: next(outs)], inputs=[(a,), {"x": b, "eps": 1e-5}],
+    outs = iter(torch.full((2, ), float(k)) for k in range(10))
+    rot = Rotation([lambda: next(outs), lambda: next(outs)], inputs=[(a, ), {"x": b, "eps": 1e-5}],
                    touch=lambda t: touched.append(t))
     first = rot()  # slot 0; nothing released yet
     rot.warm()
@@ -558,7 +583,7 @@ def test_warming_touches_the_next_inputs_and_the_released_output_block():
     rot.warm()
     assert touched[0] is b and touched[1] is first and rot.released is None
     with pytest.raises(ValueError):
-        Rotation([lambda: None], inputs=[(a,), (b,)])
+        Rotation([lambda: None], inputs=[(a, ), (b, )])
 
 
 def test_one_placement_warms_the_block_its_output_is_freed_to():
@@ -568,7 +593,7 @@ def test_one_placement_warms_the_block_its_output_is_freed_to():
 
     touched = []
     x = torch.zeros(4)
-    rot = Rotation([lambda: x + 1], inputs=[(x,)], touch=lambda t: touched.append(t))
+    rot = Rotation([lambda: x + 1], inputs=[(x, )], touch=lambda t: touched.append(t))
     out = rot()
     assert rot.released is out and rot.outputs == [None]  # no output kept alive, as without a Rotation
     rot.warm()
@@ -610,14 +635,13 @@ def test_measure_warms_translations_when_asked_even_for_one_placement():
     import torch
 
     x = torch.arange(100_000, dtype=torch.float32)  # several 64 KiB strides; touch_pages reads them on the CPU
-    cfg = TimingConfig(min_samples=5, max_samples=5, target_rse=1e-9, max_time_s=1e9, loop_ms=0,
-                       warm_translations=True)
+    cfg = TimingConfig(min_samples=5, max_samples=5, target_rse=1e-9, max_time_s=1e9, loop_ms=0, warm_translations=True)
     timer = WarmingTimer()
-    out = measure(lambda: x * 2, timer, cfg, inputs=[(x,)])
+    out = measure(lambda: x * 2, timer, cfg, inputs=[(x, )])
     assert out["placements"] == 1 and timer.warms == 5
     with pytest.raises(AttributeError):  # without warm_translations a single closure is not wrapped at all
-        measure(lambda: x * 2, WarmingTimer(), TimingConfig(min_samples=2, max_samples=2, target_rse=1e-9,
-                                                              max_time_s=0.0, loop_ms=0), inputs=[(x,)])
+        measure(lambda: x * 2, WarmingTimer(),
+                TimingConfig(min_samples=2, max_samples=2, target_rse=1e-9, max_time_s=0.0, loop_ms=0), inputs=[(x, )])
 
 
 def test_touch_pages_reads_one_element_per_stride_without_copying():
@@ -629,7 +653,7 @@ def test_touch_pages_reads_one_element_per_stride_without_copying():
     touch_pages(x)
     touch_pages(x[::2])  # not contiguous: left alone, no copy
     touch_pages(torch.empty(0))
-    assert [t.shape for t in tensors_in(((x,), {"w": x}, 3.0, None))] == [x.shape, x.shape]
+    assert [t.shape for t in tensors_in(((x, ), {"w": x}, 3.0, None))] == [x.shape, x.shape]
     assert list(tensors_in(None)) == []
 
 
@@ -637,8 +661,10 @@ def test_a_cpu_cell_records_whether_translations_were_warmed(tmp_path):
     from experiments.measure import run
 
     out = tmp_path / "cpu" / "vecadd.parquet"
-    params = {**TINY, "impls": ["builtin"], "dtypes": ["float32"],
-              "timing": {**TINY["timing"], "warm_translations": True, "placements": 2}}
+    params = {
+        **TINY, "impls": ["builtin"], "dtypes": ["float32"], "timing":
+        {**TINY["timing"], "warm_translations": True, "placements": 2}
+    }
     assert run("vecadd", "cpu", str(out), params, progress=False) == 0
     df = pd.read_parquet(out)
     assert (df["status"] == "ok").all() and df["warm_translations"].all() and (df["placements"] == 2).all()

@@ -39,17 +39,16 @@ def _interior_probe(out_ptr, pid, n_cols, BLOCK_N: tl.constexpr, ONE_ROW: tl.con
 
 
 @pytest.mark.parametrize("one_row", [True, False])
-@pytest.mark.parametrize("n_cols, pid, interior", [
-    (2 ** 31 - 5, 2 ** 21 - 1, False),  # the last tile ends at 2^31 > n_cols: (pid + 1) * 1024 overflows int32
-    (2 ** 31 - 5, 2 ** 21 - 2, True),
-    (2 ** 31 + 5, 2 ** 21 - 1, True),  # n_cols past int32: an int64 argument
-    (2 ** 31 + 5, 2 ** 21, False),
-])
+@pytest.mark.parametrize(
+    "n_cols, pid, interior",
+    [(2**31 - 5, 2**21 - 1, False),  # the last tile ends at 2^31 > n_cols: (pid + 1) * 1024 overflows int32
+     (2**31 - 5, 2**21 - 2, True), (2**31 + 5, 2**21 - 1, True),  # n_cols past int32: an int64 argument
+     (2**31 + 5, 2**21, False), ])
 def test_interior_tiles_past_two_to_the_31_elements(one_row, n_cols, pid, interior):
     """Whether a tile needs its mask, for programs far along a row longer than int32 counts (a contiguous input of
     more than 2^31 elements, ~46341^2): computed in int64, so the last, ragged tile is never taken for interior."""
     out = torch.zeros(1, dtype=torch.int32)
-    _interior_probe[(1,)](out, pid, n_cols, BLOCK_N=1024, ONE_ROW=one_row)
+    _interior_probe[(1, )](out, pid, n_cols, BLOCK_N=1024, ONE_ROW=one_row)
     assert bool(out.item()) is interior
 
 

@@ -16,11 +16,13 @@ REF = Path(__file__).resolve().parents[1] / "data" / "reference" / "h200"
 
 
 def cell(kernel="vecadd", impl="triton", dtype="bfloat16", size=256, median_ms=0.005, **kw):
-    row = {"gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "size": size, "pass": "fwd",
-           "status": "ok", "claimable": True, "median_ms": median_ms, "loop_ms": 0.02, "graph_median_ms": median_ms,
-           "bytes": 6.0 * size * size, "flops": float(size * size), "cold_ms": 1.0, "check_s": 0.001,
-           "autotune_ms": np.nan, "autotune_config": None, "cache_state": "warm", "achieved_tflops": np.nan,
-           "roofline_fraction_measured": 0.5, "verdict_vs_builtin": "tie", "bound": "memory"}
+    row = {
+        "gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "size": size, "pass": "fwd", "status": "ok",
+        "claimable": True, "median_ms": median_ms, "loop_ms": 0.02, "graph_median_ms": median_ms, "bytes":
+        6.0 * size * size, "flops": float(size * size), "cold_ms": 1.0, "check_s": 0.001, "autotune_ms": np.nan,
+        "autotune_config": None, "cache_state": "warm", "achieved_tflops": np.nan, "roofline_fraction_measured": 0.5,
+        "verdict_vs_builtin": "tie", "bound": "memory"
+    }
     row.update(kw)
     return row
 
@@ -36,11 +38,10 @@ def test_short_names_drop_templates_signatures_and_namespaces():
 
 def test_naive_traffic_parses_the_annotated_source(tmp_path):
     (tmp_path / "toy").mkdir()  # a kernel's folder: kernels/<name>/__init__.py
-    (tmp_path / "toy" / "__init__.py").write_text(
-        "def toy_naive(x):\n"
-        "    y = x * 2  # 1 kernel: read N^2, write N^2\n"
-        "    z = y.sum(1)  # 2 kernels: read N^2 + N, write N each\n"
-        "    return z + 1  # 2 kernels: read N write N; read 2N write N\n")
+    (tmp_path / "toy" / "__init__.py").write_text("def toy_naive(x):\n"
+                                                  "    y = x * 2  # 1 kernel: read N^2, write N^2\n"
+                                                  "    z = y.sum(1)  # 2 kernels: read N^2 + N, write N each\n"
+                                                  "    return z + 1  # 2 kernels: read N write N; read 2N write N\n")
     t = why.naive_traffic("toy", 10, 4, tmp_path)
     assert t["kernels"] == 5
     assert t["bytes"] == 4 * ((100 + 100) + 2 * (110 + 10) + (10 + 10) + (20 + 10))
@@ -71,10 +72,14 @@ def test_plateau_crossover_is_the_first_size_whose_work_outlasts_the_fixed_cost(
 
 
 def test_waves_use_the_autotuned_tile_and_name_the_persistent_kernel():
-    m = pd.DataFrame([cell("matmul", size=1793, autotune_config="BLOCK_M: 64, BLOCK_N: 256, BLOCK_K: 32"),
-                      cell("matmul", size=4096, autotune_config="BLOCK_M: 128, BLOCK_N: 256, BLOCK_K: 64")])
-    compiled = pd.DataFrame({"gpu": "h200", "kernel": "matmul", "dtype": "bfloat16", "size": [4096],
-                             "function": ["_matmul_tma_kernel"], "autotune_best": [True]})
+    m = pd.DataFrame([
+        cell("matmul", size=1793, autotune_config="BLOCK_M: 64, BLOCK_N: 256, BLOCK_K: 32"),
+        cell("matmul", size=4096, autotune_config="BLOCK_M: 128, BLOCK_N: 256, BLOCK_K: 64")
+    ])
+    compiled = pd.DataFrame({
+        "gpu": "h200", "kernel": "matmul", "dtype": "bfloat16", "size": [4096], "function": ["_matmul_tma_kernel"],
+        "autotune_best": [True]
+    })
     t = why.waves(m, compiled, "h200").set_index("size")
     assert t.loc[1793, "tiles"] == 29 * 8 and t.loc[1793, "function"] == "not recorded"
     assert t.loc[1793, "efficiency"] == pytest.approx(232 / 264)
@@ -92,14 +97,24 @@ def test_cost_and_alignment_degrade_without_rows():
 
 
 def test_measured_traffic_is_tabled_and_said_where_the_builtin_moves_more():
+
     def row(kernel, impl, moved, read, launches, pass_="fwd"):
-        return {"kernel": kernel, "impl": impl, "dtype": "bfloat16", "size": 8192, "pass": pass_, "launches": launches,
-                "dram_read_bytes": read, "dram_write_bytes": moved - read, "moved_bytes": moved,
-                "model_bytes": 268e6, "moved_over_model": moved / 268e6}
-    t = pd.DataFrame([row("layernorm", "naive", 1500e6, 940e6, 9), row("layernorm", "builtin", 340e6, 227e6, 1),
-                      row("layernorm", "triton", 242e6, 134e6, 1), row("gelu", "triton", 242e6, 134e6, 1),
-                      row("gelu", "builtin", 246e6, 134e6, 1), row("layernorm", "compile", 900e6, 628e6, 4, "fwd+bwd"),
-                      row("layernorm", "triton", 640e6, 411e6, 3, "fwd+bwd"), row("gelu", "compile", 262e6, 134e6, 1)])
+        return {
+            "kernel": kernel, "impl": impl, "dtype": "bfloat16", "size": 8192, "pass": pass_, "launches": launches,
+            "dram_read_bytes": read, "dram_write_bytes": moved - read, "moved_bytes": moved, "model_bytes": 268e6,
+            "moved_over_model": moved / 268e6
+        }
+
+    t = pd.DataFrame([
+        row("layernorm", "naive", 1500e6, 940e6, 9),
+        row("layernorm", "builtin", 340e6, 227e6, 1),
+        row("layernorm", "triton", 242e6, 134e6, 1),
+        row("gelu", "triton", 242e6, 134e6, 1),
+        row("gelu", "builtin", 246e6, 134e6, 1),
+        row("layernorm", "compile", 900e6, 628e6, 4, "fwd+bwd"),
+        row("layernorm", "triton", 640e6, 411e6, 3, "fwd+bwd"),
+        row("gelu", "compile", 262e6, 134e6, 1)
+    ])
     table = why.traffic_table(t)
     assert "5.6 (9)" in table and "1.27 (1)" in table and "--" in table  # gelu has no naive row
     said = " ".join(why.traffic_sentences("layernorm", t))
@@ -119,12 +134,18 @@ def test_measured_traffic_is_tabled_and_said_where_the_builtin_moves_more():
 
 
 def test_compile_frames_are_tabled_with_the_training_step_over_the_joint_graph():
+
     def row(variant, us, kernel="rmsnorm fwd+bwd", n="128x4096"):
         return {"kernel": kernel, "n": n, "dtype": "bfloat16", "variant": variant, "median_us": us}
-    t = pd.DataFrame([row("builtin", 21.0), row("ours", 13.6), row("compile, joint graph (the sweep's)", 10.0),
-                      row("compile, as a training step (AOTAutograd)", 12.5),
-                      row("compile, joint graph", 100.0, n="4096x8192"),
-                      row("compile, as a training step (AOTAutograd; the sweep's)", 120.0, n="4096x8192")])
+
+    t = pd.DataFrame([
+        row("builtin", 21.0),
+        row("ours", 13.6),
+        row("compile, joint graph (the sweep's)", 10.0),
+        row("compile, as a training step (AOTAutograd)", 12.5),
+        row("compile, joint graph", 100.0, n="4096x8192"),
+        row("compile, as a training step (AOTAutograd; the sweep's)", 120.0, n="4096x8192")
+    ])
     f = why.compile_frames(t).set_index("shape")
     assert f.loc["128x4096", "split_over_joint"] == pytest.approx(1.25) and f.loc["4096x8192", "split"] == 120.0
     assert f.loc["128x4096", "kernel"] == "rmsnorm" and np.isnan(f.loc["4096x8192", "ours"])
@@ -138,22 +159,26 @@ def test_compile_frames_are_tabled_with_the_training_step_over_the_joint_graph()
 
 
 def test_ablation_tables_rate_each_variant_against_cublas_and_split_the_alignment_causes():
+
     def row(study, variant, method, size, tflops, status="ok"):
         return {"study": study, "variant": variant, "method": method, "size": size, "tflops": tflops, "status": status}
-    t = pd.DataFrame([row("tiles", "cuBLAS (builtin)", "cublas", 8192, 700.0),
-                      row("tiles", "pointer 128x256, row order", "pointer", 8192, 560.0),
-                      row("tiles", "pointer 64x64, grouped", "pointer", 8192, np.nan, "failed"),
-                      row("alignment", "cuBLAS (builtin)", "cublas", 1793, 500.0),
-                      row("alignment", "ours, autotuned", "auto", 1793, 300.0),
-                      row("alignment", "ours, padded to 1856: product alone", "auto", 1793, 450.0),
-                      row("alignment", "ours, padded to 1856: copies + product + slice", "auto", 1793, 400.0),
-                      row("alignment", "ours, autotuned", "auto", 2048, 600.0)])
+
+    t = pd.DataFrame([
+        row("tiles", "cuBLAS (builtin)", "cublas", 8192, 700.0),
+        row("tiles", "pointer 128x256, row order", "pointer", 8192, 560.0),
+        row("tiles", "pointer 64x64, grouped", "pointer", 8192, np.nan, "failed"),
+        row("alignment", "cuBLAS (builtin)", "cublas", 1793, 500.0),
+        row("alignment", "ours, autotuned", "auto", 1793, 300.0),
+        row("alignment", "ours, padded to 1856: product alone", "auto", 1793, 450.0),
+        row("alignment", "ours, padded to 1856: copies + product + slice", "auto", 1793, 400.0),
+        row("alignment", "ours, autotuned", "auto", 2048, 600.0)
+    ])
     table = why.ablations_table(t)
     assert "560 (0.8)" in table and "64x64" not in table  # a failed variant is no rate
     a = why.alignment_study(t, 132).set_index("size")
     assert not a.loc[1793, "aligned"] and a.loc[2048, "aligned"] and not a.loc[1793, "hint"]
     assert a.loc[1793, "padded_alone"] == 450.0 and a.loc[1793, "padded_whole"] == 400.0
-    assert a.loc[2048, "tile_fill"] == 1.0 and a.loc[1793, "tile_fill"] == pytest.approx(1793 ** 2 / (15 * 8 * 128 * 256))
+    assert a.loc[2048, "tile_fill"] == 1.0 and a.loc[1793, "tile_fill"] == pytest.approx(1793**2 / (15 * 8 * 128 * 256))
     assert a.loc[2048, "waves"] == pytest.approx(128 / 132)  # 16 x 8 tiles of 128 x 256 on 132 SMs
     assert "not measured" in why.ablations_table(None) and "not measured" in why.alignment_study_table(t, "nope")
 
@@ -168,8 +193,8 @@ def test_the_paragraph_says_not_measured_without_profiles_or_compiled_facts():
 @pytest.mark.parametrize("graphs, said", [((1, 1, 1), "one graph in each of its 3 cells"),
                                           ((1, 3, 2), "recompiled in 2 of 3 cells (up to 3 graphs a cell)")])
 def test_the_paragraph_counts_torch_compile_recompiles(graphs, said):
-    m = pd.DataFrame([cell(impl="compile", size=s, compile_graphs=g) for s, g in zip((256, 512, 1024), graphs)]
-                     + [cell(size=1024)])
+    m = pd.DataFrame([cell(impl="compile", size=s, compile_graphs=g)
+                      for s, g in zip((256, 512, 1024), graphs)] + [cell(size=1024)])
     assert said in why.why_paragraph("vecadd", m, None, None, "h200")
 
 

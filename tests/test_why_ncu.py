@@ -10,8 +10,8 @@ import pytest
 from rooflab import ncu
 
 FIXTURE = Path(__file__).parent / "data" / "ncu_raw_synthetic.csv"
-CALLS = [{"kernel": "softmax", "impl": "builtin", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "error": ""},
-         {"kernel": "softmax", "impl": "triton", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "error": ""},
+CALLS = [{"kernel": "softmax", "impl": "builtin", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "error":
+          ""}, {"kernel": "softmax", "impl": "triton", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "error": ""},
          {"kernel": "matmul", "impl": "builtin", "dtype": "tf32", "size": 8192, "pass": "fwd", "error": ""}]
 
 
@@ -87,8 +87,8 @@ def why_rows():
 
     w = table(FIXTURE.read_text(), CALLS, "h200")
     ours = w[w["kernel"] == "matmul"].iloc[:1].assign(impl="triton", duration_us=20000.0, tensor_inst=0.0,
-                                                    hmma_inst=0.0, gmma_inst=0.0, ffma_thread_inst=2.2e12,
-                                                    short_name="matmul_kernel")
+                                                      hmma_inst=0.0, gmma_inst=0.0, ffma_thread_inst=2.2e12,
+                                                      short_name="matmul_kernel")
     return pd.concat([w, ours], ignore_index=True)
 
 

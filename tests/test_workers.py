@@ -112,7 +112,7 @@ def test_an_idle_worker_found_dead_is_replaced_and_a_jobs_folder_change_undone(j
     workers.run_main(job_module, ["cd"], str(log))
     workers.run_main(job_module, ["cwd"], str(log))
     assert log.read_text().split()[-1] == here
-    (idle,) = workers._IDLE["analysis"]
+    (idle, ) = workers._IDLE["analysis"]
     idle.proc.send_signal(signal.SIGKILL)
     idle.proc.wait()
     workers.run_main(job_module, ["pid"], str(log))  # not failed by the dead one: a fresh worker ran it
@@ -132,8 +132,8 @@ def test_pools_keep_their_own_workers_and_environment(job_module, tmp_path, monk
     host = log.read_text().split()[-1]
     workers.run_main(job_module, ["pid"], str(log))
     assert log.read_text().split()[-1] != host and len(workers._ALL) == 2
-    assert [w.pool for w in workers._IDLE["host"]] == ["host"] and [w.pool for w in workers._IDLE["analysis"]] == [
-        "analysis"]
+    assert [w.pool for w in workers._IDLE["host"]] == ["host"] and [w.pool
+                                                                    for w in workers._IDLE["analysis"]] == ["analysis"]
 
 
 def test_a_jobs_inductor_settings_are_undone_and_a_host_job_stops_at_ctrl_c(job_module, tmp_path):
@@ -148,7 +148,7 @@ def test_a_jobs_inductor_settings_are_undone_and_a_host_job_stops_at_ctrl_c(job_
     workers.run_main(job_module, ["get-config"], str(log), pool="host")
     assert log.read_text().split()[-1] == "False"
     started = tmp_path / "started"
-    (worker,) = workers._IDLE["host"]
+    (worker, ) = workers._IDLE["host"]
     threading.Timer(0, lambda: (_wait_for(started), worker.proc.send_signal(signal.SIGINT))).start()
     t0 = time.monotonic()
     with pytest.raises(RuntimeError, match="KeyboardInterrupt"):

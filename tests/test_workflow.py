@@ -17,16 +17,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = {
-    "gpus": ["cpu"],
-    "kernels": ["gelu", "vecadd"],
-    "impls": ["naive", "builtin", "triton"],
-    "dtypes": ["float32"],
-    "sizes": [64],
-    "extra_sizes": [],
-    "interpret_max_size": 64,
-    "timing": {"warmup_ms": 1, "min_samples": 3, "max_samples": 5, "max_time_s": 0.01},
-    "ceilings": {"copy_bytes": 1048576, "gemm_sizes": [64]},
-    "profile": {"size": 64},
+    "gpus": ["cpu"], "kernels": ["gelu", "vecadd"], "impls": ["naive", "builtin", "triton"], "dtypes": ["float32"],
+    "sizes": [64], "extra_sizes": [], "interpret_max_size": 64, "timing":
+    {"warmup_ms": 1, "min_samples": 3, "max_samples": 5, "max_time_s":
+     0.01}, "ceilings": {"copy_bytes": 1048576, "gemm_sizes": [64]}, "profile": {"size": 64},
 }
 
 
@@ -44,8 +38,10 @@ def copy_repo(dest: Path) -> Path:
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-           "TRITON_INTERPRET": "1"}
+    env = {
+        **os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "TRITON_INTERPRET": "1"
+    }
     env.pop("ROOFLAB_RUN_ID", None)  # each invocation is a run of its own (a test may have set one in this process)
     return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env, capture_output=True,
                           text=True, timeout=timeout)
@@ -60,9 +56,10 @@ def planned_jobs(workdir: Path, *args: str) -> list[dict]:
     for m in re.finditer(r"^(?:local)?rule (\w+):\n((?:    .*\n?)+)", out, flags=re.M):
         fields = dict(re.findall(r"^    (\w+): (.*)$", m.group(2), flags=re.M))
         # outputs are update() (kept while their job runs): the dry run marks them so; the paths are what we compare
-        jobs.append({"rule": m.group(1), "output": [o.removesuffix(" (update)")
-                                                    for o in fields.get("output", "").split(", ")],
-                     "reason": fields.get("reason", "")})
+        jobs.append({
+            "rule": m.group(1), "output": [o.removesuffix(" (update)") for o in fields.get("output", "").split(", ")],
+            "reason": fields.get("reason", "")
+        })
     if not jobs:
         assert "Nothing to be done" in out, out
     return jobs
@@ -120,8 +117,9 @@ def test_traffic_is_profiled_on_a_gpu_and_only_when_enabled(repo):
     enabled = ("--config", 'traffic={"enabled": true}')
     assert "traffic" not in {j["rule"] for j in planned_jobs(repo, *enabled)}  # the CPU: nothing to profile
     gpu = planned_jobs(repo, *enabled, 'gpus=["h200"]')
-    assert outputs(gpu, "traffic") == ["results/raw/h200/traffic.csv", "results/raw/h200/traffic_calls.json",
-                                       "results/raw/h200/traffic_ncu.csv"]
+    assert outputs(gpu, "traffic") == [
+        "results/raw/h200/traffic.csv", "results/raw/h200/traffic_calls.json", "results/raw/h200/traffic_ncu.csv"
+    ]
     assert "traffic" not in {j["rule"] for j in planned_jobs(repo, "--config", 'gpus=["h200"]')}
 
 
@@ -142,17 +140,21 @@ def test_kernel_edit_reruns_that_kernels_jobs_and_the_cross_kernel_ones_only(rep
     finally:
         kernel.write_text(original)
     assert sorted(outputs(jobs, "measure_host")) == [  # one job, its profile, compiled facts and paired rounds too
-        f"results/raw/cpu/{sub}gelu.parquet" for sub in ("compiled/", "", "paired/", "profiles/")]
+        f"results/raw/cpu/{sub}gelu.parquet" for sub in ("compiled/", "", "paired/", "profiles/")
+    ]
     assert outputs(jobs, "metrics_kernel") == ["results/metrics/cpu/gelu.parquet"]
-    assert outputs(jobs, "figures_kernel") == ["results/figures/cpu/bandwidth/gelu.pdf",
-                                               "results/figures/cpu/bandwidth/gelu.png"]
+    assert outputs(
+        jobs, "figures_kernel") == ["results/figures/cpu/bandwidth/gelu.pdf", "results/figures/cpu/bandwidth/gelu.png"]
     assert outputs(jobs, "notebook") == ["results/notebooks/cpu/gelu.html", "results/notebooks/cpu/gelu.ipynb"]
     assert not outputs(jobs, "ceilings")
     # the rest is cross-kernel: the metrics table, the CPU's device figures and the paper, nothing of vecadd or h200
-    assert outputs(jobs, "figure_gpu") and all(o.startswith("results/figures/cpu/") for o in outputs(jobs, "figure_gpu"))
+    assert outputs(jobs, "figure_gpu") and all(
+        o.startswith("results/figures/cpu/") for o in outputs(jobs, "figure_gpu"))
     rules = {j["rule"] for j in jobs} - {"measure_host", "metrics_kernel", "figures_kernel", "notebook"}
-    assert rules <= {"all", "metrics", "figure_gpu", "paired_verdicts", "paper_inputs", "paper_verdicts", "paper_pdf",
-                     "paper_sources", "projection_check"}, rules  # every one across kernels
+    assert rules <= {
+        "all", "metrics", "figure_gpu", "paired_verdicts", "paper_inputs", "paper_verdicts", "paper_pdf",
+        "paper_sources", "projection_check"
+    }, rules  # every one across kernels
     assert {"metrics", "paper_inputs"} <= rules
     assert not [j for j in job_names(jobs) if "vecadd" in j or "h200" in j], job_names(jobs)
     # the same content again (a newer mtime): checksums say nothing changed
@@ -210,8 +212,9 @@ def test_figure_edit_redraws_that_figure_and_the_paper_only(repo):
     others = {j["rule"] for j in jobs} - {j["rule"] for j in figure_jobs} - {"all"}
     assert figure_jobs and others and all(r.startswith("paper") for r in others), jobs
     # that figure of each GPU (the CPU's and the reference's), no other figure
-    assert sorted(o for j in figure_jobs for o in j["output"] if o.endswith(".pdf")) == [
-        "results/figures/cpu/roofline.pdf", "results/figures/h200/roofline.pdf"], figure_jobs
+    assert sorted(o for j in figure_jobs for o in j["output"]
+                  if o.endswith(".pdf")) == ["results/figures/cpu/roofline.pdf",
+                                             "results/figures/h200/roofline.pdf"], figure_jobs
     assert planned_jobs(repo) == []
 
 
@@ -244,9 +247,11 @@ def test_a_subset_run_keeps_every_other_kernel(repo):
 
     subset = ("--config", 'kernels=["gelu"]')
     assert planned_jobs(repo, *subset) == []  # after a full run a subset has nothing to redo
-    kept = [repo / p for p in ("results/raw/cpu/vecadd.parquet", "results/raw/cpu/profiles/vecadd.parquet",
-                               "results/metrics/cpu/vecadd.parquet", "results/figures/cpu/bandwidth/vecadd.png",
-                               "results/notebooks/cpu/vecadd.html")]
+    kept = [
+        repo / p for p in ("results/raw/cpu/vecadd.parquet", "results/raw/cpu/profiles/vecadd.parquet",
+                           "results/metrics/cpu/vecadd.parquet", "results/figures/cpu/bandwidth/vecadd.png",
+                           "results/notebooks/cpu/vecadd.html")
+    ]
     before = {p: p.stat().st_mtime_ns for p in kept}
     (repo / "results/raw/cpu/.cells/gelu.jsonl").unlink()  # so this run measures gelu's cells anew
     res = snakemake(repo, "--cores", "2", "all", "--configfile", "tiny.yaml", *subset, "--forcerun", "measure_host")
@@ -271,8 +276,8 @@ def test_config_change_measures_only_new_cells(repo):
 
     sizes = ["--config", "sizes=[32,64]"]
     jobs = planned_jobs(repo, *sizes)
-    assert [o for o in outputs(jobs, "measure_host") if o.count("/") == 3] == ["results/raw/cpu/gelu.parquet",
-                                                                         "results/raw/cpu/vecadd.parquet"]
+    assert [o for o in outputs(jobs, "measure_host")
+            if o.count("/") == 3] == ["results/raw/cpu/gelu.parquet", "results/raw/cpu/vecadd.parquet"]
     assert all("params" in j["reason"].lower() for j in jobs if j["rule"] == "measure_host"), jobs
     assert not outputs(jobs, "ceilings")  # its params did not change
 
@@ -373,10 +378,11 @@ def test_every_shell_rule_runs_under_snakemakes_interpreter(clone):
     env = {**os.environ, "PATH": "/usr/bin:/bin", "TRITON_INTERPRET": "1"}
     env.pop("ROOFLAB_RUN_ID", None)
     on = '{"enabled": true}'
-    res = subprocess.run([sys.executable, "-m", "snakemake", "all", "-n", "-p", "--configfile", "tiny.yaml",
-                          "--config", 'gpus=["cpu", "h200"]', "shapes=[square, odd]", f"traffic={on}",
-                          f"ablations={on}", f"backends={on}", f"ncu={on}"],
-                         cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    res = subprocess.run([
+        sys.executable, "-m", "snakemake", "all", "-n", "-p", "--configfile", "tiny.yaml", "--config",
+        'gpus=["cpu", "h200"]', "shapes=[square, odd]", f"traffic={on}", f"ablations={on}", f"backends={on}",
+        f"ncu={on}"
+    ], cwd=clone, env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     calls = re.findall(r"(\S*python3?) (?:-m )?(\S+)", res.stdout)
     scripts = {script for _, script in calls}

@@ -20,13 +20,13 @@ track_swaps(__name__)  # a table or kernel swapped from outside is a new launch 
 # num_warps).
 ELEMENTWISE = {
     "LAUNCH": {
-        "float32": Choice((1024, 4), "Inductor's XBLOCK 1024 / 4 warps beat 4096 / 8 in three calls at 8192^2",
-                          T + "tune_v5_looped_reload_and_elementwise.csv"),
-        "bfloat16": Choice((2048, 4), "two 16-byte loads a thread beat 4096 / 8 at 8192^2", T + "tune_v2.csv"),
-        "float16": Choice((2048, 4), "as bfloat16 (the same bytes a thread)", T + "tune_v2.csv"),
+        "float32":
+        Choice((1024, 4), "Inductor's XBLOCK 1024 / 4 warps beat 4096 / 8 in three calls at 8192^2",
+               T + "tune_v5_looped_reload_and_elementwise.csv"), "bfloat16":
+        Choice((2048, 4), "two 16-byte loads a thread beat 4096 / 8 at 8192^2", T + "tune_v2.csv"), "float16":
+        Choice((2048, 4), "as bfloat16 (the same bytes a thread)", T + "tune_v2.csv"),
     },
 }
-
 
 SUPPORTED_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # (elements per program, num_warps) by dtype
@@ -82,7 +82,7 @@ def plan(shape: tuple[int, ...], x_strides: tuple[int, ...], y_strides: tuple[in
     ints = [n_rows, n_cols]
     for row, col in strides:
         ints += [0 if n_rows == 1 else row, col]
-    grid = (triton.cdiv(n_rows, block_m) * triton.cdiv(n_cols, block_n),)
+    grid = (triton.cdiv(n_rows, block_m) * triton.cdiv(n_cols, block_n), )
     meta = {"BLOCK_M": block_m, "BLOCK_N": block_n, "ONE_ROW": bool(one_row), "num_warps": num_warps or default_warps}
     return Launch(x_flat and y_flat, copy, grid, tuple(ints), meta)
 
@@ -131,7 +131,7 @@ def tile(pid, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_
     if ONE_ROW:
         tl.static_assert(BLOCK_M == 1, "a single-row view's tile is one row")
         pid_n = pid.to(tl.int64)
-        rows = tl.zeros((BLOCK_M,), dtype=tl.int64)[:, None]
+        rows = tl.zeros((BLOCK_M, ), dtype=tl.int64)[:, None]
         cols = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N))[None, :]
         interior = (pid_n + 1) * BLOCK_N <= n_cols
     else:

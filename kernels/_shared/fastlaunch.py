@@ -100,8 +100,8 @@ class _Entry:
 
     def __call__(self, *head):
         if self.run is not None and "run" not in self.jit_dict and _current_device() == self.device and hooks_idle():
-            self.run(*self.raw_grid, _current_stream(self.device), self.function, self.packed, None, None, None,
-                     *head, *self.tail)
+            self.run(*self.raw_grid, _current_stream(self.device), self.function, self.packed, None, None, None, *head,
+                     *self.tail)
         else:  # Triton's own dispatch, as the first call launched (its grid a function of the config an autotuner
             self.kernel[self.grid](*head, *self.args, **self.kwargs)  # picks, which may differ), with this head
 
@@ -185,7 +185,7 @@ def _entry(kernel, grid, args: tuple, kwargs: dict, n_head: int, compiled) -> _E
         raise TypeError("a parameter with no value and no default")
     bound = [*args, *rest]
     launched = grid(dict(zip((p.name for p in params), bound))) if callable(grid) else grid  # as JITFunction.run
-    entry.raw_grid = (*launched, *(1,) * (3 - len(launched)))
+    entry.raw_grid = (*launched, *(1, ) * (3 - len(launched)))
     entry.tail = tuple(bound[n_head:])
     entry.function, entry.packed = compiled.function, compiled.packed_metadata
     entry.device, entry.jit_dict = _current_device(), jit.__dict__

@@ -36,7 +36,7 @@ HELD_MAX_COLS = 8192
 # Long rows: columns a program takes; element sizes whose second launch loads the next row's x and dy while it works
 # on this one's (bwd alone, longbwd_s23_d4.csv, tiles of 4096 -> 2048 and the prefetch: RMSNorm bf16 8192 x 14336
 # 327 -> 288 us, 1024 x 50257 315 -> 277; LayerNorm 354 -> 322; fp32 prefetched lost, 152 -> 181 at 1024 x 28672)
-LONG_TILE, TILE_PREFETCH = 2048, (2,)
+LONG_TILE, TILE_PREFETCH = 2048, (2, )
 # Long rows no multiple of 16 bytes on tiles aligned to 16 bytes (kernels/_shared/norm_bwd_aligned.py; bwd alone,
 # aligned_s25_d1.csv: RMSNorm bf16 1024 x 50257 276 -> 237 us, 16 x 333333 45.0 -> 38.6; LayerNorm 286 -> 261)
 ALIGNED_LONG = True
@@ -62,10 +62,9 @@ PDL = False
 
 
 @triton.jit
-def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, part_ptr, n_rows, n_cols, eps,
-                     ROWS_PER_PROGRAM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-                     CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr, ALIGN: tl.constexpr = 1,
-                     PREFETCH: tl.constexpr = False, PDL: tl.constexpr = False):
+def _norm_bwd_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, part_ptr, n_rows, n_cols, eps, ROWS_PER_PROGRAM: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_SIZE: tl.constexpr, CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr,
+                     ALIGN: tl.constexpr = 1, PREFETCH: tl.constexpr = False, PDL: tl.constexpr = False):
     if PDL:  # x, w and dy may be the kernel before's: wait for all of it before any load, then let the reduction in
         gdc_wait()
         gdc_launch_dependents()
@@ -169,22 +168,24 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
     plan.stats, plan.out = None, _out_shape(n_cols, weight.element_size(), has_bias)
     if tile is None:
         block = triton.next_power_of_2(n_cols)
-        rows_per_program = triton.cdiv(n_rows, min(n_rows, _per_sm(block if n_cols >= PACK_BELOW else PACK_ELEMENTS)
-                                                   * sms))
+        rows_per_program = triton.cdiv(n_rows,
+                                       min(n_rows,
+                                           _per_sm(block if n_cols >= PACK_BELOW else PACK_ELEMENTS) * sms))
         n_parts = triton.cdiv(n_rows, rows_per_program)
         block_m = max(1, min(PACK_ELEMENTS // block, triton.next_power_of_2(rows_per_program))) \
             if n_cols < PACK_BELOW else 1
         parts = _parts(plan, has_bias, n_parts, n_cols, x2.device)
         over, most = PREFETCH_ROW_BYTES[centre]
-        prefetch = over < n_cols * x2.element_size() <= most and (
-            PREFETCH_UNALIGNED[centre] or align * x2.element_size() == 16)
+        prefetch = over < n_cols * x2.element_size() <= most and (PREFETCH_UNALIGNED[centre]
+                                                                  or align * x2.element_size() == 16)
         warps = HELD_WARPS or (32 if n_cols > UNALIGNED_WIDE_COLS and not prefetch and align * x2.element_size() != 16
                                else row_launch_params(block_m * block, 4)[1])
-        launched.append(_LAUNCHES.launch(
-            ("held", key), _norm_bwd_kernel, (n_parts,), (x2, weight, dy2, dx, parts, n_rows, n_cols, eps),
-            dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m, BLOCK_SIZE=block, CENTRE=centre,
-                 HAS_BIAS=has_bias, ALIGN=align, PREFETCH=prefetch, **_pdl(x2),
-                 num_warps=min(warps, PREFETCH_WARPS) if prefetch else warps), n_head=5))
+        launched.append(
+            _LAUNCHES.launch(("held", key), _norm_bwd_kernel, (n_parts, ),
+                             (x2, weight, dy2, dx, parts, n_rows, n_cols, eps),
+                             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_M=block_m,
+                                  BLOCK_SIZE=block, CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, PREFETCH=prefetch,
+                                  **_pdl(x2), num_warps=min(warps, PREFETCH_WARPS) if prefetch else warps), n_head=5))
     elif ALIGNED_LONG and align * x2.element_size() != 16:
         n_parts, parts = _aligned_tiles(plan, launched, key, x2, weight, dy2, dx, eps, centre, has_bias, tile, sms)
     else:
@@ -192,26 +193,26 @@ def _first_call(key, x2, weight, dy2, eps, centre, has_bias, tile, sms):
         warps = row_launch_params(tile, 4)[1]  # the fp32 partial sums set the registers a tile needs
         plan.stats = (n_rows, n_tiles, 4)
         stats = torch.empty(plan.stats, dtype=torch.float32, device=x2.device)
-        launched.append(_LAUNCHES.launch(
-            ("stats", key), long_rows._norm_bwd_tile_stats_kernel, (n_rows * n_tiles,),
-            (x2, weight, dy2, stats, n_cols, n_tiles), dict(BLOCK_N=tile, CENTRE=centre, ALIGN=align, num_warps=warps),
-            n_head=4))
+        launched.append(
+            _LAUNCHES.launch(("stats", key), long_rows._norm_bwd_tile_stats_kernel, (n_rows * n_tiles, ),
+                             (x2, weight, dy2, stats, n_cols, n_tiles),
+                             dict(BLOCK_N=tile, CENTRE=centre, ALIGN=align, num_warps=warps), n_head=4))
         rows_per_program = triton.cdiv(n_rows, max(1, min(n_rows, _per_sm(tile) * sms // n_tiles)))
         n_parts = triton.cdiv(n_rows, rows_per_program)
         parts = _parts(plan, has_bias, n_parts, n_cols, x2.device)
-        launched.append(_LAUNCHES.launch(
-            ("tiles", key), long_rows._norm_bwd_tile_apply_kernel, (n_parts * n_tiles,),
-            (x2, weight, dy2, dx, stats, parts, n_rows, n_cols, n_tiles, eps),
-            dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles),
-                 CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, PREFETCH=x2.element_size() in TILE_PREFETCH,
-                 num_warps=warps), n_head=6))
+        launched.append(
+            _LAUNCHES.launch(("tiles", key), long_rows._norm_bwd_tile_apply_kernel, (n_parts * n_tiles, ),
+                             (x2, weight, dy2, dx, stats, parts, n_rows, n_cols, n_tiles, eps),
+                             dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile,
+                                  BLOCK_T=triton.next_power_of_2(n_tiles), CENTRE=centre, HAS_BIAS=has_bias,
+                                  ALIGN=align, PREFETCH=x2.element_size() in TILE_PREFETCH, num_warps=warps), n_head=6))
     out = torch.empty(plan.out, dtype=weight.dtype, device=x2.device)
     block_p = min(triton.next_power_of_2(n_parts), REDUCE_MAX_PARTS)  # few partials: wide column blocks
     block_n = min(triton.next_power_of_2(n_cols), max(REDUCE_MIN_COLS, REDUCE_TILE // block_p))
-    launched.append(_LAUNCHES.launch(
-        ("reduce", key), _norm_bwd_reduce_kernel, (triton.cdiv(n_cols, block_n), 1 + has_bias),
-        (parts, out, n_parts, n_cols, out.stride(0) if has_bias else 0),
-        dict(BLOCK_P=block_p, BLOCK_N=block_n, num_warps=REDUCE_WARPS, **_pdl(x2)), n_head=2))
+    launched.append(
+        _LAUNCHES.launch(("reduce", key), _norm_bwd_reduce_kernel, (triton.cdiv(n_cols, block_n), 1 + has_bias),
+                         (parts, out, n_parts, n_cols, out.stride(0) if has_bias else 0),
+                         dict(BLOCK_P=block_p, BLOCK_N=block_n, num_warps=REDUCE_WARPS, **_pdl(x2)), n_head=2))
     if None not in launched:
         plan.launches = launched
         _LAUNCHES.keep(key, plan)
@@ -227,20 +228,20 @@ def _aligned_tiles(plan, launched, key, x2, weight, dy2, dx, eps, centre, has_bi
     warps = row_launch_params(tile, 4)[1]
     plan.stats = (n_rows, n_tiles, 4)
     stats = torch.empty(plan.stats, dtype=torch.float32, device=x2.device)
-    launched.append(_LAUNCHES.launch(
-        ("aligned stats", key), aligned_rows._norm_bwd_aligned_stats_kernel, (n_rows * n_tiles,),
-        (x2, weight, dy2, stats, n_cols, n_tiles), dict(BLOCK_N=tile, CENTRE=centre, ALIGN=align, num_warps=warps),
-        n_head=4))
+    launched.append(
+        _LAUNCHES.launch(("aligned stats", key), aligned_rows._norm_bwd_aligned_stats_kernel, (n_rows * n_tiles, ),
+                         (x2, weight, dy2, stats, n_cols, n_tiles),
+                         dict(BLOCK_N=tile, CENTRE=centre, ALIGN=align, num_warps=warps), n_head=4))
     per_class = triton.cdiv(n_rows, n_classes)
     chunks = min(per_class, triton.cdiv(max(1, _per_sm(tile) * sms // n_tiles), n_classes))
     rows_per_program = triton.cdiv(per_class, chunks)
     n_parts = n_classes * triton.cdiv(per_class, rows_per_program)
     parts = _parts(plan, has_bias, n_parts, n_cols, x2.device)
-    launched.append(_LAUNCHES.launch(
-        ("aligned tiles", key), aligned_rows._norm_bwd_aligned_apply_kernel, (n_parts * n_tiles,),
-        (x2, weight, dy2, dx, stats, parts, n_rows, n_cols, n_tiles, n_classes, eps),
-        dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles),
-             CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=warps), n_head=6))
+    launched.append(
+        _LAUNCHES.launch(("aligned tiles", key), aligned_rows._norm_bwd_aligned_apply_kernel, (n_parts * n_tiles, ),
+                         (x2, weight, dy2, dx, stats, parts, n_rows, n_cols, n_tiles, n_classes, eps),
+                         dict(ROWS_PER_PROGRAM=rows_per_program, BLOCK_N=tile, BLOCK_T=triton.next_power_of_2(n_tiles),
+                              CENTRE=centre, HAS_BIAS=has_bias, ALIGN=align, num_warps=warps), n_head=6))
     return n_parts, parts
 
 
@@ -258,7 +259,7 @@ def _per_sm(tile_elements: int) -> int:
 def _out_shape(n_cols: int, element_size: int, has_bias: bool) -> tuple:
     """dweight's shape, or dweight's and dbias's as two rows whose stride rounds n_cols up to 16 bytes, so dbias
     starts aligned as a tensor of its own would."""
-    return (2, triton.cdiv(n_cols * element_size, 16) * 16 // element_size) if has_bias else (n_cols,)
+    return (2, triton.cdiv(n_cols * element_size, 16) * 16 // element_size) if has_bias else (n_cols, )
 
 
 def _parts(plan, has_bias, n_parts, n_cols, device):
@@ -271,8 +272,8 @@ def _parts(plan, has_bias, n_parts, n_cols, device):
 _LAUNCHES = LaunchCache("norm_backward")
 
 
-def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: float, centre: bool,
-                  has_bias: bool, tile: int | None = None):
+def norm_backward(x: torch.Tensor, weight: torch.Tensor, dy: torch.Tensor, eps: float, centre: bool, has_bias: bool,
+                  tile: int | None = None):
     """(dx, dweight, dbias or None) of LayerNorm (centre) or RMSNorm over the last dimension of x. ``tile``: the
     column tiles of the long-row path (a power of two; by default LONG_TILE for rows over HELD_MAX_COLS). A key seen
     before launches as its first call did (kernels/_shared/fastlaunch.py)."""
@@ -328,6 +329,7 @@ def upstream_gradient(shape, dtype: torch.dtype, device: str, seed: int) -> torc
 def norm_naive_fn(naive):
     """What torch.compile compiles: fwd, the naive expression (the fwd+bwd cell's too); fwd+bwd, its gradients with
     grad_y and its output as one joint graph (rooflab.kernel.vjp_keeping_output; the lab's compileframes)."""
+
     def fn(x, *rest, pass_: str = "fwd"):
         *params, grad_y = rest
         if pass_ == "fwd":
@@ -354,6 +356,7 @@ def norm_reference(expr64):
     """reference(inputs, pass_): expr64 (the float64 expression) forward, or autograd through it for fwd+bwd:
     (dx, *dparams). On a row sample (norm_check_rows) dx is the sampled rows', each dparam reduced over all rows by
     chunks, then indexed as the check indexes every output (so a sampled shape needs no more rows than columns)."""
+
     def reference(inputs, pass_: str = "fwd"):
         sample = inputs[-1] if isinstance(inputs[-1], tuple) else None
         x, *params, grad_y = inputs[:-1] if sample else inputs

@@ -53,8 +53,8 @@ def _norm_bwd_aligned_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part
     t_mask = tiles < n_tiles
     counts = tile_counts(tiles, ((cls.to(tl.int64) * n_cols) % ALIGN).to(tl.int32), n_cols, BLOCK_N).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    dw = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    db = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    dw = tl.zeros((BLOCK_N, ), dtype=tl.float32)
+    db = tl.zeros((BLOCK_N, ), dtype=tl.float32)
     first = chunk.to(tl.int64) * ROWS_PER_PROGRAM * n_classes + cls  # int64: row * n_cols passes 2^31
     for i in range(ROWS_PER_PROGRAM):
         row = first + i * n_classes
@@ -62,8 +62,7 @@ def _norm_bwd_aligned_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part
         start = row * n_cols // ALIGN * ALIGN + tile * BLOCK_N
         x = load_tile(x_ptr, start, mask & row_ok, edge | (row >= n_rows), BLOCK_N)
         dy = load_tile(dy_ptr, start, mask & row_ok, edge | (row >= n_rows), BLOCK_N)
-        dx, x_hat = tile_dx(stats_ptr, row, row_ok, n_tiles, tiles, t_mask, counts, x, dy, w, mask, n_cols, eps,
-                            CENTRE)
+        dx, x_hat = tile_dx(stats_ptr, row, row_ok, n_tiles, tiles, t_mask, counts, x, dy, w, mask, n_cols, eps, CENTRE)
         store_tile(dx_ptr, start, dx.to(dx_ptr.dtype.element_ty), mask & row_ok, edge | (row >= n_rows), BLOCK_N)
         dw += dy * x_hat
         if HAS_BIAS:

@@ -50,10 +50,10 @@ def store_tile_stats(stats_ptr, pid, x, g, mask, count, CENTRE: tl.constexpr):
 
 
 @triton.jit
-def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part_ptr, n_rows,
-                                n_cols, n_tiles, eps, ROWS_PER_PROGRAM: tl.constexpr, BLOCK_N: tl.constexpr,
-                                BLOCK_T: tl.constexpr, CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr,
-                                ALIGN: tl.constexpr = 1, PREFETCH: tl.constexpr = False):
+def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part_ptr, n_rows, n_cols, n_tiles, eps,
+                                ROWS_PER_PROGRAM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr,
+                                CENTRE: tl.constexpr, HAS_BIAS: tl.constexpr, ALIGN: tl.constexpr = 1,
+                                PREFETCH: tl.constexpr = False):
     # Column tiles, launch 2: one column tile of ROWS_PER_PROGRAM rows a program; each row's statistics from its
     # tiles' (in tile order), then dx of the tile and the rows' partial dweight, dbias into part[row block, cols].
     # PREFETCH: the next row's x and dy load, in their own dtype, while this row's work.
@@ -66,8 +66,8 @@ def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part_pt
     t_mask = tiles < n_tiles
     counts = tl.minimum(n_cols - tiles * BLOCK_N, BLOCK_N).to(tl.float32)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    dw = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    db = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    dw = tl.zeros((BLOCK_N, ), dtype=tl.float32)
+    db = tl.zeros((BLOCK_N, ), dtype=tl.float32)
     first = block.to(tl.int64) * ROWS_PER_PROGRAM  # int64: row * n_cols passes 2^31
     if PREFETCH:
         x_next = tl.load(x_ptr + first * n_cols + cols, mask=mask & (first < n_rows), other=0.0)
@@ -84,8 +84,7 @@ def _norm_bwd_tile_apply_kernel(x_ptr, w_ptr, dy_ptr, dx_ptr, stats_ptr, part_pt
         else:
             x = tl.load(x_ptr + offset + cols, mask=mask & row_ok, other=0.0).to(tl.float32)
             dy = tl.load(dy_ptr + offset + cols, mask=mask & row_ok, other=0.0).to(tl.float32)
-        dx, x_hat = tile_dx(stats_ptr, row, row_ok, n_tiles, tiles, t_mask, counts, x, dy, w, mask, n_cols, eps,
-                            CENTRE)
+        dx, x_hat = tile_dx(stats_ptr, row, row_ok, n_tiles, tiles, t_mask, counts, x, dy, w, mask, n_cols, eps, CENTRE)
         tl.store(dx_ptr + offset + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask & row_ok)
         dw += dy * x_hat
         if HAS_BIAS:

@@ -39,7 +39,7 @@ def norm_forward(launches, key, kernels: dict, name: str, x: torch.Tensor, weigh
     where the plan's kernel names are found (the packed ones in norm_packed); ``name``: the wrapper, as its errors
     say it; ``plan_of(n_rows, n_cols)``: the wrapper's plan (kernel, grid, ints, meta), called once the inputs are
     checked and y is not empty. The kernel takes (x, weight[, bias], y, *ints, eps)."""
-    params = (("weight", weight),) if bias is None else (("weight", weight), ("bias", bias))
+    params = (("weight", weight), ) if bias is None else (("weight", weight), ("bias", bias))
     check_device(x, *(t for _, t in params))
     if x.dim() != 2:
         raise ValueError(f"{name} needs a 2-D input (rows, cols), got shape {tuple(x.shape)}")
@@ -49,7 +49,7 @@ def norm_forward(launches, key, kernels: dict, name: str, x: torch.Tensor, weigh
         raise TypeError(" and ".join(f"{p} ({t.dtype})" for p, t in params) + f" must have x's dtype ({x.dtype})")
     n_rows, n_cols = x.shape
     for p, t in params:
-        if tuple(t.shape) != (n_cols,):
+        if tuple(t.shape) != (n_cols, ):
             raise ValueError(f"{p} must have shape ({n_cols},) to match x's last dimension, got {tuple(t.shape)}")
     y = torch.empty((n_rows, n_cols), device=x.device, dtype=x.dtype)  # (rows, cols), contiguous
     if y.numel() == 0:

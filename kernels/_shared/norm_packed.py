@@ -40,15 +40,15 @@ def _packed_rows(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_y
 @triton.jit
 def layernorm_fwd_packed_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_ym, eps,
                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
-    _packed_rows(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_ym, eps, BLOCK_M, BLOCK_N, True,
-                 True, ALIGN)
+    _packed_rows(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_ym, eps, BLOCK_M, BLOCK_N, True, True,
+                 ALIGN)
 
 
 @triton.jit
-def rmsnorm_fwd_packed_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_ym, eps,
-                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
-    _packed_rows(x_ptr, w_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_ym, eps, BLOCK_M, BLOCK_N, False,
-                 False, ALIGN)  # (the weights stand in for the bias it never loads)
+def rmsnorm_fwd_packed_kernel(x_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_ym, eps, BLOCK_M: tl.constexpr,
+                              BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
+    _packed_rows(x_ptr, w_ptr, w_ptr, y_ptr, n_rows, n_cols, stride_xm, stride_ym, eps, BLOCK_M, BLOCK_N, False, False,
+                 ALIGN)  # (the weights stand in for the bias it never loads)
 
 
 def packed_norm_launch(x, y, weight, bias, eps: float):
@@ -63,8 +63,8 @@ def packed_norm_launch(x, y, weight, bias, eps: float):
     return globals()[name], grid, (*ints, eps), meta
 
 
-def packed_norm_plan(n_rows: int, n_cols: int, x_strides: tuple[int, int], weight_stride: int,
-                     bias_stride: int | None, element_size: int):
+def packed_norm_plan(n_rows: int, n_cols: int, x_strides: tuple[int, int], weight_stride: int, bias_stride: int | None,
+                     element_size: int):
     """(kernel name, grid, integer arguments, kwargs) of the packed forward into a contiguous y (bias_stride None:
     RMSNorm's, no bias), or None where it does not apply: rows of PACK_ROWS[0] columns or more
     (kernels/_shared/rows.packed_plan), or rows or weights not contiguous along the columns."""

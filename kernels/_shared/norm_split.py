@@ -17,10 +17,9 @@ from kernels._shared.tables import track_swaps
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
-
 # Element sizes whose rows, no multiple of 16 bytes, of a contiguous x split in chunks on 16-byte aligned tiles
 # (aligned_s25_d1.csv, 16 x 333333: RMSNorm bf16 26.2 -> 25.0 us, LayerNorm 34.8 -> 32.7; fp32 RMSNorm 27.2 -> 29.0)
-ALIGNED_SPLIT = (2,)
+ALIGNED_SPLIT = (2, )
 
 
 @triton.jit
@@ -33,8 +32,8 @@ def welford_combine(mean_a, m2_a, n_a, mean_b, m2_b, n_b):
 
 
 @triton.jit
-def _norm_split_stats_kernel(x_ptr, part_ptr, n_cols, n_chunks, stride_xm, stride_xn,
-                             CHUNK: tl.constexpr, CENTRE: tl.constexpr, ALIGN: tl.constexpr = 1):
+def _norm_split_stats_kernel(x_ptr, part_ptr, n_cols, n_chunks, stride_xm, stride_xn, CHUNK: tl.constexpr,
+                             CENTRE: tl.constexpr, ALIGN: tl.constexpr = 1):
     # ALIGN > 1: a contiguous x whose rows are no multiple of 16 bytes, its chunks on 16-byte aligned tiles of the
     # flat buffer (kernels/_shared/rows.aligned_tile: inner chunks unmasked, vector loads)
     chunk = tl.program_id(axis=0)
@@ -61,9 +60,9 @@ def _norm_split_stats_kernel(x_ptr, part_ptr, n_cols, n_chunks, stride_xm, strid
 
 
 @triton.jit
-def _norm_split_apply_kernel(part_ptr, x_ptr, w_ptr, b_ptr, y_ptr, n_cols, n_chunks, stride_xm, stride_xn,
-                             stride_w, stride_b, stride_ym, stride_yn, eps, CHUNK: tl.constexpr,
-                             CHUNKS: tl.constexpr, CENTRE: tl.constexpr,  # CHUNKS: n_chunks' next power of two
+def _norm_split_apply_kernel(part_ptr, x_ptr, w_ptr, b_ptr, y_ptr, n_cols, n_chunks, stride_xm, stride_xn, stride_w,
+                             stride_b, stride_ym, stride_yn, eps, CHUNK: tl.constexpr, CHUNKS: tl.constexpr,
+                             CENTRE: tl.constexpr,  # CHUNKS: n_chunks' next power of two
                              ALIGN: tl.constexpr = 1):  # > 1: as the stats kernel's, y contiguous too
     chunk = tl.program_id(axis=0)
     row = tl.program_id(axis=1).to(tl.int64)
@@ -99,8 +98,8 @@ def _norm_split_apply_kernel(part_ptr, x_ptr, w_ptr, b_ptr, y_ptr, n_cols, n_chu
         tl.store(y_ptr + row * stride_ym + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def norm_split_forward(cache, key, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                       y: torch.Tensor, eps: float, chunk: int) -> None:
+def norm_split_forward(cache, key, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, y: torch.Tensor,
+                       eps: float, chunk: int) -> None:
     """y = the norm of x's rows (LayerNorm where ``bias`` is given, else RMSNorm) in chunks of ``chunk`` columns
     (a power of two), two launches through ``cache`` kept under ``key``; x any strides, y contiguous."""
     n_rows, n_cols = x.shape
@@ -113,11 +112,11 @@ def norm_split_forward(cache, key, x: torch.Tensor, weight: torch.Tensor, bias: 
     params, order = ((x, weight, bias, y), (0, 1, 2, 3, 4)) if centre else ((x, weight, y), (0, 1, 2, 2, 3))
     grid = (n_chunks, n_rows)  # RMSNorm: the weight stands in for the bias it never reads
     warps = row_launch_params(chunk, x.element_size())[1]
-    launch_split(cache, key, params, order,
-                 (_norm_split_stats_kernel, grid, (n_cols, n_chunks, x.stride(0), x.stride(1)),
-                  dict(CHUNK=chunk, CENTRE=centre, num_warps=warps) | aligned),
-                 (_norm_split_apply_kernel, grid,
-                  (n_cols, n_chunks, x.stride(0), x.stride(1), weight.stride(0), (bias if centre else weight).stride(0),
-                   y.stride(0), y.stride(1), eps),
-                  dict(CHUNK=chunk, CHUNKS=triton.next_power_of_2(n_chunks), CENTRE=centre, num_warps=warps) | aligned),
-                 (n_rows, n_chunks, 2))
+    launch_split(
+        cache, key, params, order,
+        (_norm_split_stats_kernel, grid,
+         (n_cols, n_chunks, x.stride(0), x.stride(1)), dict(CHUNK=chunk, CENTRE=centre, num_warps=warps) | aligned),
+        (_norm_split_apply_kernel, grid, (n_cols, n_chunks, x.stride(0), x.stride(1), weight.stride(0),
+                                          (bias if centre else weight).stride(0), y.stride(0), y.stride(1), eps),
+         dict(CHUNK=chunk, CHUNKS=triton.next_power_of_2(n_chunks), CENTRE=centre, num_warps=warps) | aligned),
+        (n_rows, n_chunks, 2))

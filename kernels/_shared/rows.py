@@ -21,12 +21,13 @@ track_swaps(__name__)  # a table or kernel swapped from outside is a new launch 
 
 # The shared one-program-per-row heuristic (row_launch_params): its launch table.
 ROWS = {
-    "MAX_BLOCK_SIZE": Choice(16384, "widest row held in registers: 32 fp32 values a thread at 16 warps, room for "
-                                    "the weight tile without spilling; longer rows take the tiled loop", None),
-    "BYTES_PER_THREAD": Choice(64, "each thread loads about four 16-byte vectors of the tile", None),
-    "WARPS": Choice((4, 16), "(fewest, most) warps the heuristic gives", None),
+    "MAX_BLOCK_SIZE":
+    Choice(
+        16384, "widest row held in registers: 32 fp32 values a thread at 16 warps, room for "
+        "the weight tile without spilling; longer rows take the tiled loop", None), "BYTES_PER_THREAD":
+    Choice(64, "each thread loads about four 16-byte vectors of the tile", None), "WARPS":
+    Choice((4, 16), "(fewest, most) warps the heuristic gives", None),
 }
-
 
 MAX_BLOCK_SIZE = values(ROWS["MAX_BLOCK_SIZE"])  # longest row one program holds
 BYTES_PER_THREAD = values(ROWS["BYTES_PER_THREAD"])
@@ -124,9 +125,8 @@ def l2_prefetch(ptrs, mask):
     register holds the data, so a later load of them hits the L2. Each request costs the asking program dearly, so
     callers ask from a few programs only. GPU only (the interpreter runs no inline assembly): callers guard it with
     a constexpr that can_prefetch() sets."""
-    tl.inline_asm_elementwise(
-        "{ .reg .pred p; setp.ne.u32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
-        "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
+    tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.u32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+                              "=r,l,r", [ptrs, mask.to(tl.int32)], dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -238,10 +238,9 @@ def launch_split(cache, key, head: tuple, order: tuple, first: tuple, second: tu
     ws = torch.empty(workspace, dtype=torch.float32, device=head[0].device)
     pick = operator.itemgetter(*order)
     launched = []
-    for phase, phase_head, (kernel, grid, args, kwargs) in ((1, (head[0], ws), first),
-                                                             (2, pick((ws, *head)), second)):
-        launched.append(cache.launch(("split", phase, key), kernel, grid, (*phase_head, *args), kwargs,
-                                     n_head=len(phase_head)))
+    for phase, phase_head, (kernel, grid, args, kwargs) in ((1, (head[0], ws), first), (2, pick((ws, *head)), second)):
+        launched.append(
+            cache.launch(("split", phase, key), kernel, grid, (*phase_head, *args), kwargs, n_head=len(phase_head)))
     if None not in launched:
         split = SplitLaunch()
         (split.first, split.second), split.workspace, split.pick = launched, workspace, pick
@@ -254,8 +253,8 @@ def packed_launch(n_rows: int, n_cols: int, block: int, table: tuple[int, int], 
                        tuple(t.stride(0) for t in tensors))
 
 
-def packed_plan(n_rows: int, n_cols: int, block: int, table: tuple[int, int], num_warps: int | None,
-                element_size: int, row_strides: tuple[int, ...]):
+def packed_plan(n_rows: int, n_cols: int, block: int, table: tuple[int, int], num_warps: int | None, element_size: int,
+                row_strides: tuple[int, ...]):
     """(grid, kwargs) of a packed kernel for rows of n_cols held in one block of ``block`` columns, where ``table``
     (a kernel's PACK_ROWS: (columns, elements)) packs them: rows shorter than that many columns, about that many
     elements a program, ALIGN from the tensors' ``row_strides``; None elsewhere."""
@@ -263,7 +262,7 @@ def packed_plan(n_rows: int, n_cols: int, block: int, table: tuple[int, int], nu
     if n_cols >= below or block >= elements:
         return None
     block_m = elements // block
-    return (triton.cdiv(n_rows, block_m),), dict(
-        BLOCK_M=block_m, BLOCK_N=block, ALIGN=row_align(element_size, n_cols, *row_strides),
-        num_warps=num_warps or row_launch_params(block_m * block, element_size)[1])
-
+    return (triton.cdiv(n_rows,
+                        block_m), ), dict(BLOCK_M=block_m, BLOCK_N=block,
+                                          ALIGN=row_align(element_size, n_cols, *row_strides), num_warps=num_warps
+                                          or row_launch_params(block_m * block, element_size)[1])

@@ -31,6 +31,7 @@ def values(table):
 
 
 class _Tracked(types.ModuleType):
+
     def __setattr__(self, name: str, value) -> None:
         super().__setattr__(name, value)
         global VERSION

@@ -19,14 +19,7 @@ import triton.language as tl
 from kernels._shared.tables import track_swaps, values
 from kernels.attention import decode
 from kernels.attention.backward import EVEN, KEY, LOG2E, _load_rows, _store_rows, attention_backward
-from kernels.attention.plan import (
-    block_d,
-    candidate_tiles,
-    check_config,
-    check_inputs,
-    input_precision,
-    pruner,
-)
+from kernels.attention.plan import block_d, candidate_tiles, check_config, check_inputs, input_precision, pruner
 from kernels.attention.table import ATTENTION
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable, vjp_keeping_output
 from rooflab.shapes import as_shape
@@ -41,8 +34,10 @@ METHODS = ("auto", "tma", "pointer")
 # and the query tiles' launch order: table.py, with their reasons; plan.py adds the fallbacks and drops what does
 # not fit in shared memory.
 TMA_TILES, POINTER_TILES, HEAVY_FIRST = (values(ATTENTION[k]) for k in ("TMA_TILES", "POINTER_TILES", "HEAVY_FIRST"))
-POINTER_CONFIGS = autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-                                    for m, n, w, s in candidate_tiles("fwd", POINTER_TILES)])
+POINTER_CONFIGS = autotune_configs([
+    triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+    for m, n, w, s in candidate_tiles("fwd", POINTER_TILES)
+])
 
 
 @triton.jit
@@ -84,15 +79,15 @@ def _finish(acc, l_i, m_i):
 
 
 @triton.jit
-def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k, offset, qk_scale, lo,
-               hi, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, DIAGONAL: tl.constexpr,
+def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k, offset, qk_scale, lo, hi,
+               BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, DIAGONAL: tl.constexpr,
                EVEN: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM,
-                       BLOCK_D, EVEN)
-        v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM,
-                       BLOCK_D, EVEN)
+        k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM, BLOCK_D,
+                       EVEN)
+        v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM, BLOCK_D,
+                       EVEN)
         acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_k, offset, DIAGONAL, EVEN,
                                      INPUT_PRECISION)
     return acc, l_i, m_i
@@ -105,20 +100,19 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, o
 def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stride_qz, stride_qh, stride_qm, stride_kz, stride_kh,
                      stride_kn, stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, n_heads, n_kv_heads,
                      seq_q, seq_k, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
-                     INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                     EVEN: tl.constexpr):
+                     INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr):
     start_m = tl.program_id(0) * BLOCK_M
     off_hz = tl.program_id(1)
     z, h = (off_hz // n_heads).to(tl.int64), (off_hz % n_heads).to(tl.int64)  # int64: z * stride passes 2^31
     hk = h // (n_heads // n_kv_heads)  # the group's K/V head
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    q = _load_rows(q_ptr + z * stride_qz + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m,
-                   seq_q, offs_d, HEAD_DIM, BLOCK_D, EVEN)
+    q = _load_rows(q_ptr + z * stride_qz + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m, seq_q,
+                   offs_d, HEAD_DIM, BLOCK_D, EVEN)
     k_base = k_ptr + z * stride_kz + hk * stride_kh
     v_base = v_ptr + z * stride_vz + hk * stride_vh
-    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
-    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    m_i = tl.full((BLOCK_M, ), -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M, ), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     offset = seq_k - seq_q
     if CAUSAL:  # key tiles below diag_lo seen by every row, unmasked; [diag_lo, hi) masked; none past
@@ -132,8 +126,7 @@ def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stride_qz, stride_qh, 
                                    INPUT_PRECISION)
     else:
         acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k,
-                                   offset, qk_scale, 0, seq_k, BLOCK_N, HEAD_DIM, BLOCK_D, False, EVEN,
-                                   INPUT_PRECISION)
+                                   offset, qk_scale, 0, seq_k, BLOCK_N, HEAD_DIM, BLOCK_D, False, EVEN, INPUT_PRECISION)
     o, lse = _finish(acc, l_i, m_i)
     o_ptrs = o_ptr + z * stride_oz + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
     _store_rows(o_ptrs, o.to(o_ptr.dtype.element_ty), offs_m, seq_q, offs_d, HEAD_DIM, BLOCK_D)
@@ -156,8 +149,7 @@ def _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_k, offset
 @triton.jit
 def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, n_heads, n_kv_heads, seq_q, seq_k, qk_scale,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                         BLOCK_N: tl.constexpr,
-                         EVEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
+                         BLOCK_N: tl.constexpr, EVEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
                          HEAVY_FIRST: tl.constexpr = HEAVY_FIRST):
     """Q, K, V and O as (batch * heads * seq, head_dim) row tables. A tile past a head's end reads the next head's
     rows (the last head's: zeros), masked as keys; not EVEN, O is stored through a row mask, not the descriptor.
@@ -169,8 +161,8 @@ def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, n_heads
     kv_row0 = (off_hz // n_heads * n_kv_heads + off_hz % n_heads // (n_heads // n_kv_heads)) * seq_k
     offs_m = start_m + tl.arange(0, BLOCK_M)
     q = desc_q.load([row0 + start_m, 0])
-    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
-    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    m_i = tl.full((BLOCK_M, ), -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M, ), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     offset = seq_k - seq_q
     if CAUSAL:  # below diag_lo whole tiles of real keys; the diagonal masked, stopping at the keys' end
@@ -185,8 +177,8 @@ def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, n_heads
         acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, kv_row0, offs_m, seq_k, offset, qk_scale, 0,
                                        whole, BLOCK_N, False, True, WARP_SPECIALIZE)
         if seq_k % BLOCK_N:
-            acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, kv_row0, offs_m, seq_k, offset,
-                                           qk_scale, whole, seq_k, BLOCK_N, False, False, False)
+            acc, l_i, m_i = _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, kv_row0, offs_m, seq_k, offset, qk_scale,
+                                           whole, seq_k, BLOCK_N, False, False, False)
     o, lse = _finish(acc, l_i, m_i)
     o = o.to(desc_o.dtype)
     if EVEN:
@@ -205,12 +197,13 @@ def _set_block_shapes(nargs):
         nargs[desc].block_shape = [nargs[block], nargs["BLOCK_D"]]
 
 
-TMA_CONFIGS = autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s,
-                                              pre_hook=_set_block_shapes)
-                                for m, n, w, s in candidate_tiles("tma", TMA_TILES)])
+TMA_CONFIGS = autotune_configs([
+    triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s, pre_hook=_set_block_shapes)
+    for m, n, w, s in candidate_tiles("tma", TMA_TILES)
+])
 _attn_fwd_tma_autotuned = triton.autotune(configs=TMA_CONFIGS, key=KEY, do_bench=autotune_bench,
-                                          prune_configs_by={"early_config_prune": pruner("tma", TMA_TILES, "desc_q")}
-                                          )(_attn_fwd_tma_kernel)
+                                          prune_configs_by={"early_config_prune":
+                                                            pruner("tma", TMA_TILES, "desc_q")})(_attn_fwd_tma_kernel)
 
 
 def tma_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
@@ -219,7 +212,7 @@ def tma_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     descriptor's padding) and stores clipped there."""
     if q.dtype == torch.float32 or q.shape[-1] * q.element_size() % 16:
         return False
-    if max(t.numel() // max(1, t.shape[-1]) for t in (q, k)) >= 2 ** 31:
+    if max(t.numel() // max(1, t.shape[-1]) for t in (q, k)) >= 2**31:
         return False
     if q.device.type == "cuda" and device_capability(q.device)[0] < 9:
         return False
@@ -250,8 +243,10 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "aut
         return o, lse
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    descs = {name: TensorDescriptor.from_tensor(t.view(-1, head_dim), [1, meta["BLOCK_D"]])
-             for name, t in (("desc_q", q), ("desc_k", k), ("desc_v", v), ("desc_o", o))}
+    descs = {
+        name: TensorDescriptor.from_tensor(t.view(-1, head_dim), [1, meta["BLOCK_D"]])
+        for name, t in (("desc_q", q), ("desc_k", k), ("desc_v", v), ("desc_o", o))
+    }
     if config:
         _set_block_shapes({**descs, **meta})
     kernel = _attn_fwd_tma_kernel if config else _attn_fwd_tma_autotuned
@@ -279,7 +274,7 @@ def attention_triton(q, k, v, causal: bool = CAUSAL, sm_scale: float | None = No
     """O for q (batch, Hq, Sq, D) and k, v (batch, Hkv, Sk, D). With gradients: FlashAttention-2 forward and backward.
     Without: 1-16 query rows go to the split-KV decode kernel (decode.py: one row per head cannot fill the
     FlashAttention-2 grid), the rest to the FlashAttention-2 forward."""
-    sm_scale = q.shape[-1] ** -0.5 if sm_scale is None else sm_scale
+    sm_scale = q.shape[-1]**-0.5 if sm_scale is None else sm_scale
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         return TritonAttention.apply(q, k, v, causal, sm_scale)
     if decode.takes(q, k, v, causal):
@@ -292,7 +287,7 @@ def attention_triton(q, k, v, causal: bool = CAUSAL, sm_scale: float | None = No
 def attention_naive(q, k, v, causal: bool = CAUSAL) -> torch.Tensor:
     """The unfused expression (S = seq, E = batch * heads * seq * head_dim elements, B = batch * heads):"""
     s = q @ k.transpose(-2, -1)  # read 2E, write B S^2: the scores, seq x seq per head, in memory
-    s = s * q.shape[-1] ** -0.5  # read B S^2, write B S^2
+    s = s * q.shape[-1]**-0.5  # read B S^2, write B S^2
     if causal:
         mask = torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1)  # write S^2 (twice)
         s = s.masked_fill(mask, float("-inf"))  # read B S^2 + S^2, write B S^2
@@ -319,12 +314,12 @@ REFERENCE_SCORES = 1 << 26  # float64 scores per chunk of heads: a check's memor
 def reference(inputs, pass_: str = "fwd", causal: bool = CAUSAL):
     """The naive expression in float64, a chunk of heads at a time: O, or (dQ, dK, dV) by autograd."""
     q, k, v, grad_o = (t.flatten(0, 1) for t in inputs)  # (batch * heads, seq, head_dim)
-    step = max(1, REFERENCE_SCORES // max(1, q.shape[1] ** 2))
+    step = max(1, REFERENCE_SCORES // max(1, q.shape[1]**2))
     outs = []
     for i in range(0, q.shape[0], step):
         part = [t[i:i + step].to(torch.float64) for t in (q, k, v)]
         if pass_ == "fwd":
-            outs.append((attention_naive(*part, causal),))
+            outs.append((attention_naive(*part, causal), ))
             continue
         part = [t.requires_grad_(True) for t in part]
         attention_naive(*part, causal).backward(grad_o[i:i + step].to(torch.float64))
@@ -366,15 +361,10 @@ def bytes_moved(shape, dtype: str, pass_: str = "fwd") -> float:
 KERNEL = Kernel(
     name="attention",
     description="FlashAttention-2, causal, over batch x heads x seq x head_dim, forward and forward+backward",
-    make_inputs=make_inputs,
-    reference=reference,
-    flops=flops,
-    bytes=bytes_moved,
-    impls={"naive": differentiable(attention_naive), "builtin": differentiable(attention_builtin),
-           "triton": differentiable(attention_triton)},
-    naive_fn=attention_naive_fn,
+    make_inputs=make_inputs, reference=reference, flops=flops, bytes=bytes_moved, impls={
+        "naive": differentiable(attention_naive), "builtin": differentiable(attention_builtin), "triton":
+        differentiable(attention_triton)
+    }, naive_fn=attention_naive_fn,
     compute_unit=lambda dtype: {"bfloat16": "bf16", "float16": "fp16"}.get(dtype, "fp32"),
-    dtypes=("bfloat16", "float16"),
-    family="bhsd",
-    passes=("fwd", "fwd+bwd"),
+    dtypes=("bfloat16", "float16"), family="bhsd", passes=("fwd", "fwd+bwd"),
 )

@@ -24,8 +24,14 @@ LOG2E = 1.4426950408889634  # exp(x) = exp2(x * log2(e)): the softmax runs in ba
 # stages split at a tile edge. table.py gives the reasons; plan.py adds the fallbacks and drops what does not fit.
 DKDV_TILES, DQ_TILES = values(ATTENTION["DKDV_TILES"]), values(ATTENTION["DQ_TILES"])
 TILES = {"dkdv": DKDV_TILES, "dq": DQ_TILES}
-CONFIGS = {kind: autotune_configs([triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-                                   for m, n, w, s in candidate_tiles(kind, tiles)]) for kind, tiles in TILES.items()}
+CONFIGS = {
+    kind:
+    autotune_configs([
+        triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+        for m, n, w, s in candidate_tiles(kind, tiles)
+    ])
+    for kind, tiles in TILES.items()
+}
 KEY = ["seq_q", "seq_k", "HEAD_DIM", "CAUSAL", "INPUT_PRECISION"]  # and every tensor's dtype (the autotuner's)
 EVEN = {"EVEN": lambda a: a["seq_q"] % a["BLOCK_M"] == 0 and a["seq_k"] % a["BLOCK_N"] == 0}
 
@@ -66,8 +72,8 @@ def _attn_bwd_preprocess(o_ptr, do_ptr, delta_ptr, stride_oz, stride_oh, stride_
     z, h = (off_hz // n_heads).to(tl.int64), (off_hz % n_heads).to(tl.int64)
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    o = _load_rows(o_ptr + z * stride_oz + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :], offs_m,
-                   seq_q, offs_d, HEAD_DIM, BLOCK_D, False).to(tl.float32)
+    o = _load_rows(o_ptr + z * stride_oz + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :], offs_m, seq_q,
+                   offs_d, HEAD_DIM, BLOCK_D, False).to(tl.float32)
     do = _load_rows(do_ptr + z * stride_dz + h * stride_dh + offs_m[:, None] * stride_dm + offs_d[None, :], offs_m,
                     seq_q, offs_d, HEAD_DIM, BLOCK_D, False).to(tl.float32)
     tl.store(delta_ptr + off_hz.to(tl.int64) * seq_q + offs_m, tl.sum(o * do, axis=1), mask=offs_m < seq_q)
@@ -79,8 +85,8 @@ def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, 
                 DIAGONAL: tl.constexpr, EVEN: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + tl.arange(0, BLOCK_M)
-        q = _load_rows(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m, seq_q, offs_d, HEAD_DIM,
-                       BLOCK_D, EVEN)
+        q = _load_rows(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m, seq_q, offs_d, HEAD_DIM, BLOCK_D,
+                       EVEN)
         do = _load_rows(do_base + offs_m[:, None] * stride_dm + offs_d[None, :], offs_m, seq_q, offs_d, HEAD_DIM,
                         BLOCK_D, EVEN)
         lse = _row_stat(lse_base, offs_m, seq_q, float("inf"), EVEN)  # past the end (or a row with no key): P = 0
@@ -135,8 +141,8 @@ def _attn_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, 
                                  offs_d, seq_q, offset, qk_scale, q_lo, q_mid, BLOCK_M, HEAD_DIM, BLOCK_D, True, EVEN,
                                  INPUT_PRECISION)
             dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n,
-                                 offs_d, seq_q, offset, qk_scale, q_mid, seq_q, BLOCK_M, HEAD_DIM, BLOCK_D, False,
-                                 EVEN, INPUT_PRECISION)
+                                 offs_d, seq_q, offset, qk_scale, q_mid, seq_q, BLOCK_M, HEAD_DIM, BLOCK_D, False, EVEN,
+                                 INPUT_PRECISION)
         else:
             dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n,
                                  offs_d, seq_q, offset, qk_scale, 0, seq_q, BLOCK_M, HEAD_DIM, BLOCK_D, False, EVEN,
@@ -147,15 +153,15 @@ def _attn_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, 
 
 
 @triton.jit
-def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k, offset, qk_scale,
-              lo, hi, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, DIAGONAL: tl.constexpr,
+def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k, offset, qk_scale, lo,
+              hi, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, DIAGONAL: tl.constexpr,
               EVEN: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM,
-                       BLOCK_D, EVEN)
-        v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM,
-                       BLOCK_D, EVEN)
+        k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM, BLOCK_D,
+                       EVEN)
+        v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM, BLOCK_D,
+                       EVEN)
         qk = tl.dot(q, tl.trans(k), input_precision=INPUT_PRECISION)
         p = tl.math.exp2(qk * qk_scale - lse[:, None])
         if DIAGONAL:
@@ -182,8 +188,8 @@ def _attn_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr,
     hk = h // (n_heads // n_kv_heads)
     offs_m = start_m + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
-    q = _load_rows(q_ptr + z * stride_qz + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m,
-                   seq_q, offs_d, HEAD_DIM, BLOCK_D, EVEN)
+    q = _load_rows(q_ptr + z * stride_qz + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m, seq_q,
+                   offs_d, HEAD_DIM, BLOCK_D, EVEN)
     do = _load_rows(do_ptr + z * stride_dz + h * stride_dh + offs_m[:, None] * stride_dm + offs_d[None, :], offs_m,
                     seq_q, offs_d, HEAD_DIM, BLOCK_D, EVEN)
     lse = _row_stat(lse_ptr + off_hz.to(tl.int64) * seq_q, offs_m, seq_q, float("inf"), EVEN)

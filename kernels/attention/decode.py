@@ -36,8 +36,8 @@ def _load_kv(ptrs, offs_n, offs_d, seq_k, HEAD_DIM: tl.constexpr, BLOCK_D: tl.co
 
 
 @triton.jit
-def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_d, limit,
-                  seq_k, qk_scale, lo, hi, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+def _decode_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_d, limit, seq_k,
+                  qk_scale, lo, hi, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                   MASKED: tl.constexpr, PRECISION: tl.constexpr):
     """Key tiles [lo, hi): masked, keys past seq_k or past a row's ``limit`` (causal) drop out; a row with no key
     yet keeps m = -inf, its sums 0 (exp2 of a safe 0 instead of -inf - -inf)."""
@@ -87,8 +87,8 @@ def _decode_split_kernel(q_ptr, k_ptr, v_ptr, o_ptr, part_o_ptr, part_lse_ptr, s
     hi = tl.minimum(lo + chunk, seq_k)
     visible = seq_k - seq_q + 1 if CAUSAL else seq_k  # keys every row sees
     mid = lo + tl.maximum(tl.minimum(hi, visible) - lo, 0) // BLOCK_N * BLOCK_N  # whole unmasked tiles end here
-    m_i = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)
-    l_i = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    m_i = tl.full((BLOCK_M, ), -float("inf"), dtype=tl.float32)
+    l_i = tl.zeros((BLOCK_M, ), dtype=tl.float32)
     acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
     acc, l_i, m_i = _decode_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd, offs_d,
                                   limit, seq_k, qk_scale, lo, mid, HEAD_DIM, BLOCK_N, BLOCK_D, False, PRECISION)
@@ -117,7 +117,7 @@ def _decode_combine_kernel(o_ptr, part_o_ptr, part_lse_ptr, splits, head_dim, BL
     offs_s = tl.arange(0, BLOCK_S)
     lse = tl.load(part_lse_ptr + row * splits + offs_s, mask=offs_s < splits, other=-float("inf"))
     m = tl.max(lse, 0)  # finite: the row's last key is in some slice
-    acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_D, ), dtype=tl.float32)
     for s0 in range(0, splits, CHUNK_S):
         offs = s0 + tl.arange(0, CHUNK_S)
         w = tl.math.exp2(tl.load(part_lse_ptr + row * splits + offs, mask=offs < splits, other=-float("inf")) - m)
@@ -166,8 +166,10 @@ def decode_plan(batch: int, kv_heads: int, seq_k: int, sm_count: int, rows: int 
     elif not 1 <= splits <= MAX_SPLITS:
         raise ValueError(f"decode_plan: splits must be 1-{MAX_SPLITS}, got {splits}")
     chunk = -(-tiles // min(splits, tiles)) * block_n  # whole key tiles per split
-    return {"splits": max(1, -(-seq_k // chunk)), "chunk": chunk, "row_tiles": row_tiles, "BLOCK_M": block_m,
-            "BLOCK_N": block_n, "BLOCK_D": block_d, "num_warps": warps, "num_stages": stages}
+    return {
+        "splits": max(1, -(-seq_k // chunk)), "chunk": chunk, "row_tiles": row_tiles, "BLOCK_M": block_m, "BLOCK_N":
+        block_n, "BLOCK_D": block_d, "num_warps": warps, "num_stages": stages
+    }
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> None:
@@ -194,7 +196,7 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> N
         raise ValueError(f"decode_attention needs seq_k >= 1 and, causal (aligned bottom-right), seq_k >= seq_q; got "
                          f"seq_q {sq}, seq_k {sk}")
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if max(t.shape[2] * t.stride(2), t.shape[3] * t.stride(3)) >= 2 ** 31:
+        if max(t.shape[2] * t.stride(2), t.shape[3] * t.stride(3)) >= 2**31:
             raise ValueError(f"decode_attention needs {name}'s in-head offsets below 2^31, got strides {t.stride()}")
 
 
@@ -220,7 +222,7 @@ def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, s
     ``check=False``: the inputs were checked (takes)."""
     if check:
         _check(q, k, v, causal)
-    scale = q.shape[-1] ** -0.5 if scale is None else float(scale)
+    scale = q.shape[-1]**-0.5 if scale is None else float(scale)
     if not scale > 0:
         raise ValueError(f"decode_attention needs scale > 0, got {scale}")
     (batch, heads, seq_q, head_dim), (kv_heads, seq_k) = q.shape, k.shape[1:3]
@@ -236,19 +238,19 @@ def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, s
     grid = (n, batch * kv_heads, plan["row_tiles"])
     for block_n, stages in ((plan["BLOCK_N"], plan["num_stages"]), (FALLBACK_BLOCK_N, 1)):  # chunk: a multiple of both
         try:
-            _decode_split_kernel[grid](
-                q, k, v, o, part_o, part_lse, *q.stride(), *k.stride(), *v.stride(), kv_heads, group, seq_q, seq_k,
-                plan["chunk"], n, scale * LOG2E, HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_M=plan["BLOCK_M"],
-                BLOCK_N=block_n, BLOCK_D=plan["BLOCK_D"], SINGLE=single, PRECISION=input_precision_for(q.dtype),
-                num_warps=plan["num_warps"], num_stages=stages)
+            _decode_split_kernel[grid](q, k, v, o, part_o, part_lse, *q.stride(), *k.stride(), *v.stride(), kv_heads,
+                                       group, seq_q, seq_k, plan["chunk"], n, scale * LOG2E, HEAD_DIM=head_dim,
+                                       CAUSAL=causal, BLOCK_M=plan["BLOCK_M"], BLOCK_N=block_n, BLOCK_D=plan["BLOCK_D"],
+                                       SINGLE=single, PRECISION=input_precision_for(q.dtype),
+                                       num_warps=plan["num_warps"], num_stages=stages)
             break
         except triton.runtime.errors.OutOfResources as exc:
             if block_n == FALLBACK_BLOCK_N and stages == 1:
                 raise ValueError(f"decode_attention: no tile of head dim {head_dim} in {q.dtype} fits this GPU "
                                  f"({exc})") from None
     if not single:
-        _decode_combine_kernel[(o.numel() // head_dim,)](o, part_o, part_lse, n, head_dim, BLOCK_S=_pow2(n),
-                                                         CHUNK_S=COMBINE_SPLITS, BLOCK_D=plan["BLOCK_D"])
+        _decode_combine_kernel[(o.numel() // head_dim, )](o, part_o, part_lse, n, head_dim, BLOCK_S=_pow2(n),
+                                                          CHUNK_S=COMBINE_SPLITS, BLOCK_D=plan["BLOCK_D"])
     return o
 
 
@@ -258,7 +260,7 @@ def reference(q, k, v, causal: bool = True, scale: float | None = None) -> torch
     q, k, v = (t.to(torch.float64) for t in (q, k, v))
     group = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
-    s = q @ k.transpose(-1, -2) * (q.shape[-1] ** -0.5 if scale is None else scale)
+    s = q @ k.transpose(-1, -2) * (q.shape[-1]**-0.5 if scale is None else scale)
     if causal:
         seq_q, seq_k = q.shape[2], k.shape[2]
         rows, keys = torch.arange(seq_q, device=q.device), torch.arange(seq_k, device=q.device)

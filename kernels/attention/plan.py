@@ -89,8 +89,10 @@ def tiles_for(kind: str, table_tiles, head_dim: int, element_size: int) -> list[
     kept = [t for t in table_tiles if fits(kind, t, head_dim, element_size)]
     if len(kept) == len(table_tiles):
         return kept
-    return kept + [t for t in candidate_tiles(kind, table_tiles)[len(table_tiles):]
-                   if fits(kind, t, head_dim, element_size) and t not in kept]
+    return kept + [
+        t for t in candidate_tiles(kind, table_tiles)[len(table_tiles):]
+        if fits(kind, t, head_dim, element_size) and t not in kept
+    ]
 
 
 def _tile_of(config) -> tuple:
@@ -101,11 +103,13 @@ def pruner(kind: str, table_tiles, tensor_arg: str):
     """An early_config_prune for triton.autotune over candidate_tiles(kind, table_tiles): tiles_for the call's head
     dim and element size (``tensor_arg``: the argument whose element size counts; a TMA descriptor's base). Under
     the interpreter (one config, no shared memory) an unfit one still runs."""
+
     def prune(configs, named_args, **kwargs):
         arg = named_args[tensor_arg]
         size = (arg.base if hasattr(arg, "base") else arg).element_size()
         kept = tiles_for(kind, table_tiles, kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM")), size)
         return [c for c in configs if _tile_of(c) in kept] or configs
+
     return prune
 
 
@@ -146,8 +150,7 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int
         raise ValueError(f"attention_triton runs batch x heads on the grid's y axis, at most {MAX_GRID_Y}; got "
                          f"{batch} x {hq} (split the batch)")
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.stride(-1) != 1 or t.shape[2] * t.stride(2) >= 2 ** 31:
+        if t.stride(-1) != 1 or t.shape[2] * t.stride(2) >= 2**31:
             raise ValueError(f"attention_triton needs {name} with unit stride over head_dim and seq x stride(seq) "
                              f"< 2^31 (in-head offsets are int32), got strides {t.stride()}")
     return batch, hq, hkv, sq, sk, d
-

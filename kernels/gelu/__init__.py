@@ -135,14 +135,14 @@ def gelu_builtin(x: torch.Tensor) -> torch.Tensor:
 
 
 def reference(inputs) -> torch.Tensor:
-    (x,) = inputs
+    (x, ) = inputs
     return F.gelu(x.to(torch.float64), approximate="tanh")
 
 
 def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
     rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
-    return (torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32).to(dtype),)
+    return (torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32).to(dtype), )
 
 
 FLOPS_PER_ELEMENT = 9  # x^3 (2 mul), *0.044715, +x, *sqrt(2/pi), tanh (1), +1, *0.5, *x
@@ -158,14 +158,9 @@ def bytes_moved(shape, dtype: str) -> float:
     return 2 * rows * cols * ELEMENT_BYTES[dtype]  # the fewest: read x once, write y once
 
 
-KERNEL = Kernel(
-    name="gelu",
-    description="GeLU (tanh approximation), elementwise over N x N",
-    make_inputs=make_inputs,
-    reference=reference,
-    flops=flops,
-    bytes=bytes_moved,
-    impls=eager(naive=gelu_naive, builtin=gelu_builtin, triton=gelu_triton, cuda=gelu_cuda),
-    naive_fn=gelu_naive,
-    skip_reason=lambda impl, device: cuda_skip_reason(device) if impl == "cuda" else None,
-)
+KERNEL = Kernel(name="gelu", description="GeLU (tanh approximation), elementwise over N x N", make_inputs=make_inputs,
+                reference=reference, flops=flops, bytes=bytes_moved, impls=eager(naive=gelu_naive, builtin=gelu_builtin,
+                                                                                 triton=gelu_triton, cuda=gelu_cuda),
+                naive_fn=gelu_naive, skip_reason=lambda impl, device: cuda_skip_reason(device)
+                if impl == "cuda" else None,
+                )

@@ -23,5 +23,5 @@ def forward(n_elements: int, dtype, launch: dict, block_size: int | None = None,
     (BLOCK_SIZE, num_warps), table.py's LAUNCH as the module holds it."""
     default_block, default_warps = launch[dtype]
     block = block_size or default_block
-    return Launch("_gelu_kernel", (-(-n_elements // block),), (n_elements,),
+    return Launch("_gelu_kernel", (-(-n_elements // block), ), (n_elements, ),
                   dict(BLOCK_SIZE=block, PRECISE=precise, num_warps=num_warps or default_warps))

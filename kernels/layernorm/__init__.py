@@ -30,7 +30,7 @@ from kernels._shared.rows import (
     l2_prefetch,
     leading_rows,
     needs_grad,
-)
+)  # yapf: disable (the import as ruff sorts it)
 from kernels._shared.tables import track_swaps, values
 from kernels.layernorm import plan
 from kernels.layernorm.table import LAYERNORM
@@ -56,18 +56,15 @@ ALIGNED_TILES = values(LAYERNORM["ALIGNED_TILES"])  # element size -> (fewest co
 
 @triton.jit
 def _layernorm_fwd_kernel(
-    x_ptr, w_ptr, b_ptr, y_ptr,
-    n_cols,
-    stride_xm, stride_xn, stride_w, stride_b, stride_ym, stride_yn,
-    eps,
-    BLOCK_SIZE: tl.constexpr,
-    ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
-    WB_EARLY: tl.constexpr = False,  # held row: load weight and bias with x, before the reductions
-    WB_PREFETCH: tl.constexpr = False,  # held row: the first programs ask the L2 for weight and bias (GPU only)
-    W_LINE: tl.constexpr = 32,  # weight elements per L2 line
-    prefetch_programs=0,  # ... how many programs ask
-    FULL: tl.constexpr = False,  # held row exactly as long as the tile (n_cols == BLOCK_SIZE): no column mask
-    ALIGN: tl.constexpr = 1,  # divides n_cols and the row strides (kernels/_shared/rows.row_align): vector loads
+        x_ptr, w_ptr, b_ptr, y_ptr, n_cols, stride_xm, stride_xn, stride_w, stride_b, stride_ym, stride_yn, eps,
+        BLOCK_SIZE: tl.constexpr,
+        ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
+        WB_EARLY: tl.constexpr = False,  # held row: load weight and bias with x, before the reductions
+        WB_PREFETCH: tl.constexpr = False,  # held row: the first programs ask the L2 for weight and bias (GPU only)
+        W_LINE: tl.constexpr = 32,  # weight elements per L2 line
+        prefetch_programs=0,  # ... how many programs ask
+        FULL: tl.constexpr = False,  # held row exactly as long as the tile (n_cols == BLOCK_SIZE): no column mask
+        ALIGN: tl.constexpr = 1,  # divides n_cols and the row strides (kernels/_shared/rows.row_align): vector loads
 ):
     row, x_row, y_row, cols, n_cols = norm_row(x_ptr, y_ptr, n_cols, stride_xm, stride_ym, BLOCK_SIZE, ALIGN)
     if ONE_TILE:
@@ -91,8 +88,8 @@ def _layernorm_fwd_kernel(
         tl.store(y_row + cols * stride_yn, y.to(y_ptr.dtype.element_ty), mask=mask)
     else:
         # pass 1: both statistics, a Welford update per lane, then one combining reduction over the lanes
-        lane_mean = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
-        lane_m2 = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+        lane_mean = tl.zeros((BLOCK_SIZE, ), dtype=tl.float32)
+        lane_m2 = tl.zeros((BLOCK_SIZE, ), dtype=tl.float32)
         for start in range(0, n_cols, BLOCK_SIZE):
             c = start + cols
             mask = c < n_cols
@@ -120,8 +117,7 @@ def _layernorm_fwd_kernel(
 
 
 @triton.jit
-def _layernorm_fwd_aligned_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK_N: tl.constexpr,
-                                  ALIGN: tl.constexpr):
+def _layernorm_fwd_aligned_kernel(x_ptr, w_ptr, b_ptr, y_ptr, n_cols, eps, BLOCK_N: tl.constexpr, ALIGN: tl.constexpr):
     # A row of a contiguous x no multiple of 16 bytes on 16-byte aligned tiles of the flat buffer (RMSNorm's walk:
     # the first and last tiles masked, the inner ones unmasked, so x and y move 16-byte vectors). Both statistics in
     # one pass: each lane sums about its own first value (within its own spread: neither a large mean nor an
@@ -182,8 +178,8 @@ _LAUNCHES = LaunchCache("layernorm")
 
 @leading_rows
 def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
-                     block_size: int | None = None, num_warps: int | None = None,
-                     split: int | None = None) -> torch.Tensor:
+                       block_size: int | None = None, num_warps: int | None = None,
+                       split: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch what kernels/layernorm/plan.py plans. Any strides of x, weight and bias are
     honoured (``x.t()``, ``x[:, ::2]``) without a copy. ``block_size`` and ``num_warps`` override the shared
     heuristic (kernels/_shared/rows.py), TILED_LAUNCH and SPARSE_BLOCK, e.g. to test the tiled path on short rows.
@@ -197,9 +193,10 @@ def _layernorm_forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
         launch(x, weight, bias, y)
         return y
-    return norm_forward(_LAUNCHES, key, globals(), "layernorm_triton", x, weight, bias, eps, lambda n_rows, n_cols: (
-        plan.forward((n_rows, n_cols), x.stride(), weight.stride(0), bias.stride(0), x.element_size(), device_sms(x),
-                     can_prefetch(x), _tables(), block_size, num_warps, split)))
+    return norm_forward(
+        _LAUNCHES, key, globals(), "layernorm_triton", x, weight, bias, eps, lambda n_rows, n_cols: (plan.forward(
+            (n_rows, n_cols), x.stride(), weight.stride(0), bias.stride(0), x.element_size(), device_sms(x),
+            can_prefetch(x), _tables(), block_size, num_warps, split)))
 
 
 def layernorm_triton(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS,
@@ -221,13 +218,13 @@ def layernorm_naive(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, e
 
 
 def layernorm_builtin(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = EPS) -> torch.Tensor:
-    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+    return F.layer_norm(x, (x.shape[-1], ), weight, bias, eps)
 
 
 def layernorm64(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """The float64 reference expression (its inputs float64), differentiable for the fwd+bwd check."""
     mean = x.mean(dim=-1, keepdim=True)
-    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased variance, as LayerNorm uses
+    var = ((x - mean)**2).mean(dim=-1, keepdim=True)  # biased variance, as LayerNorm uses
     return (x - mean) / torch.sqrt(var + EPS) * weight + bias
 
 
@@ -239,8 +236,8 @@ def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
     rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
     x = torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32)
-    weight = 1.0 + 0.1 * torch.randn((cols,), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
-    bias = 0.1 * torch.randn((cols,), generator=g, device=device, dtype=torch.float32)
+    weight = 1.0 + 0.1 * torch.randn((cols, ), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
+    bias = 0.1 * torch.randn((cols, ), generator=g, device=device, dtype=torch.float32)
     return x.to(dtype), weight.to(dtype), bias.to(dtype), upstream_gradient((rows, cols), dtype, device, seed)
 
 
@@ -268,15 +265,9 @@ def bytes_moved(shape, dtype: str, pass_: str = "fwd") -> float:
 KERNEL = Kernel(
     name="layernorm",
     description="LayerNorm over the last dim of N x N, with weight and bias, fp32 statistics, forward and "
-                "forward+backward",
-    make_inputs=make_inputs,
-    reference=reference,
-    flops=flops,
-    bytes=bytes_moved,
-    impls={"naive": differentiable(layernorm_naive), "builtin": differentiable(layernorm_builtin),
-           "triton": differentiable(layernorm_triton)},
-    naive_fn=norm_naive_fn(layernorm_naive),
-    dtypes=("float32", "bfloat16", "float16"),
-    check_rows=norm_check_rows,
+    "forward+backward", make_inputs=make_inputs, reference=reference, flops=flops, bytes=bytes_moved, impls={
+        "naive": differentiable(layernorm_naive), "builtin": differentiable(layernorm_builtin), "triton":
+        differentiable(layernorm_triton)
+    }, naive_fn=norm_naive_fn(layernorm_naive), dtypes=("float32", "bfloat16", "float16"), check_rows=norm_check_rows,
     passes=("fwd", "fwd+bwd"),
 )

@@ -22,7 +22,7 @@ from kernels._shared.rows import (
     row_launch_params,
     split_cols,
     unmasked,
-)
+)  # yapf: disable (the import as ruff sorts it)
 
 
 class Tables(NamedTuple):
@@ -47,9 +47,9 @@ class Launch(NamedTuple):
     meta: dict  # constexprs, num_warps and launch options (split: CHUNK, the columns a program)
 
 
-def forward(shape: tuple[int, int], x_strides: tuple[int, int], weight_stride: int, bias_stride: int,
-            element_size: int, sms: int, prefetch: bool, tables: Tables, block_size: int | None = None,
-            num_warps: int | None = None, split: int | None = None) -> Launch:
+def forward(shape: tuple[int, int], x_strides: tuple[int, int], weight_stride: int, bias_stride: int, element_size: int,
+            sms: int, prefetch: bool, tables: Tables, block_size: int | None = None, num_warps: int | None = None,
+            split: int | None = None) -> Launch:
     """The forward's launch for x of ``shape`` (no empty one) and ``x_strides`` into a fresh contiguous y; ``sms``:
     the device's SM count (0 under the interpreter: never split); ``prefetch``: whether the device can prefetch into
     the L2 (kernels/_shared/rows.can_prefetch). The overrides are layernorm_triton's."""
@@ -65,18 +65,18 @@ def forward(shape: tuple[int, int], x_strides: tuple[int, int], weight_stride: i
     if aligned and n_cols >= aligned[0] and n_cols * es % 16 and block_size is None and num_warps is None and \
             tuple(x_strides) == (n_cols, 1) and weight_stride == 1 and bias_stride == 1:
         _, tile, warps = aligned  # contiguous rows no multiple of 16 bytes: on aligned tiles
-        return Launch("_layernorm_fwd_aligned_kernel", (n_rows,), (n_cols,),
+        return Launch("_layernorm_fwd_aligned_kernel", (n_rows, ), (n_cols, ),
                       dict(BLOCK_N=tile, ALIGN=16 // es, num_warps=warps))
     block_size, auto_warps = launch_params(n_cols, es, t, block_size)
     num_warps = num_warps or auto_warps
-    return Launch("_layernorm_fwd_kernel", (n_rows,), (n_cols, *x_strides, weight_stride, bias_stride, n_cols, 1),
-                  dict(BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps,
-                       ALIGN=row_align(es, n_cols, x_strides[0], n_cols),
-                       **launch_options(n_cols, es, block_size, num_warps, t, prefetch)))
+    return Launch(
+        "_layernorm_fwd_kernel", (n_rows, ), (n_cols, *x_strides, weight_stride, bias_stride, n_cols, 1),
+        dict(BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, num_warps=num_warps,
+             ALIGN=row_align(es, n_cols, x_strides[0], n_cols),
+             **launch_options(n_cols, es, block_size, num_warps, t, prefetch)))
 
 
-def launch_params(n_cols: int, element_size: int, tables: Tables,
-                  block_size: int | None = None) -> tuple[int, int]:
+def launch_params(n_cols: int, element_size: int, tables: Tables, block_size: int | None = None) -> tuple[int, int]:
     """(BLOCK_SIZE, num_warps) for rows of n_cols elements: the shared row heuristic (_shared/rows.py), WIDE_HELD's
     block and warps for rows a little too long for it, TILED_LAUNCH for rows longer still and SPARSE_BLOCK's tiles for
     rows that would fill little of their block (unless a block_size is asked for), and HELD_MIN_WARPS for held
@@ -110,8 +110,10 @@ def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: i
     held = block_size >= n_cols
     early = held and names_row(tables.WB_EARLY_COLS, n_cols, element_size)
     fetch = held and not early and tables.PREFETCH_PROGRAMS > 0 and prefetch
-    options = {"WB_EARLY": early, "WB_PREFETCH": fetch, "W_LINE": min(L2_LINE_BYTES // element_size, block_size),
-               "prefetch_programs": tables.PREFETCH_PROGRAMS if fetch else 0,
-               "FULL": unmasked(tables.UNMASKED_COLS, None, n_cols, element_size, whole_tiles=n_cols == block_size)}
+    options = {
+        "WB_EARLY": early, "WB_PREFETCH": fetch, "W_LINE": min(L2_LINE_BYTES // element_size, block_size),
+        "prefetch_programs": tables.PREFETCH_PROGRAMS if fetch else 0, "FULL":
+        unmasked(tables.UNMASKED_COLS, None, n_cols, element_size, whole_tiles=n_cols == block_size)
+    }
     cap = tables.REGISTER_CAP.get((element_size, n_cols, num_warps)) if held else None
     return options | ({"maxnreg": cap} if cap else {})

@@ -21,16 +21,16 @@ from kernels._shared import tables
 from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.tables import track_swaps, values
 from kernels.matmul import plan as _plan
-from kernels.matmul.configs import (  # noqa: F401  (IEEE_MAX_TILE, TF32_TILES, _smem_bytes: read by tests and the lab)
-    IEEE_MAX_TILE,
-    SMEM_LIMIT_BYTES,
-    TF32_TILES,
-    _prune_configs,
-    _prune_tma_configs,
-    _set_block_shapes,
-    _smem_bytes,
-    get_matmul_configs,
-    get_tma_configs,
+from kernels.matmul.configs import (
+    IEEE_MAX_TILE,  # noqa: F401  (IEEE_MAX_TILE, TF32_TILES, _smem_bytes: read by tests and the lab)
+    SMEM_LIMIT_BYTES,  # noqa: F401  (IEEE_MAX_TILE, TF32_TILES, _smem_bytes: read by tests and the lab)
+    TF32_TILES,  # noqa: F401  (IEEE_MAX_TILE, TF32_TILES, _smem_bytes: read by tests and the lab)
+    _prune_configs,  # noqa: F401  (IEEE_MAX_TILE, TF32_TILES, _smem_bytes: read by tests and the lab)
+    _prune_tma_configs,  # noqa: F401  (IEEE_MAX_TILE, TF32_TILES, _smem_bytes: read by tests and the lab)
+    _set_block_shapes,  # noqa: F401  (IEEE_MAX_TILE, TF32_TILES, _smem_bytes: read by tests and the lab)
+    _smem_bytes,  # noqa: F401  (IEEE_MAX_TILE, TF32_TILES, _smem_bytes: read by tests and the lab)
+    get_matmul_configs,  # noqa: F401  (IEEE_MAX_TILE, TF32_TILES, _smem_bytes: read by tests and the lab)
+    get_tma_configs,  # noqa: F401  (IEEE_MAX_TILE, TF32_TILES, _smem_bytes: read by tests and the lab)
 )
 from kernels.matmul.operands import input_precision_for, padded_dims, tma_ok, wants_k_major
 from kernels.matmul.splitk import launch_splitk
@@ -50,15 +50,12 @@ SPLITK = _plan.Tables(*(values(MATMUL[name]) for name in _plan.Tables._fields)) 
 
 
 @triton.jit
-def _matmul_kernel(
-    a_ptr, b_ptr, c_ptr,
-    M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-    ACTIVATION: tl.constexpr,  # "relu" or "none": the epilogue is compiled in only when asked for
-    DOT_IN_FP32: tl.constexpr,  # True under the interpreter only (its bf16 dot is wrong)
-    INPUT_PRECISION: tl.constexpr,  # "ieee" or "tf32" for float32 operands (input_precision_for)
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-):
+def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                   ACTIVATION: tl.constexpr,  # "relu" or "none": the epilogue is compiled in only when asked for
+                   DOT_IN_FP32: tl.constexpr,  # True under the interpreter only (its bf16 dot is wrong)
+                   INPUT_PRECISION: tl.constexpr,  # "ieee" or "tf32" for float32 operands (input_precision_for)
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                   ):
     # Grouped ordering: consecutive programs walk GROUP_M row-tiles down one column of tiles, so the B tiles they
     # share are still in L2 when the next program needs them.
     pid = tl.program_id(axis=0)
@@ -104,13 +101,12 @@ def _matmul_kernel(
 # clipped: no masks in the loop), and the K loop is software-pipelined over num_stages buffers.
 @triton.jit
 def _matmul_tma_kernel(
-    a_desc, b_desc, c_desc,
-    M, N, K,
-    ACTIVATION: tl.constexpr, DOT_IN_FP32: tl.constexpr, NUM_PROGRAMS: tl.constexpr,
-    IN_DTYPE: tl.constexpr,  # the operands' dtype, for the autotuner's key: descriptors are not tensors to it
-    INPUT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-    B_KMAJOR: tl.constexpr = False,  # b_desc over B's K-major copy (N x K rows): what Hopper's TF32 MMA reads
+        a_desc, b_desc, c_desc, M, N, K, ACTIVATION: tl.constexpr, DOT_IN_FP32: tl.constexpr,
+        NUM_PROGRAMS: tl.constexpr,
+        IN_DTYPE: tl.constexpr,  # the operands' dtype, for the autotuner's key: descriptors are not tensors to it
+        INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+        GROUP_M: tl.constexpr,
+        B_KMAJOR: tl.constexpr = False,  # b_desc over B's K-major copy (N x K rows): what Hopper's TF32 MMA reads
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -144,18 +140,15 @@ def _matmul_tma_kernel(
 _matmul_kernel_autotuned = triton.autotune(
     configs=autotune_configs(get_matmul_configs()),
     # the autotuner adds the dtypes itself; stride_bk: a K-major B (TF32's copy) tunes apart from a row-major one
-    key=["M", "N", "K", "INPUT_PRECISION", "stride_bk"],
-    prune_configs_by={"early_config_prune": _prune_configs},
+    key=["M", "N", "K", "INPUT_PRECISION", "stride_bk"], prune_configs_by={"early_config_prune": _prune_configs},
     do_bench=autotune_bench,
 )(_matmul_kernel)
-
 
 _matmul_tma_autotuned = triton.autotune(
     configs=autotune_configs(get_tma_configs()),
     # IN_DTYPE: without it float32's pruned tile was reused for bfloat16 (433 instead of 780 TFLOP/s at 8192)
     key=["M", "N", "K", "IN_DTYPE", "INPUT_PRECISION", "B_KMAJOR"],
-    prune_configs_by={"early_config_prune": _prune_tma_configs},
-    do_bench=autotune_bench,
+    prune_configs_by={"early_config_prune": _prune_tma_configs}, do_bench=autotune_bench,
 )(_matmul_tma_kernel)
 
 
@@ -195,7 +188,7 @@ def _launch_tma(a, b, c, activation: str, config: dict | None, precision: str, k
     programs = _num_programs(a.device)
 
     def grid(META):
-        return (min(programs, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])),)
+        return (min(programs, triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"])), )
 
     common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), NUM_PROGRAMS=programs, B_KMAJOR=k_major,
                   IN_DTYPE=str(a.dtype).removeprefix("torch."), INPUT_PRECISION=precision)
@@ -291,7 +284,7 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu", co
         _launch_tma(a, b, c, activation, config, prec, key)
         return c
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
-    grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]),)  # noqa: E731
+    grid = lambda META: (triton.cdiv(M, META["BLOCK_M"]) * triton.cdiv(N, META["BLOCK_N"]), )  # noqa: E731
     common = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), INPUT_PRECISION=prec)
     if config is None:
         _LAUNCHES.launch(key, _matmul_kernel_autotuned, grid, args, common, n_head=3)
@@ -337,19 +330,13 @@ def bytes_moved(shape, dtype: str) -> float:
 
 
 KERNEL = Kernel(
-    name="matmul",
-    description="C = relu(A @ B), A M x K, B K x N, fused ReLU epilogue",
-    make_inputs=make_inputs,
-    reference=reference,
-    flops=flops,
-    bytes=bytes_moved,
-    impls=eager(naive=matmul_naive, builtin=matmul_builtin, triton=matmul_triton),
-    naive_fn=matmul_naive,
+    name="matmul", description="C = relu(A @ B), A M x K, B K x N, fused ReLU epilogue", make_inputs=make_inputs,
+    reference=reference, flops=flops, bytes=bytes_moved, impls=eager(naive=matmul_naive, builtin=matmul_builtin,
+                                                                     triton=matmul_triton), naive_fn=matmul_naive,
     compute_unit=lambda dtype: {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}[dtype],
     dtypes=("float32", "tf32", "bfloat16", "float16"),
     # relative-norm against float64: IEEE fp32 products stay far under 1e-4, tf32 inputs give 7.8e-4 on the H200;
     # bf16/fp16 are limited by C's rounding
-    tolerance={"float32": 1e-4, "tf32": 2e-3, "bfloat16": 1.6e-2, "float16": 5e-3},
-    family="mkn",
+    tolerance={"float32": 1e-4, "tf32": 2e-3, "bfloat16": 1.6e-2, "float16": 5e-3}, family="mkn",
     check_rows=lambda inputs, rows: (inputs[0][rows], inputs[1]),  # rows of C: those rows of A, all of B
 )

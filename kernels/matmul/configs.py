@@ -30,9 +30,10 @@ TF32_TILES = {(128, 128, 32), (128, 256, 32)}
 
 def _configs(tiles, pre_hook=None) -> list[triton.Config]:
     """triton.Configs from (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps) tuples."""
-    return [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m},
-                          num_stages=stages, num_warps=warps, pre_hook=pre_hook)
-            for bm, bn, bk, group_m, stages, warps in tiles]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}, num_stages=stages,
+                      num_warps=warps, pre_hook=pre_hook) for bm, bn, bk, group_m, stages, warps in tiles
+    ]
 
 
 def _tile(config: triton.Config) -> tuple:  # as IEEE_TILES lists it
@@ -64,9 +65,11 @@ def _prune_configs(configs, named_args, **kwargs):
     element_size = named_args["a_ptr"].element_size()
     ieee = kwargs.get("INPUT_PRECISION") == "ieee" and element_size == 4
     tf32 = kwargs.get("INPUT_PRECISION") in ("tf32", "tf32x3") and element_size == 4  # 16-bit ones say "tf32" too
-    return [c for c in configs if _fits(c, element_size, ieee)
-            and (tf32 or (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) not in TF32_TILES)
-            and (ieee or _tile(c) not in IEEE_TILES)] or configs[-1:]
+    return [
+        c for c in configs if _fits(c, element_size, ieee) and
+        (tf32 or (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) not in TF32_TILES) and
+        (ieee or _tile(c) not in IEEE_TILES)
+    ] or configs[-1:]
 
 
 def get_tma_configs() -> list[triton.Config]:

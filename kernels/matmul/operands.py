@@ -14,7 +14,6 @@ PAD_MIN_MNK = values(MATMUL["PAD_MIN_MNK"])  # "auto" pads a product this large 
 PAD_TO = 16  # elements: Triton assumes an integer argument divisible by 16 only when it is (strides, K, N)
 KMAJOR_MIN_MNK = values(MATMUL["KMAJOR_MIN_MNK"])  # "auto" gives a TF32 product this large a K-major B (wants_k_major)
 
-
 PRECISIONS = ("ieee", "tf32", "tf32x3")  # what a float32 product may ask tl.dot for (tf32x3: fp32 via 3 TF32 products)
 
 

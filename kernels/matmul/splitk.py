@@ -15,13 +15,12 @@ REDUCE_BLOCK = 1024  # elements of C a reduce program adds up (4 warps: 8 a thre
 
 
 @triton.jit
-def _matmul_splitk_kernel(
-    a_ptr, b_ptr, ws_ptr,
-    M, N, K, K_PER_SPLIT,  # K_PER_SPLIT: a multiple of BLOCK_K; slice s sums k in [s * K_PER_SPLIT, ...)
-    stride_am, stride_ak, stride_bk, stride_bn,
-    DOT_IN_FP32: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):
+def _matmul_splitk_kernel(a_ptr, b_ptr, ws_ptr, M, N, K,
+                          K_PER_SPLIT,  # K_PER_SPLIT: a multiple of BLOCK_K; slice s sums k in [s * K_PER_SPLIT, ...)
+                          stride_am, stride_ak, stride_bk, stride_bn, DOT_IN_FP32: tl.constexpr,
+                          INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_K: tl.constexpr,
+                          ):
     # Row tiles fastest: the programs of one column of tiles (and one slice) read the same B tile close in time.
     pid = tl.program_id(axis=0)
     pid_k = tl.program_id(axis=1)
@@ -95,7 +94,7 @@ def launch_splitk(cache, key, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
                          (a, b, ws, m, n, k, p.k_per_split, a.stride(0), a.stride(1), b.stride(0), b.stride(1)),
                          dict(DOT_IN_FP32=interpreting(), INPUT_PRECISION=precision, **meta, **options), n_head=3)
     second = cache.launch(None if key is None else ("splitk", 2, key), _splitk_reduce_kernel,
-                          (triton.cdiv(m * n, REDUCE_BLOCK),), (ws, c, m * n, p.split),
+                          (triton.cdiv(m * n, REDUCE_BLOCK), ), (ws, c, m * n, p.split),
                           dict(ACTIVATION=activation, BLOCK=REDUCE_BLOCK, num_warps=4), n_head=2)
     if first is not None and second is not None:
         kept = SplitKLaunch()

@@ -7,35 +7,46 @@ from kernels._shared.tables import Choice, T
 H = T + "h100_matmul_modes.csv"  # scripts/bench_matmul_modes.py on one H100, GPU time (do_bench median)
 
 MATMUL = {
-    "TMA_MIN_MNK": Choice(2 ** 35, "the TMA launch builds three tensor maps a call (about 90 us of host time): "
-                                   "smaller products take the pointer kernel", None),
-    "PAD_MIN_MNK": Choice(2 ** 30, "K or N no multiple of 16: 95 TFLOP/s at 1793^3 bf16, 205 on zero-padded "
-                                   "copies; products this large are padded, smaller ones untested",
-                          T + "alignment_g8.csv"),
-    "KMAJOR_MIN_MNK": Choice(2 ** 30, "TF32 on a K-major B copy: 337-347 TFLOP/s against 105-116 (cuBLAS 288-398) at "
-                                      "2048-8192; smaller products untested", T + "tune_tf32_kmajor.csv"),
+    "TMA_MIN_MNK":
+    Choice(
+        2**35, "the TMA launch builds three tensor maps a call (about 90 us of host time): "
+        "smaller products take the pointer kernel", None), "PAD_MIN_MNK":
+    Choice(
+        2**30, "K or N no multiple of 16: 95 TFLOP/s at 1793^3 bf16, 205 on zero-padded "
+        "copies; products this large are padded, smaller ones untested", T + "alignment_g8.csv"), "KMAJOR_MIN_MNK":
+    Choice(
+        2**30, "TF32 on a K-major B copy: 337-347 TFLOP/s against 105-116 (cuBLAS 288-398) at "
+        "2048-8192; smaller products untested", T + "tune_tf32_kmajor.csv"),
 
     # TF32 "auto" with a K-major B (the KMAJOR_MIN_MNK copy): True takes the TMA kernel on it, False the pointer kernel
-    "TF32_KMAJOR_TMA": Choice(False, "H100, product alone on a K-major B: pointer 304-355 TFLOP/s (0.94-1.02x cuBLAS "
-                                     "TF32), TMA 180-191 at its autotuned tiles, 204-268 at 128x128x32", H),
+    "TF32_KMAJOR_TMA":
+    Choice(
+        False, "H100, product alone on a K-major B: pointer 304-355 TFLOP/s (0.94-1.02x cuBLAS "
+        "TF32), TMA 180-191 at its autotuned tiles, 204-268 at 128x128x32", H),
     # IEEE fp32 products: True lets "auto" take the TMA kernel (when big enough), False keeps them on the pointer one
-    "IEEE_TMA": Choice(False, "H100, 4096^3 and 8192^3: the TMA kernel 25 TFLOP/s (0.49x cuBLAS), the pointer kernel's "
-                              "FFMA tiles 41-44 (0.81-0.86x)", H),
+    "IEEE_TMA":
+    Choice(
+        False, "H100, 4096^3 and 8192^3: the TMA kernel 25 TFLOP/s (0.49x cuBLAS), the pointer kernel's "
+        "FFMA tiles 41-44 (0.81-0.86x)", H),
     # (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps): FFMA tiles offered to IEEE fp32 products only
-    "IEEE_TILES": Choice(((64, 128, 32, 8, 3, 8), (128, 64, 16, 8, 4, 8), (64, 64, 32, 8, 3, 4)),
-                         "H100: the best three of six FFMA tiles on the pointer kernel, 0.85-0.86x cuBLAS IEEE at "
-                         "4096^3 and 8192^3 (all six 0.81-0.86x)", H),
+    "IEEE_TILES":
+    Choice(((64, 128, 32, 8, 3, 8), (128, 64, 16, 8, 4, 8), (64, 64, 32, 8, 3, 4)),
+           "H100: the best three of six FFMA tiles on the pointer kernel, 0.85-0.86x cuBLAS IEEE at "
+           "4096^3 and 8192^3 (all six 0.81-0.86x)", H),
     # skinny products (kernels/matmul/plan.py): min(M, N) at most this many rows or columns, K at least this deep
-    "SPLITK_WHEN": Choice((64, 2048), "H100 bf16 over cuBLAS, split vs not: 1-32 rows 0.92-0.99x vs 0.76-0.93x; 128 "
-                                      "rows 0.85x vs 0.95x (8192^2), 0.80x either way (4096^2)", H),
+    "SPLITK_WHEN":
+    Choice((64, 2048), "H100 bf16 over cuBLAS, split vs not: 1-32 rows 0.92-0.99x vs 0.76-0.93x; 128 "
+           "rows 0.85x vs 0.95x (8192^2), 0.80x either way (4096^2)", H),
     # a split product: (programs a SM aimed at, fewest K elements a split, most splits)
-    "SPLITK_FILL": Choice((2, 256, 16), "two programs a SM hide the loads' latency; a split under 256 of K is mostly "
-                                        "prologue; the fp32 partials grow with the splits", None),
+    "SPLITK_FILL":
+    Choice((2, 256, 16), "two programs a SM hide the loads' latency; a split under 256 of K is mostly "
+           "prologue; the fp32 partials grow with the splits", None),
     # element size -> ((most rows, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)), ...): the split kernel's tile
     "SPLITK_TILES": {
-        2: Choice(((16, (16, 64, 128, 4, 4)), (32, (32, 64, 128, 4, 4)), (64, (64, 64, 128, 3, 4)),
-                   (128, (64, 128, 64, 4, 4))),
-                  "a GEMV-shaped tile of 16 rows for batch <= 16; deep BLOCK_K streams B, which dominates the bytes",
-                  None),
+        2:
+        Choice(((16, (16, 64, 128, 4, 4)), (32, (32, 64, 128, 4, 4)), (64, (64, 64, 128, 3, 4)), (128,
+                                                                                                  (64, 128, 64, 4, 4))),
+               "a GEMV-shaped tile of 16 rows for batch <= 16; deep BLOCK_K streams B, which dominates the bytes",
+               None),
     },
 }

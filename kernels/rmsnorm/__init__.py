@@ -21,13 +21,7 @@ from kernels._shared import tables
 from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.norm_bwd import TritonNorm, norm_check_rows, norm_naive_fn, norm_reference, upstream_gradient
 from kernels._shared.norm_fwd import norm_forward, norm_row
-from kernels._shared.rows import (
-    aligned_row,
-    bound_mask,
-    device_sms,
-    leading_rows,
-    needs_grad,
-)
+from kernels._shared.rows import aligned_row, bound_mask, device_sms, leading_rows, needs_grad
 from kernels._shared.tables import track_swaps, values
 from kernels.rmsnorm import plan
 from kernels.rmsnorm.table import RMSNORM
@@ -51,15 +45,12 @@ WIDE_HELD = values(RMSNORM["WIDE_HELD"])  # rows too long to hold by the heurist
 
 @triton.jit
 def _rmsnorm_fwd_kernel(
-    x_ptr, w_ptr, y_ptr,
-    n_cols,
-    stride_xm, stride_xn, stride_w, stride_ym, stride_yn,
-    eps,
-    BLOCK_SIZE: tl.constexpr,
-    ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
-    RELOAD: tl.constexpr = False,  # ... or read it twice, holding nothing across the reduction
-    FULL: tl.constexpr = False,  # the row is a whole number of tiles (n_cols % BLOCK_SIZE == 0): no column mask
-    ALIGN: tl.constexpr = 1,  # divides n_cols and the row strides (kernels/_shared/rows.row_align): vector loads
+        x_ptr, w_ptr, y_ptr, n_cols, stride_xm, stride_xn, stride_w, stride_ym, stride_yn, eps,
+        BLOCK_SIZE: tl.constexpr,
+        ONE_TILE: tl.constexpr,  # the whole row fits in BLOCK_SIZE: read it once, keep it in registers
+        RELOAD: tl.constexpr = False,  # ... or read it twice, holding nothing across the reduction
+        FULL: tl.constexpr = False,  # the row is a whole number of tiles (n_cols % BLOCK_SIZE == 0): no column mask
+        ALIGN: tl.constexpr = 1,  # divides n_cols and the row strides (kernels/_shared/rows.row_align): vector loads
 ):
     _, x_row, y_row, cols, n_cols = norm_row(x_ptr, y_ptr, n_cols, stride_xm, stride_ym, BLOCK_SIZE, ALIGN)
     if ONE_TILE:
@@ -79,7 +70,7 @@ def _rmsnorm_fwd_kernel(
         rstd = tl.math.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
         tl.store(y_row + cols * stride_yn, (x * rstd * w.to(tl.float32)).to(y_ptr.dtype.element_ty), mask=mask)
     else:
-        acc = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)
+        acc = tl.zeros((BLOCK_SIZE, ), dtype=tl.float32)
         for start in range(0, n_cols, BLOCK_SIZE):  # pass 1: the sum of squares
             c = start + cols
             # evict_last: the row is read again in pass 2, from the L2 if it is still there
@@ -135,9 +126,9 @@ _LAUNCHES = LaunchCache("rmsnorm")
 
 
 @leading_rows
-def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
-                   block_size: int | None = None, num_warps: int | None = None,
-                   reload: bool | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
+def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS, block_size: int | None = None,
+                     num_warps: int | None = None, reload: bool | None = None, full: bool | None = None,
+                     split: int | None = None) -> torch.Tensor:
     """Check the inputs; allocate y; launch what kernels/rmsnorm/plan.py plans, honouring any strides of x and weight
     without a copy. ``block_size`` and ``num_warps`` override the heuristic (_shared/rows.py; asked for, with ``full``,
     they turn off TILED_LAUNCH, WIDE_HELD and ALIGNED_TILES); ``reload`` reads a one-tile row twice (the second time
@@ -151,9 +142,10 @@ def _rmsnorm_forward(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS,
         y = torch.empty_like(x, memory_format=torch.contiguous_format)  # as below, with less argument parsing
         launch(x, weight, y)
         return y
-    return norm_forward(_LAUNCHES, key, globals(), "rmsnorm_triton", x, weight, None, eps, lambda n_rows, n_cols: (
-        plan.forward((n_rows, n_cols), x.stride(), weight.stride(0), x.element_size(), device_sms(x), _tables(),
-                     block_size, num_warps, reload, full, split)))
+    return norm_forward(
+        _LAUNCHES, key, globals(), "rmsnorm_triton", x, weight, None, eps,
+        lambda n_rows, n_cols: (plan.forward((n_rows, n_cols), x.stride(), weight.stride(0), x.element_size(),
+                                             device_sms(x), _tables(), block_size, num_warps, reload, full, split)))
 
 
 def _tables() -> plan.Tables:
@@ -177,7 +169,7 @@ def rmsnorm_naive(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS) -> to
 
 
 def rmsnorm_builtin(x: torch.Tensor, weight: torch.Tensor, eps: float = EPS) -> torch.Tensor:
-    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    return F.rms_norm(x, (x.shape[-1], ), weight, eps)
 
 
 def rmsnorm64(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -193,7 +185,7 @@ def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
     rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
     x = torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32)
-    weight = 1.0 + 0.1 * torch.randn((cols,), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
+    weight = 1.0 + 0.1 * torch.randn((cols, ), generator=g, device=device, dtype=torch.float32)  # near 1, as trained
     return x.to(dtype), weight.to(dtype), upstream_gradient((rows, cols), dtype, device, seed)
 
 
@@ -221,14 +213,9 @@ def bytes_moved(shape, dtype: str, pass_: str = "fwd") -> float:
 KERNEL = Kernel(
     name="rmsnorm",
     description="RMSNorm over the last dim of N x N, with weight, fp32 statistics, forward and forward+backward",
-    make_inputs=make_inputs,
-    reference=reference,
-    flops=flops,
-    bytes=bytes_moved,
-    impls={"naive": differentiable(rmsnorm_naive), "builtin": differentiable(rmsnorm_builtin),
-           "triton": differentiable(rmsnorm_triton)},
-    naive_fn=norm_naive_fn(rmsnorm_naive),
-    dtypes=("float32", "bfloat16", "float16"),
-    check_rows=norm_check_rows,
+    make_inputs=make_inputs, reference=reference, flops=flops, bytes=bytes_moved, impls={
+        "naive": differentiable(rmsnorm_naive), "builtin": differentiable(rmsnorm_builtin), "triton":
+        differentiable(rmsnorm_triton)
+    }, naive_fn=norm_naive_fn(rmsnorm_naive), dtypes=("float32", "bfloat16", "float16"), check_rows=norm_check_rows,
     passes=("fwd", "fwd+bwd"),
 )

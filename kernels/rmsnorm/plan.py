@@ -53,11 +53,11 @@ def forward(shape: tuple[int, int], x_strides: tuple[int, int], weight_stride: i
     auto_block, auto_warps = row_launch_params(n_cols, es)
     asked = block_size is not None or num_warps is not None or full is not None
     if auto_block < n_cols and not asked:  # too long for the heuristic's block
-        if n_cols <= t.WIDE_HELD.get(es, (0,))[0]:  # one tile at more warps
+        if n_cols <= t.WIDE_HELD.get(es, (0, ))[0]:  # one tile at more warps
             block_size, num_warps = triton.next_power_of_2(n_cols), t.WIDE_HELD[es][1]
         elif n_cols * es % 16 and es in t.ALIGNED_TILES and tuple(x_strides) == (n_cols, 1) and weight_stride == 1:
             tile, warps = t.ALIGNED_TILES[es]  # contiguous, no multiple of 16 bytes: on aligned tiles
-            return Launch("_rmsnorm_fwd_aligned_kernel", (n_rows,), (n_cols,),
+            return Launch("_rmsnorm_fwd_aligned_kernel", (n_rows, ), (n_cols, ),
                           dict(BLOCK_N=tile, ALIGN=16 // es, num_warps=warps))
         else:  # the tiled walk's table
             auto_block, auto_warps = t.TILED_LAUNCH.get(es, (auto_block, auto_warps))
@@ -69,6 +69,7 @@ def forward(shape: tuple[int, int], x_strides: tuple[int, int], weight_stride: i
         reload = not sparse and block_size >= n_cols >= t.RELOAD_MIN_COLS.get(es, n_cols + 1)
         auto_warps = t.RELOAD_WARPS if reload else t.SPARSE_BLOCK[2] if sparse else auto_warps
     full = unmasked(t.UNMASKED_COLS, full, n_cols, es, whole_tiles=n_cols % block_size == 0)
-    return Launch("_rmsnorm_fwd_kernel", (n_rows,), (n_cols, *x_strides, weight_stride, n_cols, 1),
-                  dict(BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload, FULL=full,
-                       num_warps=num_warps or auto_warps, ALIGN=row_align(es, n_cols, x_strides[0], n_cols)))
+    return Launch(
+        "_rmsnorm_fwd_kernel", (n_rows, ), (n_cols, *x_strides, weight_stride, n_cols, 1),
+        dict(BLOCK_SIZE=block_size, ONE_TILE=block_size >= n_cols, RELOAD=reload, FULL=full, num_warps=num_warps
+             or auto_warps, ALIGN=row_align(es, n_cols, x_strides[0], n_cols)))

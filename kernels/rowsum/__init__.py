@@ -25,7 +25,7 @@ from kernels._shared.rows import (
     launch_split,
     leading_rows,
     row_launch_params,
-)
+)  # yapf: disable (the import as ruff sorts it)
 from kernels._shared.tables import track_swaps, values
 from kernels.rowsum import plan
 from kernels.rowsum.table import ROWSUM
@@ -49,8 +49,8 @@ NAIVE_CHUNK = 1024  # rowsum_naive's columns a pass
 
 
 @triton.jit
-def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr,
+def _rowsum_kernel(x_ptr, s_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_s, BLOCK_M: tl.constexpr,
+                   BLOCK_N: tl.constexpr, ONE_TILE: tl.constexpr,
                    FULL: tl.constexpr = False,  # one tile exactly, whole programs of rows: no mask
                    ALIGN: tl.constexpr = 1):  # divides n_cols and stride_xm (_shared/rows.row_align): vector loads
     n_cols, stride_xm = n_cols // ALIGN * ALIGN, stride_xm // ALIGN * ALIGN
@@ -127,8 +127,8 @@ def _rowsum_split_kernel(x_ptr, part_ptr, n_elements, n_cols, CHUNK: tl.constexp
 
 
 @triton.jit
-def _rowsum_combine_kernel(part_ptr, s_ptr, n_rows, n_cols, stride_s, CHUNK: tl.constexpr,
-                           BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+def _rowsum_combine_kernel(part_ptr, s_ptr, n_rows, n_cols, stride_s, CHUNK: tl.constexpr, BLOCK_M: tl.constexpr,
+                           BLOCK_K: tl.constexpr):
     rows = tl.program_id(axis=0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     _combine_rows(part_ptr, s_ptr, rows, n_rows, n_cols, stride_s, CHUNK, BLOCK_K)
 
@@ -144,8 +144,8 @@ def _rowsum_split_once_kernel(x_ptr, s_ptr, part_ptr, count_ptr, n_elements, n_r
     tl.debug_barrier()  # every thread's stores before the count
     if tl.atomic_add(count_ptr, 1, sem="acq_rel") == tl.num_programs(axis=0) - 1:
         for start in range(0, n_rows, BLOCK_M):
-            _combine_rows(part_ptr, s_ptr, start + tl.arange(0, BLOCK_M).to(tl.int64), n_rows, n_cols, stride_s,
-                          CHUNK, BLOCK_K)
+            _combine_rows(part_ptr, s_ptr, start + tl.arange(0, BLOCK_M).to(tl.int64), n_rows, n_cols, stride_s, CHUNK,
+                          BLOCK_K)
         tl.atomic_xchg(count_ptr, 0)
 
 
@@ -171,18 +171,17 @@ def _split_sum(key, x: torch.Tensor, s: torch.Tensor, chunk: int) -> None:
     if n_rows <= SPLIT_ONCE_MAX_ROWS:
         once = _SplitOnce()
         once.workspace = (programs, 2)
-        once.launch = _LAUNCHES.launch(
-            ("once", key), _rowsum_split_once_kernel, (programs,),
-            (x, s, torch.empty(once.workspace, dtype=torch.float32, device=x.device), _done_count(x.device),
-             x.numel(), n_rows, n_cols, s.stride(0)),
-            dict(CHUNK=chunk, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps), n_head=3)
+        once.launch = _LAUNCHES.launch(("once", key), _rowsum_split_once_kernel, (programs, ),
+                                       (x, s, torch.empty(once.workspace, dtype=torch.float32, device=x.device),
+                                        _done_count(x.device), x.numel(), n_rows, n_cols, s.stride(0)),
+                                       dict(CHUNK=chunk, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps), n_head=3)
         if once.launch is not None:
             _LAUNCHES.keep(key, once)
         return
     launch_split(_LAUNCHES, key, (x, s), (0, 2),
-                 (_rowsum_split_kernel, (programs,), (x.numel(), n_cols), dict(CHUNK=chunk, num_warps=warps)),
-                 (_rowsum_combine_kernel, (triton.cdiv(n_rows, block_m),), (n_rows, n_cols, s.stride(0)),
-                  dict(CHUNK=chunk, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=4)),
+                 (_rowsum_split_kernel, (programs, ), (x.numel(), n_cols), dict(CHUNK=chunk, num_warps=warps)),
+                 (_rowsum_combine_kernel, (triton.cdiv(n_rows, block_m), ),
+                  (n_rows, n_cols, s.stride(0)), dict(CHUNK=chunk, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=4)),
                  (programs, 2))
 
 
@@ -210,8 +209,8 @@ _LAUNCHES = LaunchCache("rowsum")
 
 
 @leading_rows
-def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | None = None,
-                  num_warps: int | None = None, full: bool | None = None, split: int | None = None) -> torch.Tensor:
+def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | None = None, num_warps: int | None = None,
+                  full: bool | None = None, split: int | None = None) -> torch.Tensor:
     """Check the input; allocate the output (N values, x's dtype); launch what kernels/rowsum/plan.py plans.
 
     ``block_m``, ``block_n`` and ``num_warps`` override the heuristic (launch_params), e.g. to test the tiled loop
@@ -232,7 +231,7 @@ def rowsum_triton(x: torch.Tensor, block_m: int | None = None, block_n: int | No
     if x.dim() != 2:
         raise ValueError(f"rowsum_triton needs a 2-D tensor, got shape {tuple(x.shape)}")
     n_rows, n_cols = x.shape
-    s = torch.empty((n_rows,), dtype=x.dtype, device=x.device)
+    s = torch.empty((n_rows, ), dtype=x.dtype, device=x.device)
     if n_rows == 0:
         return s
     if n_cols == 0:
@@ -258,14 +257,14 @@ def rowsum_builtin(x: torch.Tensor) -> torch.Tensor:
 
 
 def reference(inputs) -> torch.Tensor:
-    (x,) = inputs
+    (x, ) = inputs
     return x.to(torch.float64).sum(dim=1)
 
 
 def make_inputs(shape, dtype: torch.dtype, device: str, seed: int = 0):
     rows, cols = as_shape(shape, "rows")  # an int n: the square n x n
     g = torch.Generator(device=device).manual_seed(seed)
-    return (torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32).to(dtype),)
+    return (torch.randn((rows, cols), generator=g, device=device, dtype=torch.float32).to(dtype), )
 
 
 FLOPS_PER_ELEMENT = 1  # one add per element read (N - 1 per row, counted as N)
@@ -293,14 +292,8 @@ def compile_skip(impl: str, shape) -> str | None:
     return None
 
 
-KERNEL = Kernel(
-    name="rowsum",
-    description="sum over each row of an N x N matrix (N outputs), fp32 accumulation",
-    make_inputs=make_inputs,
-    reference=reference,
-    flops=flops,
-    bytes=bytes_moved,
-    impls=eager(naive=rowsum_naive, builtin=rowsum_builtin, triton=rowsum_triton),
-    naive_fn=rowsum_naive,
-    shape_skip_reason=compile_skip,
-)
+KERNEL = Kernel(name="rowsum", description="sum over each row of an N x N matrix (N outputs), fp32 accumulation",
+                make_inputs=make_inputs, reference=reference, flops=flops, bytes=bytes_moved,
+                impls=eager(naive=rowsum_naive, builtin=rowsum_builtin,
+                            triton=rowsum_triton), naive_fn=rowsum_naive, shape_skip_reason=compile_skip,
+                )

@@ -56,7 +56,7 @@ def forward(shape: tuple[int, int], strides: tuple[int, int], element_size: int,
     aligned = flat and n_cols > t.MAX_BLOCK_N and n_cols * es % 16 and es in t.ALIGNED_TILES
     if aligned and block_m is None and block_n is None:
         tile, warps = t.ALIGNED_TILES[es]  # long rows no multiple of 16 bytes: on aligned tiles, one program a row
-        return Launch("_rowsum_aligned_kernel", (n_rows,), (n_cols, 1),
+        return Launch("_rowsum_aligned_kernel", (n_rows, ), (n_cols, 1),
                       dict(BLOCK_N=tile, ALIGN=16 // es, num_warps=num_warps or warps))
     auto_m, auto_n, auto_warps = launch_params(n_cols, es, t.MAX_BLOCK_N, t.MIN_TILE_ELEMENTS)
     block_m, block_n = block_m or auto_m, block_n or auto_n
@@ -64,6 +64,7 @@ def forward(shape: tuple[int, int], strides: tuple[int, int], element_size: int,
         if v & (v - 1):
             raise ValueError(f"{name} must be a power of two, got {v}")
     full = unmasked(t.UNMASKED_COLS, full, n_cols, es, whole_tiles=block_n == n_cols and n_rows % block_m == 0)
-    return Launch("_rowsum_kernel", (triton.cdiv(n_rows, block_m),), (n_rows, n_cols, *strides, 1),
-                  dict(BLOCK_M=block_m, BLOCK_N=block_n, ONE_TILE=block_n >= n_cols, FULL=full,
-                       num_warps=num_warps or auto_warps, ALIGN=row_align(es, n_cols, strides[0])))
+    return Launch(
+        "_rowsum_kernel", (triton.cdiv(n_rows, block_m), ), (n_rows, n_cols, *strides, 1),
+        dict(BLOCK_M=block_m, BLOCK_N=block_n, ONE_TILE=block_n >= n_cols, FULL=full, num_warps=num_warps or auto_warps,
+             ALIGN=row_align(es, n_cols, strides[0])))

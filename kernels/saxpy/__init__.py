@@ -23,10 +23,10 @@ from rooflab.shapes import as_shape
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
+
 @triton.jit
-def _saxpy_kernel(x_ptr, y_ptr, z_ptr, a, n_rows, n_cols,
-                  stride_xm, stride_xn, stride_ym, stride_yn, stride_zm, stride_zn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
+def _saxpy_kernel(x_ptr, y_ptr, z_ptr, a, n_rows, n_cols, stride_xm, stride_xn, stride_ym, stride_yn, stride_zm,
+                  stride_zn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
     rows, cols, interior = tile(tl.program_id(axis=0), n_rows, n_cols, BLOCK_M, BLOCK_N, ONE_ROW)
     x_ptrs = x_ptr + rows * stride_xm + cols * stride_xn
     y_ptrs = y_ptr + rows * stride_ym + cols * stride_yn
@@ -56,7 +56,7 @@ def saxpy_triton(a: float, x: torch.Tensor, y: torch.Tensor, num_warps: int | No
         if isinstance(a, bool) or not isinstance(a, (int, float)):
             raise TypeError(f"saxpy_triton needs a Python float scalar a, got {type(a).__name__}")
         a = float(a)
-    return launch_binary(_LAUNCHES, _saxpy_kernel, "saxpy_triton", x, y, (a,), num_warps, block_size, one_row)
+    return launch_binary(_LAUNCHES, _saxpy_kernel, "saxpy_triton", x, y, (a, ), num_warps, block_size, one_row)
 
 
 def saxpy_naive(a: float, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -94,13 +94,7 @@ def bytes_moved(shape, dtype: str) -> float:
     return 3 * rows * cols * ELEMENT_BYTES[dtype]  # the fewest: read x and y, write z (a is a kernel argument)
 
 
-KERNEL = Kernel(
-    name="saxpy",
-    description="SAXPY a * x + y (a scalar), elementwise over N x N",
-    make_inputs=make_inputs,
-    reference=reference,
-    flops=flops,
-    bytes=bytes_moved,
-    impls=eager(naive=saxpy_naive, builtin=saxpy_builtin, triton=saxpy_triton),
-    naive_fn=saxpy_naive,
-)
+KERNEL = Kernel(name="saxpy", description="SAXPY a * x + y (a scalar), elementwise over N x N", make_inputs=make_inputs,
+                reference=reference, flops=flops, bytes=bytes_moved,
+                impls=eager(naive=saxpy_naive, builtin=saxpy_builtin, triton=saxpy_triton), naive_fn=saxpy_naive,
+                )

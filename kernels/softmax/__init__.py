@@ -22,12 +22,12 @@ from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.rows import MAX_BLOCK_SIZE, bound_mask, device_sms, leading_rows, needs_grad
 from kernels._shared.tables import track_swaps, values
 from kernels.softmax import plan
-from kernels.softmax.shapes import (  # noqa: F401  the plan names the kernel it launches (plan.Launch.kernel)
-    finite_shift,
-    softmax_bwd_rows_kernel,
-    softmax_fwd_aligned_kernel,
-    softmax_fwd_rows_kernel,
-    split_forward,
+from kernels.softmax.shapes import (
+    finite_shift,  # noqa: F401  the plan names the kernel it launches (plan.Launch.kernel)
+    softmax_bwd_rows_kernel,  # noqa: F401  the plan names the kernel it launches (plan.Launch.kernel)
+    softmax_fwd_aligned_kernel,  # noqa: F401  the plan names the kernel it launches (plan.Launch.kernel)
+    softmax_fwd_rows_kernel,  # noqa: F401  the plan names the kernel it launches (plan.Launch.kernel)
+    split_forward,  # noqa: F401  the plan names the kernel it launches (plan.Launch.kernel)
 )
 from kernels.softmax.table import SOFTMAX
 from rooflab.cuda_ext import cuda_skip_reason
@@ -118,7 +118,7 @@ def _softmax_bwd_tiled_kernel(y_ptr, dy_ptr, dx_ptr, n_rows, n_cols, stride_ym, 
     y_row = y_ptr + row * stride_ym
     dy_row = dy_ptr + row * stride_dym
     dx_row = dx_ptr + row * stride_dxm
-    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)  # pass 1: dot = sum(y * dy)
+    acc = tl.zeros((BLOCK_N, ), dtype=tl.float32)  # pass 1: dot = sum(y * dy)
     for start in range(0, n_cols, BLOCK_N):
         cols = start + tl.arange(0, BLOCK_N)
         mask = cols < n_cols
@@ -212,7 +212,7 @@ class TritonSoftmax(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy: torch.Tensor):
-        (y,) = ctx.saved_tensors
+        (y, ) = ctx.saved_tensors
         return softmax_backward(y, dy, ctx.max_block), None
 
 
@@ -252,6 +252,7 @@ def _check_cuda(name: str, *tensors: torch.Tensor) -> None:
 
 
 class CudaSoftmax(torch.autograd.Function):
+
     @staticmethod
     def forward(ctx, x: torch.Tensor) -> torch.Tensor:
         _check_cuda("softmax_cuda", x)
@@ -261,7 +262,7 @@ class CudaSoftmax(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy: torch.Tensor):
-        (y,) = ctx.saved_tensors
+        (y, ) = ctx.saved_tensors
         _check_cuda("softmax_cuda backward", dy)
         return _cuda().softmax_bwd(y, dy)
 
@@ -283,7 +284,7 @@ def softmax_naive(x: torch.Tensor, grad_y: torch.Tensor, pass_: str = "fwd") -> 
     the lab's compileframes)."""
     if pass_ == "fwd":
         return softmax_naive_fwd(x)
-    (dx,), y = vjp_keeping_output(softmax_naive_fwd, (x,), grad_y)
+    (dx, ), y = vjp_keeping_output(softmax_naive_fwd, (x, ), grad_y)
     return dx, y
 
 
@@ -335,19 +336,9 @@ def skip_reason(impl: str, device: str) -> str | None:
 
 
 KERNEL = Kernel(
-    name="softmax",
-    description="softmax over the rows of an N x N matrix, forward and forward+backward",
-    make_inputs=make_inputs,
-    reference=reference,
-    flops=flops,
-    bytes=bytes_moved,
-    impls={
-        "naive": differentiable(softmax_naive_fwd),
-        "builtin": differentiable(softmax_builtin),
-        "triton": differentiable(softmax_triton),
-        "cuda": differentiable(softmax_cuda),
-    },
-    naive_fn=softmax_naive,
-    passes=("fwd", "fwd+bwd"),
-    skip_reason=skip_reason,
+    name="softmax", description="softmax over the rows of an N x N matrix, forward and forward+backward",
+    make_inputs=make_inputs, reference=reference, flops=flops, bytes=bytes_moved, impls={
+        "naive": differentiable(softmax_naive_fwd), "builtin": differentiable(softmax_builtin), "triton":
+        differentiable(softmax_triton), "cuda": differentiable(softmax_cuda),
+    }, naive_fn=softmax_naive, passes=("fwd", "fwd+bwd"), skip_reason=skip_reason,
 )

@@ -11,14 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kernels._shared.layout import contiguous
-from kernels._shared.rows import (
-    MAX_BLOCK_SIZE,
-    chosen_split,
-    held_min_warps,
-    packed_plan,
-    row_launch_params,
-    unmasked,
-)
+from kernels._shared.rows import MAX_BLOCK_SIZE, chosen_split, held_min_warps, packed_plan, row_launch_params, unmasked
 
 
 class Tables(NamedTuple):
@@ -70,14 +63,14 @@ def forward(shape: tuple[int, int], strides: tuple[int, int], element_size: int,
         return Launch("softmax_fwd_rows_kernel", packed[0], ints, packed[1])
     if one_block:
         full = unmasked(t.UNMASKED_COLS, full, n_cols, es, whole_tiles=block == n_cols)
-        return Launch("_softmax_fwd_row_kernel", (n_rows,), ints,
+        return Launch("_softmax_fwd_row_kernel", (n_rows, ), ints,
                       dict(BLOCK_N=block, RELOAD=reload, FULL=full, num_warps=num_warps or auto_warps))
     if flat and n_cols * es % 16 and (aligned or aligned is None and es in t.ALIGNED_TILES):
         tile, warps = t.ALIGNED_TILES.get(es, (block, auto_warps))
-        return Launch("softmax_fwd_aligned_kernel", (n_rows,), (n_cols,),
+        return Launch("softmax_fwd_aligned_kernel", (n_rows, ), (n_cols, ),
                       dict(BLOCK_N=min(tile, block), ALIGN=16 // es, num_warps=num_warps or warps))
-    return Launch("_softmax_fwd_online_kernel", (n_rows,), ints,
-                  dict(BLOCK_N=block, num_warps=num_warps or auto_warps))
+    return Launch("_softmax_fwd_online_kernel", (n_rows, ), ints, dict(BLOCK_N=block, num_warps=num_warps
+                                                                       or auto_warps))
 
 
 def backward(shape: tuple[int, int], y_strides: tuple[int, int], dy_strides: tuple[int, int], element_size: int,
@@ -87,9 +80,8 @@ def backward(shape: tuple[int, int], y_strides: tuple[int, int], dy_strides: tup
     block, auto_warps, one_block = launch_params(n_cols, element_size, max_block)
     ints = (n_rows, n_cols, *y_strides, *dy_strides, n_cols, 1)  # dx: contiguous
     row_strides = (y_strides[0], dy_strides[0], n_cols)
-    packed = one_block and packed_plan(n_rows, n_cols, block, tables.PACK_ROWS, num_warps, element_size,
-                                       row_strides)
+    packed = one_block and packed_plan(n_rows, n_cols, block, tables.PACK_ROWS, num_warps, element_size, row_strides)
     if packed:
         return Launch("softmax_bwd_rows_kernel", packed[0], ints, packed[1])
     kernel = "_softmax_bwd_row_kernel" if one_block else "_softmax_bwd_tiled_kernel"
-    return Launch(kernel, (n_rows,), ints, dict(BLOCK_N=block, num_warps=num_warps or auto_warps))
+    return Launch(kernel, (n_rows, ), ints, dict(BLOCK_N=block, num_warps=num_warps or auto_warps))

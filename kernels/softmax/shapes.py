@@ -174,8 +174,6 @@ def split_forward(cache, key, x: torch.Tensor, y: torch.Tensor, chunk: int) -> N
     block_k = triton.next_power_of_2(triton.cdiv(n_cols, chunk) + 1)  # the most tiles a row touches
     warps = row_launch_params(chunk, x.element_size())[1]
     launch_split(cache, key, (x, y), (0, 1, 2),
-                 (_softmax_split_stats_kernel, (programs,), (x.numel(), n_cols), dict(CHUNK=chunk, num_warps=warps)),
-                 (_softmax_split_apply_kernel, (programs,), (x.numel(), n_cols, programs),
-                  dict(CHUNK=chunk, BLOCK_K=block_k, num_warps=warps)),
-                 (programs, 4))
-
+                 (_softmax_split_stats_kernel, (programs, ), (x.numel(), n_cols), dict(CHUNK=chunk, num_warps=warps)),
+                 (_softmax_split_apply_kernel, (programs, ),
+                  (x.numel(), n_cols, programs), dict(CHUNK=chunk, BLOCK_K=block_k, num_warps=warps)), (programs, 4))

@@ -22,10 +22,10 @@ from rooflab.shapes import as_shape
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
+
 @triton.jit
-def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols,
-                   stride_xm, stride_xn, stride_ym, stride_yn, stride_zm, stride_zn,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
+def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols, stride_xm, stride_xn, stride_ym, stride_yn, stride_zm,
+                   stride_zn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, ONE_ROW: tl.constexpr):
     rows, cols, interior = tile(tl.program_id(axis=0), n_rows, n_cols, BLOCK_M, BLOCK_N, ONE_ROW)
     x_ptrs = x_ptr + rows * stride_xm + cols * stride_xn
     y_ptrs = y_ptr + rows * stride_ym + cols * stride_yn
@@ -47,8 +47,8 @@ def _vecadd_kernel(x_ptr, y_ptr, z_ptr, n_rows, n_cols,
 _LAUNCHES = LaunchCache("vecadd")
 
 
-def vecadd_triton(x: torch.Tensor, y: torch.Tensor, num_warps: int | None = None,
-                  block_size: int | None = None, one_row: bool | None = None) -> torch.Tensor:
+def vecadd_triton(x: torch.Tensor, y: torch.Tensor, num_warps: int | None = None, block_size: int | None = None,
+                  one_row: bool | None = None) -> torch.Tensor:
     """Check the inputs; allocate the output; launch one program per tile of ``block_size`` elements with ``num_warps``
     (defaults by dtype: _shared/elementwise.LAUNCH); ``one_row``: see _shared/elementwise.tile_launch."""
     return launch_binary(_LAUNCHES, _vecadd_kernel, "vecadd_triton", x, y, (), num_warps, block_size, one_row)
@@ -88,13 +88,7 @@ def bytes_moved(shape, dtype: str) -> float:
     return 3 * rows * cols * ELEMENT_BYTES[dtype]  # the fewest: read x and y once, write z once
 
 
-KERNEL = Kernel(
-    name="vecadd",
-    description="vector add x + y, elementwise over N x N",
-    make_inputs=make_inputs,
-    reference=reference,
-    flops=flops,
-    bytes=bytes_moved,
-    impls=eager(naive=vecadd_naive, builtin=vecadd_builtin, triton=vecadd_triton),
-    naive_fn=vecadd_naive,
-)
+KERNEL = Kernel(name="vecadd", description="vector add x + y, elementwise over N x N", make_inputs=make_inputs,
+                reference=reference, flops=flops, bytes=bytes_moved,
+                impls=eager(naive=vecadd_naive, builtin=vecadd_builtin, triton=vecadd_triton), naive_fn=vecadd_naive,
+                )
