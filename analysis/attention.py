@@ -114,8 +114,12 @@ def backends_table(backends: pd.DataFrame) -> str:
     r = ratios(backends)
     rows = []
     for _, x in r.iterrows():
-        row = {("", "shape"): cell_label(x), ("", "mask"): "causal" if x["causal"] else "full", ("", "pass"): x["pass"],
-               ("ours", "TFLOP/s"): x["ours_tflops"]}
+        row = {
+            ("", "shape"): cell_label(x),
+            ("", "mask"): "causal" if x["causal"] else "full",
+            ("", "pass"): x["pass"],
+            ("ours", "TFLOP/s"): x["ours_tflops"]
+        }
         for v, name in BACKENDS.items():
             row[(f"SDPA {name}", "TFLOP/s")] = x[f"{v}_tflops"]
             row[(f"SDPA {name}", "ours/it")] = (f"{fmt(x[f'vs_{v}'])} | {fmt(x[f'vs_{v}_loop'])}"

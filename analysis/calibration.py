@@ -87,7 +87,10 @@ def error(t: pd.DataFrame) -> pd.DataFrame:
     for bound in ("memory", "compute"):
         v = t.loc[t["bound"] == bound, "measured_over_model"].dropna().astype(float) if len(t) else pd.Series()
         rows.append({
-            "bound": bound, "cells": int(len(v)), "median": v.median() if len(v) else np.nan, "min":
-            v.min() if len(v) else np.nan, "max": v.max() if len(v) else np.nan
+            "bound": bound,
+            "cells": int(len(v)),
+            "median": v.median() if len(v) else np.nan,
+            "min": v.min() if len(v) else np.nan,
+            "max": v.max() if len(v) else np.nan
         })
     return pd.DataFrame(rows)

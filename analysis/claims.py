@@ -21,8 +21,9 @@ FRAME_LABEL = {"gpu": "GPU time", "graph": "CUDA graph", "loop": "Python loop"}
 CPU_FRAME_LABEL = {"gpu": "host time", "loop": "Python loop"}
 # What the frame means, for captions and the method section
 FRAME_MEANING = {
-    "gpu": "one call, stream held, L2 flushed, launch hidden", "graph": "the call replayed from a CUDA graph", "loop":
-    "back-to-back calls from Python, launch included"
+    "gpu": "one call, stream held, L2 flushed, launch hidden",
+    "graph": "the call replayed from a CUDA graph",
+    "loop": "back-to-back calls from Python, launch included"
 }
 # A quantity's macro prefix per frame: \GeluTritonSpeedupBf, \GeluTritonGraphSpeedupBf, \GeluTritonLoopSpeedupBf
 FRAME_TAG = {"gpu": "", "graph": "Graph", "loop": "Loop"}
@@ -85,9 +86,9 @@ def over_roof(df: pd.DataFrame) -> pd.Series:
 # Why a CPU cell can sit above its measured roof (by whether it is compute-bound): nothing of a GPU's applies.
 CPU_ABOVE_ROOF = {
     False: ("working set served partly from the CPU's caches, which the host timer does not flush: the copy ceiling "
-            "is a large copy through main memory"), True:
-    ("faster than every GEMM the ceilings job timed on this CPU in this mode: the compute ceiling is a measured "
-     "GEMM, not the hardware's peak"),
+            "is a large copy through main memory"),
+    True: ("faster than every GEMM the ceilings job timed on this CPU in this mode: the compute ceiling is a measured "
+           "GEMM, not the hardware's peak"),
 }
 FINDING_COLUMNS = [
     "gpu", "kernel", "impl", "dtype", "size", "pass", "bound", "achieved", "roof", "unit", "excess_pct", "se_pct",
@@ -117,19 +118,32 @@ def findings(metrics: pd.DataFrame) -> pd.DataFrame:
     rse = d["rse_median"] if "rse_median" in d else pd.Series(np.nan, index=d.index)
     out = pd.DataFrame({
         "gpu":
-        d["gpu"], "kernel":
-        d["kernel"], "impl":
-        d["impl"], "dtype":
-        d["dtype"], "size":
-        d["size"], "pass":
-        d["pass"], "bound":
-        d["bound"], "achieved":
-        np.where(memory, d["achieved_gbps"], d["achieved_tflops"]), "roof":
-        np.where(memory, roof_tflops * 1e3 / ai, roof_tflops), "unit":
-        np.where(memory, "GB/s", "TFLOP/s"), "excess_pct":
-        100 * (d["roofline_fraction_measured"] - 1), "se_pct":
-        100 * rse.astype(float), "beyond_noise":
-        beyond.to_numpy(), "reason":
+        d["gpu"],
+        "kernel":
+        d["kernel"],
+        "impl":
+        d["impl"],
+        "dtype":
+        d["dtype"],
+        "size":
+        d["size"],
+        "pass":
+        d["pass"],
+        "bound":
+        d["bound"],
+        "achieved":
+        np.where(memory, d["achieved_gbps"], d["achieved_tflops"]),
+        "roof":
+        np.where(memory, roof_tflops * 1e3 / ai, roof_tflops),
+        "unit":
+        np.where(memory, "GB/s", "TFLOP/s"),
+        "excess_pct":
+        100 * (d["roofline_fraction_measured"] - 1),
+        "se_pct":
+        100 * rse.astype(float),
+        "beyond_noise":
+        beyond.to_numpy(),
+        "reason":
         np.where(beyond,
                  reason.fillna("").astype(str),
                  f"within {ROOF_SIGMA:g} standard errors of the roof: at it, within noise")

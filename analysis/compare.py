@@ -53,9 +53,10 @@ def floors(repeat: pd.DataFrame | None = None, rules: VerdictRules = VerdictRule
     """{class: (floor, where it comes from)}: the rules' floor of medians timed apart, raised to the largest
     |difference| between processes that the repeatability table has for cells of that class."""
     out = {
-        "short_graph": (rules.unpaired_floor(True, True), "setting"), "short": (rules.unpaired_floor(True,
-                                                                                                     False), "setting"),
-        "mid": (rules.unpaired_floor(False, False), "setting"), "long": (rules.unpaired_floor(False, False), "setting")
+        "short_graph": (rules.unpaired_floor(True, True), "setting"),
+        "short": (rules.unpaired_floor(True, False), "setting"),
+        "mid": (rules.unpaired_floor(False, False), "setting"),
+        "long": (rules.unpaired_floor(False, False), "setting")
     }
     if repeat is None or repeat.empty:
         return out
@@ -63,10 +64,10 @@ def floors(repeat: pd.DataFrame | None = None, rules: VerdictRules = VerdictRule
     graph_us = repeat["graph_median_ms_1"] * 1e3
     short_us, long_us = rules.short_cell_us, rules.long_cell_us
     measured = {
-        "short_graph": repeat.loc[graph_us < short_us, "graph_rel_diff"], "short": repeat.loc[event_us < short_us,
-                                                                                              "event_rel_diff"], "mid":
-        repeat.loc[(event_us >= short_us) & (event_us < long_us),
-                   "event_rel_diff"], "long": repeat.loc[event_us >= long_us, "event_rel_diff"]
+        "short_graph": repeat.loc[graph_us < short_us, "graph_rel_diff"],
+        "short": repeat.loc[event_us < short_us, "event_rel_diff"],
+        "mid": repeat.loc[(event_us >= short_us) & (event_us < long_us), "event_rel_diff"],
+        "long": repeat.loc[event_us >= long_us, "event_rel_diff"]
     }
     for name, diffs in measured.items():
         d = diffs.abs().dropna()
@@ -119,8 +120,10 @@ def summary_markdown(t: pd.DataFrame, gpu: str, top: int = 10, noise_floors: dic
     lines += [f"| {v} | {int(n)} |" for v, n in counts.items()]
     if noise_floors:
         label = {
-            "short_graph": "short cells, CUDA-graph median", "short": "short cells, event median", "mid":
-            "middle cells", "long": "long cells"
+            "short_graph": "short cells, CUDA-graph median",
+            "short": "short cells, event median",
+            "mid": "middle cells",
+            "long": "long cells"
         }
         lines += [
             "", f"Noise floors (a move must exceed the larger of this and {k_sigma:g} standard errors):", "",

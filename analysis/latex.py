@@ -12,12 +12,20 @@ import pandas as pd
 
 DTYPE_TAG = {"float32": "Fp", "tf32": "Tf", "bfloat16": "Bf", "float16": "Half"}
 IMPL_TAG = {
-    "naive": "Naive", "builtin": "Builtin", "compile": "Compile", "compile-max": "CompileMax", "triton": "Triton",
+    "naive": "Naive",
+    "builtin": "Builtin",
+    "compile": "Compile",
+    "compile-max": "CompileMax",
+    "triton": "Triton",
     "cuda": "Cuda"
 }
 # column heads of the summary table, short enough for the page (the caption says which are ours)
 IMPL_SHORT = {
-    "naive": "naive", "builtin": "builtin", "compile": "compile", "compile-max": "compile-max", "triton": "Triton",
+    "naive": "naive",
+    "builtin": "builtin",
+    "compile": "compile",
+    "compile-max": "compile-max",
+    "triton": "Triton",
     "cuda": "CUDA"
 }
 DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "tf32": "tf32"}  # a narrow table's column

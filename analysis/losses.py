@@ -46,9 +46,16 @@ def losses(v: pd.DataFrame) -> pd.DataFrame:
             continue
         w = lost.loc[lost["lost_to_speedup"].idxmin()]
         rows.append({
-            "kernel": kernel, "dtype": dtype, "pass": pass_, "frame": frame, "sizes":
-            size_ranges(lost["size"], g["size"]), "lost": len(lost), "compared": len(g), "worst_size": int(w["size"]),
-            "worst": float(w["lost_to_speedup"]), "lost_to": w["lost_to"]
+            "kernel": kernel,
+            "dtype": dtype,
+            "pass": pass_,
+            "frame": frame,
+            "sizes": size_ranges(lost["size"], g["size"]),
+            "lost": len(lost),
+            "compared": len(g),
+            "worst_size": int(w["size"]),
+            "worst": float(w["lost_to_speedup"]),
+            "lost_to": w["lost_to"]
         })
     out = pd.DataFrame(rows, columns=LOSS_COLUMNS)
     return out.sort_values(["kernel", "dtype", "pass", "frame"], key=lambda s: s.map(order)
@@ -59,11 +66,17 @@ def losses_table(lost: pd.DataFrame) -> str:
     if lost.empty:
         return ("\\begin{center}Ours loses to no PyTorch implementation beyond noise, in any frame, at any size."
                 "\\end{center}\n")
-    t = pd.DataFrame({("", "kernel"): lost["kernel"], ("", "dtype"): lost["dtype"], ("", "pass"): lost["pass"],
-                      ("", "frame"): lost["frame"].map(FRAME_LABEL), ("where ours loses", "N"): lost["sizes"],
-                      ("where ours loses", "of sizes"): [f"{a} of {b}" for a, b in zip(lost["lost"], lost["compared"])],
-                      ("worst", "N"): lost["worst_size"], ("worst", "ours / it"): lost["worst"], ("worst", "against"):
-                      lost["lost_to"].map(IMPL_SHORT)})
+    t = pd.DataFrame({
+        ("", "kernel"): lost["kernel"],
+        ("", "dtype"): lost["dtype"],
+        ("", "pass"): lost["pass"],
+        ("", "frame"): lost["frame"].map(FRAME_LABEL),
+        ("where ours loses", "N"): lost["sizes"],
+        ("where ours loses", "of sizes"): [f"{a} of {b}" for a, b in zip(lost["lost"], lost["compared"])],
+        ("worst", "N"): lost["worst_size"],
+        ("worst", "ours / it"): lost["worst"],
+        ("worst", "against"): lost["lost_to"].map(IMPL_SHORT)
+    })
     t.columns = pd.MultiIndex.from_tuples(t.columns)
     return table_latex(t, {("worst", "ours / it"): fmt}, "llll>{\\raggedright\\arraybackslash}p{3.4cm}rrrl")
 
@@ -106,9 +119,15 @@ def backend_losses(backends: pd.DataFrame | None) -> pd.DataFrame:
                 if lost.empty:
                     continue
                 rows.append({
-                    "mask": "causal" if causal else "full", "head_dim": int(hd), "pass": pass_, "backend": BACKENDS[v],
-                    "frame": frame, "shapes": ", ".join(cell_label(r) for _, r in lost.iterrows()), "lost": len(lost),
-                    "compared": len(g), "worst": float(lost["speed"].min())
+                    "mask": "causal" if causal else "full",
+                    "head_dim": int(hd),
+                    "pass": pass_,
+                    "backend": BACKENDS[v],
+                    "frame": frame,
+                    "shapes": ", ".join(cell_label(r) for _, r in lost.iterrows()),
+                    "lost": len(lost),
+                    "compared": len(g),
+                    "worst": float(lost["speed"].min())
                 })
     return pd.DataFrame(rows, columns=cols)
 
@@ -116,10 +135,15 @@ def backend_losses(backends: pd.DataFrame | None) -> pd.DataFrame:
 def backend_losses_table(lost: pd.DataFrame) -> str:
     if lost.empty:
         return ""
-    t = pd.DataFrame({("", "mask"): lost["mask"], ("", "head dim"): lost["head_dim"], ("", "pass"): lost["pass"],
-                      ("", "against SDPA"): lost["backend"], ("", "frame"): lost["frame"].map(FRAME_LABEL),
-                      ("where ours loses", "batch x heads x seq"): lost["shapes"], ("where ours loses", "of shapes"):
-                      [f"{a} of {b}" for a, b in zip(lost["lost"], lost["compared"])], ("worst", "ours / it"):
-                      lost["worst"]})
+    t = pd.DataFrame({
+        ("", "mask"): lost["mask"],
+        ("", "head dim"): lost["head_dim"],
+        ("", "pass"): lost["pass"],
+        ("", "against SDPA"): lost["backend"],
+        ("", "frame"): lost["frame"].map(FRAME_LABEL),
+        ("where ours loses", "batch x heads x seq"): lost["shapes"],
+        ("where ours loses", "of shapes"): [f"{a} of {b}" for a, b in zip(lost["lost"], lost["compared"])],
+        ("worst", "ours / it"): lost["worst"]
+    })
     t.columns = pd.MultiIndex.from_tuples(t.columns)
     return table_latex(t, {("worst", "ours / it"): fmt}, "lrlll>{\\raggedright\\arraybackslash}p{4cm}rr")

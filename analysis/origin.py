@@ -74,13 +74,23 @@ def runs(metrics: pd.DataFrame, ceilings: pd.DataFrame, sources: dict[str, str] 
         days = sorted({d for d in _text(g, "timestamp").str.slice(0, 10) if d})
         cells = g[g["_kind"] == "cells"]
         out.append({
-            "gpu": gpu, "source": source_of(directory), "directory": directory, "run": run, "legacy":
-            run.startswith("legacy "), "commits": ", ".join(commits), "dates":
-            days[0] + (f" to {days[-1]}" if len(days) > 1 else "") if days else "", "host": _distinct(g, "host"),
-            **{c: _distinct(g, c)
-               for c, _ in VERSIONS}, **{c: _distinct(cells, c, integer=c != "timer")
-                                         for c, _ in TIMING}, "cells": int(len(cells)), "ceilings": int(
-                (g["_kind"] == "ceilings").sum())
+            "gpu": gpu,
+            "source": source_of(directory),
+            "directory": directory,
+            "run": run,
+            "legacy": run.startswith("legacy "),
+            "commits": ", ".join(commits),
+            "dates": days[0] + (f" to {days[-1]}" if len(days) > 1 else "") if days else "",
+            "host": _distinct(g, "host"),
+            **{
+                c: _distinct(g, c)
+                for c, _ in VERSIONS
+            },
+            **{
+                c: _distinct(cells, c, integer=c != "timer")
+                for c, _ in TIMING
+            }, "cells": int(len(cells)),
+            "ceilings": int((g["_kind"] == "ceilings").sum())
         })
     return pd.DataFrame(out, columns=cols)
 
@@ -158,8 +168,11 @@ def freshness(metrics: pd.DataFrame, sources: dict[str, str] | None = None, curr
         new = g[key == run]
         kept = g[key != run]
         out.append({
-            "gpu": gpu, "run": run, "new": new.groupby("kernel").size().to_dict(), "kept":
-            kept.groupby("kernel").size().to_dict(), "earlier_runs": int(key[key != run].nunique())
+            "gpu": gpu,
+            "run": run,
+            "new": new.groupby("kernel").size().to_dict(),
+            "kept": kept.groupby("kernel").size().to_dict(),
+            "earlier_runs": int(key[key != run].nunique())
         })
     return out
 

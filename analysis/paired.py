@@ -89,11 +89,17 @@ def verdict_table(rounds: pd.DataFrame, rules: VerdictRules = VerdictRules()) ->
                 us = 1e3 * min(both["ms_a"].median(), both["ms_b"].median())
                 cls = rules.size_class(us)
                 rows.append({
-                    **dict(zip(GROUP, key)), "impl": impl, "copy": copy, "base": base, "aa": kind, "frame": frame,
-                    **s, "size_class": cls, "verdict": paired_verdict(s["speedup"], s["lo"], s["hi"], s["half_width"],
-                                                                      cls, rules), "median_ms_impl":
-                    both["ms_a"].median(), "median_ms_base": both["ms_b"].median(), "sm_clock_impl_mhz":
-                    both["sm_clock_mhz_a"].median(), "sm_clock_base_mhz": both["sm_clock_mhz_b"].median()
+                    **dict(zip(GROUP, key)), "impl": impl,
+                    "copy": copy,
+                    "base": base,
+                    "aa": kind,
+                    "frame": frame,
+                    **s, "size_class": cls,
+                    "verdict": paired_verdict(s["speedup"], s["lo"], s["hi"], s["half_width"], cls, rules),
+                    "median_ms_impl": both["ms_a"].median(),
+                    "median_ms_base": both["ms_b"].median(),
+                    "sm_clock_impl_mhz": both["sm_clock_mhz_a"].median(),
+                    "sm_clock_base_mhz": both["sm_clock_mhz_b"].median()
                 })
     return pd.DataFrame(rows)
 
@@ -153,10 +159,13 @@ def unpaired_cells(raw: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> p
             rse = (float(a["rse_median"]), float(b["rse_median"])) if frame == "gpu" else (0.0, 0.0)
             floor = rules.unpaired_floor(cls == "short", frame == "graph")
             rows.append({
-                **dict(zip(key, k)), "frame": frame, "size_class": cls, "speedup": speedup, "verdict":
-                unpaired_verdict(speedup, *rse, floor, rules.k_sigma), "sm_clock_impl_mhz":
-                a.get("sm_clock_after_mhz", np.nan), "sm_clock_base_mhz": b.get("sm_clock_after_mhz",
-                                                                                np.nan), "source": "sweep cells"
+                **dict(zip(key, k)), "frame": frame,
+                "size_class": cls,
+                "speedup": speedup,
+                "verdict": unpaired_verdict(speedup, *rse, floor, rules.k_sigma),
+                "sm_clock_impl_mhz": a.get("sm_clock_after_mhz", np.nan),
+                "sm_clock_base_mhz": b.get("sm_clock_after_mhz", np.nan),
+                "source": "sweep cells"
             })
     return pd.DataFrame(rows)
 
@@ -174,16 +183,25 @@ def unpaired_repeat(repeat: pd.DataFrame | None, rules: VerdictRules = VerdictRu
             speedup = 1.0 / (1.0 + float(r[diff]))
             rows.append({
                 "kernel":
-                r["kernel"], "impl":
-                r["impl"], "dtype":
-                r["dtype"], "size":
-                r["size"], "pass":
-                r["pass"], "frame":
-                frame, "size_class":
-                cls, "speedup":
-                speedup, "verdict":
+                r["kernel"],
+                "impl":
+                r["impl"],
+                "dtype":
+                r["dtype"],
+                "size":
+                r["size"],
+                "pass":
+                r["pass"],
+                "frame":
+                frame,
+                "size_class":
+                cls,
+                "speedup":
+                speedup,
+                "verdict":
                 unpaired_verdict(speedup, 0.0, 0.0, rules.unpaired_floor(cls == "short", frame == "graph"),
-                                 rules.k_sigma), "source":
+                                 rules.k_sigma),
+                "source":
                 "repeatability"
             })
     return pd.DataFrame(rows)
@@ -212,9 +230,16 @@ def aa_rates(paired: pd.DataFrame, unpaired: pd.DataFrame) -> pd.DataFrame:
         n = int(len(v))
         ties, wins, nc = int((v == TIE).sum()), int(v.isin([FASTER, SLOWER]).sum()), int((v == NOT_COMPARABLE).sum())
         rows.append({
-            "method": method, "source": source, "frame": frame, "size_class": cls, "pairs": n, "tie": ties,
-            "false_positive": wins, "not_comparable": nc, "tie_rate": ties / n if n else np.nan, "false_positive_rate":
-            wins / n if n else np.nan
+            "method": method,
+            "source": source,
+            "frame": frame,
+            "size_class": cls,
+            "pairs": n,
+            "tie": ties,
+            "false_positive": wins,
+            "not_comparable": nc,
+            "tie_rate": ties / n if n else np.nan,
+            "false_positive_rate": wins / n if n else np.nan
         })
     return pd.DataFrame(rows)
 

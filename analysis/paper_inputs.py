@@ -113,37 +113,63 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     why_ncu.why_ncu_macros(macros, (why or {}).get(why_gpu), why_gpu, gpu)
     return {
         "macros":
-        macros.text(), "table_repeatability":
-        repeatability_table(runs), "table_summary":
-        summary_table(metrics_gpu, gpu), "table_problems":
-        problems_table(metrics_gpu), "table_projection":
-        projection_table(metrics_gpu, gpu), "table_calibration":
-        calibration_table(metrics_gpu, gpu), "table_fixed_cost":
-        fixed_cost_table(ours), "table_host_cost":
-        host_cost_table(metrics_gpu, gpu), "table_specs":
-        specs_table(ceilings_gpu), "table_findings":
-        findings_table(metrics_gpu), "table_provenance":
-        origin.provenance_table(gpu_runs, tex_escape), "figures":
+        macros.text(),
+        "table_repeatability":
+        repeatability_table(runs),
+        "table_summary":
+        summary_table(metrics_gpu, gpu),
+        "table_problems":
+        problems_table(metrics_gpu),
+        "table_projection":
+        projection_table(metrics_gpu, gpu),
+        "table_calibration":
+        calibration_table(metrics_gpu, gpu),
+        "table_fixed_cost":
+        fixed_cost_table(ours),
+        "table_host_cost":
+        host_cost_table(metrics_gpu, gpu),
+        "table_specs":
+        specs_table(ceilings_gpu),
+        "table_findings":
+        findings_table(metrics_gpu),
+        "table_provenance":
+        origin.provenance_table(gpu_runs, tex_escape),
+        "figures":
         figures_tex(metrics_gpu, gpus, figdir, GPU_FIGURE_CAPTIONS, sources, launch_counts, drawn),
         "figures_projection":
-        figures_tex(metrics_gpu, gpus, figdir, PROJECTION_FIGURE_CAPTIONS, sources, launch_counts, drawn), "kernels":
+        figures_tex(metrics_gpu, gpus, figdir, PROJECTION_FIGURE_CAPTIONS, sources, launch_counts, drawn),
+        "kernels":
         kernel_sections(
             metrics_gpu, gpu, kernels, figdir,
             why_.why_sections(metrics_gpu, profiles, compiled, gpu, kernels, (traffic or {}).get(gpu),
-                              why_ncu.measured_kernels((why or {}).get(why_gpu))), drawn), "cpu":
-        cpu, "table_plateau":
-        why_.plateau_table(metrics_gpu, gpu), "table_waves":
-        why_.waves_table(metrics_gpu, compiled, gpu), "table_cost":
-        why_.cost_table(metrics_gpu, gpu), "table_alignment":
-        why_.alignment_table(metrics_gpu, gpu), "table_traffic":
-        why_.traffic_table((traffic or {}).get(gpu)), "table_ablations":
-        why_.ablations_table((ablations or {}).get(gpu)), "table_alignstudy":
-        why_.alignment_study_table((ablations or {}).get(gpu), gpu), "table_compile_frames":
-        why_.compile_frames_table(frames), "attention":
-        attention_section(metrics_gpu, ceilings_gpu, gpu, gpu_traffic, gpu_backends), "table_results":
-        results.results_table(rows), "table_losses":
-        results.losses_table(lost), "table_backend_losses":
-        results.backend_losses_table(backend_lost), "why_ncu":
+                              why_ncu.measured_kernels((why or {}).get(why_gpu))), drawn),
+        "cpu":
+        cpu,
+        "table_plateau":
+        why_.plateau_table(metrics_gpu, gpu),
+        "table_waves":
+        why_.waves_table(metrics_gpu, compiled, gpu),
+        "table_cost":
+        why_.cost_table(metrics_gpu, gpu),
+        "table_alignment":
+        why_.alignment_table(metrics_gpu, gpu),
+        "table_traffic":
+        why_.traffic_table((traffic or {}).get(gpu)),
+        "table_ablations":
+        why_.ablations_table((ablations or {}).get(gpu)),
+        "table_alignstudy":
+        why_.alignment_study_table((ablations or {}).get(gpu), gpu),
+        "table_compile_frames":
+        why_.compile_frames_table(frames),
+        "attention":
+        attention_section(metrics_gpu, ceilings_gpu, gpu, gpu_traffic, gpu_backends),
+        "table_results":
+        results.results_table(rows),
+        "table_losses":
+        results.losses_table(lost),
+        "table_backend_losses":
+        results.backend_losses_table(backend_lost),
+        "why_ncu":
         why_ncu.why_ncu_tables((why or {}).get(why_gpu)),
     }
 
@@ -155,14 +181,19 @@ def host_cost_macros(macros, rows: pd.DataFrame) -> None:
         else rows.iloc[:0]
     if both.empty:
         values = {
-            "HostSize": "n/a", "HostLoopBuiltinUs": "n/a", "HostLoopTritonUs": "n/a", "HostLoopSlowerKernels": "0",
+            "HostSize": "n/a",
+            "HostLoopBuiltinUs": "n/a",
+            "HostLoopTritonUs": "n/a",
+            "HostLoopSlowerKernels": "0",
             "HostLoopKernels": "0"
         }
     else:
         values = {
-            "HostSize": str(int(both["size"].min())), "HostLoopBuiltinUs": f"{both['loop_builtin'].median():.3g}",
-            "HostLoopTritonUs": f"{both['loop_triton'].median():.3g}", "HostLoopSlowerKernels":
-            str(int((both["loop_triton"] > both["loop_builtin"]).sum())), "HostLoopKernels": str(len(both))
+            "HostSize": str(int(both["size"].min())),
+            "HostLoopBuiltinUs": f"{both['loop_builtin'].median():.3g}",
+            "HostLoopTritonUs": f"{both['loop_triton'].median():.3g}",
+            "HostLoopSlowerKernels": str(int((both["loop_triton"] > both["loop_builtin"]).sum())),
+            "HostLoopKernels": str(len(both))
         }
     for name, value in values.items():
         macros.add(name, value, "Python loop, per call, smallest size: the host path (table_host_cost)")
@@ -208,15 +239,22 @@ def build(
     counts = None if profile_paths is None else read_launch_counts(profile_paths)
     for name, text in generate(metrics, ceilings, figdir, runs, origin.sources_from_paths(ceiling_paths), counts,
                                os.environ.get("ROOFLAB_RUN_ID") or None, read_facts(profile_paths),
-                               read_facts(compiled_paths), {Path(p).parent.name: pd.read_csv(p)
-                                                            for p in traffic_paths},
-                               {Path(p).parent.name: read_table(p)
-                                for p in ablation_paths}, drawn,
-                               {Path(p).parent.name: pd.read_csv(p)
-                                for p in compile_frame_paths},
-                               {Path(p).parent.name: read_table(p)
-                                for p in backend_paths}, {Path(p).parent.name: read_table(p)
-                                                          for p in why_paths}).items():
+                               read_facts(compiled_paths), {
+                                   Path(p).parent.name: pd.read_csv(p)
+                                   for p in traffic_paths
+                               }, {
+                                   Path(p).parent.name: read_table(p)
+                                   for p in ablation_paths
+                               }, drawn, {
+                                   Path(p).parent.name: pd.read_csv(p)
+                                   for p in compile_frame_paths
+                               }, {
+                                   Path(p).parent.name: read_table(p)
+                                   for p in backend_paths
+                               }, {
+                                   Path(p).parent.name: read_table(p)
+                                   for p in why_paths
+                               }).items():
         write_text(text, Path(outdir) / f"{name}.tex")
 
 

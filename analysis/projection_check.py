@@ -46,7 +46,9 @@ MODELS = ("datasheet", "calibrated", "scaled")
 CLASSES = ("memory", "compute", "launch")
 LAUNCH_BYTES = 1 * MB
 CLASS_LABEL = {
-    "memory": f"memory-bound, {LAUNCH_BYTES / MB:g} MB or more", "compute": "compute-bound", "launch": "launch-bound"
+    "memory": f"memory-bound, {LAUNCH_BYTES / MB:g} MB or more",
+    "compute": "compute-bound",
+    "launch": "launch-bound"
 }
 TABLE_LABEL = {"memory": f"memory, {LAUNCH_BYTES / MB:g} MB+", "compute": "compute", "launch": "launch"}  # narrow
 GOALS = {("calibrated", "memory"): 0.05, ("calibrated", "compute"): 0.10}  # median |error| at most this
@@ -100,16 +102,23 @@ def project(metrics: pd.DataFrame, source: str, target: str, short_cell_us: floa
     calibrated_source = calibration.model_ms(both, source, r)
     source_ms = both["median_ms"].to_numpy(dtype=float)
     projected = {
-        "datasheet": both[f"model_time_ms_{target}"].to_numpy(dtype=float), "calibrated":
-        np.asarray(calibrated_target, dtype=float), "scaled":
-        source_ms * np.asarray(calibrated_target, dtype=float) / np.asarray(calibrated_source, dtype=float)
+        "datasheet": both[f"model_time_ms_{target}"].to_numpy(dtype=float),
+        "calibrated": np.asarray(calibrated_target, dtype=float),
+        "scaled": source_ms * np.asarray(calibrated_target, dtype=float) / np.asarray(calibrated_source, dtype=float)
     }
     projected = {name: ms for name, ms in projected.items() if name in models_for(source, target)}
     base = pd.DataFrame({
-        "source": source, "target": target, **{k: both[k]
-                                               for k in KEY}, "size": both["size"] if "size" in both else np.nan,
-        "class": cell_class(both, short_cell_us), "bytes": both["bytes"].astype(float), "flops":
-        both["flops"].astype(float), "source_ms": source_ms, "target_ms": both["target_ms"].astype(float)
+        "source": source,
+        "target": target,
+        **{
+            k: both[k]
+            for k in KEY
+        }, "size": both["size"] if "size" in both else np.nan,
+        "class": cell_class(both, short_cell_us),
+        "bytes": both["bytes"].astype(float),
+        "flops": both["flops"].astype(float),
+        "source_ms": source_ms,
+        "target_ms": both["target_ms"].astype(float)
     })
     frames = [
         base.assign(model=name, projected_ms=ms, error=ms / base["target_ms"].to_numpy() - 1)
@@ -142,11 +151,16 @@ def summarize(cells: pd.DataFrame, directions: list[tuple[str, str]]) -> pd.Data
                 goal = GOALS.get((model, cls), np.nan)
                 median_abs = float(np.median(np.abs(e))) if len(e) else np.nan
                 rows.append({
-                    "source": source, "target": target, "model": model, "class": cls, "cells": len(e),
-                    "median_abs_error": median_abs, "p90_abs_error":
-                    float(np.quantile(np.abs(e), 0.9)) if len(e) else np.nan, "median_error":
-                    float(np.median(e)) if len(e) else np.nan, "goal": goal, "meets_goal":
-                    (bool(median_abs <= goal) if len(e) and np.isfinite(goal) else pd.NA)
+                    "source": source,
+                    "target": target,
+                    "model": model,
+                    "class": cls,
+                    "cells": len(e),
+                    "median_abs_error": median_abs,
+                    "p90_abs_error": float(np.quantile(np.abs(e), 0.9)) if len(e) else np.nan,
+                    "median_error": float(np.median(e)) if len(e) else np.nan,
+                    "goal": goal,
+                    "meets_goal": (bool(median_abs <= goal) if len(e) and np.isfinite(goal) else pd.NA)
                 })
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS).astype({"meets_goal": "boolean"})
 
@@ -220,9 +234,11 @@ def table_tex(summary: pd.DataFrame, gpus: list[str]) -> str:
     keys = ["source", "target", "class"]
     rows = summary.drop_duplicates(keys)[keys].reset_index(drop=True)
     count = summary.groupby(keys)["cells"].max()
-    out = pd.DataFrame({("", "projected"): [direction_label(a, b) for a, b in zip(rows["source"], rows["target"])],
-                        ("", "bound"): rows["class"].map(TABLE_LABEL), ("", "n"):
-                        [int(count[tuple(k)]) for k in rows.to_numpy()]})
+    out = pd.DataFrame({
+        ("", "projected"): [direction_label(a, b) for a, b in zip(rows["source"], rows["target"])],
+        ("", "bound"): rows["class"].map(TABLE_LABEL),
+        ("", "n"): [int(count[tuple(k)]) for k in rows.to_numpy()]
+    })
     index = pd.MultiIndex.from_frame(rows)
     for model in MODELS:
         m = summary[summary["model"] == model].set_index(keys).reindex(index)

@@ -38,16 +38,19 @@ def summarize(t: pd.DataFrame) -> pd.DataFrame:
     def row(key, name, sel, col):
         d = t.loc[sel, col].abs().dropna() if col in t else pd.Series(dtype=float)
         return {
-            "group": key, "cells": name, "mode": col.split("_")[0], "n": int(d.size), "max_abs_rel_diff":
-            float(d.max()) if d.size else float("nan"), "median_abs_rel_diff":
-            float(d.median()) if d.size else float("nan")
+            "group": key,
+            "cells": name,
+            "mode": col.split("_")[0],
+            "n": int(d.size),
+            "max_abs_rel_diff": float(d.max()) if d.size else float("nan"),
+            "median_abs_rel_diff": float(d.median()) if d.size else float("nan")
         }
 
     long_us, short_us = EVENT_MIN_MS * 1e3, GRAPH_MAX_MS * 1e3
     classes = {
-        "short": (f"< {short_us:.0f} us", lambda ms: ms < GRAPH_MAX_MS), "middle":
-        (f"{short_us:.0f}-{long_us:.0f} us", lambda ms:
-         (ms >= GRAPH_MAX_MS) & (ms < EVENT_MIN_MS)), "long": (f">= {long_us:.0f} us", lambda ms: ms >= EVENT_MIN_MS)
+        "short": (f"< {short_us:.0f} us", lambda ms: ms < GRAPH_MAX_MS),
+        "middle": (f"{short_us:.0f}-{long_us:.0f} us", lambda ms: (ms >= GRAPH_MAX_MS) & (ms < EVENT_MIN_MS)),
+        "long": (f">= {long_us:.0f} us", lambda ms: ms >= EVENT_MIN_MS)
     }
     rows = [
         row("event_long", classes["long"][0], classes["long"][1](t["median_ms_1"]), "event_rel_diff"),

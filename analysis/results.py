@@ -104,18 +104,30 @@ def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
         out.append(
             pd.DataFrame({
                 "kernel":
-                ours["kernel"], "dtype":
-                ours["dtype"], "math_mode":
-                ours["math_mode"], "pass":
-                ours["pass"], "size":
-                ours["size"], "frame":
-                frame, "ours_ms":
-                t, "best": [bases[i] if np.isfinite(m) else "" for i, m in zip(best_i, best_ms)], "best_ms":
-                np.where(np.isfinite(best_ms), best_ms, np.nan), "speedup":
-                np.where(np.isfinite(best_ms), best_ms, np.nan) / t, "verdict":
-                verdict, "lost_to": [bases[i] if np.isfinite(m) else "" for i, m in zip(lost_i, lost_ms)],
+                ours["kernel"],
+                "dtype":
+                ours["dtype"],
+                "math_mode":
+                ours["math_mode"],
+                "pass":
+                ours["pass"],
+                "size":
+                ours["size"],
+                "frame":
+                frame,
+                "ours_ms":
+                t,
+                "best": [bases[i] if np.isfinite(m) else "" for i, m in zip(best_i, best_ms)],
+                "best_ms":
+                np.where(np.isfinite(best_ms), best_ms, np.nan),
+                "speedup":
+                np.where(np.isfinite(best_ms), best_ms, np.nan) / t,
+                "verdict":
+                verdict,
+                "lost_to": [bases[i] if np.isfinite(m) else "" for i, m in zip(lost_i, lost_ms)],
                 "lost_to_speedup":
-                np.where(np.isfinite(lost_ms), lost_ms, np.nan) / t, "roof":
+                np.where(np.isfinite(lost_ms), lost_ms, np.nan) / t,
+                "roof":
                 ours["roofline_fraction_measured"].astype(float) if "roofline_fraction_measured" in ours else np.nan,
                 "bound":
                 ours["bound"] if "bound" in ours else "unknown"
@@ -194,9 +206,14 @@ def results_rows(metrics: pd.DataFrame, gpu: str, traffic: pd.DataFrame | None =
         g = g.set_index("frame")
         gpu_row = g.loc["gpu"] if "gpu" in g.index else g.iloc[0]
         row = {
-            "kernel": kernel, "dtype": dtype, "pass": pass_, "size": int(gpu_row["size"]), "best": gpu_row["best"],
-            "roof": gpu_row["roof"], "bound": gpu_row["bound"], "best_roof": roofs.get(
-                (kernel, dtype, pass_, gpu_row["size"], gpu_row["best"]), np.nan)
+            "kernel": kernel,
+            "dtype": dtype,
+            "pass": pass_,
+            "size": int(gpu_row["size"]),
+            "best": gpu_row["best"],
+            "roof": gpu_row["roof"],
+            "bound": gpu_row["bound"],
+            "best_roof": roofs.get((kernel, dtype, pass_, gpu_row["size"], gpu_row["best"]), np.nan)
         }
         for frame in FRAMES:
             row[f"{frame}_speedup"] = g.at[frame, "speedup"] if frame in g.index else np.nan
@@ -223,13 +240,19 @@ def results_table(rows: pd.DataFrame) -> str:
     if rows.empty:
         return "\\begin{center}No timed cell of ours on this device.\\end{center}\n"
     g, gr, lo, ratio = FRAME_LABEL["gpu"], FRAME_LABEL["graph"], FRAME_LABEL["loop"], "ours / best"
-    t = pd.DataFrame({("", "kernel"): rows["kernel"], ("", "dtype"): rows["dtype"].map(lambda d: DTYPE_SHORT.get(d, d)),
-                      ("", "pass"): rows["pass"], ("", "N"):
-                      rows["size"], (g, ratio): [_mark(s, v) for s, v in zip(rows["gpu_speedup"], rows["gpu_verdict"])],
-                      (g, "best"): rows["best"].map(IMPL_SHORT), (g, "roof"): rows["roof"].astype(float),
-                      (gr, ratio): [_mark(s, v) for s, v in zip(rows["graph_speedup"], rows["graph_verdict"])],
-                      (lo, ratio): [_mark(s, v) for s, v in zip(rows["loop_speedup"], rows["loop_verdict"])],
-                      ("", "cause (largest N)"): rows["cause"], ("", "ours loses beyond noise at N"): rows["loses"]})
+    t = pd.DataFrame({
+        ("", "kernel"): rows["kernel"],
+        ("", "dtype"): rows["dtype"].map(lambda d: DTYPE_SHORT.get(d, d)),
+        ("", "pass"): rows["pass"],
+        ("", "N"): rows["size"],
+        (g, ratio): [_mark(s, v) for s, v in zip(rows["gpu_speedup"], rows["gpu_verdict"])],
+        (g, "best"): rows["best"].map(IMPL_SHORT),
+        (g, "roof"): rows["roof"].astype(float),
+        (gr, ratio): [_mark(s, v) for s, v in zip(rows["graph_speedup"], rows["graph_verdict"])],
+        (lo, ratio): [_mark(s, v) for s, v in zip(rows["loop_speedup"], rows["loop_verdict"])],
+        ("", "cause (largest N)"): rows["cause"],
+        ("", "ours loses beyond noise at N"): rows["loses"]
+    })
     if rows["size"].nunique() == 1:  # one largest size: the caption says it
         t = t.drop(columns=("", "N"))
     t.columns = pd.MultiIndex.from_tuples(t.columns)

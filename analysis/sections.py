@@ -26,13 +26,16 @@ GPU_FIGURE_CAPTIONS = {
     "(filled) and the fastest PyTorch implementation (hollow, in its colour), joined and labelled, "
     "against the datasheet (grey) and measured (black) ceilings, each compute unit's roof in its own "
     "dash (fp32 solid, tf32 dashed, bf16 dash-dotted, fp16 dotted); starred points lie above their roof "
-    "(Table~\\ref{tab:findings}).", "speedup":
+    "(Table~\\ref{tab:findings}).",
+    "speedup":
     f"Speedup over the PyTorch builtin in {GPU_TIME}, one panel per dtype, per kernel, implementation "
     "and size (blue: faster, red: slower, beyond noise; white: a tie within noise); blank cells have no "
-    "correct, timed pair.", "scaling":
+    "correct, timed pair.",
+    "scaling":
     "Time against size per kernel (log-log). Solid: GPU time of one call (L2 flushed), with its p20--p80 "
     "band; dashed: CUDA graph replay; thin with crosses: Python loop, back-to-back calls with launch "
-    "included, which sit on the launch floor at small sizes; dotted guides show the N$^2$ or N$^3$ work.", "fusion":
+    "included, which sit on the launch floor at small sizes; dotted guides show the N$^2$ or N$^3$ work.",
+    "fusion":
     f"GPU kernels launched per call (torch.profiler; a count, {NO_FRAME}), per kernel and "
     "implementation, one panel per dtype: what fusing an expression into one kernel saves.",
 }
@@ -41,7 +44,8 @@ PROJECTION_FIGURE_CAPTIONS = {
     "Speed-up over the GPU time measured here (fastest implementation) that the roofline model "
     "(calibrated: each datasheet peak scaled by this device's measured / datasheet ratio) gives each "
     "kernel at its largest size on four datasheet GPUs, one colour and marker per GPU, one panel per "
-    "dtype; this device's own point sits at measured / model, its distance from 1 the model's error.", "wave":
+    "dtype; this device's own point sits at measured / model, its distance from 1 the model's error.",
+    "wave":
     f"Matrix product in {GPU_TIME}: achieved TFLOP/s of Triton and the builtin against N, each over its "
     "own best (the best rates in each panel's title), beside the wave-quantisation model over its own best "
     "(dashed): both are 1 at full waves. At a size that is no multiple of the 128 tile, the shaded gap is "
@@ -66,12 +70,15 @@ CPU_FIGURE_CAPTIONS = {
     "Roofline of the CPU in host time: per kernel, forward, at its largest size in its lowest "
     "precision, the fastest PyTorch implementation (hollow, in its colour; Triton is not timed on a "
     "CPU), labelled, against the copy and GEMM ceilings measured on this CPU (black, each compute "
-    "unit's roof in its own dash); the CPU has no datasheet roof.", "speedup":
+    "unit's roof in its own dash); the CPU has no datasheet roof.",
+    "speedup":
     "Speedup over the PyTorch builtin on the CPU in host time (one call), one panel per dtype, per "
     "kernel, implementation and size (blue: faster, red: slower, beyond noise; white: a tie within "
-    "noise).", "scaling":
+    "noise).",
+    "scaling":
     "Time against size on the CPU (log-log). Solid: host time of one call, with its p20--p80 band; thin "
-    "with crosses: Python loop, back-to-back calls; dotted guides show the N$^2$ or N$^3$ work.", "fusion":
+    "with crosses: Python loop, back-to-back calls; dotted guides show the N$^2$ or N$^3$ work.",
+    "fusion":
     f"aten operators dispatched per call on the CPU (torch.profiler; a count, {NO_FRAME}), per kernel and "
     "implementation, one panel per dtype: nothing is launched on a CPU, so the operators stand in for "
     "launches.",

@@ -107,10 +107,16 @@ def frames_sentence(d: pd.DataFrame) -> str:
 def mkn_table(d: pd.DataFrame) -> str:
     t = d.assign(ours=d["achieved_tflops"])[["preset", "shape", "source", "ours", "best", "ratio"]]
     t = t.rename(columns={
-        "preset": "set", "shape": "M x K x N", "source": "from", "ours": "ours TFLOP/s", "best": "best PyTorch"
+        "preset": "set",
+        "shape": "M x K x N",
+        "source": "from",
+        "ours": "ours TFLOP/s",
+        "best": "best PyTorch"
     })
-    return table_latex(t, formats={"ours TFLOP/s": "{:.0f}", "ratio": "{:.2f}"},
-                       align="ll>{\\raggedright\\arraybackslash}p{6cm}rlr")
+    return table_latex(t, formats={
+        "ours TFLOP/s": "{:.0f}",
+        "ratio": "{:.2f}"
+    }, align="ll>{\\raggedright\\arraybackslash}p{6cm}rlr")
 
 
 def section(metrics: pd.DataFrame, figdir: str = "results/figures", rules: VerdictRules = VerdictRules()) -> str:

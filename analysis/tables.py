@@ -84,14 +84,19 @@ def projection_table(metrics: pd.DataFrame, gpu: str) -> str:
         return "\\begin{center}No timed measurements on this device.\\end{center}\n"
     here = f"GPU time, {gpu}"
     model = f"model calibrated to {gpu}, µs"
-    out = pd.DataFrame({("", "kernel"):
-                        t["kernel"], ("", "dtype"):
-                        t["dtype"], ("", "N"):
-                        t["size"].astype(int), ("", "fastest"):
-                        [impl_names(f, IMPL_SHORT) + (" (tie)" if len(f) > 1 else "") for f in t["fastest"]],
-                        (here, "µs"):
-                        t["median_ms"].astype(float) * 1e3, (here, "/ model"):
-                        t["measured_over_model"].astype(float)})
+    out = pd.DataFrame({
+        ("", "kernel"):
+        t["kernel"],
+        ("", "dtype"):
+        t["dtype"],
+        ("", "N"):
+        t["size"].astype(int),
+        ("", "fastest"): [impl_names(f, IMPL_SHORT) + (" (tie)" if len(f) > 1 else "") for f in t["fastest"]],
+        (here, "µs"):
+        t["median_ms"].astype(float) * 1e3,
+        (here, "/ model"):
+        t["measured_over_model"].astype(float)
+    })
     for key in SPECS:
         out[(model, key.upper())] = t[f"model_ms_{key}"].astype(float) * 1e3
     out.columns = pd.MultiIndex.from_tuples(out.columns)
@@ -110,12 +115,16 @@ def calibration_table(metrics: pd.DataFrame, gpu: str) -> str:
                 "projections are not drawn from it.\\end{center}\n")
     measured = "measured, GPU time"
     rows = [{
-        "resource": "memory bandwidth [TB/s]", "datasheet": spec.mem_bandwidth / 1e12, measured:
-        r["bandwidth"] * spec.mem_bandwidth / 1e12, "ratio": r["bandwidth"]
+        "resource": "memory bandwidth [TB/s]",
+        "datasheet": spec.mem_bandwidth / 1e12,
+        measured: r["bandwidth"] * spec.mem_bandwidth / 1e12,
+        "ratio": r["bandwidth"]
     }]
     rows += [{
-        "resource": f"{unit.upper()} [TFLOP/s]", "datasheet": spec.peak_flops(unit) / 1e12, measured:
-        r[unit] * spec.peak_flops(unit) / 1e12, "ratio": r[unit]
+        "resource": f"{unit.upper()} [TFLOP/s]",
+        "datasheet": spec.peak_flops(unit) / 1e12,
+        measured: r[unit] * spec.peak_flops(unit) / 1e12,
+        "ratio": r[unit]
     } for unit in calibration.UNITS]
     ratios_t = pd.DataFrame(rows)
     err = calibration.error(t)
@@ -131,14 +140,23 @@ def specs_table(ceilings: pd.DataFrame) -> str:
     """The datasheet peaks every projection uses (rooflab/gpus.py), and the ceilings measured on each device (the
     newest run's; GPU time)."""
     rows = [{
-        "device": s.name, "source": "datasheet", "SMs": str(s.sms), "TB/s": s.mem_bandwidth / 1e12, "FP32":
-        s.fp32_flops / 1e12, "TF32": s.tf32_flops / 1e12, "BF16": s.bf16_flops / 1e12
+        "device": s.name,
+        "source": "datasheet",
+        "SMs": str(s.sms),
+        "TB/s": s.mem_bandwidth / 1e12,
+        "FP32": s.fp32_flops / 1e12,
+        "TF32": s.tf32_flops / 1e12,
+        "BF16": s.bf16_flops / 1e12
     } for s in SPECS.values()]
     for gpu, v in measured_peaks(ceilings).items():
         rows.append({
-            "device": gpu, "source": "measured", "SMs": "--", "TB/s": v.get("copy", np.nan) / 1e12, "FP32":
-            v.get("gemm_fp32", np.nan) / 1e12, "TF32": v.get("gemm_tf32", np.nan) / 1e12, "BF16":
-            v.get("gemm_bf16", np.nan) / 1e12
+            "device": gpu,
+            "source": "measured",
+            "SMs": "--",
+            "TB/s": v.get("copy", np.nan) / 1e12,
+            "FP32": v.get("gemm_fp32", np.nan) / 1e12,
+            "TF32": v.get("gemm_tf32", np.nan) / 1e12,
+            "BF16": v.get("gemm_bf16", np.nan) / 1e12
         })
     t = pd.DataFrame(rows)
     head = "datasheet, or measured in GPU time"
@@ -156,10 +174,18 @@ def findings_table(metrics: pd.DataFrame) -> str:
     reasons = list(dict.fromkeys(f["reason"]))  # each reason once, under the table; the rows name it by letter
     key = {r: "abcdefghijklmnopqrstuvwxyz"[i] for i, r in enumerate(reasons)}
     t = pd.DataFrame({
-        "GPU": f["gpu"], "kernel": f["kernel"], "impl": f["impl"].map(IMPL_NAME), "dtype": f["dtype"], "N":
-        f["size"].astype(int), "pass": f["pass"], "achieved": f["achieved"].astype(float), "roof":
-        f["roof"].astype(float), "unit": f["unit"], "excess [%]": f["excess_pct"].astype(float), "SE [%]":
-        f["se_pct"].astype(float), "reason": f["reason"].map(key)
+        "GPU": f["gpu"],
+        "kernel": f["kernel"],
+        "impl": f["impl"].map(IMPL_NAME),
+        "dtype": f["dtype"],
+        "N": f["size"].astype(int),
+        "pass": f["pass"],
+        "achieved": f["achieved"].astype(float),
+        "roof": f["roof"].astype(float),
+        "unit": f["unit"],
+        "excess [%]": f["excess_pct"].astype(float),
+        "SE [%]": f["se_pct"].astype(float),
+        "reason": f["reason"].map(key)
     })
     if t["pass"].nunique() == 1:
         t = t.drop(columns="pass")
@@ -180,7 +206,8 @@ def repeatability_table(runs: dict[str, pd.DataFrame]) -> str:
     from analysis.repeatability import EVENT_MIN_MS, GRAPH_MAX_MS, summarize
 
     label = {
-        "event_long": f"{fmt(EVENT_MIN_MS * 1e3)} us and longer", "graph_short": f"under {fmt(GRAPH_MAX_MS * 1e3)} us",
+        "event_long": f"{fmt(EVENT_MIN_MS * 1e3)} us and longer",
+        "graph_short": f"under {fmt(GRAPH_MAX_MS * 1e3)} us",
         "event_short": f"under {fmt(GRAPH_MAX_MS * 1e3)} us (contrast)"
     }
     if not runs:
@@ -192,9 +219,15 @@ def repeatability_table(runs: dict[str, pd.DataFrame]) -> str:
             if not r.n:
                 continue
             rows.append({
-                "GPU": gpu, "cells": label.get(r.group, r.cells), "frame":
-                {"event": "GPU time", "graph": "CUDA graph", "loop":
-                 "Python loop"}[r.mode], "n": str(r.n), "max diff [%]": fmt(r.max_abs_rel_diff * 100, 2),
+                "GPU": gpu,
+                "cells": label.get(r.group, r.cells),
+                "frame": {
+                    "event": "GPU time",
+                    "graph": "CUDA graph",
+                    "loop": "Python loop"
+                }[r.mode],
+                "n": str(r.n),
+                "max diff [%]": fmt(r.max_abs_rel_diff * 100, 2),
                 "median diff [%]": fmt(r.median_abs_rel_diff * 100, 2)
             })
     return table_latex(pd.DataFrame(rows), align="lllrrr")
@@ -203,19 +236,28 @@ def repeatability_table(runs: dict[str, pd.DataFrame]) -> str:
 def kernel_table(rows: pd.DataFrame) -> str:
     """One kernel at the largest size: per implementation its time, rate, roofline fraction and speedups, every
     column under the frame it is in (GPU time, CUDA graph, Python loop)."""
-    t = rows.sort_values(["dtype", "pass", "impl"], key=lambda s: s.map({k: i
-                                                                         for i, k in enumerate(IMPL_NAME)})
-                         if s.name == "impl" else s)
+    t = rows.sort_values(["dtype", "pass", "impl"], key=lambda s: s.map({
+        k: i
+        for i, k in enumerate(IMPL_NAME)
+    }) if s.name == "impl" else s)
     rate, unit = rate_column(str(t["kernel"].iloc[0]))
     g, gr, lo = FRAME_LABEL["gpu"], FRAME_LABEL["graph"], FRAME_LABEL["loop"]
     dtype = t["dtype"] + np.where(t["pass"] == "fwd", "", ", " + t["pass"]) if t["pass"].nunique() > 1 else t["dtype"]
-    cols = {("", "dtype"): dtype, ("", "impl"): t["impl"].map(IMPL_SHORT), ("", "N"): t["size"].astype(int),
-            (g, "µs"): t["median_ms"] * 1e3, (g, unit): t[rate], (g, "roof"): t["roofline_fraction_measured"],
-            (g, "vs builtin"): t["speedup_vs_builtin"], (g, "verdict"):
-            texts(t, "verdict_vs_builtin").where(t["impl"] != "builtin",
-                                                 "").replace("", "--"), (g, "vs naive"): t["speedup_vs_naive"],
-            (gr, "µs"): t["graph_median_ms"] * 1e3, (gr, "vs builtin"): t["graph_speedup_vs_builtin"], (lo, "µs"):
-            t["loop_ms"] * 1e3, (lo, "vs builtin"): t["loop_speedup_vs_builtin"]}
+    cols = {
+        ("", "dtype"): dtype,
+        ("", "impl"): t["impl"].map(IMPL_SHORT),
+        ("", "N"): t["size"].astype(int),
+        (g, "µs"): t["median_ms"] * 1e3,
+        (g, unit): t[rate],
+        (g, "roof"): t["roofline_fraction_measured"],
+        (g, "vs builtin"): t["speedup_vs_builtin"],
+        (g, "verdict"): texts(t, "verdict_vs_builtin").where(t["impl"] != "builtin", "").replace("", "--"),
+        (g, "vs naive"): t["speedup_vs_naive"],
+        (gr, "µs"): t["graph_median_ms"] * 1e3,
+        (gr, "vs builtin"): t["graph_speedup_vs_builtin"],
+        (lo, "µs"): t["loop_ms"] * 1e3,
+        (lo, "vs builtin"): t["loop_speedup_vs_builtin"]
+    }
     out = pd.DataFrame(cols)
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     numbers = [c for c in out.columns if c[0] and c[1] != "verdict"]
@@ -250,9 +292,11 @@ def cpu_ceilings_table(ceilings: pd.DataFrame) -> str:
     v = measured_peaks(ceilings).get(CPU_KEY, {})
     measured = f"measured, {CPU_FRAME_LABEL['gpu']}"
     rows = [{"ceiling": "copy (read + write)", measured: v["copy"] / 1e9, "unit": "GB/s"}] if "copy" in v else []
-    rows += [{"ceiling": f"GEMM {u.upper()}", measured: v[f"gemm_{u}"] / 1e9, "unit": "GFLOP/s"}
-             for u in calibration.UNITS
-             if f"gemm_{u}" in v]
+    rows += [{
+        "ceiling": f"GEMM {u.upper()}",
+        measured: v[f"gemm_{u}"] / 1e9,
+        "unit": "GFLOP/s"
+    } for u in calibration.UNITS if f"gemm_{u}" in v]
     if not rows:
         return "\\begin{center}No ceilings were measured on the CPU.\\end{center}\n"
     t = pd.DataFrame(rows)

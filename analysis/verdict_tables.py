@@ -21,8 +21,10 @@ from rooflab.verdicts import VerdictRules
 FRAME = {"gpu": "GPU time", "graph": "CUDA graph", "loop": "Python loop"}
 RULE = {"paired": "paired", "paired, interval only": "paired, no floor", "unpaired": "unpaired"}
 SOURCE = {
-    "twin": "same implementation twice", "same kernels": "naive and builtin GEMM", "repeatability":
-    "same cell, two processes", "sweep cells": "naive and builtin GEMM"
+    "twin": "same implementation twice",
+    "same kernels": "naive and builtin GEMM",
+    "repeatability": "same cell, two processes",
+    "sweep cells": "naive and builtin GEMM"
 }
 GOAL = 0.95  # the A/A test's goal: a tie in at least 95 % of A/A pairs in every frame and size class
 
@@ -33,10 +35,14 @@ def aa_table(rates: pd.DataFrame) -> str:
     order = {"short": 0, "middle": 1, "long": 2}
     r = rates.assign(o=rates["size_class"].map(order)).sort_values(["method", "source", "frame", "o"])
     rows = pd.DataFrame({
-        "rule": r["method"].map(RULE).fillna(r["method"]), "pairs from": r["source"].map(SOURCE).fillna(r["source"]),
-        "frame": r["frame"].map(FRAME), "cells": r["size_class"], "pairs": r["pairs"].astype(int), "tie [%]":
-        100 * r["tie_rate"], "win [%]": 100 * r["false_positive_rate"], "n/c [%]":
-        100 * r["not_comparable"] / r["pairs"]
+        "rule": r["method"].map(RULE).fillna(r["method"]),
+        "pairs from": r["source"].map(SOURCE).fillna(r["source"]),
+        "frame": r["frame"].map(FRAME),
+        "cells": r["size_class"],
+        "pairs": r["pairs"].astype(int),
+        "tie [%]": 100 * r["tie_rate"],
+        "win [%]": 100 * r["false_positive_rate"],
+        "n/c [%]": 100 * r["not_comparable"] / r["pairs"]
     })
     return table_latex(rows, formats={c: (lambda v: fmt(v, 3))
                                       for c in ("tie [%]", "win [%]", "n/c [%]")}, align="llllrrrr")
@@ -108,13 +114,20 @@ def matmul_verdicts(table: pd.DataFrame, metrics: pd.DataFrame, gpu: str, sizes=
             p = p.iloc[0] if len(p) else None
             rows.append({
                 "dtype":
-                dtype, "N":
-                int(size), "impl":
-                impl, "apart":
-                b["median_ms"] / a["median_ms"], "MHz apart":
-                f"{_mhz(a)}/{_mhz(b)}", "paired":
-                p["speedup"] if p is not None else np.nan, "interval":
-                f"{fmt(p['lo'])}-{fmt(p['hi'])}" if p is not None else "", "MHz paired":
+                dtype,
+                "N":
+                int(size),
+                "impl":
+                impl,
+                "apart":
+                b["median_ms"] / a["median_ms"],
+                "MHz apart":
+                f"{_mhz(a)}/{_mhz(b)}",
+                "paired":
+                p["speedup"] if p is not None else np.nan,
+                "interval":
+                f"{fmt(p['lo'])}-{fmt(p['hi'])}" if p is not None else "",
+                "MHz paired":
                 (f"{fmt(p['sm_clock_impl_mhz'], 4)}/{fmt(p['sm_clock_base_mhz'], 4)}" if p is not None else ""),
                 "verdict":
                 p["verdict"] if p is not None else ""
@@ -159,8 +172,10 @@ def main(argv=None) -> int:
         t = matmul_verdicts(table, metrics, gpu)
         if len(t):
             mm_parts.append(
-                table_latex(t.assign(**{"dtype": t["dtype"] + (f" ({gpu.upper()})" if gpu else "")}),
-                            formats={"apart": lambda v: fmt(v, 3), "paired": lambda v: fmt(v, 3)}, align="lrlrlrllr"))
+                table_latex(t.assign(**{"dtype": t["dtype"] + (f" ({gpu.upper()})" if gpu else "")}), formats={
+                    "apart": lambda v: fmt(v, 3),
+                    "paired": lambda v: fmt(v, 3)
+                }, align="lrlrlrllr"))
     m.add("AASentence", " ".join(sentences) or "No pairs known identical were timed on a GPU.",
           "the A/A test's outcome, every GPU")
     import json

@@ -21,16 +21,25 @@ MAIN = ("short_name", "theoretical_occupancy_pct", "achieved_occupancy_pct", "oc
 CALL = ["kernel", "dtype", "size", "pass", "impl"]
 CALL_COLUMNS = CALL + ["kernels", *SUM, *WEIGHTED] + [f"main_{c}" for c in MAIN]
 WHO = {
-    "builtin": "the builtin", "triton": "ours", "sdpa_cudnn": "SDPA's cuDNN backend", "compile": "torch.compile",
-    "naive": "naive PyTorch", "cuda": "our CUDA"
+    "builtin": "the builtin",
+    "triton": "ours",
+    "sdpa_cudnn": "SDPA's cuDNN backend",
+    "compile": "torch.compile",
+    "naive": "naive PyTorch",
+    "cuda": "our CUDA"
 }
 STALL_WORDS = {
-    "long_scoreboard": "long scoreboard (waiting on global memory)", "short_scoreboard":
-    "short scoreboard (waiting on shared memory or special functions)", "barrier":
-    "barrier (waiting for the block's other warps)", "wait": "fixed-latency wait", "math_pipe_throttle":
-    "math pipe throttle", "mio_throttle": "MIO throttle (shared-memory queue)", "lg_throttle":
-    "LG throttle (global-memory queue)", "not_selected": "not selected (another warp "
-    "issued)", "dispatch_stall": "dispatch stall", "no_instruction": "no instruction"
+    "long_scoreboard": "long scoreboard (waiting on global memory)",
+    "short_scoreboard": "short scoreboard (waiting on shared memory or special functions)",
+    "barrier": "barrier (waiting for the block's other warps)",
+    "wait": "fixed-latency wait",
+    "math_pipe_throttle": "math pipe throttle",
+    "mio_throttle": "MIO throttle (shared-memory queue)",
+    "lg_throttle": "LG throttle (global-memory queue)",
+    "not_selected": "not selected (another warp "
+    "issued)",
+    "dispatch_stall": "dispatch stall",
+    "no_instruction": "no instruction"
 }
 GAP_KERNELS = {"WhyNcuSoftmax": ("softmax", ), "WhyNcuRowsum": ("rowsum", ), "WhyNcuNorms": ("layernorm", "rmsnorm")}
 PRECISION_LABEL = {"float32": "float32 (IEEE products)", "tf32": "TF32", "bfloat16": "bfloat16", "float16": "float16"}
@@ -279,23 +288,35 @@ def why_ncu_tables(why: pd.DataFrame | None) -> str:
         "cell": [
             f"{k} {DTYPE_SHORT.get(d, d)} {int(n)}" + ("" if p == "fwd" else f" {p}")
             for k, d, n, p in zip(c["kernel"], c["dtype"], c["size"], c["pass"])
-        ], "impl":
+        ],
+        "impl":
         c["impl"].map(lambda i: short.get(i, i))
     })
     side = head.assign(
         **{
-            "kernels": c["kernels"].astype(int), "time [us]": c["duration_us"], "DRAM [MB]": c["dram_bytes"].map(
-                _mib), "DRAM %": c["dram_pct"], "SM %": c["sm_pct"], "occ. %": c["main_achieved_occupancy_pct"],
-            "theor. %": c["main_theoretical_occupancy_pct"], "limited by": c["main_occupancy_limiter"].fillna("").map(
-                _short_limiter), "grid": c["main_grid_size"], "block": c["main_block_size"], "waves":
-            c["main_waves_per_sm"]
+            "kernels": c["kernels"].astype(int),
+            "time [us]": c["duration_us"],
+            "DRAM [MB]": c["dram_bytes"].map(_mib),
+            "DRAM %": c["dram_pct"],
+            "SM %": c["sm_pct"],
+            "occ. %": c["main_achieved_occupancy_pct"],
+            "theor. %": c["main_theoretical_occupancy_pct"],
+            "limited by": c["main_occupancy_limiter"].fillna("").map(_short_limiter),
+            "grid": c["main_grid_size"],
+            "block": c["main_block_size"],
+            "waves": c["main_waves_per_sm"]
         })
     inside = head.assign(
         **{
-            "longest kernel": c["main_short_name"].astype(str), "regs": c["main_registers_per_thread"], "smem KiB":
-            c["main_shared_mem_bytes"] / 1024, "tensor": c["tensor_inst"] / 1e6, "FFMA": c["ffma_thread_inst"] /
-            1e6, "LDG": c["ldg_inst"] / 1e6, "LDGSTS": c["ldgsts_inst"] / 1e6, "TMA": c["tma_inst"] / 1e6, "top stalls":
-            c["main_stall_top"].fillna("").map(lambda t: "; ".join(t.split("; ")[:2]).replace("_", " "))
+            "longest kernel": c["main_short_name"].astype(str),
+            "regs": c["main_registers_per_thread"],
+            "smem KiB": c["main_shared_mem_bytes"] / 1024,
+            "tensor": c["tensor_inst"] / 1e6,
+            "FFMA": c["ffma_thread_inst"] / 1e6,
+            "LDG": c["ldg_inst"] / 1e6,
+            "LDGSTS": c["ldgsts_inst"] / 1e6,
+            "TMA": c["tma_inst"] / 1e6,
+            "top stalls": c["main_stall_top"].fillna("").map(lambda t: "; ".join(t.split("; ")[:2]).replace("_", " "))
         })
     nums = {
         k: fmt

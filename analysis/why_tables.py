@@ -56,10 +56,16 @@ def plateau(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
             fixed_ms = g["median_ms"].iloc[0]
             over = g.index[(work / rate * 1e3) > fixed_ms]
             rows.append({
-                "kernel": kernel, "dtype": dtype, "impl": impl, "small": int(g.index[0]), "fixed_us": fixed_ms * 1e3,
-                "loop_us": g["loop_ms"].iloc[0] * 1e3 if "loop_ms" in g else np.nan, "large": int(big), "rate":
-                rate / (1e12 if compute else 1e9), "unit": "TFLOP/s" if compute else "GB/s", "crossover":
-                float(over[0]) if len(over) else np.nan
+                "kernel": kernel,
+                "dtype": dtype,
+                "impl": impl,
+                "small": int(g.index[0]),
+                "fixed_us": fixed_ms * 1e3,
+                "loop_us": g["loop_ms"].iloc[0] * 1e3 if "loop_ms" in g else np.nan,
+                "large": int(big),
+                "rate": rate / (1e12 if compute else 1e9),
+                "unit": "TFLOP/s" if compute else "GB/s",
+                "crossover": float(over[0]) if len(over) else np.nan
             })
     return pd.DataFrame(
         rows, columns=["kernel", "dtype", "impl", "small", "fixed_us", "loop_us", "large", "rate", "unit", "crossover"])
@@ -72,16 +78,26 @@ def plateau_table(metrics: pd.DataFrame, gpu: str) -> str:
     order = {i: n for n, i in enumerate(IMPL_ORDER)}
     t = t.sort_values(["kernel", "impl"], key=lambda s: s.map(order) if s.name == "impl" else s)
     g, lo = FRAME_LABEL["gpu"], FRAME_LABEL["loop"]
-    out = pd.DataFrame({("", "kernel"):
-                        t["kernel"], ("", "dtype"):
-                        t["dtype"], ("", "impl"):
-                        t["impl"].map(IMPL_SHORT), ("", "smallest N"):
-                        t["small"], (g, "at smallest N [µs]"):
-                        t["fixed_us"], (g, "rate at largest N"):
-                        t["rate"], ("", "unit"):
-                        t["unit"], (lo, "at smallest N [µs]"):
-                        t["loop_us"], ("", "crossover N"):
-                        t["crossover"].map(lambda v: "beyond largest" if not np.isfinite(v) else str(int(v)))})
+    out = pd.DataFrame({
+        ("", "kernel"):
+        t["kernel"],
+        ("", "dtype"):
+        t["dtype"],
+        ("", "impl"):
+        t["impl"].map(IMPL_SHORT),
+        ("", "smallest N"):
+        t["small"],
+        (g, "at smallest N [µs]"):
+        t["fixed_us"],
+        (g, "rate at largest N"):
+        t["rate"],
+        ("", "unit"):
+        t["unit"],
+        (lo, "at smallest N [µs]"):
+        t["loop_us"],
+        ("", "crossover N"):
+        t["crossover"].map(lambda v: "beyond largest" if not np.isfinite(v) else str(int(v)))
+    })
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     body = table_latex(out, {c: fmt
                              for c in out.columns
@@ -128,11 +144,16 @@ def waves(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) -> pd.
         func = funcs.get((r.dtype, int(r.size)), "")
         persistent = "tma" in func
         rows.append({
-            "dtype": r.dtype, "size": int(r.size), "tile": f"{tile[0]}x{tile[1]}", "tiles": tiles, "sms": spec.sms,
-            "waves": math.ceil(tiles / spec.sms), "efficiency": wave_efficiency(m, n, spec.sms, tile), "efficiency_128":
-            wave_efficiency(m, n, spec.sms), "function": "persistent TMA" if persistent else
-            ("pointer" if func else "not recorded"), "programs": min(tiles, spec.sms) if persistent else
-            (tiles if func else np.nan)
+            "dtype": r.dtype,
+            "size": int(r.size),
+            "tile": f"{tile[0]}x{tile[1]}",
+            "tiles": tiles,
+            "sms": spec.sms,
+            "waves": math.ceil(tiles / spec.sms),
+            "efficiency": wave_efficiency(m, n, spec.sms, tile),
+            "efficiency_128": wave_efficiency(m, n, spec.sms),
+            "function": "persistent TMA" if persistent else ("pointer" if func else "not recorded"),
+            "programs": min(tiles, spec.sms) if persistent else (tiles if func else np.nan)
         })
     return pd.DataFrame(rows, columns=cols)
 
@@ -143,14 +164,21 @@ def waves_table(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) 
         return (f"\\begin{{center}}Tiles and waves: the autotuner's choice is {NOT_MEASURED} (no timed Triton "
                 "matrix product on a GPU with a known SM count).\\end{center}\n")
     out = pd.DataFrame({
-        "dtype": t["dtype"], "N": t["size"], "tile (autotuned)": t["tile"], "tiles": t["tiles"], "waves": t["waves"],
-        "wave eff.": t["efficiency"], "eff. at 128x128": t["efficiency_128"], "kernel": t["function"], "programs":
-        t["programs"]
+        "dtype": t["dtype"],
+        "N": t["size"],
+        "tile (autotuned)": t["tile"],
+        "tiles": t["tiles"],
+        "waves": t["waves"],
+        "wave eff.": t["efficiency"],
+        "eff. at 128x128": t["efficiency_128"],
+        "kernel": t["function"],
+        "programs": t["programs"]
     })
     return table_latex(
         out, {
-            "wave eff.": lambda v: fmt(v, 3), "eff. at 128x128": lambda v: fmt(v, 3), "programs": lambda v: "--"
-            if not np.isfinite(v) else str(int(v))
+            "wave eff.": lambda v: fmt(v, 3),
+            "eff. at 128x128": lambda v: fmt(v, 3),
+            "programs": lambda v: "--" if not np.isfinite(v) else str(int(v))
         }, "lrlrrrrlr")
 
 
@@ -174,12 +202,15 @@ def cost(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
         tune = g["autotune_ms"].dropna() if "autotune_ms" in g else pd.Series(dtype=float)
         warm = g["loop_ms"].dropna() if "loop_ms" in g else pd.Series(dtype=float)
         rows.append({
-            "kernel": kernel, "impl": impl, "cells": len(g), "first_median_ms":
-            first.median() if len(first) else np.nan, "first_max_ms": first.max() if len(first) else np.nan,
-            "autotune_ms": tune.median() if len(tune) else np.nan, "warm_us":
-            warm.median() * 1e3 if len(warm) else np.nan, "calls":
-            first.median() / warm.median() if len(first) and len(warm) else np.nan, "cache":
-            ", ".join(sorted(set(g["cache_state"].dropna().astype(str)))) if "cache_state" in g else ""
+            "kernel": kernel,
+            "impl": impl,
+            "cells": len(g),
+            "first_median_ms": first.median() if len(first) else np.nan,
+            "first_max_ms": first.max() if len(first) else np.nan,
+            "autotune_ms": tune.median() if len(tune) else np.nan,
+            "warm_us": warm.median() * 1e3 if len(warm) else np.nan,
+            "calls": first.median() / warm.median() if len(first) and len(warm) else np.nan,
+            "cache": ", ".join(sorted(set(g["cache_state"].dropna().astype(str)))) if "cache_state" in g else ""
         })
     return pd.DataFrame(
         rows, columns=[
@@ -193,11 +224,17 @@ def cost_table(metrics: pd.DataFrame, gpu: str) -> str:
         return f"\\begin{{center}}The first call's time is {NOT_MEASURED}.\\end{{center}}\n"
     order = {i: n for n, i in enumerate(IMPL_ORDER)}
     t = t.sort_values(["kernel", "impl"], key=lambda s: s.map(order) if s.name == "impl" else s)
-    out = pd.DataFrame({("", "kernel"): t["kernel"], ("", "impl"): t["impl"].map(IMPL_SHORT), ("", "cells"): t["cells"],
-                        ("first call [ms]", "median"): t["first_median_ms"],
-                        ("first call [ms]", "max"): t["first_max_ms"], ("", "autotune [ms]"): t["autotune_ms"],
-                        (FRAME_LABEL["loop"], "warm [µs]"): t["warm_us"], (FRAME_LABEL["loop"], "first / warm"):
-                        t["calls"], ("", "caches"): t["cache"].replace("", "--")})
+    out = pd.DataFrame({
+        ("", "kernel"): t["kernel"],
+        ("", "impl"): t["impl"].map(IMPL_SHORT),
+        ("", "cells"): t["cells"],
+        ("first call [ms]", "median"): t["first_median_ms"],
+        ("first call [ms]", "max"): t["first_max_ms"],
+        ("", "autotune [ms]"): t["autotune_ms"],
+        (FRAME_LABEL["loop"], "warm [µs]"): t["warm_us"],
+        (FRAME_LABEL["loop"], "first / warm"): t["calls"],
+        ("", "caches"): t["cache"].replace("", "--")
+    })
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     body = table_latex(
         out, {c: fmt
@@ -229,8 +266,13 @@ def alignment_table(metrics: pd.DataFrame, gpu: str, odd: int = 1793, even: int 
         return (f"\\begin{{center}}Alignment: the matrix product at $N={odd}$ and $N={even}$ is {NOT_MEASURED}."
                 "\\end{center}\n")
     head = f"{FRAME_LABEL['gpu']}, TFLOP/s"
-    out = pd.DataFrame({("", "dtype"): t["dtype"], ("", "impl"): t["impl"].map(IMPL_SHORT), (head, f"N={odd}"):
-                        t["odd"], (head, f"N={even}"): t["even"], (head, f"{odd} / {even}"): t["ratio"]})
+    out = pd.DataFrame({
+        ("", "dtype"): t["dtype"],
+        ("", "impl"): t["impl"].map(IMPL_SHORT),
+        (head, f"N={odd}"): t["odd"],
+        (head, f"N={even}"): t["even"],
+        (head, f"{odd} / {even}"): t["ratio"]
+    })
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return table_latex(out, {c: fmt for c in out.columns[2:]}, "llrrr")
 
@@ -337,11 +379,15 @@ def alignment_study(ablations: pd.DataFrame | None, sms: int, tile=(128, 256)) -
         bm, bn = tile
         tiles = -(-n // bm) * -(-n // bn)
         rows.append({
-            "size": int(n), "aligned": (n * 2) % 16 == 0, "hint": n % 16 == 0, "cublas":
-            by.get("cuBLAS (builtin)", np.nan), "ours": by.get("ours, autotuned",
-                                                               np.nan), "padded_alone": pad.get("alone",
-                                                                                                np.nan), "padded_whole":
-            pad.get("whole", np.nan), "tile_fill": n * n / (tiles * bm * bn), "waves": wave_efficiency(n, n, sms, tile)
+            "size": int(n),
+            "aligned": (n * 2) % 16 == 0,
+            "hint": n % 16 == 0,
+            "cublas": by.get("cuBLAS (builtin)", np.nan),
+            "ours": by.get("ours, autotuned", np.nan),
+            "padded_alone": pad.get("alone", np.nan),
+            "padded_whole": pad.get("whole", np.nan),
+            "tile_fill": n * n / (tiles * bm * bn),
+            "waves": wave_efficiency(n, n, sms, tile)
         })
     return pd.DataFrame(rows)
 
@@ -354,11 +400,17 @@ def alignment_study_table(ablations: pd.DataFrame | None, gpu: str) -> str:
                 "\\end{center}\n")
     head = f"{FRAME_LABEL['gpu']}, TFLOP/s"
     yes = {True: "yes", False: "no"}
-    out = pd.DataFrame({("", "N"): t["size"],
-                        ("", "16 B rows"): t["aligned"].map(yes), ("", "16 | N"): t["hint"].map(yes),
-                        ("128x256 tiles", "matrix / tiles"): t["tile_fill"], ("128x256 tiles", "wave eff."): t["waves"],
-                        (head, "cuBLAS"): t["cublas"], (head, "ours"): t["ours"], (head, "ours, padded"):
-                        t["padded_alone"], (head, "padding fix"): t["padded_whole"]})
+    out = pd.DataFrame({
+        ("", "N"): t["size"],
+        ("", "16 B rows"): t["aligned"].map(yes),
+        ("", "16 | N"): t["hint"].map(yes),
+        ("128x256 tiles", "matrix / tiles"): t["tile_fill"],
+        ("128x256 tiles", "wave eff."): t["waves"],
+        (head, "cuBLAS"): t["cublas"],
+        (head, "ours"): t["ours"],
+        (head, "ours, padded"): t["padded_alone"],
+        (head, "padding fix"): t["padded_whole"]
+    })
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return table_latex(out, {c: fmt for c in out.columns[3:]}, "rllrrrrrr")
 
@@ -391,8 +443,11 @@ def compile_frames_table(frames: pd.DataFrame | None) -> str:
         return f"\\begin{{center}}torch.compile's fwd+bwd in its two frames is {NOT_MEASURED}.\\end{{center}}\n"
     out = t.rename(
         columns={
-            "ours": "ours [us]", "builtin": "builtin [us]", "joint": "compile, joint [us]", "split":
-            "compile, training step [us]", "split_over_joint": "training / joint"
+            "ours": "ours [us]",
+            "builtin": "builtin [us]",
+            "joint": "compile, joint [us]",
+            "split": "compile, training step [us]",
+            "split_over_joint": "training / joint"
         })
     return table_latex(out, {c: fmt for c in out.columns[3:]}, "lll" + "r" * 5)
 

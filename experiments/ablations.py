@@ -46,29 +46,49 @@ def variants(study: str, n: int, a, b) -> list[dict]:
     from kernels.matmul import matmul_triton
 
     out = [{
-        "variant": "cuBLAS (builtin)", "method": "cublas", "tile": "", "group_m": 0, "padded": n, "fn":
-        lambda: torch.relu(a @ b)
+        "variant": "cuBLAS (builtin)",
+        "method": "cublas",
+        "tile": "",
+        "group_m": 0,
+        "padded": n,
+        "fn": lambda: torch.relu(a @ b)
     }, {
-        "variant": "ours, autotuned", "method": "auto", "tile": "", "group_m": 0, "padded": n, "fn":
-        lambda: matmul_triton(a, b, pad=False)
+        "variant": "ours, autotuned",
+        "method": "auto",
+        "tile": "",
+        "group_m": 0,
+        "padded": n,
+        "fn": lambda: matmul_triton(a, b, pad=False)
     }]  # unpadded: the study shows the cause, then the fix
     if study == "tiles":
         for name, tile in TILES.items():
             for group_m in ((1, 8) if tile == WIDE else (8, )):
                 order = "grouped" if group_m > 1 else "row order"
                 out.append({
-                    "variant": f"pointer {name}, {order}", "method": "pointer", "tile": name, "group_m": group_m,
-                    "padded": n, "fn": lambda c=config(tile, group_m): matmul_triton(a, b, config=c, method="pointer")
+                    "variant": f"pointer {name}, {order}",
+                    "method": "pointer",
+                    "tile": name,
+                    "group_m": group_m,
+                    "padded": n,
+                    "fn": lambda c=config(tile, group_m): matmul_triton(a, b, config=c, method="pointer")
                 })
         out.append({
-            "variant": "TMA persistent 128x256, grouped", "method": "tma", "tile": "128x256", "group_m": 8, "padded": n,
+            "variant": "TMA persistent 128x256, grouped",
+            "method": "tma",
+            "tile": "128x256",
+            "group_m": 8,
+            "padded": n,
             "fn": lambda c=config(WIDE, 8): matmul_triton(a, b, config=c, method="tma")
         })
     elif study == "alignment" and n % PAD_TO:
         p = padded(n)
         ap, bp = F.pad(a, (0, p - n, 0, p - n)), F.pad(b, (0, p - n, 0, p - n))
         out.append({
-            "variant": f"ours, padded to {p}: product alone", "method": "auto", "tile": "", "group_m": 0, "padded": p,
+            "variant": f"ours, padded to {p}: product alone",
+            "method": "auto",
+            "tile": "",
+            "group_m": 0,
+            "padded": p,
             "fn": lambda: matmul_triton(ap, bp)
         })
 
@@ -80,8 +100,12 @@ def variants(study: str, n: int, a, b) -> list[dict]:
             return matmul_triton(a2, b2)[:n, :n]
 
         out.append({
-            "variant": f"ours, padded to {p}: copies + product + slice", "method": "auto", "tile": "", "group_m": 0,
-            "padded": p, "fn": fix
+            "variant": f"ours, padded to {p}: copies + product + slice",
+            "method": "auto",
+            "tile": "",
+            "group_m": 0,
+            "padded": p,
+            "fn": fix
         })
     return out
 
@@ -123,14 +147,23 @@ def run(gpu: str, sizes, align_sizes, dtype: str, timing: dict, out: str, cache_
                 except Exception as exc:  # a variant that does not run (shared memory) is a row that says so
                     log.warning("%s %s n=%d: %s: %s", study, v["variant"], n, type(exc).__name__, str(exc)[:200])
                     rows.append({
-                        "study": study, **v, "size": n, "dtype": dtype, "status": "failed", "error":
-                        f"{type(exc).__name__}: {str(exc)[:300]}"
+                        "study": study,
+                        **v, "size": n,
+                        "dtype": dtype,
+                        "status": "failed",
+                        "error": f"{type(exc).__name__}: {str(exc)[:300]}"
                     })
                     continue
                 tflops = 2.0 * n**3 / (stats["median_ms"] * 1e-3) / 1e12
                 rows.append({
-                    "study": study, **v, "size": n, "dtype": dtype, "status": "ok", "rel_err": err, "tflops": tflops,
-                    **stats, **clocks.prefixed("after")
+                    "study": study,
+                    **v, "size": n,
+                    "dtype": dtype,
+                    "status": "ok",
+                    "rel_err": err,
+                    "tflops": tflops,
+                    **stats,
+                    **clocks.prefixed("after")
                 })
                 log.info("%-9s n=%-5d %-45s %8.4f ms %7.1f TFLOP/s", study, n, v["variant"], stats["median_ms"], tflops)
             del a, b, want
@@ -138,8 +171,10 @@ def run(gpu: str, sizes, align_sizes, dtype: str, timing: dict, out: str, cache_
             # after every size: a run cut short keeps the sizes it finished
             Path(out).parent.mkdir(parents=True, exist_ok=True)
             write_parquet(
-                pd.DataFrame(rows).assign(**{**provenance(), "gpu": gpu, "device_name": torch.cuda.get_device_name()}),
-                out)
+                pd.DataFrame(rows).assign(**{
+                    **provenance(), "gpu": gpu,
+                    "device_name": torch.cuda.get_device_name()
+                }), out)
     return 0
 
 

@@ -27,8 +27,10 @@ log = logging.getLogger("rooflab.backends")
 
 # variant -> (label, SDPBackend name; None: ours)
 VARIANTS = {
-    "ours": ("ours (Triton)", None), "flash": ("SDPA flash", "FLASH_ATTENTION"), "cudnn":
-    ("SDPA cuDNN", "CUDNN_ATTENTION"), "efficient": ("SDPA memory-efficient", "EFFICIENT_ATTENTION")
+    "ours": ("ours (Triton)", None),
+    "flash": ("SDPA flash", "FLASH_ATTENTION"),
+    "cudnn": ("SDPA cuDNN", "CUDNN_ATTENTION"),
+    "efficient": ("SDPA memory-efficient", "EFFICIENT_ATTENTION")
 }
 PASSES = ("fwd", "fwd+bwd")
 DECODE_MAX_SEQ_Q = 16  # seq_q up to this: the split-KV decode kernel (forward only), longer: FlashAttention-2
@@ -210,10 +212,22 @@ def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: d
             flops_ = flops(cell, pass_, causal)
             for variant, (label, _) in VARIANTS.items():
                 base = {
-                    "variant": variant, "label": label, "batch": cell[0], "heads": cell[1], "kv_heads": cell[2],
-                    "seq_q": cell[3], "seq_k": cell[4], "seq": cell[4], "head_dim": cell[5], "kind": cell_kind(cell),
-                    "causal": causal, "dtype": dtype, "pass": pass_, "flops": flops_, "bytes":
-                    bytes_moved(cell, dtype, pass_), "tolerance": DEFAULT_TOLERANCE[dtype]
+                    "variant": variant,
+                    "label": label,
+                    "batch": cell[0],
+                    "heads": cell[1],
+                    "kv_heads": cell[2],
+                    "seq_q": cell[3],
+                    "seq_k": cell[4],
+                    "seq": cell[4],
+                    "head_dim": cell[5],
+                    "kind": cell_kind(cell),
+                    "causal": causal,
+                    "dtype": dtype,
+                    "pass": pass_,
+                    "flops": flops_,
+                    "bytes": bytes_moved(cell, dtype, pass_),
+                    "tolerance": DEFAULT_TOLERANCE[dtype]
                 }
                 if variant == "ours":
                     base["ran"] = "decode" if pass_ == "fwd" and cell[3] <= DECODE_MAX_SEQ_Q else "fa2"
@@ -235,9 +249,11 @@ def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: d
                 finally:
                     del fn
                 rows.append({
-                    **base, "status": "ok", "rel_err": err, **stats, "tflops":
-                    flops_ / (stats["median_ms"] * 1e-3) / 1e12, "tflops_loop":
-                    flops_ / (stats["loop_ms"] * 1e-3) / 1e12, **clocks.prefixed("after")
+                    **base, "status": "ok",
+                    "rel_err": err,
+                    **stats, "tflops": flops_ / (stats["median_ms"] * 1e-3) / 1e12,
+                    "tflops_loop": flops_ / (stats["loop_ms"] * 1e-3) / 1e12,
+                    **clocks.prefixed("after")
                 })
                 log.info("[%d/%d] %-22s %-22s causal=%-5s %-7s %9.4f ms %7.1f TFLOP/s (loop %9.4f ms)", i, len(todo),
                          label, shape_label(cell), causal, pass_, stats["median_ms"], rows[-1]["tflops"],
@@ -248,7 +264,10 @@ def run(gpu: str, shapes, causals, dtypes, timing: dict, out: str, cache_dirs: d
         # after every shape: a run cut short keeps the shapes it finished
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         write_parquet(
-            pd.DataFrame(rows).assign(**{**provenance(), "gpu": gpu, "device_name": torch.cuda.get_device_name()}), out)
+            pd.DataFrame(rows).assign(**{
+                **provenance(), "gpu": gpu,
+                "device_name": torch.cuda.get_device_name()
+            }), out)
     from analysis.attention import printed_table  # the table the paper prints, from the rows just written
 
     print(printed_table(pd.read_parquet(out)))

@@ -52,8 +52,13 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
     stats = measure(lambda: dst.copy_(src), timer, cfg)  # noqa: F821
     moved = 2.0 * n_copy * 4
     rows.append({
-        "ceiling": "copy_large", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3), "bytes": moved, "flops":
-        0.0, **stats, **clocks.prefixed("after")
+        "ceiling": "copy_large",
+        "unit": "B/s",
+        "value": moved / (stats["median_ms"] * 1e-3),
+        "bytes": moved,
+        "flops": 0.0,
+        **stats,
+        **clocks.prefixed("after")
     })
     log.info("copy %.3f GB buffer: %.1f GB/s (read + write)", n_copy * 4 / 1e9, rows[-1]["value"] / 1e9)
     del src, dst
@@ -70,8 +75,12 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
             same = dataclasses.replace(cfg, warm_translations=warm_translations, instances=instances)
             stats = {**measure(fns, timer, same, inputs=pairs), **clocks.prefixed("after")}
             rows.append({
-                "ceiling": f"copy_{dname}_{n}", "unit": "B/s", "value": moved / (stats["median_ms"] * 1e-3), "bytes":
-                moved, "flops": 0.0, **stats
+                "ceiling": f"copy_{dname}_{n}",
+                "unit": "B/s",
+                "value": moved / (stats["median_ms"] * 1e-3),
+                "bytes": moved,
+                "flops": 0.0,
+                **stats
             })
             log.info("copy %s %d^2: %.1f GB/s", dname, n, rows[-1]["value"] / 1e9)
             del pairs, fns
@@ -98,9 +107,14 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
                         continue
                 flops = 2.0 * n**3
                 rows.append({
-                    "ceiling": f"gemm_{unit}_{source}_{n}", "unit": "FLOP/s", "value":
-                    flops / (stats["median_ms"] * 1e-3), "bytes": 3.0 * n * n * a.element_size(), "flops": flops,
-                    "source": source, **row, **stats
+                    "ceiling": f"gemm_{unit}_{source}_{n}",
+                    "unit": "FLOP/s",
+                    "value": flops / (stats["median_ms"] * 1e-3),
+                    "bytes": 3.0 * n * n * a.element_size(),
+                    "flops": flops,
+                    "source": source,
+                    **row,
+                    **stats
                 })
                 log.info("gemm %s %s n=%d: %.1f TFLOP/s", unit, source, n, rows[-1]["value"] / 1e12)
             del a, b

@@ -134,12 +134,22 @@ def kernel_facts(jit, kernel, tuner, limits) -> dict:
     n_regs = int(getattr(kernel, "n_regs", -1))
     consts = _constexprs(kernel)
     row = {
-        "function": getattr(jit, "__name__", None) or jit.fn.__name__, "kernel_name": getattr(kernel, "name", "")
-        or getattr(md, "name", ""), "signature": _signature(kernel), "constexprs": str(consts), "num_warps": num_warps,
-        "num_stages": int(getattr(md, "num_stages", 0)), "threads_per_block": num_warps * warp_size, "n_regs": n_regs,
-        "n_spills": int(getattr(kernel, "n_spills",
-                                -1)), "shared_bytes": shared, "autotuned": tuner is not None, "autotune_best": False,
-        "autotune_config": "", "autotune_ms": float("nan"), "config_ms": float("nan"), "arch": limits.arch,
+        "function": getattr(jit, "__name__", None) or jit.fn.__name__,
+        "kernel_name": getattr(kernel, "name", "") or getattr(md, "name", ""),
+        "signature": _signature(kernel),
+        "constexprs": str(consts),
+        "num_warps": num_warps,
+        "num_stages": int(getattr(md, "num_stages", 0)),
+        "threads_per_block": num_warps * warp_size,
+        "n_regs": n_regs,
+        "n_spills": int(getattr(kernel, "n_spills", -1)),
+        "shared_bytes": shared,
+        "autotuned": tuner is not None,
+        "autotune_best": False,
+        "autotune_config": "",
+        "autotune_ms": float("nan"),
+        "config_ms": float("nan"),
+        "arch": limits.arch,
     }
     row.update(occupancy(row["threads_per_block"], n_regs, shared, limits))
     asm = getattr(kernel, "asm", {}) or {}
@@ -248,11 +258,19 @@ _INT = [
     "ld_global_scalar", "ld_global_max_bits", "st_global_v4", "st_global_v2", "st_global_scalar", "st_global_max_bits"
 ]
 _DTYPES = {
-    **{c: "Int64"
-       for c in _INT}, **{c: "float64"
-                          for c in ("autotune_ms", "config_ms", "occupancy")},
-    **{c: "boolean"
-       for c in ("autotuned", "autotune_best")}, **{
+    **{
+        c: "Int64"
+        for c in _INT
+    },
+    **{
+        c: "float64"
+        for c in ("autotune_ms", "config_ms", "occupancy")
+    },
+    **{
+        c: "boolean"
+        for c in ("autotuned", "autotune_best")
+    },
+    **{
         c: "string"
         for c in COMPILED_COLUMNS if c not in _INT and c not in ("autotune_ms", "config_ms", "occupancy", "autotuned", "autotune_best")
     }

@@ -93,8 +93,12 @@ def write_paired(rows: list[dict], path: str | Path, gpu: str, prov: dict, cfg) 
 
     df = pd.DataFrame(rows).reindex(columns=ROUND_COLUMNS)
     for k, v in {
-            "gpu": gpu, **{k: prov.get(k)
-                           for k in ("run_id", "git_sha", "timestamp", "device_uuid")}, **describe(cfg)
+            "gpu": gpu,
+            **{
+                k: prov.get(k)
+                for k in ("run_id", "git_sha", "timestamp", "device_uuid")
+            },
+            **describe(cfg)
     }.items():
         df[k] = v
     write_parquet(df, path)
@@ -189,8 +193,10 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                      f"{row.get('median_ms', float('nan')):.4f} ms" if row["status"] == "ok" else row["error"])
             rows.append(row)
             fh.write(
-                json.dumps({**row, "_identity": identity, "_source_text": text_digest(kernel.source)}, default=str) +
-                "\n")
+                json.dumps({
+                    **row, "_identity": identity,
+                    "_source_text": text_digest(kernel.source)
+                }, default=str) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
             paired.after_cell(cell, row, kept.pop("fns", None))  # the group's paired rounds, once it is complete
@@ -229,13 +235,14 @@ def describe(kernel_name: str, gpu: str, params: dict, profiles: str | None = No
     from experiments import profiles as profiles_job
 
     size = int((params.get("profile") or {}).get("size", 4096))
-    for job, path, settings in ((profiles_job, profiles, {**params, "size": size}), (compiled_job, compiled, {
-            "size":
-            size, "extra_sizes":
-            params.get("extra_sizes", []), "dtypes":
-            params.get("dtypes"), "seed":
-            params.get("seed", 0), "cache_dirs":
-            params.get("cache_dirs", {})
+    for job, path, settings in ((profiles_job, profiles, {
+            **params, "size": size
+    }), (compiled_job, compiled, {
+            "size": size,
+            "extra_sizes": params.get("extra_sizes", []),
+            "dtypes": params.get("dtypes"),
+            "seed": params.get("seed", 0),
+            "cache_dirs": params.get("cache_dirs", {})
     })):
         if path:
             t0 = time.perf_counter()
@@ -277,8 +284,15 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     _setup_logging(None)
     params = {
-        "sizes": args.sizes, "dtypes": args.dtypes, "impls": args.impls, "timing": {}, "interpret_max_size":
-        args.interpret_max_size, "allow_failures": args.allow_failures, "profile": {"size": args.profile_size}
+        "sizes": args.sizes,
+        "dtypes": args.dtypes,
+        "impls": args.impls,
+        "timing": {},
+        "interpret_max_size": args.interpret_max_size,
+        "allow_failures": args.allow_failures,
+        "profile": {
+            "size": args.profile_size
+        }
     }
     if args.params:
         params = json.loads(args.params)
@@ -291,8 +305,11 @@ def main(argv=None) -> int:
         params.update(preset=preset, shapes=shape_sets([spec])[preset])
     try:
         rc = run(
-            args.kernel, args.gpu, args.out, params,
-            describe_outputs={"profiles": args.profiles_out, "compiled": args.compiled_out, "paired": args.paired_out})
+            args.kernel, args.gpu, args.out, params, describe_outputs={
+                "profiles": args.profiles_out,
+                "compiled": args.compiled_out,
+                "paired": args.paired_out
+            })
     except DeviceMismatch as exc:
         log.error("%s", exc)
         rc = 2

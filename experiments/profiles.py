@@ -118,8 +118,15 @@ def profile_cell(kernel, impl: str, dtype: str, size: int, pass_: str, device: s
     from rooflab.cell import Cell, skip_reason
 
     row = {
-        "kernel": kernel.name, "impl": impl, "dtype": dtype, "size": int(size), "pass": pass_, "activity":
-        "cuda" if device == "cuda" else "cpu_aten", "status": "failed", "error": "", "compile_fallback": False
+        "kernel": kernel.name,
+        "impl": impl,
+        "dtype": dtype,
+        "size": int(size),
+        "pass": pass_,
+        "activity": "cuda" if device == "cuda" else "cpu_aten",
+        "status": "failed",
+        "error": "",
+        "compile_fallback": False
     }
     try:
         reason = skip_reason(kernel, Cell(kernel.name, impl, dtype, int(size), pass_), device, interpret_max_size)
@@ -178,7 +185,11 @@ def run(gpu: str, kernels, out: str, params: dict) -> None:
     df = pd.DataFrame([{**r, "gpu": gpu, **prov} for r in rows])
     df = df.reindex(columns=PROFILE_COLUMNS + [c for c in df.columns if c not in PROFILE_COLUMNS])
     df = df.astype({
-        "size": "Int64", "n_kernels": "Int64", "n_memops": "Int64", "compile_fallback": "boolean", **{
+        "size": "Int64",
+        "n_kernels": "Int64",
+        "n_memops": "Int64",
+        "compile_fallback": "boolean",
+        **{
             c: "string"
             for c in ("gpu", "kernel", "impl", "dtype", "pass", "activity", "kernel_names", "status", "error")
         }

@@ -73,9 +73,14 @@ def run(gpu: str, kernels: list[str], impls: list[str] | None, dtype: str, size:
                 torch.cuda.profiler.stop()
                 fell_back = getattr(fn, "fell_back", None)  # torch.compile that ran eager is not Inductor's traffic
                 calls.append({
-                    "kernel": name, "impl": impl, "dtype": dtype, "size": size, "pass": pass_, "fell_back":
-                    bool(fell_back()) if callable(fell_back) else False, "error": error, "timestamp":
-                    datetime.now(timezone.utc).isoformat(timespec="seconds")
+                    "kernel": name,
+                    "impl": impl,
+                    "dtype": dtype,
+                    "size": size,
+                    "pass": pass_,
+                    "fell_back": bool(fell_back()) if callable(fell_back) else False,
+                    "error": error,
+                    "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")
                 })
                 manifest.write_text(json.dumps(calls))  # after every call: a run cut short keeps what it profiled
                 print(f"traffic: profiled {name} {impl} {dtype} {size} {pass_}", file=sys.stderr, flush=True)
@@ -85,8 +90,19 @@ def run(gpu: str, kernels: list[str], impls: list[str] | None, dtype: str, size:
 
 
 _UNITS = {
-    "byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9, "nsecond": 1e-3, "usecond":
-    1.0, "msecond": 1e3, "ns": 1e-3, "us": 1.0, "ms": 1e3
+    "byte": 1,
+    "Kbyte": 1e3,
+    "Mbyte": 1e6,
+    "Gbyte": 1e9,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "nsecond": 1e-3,
+    "usecond": 1.0,
+    "msecond": 1e3,
+    "ns": 1e-3,
+    "us": 1.0,
+    "ms": 1e3
 }
 
 
@@ -127,9 +143,14 @@ def table(ncu_rows, calls: list[dict], kernel_bytes=None):
         read, written = k["dram__bytes_read.sum"].sum(), k["dram__bytes_write.sum"].sum()
         model = kernel_bytes(call) if kernel_bytes else float("nan")
         rows.append({
-            **call, "launches": len(k), "kernels": "; ".join(k["name"]), "dram_read_bytes": read, "dram_write_bytes":
-            written, "moved_bytes": read + written, "model_bytes": model, "moved_over_model":
-            (read + written) / model if model else float("nan"), "ncu_us": k["gpu__time_duration.sum"].sum()
+            **call, "launches": len(k),
+            "kernels": "; ".join(k["name"]),
+            "dram_read_bytes": read,
+            "dram_write_bytes": written,
+            "moved_bytes": read + written,
+            "model_bytes": model,
+            "moved_over_model": (read + written) / model if model else float("nan"),
+            "ncu_us": k["gpu__time_duration.sum"].sum()
         })
     return pd.DataFrame(rows)
 

@@ -34,18 +34,55 @@ WARMUP_CALLS = 3
 SDPA_CUDNN = "sdpa_cudnn"  # attention's builtin with SDPA's cuDNN backend forced (experiments/backends.py's variant)
 # The cells (config why_ncu.cells replaces the list): the equal-bytes gaps at the sizes where the builtin is slowest
 # against ours, and our losses, at the sweep's largest size (attention: sequence 8192, the sweep's largest shape).
-CELLS = ({"kernel": "softmax", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]
-          }, {"kernel": "rowsum", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]},
-         {"kernel": "layernorm", "dtype": "bfloat16", "size": 1793, "pass": "fwd", "impls": ["builtin", "triton"]
-          }, {"kernel": "rmsnorm", "dtype": "bfloat16", "size": 1793, "pass": "fwd", "impls": ["builtin", "triton"]
-              }, {"kernel": "matmul", "dtype": "float32", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]},
-         {"kernel": "matmul", "dtype": "tf32", "size": 8192, "pass": "fwd", "impls": ["builtin", "triton"]}, {
-             "kernel": "attention", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "impls":
-             ["builtin", SDPA_CUDNN, "triton"]
-         }, {
-             "kernel": "attention", "dtype": "bfloat16", "size": 8192, "pass": "fwd+bwd", "impls":
-             ["builtin", SDPA_CUDNN, "triton"]
-         },
+CELLS = ({
+    "kernel": "softmax",
+    "dtype": "bfloat16",
+    "size": 8192,
+    "pass": "fwd",
+    "impls": ["builtin", "triton"]
+}, {
+    "kernel": "rowsum",
+    "dtype": "bfloat16",
+    "size": 8192,
+    "pass": "fwd",
+    "impls": ["builtin", "triton"]
+}, {
+    "kernel": "layernorm",
+    "dtype": "bfloat16",
+    "size": 1793,
+    "pass": "fwd",
+    "impls": ["builtin", "triton"]
+}, {
+    "kernel": "rmsnorm",
+    "dtype": "bfloat16",
+    "size": 1793,
+    "pass": "fwd",
+    "impls": ["builtin", "triton"]
+}, {
+    "kernel": "matmul",
+    "dtype": "float32",
+    "size": 8192,
+    "pass": "fwd",
+    "impls": ["builtin", "triton"]
+}, {
+    "kernel": "matmul",
+    "dtype": "tf32",
+    "size": 8192,
+    "pass": "fwd",
+    "impls": ["builtin", "triton"]
+}, {
+    "kernel": "attention",
+    "dtype": "bfloat16",
+    "size": 8192,
+    "pass": "fwd",
+    "impls": ["builtin", SDPA_CUDNN, "triton"]
+}, {
+    "kernel": "attention",
+    "dtype": "bfloat16",
+    "size": 8192,
+    "pass": "fwd+bwd",
+    "impls": ["builtin", SDPA_CUDNN, "triton"]
+},
          )
 CELL_KEYS = ("kernel", "dtype", "size", "pass", "impls")
 
@@ -128,8 +165,13 @@ def run(gpu: str, cells: list[dict], manifest: Path) -> int:
                 error = f"{type(exc).__name__}: {str(exc)[:200]}"
             torch.cuda.profiler.stop()
             calls.append({
-                "kernel": c["kernel"], "impl": impl, "dtype": c["dtype"], "size": int(c["size"]), "pass": c["pass"],
-                "error": error, "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")
+                "kernel": c["kernel"],
+                "impl": impl,
+                "dtype": c["dtype"],
+                "size": int(c["size"]),
+                "pass": c["pass"],
+                "error": error,
+                "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds")
             })
             manifest.write_text(json.dumps(calls))  # after every call: a run cut short keeps what it profiled
             print(f"why_ncu: profiled {c['kernel']} {impl} {c['dtype']} {c['size']} {c['pass']}", file=sys.stderr,

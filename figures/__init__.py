@@ -5,7 +5,13 @@ device with shape-set results (rules/shapes.smk, not rules/figures.smk). GPU_ONL
 figures of concepts a CPU does not have (waves of SM-sized tiles, projections onto GPU datasheets).
 """
 SCOPES = {
-    "bandwidth": "kernel", "fusion": "gpu", "projection": "gpu", "roofline": "gpu", "scaling": "gpu", "speedup": "gpu",
-    "wave": "gpu", "shapes": "shapes"
+    "bandwidth": "kernel",
+    "fusion": "gpu",
+    "projection": "gpu",
+    "roofline": "gpu",
+    "scaling": "gpu",
+    "speedup": "gpu",
+    "wave": "gpu",
+    "shapes": "shapes"
 }
 GPU_ONLY = {"wave", "projection"}

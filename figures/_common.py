@@ -32,18 +32,41 @@ IMPL_ORDER = list(IMPLS)
 PALETTE = dict(zip(IMPL_ORDER, ["#E69F00", "#0072B2", "#009E73", "#56B4E9", "#D55E00", "#CC79A7"]))
 MARKER = dict(zip(IMPL_ORDER, ["o", "s", "D", "P", "^", "v"]))
 IMPL_SHORT = {
-    "naive": "naive", "builtin": "builtin", "compile": "compile", "compile-max": "compile-max", "triton": "Triton",
+    "naive": "naive",
+    "builtin": "builtin",
+    "compile": "compile",
+    "compile-max": "compile-max",
+    "triton": "Triton",
     "cuda": "CUDA"
 }
 # Printed sizes: nothing under 7 pt at the width the paper prints a figure (tests/test_figure_print.py).
 MIN_PT = 7.0
 STYLE = {
-    "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 7.5, "xtick.labelsize": 7, "ytick.labelsize": 7,
-    "legend.fontsize": 7, "legend.title_fontsize": 7, "figure.titlesize": 8.5, "axes.grid": True, "grid.color": "0.88",
-    "grid.linewidth": 0.5, "axes.edgecolor": "0.3", "axes.linewidth": 0.6, "axes.spines.top": False,
-    "axes.spines.right": False, "xtick.major.size": 2.5, "ytick.major.size": 2.5, "xtick.minor.size": 1.5,
-    "ytick.minor.size": 1.5, "legend.frameon": False, "lines.linewidth": 1.2, "lines.markersize": 3.5,
-    "figure.constrained_layout.h_pad": 0.03, "figure.constrained_layout.w_pad": 0.03, "pdf.compression": 6
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 7.5,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "legend.title_fontsize": 7,
+    "figure.titlesize": 8.5,
+    "axes.grid": True,
+    "grid.color": "0.88",
+    "grid.linewidth": 0.5,
+    "axes.edgecolor": "0.3",
+    "axes.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "xtick.major.size": 2.5,
+    "ytick.major.size": 2.5,
+    "xtick.minor.size": 1.5,
+    "ytick.minor.size": 1.5,
+    "legend.frameon": False,
+    "lines.linewidth": 1.2,
+    "lines.markersize": 3.5,
+    "figure.constrained_layout.h_pad": 0.03,
+    "figure.constrained_layout.w_pad": 0.03,
+    "pdf.compression": 6
 }
 PNG_DPI = 100  # the report's copy: a screen's resolution at the printed size (the paper takes the PDF)
 # A point above its own run's roof: drawn, but never silently (it is listed in the paper's findings table)
@@ -116,8 +139,9 @@ def size_label(df: pd.DataFrame) -> str:
 
     heads = ATTENTION_WIDTH // ATTENTION_HEAD_DIM
     alone = {
-        "rows": "N (an N x N input)", "mkn": "N (M = N = K)", "bhsd":
-        f"sequence length N (batch {ATTENTION_TOKENS} / N, {heads} heads of {ATTENTION_HEAD_DIM})"
+        "rows": "N (an N x N input)",
+        "mkn": "N (M = N = K)",
+        "bhsd": f"sequence length N (batch {ATTENTION_TOKENS} / N, {heads} heads of {ATTENTION_HEAD_DIM})"
     }
     part = {"mkn": "matmul M=N=K", "bhsd": "attention: seq. N"}  # beside the N x N of the rest: short, for panels
     found = families(df)

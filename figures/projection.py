@@ -42,8 +42,11 @@ def projection_table(df: pd.DataFrame, gpu: str) -> tuple[pd.DataFrame, bool]:
     for best in t.itertuples():
         g = big[(big["kernel"] == best.kernel) & (big["dtype"] == best.dtype)]
         row = {
-            "kernel": best.kernel, "dtype": best.dtype, "size": int(best.size), "bound": best.bound, "measured_best_ms":
-            best.median_ms
+            "kernel": best.kernel,
+            "dtype": best.dtype,
+            "size": int(best.size),
+            "bound": best.bound,
+            "measured_best_ms": best.median_ms
         }
         for key in SPECS:
             row[f"model_{key}_ms"] = getattr(best, f"model_ms_{key}") if calibrated \

@@ -62,8 +62,13 @@ def draw(ax, d: pd.DataFrame, dtype: str, width_in: float | None = None) -> None
         # the label sits low right of the gap, where every panel is empty (the rates are high past N = 2048)
         ax.annotate(f"gap at N = {n}\n(not x{TILE}): loss\nthe wave model\ndoes not explain",
                     (n, (low + expected.iloc[0]) / 2), xytext=(0.99, 0.03), textcoords="axes fraction", ha="right",
-                    va="bottom", fontsize=7, color=GAP_COLOR,
-                    arrowprops={"arrowstyle": "-", "color": GAP_COLOR, "lw": 0.6, "shrinkA": 1, "shrinkB": 3})
+                    va="bottom", fontsize=7, color=GAP_COLOR, arrowprops={
+                        "arrowstyle": "-",
+                        "color": GAP_COLOR,
+                        "lw": 0.6,
+                        "shrinkA": 1,
+                        "shrinkB": 3
+                    })
     size_axis(ax, [s for s in d["size"] if int(s) % TILE == 0] or d["size"], width_in)
     ax.set_title(f"{dtype}\nbest (1.0): " + ", ".join(f"{IMPL_SHORT[i]} {v:.3g}" for i, v in best.items()) + " TFLOP/s",
                  loc="left", fontsize=7)

@@ -38,8 +38,11 @@ def attention_variants(shape, causal, dtype, section="attention", device="cuda")
     variants = {}
     if section == "attention":
         variants = {
-            "builtin cuDNN": sdpa("cudnn"), "builtin flash": sdpa("flash"), "triton (default)": ours("auto"),
-            "triton pointer (autotuned)": ours("pointer"), "triton tma (autotuned)": ours("tma")
+            "builtin cuDNN": sdpa("cudnn"),
+            "builtin flash": sdpa("flash"),
+            "triton (default)": ours("auto"),
+            "triton pointer (autotuned)": ours("pointer"),
+            "triton tma (autotuned)": ours("tma")
         }
         variants |= {
             f"pointer {m}x{n} w{w} s{s}": ours("pointer", _tile(m, n, w, s))
@@ -80,8 +83,10 @@ def run_attention(run, section="attention"):
             for tuner, kind in ((at._attn_fwd_kernel, "pointer"), (at._attn_fwd_tma_autotuned, "tma")):
                 if section == "attention":  # the only section that calls the autotuners
                     run.rows.append({
-                        "kernel": "attention", "n": label, "dtype": dname, "variant":
-                        f"chosen {kind}: {getattr(tuner, 'best_config', None)}"
+                        "kernel": "attention",
+                        "n": label,
+                        "dtype": dname,
+                        "variant": f"chosen {kind}: {getattr(tuner, 'best_config', None)}"
                     })
             torch.cuda.empty_cache()
             print(f"done attention {label} {dname}", flush=True)

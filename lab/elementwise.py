@@ -33,13 +33,15 @@ def elementwise_variants(n, dtype):
     va.update({f"triton B={b} w={w}": (lambda b=b, w=w: vecadd_triton(x, y, w, b)) for b, w in grid})
     va["builtin (again)"] = va["builtin"]
     ge = {
-        "builtin": lambda: gelu_builtin(x), "triton (default)": lambda: gelu_triton(x),
+        "builtin": lambda: gelu_builtin(x),
+        "triton (default)": lambda: gelu_triton(x),
         "triton precise (IEEE division)": lambda: gelu_triton(x, precise=True)
     }
     ge.update({f"triton B={b} w={w}": (lambda b=b, w=w: gelu_triton(x, b, w)) for b, w in grid if w >= 4})
     ge["builtin (again)"] = ge["builtin"]
     sa = {
-        "builtin": lambda: saxpy_builtin(2.0, x, y), "triton (default)": lambda: saxpy_triton(2.0, x, y),
+        "builtin": lambda: saxpy_builtin(2.0, x, y),
+        "triton (default)": lambda: saxpy_triton(2.0, x, y),
         "builtin (again)": lambda: saxpy_builtin(2.0, x, y)
     }
     return [("vecadd", 3 * n * n * e, va), ("gelu", 2 * n * n * e, ge), ("saxpy", 3 * n * n * e, sa)]
@@ -58,9 +60,10 @@ def onerow_variants(n, dtype_name, device="cuda"):
         kernel = load_kernel(name)
         inputs = kernel.make_inputs(n, torch_dtype(dtype_name), device)  # saxpy's are (a, x, y), its wrapper's order
         kinds = {
-            "triton (default)": lambda f=triton_fn, a=inputs: f(*a), "triton 2-D split (before)":
-            lambda f=triton_fn, a=inputs: f(*a, one_row=False), "builtin": kernel.impls["builtin"](inputs), "compile":
-            compiled(name, n, torch_dtype(dtype_name), device)
+            "triton (default)": lambda f=triton_fn, a=inputs: f(*a),
+            "triton 2-D split (before)": lambda f=triton_fn, a=inputs: f(*a, one_row=False),
+            "builtin": kernel.impls["builtin"](inputs),
+            "compile": compiled(name, n, torch_dtype(dtype_name), device)
         }
         out.append((name, kernel.bytes(n, dtype_name), readings(kinds)))
     return out

@@ -35,8 +35,10 @@ def floor_variants():
 
     x, y = torch.zeros(1, device="cuda"), torch.zeros(1, device="cuda")
     return {
-        "nothing between the events": lambda: None, "empty Triton kernel, 1 program": lambda: _empty[
-            (1, )](x), "x.zero_() on 1 element": lambda: x.zero_(), "y.copy_(x) on 1 element": lambda: y.copy_(x),
+        "nothing between the events": lambda: None,
+        "empty Triton kernel, 1 program": lambda: _empty[(1, )](x),
+        "x.zero_() on 1 element": lambda: x.zero_(),
+        "y.copy_(x) on 1 element": lambda: y.copy_(x),
         "empty Triton kernel, 1056 programs": lambda: _empty[(1056, )](x)
     }
 
@@ -144,8 +146,9 @@ def readfloor_variants(n, dtype, device="cuda"):
     (x, ) = make_inputs(n, dtype, device)
     ones = torch.ones(n, dtype=dtype, device=device)
     kinds = {
-        "triton (default)": lambda: rowsum_triton(x), "builtin": lambda: x.sum(dim=1), "cuBLAS x @ ones":
-        lambda: torch.mv(x, ones)
+        "triton (default)": lambda: rowsum_triton(x),
+        "builtin": lambda: x.sum(dim=1),
+        "cuBLAS x @ ones": lambda: torch.mv(x, ones)
     }
     for split in (2, 4):
         for warps in (4, 8):
@@ -153,7 +156,8 @@ def readfloor_variants(n, dtype, device="cuda"):
     rows = readings(kinds)
     half, dst = x[:n // 2], torch.empty_like(x[:n // 2])
     floors = {
-        "torch.sum, whole tensor": lambda: x.sum(), "copy_ of half the rows (same bytes)": lambda: dst.copy_(half),
+        "torch.sum, whole tensor": lambda: x.sum(),
+        "copy_ of half the rows (same bytes)": lambda: dst.copy_(half),
         "Triton copy of half the rows, 4 KiB a program, 4 warps": lambda: copy_chunks(half, dst, 4096, 4),
         "Triton copy of half the rows, 8 KiB a program, 8 warps": lambda: copy_chunks(half, dst, 8192, 8)
     }
@@ -186,10 +190,13 @@ def row_calls(x, w, b):
     y = torch.empty_like(x)
     rw = x.numel() * x.element_size()
     return {
-        "copy_": (2 * rw, lambda: y.copy_(x)), "rowsum triton": (rw, lambda: rowsum_triton(x)), "rowsum builtin":
-        (rw, lambda: x.sum(dim=1)), "layernorm triton": (2 * rw, lambda: layernorm_triton(x, w, b)),
-        "layernorm builtin": (2 * rw, lambda: F.layer_norm(x, (x.shape[1], ), w, b)), "rmsnorm triton":
-        (2 * rw, lambda: rmsnorm_triton(x, w)), "softmax fwd triton": (2 * rw, lambda: softmax_forward(x)),
+        "copy_": (2 * rw, lambda: y.copy_(x)),
+        "rowsum triton": (rw, lambda: rowsum_triton(x)),
+        "rowsum builtin": (rw, lambda: x.sum(dim=1)),
+        "layernorm triton": (2 * rw, lambda: layernorm_triton(x, w, b)),
+        "layernorm builtin": (2 * rw, lambda: F.layer_norm(x, (x.shape[1], ), w, b)),
+        "rmsnorm triton": (2 * rw, lambda: rmsnorm_triton(x, w)),
+        "softmax fwd triton": (2 * rw, lambda: softmax_forward(x)),
         "gelu triton": (2 * rw, lambda: gelu_triton(x))
     }
 
@@ -208,8 +215,12 @@ def intercept_rows(timer, cfg, dtypes, cols=8192):
             x = torch.randn(r, cols, device="cuda").to(dtype)
             for name, (moved, fn) in row_calls(x, w, b).items():
                 out.append({
-                    "kernel": "intercept", "n": r, "dtype": dname, "variant": name, "bytes": moved, "median_us":
-                    timed(fn, timer, cfg) * 1e3
+                    "kernel": "intercept",
+                    "n": r,
+                    "dtype": dname,
+                    "variant": name,
+                    "bytes": moved,
+                    "median_us": timed(fn, timer, cfg) * 1e3
                 })
             del x
             torch.cuda.empty_cache()
@@ -254,7 +265,8 @@ def launch_costs():
     x = torch.randn(256, 256, device="cuda")
     rows = []
     for name, fn in {
-            "builtin F.gelu": lambda: gelu_builtin(x), "gelu_triton wrapper": lambda: gelu_triton(x),
+            "builtin F.gelu": lambda: gelu_builtin(x),
+            "gelu_triton wrapper": lambda: gelu_triton(x),
             "torch.empty_like only": lambda: torch.empty_like(x)
     }.items():
         for _ in range(50):
@@ -266,8 +278,11 @@ def launch_costs():
         t1 = time.perf_counter()
         torch.cuda.synchronize()
         rows.append({
-            "kernel": "launch", "n": 256, "dtype": "float32", "variant": f"host us/call: {name}", "median_us":
-            (t1 - t0) / 2000 * 1e6
+            "kernel": "launch",
+            "n": 256,
+            "dtype": "float32",
+            "variant": f"host us/call: {name}",
+            "median_us": (t1 - t0) / 2000 * 1e6
         })
     return rows
 
@@ -294,8 +309,11 @@ def hostprof_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, top=15, loop_m
             for impl in ("builtin", "triton"):
                 fn = kernel.impls[impl](inputs, pass_=pass_)
                 rows.append({
-                    "kernel": "hostprof", "n": shape[1], "dtype": dtype_key(dtype), "variant":
-                    f"{name} {pass_} {impl}: loop us/call", "median_us": timer.loop(fn, loop_ms) * 1e3
+                    "kernel": "hostprof",
+                    "n": shape[1],
+                    "dtype": dtype_key(dtype),
+                    "variant": f"{name} {pass_} {impl}: loop us/call",
+                    "median_us": timer.loop(fn, loop_ms) * 1e3
                 })
         ours = kernel.impls["triton"](inputs, pass_="fwd+bwd")
         profile = cProfile.Profile()
@@ -350,21 +368,32 @@ def hostparts_rows(timer, shape=(128, 4096), dtype=torch.bfloat16, loop_ms=20):
 
     variants = {
         "ours fwd, no grad":
-        lambda: fwd(x, w, b), "ours fwd, recorded":
-        lambda: fwd(*leaves), "ours fwd, recorded, C apply (no functorch unwrap)":
+        lambda: fwd(x, w, b),
+        "ours fwd, recorded":
+        lambda: fwd(*leaves),
+        "ours fwd, recorded, C apply (no functorch unwrap)":
         lambda: super(torch.autograd.Function, TritonNorm).apply(*leaves, 1e-5, kernel.module._layernorm_forward, True),
         "ours backward alone (norm_backward)":
-        lambda: _norm_bwd.norm_backward(x, w, dy, 1e-5, True, True), "partials: 2 x sum(0).to(dtype)":
-        lambda: (parts.sum(dim=0).to(dtype), parts.sum(dim=0).to(dtype)), "empty Function fwd+bwd":
-        nothing, "ours fwd+bwd":
-        ours, "builtin fwd+bwd":
-        builtin, "ours fwd+bwd, engine threads off":
-        unthreaded(ours), "builtin fwd+bwd, engine threads off":
+        lambda: _norm_bwd.norm_backward(x, w, dy, 1e-5, True, True),
+        "partials: 2 x sum(0).to(dtype)":
+        lambda: (parts.sum(dim=0).to(dtype), parts.sum(dim=0).to(dtype)),
+        "empty Function fwd+bwd":
+        nothing,
+        "ours fwd+bwd":
+        ours,
+        "builtin fwd+bwd":
+        builtin,
+        "ours fwd+bwd, engine threads off":
+        unthreaded(ours),
+        "builtin fwd+bwd, engine threads off":
         unthreaded(builtin),
     }
     return [{
-        "kernel": "hostprof", "n": shape[1], "dtype": dtype_key(dtype), "variant": f"parts: {name}", "median_us":
-        timer.loop(fn, loop_ms) * 1e3
+        "kernel": "hostprof",
+        "n": shape[1],
+        "dtype": dtype_key(dtype),
+        "variant": f"parts: {name}",
+        "median_us": timer.loop(fn, loop_ms) * 1e3
     } for name, fn in variants.items()]
 
 

@@ -28,9 +28,10 @@ def compile_variants(n, dtype_name):
 # graph (naive_fn's fwd+bwd, rooflab.kernel.vjp_keeping_output) Inductor may fuse them, reading x once for y and dx;
 # a training step (the sweep's cell since S26-D4, ba0d144) compiles the forward and runs AOTAutograd's backward, later.
 FRAME_SHAPES = {
-    "rmsnorm": ((128, 4096), (4096, 8192), (2048, 16384), (8192, 14336), (16, 333333), (4096, 11008)), "layernorm":
-    ((128, 4096), (4096, 8192), (2048, 16384), (8192, 14336), (4096, 4097)), "softmax":
-    ((4096, 4096), (8192, 8192), (4096, 32000)), "attention": ((4, 16, 4096, 128), )
+    "rmsnorm": ((128, 4096), (4096, 8192), (2048, 16384), (8192, 14336), (16, 333333), (4096, 11008)),
+    "layernorm": ((128, 4096), (4096, 8192), (2048, 16384), (8192, 14336), (4096, 4097)),
+    "softmax": ((4096, 4096), (8192, 8192), (4096, 32000)),
+    "attention": ((4, 16, 4096, 128), )
 }
 
 
@@ -47,9 +48,10 @@ def frame_variants(name, shape, dtype, device="cuda"):
     split = compiled_factory(kernel)[0](inputs, pass_="fwd+bwd")  # resets dynamo, as each sweep cell does
     joint_fn = torch.compile(kernel.naive_fn, fullgraph=True, dynamic=False)
     variants = {
-        "builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"), "ours":
-        kernel.impls["triton"](inputs, pass_="fwd+bwd"), "compile, joint graph":
-        lambda: joint_fn(*inputs, pass_="fwd+bwd")[0], "compile, as a training step (AOTAutograd; the sweep's)": split
+        "builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"),
+        "ours": kernel.impls["triton"](inputs, pass_="fwd+bwd"),
+        "compile, joint graph": lambda: joint_fn(*inputs, pass_="fwd+bwd")[0],
+        "compile, as a training step (AOTAutograd; the sweep's)": split
     }
     return checked_against_builtin(variants, dtype, f"{name} fwd+bwd")
 

@@ -118,17 +118,24 @@ def launcher_rows(rounds: int = 15, calls: int = 2000) -> list[dict]:
         "triton launcher, 4 addresses":
         lambda: run(grid, 1, 1, stream, fn, packed, None, None, None, *ptrs, n, 2, block),
         "cache entry (a wrapper's hit), 4 tensors":
-        lambda: entry(a, b, c, out), "C++ launcher, 4 tensors":
+        lambda: entry(a, b, c, out),
+        "C++ launcher, 4 tensors":
         lambda: ext.launch(fn, grid, threads, shared, [a, b, c, out], [n, 2], False),
         "empty_like + triton launcher (addresses)":
-        python_alloc_launch, "C++ launcher, 3 tensors, output allocated in C++":
+        python_alloc_launch,
+        "C++ launcher, 3 tensors, output allocated in C++":
         lambda: ext.launch(fn, grid, threads, shared, [a, b, c], [n, 2], True),
         "torch.add, 256x256 (allocates its output)":
-        lambda: torch.add(a, b), "torch.add, 1 element":
-        lambda: torch.add(x1, y1), "torch.empty_like":
-        lambda: torch.empty_like(a), "torch.empty(shape, dtype=, device=)":
-        lambda: torch.empty((n, ), dtype=a.dtype, device=a.device), "a.new_empty(shape)":
-        lambda: a.new_empty((n, )), "spec(a)":
+        lambda: torch.add(a, b),
+        "torch.add, 1 element":
+        lambda: torch.add(x1, y1),
+        "torch.empty_like":
+        lambda: torch.empty_like(a),
+        "torch.empty(shape, dtype=, device=)":
+        lambda: torch.empty((n, ), dtype=a.dtype, device=a.device),
+        "a.new_empty(shape)":
+        lambda: a.new_empty((n, )),
+        "spec(a)":
         lambda: fl.spec(a),
     }
     for f in variants.values():
@@ -141,8 +148,13 @@ def launcher_rows(rounds: int = 15, calls: int = 2000) -> list[dict]:
     for name, values in samples.items():
         q1, med, q3 = statistics.quantiles(values, n=4)
         rows.append({
-            "kernel": "launcher", "n": 256, "dtype": "bfloat16", "variant": name, "median_us":
-            statistics.median(values), "q1_us": q1, "q3_us": q3
+            "kernel": "launcher",
+            "n": 256,
+            "dtype": "bfloat16",
+            "variant": name,
+            "median_us": statistics.median(values),
+            "q1_us": q1,
+            "q3_us": q3
         })
     return rows
 

@@ -65,7 +65,9 @@ def fwd_bwd_variants(name, rows, cols, dtype, device="cuda"):
     compiled = _compiled(kernel, "fwd+bwd")(inputs)
     grads_only = torch.compile(lambda *a: kernel.naive_fn(*a, pass_="fwd+bwd")[0], fullgraph=True, dynamic=False)
     out = {
-        "builtin": builtin, "compile": compiled, "compile, gradients only (before S21)": lambda: grads_only(*inputs),
+        "builtin": builtin,
+        "compile": compiled,
+        "compile, gradients only (before S21)": lambda: grads_only(*inputs),
         "ours (default)": ours
     }
     for tile in TILES:
@@ -85,8 +87,10 @@ def _bwd_alone(name, rows, cols, dtype, device):
     dy, centre = rest[-1], name == "layernorm"
     bwd = lambda: _norm_bwd.norm_backward(x, w, dy, kernel.module.EPS, centre, centre)[:2 + centre]  # noqa: E731
     out = {
-        "builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"), "compile": _compiled(kernel, "fwd+bwd")(inputs),
-        "ours (default)": kernel.impls["triton"](inputs, pass_="fwd+bwd"), "bwd alone (default)": bwd
+        "builtin": kernel.impls["builtin"](inputs, pass_="fwd+bwd"),
+        "compile": _compiled(kernel, "fwd+bwd")(inputs),
+        "ours (default)": kernel.impls["triton"](inputs, pass_="fwd+bwd"),
+        "bwd alone (default)": bwd
     }
     return out, bwd
 
@@ -147,8 +151,9 @@ def _fwd_default(name, rows, cols, dtype, device):
     x, *params, _ = inputs
     ours = getattr(kernel.module, f"{name}_triton")
     out = {
-        "builtin": lambda: getattr(kernel.module, f"{name}_builtin")(x, *params), "compile":
-        _compiled(kernel, "fwd")(inputs), "ours (default)": lambda: ours(x, *params)
+        "builtin": lambda: getattr(kernel.module, f"{name}_builtin")(x, *params),
+        "compile": _compiled(kernel, "fwd")(inputs),
+        "ours (default)": lambda: ours(x, *params)
     }
     return kernel, x, params, ours, out
 
@@ -230,8 +235,11 @@ def pdl_variants(name, rows, cols, dtype, device="cuda"):
         for label, fn in (("ours", out["ours (default)"]), ("bwd alone", bwd))
         for flag in (False, True)
     }
-    return checked_against_builtin({"builtin": out["builtin"], "compile": out["compile"], **interleaved(kinds)}, dtype,
-                                   f"{name} pdl")
+    return checked_against_builtin({
+        "builtin": out["builtin"],
+        "compile": out["compile"],
+        **interleaved(kinds)
+    }, dtype, f"{name} pdl")
 
 
 def run_pdl(run):

@@ -13,7 +13,8 @@ def matmul_variants(n, dtype):
     b = torch.randn(n, n, device="cuda").to(dtype)
     b_k = b.t().contiguous().t()  # the same B stored K-major (a linear layer's weight.t())
     return {
-        "builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)), "cuBLAS mm alone": lambda: torch.mm(a, b),
+        "builtin relu(mm)": lambda: torch.relu(torch.mm(a, b)),
+        "cuBLAS mm alone": lambda: torch.mm(a, b),
         "triton pointer (autotuned)": lambda: mm.matmul_triton(a, b, method="pointer"),
         "triton tma persistent, B K-major (autotuned)": lambda: mm.matmul_triton(a, b_k, method="tma"),
         "triton tma persistent (autotuned)": lambda: mm.matmul_triton(a, b, method="tma"),  # last: "chosen tma"
@@ -56,13 +57,17 @@ def run_tf32(run):
             bk_major = b.t().contiguous().t()  # the same B, stored K-major (N x K rows): what Hopper's TF32 MMA reads
             variants = {
                 "builtin relu(mm)":
-                lambda: torch.relu(torch.mm(a, b)), "triton auto (autotuned)":
-                lambda: mm.matmul_triton(a, b), "pointer auto, B K-major (product alone)":
-                lambda: mm.matmul_triton(a, bk_major, method="pointer"), "pointer auto, B transposed + product":
+                lambda: torch.relu(torch.mm(a, b)),
+                "triton auto (autotuned)":
+                lambda: mm.matmul_triton(a, b),
+                "pointer auto, B K-major (product alone)":
+                lambda: mm.matmul_triton(a, bk_major, method="pointer"),
+                "pointer auto, B transposed + product":
                 lambda: mm.matmul_triton(a,
                                          b.t().contiguous().t(), method="pointer"),
                 "tma auto, B K-major (product alone)":
-                lambda: mm.matmul_triton(a, bk_major, method="tma"), "cuBLAS mm alone":
+                lambda: mm.matmul_triton(a, bk_major, method="tma"),
+                "cuBLAS mm alone":
                 lambda: torch.mm(a, b)
             }
             for t in TF32_TILES[:3]:

@@ -31,8 +31,8 @@ def row_variants(n, dtype):
     fwd = {"builtin": lambda: torch.softmax(x, dim=1), "triton (default)": lambda: softmax_forward(x)}
     fwd.update({f"triton w={k}": (lambda k=k: softmax_forward(x, num_warps=k, reload=False)) for k in warps})
     bwd = {
-        "builtin": lambda: torch._softmax_backward_data(dy, y, 1, dtype), "triton (default)":
-        lambda: softmax_backward(y, dy)
+        "builtin": lambda: torch._softmax_backward_data(dy, y, 1, dtype),
+        "triton (default)": lambda: softmax_backward(y, dy)
     }
     bwd.update({f"triton w={k}": (lambda k=k: softmax_backward(y, dy, num_warps=k)) for k in warps})
     ln = {"builtin": lambda: F.layer_norm(x, (n, ), w, b), "triton (default)": lambda: layernorm_triton(x, w, b)}
@@ -77,8 +77,9 @@ def lnconfirm_variants(n, dtype, device="cuda"):
     16-bit rows of 4096 at 4 warps) and against the default without its register cap."""
     return layernorm_against_default(
         n, dtype, device, {
-            "before round 31": dict(HELD_MIN_WARPS={4: (2048, 8)}, WB_EARLY_COLS={}, REGISTER_CAP={},
-                                    PREFETCH_PROGRAMS=0), "default without the register cap": dict(REGISTER_CAP={})
+            "before round 31": dict(HELD_MIN_WARPS={4:
+                                                    (2048, 8)}, WB_EARLY_COLS={}, REGISTER_CAP={}, PREFETCH_PROGRAMS=0),
+            "default without the register cap": dict(REGISTER_CAP={})
         })
 
 
@@ -88,8 +89,9 @@ def wbprefetch_variants(n, dtype, device="cuda"):
     wave = 4 * torch.cuda.get_device_properties(device).multi_processor_count
     return layernorm_against_default(
         n, dtype, device, {
-            "no weight prefetch": dict(PREFETCH_PROGRAMS=0), f"prefetch by the first {wave} programs":
-            dict(PREFETCH_PROGRAMS=wave), "prefetch by every program": dict(PREFETCH_PROGRAMS=n)
+            "no weight prefetch": dict(PREFETCH_PROGRAMS=0),
+            f"prefetch by the first {wave} programs": dict(PREFETCH_PROGRAMS=wave),
+            "prefetch by every program": dict(PREFETCH_PROGRAMS=n)
         })
 
 
@@ -98,7 +100,10 @@ def lnfull_variants(n, dtype, device="cuda"):
     2048-4096 since round 33) and with none unmasked."""
     return layernorm_against_default(
         n, dtype, device, {
-            "every full row unmasked": dict(UNMASKED_COLS={2: (1, 1 << 14), 4: (1, 1 << 14)}),
+            "every full row unmasked": dict(UNMASKED_COLS={
+                2: (1, 1 << 14),
+                4: (1, 1 << 14)
+            }),
             "masked (before round 33)": dict(UNMASKED_COLS={})
         })
 
@@ -175,24 +180,30 @@ def unmasked_variants(n, dtype, device="cuda"):
     (x, ) = rs.make_inputs(n, dtype, device)
     out = [("rowsum", rowsum_bytes(n, name),
             readings({
-                "triton (default)": lambda: rs.rowsum_triton(x), "masked": lambda: rs.rowsum_triton(x, full=False),
-                "unmasked": lambda: rs.rowsum_triton(x, full=True), "asm ld.global": lambda: rowsum_asm(x, PLAIN_LOAD)
+                "triton (default)": lambda: rs.rowsum_triton(x),
+                "masked": lambda: rs.rowsum_triton(x, full=False),
+                "unmasked": lambda: rs.rowsum_triton(x, full=True),
+                "asm ld.global": lambda: rowsum_asm(x, PLAIN_LOAD)
             }))]
-    out.append(
-        ("softmax", sm.bytes_moved(n, name),
-         readings({
-             "triton (default)": lambda: sm.softmax_forward(x), "masked": lambda: sm.softmax_forward(x, full=False),
-             "unmasked": lambda: sm.softmax_forward(x, full=True), "compile": compiled("softmax", n, dtype, device)
-         })))
+    out.append(("softmax", sm.bytes_moved(n, name),
+                readings({
+                    "triton (default)": lambda: sm.softmax_forward(x),
+                    "masked": lambda: sm.softmax_forward(x, full=False),
+                    "unmasked": lambda: sm.softmax_forward(x, full=True),
+                    "compile": compiled("softmax", n, dtype, device)
+                })))
     out += layernorm_against_default(
-        n, dtype, device, {"every full row unmasked": dict(UNMASKED_COLS={2: (1, 1 << 14), 4: (1, 1 << 14)})})
+        n, dtype, device, {"every full row unmasked": dict(UNMASKED_COLS={
+            2: (1, 1 << 14),
+            4: (1, 1 << 14)
+        })})
     xr, w, _ = rms.make_inputs(n, dtype, device)
     fn = lambda: rms.rmsnorm_triton(xr, w)  # noqa: E731
     out.append(("rmsnorm", rmsnorm_bytes(n, name),
                 readings({
-                    "triton (default)": fn, "before round 34": swapped(rms, fn, RELOAD_MIN_COLS={2: 8192},
-                                                                       UNMASKED_COLS={}), "compile":
-                    compiled("rmsnorm", n, dtype, device)
+                    "triton (default)": fn,
+                    "before round 34": swapped(rms, fn, RELOAD_MIN_COLS={2: 8192}, UNMASKED_COLS={}),
+                    "compile": compiled("rmsnorm", n, dtype, device)
                 })))
     return out
 
@@ -205,8 +216,9 @@ def smallrows_variants(n, dtype, device="cuda"):
 
     (x, ) = make_inputs(n, dtype, device)
     kinds = {
-        "triton (default)": lambda: rowsum_triton(x), "builtin": lambda: x.sum(dim=1), "compile":
-        compiled("rowsum", n, dtype, device)
+        "triton (default)": lambda: rowsum_triton(x),
+        "builtin": lambda: x.sum(dim=1),
+        "compile": compiled("rowsum", n, dtype, device)
     }
     for bm in (1, 2, 4):
         for warps in (2, 4, 8):
@@ -229,9 +241,10 @@ def run_unaligned(run):
             x = torch.randn(rows, cols, device="cuda").to(DTYPES[dname])
             ref = torch.softmax(x.float(), dim=1)
             variants = {
-                "builtin": lambda: torch.softmax(x, dim=1), "ours (default)": lambda: sm.softmax_forward(x),
-                "ours one program a row": lambda: sm.softmax_forward(x, split=0, aligned=False), "ours split 16384":
-                lambda: sm.softmax_forward(x, split=16384)
+                "builtin": lambda: torch.softmax(x, dim=1),
+                "ours (default)": lambda: sm.softmax_forward(x),
+                "ours one program a row": lambda: sm.softmax_forward(x, split=0, aligned=False),
+                "ours split 16384": lambda: sm.softmax_forward(x, split=16384)
             }
             # the product's aligned tiles at other (tile, warps): its table swapped for the call
             for block, warps in ((2048, 4), (4096, 4), (4096, 8), (8192, 16)):
@@ -262,10 +275,12 @@ def run_splitrows(run):
             ref = x.float().sum(dim=1).to(x.dtype)
             chunk = split_cols(rows, cols, rs.device_sms(x), rs.SPLIT_BELOW, rs.SPLIT_CHUNK, True) or 4096
             variants = {
-                "builtin": lambda: x.sum(dim=1), "ours (default)": lambda: rs.rowsum_triton(x),
-                "ours split, one launch": lambda: rs.rowsum_triton(x, split=chunk), "ours split, two launches":
-                swapped(rs, lambda: rs.rowsum_triton(x, split=chunk),
-                        SPLIT_ONCE_MAX_ROWS=0), "ours one program a row": lambda: rs.rowsum_triton(x, split=0)
+                "builtin": lambda: x.sum(dim=1),
+                "ours (default)": lambda: rs.rowsum_triton(x),
+                "ours split, one launch": lambda: rs.rowsum_triton(x, split=chunk),
+                "ours split, two launches": swapped(rs, lambda: rs.rowsum_triton(x, split=chunk),
+                                                    SPLIT_ONCE_MAX_ROWS=0),
+                "ours one program a row": lambda: rs.rowsum_triton(x, split=0)
             }
             for name, fn in variants.items():
                 fn = fn if name == "builtin" else checked(fn, ref, DTYPES[dname], name)
@@ -290,9 +305,10 @@ def run_alignedrows(run):
             x = torch.randn(rows, cols, device="cuda").to(DTYPES[dname])
             ref, es = x.float().sum(dim=1).to(x.dtype), x.element_size()
             variants = {
-                "builtin": lambda: x.sum(dim=1), "ours (default)": lambda: rs.rowsum_triton(x), "ours split":
-                swapped(rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=True), "ours tiled loop":
-                swapped(rs, lambda: rs.rowsum_triton(x, split=0), ALIGNED_TILES={})
+                "builtin": lambda: x.sum(dim=1),
+                "ours (default)": lambda: rs.rowsum_triton(x),
+                "ours split": swapped(rs, lambda: rs.rowsum_triton(x), SPLIT_UNALIGNED=True),
+                "ours tiled loop": swapped(rs, lambda: rs.rowsum_triton(x, split=0), ALIGNED_TILES={})
             }
             for tile, warps in ALIGNED_CHOICES:  # split=0: one program a row, even where SPLIT_BELOW would split
                 variants[f"ours aligned {tile}x{warps}"] = swapped(rs, lambda: rs.rowsum_triton(x, split=0),

@@ -85,14 +85,14 @@ def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
     programs = {"rowsum": n, "layernorm": n, "layernorm+prefetch": n, "copy": n * n // copy_block}
     stamps = {k: torch.zeros(v * 3, device="cuda", dtype=torch.int64) for k, v in programs.items()}
     launches = {
-        "rowsum": (lambda: _rowsum_timed[
-            (n, )](x, s, stamps["rowsum"], n, x.stride(0), BLOCK=rs_block, num_warps=rs_warps), n * n * e), "layernorm":
-        (lambda: _layernorm_timed[(n, )]
-         (x, w, b, y, stamps["layernorm"], n, x.stride(0), 1e-5, BLOCK=ln_block, PREFETCH=False, num_warps=ln_warps, **
-          ln_meta), 2 * n * n * e), "layernorm+prefetch": (lambda: _layernorm_timed[
-              (n, )](x, w, b, y, stamps["layernorm+prefetch"], n, x.stride(0), 1e-5, BLOCK=ln_block, PREFETCH=True,
-                     num_warps=ln_warps, **ln_meta), 2 * n * n * e), "copy": (lambda: _copy_timed[
-                         (programs["copy"], )](x, y, stamps["copy"], BLOCK=copy_block, num_warps=4), 2 * n * n * e),
+        "rowsum": (lambda: _rowsum_timed[(n, )]
+                   (x, s, stamps["rowsum"], n, x.stride(0), BLOCK=rs_block, num_warps=rs_warps), n * n * e),
+        "layernorm": (lambda: _layernorm_timed[(n, )](x, w, b, y, stamps["layernorm"], n, x.stride(
+            0), 1e-5, BLOCK=ln_block, PREFETCH=False, num_warps=ln_warps, **ln_meta), 2 * n * n * e),
+        "layernorm+prefetch": (lambda: _layernorm_timed[(n, )](x, w, b, y, stamps["layernorm+prefetch"], n, x.stride(
+            0), 1e-5, BLOCK=ln_block, PREFETCH=True, num_warps=ln_warps, **ln_meta), 2 * n * n * e),
+        "copy": (lambda: _copy_timed[(programs["copy"], )]
+                 (x, y, stamps["copy"], BLOCK=copy_block, num_warps=4), 2 * n * n * e),
     }
     summary, per_program = [], []
     for run in range(runs):
@@ -114,17 +114,35 @@ def timeline_rows(timer, n=8192, runs=5, dtype=torch.bfloat16):
             last_by_sm = last_by_sm[used]
             ticks = torch.diff(torch.unique(torch.cat([t0, t1])))
             summary.append({
-                "kernel": "timeline", "n": n, "dtype": dtype_key(dtype), "variant": name, "run": run, "programs":
-                len(t0), "sms": len(used), "span_us": span, "rate_tbs": moved / span / 1e6, "first_end_us":
-                float(end.min()), "last_start_us": float(start.max()), "end_p05_us": q(end,
-                                                                                       0.05), "end_p50_us": q(end, 0.5),
-                "end_p95_us": q(end, 0.95), "sm_last_end_min_us": float(last_by_sm.min()), "sm_last_end_max_us": span,
-                "program_us_p50": q(end - start, 0.5), "program_us_p95": q(end - start, 0.95), "min_tick_ns":
-                float(ticks[ticks > 0].min()) if (ticks > 0).any() else float("nan")
+                "kernel": "timeline",
+                "n": n,
+                "dtype": dtype_key(dtype),
+                "variant": name,
+                "run": run,
+                "programs": len(t0),
+                "sms": len(used),
+                "span_us": span,
+                "rate_tbs": moved / span / 1e6,
+                "first_end_us": float(end.min()),
+                "last_start_us": float(start.max()),
+                "end_p05_us": q(end, 0.05),
+                "end_p50_us": q(end, 0.5),
+                "end_p95_us": q(end, 0.95),
+                "sm_last_end_min_us": float(last_by_sm.min()),
+                "sm_last_end_max_us": span,
+                "program_us_p50": q(end - start, 0.5),
+                "program_us_p95": q(end - start, 0.95),
+                "min_tick_ns": float(ticks[ticks > 0].min()) if (ticks > 0).any() else float("nan")
             })
             if run < 2:
-                per_program += [{"variant": name, "run": run, "program": i, "start_us": a, "end_us": bb, "sm": c}
-                                for i, (a, bb, c) in enumerate(zip(start.tolist(), end.tolist(), sm.tolist()))]
+                per_program += [{
+                    "variant": name,
+                    "run": run,
+                    "program": i,
+                    "start_us": a,
+                    "end_us": bb,
+                    "sm": c
+                } for i, (a, bb, c) in enumerate(zip(start.tolist(), end.tolist(), sm.tolist()))]
     return summary, per_program
 
 

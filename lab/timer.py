@@ -30,9 +30,10 @@ def flush_variants(n, dtype):
 def run_flush(run):
     """The flush_variants calls, and a 4 GiB copy, under each timer variant, at every --n and --dtypes."""
     timers = {
-        "write flush + hold": CudaEventTimer(flush_l2=True, flush_mode="write"), "read flush + hold": run.timer,
-        "write flush, no hold": CudaEventTimer(flush_l2=True, hold_stream=False), "no flush + hold (L2 warm)":
-        CudaEventTimer(flush_l2=False)
+        "write flush + hold": CudaEventTimer(flush_l2=True, flush_mode="write"),
+        "read flush + hold": run.timer,
+        "write flush, no hold": CudaEventTimer(flush_l2=True, hold_stream=False),
+        "no flush + hold (L2 warm)": CudaEventTimer(flush_l2=False)
     }
     big = torch.randn(1 << 30, device="cuda")
     big_dst = torch.empty_like(big)
@@ -72,8 +73,8 @@ def placement_rows(timer, placements=6):
     from rooflab.cell import _kw
 
     modes = {
-        "sweep timing": sweep_timing(warm_translations=False), "translations warmed":
-        sweep_timing(warm_translations=True)
+        "sweep timing": sweep_timing(warm_translations=False),
+        "translations warmed": sweep_timing(warm_translations=True)
     }
     rows = []
     for name, impl, dtype_name, n in PLACEMENT_CELLS:
@@ -92,9 +93,13 @@ def placement_rows(timer, placements=6):
                 r = measure(fn, timer, mode_cfg, inputs=[inputs])
                 ptr = inputs[0].data_ptr()
                 rows.append({
-                    "kernel": "placement", "n": n, "dtype": dtype_name, "variant":
-                    f"{name} {impl} | {mode} | placement {p} | x at {ptr % (2 << 20) >> 10} KiB "
-                    f"of 2 MiB", "median_us": r["median_ms"] * 1e3, "n_samples": r["n_samples"]
+                    "kernel": "placement",
+                    "n": n,
+                    "dtype": dtype_name,
+                    "variant": f"{name} {impl} | {mode} | placement {p} | x at {ptr % (2 << 20) >> 10} KiB "
+                    f"of 2 MiB",
+                    "median_us": r["median_ms"] * 1e3,
+                    "n_samples": r["n_samples"]
                 })
         del keep, fns, inputs, fn
         torch.cuda.empty_cache()
@@ -147,8 +152,14 @@ def drift_rows(timer, seconds=8.0, batch=16, idle_batches=150, idle_s=0.02):
                 rot.calls = 0
                 x = timer.sample(rot, batch)
                 rows.append({
-                    "kernel": "drift", "n": n, "dtype": dtype_name, "variant": f"{name} {impl} | {mode}", "batch": i,
-                    "t_s": time.perf_counter() - t0, "median_us": float(np.median(x)) * 1e3, "n_samples": batch
+                    "kernel": "drift",
+                    "n": n,
+                    "dtype": dtype_name,
+                    "variant": f"{name} {impl} | {mode}",
+                    "batch": i,
+                    "t_s": time.perf_counter() - t0,
+                    "median_us": float(np.median(x)) * 1e3,
+                    "n_samples": batch
                 })
                 i += 1
         del rot, sets, fns
@@ -209,9 +220,16 @@ def instance_rows(timer, instances=8):
                     sets, fns = placements()
                 r = measure(fns, t, cfg)
                 rows.append({
-                    "kernel": "instance", "n": n, "dtype": dtype_name, "variant": f"{name} {impl} {pass_} | {mode}",
-                    "batch": i, "median_us": r["median_ms"] * 1e3, "placement_sd_rel": r["placement_sd_rel"], "hold_us":
-                    r["hold_us"], "n_samples": r["n_samples"], "x_mib": sets[0][0].data_ptr() >> 20
+                    "kernel": "instance",
+                    "n": n,
+                    "dtype": dtype_name,
+                    "variant": f"{name} {impl} {pass_} | {mode}",
+                    "batch": i,
+                    "median_us": r["median_ms"] * 1e3,
+                    "placement_sd_rel": r["placement_sd_rel"],
+                    "hold_us": r["hold_us"],
+                    "n_samples": r["n_samples"],
+                    "x_mib": sets[0][0].data_ptr() >> 20
                 })
             del sets, fns, kept
             torch.cuda.empty_cache()

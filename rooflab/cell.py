@@ -92,7 +92,9 @@ def compiled_factory(kernel: Kernel, backend="inductor", mode: str = "default"):
             counters.clear()
             target = functools.partial(_naive_forward, kernel.naive_fn) if fwd_bwd else kernel.naive_fn
             state[fwd_bwd] = torch.compile(target, fullgraph=True, dynamic=False, backend=backend,
-                                           **({} if mode == "default" else {"mode": mode}))
+                                           **({} if mode == "default" else {
+                                               "mode": mode
+                                           }))
         fn = state[fwd_bwd]
         if fwd_bwd:  # as a training step runs it: the forward, later its backward
             return differentiable(fn)(inputs, **kw)
@@ -178,14 +180,25 @@ def _run_cell(kernel: Kernel, cell: Cell, device: str, timing: TimingConfig, *, 
     kw = _kw(kernel, cell.pass_)
     shape, n, at = cell_shape(kernel, cell)
     row: dict[str, Any] = {
-        "kernel": kernel.name, "impl": cell.impl, "dtype": cell.dtype, "size":
-        n if n is not None else float("nan"),  # N of a square shape; no one N for any other
-        "problem": None, "pass": cell.pass_, "status": "failed", "error": "", "shape": label(shape), "family":
-        kernel.family, "preset": cell.preset, **shape_columns(kernel.family, shape), "tolerance": kernel.tolerance.get(
-            cell.dtype, float("nan")), "compute_unit": None, "compile_fallback": False, "compile_graphs": float("nan"),
+        "kernel": kernel.name,
+        "impl": cell.impl,
+        "dtype": cell.dtype,
+        "size": n if n is not None else float("nan"),  # N of a square shape; no one N for any other
+        "problem": None,
+        "pass": cell.pass_,
+        "status": "failed",
+        "error": "",
+        "shape": label(shape),
+        "family": kernel.family,
+        "preset": cell.preset,
+        **shape_columns(kernel.family, shape), "tolerance": kernel.tolerance.get(cell.dtype, float("nan")),
+        "compute_unit": None,
+        "compile_fallback": False,
+        "compile_graphs": float("nan"),
         "math_mode": math_mode_ran(cell.dtype) if cell.dtype in MATH_MODE else None,  # as torch is set for the cell
-        "autotune_config": "", "autotune_ms": float("nan"), "warm_translations":
-        False,  # measure() says whether the samples were taken with translations warmed
+        "autotune_config": "",
+        "autotune_ms": float("nan"),
+        "warm_translations": False,  # measure() says whether the samples were taken with translations warmed
     }
     t_setup = time.perf_counter()
     try:

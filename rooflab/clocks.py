@@ -51,11 +51,12 @@ def read() -> dict[str, float]:
             return nan
 
     return {
-        "sm": get(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM), "mem": get(pynvml.nvmlDeviceGetClockInfo,
-                                                                                   pynvml.NVML_CLOCK_MEM), "sm_max":
-        get(pynvml.nvmlDeviceGetMaxClockInfo,
-            pynvml.NVML_CLOCK_SM), "gpu_temp": get(pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU),
-        "mem_temp": _memory_temperature(h), "power": get(pynvml.nvmlDeviceGetPowerUsage) / 1e3
+        "sm": get(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_SM),
+        "mem": get(pynvml.nvmlDeviceGetClockInfo, pynvml.NVML_CLOCK_MEM),
+        "sm_max": get(pynvml.nvmlDeviceGetMaxClockInfo, pynvml.NVML_CLOCK_SM),
+        "gpu_temp": get(pynvml.nvmlDeviceGetTemperature, pynvml.NVML_TEMPERATURE_GPU),
+        "mem_temp": _memory_temperature(h),
+        "power": get(pynvml.nvmlDeviceGetPowerUsage) / 1e3
     }
 
 
@@ -80,7 +81,8 @@ def during(readings) -> dict[str, float]:
         nan = float("nan")
         return {"sm_clock_samples_mhz": nan, "sm_clock_samples_min_mhz": nan, "sm_clock_samples_max_mhz": nan}
     return {
-        "sm_clock_samples_mhz": float(statistics.median(x)), "sm_clock_samples_min_mhz": float(min(x)),
+        "sm_clock_samples_mhz": float(statistics.median(x)),
+        "sm_clock_samples_min_mhz": float(min(x)),
         "sm_clock_samples_max_mhz": float(max(x))
     }
 
@@ -101,8 +103,11 @@ def _memory_temperature(h) -> float:
 def prefixed(when: str) -> dict[str, float]:
     c = read()
     out = {
-        f"sm_clock_{when}_mhz": c["sm"], f"mem_clock_{when}_mhz": c["mem"], f"gpu_temp_{when}_c": c["gpu_temp"],
-        f"mem_temp_{when}_c": c["mem_temp"], f"power_{when}_w": c["power"]
+        f"sm_clock_{when}_mhz": c["sm"],
+        f"mem_clock_{when}_mhz": c["mem"],
+        f"gpu_temp_{when}_c": c["gpu_temp"],
+        f"mem_temp_{when}_c": c["mem_temp"],
+        f"power_{when}_w": c["power"]
     }
     if when == "after":
         out["sm_clock_max_mhz"] = c["sm_max"]

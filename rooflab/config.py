@@ -266,8 +266,12 @@ def repeat_params(config: dict) -> dict:
     sizes = [n for n in rep.get("sizes", []) if n in [*config.get("sizes", []), *config.get("extra_sizes", [])]]
     impls = [i for i in rep.get("impls", []) if i in config.get("impls", [])]
     return {
-        **sweep_params(config), "sizes": sizes, "extra_sizes": [], "impls": impls, "paired":
-        {**(config.get("paired") or {}), "enabled": False}
+        **sweep_params(config), "sizes": sizes,
+        "extra_sizes": [],
+        "impls": impls,
+        "paired": {
+            **(config.get("paired") or {}), "enabled": False
+        }
     }
 
 

@@ -64,7 +64,9 @@ def start_cuda_builds(gpu: str, log_dir: str | os.PathLike = "logs/cuda") -> lis
         code = f"import kernels.{name} as k; k._cuda()"
         with open(Path(log_dir) / f"{name}.log", "w") as fh:
             subprocess.Popen([sys.executable, "-c", code], stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
-                             preexec_fn=lambda: os.nice(19), env={**os.environ, "MAX_JOBS": "4"})
+                             preexec_fn=lambda: os.nice(19), env={
+                                 **os.environ, "MAX_JOBS": "4"
+                             })
         started.append(name)
     if started:
         log.info("building the CUDA extensions of %s in the background (logs in %s)", ", ".join(started), log_dir)

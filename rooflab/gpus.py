@@ -40,8 +40,12 @@ class GpuSpec:
 
     def peak_flops(self, unit: str) -> float:
         """Peak FLOP/s of a compute unit: 'fp32' (CUDA cores), 'tf32', 'bf16', 'fp16' (tensor cores)."""
-        return {"fp32": self.fp32_flops, "tf32": self.tf32_flops, "bf16": self.bf16_flops, "fp16":
-                self.fp16_flops}[unit]
+        return {
+            "fp32": self.fp32_flops,
+            "tf32": self.tf32_flops,
+            "bf16": self.bf16_flops,
+            "fp16": self.fp16_flops
+        }[unit]
 
     @property
     def ridge_point(self) -> float:

@@ -32,15 +32,25 @@ RAW_COLUMNS = [
 # yapf: enable
 # Columns added after results were first published: files written before them read with NaN there, not an error.
 LATER_COLUMNS = {
-    "loop_ms": float("nan"), "enqueue_us": float("nan"), "hold_us": float("nan"), "placements": 1.0,
-    "warm_translations": False, "flush_buffers": float("nan"), "placement_sd_rel": float("nan"), "instances": 1.0,
-    "instance_sd_rel": float("nan"), "cell_s": float("nan"),  # before cells were timed as a whole
+    "loop_ms": float("nan"),
+    "enqueue_us": float("nan"),
+    "hold_us": float("nan"),
+    "placements": 1.0,
+    "warm_translations": False,
+    "flush_buffers": float("nan"),
+    "placement_sd_rel": float("nan"),
+    "instances": 1.0,
+    "instance_sd_rel": float("nan"),
+    "cell_s": float("nan"),  # before cells were timed as a whole
     "compile_graphs": float("nan"),  # before torch.compile's graphs a cell were counted
     "run_id": "",  # before runs were named: a dataset's cells and ceilings read as one run
-    "device_index": float("nan"), "device_uuid": "",  # before several GPUs a node (rooflab/slots.py)
+    "device_index": float("nan"),
+    "device_uuid": "",  # before several GPUs a node (rooflab/slots.py)
     # before the SM clock was read between sample batches (rooflab/clocks.during)
-    "sm_clock_samples_mhz": float("nan"), "sm_clock_samples_min_mhz": float("nan"), "sm_clock_samples_max_mhz":
-    float("nan"), **{
+    "sm_clock_samples_mhz": float("nan"),
+    "sm_clock_samples_min_mhz": float("nan"),
+    "sm_clock_samples_max_mhz": float("nan"),
+    **{
         f"{what}_{when}_{unit}": float("nan")
         for what, unit in (("gpu_temp", "c"), ("mem_temp", "c"), ("power", "w"))
         for when in ("before", "after")

@@ -24,8 +24,12 @@ KERNELS_DIR = Path(__file__).resolve().parent.parent / "kernels"
 IMPLS = ("naive", "builtin", "compile", "compile-max", "triton", "cuda")
 # how figures and the paper name them
 IMPL_LABEL = {
-    "naive": "naive PyTorch", "builtin": "PyTorch builtin", "compile": "torch.compile", "compile-max":
-    "torch.compile (max-autotune)", "triton": "Triton (ours)", "cuda": "CUDA (ours)"
+    "naive": "naive PyTorch",
+    "builtin": "PyTorch builtin",
+    "compile": "torch.compile",
+    "compile-max": "torch.compile (max-autotune)",
+    "triton": "Triton (ours)",
+    "cuda": "CUDA (ours)"
 }
 # torch.compile of the naive expression, by implementation: its mode. "compile" is a user's default; "compile-max"
 # searches Inductor's GEMM and attention templates (max-autotune) without its CUDA graphs, which the sweep's own
@@ -208,7 +212,10 @@ def torch_dtype(name: str):
 
     try:
         return {
-            "float32": torch.float32, "tf32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
+            "float32": torch.float32,
+            "tf32": torch.float32,
+            "bfloat16": torch.bfloat16,
+            "float16": torch.float16,
             "float64": torch.float64
         }[name]
     except KeyError:

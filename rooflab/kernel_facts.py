@@ -42,8 +42,9 @@ class SmLimits:
 # One entry per compute capability we run on (CUDA C++ Programming Guide, table "Technical Specifications per
 # Compute Capability"). sm_90 covers H100 and H200.
 LIMITS: dict[int, SmLimits] = {
-    80: SmLimits("sm_80", smem_per_sm=164 * KB, smem_per_block=163 * KB), 90: SmLimits("sm_90"), 100:
-    SmLimits("sm_100"),
+    80: SmLimits("sm_80", smem_per_sm=164 * KB, smem_per_block=163 * KB),
+    90: SmLimits("sm_90"),
+    100: SmLimits("sm_100"),
 }
 GPU_ARCH = {"a100": 80, "h100": 90, "h200": 90, "b200": 100}
 
@@ -98,9 +99,15 @@ def occupancy(threads_per_block: int, regs_per_thread: int, smem_per_block: int 
     limiter = min(bounds, key=bounds.get)
     warps = blocks * warps_per_block
     return {
-        "threads_per_block": int(threads_per_block), "warps_per_block": int(warps_per_block), "blocks_per_sm":
-        int(blocks), "warps_per_sm": int(warps), "occupancy": warps / limits.max_warps_per_sm, "blocks_by_regs":
-        int(by_regs), "blocks_by_smem": int(by_smem), "blocks_by_warps": int(by_warps), "occupancy_limiter": limiter,
+        "threads_per_block": int(threads_per_block),
+        "warps_per_block": int(warps_per_block),
+        "blocks_per_sm": int(blocks),
+        "warps_per_sm": int(warps),
+        "occupancy": warps / limits.max_warps_per_sm,
+        "blocks_by_regs": int(by_regs),
+        "blocks_by_smem": int(by_smem),
+        "blocks_by_warps": int(by_warps),
+        "occupancy_limiter": limiter,
     }
 
 
@@ -216,6 +223,9 @@ def compile_caches(environ=None) -> dict:
     n_inductor = _files_in(inductor_dir) if os.path.isdir(inductor_dir) else 0
     state = "cold" if not (n_triton or n_inductor) else "warm" if (n_triton and n_inductor) else "partial"
     return {
-        "triton_cache_dir": str(triton_dir), "triton_cache_files": int(n_triton), "inductor_cache_dir":
-        str(inductor_dir), "inductor_cache_files": int(n_inductor), "cache_state": state
+        "triton_cache_dir": str(triton_dir),
+        "triton_cache_files": int(n_triton),
+        "inductor_cache_dir": str(inductor_dir),
+        "inductor_cache_files": int(n_inductor),
+        "cache_state": state
     }

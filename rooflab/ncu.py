@@ -20,28 +20,36 @@ import pandas as pd
 # instruction mix no default section reports as plain counts).
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "WarpStateStats")
 FACT_METRICS = {
-    "duration_us": ("gpu__time_duration.sum", ), "achieved_occupancy_pct":
-    ("sm__warps_active.avg.pct_of_peak_sustained_active", ), "theoretical_occupancy_pct":
-    ("sm__maximum_warps_per_active_cycle_pct", ), "registers_per_thread": ("launch__registers_per_thread", ),
-    "grid_size": ("launch__grid_size", ), "block_size": ("launch__block_size", ), "waves_per_sm":
-    ("launch__waves_per_multiprocessor", ), "dram_bytes": ("dram__bytes.sum", ), "dram_pct":
+    "duration_us": ("gpu__time_duration.sum", ),
+    "achieved_occupancy_pct": ("sm__warps_active.avg.pct_of_peak_sustained_active", ),
+    "theoretical_occupancy_pct": ("sm__maximum_warps_per_active_cycle_pct", ),
+    "registers_per_thread": ("launch__registers_per_thread", ),
+    "grid_size": ("launch__grid_size", ),
+    "block_size": ("launch__block_size", ),
+    "waves_per_sm": ("launch__waves_per_multiprocessor", ),
+    "dram_bytes": ("dram__bytes.sum", ),
+    "dram_pct":
     ("dram__throughput.avg.pct_of_peak_sustained_elapsed", "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
-    "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed", ), "memory_pct":
-    ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", ), "inst_executed":
-    ("smsp__inst_executed.sum", ),
+    "sm_pct": ("sm__throughput.avg.pct_of_peak_sustained_elapsed", ),
+    "memory_pct": ("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", ),
+    "inst_executed": ("smsp__inst_executed.sum", ),
     # the instruction mix: FFMA in thread instructions (predicated on), the rest in warp instructions
-    "ffma_thread_inst": ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", ), "hmma_inst":
-    ("sm__inst_executed_pipe_tensor_op_hmma.sum", ), "gmma_inst": ("sm__inst_executed_pipe_tensor_op_gmma.sum", ),
-    "ldg_inst": ("smsp__sass_inst_executed_op_global_ld.sum", ), "stg_inst":
-    ("smsp__sass_inst_executed_op_global_st.sum", ), "ldgsts_inst": ("smsp__sass_inst_executed_op_ldgsts.sum", ),
+    "ffma_thread_inst": ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", ),
+    "hmma_inst": ("sm__inst_executed_pipe_tensor_op_hmma.sum", ),
+    "gmma_inst": ("sm__inst_executed_pipe_tensor_op_gmma.sum", ),
+    "ldg_inst": ("smsp__sass_inst_executed_op_global_ld.sum", ),
+    "stg_inst": ("smsp__sass_inst_executed_op_global_st.sum", ),
+    "ldgsts_inst": ("smsp__sass_inst_executed_op_ldgsts.sum", ),
     "tma_inst": ("smsp__sass_inst_executed_op_tma_ld.sum", ),
 }
 SHARED_MEMORY = ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")
 DRAM_PARTS = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 # Blocks an SM can hold by each resource (LaunchStats/Occupancy): the smallest is what limits the occupancy.
 LIMITS = {
-    "launch__occupancy_limit_registers": "registers", "launch__occupancy_limit_shared_mem": "shared memory",
-    "launch__occupancy_limit_warps": "block size", "launch__occupancy_limit_blocks": "blocks per SM"
+    "launch__occupancy_limit_registers": "registers",
+    "launch__occupancy_limit_shared_mem": "shared memory",
+    "launch__occupancy_limit_warps": "block size",
+    "launch__occupancy_limit_blocks": "blocks per SM"
 }
 STALL = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>\w+?)_per_issue_active\.ratio$")
 NOT_A_STALL = {"selected"}  # a warp that issued: in the section's list, but no stall
@@ -52,8 +60,20 @@ EXPLICIT_METRICS = tuple(
 FACT_COLUMNS = (list(FACT_METRICS) + ["shared_mem_bytes", "occupancy_limiter", "tensor_inst", "stall_top"])
 
 _SCALE = {
-    "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9, "nsecond": 1e-3, "usecond":
-    1.0, "msecond": 1e3, "second": 1e6, "ns": 1e-3, "us": 1.0, "ms": 1e3
+    "byte": 1.0,
+    "Kbyte": 1e3,
+    "Mbyte": 1e6,
+    "Gbyte": 1e9,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "nsecond": 1e-3,
+    "usecond": 1.0,
+    "msecond": 1e3,
+    "second": 1e6,
+    "ns": 1e-3,
+    "us": 1.0,
+    "ms": 1e3
 }
 
 

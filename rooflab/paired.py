@@ -139,8 +139,14 @@ def run_rounds(sides: list[Side], timer, cfg: PairedConfig, *, graphs: bool = Fa
             mhz = clock_probe() if clock_probe else float("nan")
             share = float(getattr(timer, "loop_cpu_share", float("nan")))
             rows += [{
-                "impl": side.impl, "copy": side.copy, "round": r, "frame": frame, "ms": ms, "sm_clock_mhz": mhz,
-                "graph_error": errors.get(side.name, ""), "loop_cpu_share": share if frame == "loop" else float("nan")
+                "impl": side.impl,
+                "copy": side.copy,
+                "round": r,
+                "frame": frame,
+                "ms": ms,
+                "sm_clock_mhz": mhz,
+                "graph_error": errors.get(side.name, ""),
+                "loop_cpu_share": share if frame == "loop" else float("nan")
             } for frame, ms in times.items()]
     for side in sides:  # free the graphs' pools and the rotations' kept outputs before the next group allocates
         side.graph = side.call = None

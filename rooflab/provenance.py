@@ -80,9 +80,17 @@ def _static() -> dict:
             driver = ""
     sha, dirty = git_state()
     return {
-        "git_sha": sha, "git_dirty": dirty, "host": socket.gethostname(), "device_name": device_name, "device_index":
-        device_index, "device_uuid": device_uuid, "driver": driver, "cuda": cuda, "torch": torch.__version__, "triton":
-        triton_version, "python": platform.python_version(),
+        "git_sha": sha,
+        "git_dirty": dirty,
+        "host": socket.gethostname(),
+        "device_name": device_name,
+        "device_index": device_index,
+        "device_uuid": device_uuid,
+        "driver": driver,
+        "cuda": cuda,
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "python": platform.python_version(),
     }
 
 

@@ -78,8 +78,10 @@ def start_compile_lanes(workflow, config) -> None:
                    if j.rule.name in measures and (lanes is not None or j.wildcards_dict["gpu"] != "cpu")),
                   key=lambda j: (-j.priority, j.wildcards_dict["kernel"]))
     spec = [{
-        "kernel": j.wildcards_dict["kernel"], "out": str(j.output.raw), "params": dict(j.params.sweep), "device":
-        "cpu" if j.wildcards_dict["gpu"] == "cpu" else "cuda"
+        "kernel": j.wildcards_dict["kernel"],
+        "out": str(j.output.raw),
+        "params": dict(j.params.sweep),
+        "device": "cpu" if j.wildcards_dict["gpu"] == "cpu" else "cuda"
     } for j in jobs]
     lanes = warm.start(spec, Path("logs/warm/jobs.json"), Path("logs/warm/warm.log"), lanes, LANES_PID)
     if lanes:

@@ -62,7 +62,8 @@ LLM = {
         ((4096, 32000), "Mistral 7B vocabulary 32000, 4k tokens"),
         ((1024, 151936), "Qwen2.5 (0.5B-3B) vocabulary 151936, 1k tokens"),
         ((8, 256000), "Gemma vocabulary 256000, decode batch 8"), ((1024, 50257), "GPT-2 vocabulary 50257, 1k tokens"),
-    ), "mkn":
+    ),
+    "mkn":
     _table(
         ((16384, 4096, 6144), "Llama-3 8B QKV projection (4096 -> 32 + 2 x 8 heads of 128), 16k prefill tokens"),
         ((4096, 4096, 14336), "Llama-3 8B / Mistral 7B MLP up projection, 4k tokens"),
@@ -101,13 +102,15 @@ ODD = {
            ((6000, 1793), "rows of 1793 (a prime): a multiple of no block"),
            ((4, 1_000_000), "few long rows: 4 rows of a million"), ((16, 333_333), "few long rows, odd length"),
            ((1_000_000, 32), "many short rows: a million rows of 32"), ((500_000, 100), "many short rows of 100"),
-           ), "mkn":
+           ),
+    "mkn":
     _table(((4097, 4097, 4097), "square, one past a power of two"),
            ((1793, 5000, 3001), "no dimension a multiple of a tile"),
            ((8191, 1024, 8191), "one short of a power of two, short K"),
            ((3, 4096, 4097), "three rows: a skinny decode of odd width"),
            ((4096, 17, 4096), "K = 17: an outer product in all but name, memory-bound"),
-           ), "bhsd":
+           ),
+    "bhsd":
     _table(((16, 32, 1024, 64), "FlashAttention-2's benchmark at head dim 64: 32 heads, 16k tokens"),
            ((4, 32, 4096, 64), "head dim 64, 32 heads, 4k sequence"),
            ((16, 16, 1000, 128), "sequence 1000: a multiple of no tile"),

@@ -250,8 +250,9 @@ class CudaEventTimer:
 
     def facts(self):
         return {
-            "hold_us": float(self.hold_us) if self.hold_stream else 0.0, "enqueue_us": self.enqueue_us, "flush_buffers":
-            len(self.flush_buffers)
+            "hold_us": float(self.hold_us) if self.hold_stream else 0.0,
+            "enqueue_us": self.enqueue_us,
+            "flush_buffers": len(self.flush_buffers)
         }
 
 

@@ -129,9 +129,15 @@ def summarize(samples_ms) -> dict:
     x = np.asarray(samples_ms, dtype=float)
     p20, p50, p80 = np.percentile(x, [20, 50, 80])
     return {
-        "median_ms": float(p50), "p20_ms": float(p20), "p80_ms": float(p80), "min_ms": float(x.min()), "max_ms":
-        float(x.max()), "mean_ms": float(x.mean()), "std_ms": float(x.std(ddof=1)) if x.size > 1 else 0.0, "n_samples":
-        int(x.size), "rse_median": rse_of_median(x),
+        "median_ms": float(p50),
+        "p20_ms": float(p20),
+        "p80_ms": float(p80),
+        "min_ms": float(x.min()),
+        "max_ms": float(x.max()),
+        "mean_ms": float(x.mean()),
+        "std_ms": float(x.std(ddof=1)) if x.size > 1 else 0.0,
+        "n_samples": int(x.size),
+        "rse_median": rse_of_median(x),
     }
 
 

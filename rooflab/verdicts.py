@@ -104,7 +104,10 @@ def paired_speedup(a_ms, b_ms, level: float = VerdictRules.level) -> dict:
     mean, se = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(n)
     q = t_quantile(level, n - 1) * se
     return {
-        "speedup": math.exp(-mean), "lo": math.exp(-mean - q), "hi": math.exp(-mean + q), "half_width": math.expm1(q),
+        "speedup": math.exp(-mean),
+        "lo": math.exp(-mean - q),
+        "hi": math.exp(-mean + q),
+        "half_width": math.expm1(q),
         "rounds": n
     }
 

@@ -41,7 +41,8 @@ import warnings
 POOLS = {
     "analysis":
     dict(env={}, env_default={}, interruptible=False,
-         preload=("pandas", "pyarrow.parquet", "matplotlib", "figures._common", "analysis.metrics")), "host":
+         preload=("pandas", "pyarrow.parquet", "matplotlib", "figures._common", "analysis.metrics")),
+    "host":
     dict(env={"TRITON_INTERPRET": "1"}, env_default={"TORCHINDUCTOR_COMPILE_THREADS": "1"}, interruptible=True,
          preload=("pandas", "torch", "triton", "torch._inductor.compile_fx", "rooflab.cell", "experiments.measure")),
 }
@@ -72,8 +73,10 @@ class _Worker:
         own = tuple(p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix} if p)
         project = [p for p in sys.path if p and not p.startswith(own)]
         env = {
-            **POOLS[pool]["env_default"], **os.environ, **POOLS[pool]["env"], "MPLBACKEND": "Agg", "PYTHONPATH":
-            os.pathsep.join(project + [os.getcwd()])
+            **POOLS[pool]["env_default"],
+            **os.environ,
+            **POOLS[pool]["env"], "MPLBACKEND": "Agg",
+            "PYTHONPATH": os.pathsep.join(project + [os.getcwd()])
         }
         self.proc = subprocess.Popen([sys.executable, "-m", "rooflab.workers", pool], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1, env=env)

@@ -128,8 +128,12 @@ def main(argv=None) -> int:
                 torch.cuda.empty_cache()
                 rows.append({**row, "status": "refused", "error": f"{type(exc).__name__}: {str(exc)[:160]}"})
                 continue
-            rows.append(
-                {**row, "status": "ok", "us": ms * 1e3, "gbps": kv_bytes / (ms * 1e-3) / 1e9, "max_diff_vs_ours": diff})
+            rows.append({
+                **row, "status": "ok",
+                "us": ms * 1e3,
+                "gbps": kv_bytes / (ms * 1e-3) / 1e9,
+                "max_diff_vs_ours": diff
+            })
         del qkv, ref
         torch.cuda.empty_cache()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -117,8 +117,12 @@ def main(argv=None) -> int:
         base = dict(zip(("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim"), cell), causal=causal,
                     dtype="bfloat16", device=torch.cuda.get_device_name())
         if time.time() - start > args.budget:
-            rows += [{**base, "pass": p, "variant": "all", "status": "skipped", "error": "over --budget"}
-                     for p in PASSES]
+            rows += [{
+                **base, "pass": p,
+                "variant": "all",
+                "status": "skipped",
+                "error": "over --budget"
+            } for p in PASSES]
             continue
         inputs = eb.make_inputs(cell, torch.bfloat16, "cuda", seed=0)
         for pass_ in PASSES:

@@ -66,7 +66,10 @@ def timed(fn, flop: float) -> dict:
         loop_ms = _loop_ms(fn, 20.0, torch.cuda.synchronize)
     except Exception as exc:  # noqa: BLE001  a tile that does not fit or compile is a NaN row
         return {
-            "gpu_us": math.nan, "loop_us": math.nan, "tflops": math.nan, "note": f"{type(exc).__name__}: "
+            "gpu_us": math.nan,
+            "loop_us": math.nan,
+            "tflops": math.nan,
+            "note": f"{type(exc).__name__}: "
             f"{str(exc).splitlines()[0][:80] if str(exc) else ''}"
         }
     return {"gpu_us": gpu_ms * 1e3, "loop_us": loop_ms * 1e3, "tflops": flop / (gpu_ms * 1e-3) / 1e12, "note": ""}
@@ -100,15 +103,19 @@ def decode(quick: bool) -> list[dict]:
             p = mplan.plan(m, n, k, 2, sms, mm.SPLITK)
             plan = f"split {p.split} x {p.k_per_split} of K, {p.tiles} tiles {p.meta}" if p else "no split"
             variants = {
-                "ours before (split_k=1)": (lambda: mm.matmul_triton(a, b, split_k=1), ""), "ours after (plan)":
-                (lambda: mm.matmul_triton(a, b), plan), "cuBLAS relu(mm)": (lambda: torch.relu(torch.mm(a, b)), ""),
+                "ours before (split_k=1)": (lambda: mm.matmul_triton(a, b, split_k=1), ""),
+                "ours after (plan)": (lambda: mm.matmul_triton(a, b), plan),
+                "cuBLAS relu(mm)": (lambda: torch.relu(torch.mm(a, b)), ""),
                 "cuBLAS mm alone": (lambda: torch.mm(a, b), "product alone")
             }
             if EXPLORE:
                 variants |= explore_variants(a, b, sms)
             for name, (fn, note) in variants.items():
                 r = {
-                    "part": "decode", "shape": f"{m}x{k}x{n}", "mode": "bf16", "variant": name,
+                    "part": "decode",
+                    "shape": f"{m}x{k}x{n}",
+                    "mode": "bf16",
+                    "variant": name,
                     **timed(fn, 2.0 * m * n * k)
                 }
                 if not r["note"]:
@@ -140,10 +147,10 @@ def tf32(quick: bool) -> list[dict]:
             b = torch.randn(n, n, device=DEVICE)
             bk = b.t().contiguous().t()  # the same B stored K-major: what Hopper's TF32 MMA reads
             variants = {
-                "ours auto (K-major copy + pointer)": lambda: mm.matmul_triton(a, b), "ours pointer, B row-major":
-                lambda: mm.matmul_triton(a, b, method="pointer", pad=False), "ours pointer, B K-major":
-                lambda: mm.matmul_triton(a, bk, method="pointer"), "ours TMA, B K-major":
-                lambda: mm.matmul_triton(a, bk, method="tma")
+                "ours auto (K-major copy + pointer)": lambda: mm.matmul_triton(a, b),
+                "ours pointer, B row-major": lambda: mm.matmul_triton(a, b, method="pointer", pad=False),
+                "ours pointer, B K-major": lambda: mm.matmul_triton(a, bk, method="pointer"),
+                "ours TMA, B K-major": lambda: mm.matmul_triton(a, bk, method="tma")
             }
             for t in TMA_TF32_TILES:
                 variants[f"ours TMA, B K-major, {t[0]}x{t[1]}x{t[2]} s{t[3]} w{t[4]}"] = \
@@ -151,8 +158,13 @@ def tf32(quick: bool) -> list[dict]:
             variants["cuBLAS relu(mm)"] = lambda: torch.relu(torch.mm(a, b))
             variants["cuBLAS mm alone"] = lambda: torch.mm(a, b)
             for name, fn in variants.items():
-                rows.append(
-                    {"part": "tf32", "shape": f"{n}x{n}x{n}", "mode": "tf32", "variant": name, **timed(fn, 2.0 * n**3)})
+                rows.append({
+                    "part": "tf32",
+                    "shape": f"{n}x{n}x{n}",
+                    "mode": "tf32",
+                    "variant": name,
+                    **timed(fn, 2.0 * n**3)
+                })
             print(f"done tf32 n={n}", flush=True)
     return against(rows, "cuBLAS relu(mm)")
 
@@ -170,7 +182,10 @@ def ieee(quick: bool) -> list[dict]:
             variants["cuBLAS relu(mm)"] = lambda: torch.relu(torch.mm(a, b))
             for name, fn in variants.items():
                 rows.append({
-                    "part": "ieee", "shape": f"{n}x{n}x{n}", "mode": "fp32-ieee", "variant": name,
+                    "part": "ieee",
+                    "shape": f"{n}x{n}x{n}",
+                    "mode": "fp32-ieee",
+                    "variant": name,
                     **timed(fn, 2.0 * n**3)
                 })
             print(f"done ieee n={n}", flush=True)
@@ -194,7 +209,10 @@ def tf32x3(quick: bool) -> list[dict]:
         for name, (mode, torch_mode, fn) in variants.items():
             with math_mode(torch_mode):
                 r = {
-                    "part": "tf32x3", "shape": f"{n}x{n}x{n}", "mode": mode, "variant": name,
+                    "part": "tf32x3",
+                    "shape": f"{n}x{n}x{n}",
+                    "mode": mode,
+                    "variant": name,
                     **timed(lambda f=fn: f("relu"), 2.0 * n**3)
                 }
                 try:

@@ -27,13 +27,14 @@ SHAPES = ((8, 256000), (32, 128256), (64, 53248), (1024, 50257), (1024, 151936),
 # kernel -> (module, forward inputs of make_inputs, ours, builtin, naive, float64 expression over those inputs,
 # the keywords that force ours onto one program a row)
 KERNELS = {
-    "rowsum": (rs, 1, rs.rowsum_triton, rs.rowsum_builtin, rs.rowsum_naive, lambda x: x.double().sum(dim=1),
-               dict(split=0)), "rmsnorm": (rms, 2, rms.rmsnorm_triton, rms.rmsnorm_builtin, rms.rmsnorm_naive,
-                                           lambda x, w: rms.rmsnorm64(x.double(), w.double()), dict(split=0)),
+    "rowsum":
+    (rs, 1, rs.rowsum_triton, rs.rowsum_builtin, rs.rowsum_naive, lambda x: x.double().sum(dim=1), dict(split=0)),
+    "rmsnorm": (rms, 2, rms.rmsnorm_triton, rms.rmsnorm_builtin, rms.rmsnorm_naive,
+                lambda x, w: rms.rmsnorm64(x.double(), w.double()), dict(split=0)),
     "layernorm": (ln, 3, ln.layernorm_triton, ln.layernorm_builtin, ln.layernorm_naive,
-                  lambda x, w, b: ln.layernorm64(x.double(), w.double(), b.double()), dict(split=0)), "softmax":
-    (sm, 1, sm.softmax_forward, sm.softmax_builtin, sm.softmax_naive_fwd, lambda x: torch.softmax(x.double(), dim=1),
-     dict(split=0)),
+                  lambda x, w, b: ln.layernorm64(x.double(), w.double(), b.double()), dict(split=0)),
+    "softmax": (sm, 1, sm.softmax_forward, sm.softmax_builtin, sm.softmax_naive_fwd,
+                lambda x: torch.softmax(x.double(), dim=1), dict(split=0)),
 }
 
 

@@ -91,7 +91,8 @@ def read_ncu(text: str) -> pd.DataFrame:
     scale = units[unit]
     return pd.DataFrame({
         "kernel":
-        df["Kernel Name"].values, "ncu_us":
+        df["Kernel Name"].values,
+        "ncu_us":
         df["gpu__time_duration.sum"].astype(str).str.replace(",", "").astype(float).values * scale
     })
 

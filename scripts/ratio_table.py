@@ -47,12 +47,16 @@ def scorecard(m: pd.DataFrame, gpu: str, pass_: str = "fwd",
                     tf = ok[(ok.kernel == kernel) & (ok.dtype == dtype) & (ok["size"] == n)].set_index("impl")
                     mm_rows.append({
                         "dtype":
-                        dtype, "N":
-                        n, "triton_tflops":
-                        tf.loc["triton", "achieved_tflops"] if "triton" in tf.index else float("nan"), "cublas_tflops":
+                        dtype,
+                        "N":
+                        n,
+                        "triton_tflops":
+                        tf.loc["triton", "achieved_tflops"] if "triton" in tf.index else float("nan"),
+                        "cublas_tflops":
                         tf.loc["builtin", "achieved_tflops"] if "builtin" in tf.index else float("nan"),
                         "triton/cublas":
-                        r.get("builtin") / r["triton"], "goal":
+                        r.get("builtin") / r["triton"],
+                        "goal":
                         MATMUL_GOALS.get(n, float("nan"))
                     })
             continue
@@ -62,9 +66,15 @@ def scorecard(m: pd.DataFrame, gpu: str, pass_: str = "fwd",
         nmax = g["triton"].dropna().index.max()
         tgb = gb.loc[(kernel, dtype, nmax), "triton"]
         mem_rows.append({
-            "kernel": kernel, "dtype": dtype, "N": nmax, "triton_gbps": tgb, "copy_gbps": copy, "triton/copy":
-            tgb / copy, "triton/same-size copy": tgb / same.get(f"copy_{dtype}_{nmax}", float("nan")),
-            "min triton/best_torch (N>=1024)": ratio.min(), "at N": ratio.idxmin() if ratio.notna().any() else None
+            "kernel": kernel,
+            "dtype": dtype,
+            "N": nmax,
+            "triton_gbps": tgb,
+            "copy_gbps": copy,
+            "triton/copy": tgb / copy,
+            "triton/same-size copy": tgb / same.get(f"copy_{dtype}_{nmax}", float("nan")),
+            "min triton/best_torch (N>=1024)": ratio.min(),
+            "at N": ratio.idxmin() if ratio.notna().any() else None
         })
     return pd.DataFrame(mem_rows), pd.DataFrame(mm_rows)
 
@@ -88,8 +98,13 @@ def behind_torch(m: pd.DataFrame, gpu: str, pass_: str = "fwd", dtypes=("float32
         if ratio < 1:
             se = float(np.hypot(g.loc["triton"].get("rse_median", np.nan), g.loc[best].get("rse_median", np.nan)))
             rows.append({
-                "kernel": kernel, "dtype": dtype, "N": n, "best torch": best, "triton/best_torch": ratio, "se": se, "z":
-                (1 - ratio) / se if se > 0 else float("nan")
+                "kernel": kernel,
+                "dtype": dtype,
+                "N": n,
+                "best torch": best,
+                "triton/best_torch": ratio,
+                "se": se,
+                "z": (1 - ratio) / se if se > 0 else float("nan")
             })
     cols = ["kernel", "dtype", "N", "best torch", "triton/best_torch", "se", "z"]
     return pd.DataFrame(rows, columns=cols).sort_values("triton/best_torch", ignore_index=True), compared

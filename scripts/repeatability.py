@@ -40,10 +40,14 @@ def load_params(args) -> tuple[str, list[str], dict]:
     gpu = args.gpu or detect_key()
     kernels = args.kernels or [k for k in config.get("kernels", []) if k != "all"] or ["gelu"]
     params = {
-        "sizes": args.sizes or config["sizes"], "extra_sizes": [] if args.sizes else config.get("extra_sizes", []),
-        "dtypes": args.dtypes or config.get("dtypes", ["float32"]), "impls": args.impls
-        or config.get("impls", ["builtin", "triton"]), "timing": config.get("timing", {}), "interpret_max_size":
-        config.get("interpret_max_size", 0), "seed": config.get("seed", 0), "cache_dirs": config.get("cache_dirs", {}),
+        "sizes": args.sizes or config["sizes"],
+        "extra_sizes": [] if args.sizes else config.get("extra_sizes", []),
+        "dtypes": args.dtypes or config.get("dtypes", ["float32"]),
+        "impls": args.impls or config.get("impls", ["builtin", "triton"]),
+        "timing": config.get("timing", {}),
+        "interpret_max_size": config.get("interpret_max_size", 0),
+        "seed": config.get("seed", 0),
+        "cache_dirs": config.get("cache_dirs", {}),
         "allow_failures": True,  # a failed cell is compared as missing, not a reason to lose the run
         "reuse_cells": False,  # both runs measure every cell
     }

@@ -106,8 +106,19 @@ def test_refusals_name_the_problem():
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("config", [
-    None, {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2, "HEAVY_FIRST": False},
-    {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "WARP_SPECIALIZE": True}
+    None, {
+        "BLOCK_M": 64,
+        "BLOCK_N": 32,
+        "num_warps": 4,
+        "num_stages": 2,
+        "HEAVY_FIRST": False
+    }, {
+        "BLOCK_M": 128,
+        "BLOCK_N": 128,
+        "num_warps": 8,
+        "num_stages": 2,
+        "WARP_SPECIALIZE": True
+    }
 ], ids=["autotuned", "64x32-in-order", "128x128-ws"])
 # in-order: the interpreter runs grid axis 0 outermost, so only program order lets a head's O store that spilt into
 # the next head's rows stand (heavy first, the next head's own tile writes them again after it)

@@ -124,9 +124,15 @@ def test_fp32_dots_follow_torchs_tf32_switch(spy_launches):
 @pytest.mark.parametrize("shapes, kw, words", [(((1, 4, 1, 64), (1, 3, 64, 64)), {}, "kv_heads dividing"),
                                                (((1, 2, 1, 100), (1, 2, 64, 100)), {}, "head dims"),
                                                (((1, 2, 17, 64), (1, 2, 64, 64)), {}, "1-16 query rows"),
-                                               (((1, 2, 8, 64), (1, 2, 4, 64)), {"causal": True}, "seq_k >= seq_q"),
-                                               (((1, 2, 1, 64), (1, 2, 64, 64)), {"scale": -1.0}, "scale > 0"),
-                                               (((1, 2, 1, 64), (1, 2, 64, 64)), {"splits": 0}, "splits must be"),
+                                               (((1, 2, 8, 64), (1, 2, 4, 64)), {
+                                                   "causal": True
+                                               }, "seq_k >= seq_q"),
+                                               (((1, 2, 1, 64), (1, 2, 64, 64)), {
+                                                   "scale": -1.0
+                                               }, "scale > 0"),
+                                               (((1, 2, 1, 64), (1, 2, 64, 64)), {
+                                                   "splits": 0
+                                               }, "splits must be"),
                                                (((65536, 1, 1, 64), (65536, 1, 1, 64)), {}, "grid's y axis"), ])
 def test_unsupported_inputs_are_refused_with_what_is_supported(shapes, kw, words):
     q, kv = torch.zeros(shapes[0]), torch.zeros(shapes[1])

@@ -96,8 +96,12 @@ def test_bottom_right_causal_is_torchs_causal_lower_right():
     torch.testing.assert_close(reference(q, k, v, grad_o, True)[0], sdpa)
 
 
-FWD, DKDV, DQ = ({"BLOCK_M": m, "BLOCK_N": n, "num_warps": 4, "num_stages": 2}
-                 for m, n in ((32, 16), (16, 32), (32, 16)))
+FWD, DKDV, DQ = ({
+    "BLOCK_M": m,
+    "BLOCK_N": n,
+    "num_warps": 4,
+    "num_stages": 2
+} for m, n in ((32, 16), (16, 32), (32, 16)))
 
 
 @pytest.mark.parametrize("sq,sk", [(50, 50), (48, 64), (64, 48), (23, 70), (70, 23), (33, 40), (40, 33), (16, 96)])
@@ -142,8 +146,10 @@ def test_the_autotuners_prune_by_the_call():
     import triton
 
     configs = [
-        triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-        for m, n, w, s in plan.candidate_tiles("fwd", at.POINTER_TILES)
+        triton.Config({
+            "BLOCK_M": m,
+            "BLOCK_N": n
+        }, num_warps=w, num_stages=s) for m, n, w, s in plan.candidate_tiles("fwd", at.POINTER_TILES)
     ]
     prune = plan.pruner("fwd", at.POINTER_TILES, "q_ptr")
     kept = prune(configs, {"q_ptr": torch.zeros(1)}, HEAD_DIM=256)
@@ -158,8 +164,12 @@ def test_the_autotuners_prune_by_the_call():
 def test_a_forced_tile_over_shared_memory_is_refused():
     q = torch.zeros(1, 1, 8, 256)
     with pytest.raises(ValueError, match="KiB of shared memory"):
-        at.attention_forward(q, q, q, True, 1.0,
-                             config={"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 3})
+        at.attention_forward(q, q, q, True, 1.0, config={
+            "BLOCK_M": 128,
+            "BLOCK_N": 128,
+            "num_warps": 8,
+            "num_stages": 3
+        })
 
 
 def test_fp32_products_follow_torchs_tf32_flag():
@@ -206,9 +216,22 @@ def test_the_families_benchmark_covers_each_family_and_prints_its_table(capsys):
     assert any(c[2] == 1 for c in cells) and any(1 < c[2] < c[1] for c in cells)  # multi- and grouped-query
     assert any(c[3] < c[4] for c in cells) and any(c[3] > c[4] and c[6] for c in bench.CHECKED)
     row = dict(batch=1, heads=32, kv_heads=8, seq_q=1024, seq_k=8192, head_dim=128, causal=False, **{"pass": "fwd"})
-    rows = [{**row, "variant": "ours", "status": "ok", "gpu_ms": 1.0, "loop_ms": 1.5, "tflops":
-             100.0}, {**row, "variant": "flash", "status": "ok", "gpu_ms": 1.2, "loop_ms": 1.2},
-            {**row, "variant": "cudnn", "status": "refused", "error": "RuntimeError: no"}]
+    rows = [{
+        **row, "variant": "ours",
+        "status": "ok",
+        "gpu_ms": 1.0,
+        "loop_ms": 1.5,
+        "tflops": 100.0
+    }, {
+        **row, "variant": "flash",
+        "status": "ok",
+        "gpu_ms": 1.2,
+        "loop_ms": 1.2
+    }, {
+        **row, "variant": "cudnn",
+        "status": "refused",
+        "error": "RuntimeError: no"
+    }]
     text = bench.table(rows)
     assert "    1.200" in text and "1.000" in text.splitlines()[1] and "not run: cudnn" in text
     if not torch.cuda.is_available():

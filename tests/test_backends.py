@@ -58,9 +58,20 @@ def rows():
                                                                                                 4 * ours_ms)):
             status = "unsupported" if (variant == "efficient" and pass_ == "fwd+bwd") else "ok"
             out.append({
-                "variant": variant, "label": variant, "batch": 4, "heads": 16, "seq": 4096, "head_dim": 128, "causal":
-                True, "dtype": "bfloat16", "pass": pass_, "status": status, "median_ms": ms, "loop_ms": ms * 1.1,
-                "tflops": 100 / ms, "tflops_loop": 100 / (ms * 1.1)
+                "variant": variant,
+                "label": variant,
+                "batch": 4,
+                "heads": 16,
+                "seq": 4096,
+                "head_dim": 128,
+                "causal": True,
+                "dtype": "bfloat16",
+                "pass": pass_,
+                "status": status,
+                "median_ms": ms,
+                "loop_ms": ms * 1.1,
+                "tflops": 100 / ms,
+                "tflops_loop": 100 / (ms * 1.1)
             })
     return pd.DataFrame(out)
 

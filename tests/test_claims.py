@@ -20,8 +20,9 @@ H200 = SPECS["h200"]
 BW_RATIO, BF_RATIO, FP_RATIO = 0.9, 0.7, 0.8
 SOURCES = {"h200": "data/reference/h200", "cpu": "results/raw/cpu"}
 RUNS = {
-    "legacy": ("", "1111111aaaa", "2026-11-30T10:00:00+00:00"), "r2":
-    ("r2", "2222222bbbb", "2026-12-01T09:00:00+00:00"), "rc": ("rc", "3333333cccc", "2026-12-02T08:00:00+00:00")
+    "legacy": ("", "1111111aaaa", "2026-11-30T10:00:00+00:00"),
+    "r2": ("r2", "2222222bbbb", "2026-12-01T09:00:00+00:00"),
+    "rc": ("rc", "3333333cccc", "2026-12-02T08:00:00+00:00")
 }
 
 
@@ -35,13 +36,42 @@ def cell(kernel, impl, dtype, n, us, run="legacy", gpu="h200", rse=0.001, **kw):
         flops, nbytes, unit = 8.0 * n * n, per * n * n * elem, "fp32"
     ms = us * 1e-3
     row = {
-        "gpu": gpu, "kernel": kernel, "impl": impl, "dtype": dtype, "math_mode":
-        {"float32": "fp32-ieee", "bfloat16": "bf16"}[dtype], "size": n, "pass": "fwd", "status": "ok", "error": "",
-        "median_ms": ms, "p20_ms": ms * 0.98, "p80_ms": ms * 1.03, "rse_median": rse, "graph_median_ms": ms * 0.9,
-        "loop_ms": ms + 0.01, "flops": flops, "bytes": nbytes, "compute_unit": unit, "run_id": run_id, "git_sha": sha,
-        "git_dirty": False, "timestamp": ts, "host": "node1", "driver": "580.1", "cuda": "13.0", "torch": "2.11.0",
-        "triton": "3.6.0", "python": "3.12.3", "timer": "host" if gpu == "cpu" else "cuda_event", "placements": 4.0,
-        "instances": 8.0, "sm_clock_after_mhz": 1980.0, "sm_clock_max_mhz": 1980.0
+        "gpu": gpu,
+        "kernel": kernel,
+        "impl": impl,
+        "dtype": dtype,
+        "math_mode": {
+            "float32": "fp32-ieee",
+            "bfloat16": "bf16"
+        }[dtype],
+        "size": n,
+        "pass": "fwd",
+        "status": "ok",
+        "error": "",
+        "median_ms": ms,
+        "p20_ms": ms * 0.98,
+        "p80_ms": ms * 1.03,
+        "rse_median": rse,
+        "graph_median_ms": ms * 0.9,
+        "loop_ms": ms + 0.01,
+        "flops": flops,
+        "bytes": nbytes,
+        "compute_unit": unit,
+        "run_id": run_id,
+        "git_sha": sha,
+        "git_dirty": False,
+        "timestamp": ts,
+        "host": "node1",
+        "driver": "580.1",
+        "cuda": "13.0",
+        "torch": "2.11.0",
+        "triton": "3.6.0",
+        "python": "3.12.3",
+        "timer": "host" if gpu == "cpu" else "cuda_event",
+        "placements": 4.0,
+        "instances": 8.0,
+        "sm_clock_after_mhz": 1980.0,
+        "sm_clock_max_mhz": 1980.0
     }
     row.update(kw)
     return row
@@ -78,14 +108,29 @@ def dataset() -> tuple[pd.DataFrame, pd.DataFrame]:
         for c, v in (("copy", BW_RATIO * H200.mem_bandwidth), ("gemm_fp32", FP_RATIO * H200.fp32_flops),
                      ("gemm_bf16", BF_RATIO * H200.bf16_flops), ("copy_large", BW_RATIO * H200.mem_bandwidth)):
             ceilings.append({
-                "gpu": "h200", "ceiling": c, "value": v, "run_id": run_id, "git_sha": sha, "timestamp": ts,
-                "sm_clock_after_mhz": 1980.0, "driver": "580.1", "cuda": "13.0", "torch": "2.11.0", "triton": "3.6.0",
+                "gpu": "h200",
+                "ceiling": c,
+                "value": v,
+                "run_id": run_id,
+                "git_sha": sha,
+                "timestamp": ts,
+                "sm_clock_after_mhz": 1980.0,
+                "driver": "580.1",
+                "cuda": "13.0",
+                "torch": "2.11.0",
+                "triton": "3.6.0",
                 "python": "3.12.3"
             })
     for c, v in (("copy", 5e10), ("gemm_fp32", 1e11)):
         ceilings.append({
-            "gpu": "cpu", "ceiling": c, "value": v, "run_id": "rc", "git_sha": RUNS["rc"][1], "timestamp":
-            RUNS["rc"][2], "torch": "2.13.0+cpu", "python": "3.11.7"
+            "gpu": "cpu",
+            "ceiling": c,
+            "value": v,
+            "run_id": "rc",
+            "git_sha": RUNS["rc"][1],
+            "timestamp": RUNS["rc"][2],
+            "torch": "2.13.0+cpu",
+            "python": "3.11.7"
         })
     ceilings = pd.DataFrame(ceilings)
     return compute_metrics(pd.DataFrame(rows), ceilings), ceilings
@@ -198,8 +243,11 @@ def test_every_caption_and_table_header_names_its_frame(data):
 
 
 def test_tied_best_names_every_implementation_within_noise():
-    cell_ = pd.DataFrame(
-        {"impl": ["builtin", "triton", "compile"], "median_ms": [0.100, 0.0652, 0.0652], "rse_median": [0.001] * 3})
+    cell_ = pd.DataFrame({
+        "impl": ["builtin", "triton", "compile"],
+        "median_ms": [0.100, 0.0652, 0.0652],
+        "rse_median": [0.001] * 3
+    })
     assert list(tied_best(cell_)["impl"]) == ["triton", "compile"]
     apart = cell_.assign(median_ms=[0.100, 0.0652, 0.0700])  # 7 % apart, a long cell: not a tie
     assert list(tied_best(apart)["impl"]) == ["triton"]

@@ -18,14 +18,43 @@ def _rows(cells):
 
 
 def test_verdicts_beyond_noise_only():
-    ref = _rows([{"impl": "triton", "size": 4096, "median_ms":
-                  0.100}, {"impl": "builtin", "size": 4096, "median_ms":
-                           0.100}, {"impl": "naive", "size": 4096, "median_ms": 0.100},
-                 {"impl": "triton", "size": 256, "median_ms": 0.005}])
-    now = _rows([{"impl": "triton", "size": 4096, "median_ms": 0.090},  # 10 % faster: beyond the 2 % floor
-                 {"impl": "builtin", "size": 4096, "median_ms": 0.101},  # 1 %: noise
-                 {"impl": "naive", "size": 4096, "median_ms": 0.105},  # 5 % slower
-                 {"impl": "triton", "size": 256, "median_ms": 0.0054}])  # 8 % on a 5 us cell: under the 10 % floor
+    ref = _rows([{
+        "impl": "triton",
+        "size": 4096,
+        "median_ms": 0.100
+    }, {
+        "impl": "builtin",
+        "size": 4096,
+        "median_ms": 0.100
+    }, {
+        "impl": "naive",
+        "size": 4096,
+        "median_ms": 0.100
+    }, {
+        "impl": "triton",
+        "size": 256,
+        "median_ms": 0.005
+    }])
+    now = _rows([{
+        "impl": "triton",
+        "size": 4096,
+        "median_ms": 0.090
+    },  # 10 % faster: beyond the 2 % floor
+                 {
+                     "impl": "builtin",
+                     "size": 4096,
+                     "median_ms": 0.101
+                 },  # 1 %: noise
+                 {
+                     "impl": "naive",
+                     "size": 4096,
+                     "median_ms": 0.105
+                 },  # 5 % slower
+                 {
+                     "impl": "triton",
+                     "size": 256,
+                     "median_ms": 0.0054
+                 }])  # 8 % on a 5 us cell: under the 10 % floor
     t = compare(now, ref).set_index(["impl", "size"])["verdict"]
     assert t[("triton", 4096)] == "faster" and t[("builtin", 4096)] == "same"
     assert t[("naive", 4096)] == "slower" and t[("triton", 256)] == "same"
@@ -58,11 +87,35 @@ def test_a_floor_that_cannot_see_a_regression_is_not_comparable():
 
 
 def test_status_changes_and_unmatched_cells():
-    ref = _rows([{"impl": "triton", "size": 1, "median_ms": 0.1}, {"impl": "cuda", "size": 1, "median_ms": 0.1},
-                 {"impl": "naive", "size": 1, "median_ms": np.nan, "status": "skipped"}])
-    now = _rows([{"impl": "triton", "size": 1, "median_ms": np.nan, "status":
-                  "failed"}, {"impl": "builtin", "size": 1, "median_ms": 0.1},
-                 {"impl": "naive", "size": 1, "median_ms": np.nan, "status": "skipped"}])
+    ref = _rows([{
+        "impl": "triton",
+        "size": 1,
+        "median_ms": 0.1
+    }, {
+        "impl": "cuda",
+        "size": 1,
+        "median_ms": 0.1
+    }, {
+        "impl": "naive",
+        "size": 1,
+        "median_ms": np.nan,
+        "status": "skipped"
+    }])
+    now = _rows([{
+        "impl": "triton",
+        "size": 1,
+        "median_ms": np.nan,
+        "status": "failed"
+    }, {
+        "impl": "builtin",
+        "size": 1,
+        "median_ms": 0.1
+    }, {
+        "impl": "naive",
+        "size": 1,
+        "median_ms": np.nan,
+        "status": "skipped"
+    }])
     t = compare(now, ref).set_index("impl")["verdict"]
     assert t["triton"] == "status" and t["builtin"] == "new" and t["cuda"] == "gone" and t["naive"] == "not timed"
     md = summary_markdown(compare(now, ref), "h200")
@@ -83,10 +136,22 @@ def test_a_joint_graph_compile_reference_row_is_a_method_change():
     from rooflab.kernel import COMPILE_SPLIT_SINCE
 
     cell = {"kernel": "softmax", "impl": "compile", "size": 4096, "pass": "fwd+bwd"}
-    ref = _rows([{**cell, "median_ms": 0.10, "timestamp": "2026-12-03T19:13:00+00:00"},
-                 {**cell, "impl": "builtin", "median_ms": 0.10, "timestamp": "2026-12-03T19:13:00+00:00"}])
-    now = _rows([{**cell, "median_ms": 0.12, "timestamp": COMPILE_SPLIT_SINCE},
-                 {**cell, "impl": "builtin", "median_ms": 0.10, "timestamp": COMPILE_SPLIT_SINCE}])
+    ref = _rows([{
+        **cell, "median_ms": 0.10,
+        "timestamp": "2026-12-03T19:13:00+00:00"
+    }, {
+        **cell, "impl": "builtin",
+        "median_ms": 0.10,
+        "timestamp": "2026-12-03T19:13:00+00:00"
+    }])
+    now = _rows([{
+        **cell, "median_ms": 0.12,
+        "timestamp": COMPILE_SPLIT_SINCE
+    }, {
+        **cell, "impl": "builtin",
+        "median_ms": 0.10,
+        "timestamp": COMPILE_SPLIT_SINCE
+    }])
     t = compare(now, ref).set_index("impl")
     assert bool(t.loc["compile", "method_changed"]) and t.loc["compile", "verdict"] == "slower"
     assert not bool(t.loc["builtin", "method_changed"])  # only torch.compile's fwd+bwd changed frame
@@ -99,8 +164,10 @@ def test_a_joint_graph_compile_reference_row_is_a_method_change():
 def _repeat():
     """A repeatability table: |differences| 4 % (short, graph), 20 % (short, event), 6 % (middle), 1 % (long)."""
     return pd.DataFrame({
-        "median_ms_1": [0.005, 0.005, 0.020, 0.100, 0.200], "graph_median_ms_1": [0.002, 0.002, 0.018, 0.090, 0.190],
-        "event_rel_diff": [0.20, -0.05, -0.06, 0.01, 0.004], "graph_rel_diff": [0.04, -0.01, 0.30, 0.0, 0.0]
+        "median_ms_1": [0.005, 0.005, 0.020, 0.100, 0.200],
+        "graph_median_ms_1": [0.002, 0.002, 0.018, 0.090, 0.190],
+        "event_rel_diff": [0.20, -0.05, -0.06, 0.01, 0.004],
+        "graph_rel_diff": [0.04, -0.01, 0.30, 0.0, 0.0]
     })
 
 
@@ -113,12 +180,40 @@ def test_floors_rise_to_what_the_same_code_moved_between_processes():
 
 
 def test_short_cells_are_judged_on_their_graph_medians():
-    ref = _rows([{"impl": "triton", "size": 256, "median_ms": 0.005, "graph_median_ms":
-                  0.0020}, {"impl": "builtin", "size": 256, "median_ms": 0.005, "graph_median_ms": 0.0020},
-                 {"impl": "naive", "size": 1024, "median_ms": 0.020, "graph_median_ms": 0.018}])
-    now = _rows([{"impl": "triton", "size": 256, "median_ms": 0.008, "graph_median_ms": 0.0020},  # event +60 %
-                 {"impl": "builtin", "size": 256, "median_ms": 0.005, "graph_median_ms": 0.0024},  # graph +20 %
-                 {"impl": "naive", "size": 1024, "median_ms": 0.0215, "graph_median_ms": 0.018}])  # event +7.5 %
+    ref = _rows([{
+        "impl": "triton",
+        "size": 256,
+        "median_ms": 0.005,
+        "graph_median_ms": 0.0020
+    }, {
+        "impl": "builtin",
+        "size": 256,
+        "median_ms": 0.005,
+        "graph_median_ms": 0.0020
+    }, {
+        "impl": "naive",
+        "size": 1024,
+        "median_ms": 0.020,
+        "graph_median_ms": 0.018
+    }])
+    now = _rows([{
+        "impl": "triton",
+        "size": 256,
+        "median_ms": 0.008,
+        "graph_median_ms": 0.0020
+    },  # event +60 %
+                 {
+                     "impl": "builtin",
+                     "size": 256,
+                     "median_ms": 0.005,
+                     "graph_median_ms": 0.0024
+                 },  # graph +20 %
+                 {
+                     "impl": "naive",
+                     "size": 1024,
+                     "median_ms": 0.0215,
+                     "graph_median_ms": 0.018
+                 }])  # event +7.5 %
     t = compare(now, ref, _repeat()).set_index("impl")
     assert t.loc["triton", "timing"] == "graph" and t.loc["triton", "verdict"] == "same"
     assert t.loc["builtin", "verdict"] == "slower" and t.loc["builtin", "rel_change"] == pytest.approx(0.2)
@@ -157,9 +252,17 @@ def test_one_setting_moves_the_compare_table_the_metrics_and_the_paper_alike():
         for r in (rules(), user)
     ] == ["faster", "tie"]
     repeat = pd.DataFrame({
-        "kernel": ["gelu"], "impl": ["triton"], "dtype": ["float32"], "size": [4096], "pass": ["fwd"], "median_ms_1":
-        [0.1], "median_ms_2": [0.105], "event_rel_diff": [0.05], "graph_median_ms_1": [np.nan], "graph_median_ms_2":
-        [np.nan], "graph_rel_diff": [np.nan]
+        "kernel": ["gelu"],
+        "impl": ["triton"],
+        "dtype": ["float32"],
+        "size": [4096],
+        "pass": ["fwd"],
+        "median_ms_1": [0.1],
+        "median_ms_2": [0.105],
+        "event_rel_diff": [0.05],
+        "graph_median_ms_1": [np.nan],
+        "graph_median_ms_2": [np.nan],
+        "graph_rel_diff": [np.nan]
     })
     assert [unpaired_repeat(repeat, r).loc[0, "verdict"] for r in (rules(), user)] == ["slower", "tie"]
     # no second home: the compare rule's own settings hold no threshold, and every job judging takes config verdicts

@@ -21,8 +21,12 @@ def test_cells_follow_the_kernels_compile_max_names():
     from rooflab.kernel import load_kernel
 
     params = {
-        "impls": ["compile", "compile-max"], "dtypes": ["float32"], "sizes": [64], "compile_max":
-        {"kernels": ["matmul"]}
+        "impls": ["compile", "compile-max"],
+        "dtypes": ["float32"],
+        "sizes": [64],
+        "compile_max": {
+            "kernels": ["matmul"]
+        }
     }
     assert {c.impl for c in cells_for(load_kernel("matmul"), params)} == {"compile", "compile-max"}
     assert {c.impl for c in cells_for(load_kernel("softmax"), params)} == {"compile"}
@@ -46,8 +50,15 @@ def test_the_compiled_callable_is_made_in_its_mode(monkeypatch, impl):
 
 def rows(impls):
     return pd.DataFrame([{
-        "gpu": "h200", "kernel": k, "impl": i, "status": "ok", "claimable": True, "median_ms": 1.0, "pass": "fwd",
-        "dtype": "bfloat16", "size": 8192
+        "gpu": "h200",
+        "kernel": k,
+        "impl": i,
+        "status": "ok",
+        "claimable": True,
+        "median_ms": 1.0,
+        "pass": "fwd",
+        "dtype": "bfloat16",
+        "size": 8192
     } for k, i in impls])
 
 

@@ -59,8 +59,20 @@ def test_good_config_from_the_command_line_is_typed():
 
 def test_coerce_follows_the_schema():
     raw = {
-        "sizes": ["64", "128"], "extra_sizes": "300", "timing": {"max_time_s": "0.5", "flush_l2": "false"},
-        "allow_failures": "true", "kernels": ["gelu"], "cluster": {"h100": {"runtime": "30", "gres": "gpu:1"}}
+        "sizes": ["64", "128"],
+        "extra_sizes": "300",
+        "timing": {
+            "max_time_s": "0.5",
+            "flush_l2": "false"
+        },
+        "allow_failures": "true",
+        "kernels": ["gelu"],
+        "cluster": {
+            "h100": {
+                "runtime": "30",
+                "gres": "gpu:1"
+            }
+        }
     }
     out = rcfg.coerce(raw, SCHEMA)
     assert out["sizes"] == [64, 128] and out["extra_sizes"] == [300]
@@ -110,8 +122,10 @@ def test_schema_defaults_are_what_the_dag_validates_to():
         validated = copy.deepcopy(raw)
         validate(validated, str(REPO / "config/schema.yaml"))
         assert rcfg.validated_config(REPO / "config" / name) == validated, name
-    assert rcfg.validated_config(
-        REPO / "config/config.yaml")["timing"] == {**DEFAULTS["timing"], "instances": 8, "min_instances": 4}
+    assert rcfg.validated_config(REPO / "config/config.yaml")["timing"] == {
+        **DEFAULTS["timing"], "instances": 8,
+        "min_instances": 4
+    }
 
 
 def _calls(tree, name):

@@ -200,9 +200,11 @@ def test_rooflab_imports_from_anywhere():
     res = subprocess.run([
         sys.executable, "-c", "import rooflab, kernels, experiments, analysis.paper_inputs, figures;"
         "print(rooflab.__file__)"
-    ], cwd="/", capture_output=True, text=True, env={k: v
-                                                     for k, v in os.environ.items()
-                                                     if k != "PYTHONPATH"})
+    ], cwd="/", capture_output=True, text=True, env={
+        k: v
+        for k, v in os.environ.items()
+        if k != "PYTHONPATH"
+    })
     assert res.returncode == 0, res.stderr
     assert Path(res.stdout.strip()).parent == REPO / "rooflab"
 
@@ -366,16 +368,26 @@ CPU_TORCH = {"torch": "2.13.0+cpu", "cuda": None, "devices": [], "why": ""}
       'nvidia-smi lists "NVIDIA H200" but torch 2.13.0+cpu has no CUDA: install a CUDA build of torch, or run the '
       "CPU default with --configfile config/cpu.yaml"),
      (("NVML", ["NVIDIA H200"]), {
-         "torch": "2.11.0+cu128", "cuda": "12.8", "devices": [], "why": "The NVIDIA driver on your system is too old"
+         "torch": "2.11.0+cu128",
+         "cuda": "12.8",
+         "devices": [],
+         "why": "The NVIDIA driver on your system is too old"
      }, ["h200"],
       'NVML lists "NVIDIA H200" but torch 2.11.0+cu128 (CUDA 12.8) cannot use it (The NVIDIA driver on your system '
       "is too old)"),
      (("nvidia-smi", []), CPU_TORCH, ["h200"], "config gpus asks for h200, but this machine has no NVIDIA GPU"),
-     (("NVML", ["NVIDIA A100-SXM4-80GB"]), {**CPU_TORCH, "cuda": "12.8", "devices": ["NVIDIA A100-SXM4-80GB"]},
-      ["h200"], "config gpus asks for h200, but torch 2.13.0+cpu sees only NVIDIA A100-SXM4-80GB"),
-     (("NVML", ["NVIDIA H200"]), {**CPU_TORCH, "torch": None, "why": "ModuleNotFoundError: No module named 'torch'"},
-      ["h200"], "config gpus asks for h200, but torch does not import here (ModuleNotFoundError"),
-     (("NVML", ["NVIDIA H200"]), {**CPU_TORCH, "cuda": "12.8", "devices": ["NVIDIA H200"]}, ["cpu", "h200"], None), ])
+     (("NVML", ["NVIDIA A100-SXM4-80GB"]), {
+         **CPU_TORCH, "cuda": "12.8",
+         "devices": ["NVIDIA A100-SXM4-80GB"]
+     }, ["h200"], "config gpus asks for h200, but torch 2.13.0+cpu sees only NVIDIA A100-SXM4-80GB"),
+     (("NVML", ["NVIDIA H200"]), {
+         **CPU_TORCH, "torch": None,
+         "why": "ModuleNotFoundError: No module named 'torch'"
+     }, ["h200"], "config gpus asks for h200, but torch does not import here (ModuleNotFoundError"),
+     (("NVML", ["NVIDIA H200"]), {
+         **CPU_TORCH, "cuda": "12.8",
+         "devices": ["NVIDIA H200"]
+     }, ["cpu", "h200"], None), ])
 def test_unusable_gpu_gets_one_message_saying_what_was_found(monkeypatch, found, torch, keys, expected):
     monkeypatch.setattr(gpus, "detect_gpus", lambda: found)
     monkeypatch.setattr(gpus, "torch_cuda", lambda: torch)

@@ -192,8 +192,10 @@ class _Runtime:
 def raw_state(monkeypatch):
     """_fastlaunch's view of Triton as on a GPU: device 0, stream 77, idle hook chains."""
     runtime = _Runtime()
-    for name, value in (("_raw_state", {"reason": None}), ("_runtime", runtime), ("_HookChain", _Chain),
-                        ("_current_device", lambda: 0), ("_current_stream", lambda device: 77)):
+    for name, value in (("_raw_state", {
+            "reason": None
+    }), ("_runtime", runtime), ("_HookChain", _Chain), ("_current_device", lambda: 0), ("_current_stream",
+                                                                                        lambda device: 77)):
         monkeypatch.setattr(fl, name, value)
     return runtime
 

@@ -43,19 +43,36 @@ def synthetic_raw() -> pd.DataFrame:
                             flops, nbytes, unit = 8.0 * n * n, 8.0 * n * n, "fp32"
                             t = 0.005 + nbytes / (speed * 3e12) * 1e3
                         rows.append({
-                            "gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "size": n, "pass": pass_,
-                            "status": "ok", "error": "", "median_ms": t, "p20_ms": t * 0.97, "p80_ms": t * 1.05,
-                            "rse_median": 0.001, "graph_median_ms": t * 0.7, "loop_ms": t + 0.01, "flops": flops,
-                            "bytes": nbytes, "compute_unit": unit, "sm_clock_after_mhz": 1980.0, "sm_clock_max_mhz":
-                            1980.0
+                            "gpu": "h200",
+                            "kernel": kernel,
+                            "impl": impl,
+                            "dtype": dtype,
+                            "size": n,
+                            "pass": pass_,
+                            "status": "ok",
+                            "error": "",
+                            "median_ms": t,
+                            "p20_ms": t * 0.97,
+                            "p80_ms": t * 1.05,
+                            "rse_median": 0.001,
+                            "graph_median_ms": t * 0.7,
+                            "loop_ms": t + 0.01,
+                            "flops": flops,
+                            "bytes": nbytes,
+                            "compute_unit": unit,
+                            "sm_clock_after_mhz": 1980.0,
+                            "sm_clock_max_mhz": 1980.0
                         })
     rows.append({**rows[0], "impl": "cuda", "status": "mismatch", "median_ms": np.nan})
     raw = pd.DataFrame(rows)
     # Above the roof: gelu Triton fp32 at 4096 beyond noise (4.4 TB/s over a 4.2 TB/s copy), torch.compile within
     # noise, naive above it at a low clock (not claimable: never drawn); the bf16 Triton matmul over the bf16 GEMM.
     at = (raw["kernel"] == "gelu") & (raw["dtype"] == "float32") & (raw["size"] == 4096)
-    for impl, rate, extra in (("triton", 4.4e12, {}), ("compile", 4.2042e12, {"rse_median": 0.002}),
-                              ("naive", 5e12, {"sm_clock_after_mhz": 1000.0})):
+    for impl, rate, extra in (("triton", 4.4e12, {}), ("compile", 4.2042e12, {
+            "rse_median": 0.002
+    }), ("naive", 5e12, {
+            "sm_clock_after_mhz": 1000.0
+    })):
         i = raw.index[at & (raw["impl"] == impl)][0]
         t = raw.at[i, "bytes"] / rate * 1e3
         raw.loc[i, ["median_ms", "p20_ms", "p80_ms"]] = [t, t * 0.99, t * 1.01]
@@ -71,13 +88,21 @@ def synthetic_raw() -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("figdata")
-    ceilings = pd.DataFrame([{"gpu": g, "ceiling": c, "value": v * (1e-2 if g == "cpu" else 1)}
-                             for g in ("h200", "cpu")
-                             for c, v in (("copy", 4.2e12), ("gemm_fp32", 5e13), ("gemm_tf32", 3.4e14), ("gemm_bf16",
-                                                                                                         6.7e14))])
+    ceilings = pd.DataFrame([{
+        "gpu": g,
+        "ceiling": c,
+        "value": v * (1e-2 if g == "cpu" else 1)
+    } for g in ("h200", "cpu") for c, v in (("copy", 4.2e12), ("gemm_fp32", 5e13), ("gemm_tf32", 3.4e14), ("gemm_bf16",
+                                                                                                           6.7e14))])
     compute_metrics(synthetic_raw(), ceilings).to_parquet(d / "metrics.parquet")
     pd.DataFrame([{
-        "gpu": "h200", "kernel": k, "impl": i, "dtype": "bfloat16", "size": 4096, "n_kernels": n, "kernel_names": "k"
+        "gpu": "h200",
+        "kernel": k,
+        "impl": i,
+        "dtype": "bfloat16",
+        "size": 4096,
+        "n_kernels": n,
+        "kernel_names": "k"
     } for k in ("gelu", "softmax") for i, n in (("naive", 7), ("triton", 1))]).to_parquet(d / "profiles.parquet")
     return d
 
@@ -144,8 +169,8 @@ def points(fig) -> np.ndarray:
 # (x, y as plotted, the rate, the roof the figure draws for that point) per figure
 ROOFS = {
     "roofline": ("arithmetic_intensity", "achieved_tflops", "achieved_tflops", "attainable_tflops_measured"),
-    "bandwidth": ("size", "achieved_gbps", "achieved_gbps", "peak_bandwidth_measured_gbps"), "wave":
-    ("size", "relative_tflops", "achieved_tflops", "peak_tflops_measured")
+    "bandwidth": ("size", "achieved_gbps", "achieved_gbps", "peak_bandwidth_measured_gbps"),
+    "wave": ("size", "relative_tflops", "achieved_tflops", "peak_tflops_measured")
 }
 
 
@@ -209,8 +234,12 @@ def test_speedup_heatmap_draws_a_tie_white_and_says_so():
     from figures.speedup import colours_and_labels
 
     df = pd.DataFrame({
-        "kernel": ["gelu"] * 3, "pass": ["fwd"] * 3, "impl": ["triton", "compile", "naive"], "size": [1024] * 3,
-        "speedup_vs_builtin": [1.01, 1.5, 0.5], "verdict_vs_builtin": ["tie", "faster", "slower"]
+        "kernel": ["gelu"] * 3,
+        "pass": ["fwd"] * 3,
+        "impl": ["triton", "compile", "naive"],
+        "size": [1024] * 3,
+        "speedup_vs_builtin": [1.01, 1.5, 0.5],
+        "verdict_vs_builtin": ["tie", "faster", "slower"]
     })
     colour, labels = colours_and_labels(df)
     assert colour.loc["gelu | Triton", 1024] == 0 and labels.loc["gelu | Triton", 1024] == "tie"

@@ -18,8 +18,10 @@ REPO = Path(__file__).resolve().parent.parent
 FILES = sorted((REPO / "kernels").rglob("*.py"))
 KERNEL_FILES = sorted(p for p in (REPO / "kernels").glob("*/__init__.py") if not p.parent.name.startswith("_"))
 TABLE_MODULES = {  # module -> its tables
-    **{f"kernels.{p.parent.name}.table": None
-       for p in KERNEL_FILES if (p.parent / "table.py").exists()}, "kernels._shared.rows": ("ROWS", ),
+    **{
+        f"kernels.{p.parent.name}.table": None
+        for p in KERNEL_FILES if (p.parent / "table.py").exists()
+    }, "kernels._shared.rows": ("ROWS", ),
     "kernels._shared.elementwise": ("ELEMENTWISE", )
 }
 MAX_LINES, MAX_COMMENT_BLOCK, MAX_MODULE_DOCSTRING = 400, 8, 12

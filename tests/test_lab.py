@@ -61,8 +61,9 @@ def test_readings_interleave_the_kinds_and_check_them_against_the_first(capsys):
     import torch
 
     kinds = {
-        "default": lambda: torch.ones(4), "close": lambda: torch.ones(4) * (1 + 1e-7), "wrong":
-        lambda: torch.ones(4) * 2
+        "default": lambda: torch.ones(4),
+        "close": lambda: torch.ones(4) * (1 + 1e-7),
+        "wrong": lambda: torch.ones(4) * 2
     }
     out = common.readings(kinds, times=2)
     assert list(out) == ["default", "close", "wrong", "default (2)", "close (2)", "wrong (2)"]
@@ -153,9 +154,10 @@ def test_unmasked_runs_every_kind_but_the_asm_loads_on_the_cpu(capsys):
     assert [k for k, _, _ in out] == ["rowsum", "softmax", "layernorm", "rmsnorm"]
     kinds = {k: [v for v in variants if not v.endswith(("(2)", "(3)"))] for k, _, variants in out}
     assert kinds == {
-        "rowsum": ["triton (default)", "masked", "unmasked",
-                   "asm ld.global"], "softmax": ["triton (default)", "masked", "unmasked", "compile"], "layernorm":
-        ["triton (default)", "every full row unmasked"], "rmsnorm": ["triton (default)", "before round 34", "compile"]
+        "rowsum": ["triton (default)", "masked", "unmasked", "asm ld.global"],
+        "softmax": ["triton (default)", "masked", "unmasked", "compile"],
+        "layernorm": ["triton (default)", "every full row unmasked"],
+        "rmsnorm": ["triton (default)", "before round 34", "compile"]
     }
     err = capsys.readouterr().err
     assert err.count("failed") == 1 and "asm ld.global variant failed" in err and "wrong" not in err

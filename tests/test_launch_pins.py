@@ -52,9 +52,13 @@ class Recorder:
             except KeyError:  # an autotuned launch: the grid needs the config the autotuner picks
                 shape = None
             self.log.append({
-                "kernel": self.name, "grid": list(shape) if shape is not None else None, "args":
-                [_value(a) for a in args], "kw": {k: _value(v)
-                                                  for k, v in sorted(kw.items())}
+                "kernel": self.name,
+                "grid": list(shape) if shape is not None else None,
+                "args": [_value(a) for a in args],
+                "kw": {
+                    k: _value(v)
+                    for k, v in sorted(kw.items())
+                }
             })
 
         return launch
@@ -125,17 +129,59 @@ def record_rows() -> dict:
         x = torch.empty((3, 2048), dtype=dtype)
         w = torch.empty((2048, ), dtype=dtype)
         split = ("_norm_split_stats_kernel", "_norm_split_apply_kernel")  # kernels/_shared/norm_split.py's
-        for kw in ({"block_size": 512}, {"block_size": 4096}, {"num_warps": 2}, {"block_size": 256, "num_warps":
-                                                                                 8}, {"split": 512}, {"split": 0}):
+        for kw in ({
+                "block_size": 512
+        }, {
+                "block_size": 4096
+        }, {
+                "num_warps": 2
+        }, {
+                "block_size": 256,
+                "num_warps": 8
+        }, {
+                "split": 512
+        }, {
+                "split": 0
+        }):
             out[f"layernorm/{_dt(dtype)}/3x2048/{kw}"] = _recorded(ln, ("_layernorm_fwd_kernel", *split),
                                                                    lambda: ln.layernorm_triton(x, w, w, **kw))
-        for kw in ({"block_size": 128}, {"reload": True}, {"reload": False}, {"full": True}, {"full": False},
-                   {"block_size": 1024, "full": True}, {"num_warps": 32}, {"split": 512}, {"split": 0}):
+        for kw in ({
+                "block_size": 128
+        }, {
+                "reload": True
+        }, {
+                "reload": False
+        }, {
+                "full": True
+        }, {
+                "full": False
+        }, {
+                "block_size": 1024,
+                "full": True
+        }, {
+                "num_warps": 32
+        }, {
+                "split": 512
+        }, {
+                "split": 0
+        }):
             out[f"rmsnorm/{_dt(dtype)}/3x2048/{kw}"] = _recorded(rms, ("_rmsnorm_fwd_kernel", *split),
                                                                  lambda: rms.rmsnorm_triton(x, w, **kw))
-        for kw in ({"block_m": 2}, {"block_n": 256}, {"num_warps": 1}, {"full": True}, {"full":
-                                                                                        False}, {"split":
-                                                                                                 1024}, {"split": 0}):
+        for kw in ({
+                "block_m": 2
+        }, {
+                "block_n": 256
+        }, {
+                "num_warps": 1
+        }, {
+                "full": True
+        }, {
+                "full": False
+        }, {
+                "split": 1024
+        }, {
+                "split": 0
+        }):
             out[f"rowsum/{_dt(dtype)}/3x2048/{kw}"] = _recorded(
                 rs, ("_rowsum_kernel", "_rowsum_split_kernel", "_rowsum_combine_kernel", "_rowsum_split_once_kernel"),
                 lambda: rs.rowsum_triton(x, **kw))
@@ -174,8 +220,10 @@ def record_elementwise() -> dict:
 
 def _config(c) -> dict:
     return {
-        "kwargs": dict(c.kwargs), "num_stages": c.num_stages, "num_warps": c.num_warps, "pre_hook":
-        getattr(c.pre_hook, "__name__", None)
+        "kwargs": dict(c.kwargs),
+        "num_stages": c.num_stages,
+        "num_warps": c.num_warps,
+        "pre_hook": getattr(c.pre_hook, "__name__", None)
     }
 
 
@@ -184,9 +232,12 @@ def record_matmul() -> dict:
 
     names = ("_matmul_kernel", "_matmul_kernel_autotuned", "_matmul_tma_kernel", "_matmul_tma_autotuned")
     out = {
-        "matmul/configs": [_config(c) for c in mm.get_matmul_configs()], "matmul/tma_configs":
-        [_config(c) for c in mm.get_tma_configs()], "matmul/constants":
-        {"TMA_MIN_MNK": mm.TMA_MIN_MNK, "SMEM_LIMIT_BYTES": mm.SMEM_LIMIT_BYTES}
+        "matmul/configs": [_config(c) for c in mm.get_matmul_configs()],
+        "matmul/tma_configs": [_config(c) for c in mm.get_tma_configs()],
+        "matmul/constants": {
+            "TMA_MIN_MNK": mm.TMA_MIN_MNK,
+            "SMEM_LIMIT_BYTES": mm.SMEM_LIMIT_BYTES
+        }
     }
     for e in (2, 4):
         a = torch.empty((8, 8), dtype=torch.float32 if e == 4 else torch.bfloat16)
@@ -194,8 +245,21 @@ def record_matmul() -> dict:
     for dtype in DTYPES:
         for m, n, k in ((16, 16, 16), (64, 48, 100), (128, 128, 128)):
             a, b = torch.empty((m, k), dtype=dtype), torch.empty((k, n), dtype=dtype)
-            for kw in ({}, {"method": "pointer"}, {"method": "tma"}, {"activation": "none"},
-                       {"config": {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 3, "num_warps": 2}}):
+            for kw in ({}, {
+                    "method": "pointer"
+            }, {
+                    "method": "tma"
+            }, {
+                    "activation": "none"
+            }, {
+                    "config": {
+                        "BLOCK_M": 16,
+                        "BLOCK_N": 16,
+                        "BLOCK_K": 16,
+                        "GROUP_M": 3,
+                        "num_warps": 2
+                    }
+            }):
                 out[f"matmul/{_dt(dtype)}/{m}x{n}x{k}/{kw}"] = _recorded(mm, names,
                                                                          lambda: mm.matmul_triton(a, b, **kw))
     return out
@@ -206,8 +270,8 @@ def record_sources() -> dict:
 
     digest = lambda s: hashlib.sha256(s.strip().encode()).hexdigest()  # noqa: E731
     return {
-        "cuda/gelu": [digest(gelu.CUDA_SOURCE), digest(gelu.CPP_SOURCE)], "cuda/softmax":
-        [digest(softmax.CUDA_SOURCE), digest(softmax.CPP_SOURCE)]
+        "cuda/gelu": [digest(gelu.CUDA_SOURCE), digest(gelu.CPP_SOURCE)],
+        "cuda/softmax": [digest(softmax.CUDA_SOURCE), digest(softmax.CPP_SOURCE)]
     }
 
 

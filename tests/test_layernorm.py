@@ -158,23 +158,70 @@ def test_launch_params(n_cols, element_size, block_size, expected):
 
 @pytest.mark.parametrize("n_cols, element_size, block_size, warps, prefetch, expected", [
     # held fp32 rows of 4096 and more load the weights with the row, so nothing is prefetched
-    (8192, 4, 8192, 16, True, {"WB_EARLY": True, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
-    (4096, 4, 4096, 8, False, {"WB_EARLY": True, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
+    (8192, 4, 8192, 16, True, {
+        "WB_EARLY": True,
+        "WB_PREFETCH": False,
+        "W_LINE": 32,
+        "prefetch_programs": 0
+    }), (4096, 4, 4096, 8, False, {
+        "WB_EARLY": True,
+        "WB_PREFETCH": False,
+        "W_LINE": 32,
+        "prefetch_programs": 0
+    }),
     # shorter fp32 rows load them late: the first program asks the L2 for them, where the weights allow it
-    (2048, 4, 2048, 8, True, {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 32, "prefetch_programs": 1}),
-    (2048, 4, 2048, 8, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
+    (2048, 4, 2048, 8, True, {
+        "WB_EARLY": False,
+        "WB_PREFETCH": True,
+        "W_LINE": 32,
+        "prefetch_programs": 1
+    }), (2048, 4, 2048, 8, False, {
+        "WB_EARLY": False,
+        "WB_PREFETCH": False,
+        "W_LINE": 32,
+        "prefetch_programs": 0
+    }),
     # bf16 8192 at 8 warps: the register cap, and the prefetch
-    (8192, 2, 8192, 8, True,
-     {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 64, "prefetch_programs": 1, "maxnreg": 64}),
+    (8192, 2, 8192, 8, True, {
+        "WB_EARLY": False,
+        "WB_PREFETCH": True,
+        "W_LINE": 64,
+        "prefetch_programs": 1,
+        "maxnreg": 64
+    }),
     # another warp count: no cap
-    (8192, 2, 8192, 16, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
+    (8192, 2, 8192, 16, False, {
+        "WB_EARLY": False,
+        "WB_PREFETCH": False,
+        "W_LINE": 64,
+        "prefetch_programs": 0
+    }),
     # tiled: none of them
-    (8192, 4, 1024, 16, True, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 32, "prefetch_programs": 0}),
+    (8192, 4, 1024, 16, True, {
+        "WB_EARLY": False,
+        "WB_PREFETCH": False,
+        "W_LINE": 32,
+        "prefetch_programs": 0
+    }),
     # fp32 rows past 8192 columns (a 16384 tile) were not measured with the weights early: loaded late, prefetched
-    (12000, 4, 16384, 16, True, {"WB_EARLY": False, "WB_PREFETCH": True, "W_LINE": 32, "prefetch_programs": 1}),
+    (12000, 4, 16384, 16, True, {
+        "WB_EARLY": False,
+        "WB_PREFETCH": True,
+        "W_LINE": 32,
+        "prefetch_programs": 1
+    }),
     # bf16 rows of 5000 share the 8192 tile but not the register cap (keyed on columns)
-    (5000, 2, 8192, 8, False, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
-    (32768, 2, 4096, 8, True, {"WB_EARLY": False, "WB_PREFETCH": False, "W_LINE": 64, "prefetch_programs": 0}),
+    (5000, 2, 8192, 8, False, {
+        "WB_EARLY": False,
+        "WB_PREFETCH": False,
+        "W_LINE": 64,
+        "prefetch_programs": 0
+    }), (32768, 2, 4096, 8, True, {
+        "WB_EARLY": False,
+        "WB_PREFETCH": False,
+        "W_LINE": 64,
+        "prefetch_programs": 0
+    }),
 ])
 def test_launch_options(n_cols, element_size, block_size, warps, prefetch, expected):
     full = element_size == 4 and 2048 <= n_cols <= 4096 and n_cols == block_size  # UNMASKED_COLS
@@ -245,7 +292,9 @@ def test_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, dtype, cols,
     launched = []
     real = ln._layernorm_fwd_aligned_kernel
     monkeypatch.setattr(ln, "_layernorm_fwd_aligned_kernel",
-                        type("Spy", (), {"__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
+                        type("Spy", (), {
+                            "__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]
+                        })())
     x, w, b = _inputs(7, cols, dtype)
     tol = dict(atol=2e-3, rtol=2e-3) if dtype == torch.float32 else dict(atol=1e-2, rtol=1e-2)
     outlier = x.clone()
@@ -257,7 +306,9 @@ def test_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, dtype, cols,
     # asked for
     wide = _inputs(1, 2 * cols, dtype)[1]
     for args, kw in [(_inputs(3, 31, dtype), {}), (_inputs(3, 40, dtype), {}), ((x[::2], w, b), {}),
-                     ((x, wide[::2], b), {}), ((x, w, wide[::2]), {}), ((x, w, b), {"block_size": 64})]:
+                     ((x, wide[::2], b), {}), ((x, w, wide[::2]), {}), ((x, w, b), {
+                         "block_size": 64
+                     })]:
         torch.testing.assert_close(ln.layernorm_triton(*args, **kw).double(), _ref(*args), **tol)
     assert launched == [(7, )] * 3
 

@@ -12,12 +12,23 @@ def _plan(shape, strides=None, element_size=4, sms=0, prefetch=False, **kw):
     return plan.forward(shape, strides or (shape[1], 1), 1, 1, element_size, sms, prefetch, ln._tables(), **kw)
 
 
-@pytest.mark.parametrize("shape, element_size, kernel, meta", [
-    ((4096, 2048), 4, "_layernorm_fwd_kernel", {"BLOCK_SIZE": 2048, "ONE_TILE": True, "FULL": True}),  # held
-    ((1024, 50257), 4, "_layernorm_fwd_aligned_kernel", {"BLOCK_N": 1024, "ALIGN": 4}),  # unaligned: aligned tiles
-    ((64, 65536), 4, "_layernorm_fwd_kernel", {"BLOCK_SIZE": 2048, "ONE_TILE": False}),  # TILED_LAUNCH's tile
-    ((10000, 32), 2, "layernorm_fwd_packed_kernel", {"BLOCK_N": 32}),  # short rows packed
-])
+@pytest.mark.parametrize("shape, element_size, kernel, meta", [((4096, 2048), 4, "_layernorm_fwd_kernel", {
+    "BLOCK_SIZE": 2048,
+    "ONE_TILE": True,
+    "FULL": True
+}),  # held
+                                                               ((1024, 50257), 4, "_layernorm_fwd_aligned_kernel", {
+                                                                   "BLOCK_N": 1024,
+                                                                   "ALIGN": 4
+                                                               }),  # unaligned: aligned tiles
+                                                               ((64, 65536), 4, "_layernorm_fwd_kernel", {
+                                                                   "BLOCK_SIZE": 2048,
+                                                                   "ONE_TILE": False
+                                                               }),  # TILED_LAUNCH's tile
+                                                               ((10000, 32), 2, "layernorm_fwd_packed_kernel", {
+                                                                   "BLOCK_N": 32
+                                                               }),  # short rows packed
+                                                               ])
 def test_plan_by_shape(shape, element_size, kernel, meta):
     launch = _plan(shape, element_size=element_size)
     assert launch.kernel == kernel and launch.meta.items() >= meta.items(), launch

@@ -192,8 +192,9 @@ def test_prune_drops_configs_too_big_for_shared_memory():
 def test_ieee_fp32_products_keep_only_narrow_tiles_and_the_tables_ffma_tiles():
     a = {"a_ptr": torch.empty(1, dtype=torch.float32)}
     for prune, configs, args in ((mm._prune_configs, mm.get_matmul_configs(), a),
-                                 (mm._prune_tma_configs, mm.get_tma_configs(),
-                                  {"c_desc": type("D", (), {"base": torch.empty(1, dtype=torch.float32)})()})):
+                                 (mm._prune_tma_configs, mm.get_tma_configs(), {
+                                     "c_desc": type("D", (), {"base": torch.empty(1, dtype=torch.float32)})()
+                                 })):
         ieee = prune(configs, args, INPUT_PRECISION="ieee")
         tf32 = prune(configs, args, INPUT_PRECISION="tf32")
         wide = [c for c in ieee if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] > mm.IEEE_MAX_TILE]

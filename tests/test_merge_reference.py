@@ -26,8 +26,12 @@ def folders(tmp_path):
     write(call / "compiled.parquet", [{"gpu": "h200", "kernel": "rowsum", "num_warps": 8}])
     write(call / "ceilings.parquet", [{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
     write(ref / "rowsum.parquet", [{"gpu": "h200", "kernel": "rowsum", "impl": "triton", "git_sha": "old"}])
-    write(ref / "profiles.parquet",
-          [{"gpu": "h200", "kernel": k, "impl": "triton", "n_kernels": 9} for k in ("rowsum", "gelu")])
+    write(ref / "profiles.parquet", [{
+        "gpu": "h200",
+        "kernel": k,
+        "impl": "triton",
+        "n_kernels": 9
+    } for k in ("rowsum", "gelu")])
     write(ref / "compiled.parquet", [{"gpu": "h200", "kernel": k, "num_warps": 4} for k in ("rowsum", "gelu")])
     return tmp_path / "results", tmp_path / "reference"
 
@@ -112,8 +116,12 @@ def test_impls_without_triton_keep_the_compiled_rows(tmp_path):
 
 def test_impls_the_calls_profiles_lack_are_refused(folders):
     results, ref = folders
-    write(results / "raw" / "h200" / "rowsum.parquet",
-          [{"gpu": "h200", "kernel": "rowsum", "impl": i, "git_sha": "new"} for i in ("builtin", "triton")])
+    write(results / "raw" / "h200" / "rowsum.parquet", [{
+        "gpu": "h200",
+        "kernel": "rowsum",
+        "impl": i,
+        "git_sha": "new"
+    } for i in ("builtin", "triton")])
     before = pd.read_parquet(ref / "h200" / "profiles.parquet")
     r = run(results, "--label", "s9", "--kernels", "rowsum", "--impls", "builtin", "--reference-dir", ref)
     assert r.returncode != 0 and "profiles.parquet has no rowsum rows of ['builtin']" in r.stderr

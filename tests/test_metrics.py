@@ -13,8 +13,18 @@ TB = 1e12
 
 def raw_row(**kw):
     row = {
-        "gpu": "h200", "kernel": "gelu", "impl": "triton", "dtype": "float32", "size": 4096, "pass": "fwd", "status":
-        "ok", "error": "", "median_ms": 0.1, "graph_median_ms": np.nan, "flops": 8.0 * 4096**2, "bytes": 8.0 * 4096**2,
+        "gpu": "h200",
+        "kernel": "gelu",
+        "impl": "triton",
+        "dtype": "float32",
+        "size": 4096,
+        "pass": "fwd",
+        "status": "ok",
+        "error": "",
+        "median_ms": 0.1,
+        "graph_median_ms": np.nan,
+        "flops": 8.0 * 4096**2,
+        "bytes": 8.0 * 4096**2,
         "compute_unit": "fp32"
     }
     row.update(kw)
@@ -22,9 +32,19 @@ def raw_row(**kw):
 
 
 def ceilings(gpu="h200", copy=4e12, gemm_fp32=50e12, gemm_bf16=600e12):
-    return pd.DataFrame([{"gpu": gpu, "ceiling": "copy", "value":
-                          copy}, {"gpu": gpu, "ceiling": "gemm_fp32", "value": gemm_fp32},
-                         {"gpu": gpu, "ceiling": "gemm_bf16", "value": gemm_bf16}])
+    return pd.DataFrame([{
+        "gpu": gpu,
+        "ceiling": "copy",
+        "value": copy
+    }, {
+        "gpu": gpu,
+        "ceiling": "gemm_fp32",
+        "value": gemm_fp32
+    }, {
+        "gpu": gpu,
+        "ceiling": "gemm_bf16",
+        "value": gemm_bf16
+    }])
 
 
 # --- the formulas -------------------------------------------------------------------------------------------------
@@ -185,9 +205,19 @@ def test_silent_compile_fallback_is_not_claimable():
 
     base = dict(gpu="h200", kernel="gelu", dtype="bfloat16", size=4096, status="ok", flops=9.0 * 4096**2,
                 bytes=4.0 * 4096**2, compute_unit="fp32", graph_median_ms=float("nan"))
-    raw = pd.DataFrame([{**base, "impl": "builtin", "median_ms": 0.02, "compile_fallback":
-                         False}, {**base, "impl": "compile", "median_ms": 0.01, "compile_fallback": True},
-                        {**base, "impl": "triton", "median_ms": 0.01, "compile_fallback": False}, ])
+    raw = pd.DataFrame([{
+        **base, "impl": "builtin",
+        "median_ms": 0.02,
+        "compile_fallback": False
+    }, {
+        **base, "impl": "compile",
+        "median_ms": 0.01,
+        "compile_fallback": True
+    }, {
+        **base, "impl": "triton",
+        "median_ms": 0.01,
+        "compile_fallback": False
+    }, ])
     raw["pass"] = "fwd"
     m = compute_metrics(raw, pd.DataFrame(columns=["gpu", "ceiling", "value"]))
     by = m.set_index("impl")
@@ -441,9 +471,21 @@ def test_paired_verdicts_replace_the_unpaired_rule_where_a_cell_has_rounds():
     m = compute_metrics(raw, ceilings())
     assert m.set_index(["kernel", "impl"]).loc[("matmul", "naive"), "verdict_vs_builtin"] == "faster"  # unpaired
     rounds = pd.DataFrame([{
-        "gpu": "h200", "run_id": "", "kernel": "matmul", "dtype": "float32", "shape": "64", "size": 64, "pass": "fwd",
-        "preset": "square", "session": "all", "impl": impl, "copy": 0, "round": r, "frame": "gpu", "ms":
-        ms * (1 + 0.01 * (r % 2)), "sm_clock_mhz": 1700.0
+        "gpu": "h200",
+        "run_id": "",
+        "kernel": "matmul",
+        "dtype": "float32",
+        "shape": "64",
+        "size": 64,
+        "pass": "fwd",
+        "preset": "square",
+        "session": "all",
+        "impl": impl,
+        "copy": 0,
+        "round": r,
+        "frame": "gpu",
+        "ms": ms * (1 + 0.01 * (r % 2)),
+        "sm_clock_mhz": 1700.0
     } for impl, ms in (("builtin", 0.1), ("naive", 0.1), ("triton", 0.08)) for r in range(8)])
     p = apply_paired(m, verdict_table(rounds)).set_index(["kernel", "impl"])
     assert p.loc[("matmul", "naive"), "verdict_vs_builtin"] == "tie"  # the same kernels, timed in pairs

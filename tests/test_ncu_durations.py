@@ -27,8 +27,9 @@ def test_read_ncu_scales_units_and_skips_the_program_output():
 def test_summary_takes_the_median_per_call_and_the_outside_part(monkeypatch):
     monkeypatch.setattr(nd, "PROFILED_CALLS", 3)
     events = pd.DataFrame({
-        "call": ["copy_", "rowsum triton", "gelu triton"] * 2, "dtype": ["bfloat16"] * 3 + ["float32"] * 3, "event_us":
-        [5.0, 10.0, 20.0, 6.0, 30.0, 40.0]
+        "call": ["copy_", "rowsum triton", "gelu triton"] * 2,
+        "dtype": ["bfloat16"] * 3 + ["float32"] * 3,
+        "event_us": [5.0, 10.0, 20.0, 6.0, 30.0, 40.0]
     })
     ncu = nd.read_ncu(ncu_text([8, 9, 7, 18, 17, 30, 25, 26, 27, 35, 36, 37]))  # no rows for the memcpy
     out = nd.summary(events, ncu).set_index(["call", "dtype"])

@@ -200,7 +200,9 @@ def test_long_unaligned_rows_on_aligned_tiles_against_float64(monkeypatch, centr
         real = getattr(_norm_bwd_aligned, name)
         monkeypatch.setattr(
             _norm_bwd_aligned, name,
-            type("Spy", (), {"__getitem__": lambda self, grid, r=real, n=name: (launched.append(n), r[grid])[1]})())
+            type("Spy", (), {
+                "__getitem__": lambda self, grid, r=real, n=name: (launched.append(n), r[grid])[1]
+            })())
     n = shape[-1]
     x, w, b = rand(shape, dtype, 0, 1.0, 8.0), rand((n, ), dtype, 1, 0.1, 1.0), rand((n, ), dtype, 2, 0.1)
     dy = rand(shape, dtype, 3)

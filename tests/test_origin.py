@@ -18,7 +18,16 @@ def test_a_subset_run_names_its_cells_and_the_kept_ones():
         rows("h200", "gelu", "r", 9))
     fresh = origin.freshness(metrics, SOURCES, current_run="b")
     assert fresh == [{
-        "gpu": "cpu", "run": "b", "new": {"gelu": 4}, "kept": {"softmax": 2, "vecadd": 6}, "earlier_runs": 1
+        "gpu": "cpu",
+        "run": "b",
+        "new": {
+            "gelu": 4
+        },
+        "kept": {
+            "softmax": 2,
+            "vecadd": 6
+        },
+        "earlier_runs": 1
     }]  # the reference is no run of this workflow
     assert origin.freshness_sentence(fresh) == ("On cpu, this run measured 4 cells of gelu; 8 cells of 2 kernels "
                                                 "(softmax 2, vecadd 6) are kept from 1 earlier run.")

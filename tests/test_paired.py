@@ -180,9 +180,21 @@ def test_size_classes_follow_the_settings():
 def rounds_frame(pairs):
     """Paired rounds as the sweep writes them: pairs {(impl, copy): [ms per round]} of one matmul session."""
     rows = [{
-        "gpu": "h200", "run_id": "r", "kernel": "matmul", "dtype": "bfloat16", "shape": "4096x4096x4096", "size": 4096,
-        "pass": "fwd", "preset": "square", "session": "all", "impl": impl, "copy": copy, "round": r, "frame": "gpu",
-        "ms": ms, "sm_clock_mhz": 1700.0 + r
+        "gpu": "h200",
+        "run_id": "r",
+        "kernel": "matmul",
+        "dtype": "bfloat16",
+        "shape": "4096x4096x4096",
+        "size": 4096,
+        "pass": "fwd",
+        "preset": "square",
+        "session": "all",
+        "impl": impl,
+        "copy": copy,
+        "round": r,
+        "frame": "gpu",
+        "ms": ms,
+        "sm_clock_mhz": 1700.0 + r
     } for (impl, copy), times in pairs.items() for r, ms in enumerate(times)]
     return pd.DataFrame(rows)
 
@@ -192,7 +204,12 @@ def test_verdict_table_pairs_and_aa_kinds():
 
     flat = [0.2, 0.2, 0.2, 0.2, 0.2, 0.2]
     t = verdict_table(
-        rounds_frame({("naive", 0): flat, ("builtin", 0): flat, ("builtin", 1): flat, ("triton", 0): [0.18] * 6}))
+        rounds_frame({
+            ("naive", 0): flat,
+            ("builtin", 0): flat,
+            ("builtin", 1): flat,
+            ("triton", 0): [0.18] * 6
+        }))
     by = {(r.impl, r.copy, r.base): r for r in t.itertuples()}
     assert by[("naive", 0, "builtin")].aa == "same kernels"
     assert by[("builtin", 1, "builtin")].aa == "twin"
@@ -224,9 +241,21 @@ def test_aa_floors_from_twins_judge_the_other_comparisons_and_the_twins_out_of_s
                                                                                                            0.2 / 1.5)):
             for r in range(12):
                 rows.append({
-                    "gpu": "h100", "run_id": "r", "kernel": f"k{k}", "dtype": "float32", "shape": "4096", "size": 4096,
-                    "pass": "fwd", "preset": "square", "session": "all", "impl": impl, "copy": copy, "round": r,
-                    "frame": "graph", "ms": ms * (1 + 0.001 * rng.standard_normal()), "sm_clock_mhz": 1980.0
+                    "gpu": "h100",
+                    "run_id": "r",
+                    "kernel": f"k{k}",
+                    "dtype": "float32",
+                    "shape": "4096",
+                    "size": 4096,
+                    "pass": "fwd",
+                    "preset": "square",
+                    "session": "all",
+                    "impl": impl,
+                    "copy": copy,
+                    "round": r,
+                    "frame": "graph",
+                    "ms": ms * (1 + 0.001 * rng.standard_normal()),
+                    "sm_clock_mhz": 1980.0
                 })
     from analysis.paired import verdict_table
 
@@ -254,8 +283,16 @@ def test_unpaired_rule_on_the_repeatability_table():
     from analysis.paired import unpaired_repeat
 
     repeat = pd.DataFrame([{
-        "kernel": "gelu", "impl": "builtin", "dtype": "bfloat16", "size": 4096, "pass": "fwd", "median_ms_1": 0.03,
-        "median_ms_2": 0.0315, "graph_median_ms_1": 0.03, "graph_median_ms_2": 0.0301, "event_rel_diff": 0.05,
+        "kernel": "gelu",
+        "impl": "builtin",
+        "dtype": "bfloat16",
+        "size": 4096,
+        "pass": "fwd",
+        "median_ms_1": 0.03,
+        "median_ms_2": 0.0315,
+        "graph_median_ms_1": 0.03,
+        "graph_median_ms_2": 0.0301,
+        "event_rel_diff": 0.05,
         "graph_rel_diff": 0.0033
     }])
     t = unpaired_repeat(repeat).set_index("frame")
@@ -277,10 +314,25 @@ def test_sweep_writes_paired_rounds_with_a_twin_and_resumes(tmp_path):
 
     out = tmp_path / "raw" / "cpu" / "gelu.parquet"
     params = {
-        "sizes": [64], "dtypes": ["float32"], "impls": ["naive", "builtin", "triton"], "timing":
-        {"warmup_ms": 1, "min_samples": 3, "max_time_s": 0.02, "loop_ms": 0.2, "placements":
-         2}, "interpret_max_size": 64, "allow_failures": True, "paired":
-        {"rounds": 3, "min_rounds": 2, "event_samples": 2, "loop_ms": 0.2, "warmup_ms": 1}
+        "sizes": [64],
+        "dtypes": ["float32"],
+        "impls": ["naive", "builtin", "triton"],
+        "timing": {
+            "warmup_ms": 1,
+            "min_samples": 3,
+            "max_time_s": 0.02,
+            "loop_ms": 0.2,
+            "placements": 2
+        },
+        "interpret_max_size": 64,
+        "allow_failures": True,
+        "paired": {
+            "rounds": 3,
+            "min_rounds": 2,
+            "event_samples": 2,
+            "loop_ms": 0.2,
+            "warmup_ms": 1
+        }
     }
     assert job.run("gelu", "cpu", str(out), params, progress=False) == 0
     rounds = pd.read_parquet(tmp_path / "raw" / "cpu" / "paired" / "gelu.parquet")
@@ -302,9 +354,19 @@ def test_paired_off_writes_an_empty_table(tmp_path):
 
     out = tmp_path / "gelu.parquet"
     params = {
-        "sizes": [64], "dtypes": ["float32"], "impls": ["naive", "builtin"], "timing":
-        {"warmup_ms": 1, "min_samples": 3, "max_time_s": 0.02, "loop_ms":
-         0}, "allow_failures": True, "paired": {"enabled": False}
+        "sizes": [64],
+        "dtypes": ["float32"],
+        "impls": ["naive", "builtin"],
+        "timing": {
+            "warmup_ms": 1,
+            "min_samples": 3,
+            "max_time_s": 0.02,
+            "loop_ms": 0
+        },
+        "allow_failures": True,
+        "paired": {
+            "enabled": False
+        }
     }
     assert job.run("gelu", "cpu", str(out), params, progress=False) == 0
     rounds = pd.read_parquet(tmp_path / "paired" / "gelu.parquet")
@@ -316,14 +378,24 @@ def test_the_papers_verdict_tables(tmp_path):
     from analysis.paired import aa_rates, verdict_table
     from analysis.verdict_tables import main
 
-    rounds = rounds_frame({("naive", 0): [0.2] * 6, ("builtin", 0): [0.2] * 6, ("builtin", 1): [0.2] * 6, ("triton", 0):
-                           [0.18] * 6}).assign(size=8192, shape="8192x8192x8192")
+    rounds = rounds_frame({
+        ("naive", 0): [0.2] * 6,
+        ("builtin", 0): [0.2] * 6,
+        ("builtin", 1): [0.2] * 6,
+        ("triton", 0): [0.18] * 6
+    }).assign(size=8192, shape="8192x8192x8192")
     table = verdict_table(rounds)
     table.to_parquet(tmp_path / "h200.parquet")
     aa_rates(table, pd.DataFrame()).to_csv(tmp_path / "aa_h200.csv", index=False)
     metrics = pd.DataFrame([{
-        "gpu": "h200", "kernel": "matmul", "status": "ok", "dtype": "bfloat16", "size": 8192, "impl": impl, "median_ms":
-        ms, "sm_clock_mhz": mhz
+        "gpu": "h200",
+        "kernel": "matmul",
+        "status": "ok",
+        "dtype": "bfloat16",
+        "size": 8192,
+        "impl": impl,
+        "median_ms": ms,
+        "sm_clock_mhz": mhz
     } for impl, ms, mhz in (("builtin", 0.2, 1600.0), ("naive", 0.187, 1850.0), ("triton", 0.18, 1800.0))])
     metrics.to_parquet(tmp_path / "metrics.parquet")
     out = tmp_path / "gen"
@@ -376,8 +448,17 @@ def test_stored_sessions_that_crashed_failed_or_paired_other_sides_run_again(tmp
     g = ["bfloat16", "64", "fwd"]
 
     def rec(sides, **kw):
-        return json.dumps(
-            {"group": g, "session": "all", "sides": sides, "rows": [{"ms": 1.0}], "error": "", "_identity": "x", **kw})
+        return json.dumps({
+            "group": g,
+            "session": "all",
+            "sides": sides,
+            "rows": [{
+                "ms": 1.0
+            }],
+            "error": "",
+            "_identity": "x",
+            **kw
+        })
 
     path.write_text("\n".join([
         rec(["builtin", "naive"], started=True),
@@ -403,9 +484,23 @@ def test_a_session_that_fails_loses_nothing_and_runs_again(tmp_path, monkeypatch
     monkeypatch.setattr(paired_mod, "run_rounds", broken)
     out = tmp_path / "raw" / "cpu" / "gelu.parquet"
     params = {
-        "sizes": [64], "dtypes": ["float32"], "impls": ["naive", "builtin"], "timing":
-        {"warmup_ms": 1, "min_samples": 3, "max_time_s": 0.02, "loop_ms": 0.2}, "allow_failures": True, "paired":
-        {"rounds": 2, "min_rounds": 2, "event_samples": 1, "loop_ms": 0.1, "warmup_ms": 1}
+        "sizes": [64],
+        "dtypes": ["float32"],
+        "impls": ["naive", "builtin"],
+        "timing": {
+            "warmup_ms": 1,
+            "min_samples": 3,
+            "max_time_s": 0.02,
+            "loop_ms": 0.2
+        },
+        "allow_failures": True,
+        "paired": {
+            "rounds": 2,
+            "min_rounds": 2,
+            "event_samples": 1,
+            "loop_ms": 0.1,
+            "warmup_ms": 1
+        }
     }
     assert job.run("gelu", "cpu", str(out), params, progress=False) == 0
     assert len(pd.read_parquet(out)) == 2 and pd.read_parquet(tmp_path / "raw/cpu/paired/gelu.parquet").empty

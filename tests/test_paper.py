@@ -67,30 +67,54 @@ def synthetic_metrics() -> tuple[pd.DataFrame, pd.DataFrame]:
                         flops = 2.0 * n**3 if fl is None else fl * n * n
                         rows.append({
                             "gpu":
-                            "h200", "kernel":
-                            kernel, "impl":
-                            impl, "dtype":
-                            dtype, "size":
-                            n, "pass":
-                            pass_, "status":
-                            "ok", "error":
-                            "", "median_ms":
-                            t * n / 1000, "graph_median_ms":
-                            t * n / 2000, "flops":
-                            flops, "bytes":
-                            by * n * n, "placements":
-                            1 if kernel == "matmul" else 4, "compute_unit":
+                            "h200",
+                            "kernel":
+                            kernel,
+                            "impl":
+                            impl,
+                            "dtype":
+                            dtype,
+                            "size":
+                            n,
+                            "pass":
+                            pass_,
+                            "status":
+                            "ok",
+                            "error":
+                            "",
+                            "median_ms":
+                            t * n / 1000,
+                            "graph_median_ms":
+                            t * n / 2000,
+                            "flops":
+                            flops,
+                            "bytes":
+                            by * n * n,
+                            "placements":
+                            1 if kernel == "matmul" else 4,
+                            "compute_unit":
                             "bf16"
                             if kernel == "matmul" and dtype == "bfloat16" else "tf32" if kernel == "matmul" else "fp32"
                         })
     rows.append({
-        **rows[0], "impl": "cuda", "status": "mismatch", "error": "rel_err 0.5 > 1e-5 & 100% wrong_x", "median_ms":
-        np.nan
+        **rows[0], "impl": "cuda",
+        "status": "mismatch",
+        "error": "rel_err 0.5 > 1e-5 & 100% wrong_x",
+        "median_ms": np.nan
     })
-    rows.append(
-        {**rows[0], "impl": "cuda", "dtype": "bfloat16", "status": "skipped", "error": "no nvcc", "median_ms": np.nan})
+    rows.append({
+        **rows[0], "impl": "cuda",
+        "dtype": "bfloat16",
+        "status": "skipped",
+        "error": "no nvcc",
+        "median_ms": np.nan
+    })
     rows.append({**rows[0], "gpu": "cpu", "median_ms": 5.0})
-    ceilings = pd.DataFrame([{"gpu": g, "ceiling": c, "value": v}
+    ceilings = pd.DataFrame([{
+        "gpu": g,
+        "ceiling": c,
+        "value": v
+    }
                              for g, scale in (("h200", 1.0), ("cpu", 1e-3))
                              for c, v in (("copy", 4.2e12 * scale), ("gemm_fp32", 5e13 * scale), ("gemm_tf32",
                                                                                                   3.4e14 * scale),
@@ -215,8 +239,10 @@ def test_gpu_tag(key, tag):
 def test_repeatability_table_and_macros_come_from_the_run():
     metrics, ceilings = synthetic_metrics()
     run = pd.DataFrame({
-        "median_ms_1": [0.100, 0.200, 0.004], "median_ms_2": [0.101, 0.196, 0.005], "graph_median_ms_1":
-        [0.090, 0.190, 0.002], "graph_median_ms_2": [0.090, 0.190, 0.0021]
+        "median_ms_1": [0.100, 0.200, 0.004],
+        "median_ms_2": [0.101, 0.196, 0.005],
+        "graph_median_ms_1": [0.090, 0.190, 0.002],
+        "graph_median_ms_2": [0.090, 0.190, 0.0021]
     })
     run["event_rel_diff"] = run["median_ms_2"] / run["median_ms_1"] - 1
     run["graph_rel_diff"] = run["graph_median_ms_2"] / run["graph_median_ms_1"] - 1
@@ -247,9 +273,19 @@ def test_fixed_cost_table_and_macros_come_from_the_line_through_the_large_sizes(
         for n in (2048, 4096, 8192):
             for impl, scale in (("triton", 1.0), ("builtin", 1.5)):
                 rows.append({
-                    "gpu": "h200", "kernel": kernel, "impl": impl, "dtype": "bfloat16", "size": n, "pass": "fwd",
-                    "status": "ok", "error": "", "flops": 1.0 * n * n, "bytes": 2.0 * n * n, "graph_median_ms": np.nan,
-                    "compute_unit": "fp32", "median_ms": scale * (fixed_us * 1e-6 + 2.0 * n * n / rate) * 1e3
+                    "gpu": "h200",
+                    "kernel": kernel,
+                    "impl": impl,
+                    "dtype": "bfloat16",
+                    "size": n,
+                    "pass": "fwd",
+                    "status": "ok",
+                    "error": "",
+                    "flops": 1.0 * n * n,
+                    "bytes": 2.0 * n * n,
+                    "graph_median_ms": np.nan,
+                    "compute_unit": "fp32",
+                    "median_ms": scale * (fixed_us * 1e-6 + 2.0 * n * n / rate) * 1e3
                 })
     ceilings = pd.DataFrame([{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
     out = generate(compute_metrics(pd.DataFrame(rows), ceilings), ceilings, "/nonexistent")
@@ -278,11 +314,25 @@ def test_the_matmul_comparison_states_the_clocks_each_side_ran_at():
     from analysis.macros import clock_macros
 
     rows = pd.DataFrame([{
-        "gpu": "h200", "kernel": "matmul", "impl": "builtin", "dtype": "bfloat16", "size": 8192, "status": "ok",
-        "sm_clock_after_mhz": 1500.0, "clock_low": True, "ceiling_clock_mhz": 1935.0
+        "gpu": "h200",
+        "kernel": "matmul",
+        "impl": "builtin",
+        "dtype": "bfloat16",
+        "size": 8192,
+        "status": "ok",
+        "sm_clock_after_mhz": 1500.0,
+        "clock_low": True,
+        "ceiling_clock_mhz": 1935.0
     }, {
-        "gpu": "h200", "kernel": "matmul", "impl": "triton", "dtype": "bfloat16", "size": 8192, "status": "ok",
-        "sm_clock_after_mhz": 1935.0, "clock_low": False, "ceiling_clock_mhz": 1935.0
+        "gpu": "h200",
+        "kernel": "matmul",
+        "impl": "triton",
+        "dtype": "bfloat16",
+        "size": 8192,
+        "status": "ok",
+        "sm_clock_after_mhz": 1935.0,
+        "clock_low": False,
+        "ceiling_clock_mhz": 1935.0
     }])
     m = Macros()
     clock_macros(m, rows, "h200")
@@ -328,10 +378,20 @@ def test_the_host_path_table_gives_each_implementations_python_loop_time_at_the_
         for n in (256, 1024):
             for impl, loop_us in (("triton", ours_us), ("builtin", builtin_us), ("naive", 40.0)):
                 rows.append({
-                    "gpu": "h200", "kernel": kernel, "impl": impl, "dtype": "bfloat16", "size": n, "pass": "fwd",
-                    "status": "ok", "error": "", "flops": 1.0 * n * n, "bytes": 2.0 * n * n, "compute_unit": "fp32",
-                    "median_ms": 0.005 * n / 256, "graph_median_ms": 0.002 * n / 256, "loop_ms":
-                    (loop_us if n == 256 else 99.0) / 1e3
+                    "gpu": "h200",
+                    "kernel": kernel,
+                    "impl": impl,
+                    "dtype": "bfloat16",
+                    "size": n,
+                    "pass": "fwd",
+                    "status": "ok",
+                    "error": "",
+                    "flops": 1.0 * n * n,
+                    "bytes": 2.0 * n * n,
+                    "compute_unit": "fp32",
+                    "median_ms": 0.005 * n / 256,
+                    "graph_median_ms": 0.002 * n / 256,
+                    "loop_ms": (loop_us if n == 256 else 99.0) / 1e3
                 })
     ceilings = pd.DataFrame([{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
     out = generate(compute_metrics(pd.DataFrame(rows), ceilings), ceilings, "/nonexistent")

@@ -9,8 +9,12 @@ def profiles(tmp_path_factory):
     from experiments.profiles import run
 
     out = tmp_path_factory.mktemp("profiles") / "profiles.parquet"
-    run("cpu", ["gelu"], str(out),
-        {"size": 32, "dtypes": ["float32"], "impls": ["naive", "builtin", "triton", "cuda"], "interpret_max_size": 64})
+    run("cpu", ["gelu"], str(out), {
+        "size": 32,
+        "dtypes": ["float32"],
+        "impls": ["naive", "builtin", "triton", "cuda"],
+        "interpret_max_size": 64
+    })
     return pd.read_parquet(out)
 
 

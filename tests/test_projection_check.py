@@ -37,18 +37,31 @@ def two_gpus(memory_error: float = 0.0, kernels=("vecadd", "matmul", "gelu"), gp
             if "gelu" in kernels:
                 rows.append(
                     _row(gpu, "gelu", impl, "float32", "fp32-ieee", "fp32", 256, 8.0 * 256**2, 8.0 * 256**2, LAUNCH_MS))
-    ceilings = pd.DataFrame([{"gpu": g, "ceiling": c, "value": v}
-                             for g in gpus
-                             for c, v in (("copy", SPECS[g].mem_bandwidth * BANDWIDTH_RATIO),
-                                          ("gemm_fp32", SPECS[g].fp32_flops * 0.7),
-                                          ("gemm_bf16", SPECS[g].bf16_flops * BF16_RATIO))])
+    ceilings = pd.DataFrame([{
+        "gpu": g,
+        "ceiling": c,
+        "value": v
+    } for g in gpus for c, v in (("copy", SPECS[g].mem_bandwidth * BANDWIDTH_RATIO),
+                                 ("gemm_fp32", SPECS[g].fp32_flops * 0.7), ("gemm_bf16",
+                                                                            SPECS[g].bf16_flops * BF16_RATIO))])
     return compute_metrics(pd.DataFrame(rows), ceilings)
 
 
 def _row(gpu, kernel, impl, dtype, math_mode, unit, n, flops, nbytes, ms):
     return {
-        "gpu": gpu, "kernel": kernel, "impl": impl, "dtype": dtype, "math_mode": math_mode, "size": n, "shape":
-        f"{n}x{n}", "pass": "fwd", "status": "ok", "error": "", "median_ms": ms, "flops": flops, "bytes": nbytes,
+        "gpu": gpu,
+        "kernel": kernel,
+        "impl": impl,
+        "dtype": dtype,
+        "math_mode": math_mode,
+        "size": n,
+        "shape": f"{n}x{n}",
+        "pass": "fwd",
+        "status": "ok",
+        "error": "",
+        "median_ms": ms,
+        "flops": flops,
+        "bytes": nbytes,
         "compute_unit": unit
     }
 

@@ -95,16 +95,26 @@ def _finfo(dtype: str):
 
 # Special values by name (short reprs in a falsifying example; resolved for the dtype at build time)
 SPECIALS = {
-    "inf": lambda d: math.inf, "-inf": lambda d: -math.inf, "nan": lambda d: math.nan, "0": lambda d: 0.0, "-0":
-    lambda d: -0.0, "1e30": lambda d: 1e30, "-1e30": lambda d: -1e30,  # inf once rounded to float16
-    "max": lambda d: _finfo(d).max, "-max": lambda d: -_finfo(d).max, "max/3": lambda d: _finfo(d).max / 3, "subnormal":
-    lambda d: _finfo(d).smallest_normal / 2**3, "-subnormal": lambda d: -_finfo(d).smallest_normal / 8, "tiniest":
-    lambda d: 2.0**(-149 if d == "float32" else -24
-                    if d == "float16" else -133), "smallest_normal": lambda d: _finfo(d).smallest_normal,
+    "inf": lambda d: math.inf,
+    "-inf": lambda d: -math.inf,
+    "nan": lambda d: math.nan,
+    "0": lambda d: 0.0,
+    "-0": lambda d: -0.0,
+    "1e30": lambda d: 1e30,
+    "-1e30": lambda d: -1e30,  # inf once rounded to float16
+    "max": lambda d: _finfo(d).max,
+    "-max": lambda d: -_finfo(d).max,
+    "max/3": lambda d: _finfo(d).max / 3,
+    "subnormal": lambda d: _finfo(d).smallest_normal / 2**3,
+    "-subnormal": lambda d: -_finfo(d).smallest_normal / 8,
+    "tiniest": lambda d: 2.0**(-149 if d == "float32" else -24 if d == "float16" else -133),
+    "smallest_normal": lambda d: _finfo(d).smallest_normal,
 }
 SCALES = {
-    "1": lambda d: 1.0, "1e-3": lambda d: 1e-3, "1e3": lambda d: 1e3, "subnormal":
-    lambda d: _finfo(d).smallest_normal / 4,  # mostly subnormal values
+    "1": lambda d: 1.0,
+    "1e-3": lambda d: 1e-3,
+    "1e3": lambda d: 1e3,
+    "subnormal": lambda d: _finfo(d).smallest_normal / 4,  # mostly subnormal values
     "huge": lambda d: _finfo(d).max / 64
 }  # near the top of the range (1e30-ish and more in fp32/bf16)
 
@@ -383,8 +393,9 @@ def softmax_cases(draw, kind: str):
     x = Mat(x.rows, x.cols, x.seed, x.scale, x.specials, x.layout, minus_inf_prefix=max(0, min(prefix, c)))
     if kind == "fwd":
         kw = {
-            "max_block": max_block, "reload": draw(st.sampled_from([None, False, True])), "full":
-            draw(st.sampled_from([None, False, True]))
+            "max_block": max_block,
+            "reload": draw(st.sampled_from([None, False, True])),
+            "full": draw(st.sampled_from([None, False, True]))
         }
         return Case(dtype, (x, ), kw)
     dy = draw(mats(r, c, scales=("1", "1e-3", "1e3")))
@@ -503,10 +514,29 @@ def test_rowsum_matches_torch(case):
 MM_TOL = {"float32": 1e-5, "tf32": 2e-3, "float16": 2e-3, "bfloat16": 1.6e-2}
 MM_EDGES = [1, 2, 3, 15, 16, 17, 31, 32, 33, 63, 64, 65] + ([127, 128, 129, 255, 256, 257] if ON_GPU else [])
 MM_DIM = st.one_of(st.sampled_from(MM_EDGES), st.integers(1, 300 if ON_GPU else 72))
-TILES = [{"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M":
-          1}, {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "GROUP_M":
-               2}, {"BLOCK_M": 32, "BLOCK_N": 16, "BLOCK_K": 16, "GROUP_M": 4},
-         {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}]
+TILES = [{
+    "BLOCK_M": 16,
+    "BLOCK_N": 16,
+    "BLOCK_K": 16,
+    "GROUP_M": 1
+}, {
+    "BLOCK_M": 16,
+    "BLOCK_N": 32,
+    "BLOCK_K": 32,
+    "GROUP_M": 2
+}, {
+    "BLOCK_M": 32,
+    "BLOCK_N": 16,
+    "BLOCK_K": 16,
+    "GROUP_M": 4
+}, {
+    "BLOCK_M": 64,
+    "BLOCK_N": 64,
+    "BLOCK_K": 32,
+    "GROUP_M": 8,
+    "num_warps": 4,
+    "num_stages": 3
+}]
 
 
 @st.composite
@@ -518,8 +548,9 @@ def matmul_cases(draw):
     # None: the autotuner (on the GPU every new shape would autotune all configs: tiles only there)
     config = draw(st.sampled_from(([] if ON_GPU else [None]) + TILES))
     kw = {
-        "config": config, "activation": draw(st.sampled_from(["relu", "relu", "none"])), "method":
-        draw(st.sampled_from(["auto", "pointer", "tma"]))
+        "config": config,
+        "activation": draw(st.sampled_from(["relu", "relu", "none"])),
+        "method": draw(st.sampled_from(["auto", "pointer", "tma"]))
     }
     tf32 = dtype == "float32" and ON_GPU and draw(st.booleans())
     return Case(dtype, (a, b), kw | {"tf32": tf32})
@@ -532,16 +563,26 @@ def _matmul_f64(a64: torch.Tensor, b64: torch.Tensor) -> torch.Tensor:
 
 @settings(BASE)
 @given(case=matmul_cases())
-@example(case=Case("float32", (Mat(17, 20, seed=1, specials=(
-    (5,
-     "nan"), )), Mat(20, 33, seed=2)), {"config": TILES[0], "activation": "relu", "method": "pointer", "tf32": False}))
+@example(case=Case("float32", (Mat(17, 20, seed=1, specials=((5, "nan"), )), Mat(20, 33, seed=2)), {
+    "config": TILES[0],
+    "activation": "relu",
+    "method": "pointer",
+    "tf32": False
+}))
 # a TF32 product just past fp32's largest value: 3.4012e38 (finite) where float64 says 3.4036e38 (inf in fp32)
-@example(case=Case("float32", (Mat(127, 60, seed=721180), Mat(60, 2, specials=(
-    (14142, "-max"), ))), {"config": TILES[0], "activation": "relu", "method": "auto", "tf32": ON_GPU}))
+@example(case=Case("float32", (Mat(127, 60, seed=721180), Mat(60, 2, specials=((14142, "-max"), ))), {
+    "config": TILES[0],
+    "activation": "relu",
+    "method": "auto",
+    "tf32": ON_GPU
+}))
 # TF32 products of fp32 subnormals (found on the H200: a 1.1 % error there, within TF32's steps, not 2^-11 of them)
-@example(case=Case("float32", (
-    Mat(16, 1, scale="subnormal"),
-    Mat(1, 1, scale="1e3")), {"config": TILES[0], "activation": "relu", "method": "auto", "tf32": ON_GPU}))
+@example(case=Case("float32", (Mat(16, 1, scale="subnormal"), Mat(1, 1, scale="1e3")), {
+    "config": TILES[0],
+    "activation": "relu",
+    "method": "auto",
+    "tf32": ON_GPU
+}))
 def test_matmul_relu_matches_torch(case):
     a, b = case.build()
     kw = dict(case.kw)
@@ -696,11 +737,15 @@ def test_wrappers_refuse_unsupported_dtypes(dtype):
     x = torch.ones((4, 8), device=DEVICE).to(dtype)
     w = torch.ones((8, ), device=DEVICE).to(dtype)
     calls = {
-        "vecadd": lambda: vecadd_k.vecadd_triton(x, x), "saxpy": lambda: saxpy_k.saxpy_triton(2.0, x, x), "gelu":
-        lambda: gelu_k.gelu_triton(x), "softmax": lambda: sm_k.softmax_forward(x), "softmax bwd":
-        lambda: sm_k.softmax_backward(x, x), "rowsum": lambda: rowsum_k.rowsum_triton(x), "matmul":
-        lambda: mm_k.matmul_triton(x, x.t()), "layernorm": lambda: ln_k.layernorm_triton(x, w, w), "rmsnorm":
-        lambda: rms_k.rmsnorm_triton(x, w)
+        "vecadd": lambda: vecadd_k.vecadd_triton(x, x),
+        "saxpy": lambda: saxpy_k.saxpy_triton(2.0, x, x),
+        "gelu": lambda: gelu_k.gelu_triton(x),
+        "softmax": lambda: sm_k.softmax_forward(x),
+        "softmax bwd": lambda: sm_k.softmax_backward(x, x),
+        "rowsum": lambda: rowsum_k.rowsum_triton(x),
+        "matmul": lambda: mm_k.matmul_triton(x, x.t()),
+        "layernorm": lambda: ln_k.layernorm_triton(x, w, w),
+        "rmsnorm": lambda: rms_k.rmsnorm_triton(x, w)
     }
     for name, call in calls.items():
         with pytest.raises(TypeError):

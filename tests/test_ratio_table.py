@@ -15,27 +15,58 @@ def _metrics():
     rows = []
     # gelu bf16: triton 10 % faster than builtin at 1024, 5 % slower than compile at 2048; 3800 GB/s at 2048
     for size, t in {
-            1024: {"builtin": 1.1, "compile": 1.2, "triton": 1.0}, 2048:
-        {"builtin": 2.2, "compile": 1.9, "triton": 2.0}
+            1024: {
+                "builtin": 1.1,
+                "compile": 1.2,
+                "triton": 1.0
+            },
+            2048: {
+                "builtin": 2.2,
+                "compile": 1.9,
+                "triton": 2.0
+            }
     }.items():
         for impl, ms in t.items():
             rows.append({
-                "gpu": "h200", "kernel": "gelu", "dtype": "bfloat16", "size": size, "impl": impl, "pass": "fwd",
-                "status": "ok", "median_ms": ms, "achieved_gbps": 3800.0 * 2.0 / ms, "achieved_tflops": float("nan"),
+                "gpu": "h200",
+                "kernel": "gelu",
+                "dtype": "bfloat16",
+                "size": size,
+                "impl": impl,
+                "pass": "fwd",
+                "status": "ok",
+                "median_ms": ms,
+                "achieved_gbps": 3800.0 * 2.0 / ms,
+                "achieved_tflops": float("nan"),
                 "peak_bandwidth_measured_gbps": 4000.0
             })
     for impl, ms in {"builtin": 1.0, "triton": 0.8}.items():
         rows.append({
-            "gpu": "h200", "kernel": "matmul", "dtype": "bfloat16", "size": 4096, "impl": impl, "pass": "fwd", "status":
-            "ok", "median_ms": ms, "achieved_gbps": float("nan"), "achieved_tflops": 100.0 / ms,
+            "gpu": "h200",
+            "kernel": "matmul",
+            "dtype": "bfloat16",
+            "size": 4096,
+            "impl": impl,
+            "pass": "fwd",
+            "status": "ok",
+            "median_ms": ms,
+            "achieved_gbps": float("nan"),
+            "achieved_tflops": 100.0 / ms,
             "peak_bandwidth_measured_gbps": 4000.0
         })
     return pd.DataFrame(rows)
 
 
 def test_scorecard_ratios():
-    ceilings = pd.DataFrame([{"gpu": "h200", "ceiling": "copy", "value": 4000e9},
-                             {"gpu": "h200", "ceiling": "copy_bfloat16_2048", "value": 3900e9}])
+    ceilings = pd.DataFrame([{
+        "gpu": "h200",
+        "ceiling": "copy",
+        "value": 4000e9
+    }, {
+        "gpu": "h200",
+        "ceiling": "copy_bfloat16_2048",
+        "value": 3900e9
+    }])
     mem, mm = ratio_table.scorecard(_metrics(), "h200", "fwd", ceilings)
     r = mem.iloc[0]
     assert (r["kernel"], r["N"]) == ("gelu", 2048)
@@ -56,8 +87,15 @@ def _cells(ratios_and_rse):
     for i, (ratio, rse) in enumerate(ratios_and_rse):
         for impl, ms in (("builtin", 1.0), ("compile", 1.1), ("triton", 1.0 / ratio)):
             rows.append({
-                "gpu": "h200", "kernel": "vecadd", "dtype": "float32", "size": 1024 * (i + 1), "impl": impl, "pass":
-                "fwd", "status": "ok", "median_ms": ms, "rse_median": rse
+                "gpu": "h200",
+                "kernel": "vecadd",
+                "dtype": "float32",
+                "size": 1024 * (i + 1),
+                "impl": impl,
+                "pass": "fwd",
+                "status": "ok",
+                "median_ms": ms,
+                "rse_median": rse
             })
     return pd.DataFrame(rows)
 

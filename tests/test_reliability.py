@@ -31,13 +31,29 @@ from rooflab.timing import TimingConfig
 
 REPO = Path(__file__).resolve().parent.parent
 FAST_TIMING = {
-    "warmup_ms": 1, "min_samples": 3, "max_samples": 5, "target_rse": 0.5, "max_time_s": 0.02, "flush_l2": False,
-    "cudagraph": False, "placements": 1, "instances": 1
+    "warmup_ms": 1,
+    "min_samples": 3,
+    "max_samples": 5,
+    "target_rse": 0.5,
+    "max_time_s": 0.02,
+    "flush_l2": False,
+    "cudagraph": False,
+    "placements": 1,
+    "instances": 1
 }
 # Paired rounds off: these tests count the cells' own calls (tests/test_paired.py covers the rounds' reliability)
 PARAMS = {
-    "sizes": [8, 16, 24], "dtypes": ["float32", "bfloat16"], "impls": ["naive", "builtin"], "timing": FAST_TIMING,
-    "interpret_max_size": 64, "seed": 0, "allow_failures": False, "reuse_cells": True, "paired": {"enabled": False}
+    "sizes": [8, 16, 24],
+    "dtypes": ["float32", "bfloat16"],
+    "impls": ["naive", "builtin"],
+    "timing": FAST_TIMING,
+    "interpret_max_size": 64,
+    "seed": 0,
+    "allow_failures": False,
+    "reuse_cells": True,
+    "paired": {
+        "enabled": False
+    }
 }
 
 # ---------------------------------------------------------------------------------------------------- fake kernel
@@ -86,9 +102,10 @@ def fake_kernel(calls: list | None = None, naive_fn=double, **impls) -> Kernel:
 
     return Kernel(name="fake", description="fault injection", make_inputs=make_inputs,
                   reference=lambda inputs: inputs[0].to(torch.float64) * 2, flops=lambda n: n * n,
-                  bytes=lambda n, dtype: 2 * n * n * ELEMENT_BYTES[dtype],
-                  impls={k: factory(k, f)
-                         for k, f in behaviour.items()}, naive_fn=naive_fn, source=__file__,
+                  bytes=lambda n, dtype: 2 * n * n * ELEMENT_BYTES[dtype], impls={
+                      k: factory(k, f)
+                      for k, f in behaviour.items()
+                  }, naive_fn=naive_fn, source=__file__,
                   )
 
 
@@ -122,17 +139,20 @@ def cpu_config() -> dict:
     return yaml.safe_load((REPO / "config/cpu.yaml").read_text())
 
 
-@pytest.mark.parametrize("key, value, named",
-                         [("sizes", [256, 0], "0 is less than the minimum of 1"),
-                          ("sizes", [256, -5], "-5 is less than the minimum of 1"),
-                          ("sizes", [256, "big"], "'big' is not of type 'integer'"),
-                          ("sizes", [2.5], "2.5 is not of type 'integer'"), ("sizes", [], "[] should be non-empty"),
-                          ("kernels", [], "[] should be non-empty"),
-                          ("impls", ["naive", "cublas"], "'cublas' is not one of"),
-                          ("dtypes", ["float32", "int8"], "'int8' is not one of"),
-                          ("gpus", ["h900"], "'h900' is not one of"), ("kernels", ["GeLU"], "'GeLU' does not match"),
-                          ("timing", {"target_rse": 0}, "0 is less than or equal to the minimum of 0"),
-                          ("sweep_size", [256], "'sweep_size' was unexpected"), ])
+@pytest.mark.parametrize("key, value, named", [("sizes", [256, 0], "0 is less than the minimum of 1"),
+                                               ("sizes", [256, -5], "-5 is less than the minimum of 1"),
+                                               ("sizes", [256, "big"], "'big' is not of type 'integer'"),
+                                               ("sizes", [2.5], "2.5 is not of type 'integer'"),
+                                               ("sizes", [], "[] should be non-empty"),
+                                               ("kernels", [], "[] should be non-empty"),
+                                               ("impls", ["naive", "cublas"], "'cublas' is not one of"),
+                                               ("dtypes", ["float32", "int8"], "'int8' is not one of"),
+                                               ("gpus", ["h900"], "'h900' is not one of"),
+                                               ("kernels", ["GeLU"], "'GeLU' does not match"),
+                                               ("timing", {
+                                                   "target_rse": 0
+                                               }, "0 is less than or equal to the minimum of 0"),
+                                               ("sweep_size", [256], "'sweep_size' was unexpected"), ])
 def test_schema_rejects_bad_value_naming_key_and_value(key, value, named):
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
@@ -201,8 +221,9 @@ def test_failed_cells_fail_the_job_but_keep_the_good_ones(tmp_path, use_kernel, 
     allow_failures: true then writes the parquet with the failures recorded, re-measuring only the failed cells."""
 
     failing = {
-        8: torch.cuda.OutOfMemoryError("CUDA out of memory"), 16: AssertionError("bad shape"), 24:
-        CompilationError("def _k(): pass\n", None, "unsupported")
+        8: torch.cuda.OutOfMemoryError("CUDA out of memory"),
+        16: AssertionError("bad shape"),
+        24: CompilationError("def _k(): pass\n", None, "unsupported")
     }
 
     def triton_impl(x):
@@ -408,11 +429,14 @@ def test_corrupt_or_foreign_results_name_the_file(tmp_path):
 
     good = pd.DataFrame([{c: None for c in rio.RAW_COLUMNS} | {"status": "ok"}])
     cases = {
-        "garbage.parquet": lambda p: p.write_bytes(b"PAR1 this is not parquet"), "empty.parquet":
-        lambda p: p.write_bytes(b""), "truncated.parquet": lambda p:
-        (good.to_parquet(p), p.write_bytes(p.read_bytes()[:-20])), "foreign.parquet":
-        lambda p: pd.DataFrame({"a": [1], "b": [2]}).to_parquet(p), "statuses.parquet":
-        lambda p: good.assign(status="passed").to_parquet(p),
+        "garbage.parquet": lambda p: p.write_bytes(b"PAR1 this is not parquet"),
+        "empty.parquet": lambda p: p.write_bytes(b""),
+        "truncated.parquet": lambda p: (good.to_parquet(p), p.write_bytes(p.read_bytes()[:-20])),
+        "foreign.parquet": lambda p: pd.DataFrame({
+            "a": [1],
+            "b": [2]
+        }).to_parquet(p),
+        "statuses.parquet": lambda p: good.assign(status="passed").to_parquet(p),
     }
     for name, make in cases.items():
         p = tmp_path / "raw/cpu" / name
@@ -451,8 +475,12 @@ def _transform(inputs, how: str, dtype: str = "float32"):
 TRANSFORMS = ["transposed", "strided", "int32", "mixed_dtype", "zero_rows", "empty"]
 # what a refusal of each must say (a regex); None: torch takes empty inputs, so a wrapper must too
 REFUSAL = {
-    "transposed": "contiguous", "strided": "contiguous|inner dimensions", "int32": "int32|floating point",
-    "mixed_dtype": "dtype", "zero_rows": "shape", "empty": None
+    "transposed": "contiguous",
+    "strided": "contiguous|inner dimensions",
+    "int32": "int32|floating point",
+    "mixed_dtype": "dtype",
+    "zero_rows": "shape",
+    "empty": None
 }
 KERNEL_PASSES = [(k, p) for k in kernel_names() for p in load_kernel(k).passes if "triton" in load_kernel(k).impls]
 
@@ -525,9 +553,14 @@ def test_atomic_write_gives_the_file_normal_permissions(tmp_path):
 def test_results_from_before_later_columns_still_read(tmp_path):
     """A raw file written before loop_ms/enqueue_us/hold_us/placements existed reads with their defaults there (NaN;
     one placement: the cell was timed on one input set); other gaps still fail."""
-    old = pd.DataFrame([{c: None
-                         for c in rio.RAW_COLUMNS
-                         if c not in rio.LATER_COLUMNS} | {"status": "ok", "median_ms": 0.5}])
+    old = pd.DataFrame([{
+        c: None
+        for c in rio.RAW_COLUMNS
+        if c not in rio.LATER_COLUMNS
+    } | {
+        "status": "ok",
+        "median_ms": 0.5
+    }])
     p = tmp_path / "old.parquet"
     old.to_parquet(p)
     df = rio.read_results(p)
@@ -566,21 +599,29 @@ def edit_line(line: str, **changes) -> str:
 
 
 BAD_STORE_LINES = {
-    "null": lambda line: "null", "a list": lambda line: "[1, 2, 3]", "a number": lambda line: "42", "not JSON":
-    lambda line: "{this is not json", "cut by a kill": lambda line: line[:len(line) // 2], "no impl":
-    lambda line: edit_line(line, impl=KeyError), "no size": lambda line: edit_line(line, size=KeyError), "size 'abc'":
-    lambda line: edit_line(line, size="abc"), "size 2.5": lambda line: edit_line(line, size=2.5), "size -8":
-    lambda line: edit_line(line, size=-8), "size true": lambda line: edit_line(line, size=True), "impl 7":
-    lambda line: edit_line(line, impl=7), "unknown status": lambda line: edit_line(line, status="passed"),
-    "another kernel": lambda line: edit_line(line, kernel="gelu"), "negative median":
-    lambda line: edit_line(line, median_ms=-123, p20_ms=-124, min_ms=-125), "zero median":
-    lambda line: edit_line(line, median_ms=0.0, p20_ms=0.0, min_ms=0.0), "NaN median":
-    lambda line: edit_line(line, median_ms=float("nan")), "infinite max":
-    lambda line: edit_line(line, max_ms=float("inf")), "median as a string":
-    lambda line: edit_line(line, median_ms="0.5"), "no median": lambda line: edit_line(line, median_ms=KeyError),
+    "null": lambda line: "null",
+    "a list": lambda line: "[1, 2, 3]",
+    "a number": lambda line: "42",
+    "not JSON": lambda line: "{this is not json",
+    "cut by a kill": lambda line: line[:len(line) // 2],
+    "no impl": lambda line: edit_line(line, impl=KeyError),
+    "no size": lambda line: edit_line(line, size=KeyError),
+    "size 'abc'": lambda line: edit_line(line, size="abc"),
+    "size 2.5": lambda line: edit_line(line, size=2.5),
+    "size -8": lambda line: edit_line(line, size=-8),
+    "size true": lambda line: edit_line(line, size=True),
+    "impl 7": lambda line: edit_line(line, impl=7),
+    "unknown status": lambda line: edit_line(line, status="passed"),
+    "another kernel": lambda line: edit_line(line, kernel="gelu"),
+    "negative median": lambda line: edit_line(line, median_ms=-123, p20_ms=-124, min_ms=-125),
+    "zero median": lambda line: edit_line(line, median_ms=0.0, p20_ms=0.0, min_ms=0.0),
+    "NaN median": lambda line: edit_line(line, median_ms=float("nan")),
+    "infinite max": lambda line: edit_line(line, max_ms=float("inf")),
+    "median as a string": lambda line: edit_line(line, median_ms="0.5"),
+    "no median": lambda line: edit_line(line, median_ms=KeyError),
     "p20 above the median": lambda line: edit_line(line, p20_ms=json.loads(line)["median_ms"] * 2),
-    "p80 below the median": lambda line: edit_line(line, p80_ms=json.loads(line)["median_ms"] / 2), "no samples":
-    lambda line: edit_line(line, n_samples=0),
+    "p80 below the median": lambda line: edit_line(line, p80_ms=json.loads(line)["median_ms"] / 2),
+    "no samples": lambda line: edit_line(line, n_samples=0),
 }
 
 
@@ -630,11 +671,19 @@ def test_ok_row_with_an_impossible_time_is_refused_by_the_reader(tmp_path):
     """A raw parquet edited or written by someone else: an ok row without a time > 0 never reaches the metrics."""
     from analysis.metrics import build
 
-    row = {c: None
-           for c in rio.RAW_COLUMNS} | {
-               "gpu": "cpu", "kernel": "gelu", "impl": "naive", "dtype": "float32", "size": 64, "pass": "fwd", "status":
-               "ok", "median_ms": -123.0
-           }
+    row = {
+        c: None
+        for c in rio.RAW_COLUMNS
+    } | {
+        "gpu": "cpu",
+        "kernel": "gelu",
+        "impl": "naive",
+        "dtype": "float32",
+        "size": 64,
+        "pass": "fwd",
+        "status": "ok",
+        "median_ms": -123.0
+    }
     p = tmp_path / "raw/cpu/gelu.parquet"
     p.parent.mkdir(parents=True)
     pd.DataFrame([row]).to_parquet(p)

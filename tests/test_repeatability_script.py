@@ -15,9 +15,14 @@ from analysis.repeatability import summarize  # noqa: E402
 
 def _run(tmp_path, i, medians, status=None):
     cells = pd.DataFrame({
-        "kernel": ["gelu", "gelu"], "impl": ["triton", "builtin"], "dtype": ["bfloat16"] * 2, "size": [8192, 256],
-        "pass": ["fwd", "fwd"], "status": status or ["ok", "ok"], "median_ms": medians, "graph_median_ms":
-        [m / 2 for m in medians]
+        "kernel": ["gelu", "gelu"],
+        "impl": ["triton", "builtin"],
+        "dtype": ["bfloat16"] * 2,
+        "size": [8192, 256],
+        "pass": ["fwd", "fwd"],
+        "status": status or ["ok", "ok"],
+        "median_ms": medians,
+        "graph_median_ms": [m / 2 for m in medians]
     })
     path = tmp_path / f"run{i}.parquet"
     cells.to_parquet(path)
@@ -61,15 +66,22 @@ def test_the_dag_job_compares_the_sweep_with_its_repeat_in_every_frame(tmp_path)
 
     first, second = tmp_path / "sweep.parquet", tmp_path / "repeat.parquet"
     base = {
-        "kernel": ["gelu"] * 3, "impl": ["triton"] * 3, "dtype": ["bfloat16"] * 3, "size": [256, 1024, 8192], "pass":
-        ["fwd"] * 3, "status": ["ok"] * 3
+        "kernel": ["gelu"] * 3,
+        "impl": ["triton"] * 3,
+        "dtype": ["bfloat16"] * 3,
+        "size": [256, 1024, 8192],
+        "pass": ["fwd"] * 3,
+        "status": ["ok"] * 3
     }
     pd.DataFrame({
-        **base, "median_ms": [0.005, 0.02, 0.1], "graph_median_ms": [0.002, 0.015, 0.1], "loop_ms": [0.005, 0.02, 0.1]
+        **base, "median_ms": [0.005, 0.02, 0.1],
+        "graph_median_ms": [0.002, 0.015, 0.1],
+        "loop_ms": [0.005, 0.02, 0.1]
     }).to_parquet(first)
     pd.DataFrame({
-        **base, "median_ms": [0.006, 0.021, 0.1], "graph_median_ms": [0.002, 0.015, 0.099], "loop_ms":
-        [0.01, 0.02, 0.1]
+        **base, "median_ms": [0.006, 0.021, 0.1],
+        "graph_median_ms": [0.002, 0.015, 0.099],
+        "loop_ms": [0.01, 0.02, 0.1]
     }).to_parquet(second)
     out = tmp_path / "repeatability.csv"
     assert main(["--first", str(first), "--second", str(second), "--out", str(out)]) == 0
@@ -84,8 +96,17 @@ def test_repeat_params_take_the_sweeps_sizes_and_implementations():
     from rooflab.config import repeat_params
 
     config = {
-        "sizes": [256, 1024, 8192], "extra_sizes": [1793], "impls": ["naive", "builtin", "triton"], "dtypes":
-        ["bfloat16"], "repeatability": {"sizes": [1024, 4096], "impls": ["builtin", "cuda"]}, "paired": {"rounds": 4}
+        "sizes": [256, 1024, 8192],
+        "extra_sizes": [1793],
+        "impls": ["naive", "builtin", "triton"],
+        "dtypes": ["bfloat16"],
+        "repeatability": {
+            "sizes": [1024, 4096],
+            "impls": ["builtin", "cuda"]
+        },
+        "paired": {
+            "rounds": 4
+        }
     }
     p = repeat_params(config)
     assert p["sizes"] == [1024] and p["extra_sizes"] == [] and p["impls"] == ["builtin"]

@@ -18,16 +18,28 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # (kernel, dtype, pass, size): {impl: (GPU time, CUDA graph, Python loop) in microseconds}. Ours wins everywhere but
 # at the three planted losses, one per frame and each against a different PyTorch implementation:
-PLANTED = {("gelu", "bfloat16", "fwd", "gpu"): "compile",  # decided from the noise floor (no verdict column)
-           ("gelu", "float32", "fwd", "loop"): "builtin",  # the metrics' loop_verdict_vs_builtin column
-           ("softmax", "bfloat16", "fwd+bwd", "graph"): "naive"}  # the metrics' graph_verdict_vs_naive column
+PLANTED = {
+    ("gelu", "bfloat16", "fwd", "gpu"): "compile",  # decided from the noise floor (no verdict column)
+    ("gelu", "float32", "fwd", "loop"): "builtin",  # the metrics' loop_verdict_vs_builtin column
+    ("softmax", "bfloat16", "fwd+bwd", "graph"): "naive"
+}  # the metrics' graph_verdict_vs_naive column
 WIN = {"triton": (100, 90, 110), "builtin": (150, 135, 165), "compile": (150, 135, 165), "naive": (300, 270, 330)}
 CELLS = {
-    ("gelu", "float32", "fwd", 1024): WIN, ("gelu", "float32", "fwd", 4096):
-    {**WIN, "triton": (100, 90, 300), "builtin": (150, 135, 200), "compile": (150, 135, 400)},
-    ("gelu", "bfloat16", "fwd", 1024): WIN, ("gelu", "bfloat16", "fwd", 4096): {**WIN, "compile": (80, 135, 165)},
-    ("softmax", "bfloat16", "fwd+bwd", 1024): WIN, ("softmax", "bfloat16", "fwd+bwd", 4096):
-    {**WIN, "naive": (300, 60, 330)}, ("softmax", "bfloat16", "fwd", 4096): WIN,
+    ("gelu", "float32", "fwd", 1024): WIN,
+    ("gelu", "float32", "fwd", 4096): {
+        **WIN, "triton": (100, 90, 300),
+        "builtin": (150, 135, 200),
+        "compile": (150, 135, 400)
+    },
+    ("gelu", "bfloat16", "fwd", 1024): WIN,
+    ("gelu", "bfloat16", "fwd", 4096): {
+        **WIN, "compile": (80, 135, 165)
+    },
+    ("softmax", "bfloat16", "fwd+bwd", 1024): WIN,
+    ("softmax", "bfloat16", "fwd+bwd", 4096): {
+        **WIN, "naive": (300, 60, 330)
+    },
+    ("softmax", "bfloat16", "fwd", 4096): WIN,
 }
 
 
@@ -37,18 +49,40 @@ def raw_rows() -> pd.DataFrame:
         elem = 4 if dtype == "float32" else 2
         for impl, (gpu_us, graph_us, loop_us) in impls.items():
             rows.append({
-                "gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "math_mode": dtype, "size": n, "pass":
-                pass_, "status": "ok", "error": "", "median_ms": gpu_us * 1e-3, "graph_median_ms": graph_us * 1e-3,
-                "loop_ms": loop_us * 1e-3, "rse_median": 0.001, "flops": 8.0 * n * n, "bytes": 2.0 * n * n * elem,
-                "compute_unit": "fp32", "run_id": "r1", "timestamp": "2026-12-01T09:00:00+00:00", "torch": "2.11.0",
-                "triton": "3.6.0", "cuda": "13.0", "driver": "580.1", "sm_clock_after_mhz": 1980.0, "sm_clock_max_mhz":
-                1980.0
+                "gpu": "h200",
+                "kernel": kernel,
+                "impl": impl,
+                "dtype": dtype,
+                "math_mode": dtype,
+                "size": n,
+                "pass": pass_,
+                "status": "ok",
+                "error": "",
+                "median_ms": gpu_us * 1e-3,
+                "graph_median_ms": graph_us * 1e-3,
+                "loop_ms": loop_us * 1e-3,
+                "rse_median": 0.001,
+                "flops": 8.0 * n * n,
+                "bytes": 2.0 * n * n * elem,
+                "compute_unit": "fp32",
+                "run_id": "r1",
+                "timestamp": "2026-12-01T09:00:00+00:00",
+                "torch": "2.11.0",
+                "triton": "3.6.0",
+                "cuda": "13.0",
+                "driver": "580.1",
+                "sm_clock_after_mhz": 1980.0,
+                "sm_clock_max_mhz": 1980.0
             })
     return pd.DataFrame(rows)
 
 
 CEILINGS = pd.DataFrame([{
-    "gpu": "h200", "ceiling": c, "value": v, "run_id": "r1", "timestamp": "2026-12-01T09:00:00+00:00",
+    "gpu": "h200",
+    "ceiling": c,
+    "value": v,
+    "run_id": "r1",
+    "timestamp": "2026-12-01T09:00:00+00:00",
     "sm_clock_after_mhz": 1980.0
 } for c, v in (("copy", 4.2e12), ("gemm_fp32", 5e13), ("gemm_bf16", 6.7e14))])
 
@@ -193,12 +227,25 @@ def test_extra_traffic_is_no_explanation_where_the_other_call_is_faster():
     from analysis import why
 
     t = pd.DataFrame([{
-        "kernel": "attention", "impl": impl, "dtype": "bfloat16", "size": 8192, "pass": "fwd", "launches": n,
-        "dram_read_bytes": b, "dram_write_bytes": 0.0, "moved_bytes": b, "model_bytes": 1e8
+        "kernel": "attention",
+        "impl": impl,
+        "dtype": "bfloat16",
+        "size": 8192,
+        "pass": "fwd",
+        "launches": n,
+        "dram_read_bytes": b,
+        "dram_write_bytes": 0.0,
+        "moved_bytes": b,
+        "model_bytes": 1e8
     } for impl, n, b in (("builtin", 1, 3e8), ("triton", 1, 1e8))])
-    ok = pd.DataFrame(
-        [{"kernel": "attention", "impl": i, "dtype": "bfloat16", "size": 8192, "pass": "fwd", "median_ms": ms}
-         for i, ms in (("builtin", 0.9), ("triton", 1.0))])
+    ok = pd.DataFrame([{
+        "kernel": "attention",
+        "impl": i,
+        "dtype": "bfloat16",
+        "size": 8192,
+        "pass": "fwd",
+        "median_ms": ms
+    } for i, ms in (("builtin", 0.9), ("triton", 1.0))])
     said = " ".join(why.traffic_sentences("attention", t, ok))
     assert "traffic ours does not make" not in said and "still the faster call" in said
     slower = ok.assign(median_ms=[2.0, 1.0])

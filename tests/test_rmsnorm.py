@@ -188,7 +188,9 @@ def test_long_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, cols, t
     launched = []
     real = rms._rmsnorm_fwd_aligned_kernel
     monkeypatch.setattr(rms, "_rmsnorm_fwd_aligned_kernel",
-                        type("Spy", (), {"__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
+                        type("Spy", (), {
+                            "__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]
+                        })())
     x, w = _inputs(7, cols, torch.float16)
     torch.testing.assert_close(rms.rmsnorm_triton(x, w).double(), _ref(x, w), atol=2e-3, rtol=2e-3)
     assert launched == [(7, )]

@@ -12,12 +12,22 @@ def _plan(shape, strides=None, element_size=4, sms=0, weight_stride=1, **kw):
     return plan.forward(shape, strides or (shape[1], 1), weight_stride, element_size, sms, rms._tables(), **kw)
 
 
-@pytest.mark.parametrize("shape, element_size, kernel, meta", [
-    ((4096, 2048), 4, "_rmsnorm_fwd_kernel", {"BLOCK_SIZE": 2048, "RELOAD": False}),  # held
-    ((4096, 8192), 4, "_rmsnorm_fwd_kernel", {"RELOAD": True, "num_warps": 16}),  # fp32 rows read twice
-    ((10000, 32), 2, "rmsnorm_fwd_packed_kernel", {"BLOCK_N": 32}),  # short rows packed
-    ((1024, 50257), 2, "_rmsnorm_fwd_aligned_kernel", {"BLOCK_N": 2048, "ALIGN": 8}),  # unaligned bf16: aligned tiles
-])
+@pytest.mark.parametrize("shape, element_size, kernel, meta", [((4096, 2048), 4, "_rmsnorm_fwd_kernel", {
+    "BLOCK_SIZE": 2048,
+    "RELOAD": False
+}),  # held
+                                                               ((4096, 8192), 4, "_rmsnorm_fwd_kernel", {
+                                                                   "RELOAD": True,
+                                                                   "num_warps": 16
+                                                               }),  # fp32 rows read twice
+                                                               ((10000, 32), 2, "rmsnorm_fwd_packed_kernel", {
+                                                                   "BLOCK_N": 32
+                                                               }),  # short rows packed
+                                                               ((1024, 50257), 2, "_rmsnorm_fwd_aligned_kernel", {
+                                                                   "BLOCK_N": 2048,
+                                                                   "ALIGN": 8
+                                                               }),  # unaligned bf16: aligned tiles
+                                                               ])
 def test_plan_by_shape(shape, element_size, kernel, meta):
     launch = _plan(shape, element_size=element_size)
     assert launch.kernel == kernel and launch.meta.items() >= meta.items(), launch

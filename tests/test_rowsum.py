@@ -162,7 +162,9 @@ def test_long_unaligned_rows_on_aligned_tiles_match_float64(monkeypatch, cols, t
     launched = []
     real = rowsum._rowsum_aligned_kernel
     monkeypatch.setattr(rowsum, "_rowsum_aligned_kernel",
-                        type("Spy", (), {"__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]})())
+                        type("Spy", (), {
+                            "__getitem__": lambda self, grid: (launched.append(grid), real[grid])[1]
+                        })())
     x = torch.randn(7, cols).to(torch.float16)
     torch.testing.assert_close(rowsum.rowsum_triton(x).double(), x.double().sum(dim=1), atol=0.1, rtol=2e-3)
     assert launched == [(7, )]

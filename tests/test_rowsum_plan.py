@@ -12,12 +12,24 @@ def _plan(shape, strides=None, element_size=4, sms=0, **kw):
     return plan.forward(shape, strides or (shape[1], 1), element_size, sms, rs._tables(), **kw)
 
 
-@pytest.mark.parametrize("shape, element_size, kernel, meta", [
-    ((4096, 4096), 4, "_rowsum_kernel", {"BLOCK_M": 1, "BLOCK_N": 4096, "ONE_TILE": True, "FULL": True}),
-    ((1000, 32), 4, "_rowsum_kernel", {"BLOCK_M": 128, "BLOCK_N": 32}),  # short rows packed
-    ((64, 20000), 4, "_rowsum_kernel", {"BLOCK_N": 16384, "ONE_TILE": False}),  # too long to hold: tiles
-    ((1024, 50257), 2, "_rowsum_aligned_kernel", {"BLOCK_N": 2048, "ALIGN": 8}),  # unaligned bf16: aligned tiles
-])
+@pytest.mark.parametrize("shape, element_size, kernel, meta", [((4096, 4096), 4, "_rowsum_kernel", {
+    "BLOCK_M": 1,
+    "BLOCK_N": 4096,
+    "ONE_TILE": True,
+    "FULL": True
+}), ((1000, 32), 4, "_rowsum_kernel", {
+    "BLOCK_M": 128,
+    "BLOCK_N": 32
+}),  # short rows packed
+                                                               ((64, 20000), 4, "_rowsum_kernel", {
+                                                                   "BLOCK_N": 16384,
+                                                                   "ONE_TILE": False
+                                                               }),  # too long to hold: tiles
+                                                               ((1024, 50257), 2, "_rowsum_aligned_kernel", {
+                                                                   "BLOCK_N": 2048,
+                                                                   "ALIGN": 8
+                                                               }),  # unaligned bf16: aligned tiles
+                                                               ])
 def test_plan_by_shape(shape, element_size, kernel, meta):
     launch = _plan(shape, element_size=element_size)
     assert launch.kernel == kernel and launch.meta.items() >= meta.items(), launch

@@ -17,14 +17,22 @@ from rooflab.timing import TimingConfig
 SCHEMA = rcfg.load_schema()
 MIB = 1 << 20
 FAST_TIMING = {
-    "warmup_ms": 1, "min_samples": 3, "max_samples": 5, "target_rse": 0.5, "max_time_s": 0.02, "flush_l2": False,
-    "cudagraph": False, "placements": 1, "instances": 1
+    "warmup_ms": 1,
+    "min_samples": 3,
+    "max_samples": 5,
+    "target_rse": 0.5,
+    "max_time_s": 0.02,
+    "flush_l2": False,
+    "cudagraph": False,
+    "placements": 1,
+    "instances": 1
 }
 KERNELS = {name: load_kernel(name) for name in kernel_names()}
 # Shapes of every family that no preset lists: odd, skinny, one row, one column
 ODD_SHAPES = {
-    "rows": [(3, 37), (1, 300), (37, 1), (5, 129)], "mkn": [(3, 37, 5), (1, 64, 7), (17, 1, 33)], "bhsd":
-    [(1, 2, 37, 16), (2, 1, 5, 32)]
+    "rows": [(3, 37), (1, 300), (37, 1), (5, 129)],
+    "mkn": [(3, 37, 5), (1, 64, 7), (17, 1, 33)],
+    "bhsd": [(1, 2, 37, 16), (2, 1, 5, 32)]
 }
 
 # ------------------------------------------------------------------------------------------------- the presets
@@ -88,8 +96,12 @@ def test_schema_names_the_presets_and_families_of_rooflab_shapes():
 
 def test_shape_sets_from_presets_and_explicit_shapes():
     sets = shapes.shape_sets([
-        "square", "llm", {"rows": [[4096, 4097], "1000000x32"], "mkn": ["16x4096x14336"]},
-        {"rows": [[4096, 4097], [8, 8]]}
+        "square", "llm", {
+            "rows": [[4096, 4097], "1000000x32"],
+            "mkn": ["16x4096x14336"]
+        }, {
+            "rows": [[4096, 4097], [8, 8]]
+        }
     ])
     assert list(sets) == ["square", "llm", "custom"] and sets["square"] == {}
     assert sets["custom"] == {"rows": [[4096, 4097], [1000000, 32], [8, 8]], "mkn": [[16, 4096, 14336]]}
@@ -99,12 +111,19 @@ def test_shape_sets_from_presets_and_explicit_shapes():
 
 
 @pytest.mark.parametrize("spec, named", [(["llmx"], "shapes[0]"),
-                                         (["square", {"mnk": [[16, 4096, 14336]]}], "unknown family 'mnk'"),
-                                         ([{"rows": [[4096]]}], "shapes[0].rows[0]"),
-                                         ([{"rows": [4096]}], "shapes[0].rows[0]"),
-                                         ([{"mkn": ["16x4096"]}], "shapes[0].mkn[0]"),
-                                         ([{"rows": [[0, 5]]}], "shapes[0].rows[0]"),
-                                         ([{"rows": []}], "shapes[0].rows"), ([], "'shapes'"), ])
+                                         (["square", {
+                                             "mnk": [[16, 4096, 14336]]
+                                         }], "unknown family 'mnk'"), ([{
+                                             "rows": [[4096]]
+                                         }], "shapes[0].rows[0]"), ([{
+                                             "rows": [4096]
+                                         }], "shapes[0].rows[0]"), ([{
+                                             "mkn": ["16x4096"]
+                                         }], "shapes[0].mkn[0]"), ([{
+                                             "rows": [[0, 5]]
+                                         }], "shapes[0].rows[0]"), ([{
+                                             "rows": []
+                                         }], "shapes[0].rows"), ([], "'shapes'"), ])
 def test_bad_shapes_name_the_entry(spec, named):
     with pytest.raises(shapes.ShapeError, match=None) as err:
         shapes.shape_sets(spec)
@@ -112,11 +131,21 @@ def test_bad_shapes_name_the_entry(spec, named):
 
 
 @pytest.mark.parametrize("spec, key, says", [(["llmx"], "shapes[0]", "is not one of"),
-                                             ([{"rows": [[4096]]}], "shapes[0].rows[0]", "too short"),
-                                             ([{"rows": [[1, 2, 3]]}], "shapes[0].rows[0]", "too long"),
-                                             ([{"mkn": ["16x4096"]}], "shapes[0].mkn[0]", "does not match"),
-                                             ([{"rows": [[0, 5]]}], "shapes[0].rows[0][0]", "less than the minimum"),
-                                             ([{"mnk": [[1, 2, 3]]}], "shapes[0]", "'mnk' was unexpected"), ])
+                                             ([{
+                                                 "rows": [[4096]]
+                                             }], "shapes[0].rows[0]", "too short"),
+                                             ([{
+                                                 "rows": [[1, 2, 3]]
+                                             }], "shapes[0].rows[0]", "too long"),
+                                             ([{
+                                                 "mkn": ["16x4096"]
+                                             }], "shapes[0].mkn[0]", "does not match"),
+                                             ([{
+                                                 "rows": [[0, 5]]
+                                             }], "shapes[0].rows[0][0]", "less than the minimum"),
+                                             ([{
+                                                 "mnk": [[1, 2, 3]]
+                                             }], "shapes[0]", "'mnk' was unexpected"), ])
 def test_schema_errors_name_the_entry_and_what_is_wrong(spec, key, says):
     config = rcfg.fill_defaults({"sizes": [64], "shapes": spec}, SCHEMA)
     with pytest.raises(rcfg.ConfigError) as err:
@@ -136,7 +165,13 @@ def test_command_line_shapes_are_typed():
 
 def test_resolve_and_sweep_params_per_set():
     config = rcfg.resolve(
-        rcfg.fill_defaults({"sizes": [64], "gpus": ["cpu"], "shapes": ["llm", {"rows": ["3x5"]}]}, SCHEMA))
+        rcfg.fill_defaults({
+            "sizes": [64],
+            "gpus": ["cpu"],
+            "shapes": ["llm", {
+                "rows": ["3x5"]
+            }]
+        }, SCHEMA))
     assert rcfg.measured_presets(config) == ["llm", "custom"]
     assert rcfg.sweep_params(config, "custom")["shapes"] == {"rows": [[3, 5]]}
     square = rcfg.sweep_params(config)
@@ -145,8 +180,11 @@ def test_resolve_and_sweep_params_per_set():
 
 # -------------------------------------------------------------------------------------- kernels at any shape
 
-SQUARE_48 = {"rows": (48, 48), "mkn": (48, 48, 48), "bhsd":
-             (16384 // 48, 2048 // 128, 48, 128)}  # 16k tokens a batch, width 2048, head dim 128
+SQUARE_48 = {
+    "rows": (48, 48),
+    "mkn": (48, 48, 48),
+    "bhsd": (16384 // 48, 2048 // 128, 48, 128)
+}  # 16k tokens a batch, width 2048, head dim 128
 
 
 @pytest.mark.parametrize("name", sorted(KERNELS))
@@ -249,9 +287,18 @@ def test_sweep_of_explicit_shapes_under_the_interpreter(tmp_path, monkeypatch):
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     params = {
-        "dtypes": ["float32"], "impls": ["builtin", "triton"], "timing": FAST_TIMING, "interpret_max_size": 64, "seed":
-        0, "allow_failures": False, "reuse_cells": True, "preset": "custom", "shapes":
-        shapes.shape_sets([{"rows": [[37, 100], "3x129"], "mkn": [[2, 3, 4]]}])["custom"]
+        "dtypes": ["float32"],
+        "impls": ["builtin", "triton"],
+        "timing": FAST_TIMING,
+        "interpret_max_size": 64,
+        "seed": 0,
+        "allow_failures": False,
+        "reuse_cells": True,
+        "preset": "custom",
+        "shapes": shapes.shape_sets([{
+            "rows": [[37, 100], "3x129"],
+            "mkn": [[2, 3, 4]]
+        }])["custom"]
     }
     out = tmp_path / "shapes" / "custom" / "rowsum.parquet"
     assert run("rowsum", "cpu", str(out), params, progress=False) == 0

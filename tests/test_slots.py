@@ -87,6 +87,7 @@ def test_a_scheduler_narrowed_set_is_what_is_shared(node, monkeypatch):
 
 
 def test_run_sh_gives_one_measure_slot_per_gpu(node):
-    out = subprocess.run(["bash", "run.sh", "dag-args"], cwd=REPO, capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHON": sys.executable}).stdout
+    out = subprocess.run(["bash", "run.sh", "dag-args"], cwd=REPO, capture_output=True, text=True, timeout=60, env={
+        **os.environ, "PYTHON": sys.executable
+    }).stdout
     assert out.startswith("--resources measure_slot=4 host="), out

@@ -33,7 +33,9 @@ def test_profile_slurm_end_to_end(slurm_available, tmp_path):
     (work / "tiny.yaml").write_text(json.dumps(cfg))
     env = {
         **os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "TRITON_INTERPRET": "1", "ROOFLAB_SLURM_TIMEOUT": "360", "ROOFLAB_SLURM_DIR": str(tmp_path / "slurm")
+        "TRITON_INTERPRET": "1",
+        "ROOFLAB_SLURM_TIMEOUT": "360",
+        "ROOFLAB_SLURM_DIR": str(tmp_path / "slurm")
     }
     # the target first: --default-resources takes every word after it
     res = subprocess.run([

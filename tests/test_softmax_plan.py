@@ -12,13 +12,25 @@ def _plan(shape, strides=None, element_size=4, sms=0, **kw):
     return plan.forward(shape, strides or (shape[1], 1), element_size, sms, sm._tables(), **kw)
 
 
-@pytest.mark.parametrize("shape, element_size, kernel, meta", [
-    ((4096, 4096), 4, "_softmax_fwd_row_kernel", {"BLOCK_N": 4096}),  # held: one program a row
-    ((4096, 8192), 4, "_softmax_fwd_row_kernel", {"RELOAD": True, "FULL": True}),  # fp32 rows RELOAD_MIN_COLS names
-    ((10000, 32), 2, "softmax_fwd_rows_kernel", {"BLOCK_N": 32, "BLOCK_M": 128}),  # short rows packed
-    ((64, 20000), 4, "_softmax_fwd_online_kernel", {"BLOCK_N": 16384}),  # too long to hold: tiles
-    ((1024, 50257), 2, "softmax_fwd_aligned_kernel", {"BLOCK_N": 4096, "ALIGN": 8}),  # unaligned bf16: aligned tiles
-])
+@pytest.mark.parametrize("shape, element_size, kernel, meta", [((4096, 4096), 4, "_softmax_fwd_row_kernel", {
+    "BLOCK_N": 4096
+}),  # held: one program a row
+                                                               ((4096, 8192), 4, "_softmax_fwd_row_kernel", {
+                                                                   "RELOAD": True,
+                                                                   "FULL": True
+                                                               }),  # fp32 rows RELOAD_MIN_COLS names
+                                                               ((10000, 32), 2, "softmax_fwd_rows_kernel", {
+                                                                   "BLOCK_N": 32,
+                                                                   "BLOCK_M": 128
+                                                               }),  # short rows packed
+                                                               ((64, 20000), 4, "_softmax_fwd_online_kernel", {
+                                                                   "BLOCK_N": 16384
+                                                               }),  # too long to hold: tiles
+                                                               ((1024, 50257), 2, "softmax_fwd_aligned_kernel", {
+                                                                   "BLOCK_N": 4096,
+                                                                   "ALIGN": 8
+                                                               }),  # unaligned bf16: aligned tiles
+                                                               ])
 def test_forward_plan_by_shape(shape, element_size, kernel, meta):
     launch = _plan(shape, element_size=element_size)
     assert launch.kernel == kernel and launch.meta.items() >= meta.items(), launch

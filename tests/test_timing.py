@@ -169,9 +169,21 @@ def test_timing_config_from_config_ignores_unknown_keys():
 # ---- schema of the files the measurement jobs write, from a tiny CPU run -------------------------------------------
 
 TINY = {
-    "sizes": [32], "extra_sizes": [], "dtypes": ["float32", "bfloat16"], "impls": ["naive", "builtin", "triton"],
-    "timing": {"warmup_ms": 1, "min_samples": 3, "max_samples": 20, "target_rse": 0.5, "max_time_s":
-               0.02}, "interpret_max_size": 64, "seed": 0, "allow_failures": False, "reuse_cells": False
+    "sizes": [32],
+    "extra_sizes": [],
+    "dtypes": ["float32", "bfloat16"],
+    "impls": ["naive", "builtin", "triton"],
+    "timing": {
+        "warmup_ms": 1,
+        "min_samples": 3,
+        "max_samples": 20,
+        "target_rse": 0.5,
+        "max_time_s": 0.02
+    },
+    "interpret_max_size": 64,
+    "seed": 0,
+    "allow_failures": False,
+    "reuse_cells": False
 }
 
 
@@ -252,8 +264,10 @@ def test_same_size_copies_are_their_own_ceilings(tmp_path):
     out = tmp_path / "ceilings.parquet"
     run(
         "cpu", str(out), {
-            "copy_bytes": 1 << 20, "gemm_sizes": [64], "same_size_copies": [64, 128], "same_size_dtypes":
-            ["float32", "bfloat16"]
+            "copy_bytes": 1 << 20,
+            "gemm_sizes": [64],
+            "same_size_copies": [64, 128],
+            "same_size_dtypes": ["float32", "bfloat16"]
         })
     df = pd.read_parquet(out).set_index("ceiling")
     names = ["copy_float32_64", "copy_bfloat16_64", "copy_float32_128", "copy_bfloat16_128"]
@@ -263,8 +277,12 @@ def test_same_size_copies_are_their_own_ceilings(tmp_path):
     assert not df["warm_translations"].any()  # off unless the sweep's timing turns it on
     run(
         "cpu", str(out), {
-            "copy_bytes": 1 << 20, "gemm_sizes": [64], "same_size_copies": [64], "same_size_dtypes": ["float32"],
-            "warm_translations": True, "placements": 2
+            "copy_bytes": 1 << 20,
+            "gemm_sizes": [64],
+            "same_size_copies": [64],
+            "same_size_dtypes": ["float32"],
+            "warm_translations": True,
+            "placements": 2
         })
     df = pd.read_parquet(out).set_index("ceiling")
     assert df.loc["copy_float32_64", "warm_translations"] and df.loc["copy_float32_64", "placements"] == 2
@@ -277,13 +295,30 @@ def test_ceilings_are_the_best_of_what_was_measured_and_earlier_runs_are_kept(tm
     GEMM shape); a new run's ceilings join the file beside the earlier runs' (their cells are rated against them)."""
     from experiments.ceilings import best_of, run
 
-    rows = [{"ceiling": "copy_large", "value": 4.0}, {"ceiling": "copy_bfloat16_8192", "value": 4.1},
-            {"ceiling": "gemm_bf16_cublas_4096", "value": 600.0}, {"ceiling": "gemm_bf16_triton_8192", "value": 690.0},
-            {"ceiling": "gemm_bf16_cublas_8192", "value": 650.0}, {"ceiling": "gemm_fp32_cublas_8192", "value": 50.0}]
+    rows = [{
+        "ceiling": "copy_large",
+        "value": 4.0
+    }, {
+        "ceiling": "copy_bfloat16_8192",
+        "value": 4.1
+    }, {
+        "ceiling": "gemm_bf16_cublas_4096",
+        "value": 600.0
+    }, {
+        "ceiling": "gemm_bf16_triton_8192",
+        "value": 690.0
+    }, {
+        "ceiling": "gemm_bf16_cublas_8192",
+        "value": 650.0
+    }, {
+        "ceiling": "gemm_fp32_cublas_8192",
+        "value": 50.0
+    }]
     roofs = {r["ceiling"]: (r["value"], r["best_of"]) for r in best_of(rows)}
     assert roofs == {
-        "copy": (4.1, "copy_bfloat16_8192"), "gemm_bf16": (690.0, "gemm_bf16_triton_8192"), "gemm_fp32":
-        (50.0, "gemm_fp32_cublas_8192")
+        "copy": (4.1, "copy_bfloat16_8192"),
+        "gemm_bf16": (690.0, "gemm_bf16_triton_8192"),
+        "gemm_fp32": (50.0, "gemm_fp32_cublas_8192")
     }
     out = tmp_path / "ceilings.parquet"
     monkeypatch.setenv("ROOFLAB_RUN_ID", "run-a")
@@ -401,7 +436,11 @@ def test_a_cpu_cell_rotates_through_its_placements(tmp_path):
 
     out = tmp_path / "cpu" / "vecadd.parquet"
     params = {
-        **TINY, "impls": ["builtin", "compile"], "dtypes": ["float32"], "timing": {**TINY["timing"], "placements": 3}
+        **TINY, "impls": ["builtin", "compile"],
+        "dtypes": ["float32"],
+        "timing": {
+            **TINY["timing"], "placements": 3
+        }
     }
     assert run("vecadd", "cpu", str(out), params, progress=False) == 0
     df = pd.read_parquet(out)
@@ -571,8 +610,10 @@ def test_warming_touches_the_next_inputs_and_the_released_output_block():
     touched = []
     a, b = torch.zeros(4), torch.ones(4)
     outs = iter(torch.full((2, ), float(k)) for k in range(10))
-    rot = Rotation([lambda: next(outs), lambda: next(outs)], inputs=[(a, ), {"x": b, "eps": 1e-5}],
-                   touch=lambda t: touched.append(t))
+    rot = Rotation([lambda: next(outs), lambda: next(outs)], inputs=[(a, ), {
+        "x": b,
+        "eps": 1e-5
+    }], touch=lambda t: touched.append(t))
     first = rot()  # slot 0; nothing released yet
     rot.warm()
     assert len(touched) == 1 and touched[0] is b  # the next call's inputs (slot 1)
@@ -662,8 +703,12 @@ def test_a_cpu_cell_records_whether_translations_were_warmed(tmp_path):
 
     out = tmp_path / "cpu" / "vecadd.parquet"
     params = {
-        **TINY, "impls": ["builtin"], "dtypes": ["float32"], "timing":
-        {**TINY["timing"], "warm_translations": True, "placements": 2}
+        **TINY, "impls": ["builtin"],
+        "dtypes": ["float32"],
+        "timing": {
+            **TINY["timing"], "warm_translations": True,
+            "placements": 2
+        }
     }
     assert run("vecadd", "cpu", str(out), params, progress=False) == 0
     df = pd.read_parquet(out)

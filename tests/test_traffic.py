@@ -19,8 +19,19 @@ def test_calls_are_split_at_the_markers_and_summed():
                     ("exp_kernel", "1,000.0", "900.0", "300"), ("sum_kernel", "500", "0.5", "100"))
     rows = read_ncu(text)
     assert rows["dram__bytes_read.sum"].tolist()[3] == pytest.approx(1e9)  # "1,000.0" Mbyte
-    calls = [{"kernel": "gelu", "impl": "triton", "dtype": "float32", "size": 4096, "pass": "fwd"},
-             {"kernel": "softmax", "impl": "naive", "dtype": "float32", "size": 4096, "pass": "fwd"}]
+    calls = [{
+        "kernel": "gelu",
+        "impl": "triton",
+        "dtype": "float32",
+        "size": 4096,
+        "pass": "fwd"
+    }, {
+        "kernel": "softmax",
+        "impl": "naive",
+        "dtype": "float32",
+        "size": 4096,
+        "pass": "fwd"
+    }]
     out = table(rows, calls, lambda call: 1e8)
     assert out["launches"].tolist() == [1, 2]
     assert out.loc[0,
@@ -69,13 +80,38 @@ def test_the_paper_speaks_for_clean_calls_only():
     from analysis.why_tables import traffic_rows, traffic_table
 
     base = {
-        "kernel": "gelu", "pass": "fwd", "dtype": "bfloat16", "size": 8192, "launches": 1, "model_bytes": 2.7e8,
-        "moved_bytes": 2.4e8, "dram_read_bytes": 1.3e8, "moved_over_model": 0.9, "error": "", "fell_back": False
+        "kernel": "gelu",
+        "pass": "fwd",
+        "dtype": "bfloat16",
+        "size": 8192,
+        "launches": 1,
+        "model_bytes": 2.7e8,
+        "moved_bytes": 2.4e8,
+        "dram_read_bytes": 1.3e8,
+        "moved_over_model": 0.9,
+        "error": "",
+        "fell_back": False
     }
-    t = pd.DataFrame([{**base, "impl": "triton"}, {**base, "impl": "triton", "moved_over_model":
-                                                   0.8}, {**base, "impl": "compile", "fell_back": True},
-                      {**base, "impl": "naive", "error": "OOM"}, {**base, "impl": "builtin", "size": 4096},
-                      {**base, "impl": "naive", "kernel": "softmax", "moved_over_model": 2500.0, "model_bytes": 2.5e9}])
+    t = pd.DataFrame([{
+        **base, "impl": "triton"
+    }, {
+        **base, "impl": "triton",
+        "moved_over_model": 0.8
+    }, {
+        **base, "impl": "compile",
+        "fell_back": True
+    }, {
+        **base, "impl": "naive",
+        "error": "OOM"
+    }, {
+        **base, "impl": "builtin",
+        "size": 4096
+    }, {
+        **base, "impl": "naive",
+        "kernel": "softmax",
+        "moved_over_model": 2500.0,
+        "model_bytes": 2.5e9
+    }])
     rows = traffic_rows(t)
     assert sorted(rows["impl"]) == ["naive", "triton"] and rows["size"].eq(8192).all()
     assert rows.set_index(["kernel", "impl"]).at[("gelu", "triton"), "moved_over_model"] == 0.8  # the last kept

@@ -22,7 +22,12 @@ def test_a_warmed_cell_compiles_from_the_cache_and_nothing_runs(tmp_path, monkey
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     kernel = load_kernel("gelu")
     params = {
-        "dtypes": ["float32"], "impls": ["naive", "compile"], "sizes": [48], "extra_sizes": [], "seed": 0, "timing": {},
+        "dtypes": ["float32"],
+        "impls": ["naive", "compile"],
+        "sizes": [48],
+        "extra_sizes": [],
+        "seed": 0,
+        "timing": {},
         "preset": "square"
     }
     job = {"kernel": "gelu", "out": str(tmp_path / "gelu.parquet"), "params": params, "device": "cpu"}
@@ -53,8 +58,13 @@ def test_a_warmed_fwd_bwd_cell_finds_its_forward_and_backward_in_the_cache(tmp_p
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     kernel = load_kernel("rmsnorm")
     params = {
-        "dtypes": ["float32"], "impls": ["compile"], "sizes": [8], "extra_sizes": [], "seed": 0, "timing": {}, "preset":
-        "square"
+        "dtypes": ["float32"],
+        "impls": ["compile"],
+        "sizes": [8],
+        "extra_sizes": [],
+        "seed": 0,
+        "timing": {},
+        "preset": "square"
     }
     job = {"kernel": "rmsnorm", "out": str(tmp_path / "rmsnorm.parquet"), "params": params, "device": "cpu"}
     counters.clear()

@@ -17,11 +17,28 @@ REF = Path(__file__).resolve().parents[1] / "data" / "reference" / "h200"
 
 def cell(kernel="vecadd", impl="triton", dtype="bfloat16", size=256, median_ms=0.005, **kw):
     row = {
-        "gpu": "h200", "kernel": kernel, "impl": impl, "dtype": dtype, "size": size, "pass": "fwd", "status": "ok",
-        "claimable": True, "median_ms": median_ms, "loop_ms": 0.02, "graph_median_ms": median_ms, "bytes":
-        6.0 * size * size, "flops": float(size * size), "cold_ms": 1.0, "check_s": 0.001, "autotune_ms": np.nan,
-        "autotune_config": None, "cache_state": "warm", "achieved_tflops": np.nan, "roofline_fraction_measured": 0.5,
-        "verdict_vs_builtin": "tie", "bound": "memory"
+        "gpu": "h200",
+        "kernel": kernel,
+        "impl": impl,
+        "dtype": dtype,
+        "size": size,
+        "pass": "fwd",
+        "status": "ok",
+        "claimable": True,
+        "median_ms": median_ms,
+        "loop_ms": 0.02,
+        "graph_median_ms": median_ms,
+        "bytes": 6.0 * size * size,
+        "flops": float(size * size),
+        "cold_ms": 1.0,
+        "check_s": 0.001,
+        "autotune_ms": np.nan,
+        "autotune_config": None,
+        "cache_state": "warm",
+        "achieved_tflops": np.nan,
+        "roofline_fraction_measured": 0.5,
+        "verdict_vs_builtin": "tie",
+        "bound": "memory"
     }
     row.update(kw)
     return row
@@ -77,7 +94,11 @@ def test_waves_use_the_autotuned_tile_and_name_the_persistent_kernel():
         cell("matmul", size=4096, autotune_config="BLOCK_M: 128, BLOCK_N: 256, BLOCK_K: 64")
     ])
     compiled = pd.DataFrame({
-        "gpu": "h200", "kernel": "matmul", "dtype": "bfloat16", "size": [4096], "function": ["_matmul_tma_kernel"],
+        "gpu": "h200",
+        "kernel": "matmul",
+        "dtype": "bfloat16",
+        "size": [4096],
+        "function": ["_matmul_tma_kernel"],
         "autotune_best": [True]
     })
     t = why.waves(m, compiled, "h200").set_index("size")
@@ -100,8 +121,16 @@ def test_measured_traffic_is_tabled_and_said_where_the_builtin_moves_more():
 
     def row(kernel, impl, moved, read, launches, pass_="fwd"):
         return {
-            "kernel": kernel, "impl": impl, "dtype": "bfloat16", "size": 8192, "pass": pass_, "launches": launches,
-            "dram_read_bytes": read, "dram_write_bytes": moved - read, "moved_bytes": moved, "model_bytes": 268e6,
+            "kernel": kernel,
+            "impl": impl,
+            "dtype": "bfloat16",
+            "size": 8192,
+            "pass": pass_,
+            "launches": launches,
+            "dram_read_bytes": read,
+            "dram_write_bytes": moved - read,
+            "moved_bytes": moved,
+            "model_bytes": 268e6,
             "moved_over_model": moved / 268e6
         }
 

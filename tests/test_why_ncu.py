@@ -10,9 +10,28 @@ import pytest
 from rooflab import ncu
 
 FIXTURE = Path(__file__).parent / "data" / "ncu_raw_synthetic.csv"
-CALLS = [{"kernel": "softmax", "impl": "builtin", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "error":
-          ""}, {"kernel": "softmax", "impl": "triton", "dtype": "bfloat16", "size": 8192, "pass": "fwd", "error": ""},
-         {"kernel": "matmul", "impl": "builtin", "dtype": "tf32", "size": 8192, "pass": "fwd", "error": ""}]
+CALLS = [{
+    "kernel": "softmax",
+    "impl": "builtin",
+    "dtype": "bfloat16",
+    "size": 8192,
+    "pass": "fwd",
+    "error": ""
+}, {
+    "kernel": "softmax",
+    "impl": "triton",
+    "dtype": "bfloat16",
+    "size": 8192,
+    "pass": "fwd",
+    "error": ""
+}, {
+    "kernel": "matmul",
+    "impl": "builtin",
+    "dtype": "tf32",
+    "size": 8192,
+    "pass": "fwd",
+    "error": ""
+}]
 
 
 def fixture_facts():

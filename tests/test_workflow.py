@@ -17,10 +17,26 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = {
-    "gpus": ["cpu"], "kernels": ["gelu", "vecadd"], "impls": ["naive", "builtin", "triton"], "dtypes": ["float32"],
-    "sizes": [64], "extra_sizes": [], "interpret_max_size": 64, "timing":
-    {"warmup_ms": 1, "min_samples": 3, "max_samples": 5, "max_time_s":
-     0.01}, "ceilings": {"copy_bytes": 1048576, "gemm_sizes": [64]}, "profile": {"size": 64},
+    "gpus": ["cpu"],
+    "kernels": ["gelu", "vecadd"],
+    "impls": ["naive", "builtin", "triton"],
+    "dtypes": ["float32"],
+    "sizes": [64],
+    "extra_sizes": [],
+    "interpret_max_size": 64,
+    "timing": {
+        "warmup_ms": 1,
+        "min_samples": 3,
+        "max_samples": 5,
+        "max_time_s": 0.01
+    },
+    "ceilings": {
+        "copy_bytes": 1048576,
+        "gemm_sizes": [64]
+    },
+    "profile": {
+        "size": 64
+    },
 }
 
 
@@ -57,7 +73,8 @@ def planned_jobs(workdir: Path, *args: str) -> list[dict]:
         fields = dict(re.findall(r"^    (\w+): (.*)$", m.group(2), flags=re.M))
         # outputs are update() (kept while their job runs): the dry run marks them so; the paths are what we compare
         jobs.append({
-            "rule": m.group(1), "output": [o.removesuffix(" (update)") for o in fields.get("output", "").split(", ")],
+            "rule": m.group(1),
+            "output": [o.removesuffix(" (update)") for o in fields.get("output", "").split(", ")],
             "reason": fields.get("reason", "")
         })
     if not jobs:
@@ -102,8 +119,10 @@ def test_rerun_plans_nothing(repo):
 
 def test_a_dry_run_names_one_measure_slot_per_gpu(repo):
     """What run.sh gives a simulated 4-GPU node (rooflab/slots.py), a dry run says; one slot says nothing."""
-    args = subprocess.run(["bash", "run.sh", "dag-args"], cwd=repo, capture_output=True, text=True, check=True,
-                          env={**os.environ, "ROOFLAB_SIMULATE_GPUS": "4", "PYTHON": sys.executable}).stdout.split()
+    args = subprocess.run(["bash", "run.sh", "dag-args"], cwd=repo, capture_output=True, text=True, check=True, env={
+        **os.environ, "ROOFLAB_SIMULATE_GPUS": "4",
+        "PYTHON": sys.executable
+    }).stdout.split()
     assert args[:2] == ["--resources", "measure_slot=4"], args
     res = snakemake(repo, "all", "-n", "--configfile", "tiny.yaml", *args)
     assert res.returncode == 0 and "rooflab: measure_slot=4:" in res.stderr, res.stdout + res.stderr

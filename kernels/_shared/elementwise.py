@@ -22,8 +22,10 @@ ELEMENTWISE = {
     "LAUNCH": {
         "float32":
         Choice((1024, 4), "Inductor's XBLOCK 1024 / 4 warps beat 4096 / 8 in three calls at 8192^2",
-               T + "tune_v5_looped_reload_and_elementwise.csv"), "bfloat16":
-        Choice((2048, 4), "two 16-byte loads a thread beat 4096 / 8 at 8192^2", T + "tune_v2.csv"), "float16":
+               T + "tune_v5_looped_reload_and_elementwise.csv"),
+        "bfloat16":
+        Choice((2048, 4), "two 16-byte loads a thread beat 4096 / 8 at 8192^2", T + "tune_v2.csv"),
+        "float16":
         Choice((2048, 4), "as bfloat16 (the same bytes a thread)", T + "tune_v2.csv"),
     },
 }

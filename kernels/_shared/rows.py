@@ -24,8 +24,10 @@ ROWS = {
     "MAX_BLOCK_SIZE":
     Choice(
         16384, "widest row held in registers: 32 fp32 values a thread at 16 warps, room for "
-        "the weight tile without spilling; longer rows take the tiled loop", None), "BYTES_PER_THREAD":
-    Choice(64, "each thread loads about four 16-byte vectors of the tile", None), "WARPS":
+        "the weight tile without spilling; longer rows take the tiled loop", None),
+    "BYTES_PER_THREAD":
+    Choice(64, "each thread loads about four 16-byte vectors of the tile", None),
+    "WARPS":
     Choice((4, 16), "(fewest, most) warps the heuristic gives", None),
 }
 

@@ -35,8 +35,10 @@ METHODS = ("auto", "tma", "pointer")
 # not fit in shared memory.
 TMA_TILES, POINTER_TILES, HEAVY_FIRST = (values(ATTENTION[k]) for k in ("TMA_TILES", "POINTER_TILES", "HEAVY_FIRST"))
 POINTER_CONFIGS = autotune_configs([
-    triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
-    for m, n, w, s in candidate_tiles("fwd", POINTER_TILES)
+    triton.Config({
+        "BLOCK_M": m,
+        "BLOCK_N": n
+    }, num_warps=w, num_stages=s) for m, n, w, s in candidate_tiles("fwd", POINTER_TILES)
 ])
 
 
@@ -198,8 +200,10 @@ def _set_block_shapes(nargs):
 
 
 TMA_CONFIGS = autotune_configs([
-    triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s, pre_hook=_set_block_shapes)
-    for m, n, w, s in candidate_tiles("tma", TMA_TILES)
+    triton.Config({
+        "BLOCK_M": m,
+        "BLOCK_N": n
+    }, num_warps=w, num_stages=s, pre_hook=_set_block_shapes) for m, n, w, s in candidate_tiles("tma", TMA_TILES)
 ])
 _attn_fwd_tma_autotuned = triton.autotune(configs=TMA_CONFIGS, key=KEY, do_bench=autotune_bench,
                                           prune_configs_by={"early_config_prune":
@@ -362,9 +366,11 @@ KERNEL = Kernel(
     name="attention",
     description="FlashAttention-2, causal, over batch x heads x seq x head_dim, forward and forward+backward",
     make_inputs=make_inputs, reference=reference, flops=flops, bytes=bytes_moved, impls={
-        "naive": differentiable(attention_naive), "builtin": differentiable(attention_builtin), "triton":
-        differentiable(attention_triton)
-    }, naive_fn=attention_naive_fn,
-    compute_unit=lambda dtype: {"bfloat16": "bf16", "float16": "fp16"}.get(dtype, "fp32"),
-    dtypes=("bfloat16", "float16"), family="bhsd", passes=("fwd", "fwd+bwd"),
+        "naive": differentiable(attention_naive),
+        "builtin": differentiable(attention_builtin),
+        "triton": differentiable(attention_triton)
+    }, naive_fn=attention_naive_fn, compute_unit=lambda dtype: {
+        "bfloat16": "bf16",
+        "float16": "fp16"
+    }.get(dtype, "fp32"), dtypes=("bfloat16", "float16"), family="bhsd", passes=("fwd", "fwd+bwd"),
 )

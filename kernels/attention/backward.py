@@ -27,7 +27,10 @@ TILES = {"dkdv": DKDV_TILES, "dq": DQ_TILES}
 CONFIGS = {
     kind:
     autotune_configs([
-        triton.Config({"BLOCK_M": m, "BLOCK_N": n}, num_warps=w, num_stages=s)
+        triton.Config({
+            "BLOCK_M": m,
+            "BLOCK_N": n
+        }, num_warps=w, num_stages=s)
         for m, n, w, s in candidate_tiles(kind, tiles)
     ])
     for kind, tiles in TILES.items()

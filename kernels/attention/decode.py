@@ -167,8 +167,14 @@ def decode_plan(batch: int, kv_heads: int, seq_k: int, sm_count: int, rows: int 
         raise ValueError(f"decode_plan: splits must be 1-{MAX_SPLITS}, got {splits}")
     chunk = -(-tiles // min(splits, tiles)) * block_n  # whole key tiles per split
     return {
-        "splits": max(1, -(-seq_k // chunk)), "chunk": chunk, "row_tiles": row_tiles, "BLOCK_M": block_m, "BLOCK_N":
-        block_n, "BLOCK_D": block_d, "num_warps": warps, "num_stages": stages
+        "splits": max(1, -(-seq_k // chunk)),
+        "chunk": chunk,
+        "row_tiles": row_tiles,
+        "BLOCK_M": block_m,
+        "BLOCK_N": block_n,
+        "BLOCK_D": block_d,
+        "num_warps": warps,
+        "num_stages": stages
     }
 
 

@@ -10,23 +10,29 @@ ATTENTION = {
     "TMA_TILES":
     Choice(((128, 128, 8, 3), (64, 64, 4, 3), (128, 64, 8, 4)),
            "the best of the tutorial's Hopper tiles: 128x128 w8 s3 at head dim 128, seq >= 4096; 64x64 w4 "
-           "s3 at seq 1024 and head dim 64", T + "attention_tiles_s29_d1.csv"), "POINTER_TILES":
+           "s3 at seq 1024 and head dim 64", T + "attention_tiles_s29_d1.csv"),
+    "POINTER_TILES":
     Choice(((128, 128, 8, 3), (128, 64, 8, 4)),
            "the tutorial's Hopper tiles less 128x64 w4 s3, 0.75x 128x128 w8 s3 at head dim 128",
-           T + "attention_tiles_s29_d1.csv"), "HEAVY_FIRST":
+           T + "attention_tiles_s29_d1.csv"),
+    "HEAVY_FIRST":
     Choice(
         True, "causal: a head's longest query tiles first; bf16 1x16x16384 0.878 -> 0.938 of cuDNN, "
-        "elsewhere within noise", T + "attention_s29_d3.csv"), "DKDV_TILES":
+        "elsewhere within noise", T + "attention_s29_d3.csv"),
+    "DKDV_TILES":
     Choice(((64, 128, 8, 4), (32, 64, 4, 5), (32, 64, 4, 3)),
            "backward alone 1.06-1.10x the old 64x128 w8 s3 at bf16 head dim 128; 32x64 w4 s3 fits "
-           "fp32 in shared memory", T + "attention_bwd_s29_d8.csv"), "DQ_TILES":
+           "fp32 in shared memory", T + "attention_bwd_s29_d8.csv"),
+    "DQ_TILES":
     Choice(((128, 32, 4, 3), (128, 64, 8, 3), (64, 32, 4, 3)),
            "the tutorial's Hopper tiles; 128x64 w8 s3 is also the best of attnbwd's dQ tiles",
-           T + "attention_bwd_s29_d8.csv"), "FALLBACK_TILES":
+           T + "attention_bwd_s29_d8.csv"),
+    "FALLBACK_TILES":
     Choice(
         {
-            "fwd": ((128, 64, 8, 2), (64, 64, 4, 2), (64, 32, 4, 2), (32, 32, 4, 2)), "dkdv":
-            ((32, 64, 4, 2), (32, 32, 4, 2), (16, 32, 4, 2)), "dq": ((64, 32, 4, 2), (32, 32, 4, 2), (32, 16, 4, 2))
+            "fwd": ((128, 64, 8, 2), (64, 64, 4, 2), (64, 32, 4, 2), (32, 32, 4, 2)),
+            "dkdv": ((32, 64, 4, 2), (32, 32, 4, 2), (16, 32, 4, 2)),
+            "dq": ((64, 32, 4, 2), (32, 32, 4, 2), (32, 16, 4, 2))
         }, "two stages, smaller tiles: what fits 227 KiB at head dims 192-256 and fp32 (plan.py "
         "estimates each); the last of each fits fp32 at 256", None),
 }

@@ -9,7 +9,8 @@ GELU = {
     "LAUNCH": {
         "float32":
         Choice((1024, 8), "0.97-0.998 of the copy at 8192^2, before and after the fast division",
-               T + "tune_elementwise.csv"), "bfloat16":
+               T + "tune_elementwise.csv"),
+        "bfloat16":
         Choice((2048, 4), "with the fast division ahead of 4096 / 4 at 8192^2; not at 1793", T + "tune_v2.csv"),
         "float16":
         Choice((2048, 4), "as bfloat16 (the same bytes a thread)", T + "tune_v2.csv"),

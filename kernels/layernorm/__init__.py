@@ -266,8 +266,9 @@ KERNEL = Kernel(
     name="layernorm",
     description="LayerNorm over the last dim of N x N, with weight and bias, fp32 statistics, forward and "
     "forward+backward", make_inputs=make_inputs, reference=reference, flops=flops, bytes=bytes_moved, impls={
-        "naive": differentiable(layernorm_naive), "builtin": differentiable(layernorm_builtin), "triton":
-        differentiable(layernorm_triton)
+        "naive": differentiable(layernorm_naive),
+        "builtin": differentiable(layernorm_builtin),
+        "triton": differentiable(layernorm_triton)
     }, naive_fn=norm_naive_fn(layernorm_naive), dtypes=("float32", "bfloat16", "float16"), check_rows=norm_check_rows,
     passes=("fwd", "fwd+bwd"),
 )

@@ -111,9 +111,11 @@ def launch_options(n_cols: int, element_size: int, block_size: int, num_warps: i
     early = held and names_row(tables.WB_EARLY_COLS, n_cols, element_size)
     fetch = held and not early and tables.PREFETCH_PROGRAMS > 0 and prefetch
     options = {
-        "WB_EARLY": early, "WB_PREFETCH": fetch, "W_LINE": min(L2_LINE_BYTES // element_size, block_size),
-        "prefetch_programs": tables.PREFETCH_PROGRAMS if fetch else 0, "FULL":
-        unmasked(tables.UNMASKED_COLS, None, n_cols, element_size, whole_tiles=n_cols == block_size)
+        "WB_EARLY": early,
+        "WB_PREFETCH": fetch,
+        "W_LINE": min(L2_LINE_BYTES // element_size, block_size),
+        "prefetch_programs": tables.PREFETCH_PROGRAMS if fetch else 0,
+        "FULL": unmasked(tables.UNMASKED_COLS, None, n_cols, element_size, whole_tiles=n_cols == block_size)
     }
     cap = tables.REGISTER_CAP.get((element_size, n_cols, num_warps)) if held else None
     return options | ({"maxnreg": cap} if cap else {})

@@ -333,10 +333,19 @@ KERNEL = Kernel(
     name="matmul", description="C = relu(A @ B), A M x K, B K x N, fused ReLU epilogue", make_inputs=make_inputs,
     reference=reference, flops=flops, bytes=bytes_moved, impls=eager(naive=matmul_naive, builtin=matmul_builtin,
                                                                      triton=matmul_triton), naive_fn=matmul_naive,
-    compute_unit=lambda dtype: {"float32": "fp32", "tf32": "tf32", "bfloat16": "bf16", "float16": "fp16"}[dtype],
-    dtypes=("float32", "tf32", "bfloat16", "float16"),
+    compute_unit=lambda dtype: {
+        "float32": "fp32",
+        "tf32": "tf32",
+        "bfloat16": "bf16",
+        "float16": "fp16"
+    }[dtype], dtypes=("float32", "tf32", "bfloat16", "float16"),
     # relative-norm against float64: IEEE fp32 products stay far under 1e-4, tf32 inputs give 7.8e-4 on the H200;
     # bf16/fp16 are limited by C's rounding
-    tolerance={"float32": 1e-4, "tf32": 2e-3, "bfloat16": 1.6e-2, "float16": 5e-3}, family="mkn",
-    check_rows=lambda inputs, rows: (inputs[0][rows], inputs[1]),  # rows of C: those rows of A, all of B
+    tolerance={
+        "float32": 1e-4,
+        "tf32": 2e-3,
+        "bfloat16": 1.6e-2,
+        "float16": 5e-3
+    }, family="mkn", check_rows=lambda inputs, rows:
+    (inputs[0][rows], inputs[1]),  # rows of C: those rows of A, all of B
 )

@@ -31,8 +31,12 @@ TF32_TILES = {(128, 128, 32), (128, 256, 32)}
 def _configs(tiles, pre_hook=None) -> list[triton.Config]:
     """triton.Configs from (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps) tuples."""
     return [
-        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": group_m}, num_stages=stages,
-                      num_warps=warps, pre_hook=pre_hook) for bm, bn, bk, group_m, stages, warps in tiles
+        triton.Config({
+            "BLOCK_M": bm,
+            "BLOCK_N": bn,
+            "BLOCK_K": bk,
+            "GROUP_M": group_m
+        }, num_stages=stages, num_warps=warps, pre_hook=pre_hook) for bm, bn, bk, group_m, stages, warps in tiles
     ]
 
 

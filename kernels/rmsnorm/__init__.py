@@ -214,8 +214,9 @@ KERNEL = Kernel(
     name="rmsnorm",
     description="RMSNorm over the last dim of N x N, with weight, fp32 statistics, forward and forward+backward",
     make_inputs=make_inputs, reference=reference, flops=flops, bytes=bytes_moved, impls={
-        "naive": differentiable(rmsnorm_naive), "builtin": differentiable(rmsnorm_builtin), "triton":
-        differentiable(rmsnorm_triton)
+        "naive": differentiable(rmsnorm_naive),
+        "builtin": differentiable(rmsnorm_builtin),
+        "triton": differentiable(rmsnorm_triton)
     }, naive_fn=norm_naive_fn(rmsnorm_naive), dtypes=("float32", "bfloat16", "float16"), check_rows=norm_check_rows,
     passes=("fwd", "fwd+bwd"),
 )

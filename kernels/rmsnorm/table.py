@@ -9,7 +9,8 @@ RMSNORM = {
     "RELOAD_MIN_COLS": {
         2: Choice(8192, "frees registers for more rows per SM; 16-bit rows of 4096 are faster held", T + "tune_v5.csv"),
         4: Choice(4096, "ahead of held at 4096 and 8192, level with torch.compile", T + "tune_v20_rms_fp32.csv"),
-    }, "RELOAD_WARPS":
+    },
+    "RELOAD_WARPS":
     Choice(16, "rows read twice run with 16 warps (8 were slower)", T + "tune_v5.csv"),
     # rows of (fewest, most) columns, under 3/4 of their 8192 block, held with this many warps, not read twice
     "SPARSE_BLOCK":
@@ -30,7 +31,8 @@ RMSNORM = {
     "ALIGNED_TILES": {
         2:
         Choice((2048, 4), "bf16 1024 x 50257 89.9 us against 189 one program a row's tiles (builtin 206); "
-               "4096 x 8 116", T + "longrows_s21.csv"), 4:
+               "4096 x 8 116", T + "longrows_s21.csv"),
+        4:
         Choice((1024, 4), "fp32 1024 x 50257 170 us against 16384 x 16's 209 (torch.compile 188)",
                T + "longfwd_s21.csv"),
     },

@@ -338,7 +338,9 @@ def skip_reason(impl: str, device: str) -> str | None:
 KERNEL = Kernel(
     name="softmax", description="softmax over the rows of an N x N matrix, forward and forward+backward",
     make_inputs=make_inputs, reference=reference, flops=flops, bytes=bytes_moved, impls={
-        "naive": differentiable(softmax_naive_fwd), "builtin": differentiable(softmax_builtin), "triton":
-        differentiable(softmax_triton), "cuda": differentiable(softmax_cuda),
+        "naive": differentiable(softmax_naive_fwd),
+        "builtin": differentiable(softmax_builtin),
+        "triton": differentiable(softmax_triton),
+        "cuda": differentiable(softmax_cuda),
     }, naive_fn=softmax_naive, passes=("fwd", "fwd+bwd"), skip_reason=skip_reason,
 )

@@ -11,12 +11,13 @@ SOFTMAX = {
                   T + "tune_v5.csv"),
     },
     # held forward rows: element size -> (columns, warps)
-    "HELD_MIN_WARPS":
-    {2: Choice((8192, 16), "16 warps (four elements a thread) faster in six tune calls of six", T + "tune_v5.csv"), },
+    "HELD_MIN_WARPS": {
+        2: Choice((8192, 16), "16 warps (four elements a thread) faster in six tune calls of six", T + "tune_v5.csv"),
+    },
     # forward rows of (fewest, most) columns, exactly one block long, drop the column mask
     "UNMASKED_COLS": {
-        2: Choice((4096, 4096), "faster in two calls; bf16 8192 a tie", T + "tune_v21_unmasked_confirm.csv"), 4: Choice(
-            (8192, 8192), "faster in two calls; fp32 4096 a tie", T + "tune_v21_unmasked_confirm.csv"),
+        2: Choice((4096, 4096), "faster in two calls; bf16 8192 a tie", T + "tune_v21_unmasked_confirm.csv"),
+        4: Choice((8192, 8192), "faster in two calls; fp32 4096 a tie", T + "tune_v21_unmasked_confirm.csv"),
     },
     # (rows a SM, columns): fewer rows than that, of at least that many columns, are split over several programs
     "SPLIT_BELOW":
