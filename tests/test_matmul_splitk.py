@@ -58,6 +58,13 @@ def test_squares_wide_and_shallow_products_do_not_split(shape, sms):
     assert mp.plan(m, n, k, 2, sms, mm.SPLITK) is None
 
 
+@pytest.mark.parametrize("m", [1, 16, 64, 128])
+def test_split_counts_fill_whole_waves(m):
+    """Two programs a SM rounded down, never into a partial wave: on 132 SMs a 4096 x 4096 weight (64 tiles) takes
+    4 slices (256 programs), an 8192 x 8192 one (128 tiles) 2 (the counts the H100 timed best: table.py's evidence)."""
+    assert [mp.plan(m, n, n, 2, 132, mm.SPLITK).split for n in (4096, 8192)] == [4, 2]
+
+
 def test_tall_narrow_products_split_too():
     """Few columns (N <= 128) against a deep K: the same too-few-tiles problem, rows and columns swapped."""
     p = mp.plan(4096, 64, 8192, 2, 132, mm.SPLITK)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from kernels._shared.tables import Choice, T
 
 H = T + "h100_matmul_modes.csv"  # scripts/bench_matmul_modes.py on one H100, GPU time (do_bench median)
+S = T + "h100_matmul_splits.csv"  # the same, its decode part with --explore (split counts and tiles)
 
 MATMUL = {
     "TMA_MIN_MNK":
@@ -37,12 +38,12 @@ MATMUL = {
            "4096^3 and 8192^3 (all six 0.81-0.86x)", H),
     # skinny products (kernels/matmul/plan.py): min(M, N) at most this many rows or columns, K at least this deep
     "SPLITK_WHEN":
-    Choice((64, 2048), "H100 bf16 over cuBLAS, split vs not: 1-32 rows 0.92-0.99x vs 0.76-0.93x; 128 "
-           "rows 0.85x vs 0.95x (8192^2), 0.80x either way (4096^2)", H),
+    Choice((128, 2048), "H100 bf16 over cuBLAS, 1-128 rows against 4096^2 and 8192^2: split as planned "
+           "0.94-1.01x, unsplit 0.75-0.94x", S),
     # a split product: (programs a SM aimed at, fewest K elements a split, most splits)
     "SPLITK_FILL":
-    Choice((2, 256, 16), "two programs a SM hide the loads' latency; a split under 256 of K is mostly "
-           "prologue; the fp32 partials grow with the splits", None),
+    Choice((2, 256, 16), "H100, 64 tiles (4096^2): 4 slices 0.94-1.01x, 5 0.88-0.98x; 128 tiles (8192^2): 2 "
+           "slices 0.97-0.99x, 3 0.92-0.99x; under 256 of K a split is mostly prologue", S),
     # element size -> ((most rows, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)), ...): the split kernel's tile
     "SPLITK_TILES": {
         2:
