@@ -50,13 +50,13 @@ def retuned(spec: str):
 
     block_n, warps, stages, per_sm = (int(x) for x in spec.split(","))
 
-    def call(q, k, v):
-        saved = dc.KEY_TILES[128], dc.PROGRAMS_PER_SM
-        dc.KEY_TILES[128], dc.PROGRAMS_PER_SM = (block_n, warps, stages), per_sm
+    def call(q, k, v):  # swapped, not changed in place: a swap is a new launch-cache key (tables.track_swaps)
+        saved = dc.KEY_TILES, dc.PROGRAMS_PER_SM
+        dc.KEY_TILES, dc.PROGRAMS_PER_SM = {**saved[0], 128: (block_n, warps, stages)}, per_sm
         try:
             return dc.decode_attention(q, k, v, causal=True)
         finally:
-            dc.KEY_TILES[128], dc.PROGRAMS_PER_SM = saved
+            dc.KEY_TILES, dc.PROGRAMS_PER_SM = saved
 
     return call
 

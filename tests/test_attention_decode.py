@@ -108,6 +108,32 @@ def test_attention_triton_sends_short_queries_without_gradients_to_decode(spy_la
     assert not seen and q.grad is not None
 
 
+@pytest.mark.parametrize("seq_k", [100, 300], ids=["one split", "split"])
+def test_a_kept_decode_launch_replays_the_first_calls_plan(seq_k):
+    """A second call with inputs of the same specs replays the first call's launches (split and combine) on its own
+    tensors, skipping checks and plan; another shape, the scale or causal is a new key (kernels/_shared/fastlaunch)."""
+    from kernels._shared import fastlaunch as fl
+    from kernels import attention
+
+    q, k, v = inputs(1, 4, 1, 2, seq_k, 64, seed=7)
+    with fl.replaying():
+        first = attention.attention_triton(q, k, v)
+        assert len(dc._LAUNCHES) == (3 if seq_k > 128 else 2) and dc._LAUNCHES.misses == (2 if seq_k > 128 else 1)
+        misses = dc._LAUNCHES.misses
+        q2, k2, v2 = inputs(1, 4, 1, 2, seq_k, 64, seed=8)
+        assert dc.kept(q2, k2, v2, True, 64**-0.5) is not None
+        hit = attention.attention_triton(q2, k2, v2)
+        assert dc._LAUNCHES.misses == misses  # no kernel[grid]: the kept launches
+        assert max_err(first, reference(q, k, v, True)) < FP32_TOL and max_err(hit, reference(q2, k2, v2,
+                                                                                              True)) < FP32_TOL
+        for other, causal, scale in ((inputs(1, 4, 1, 3, seq_k, 64, seed=9), True, None), ((q2, k2, v2), False, None),
+                                     ((q2, k2, v2), True, 0.5)):
+            out = dc.decode_attention(*other, causal=causal, scale=scale)
+            assert max_err(out, reference(*other, causal, scale)) < FP32_TOL
+        assert dc._LAUNCHES.misses > misses
+    assert len(dc._LAUNCHES) == 0
+
+
 def test_fp32_dots_follow_torchs_tf32_switch(spy_launches):
     seen = spy_launches(dc, "_decode_split_kernel")
     q, k, v = inputs(1, 2, 1, 1, 64, 64)

@@ -281,6 +281,9 @@ def attention_triton(q, k, v, causal: bool = CAUSAL, sm_scale: float | None = No
     sm_scale = q.shape[-1]**-0.5 if sm_scale is None else sm_scale
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         return TritonAttention.apply(q, k, v, causal, sm_scale)
+    launch = decode.kept(q, k, v, causal, sm_scale) if q.dim() == 4 and q.shape[2] <= decode.MAX_SEQ_Q else None
+    if launch is not None:  # a decode call made before with these specs: its kept launches, no checks or plan
+        return launch(q, k, v)
     if decode.takes(q, k, v, causal):
         if not sm_scale > 0:
             raise ValueError(f"attention_triton needs sm_scale > 0 (the max is taken before scaling), got {sm_scale}")

@@ -15,6 +15,9 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._shared import tables
+from kernels._shared.fastlaunch import LaunchCache, spec
+from kernels._shared.tables import track_swaps
 from kernels.attention.backward import LOG2E
 from kernels.matmul.operands import input_precision_for
 from rooflab.triton_utils import check_device, interpreting, multiprocessor_count
@@ -143,6 +146,8 @@ MIN_SPLIT_KEYS = 128  # fewer keys per split than this: the combine costs more t
 MAX_SPLITS = 256  # the combine holds one row's partial lse's in one tile
 COMBINE_SPLITS = 16  # partial outputs the combine sums at a time
 FALLBACK_BLOCK_N = 16  # a launch out of shared memory or registers is retried at 16 keys a tile, unpipelined
+_LAUNCHES = LaunchCache("attention_decode")  # a call's launches kept under its inputs' specs (kept())
+track_swaps(__name__)  # a launch choice swapped from outside (a test, scripts/bench_attention_decode.py) is a new key
 
 
 def _pow2(n: int) -> int:
@@ -226,9 +231,12 @@ def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, s
     bottom-right. Forward only (no autograd: decode has no backward). fp32 inputs: the dots follow
     torch.backends.cuda.matmul.allow_tf32 (TF32 when on, IEEE fp32 when off). ``splits``: force the split count;
     ``check=False``: the inputs were checked (takes)."""
+    scale = q.shape[-1]**-0.5 if scale is None else float(scale)
+    launch = kept(q, k, v, causal, scale) if splits is None else None
+    if launch is not None:  # these specs were checked and planned by an earlier call
+        return launch(q, k, v)
     if check:
         _check(q, k, v, causal)
-    scale = q.shape[-1]**-0.5 if scale is None else float(scale)
     if not scale > 0:
         raise ValueError(f"decode_attention needs scale > 0, got {scale}")
     (batch, heads, seq_q, head_dim), (kv_heads, seq_k) = q.shape, k.shape[1:3]
@@ -242,22 +250,54 @@ def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, s
     part_o = o if single else torch.empty((o.numel() // head_dim, n, head_dim), dtype=torch.float32, device=q.device)
     part_lse = o if single else torch.empty((o.numel() // head_dim, n), dtype=torch.float32, device=q.device)
     grid = (n, batch * kv_heads, plan["row_tiles"])
+    key = None if splits is not None else (spec(q), spec(k), spec(v), causal, scale, tables.VERSION)
     for block_n, stages in ((plan["BLOCK_N"], plan["num_stages"]), (FALLBACK_BLOCK_N, 1)):  # chunk: a multiple of both
         try:
-            _decode_split_kernel[grid](q, k, v, o, part_o, part_lse, *q.stride(), *k.stride(), *v.stride(), kv_heads,
-                                       group, seq_q, seq_k, plan["chunk"], n, scale * LOG2E, HEAD_DIM=head_dim,
-                                       CAUSAL=causal, BLOCK_M=plan["BLOCK_M"], BLOCK_N=block_n, BLOCK_D=plan["BLOCK_D"],
-                                       SINGLE=single, PRECISION=input_precision_for(q.dtype),
-                                       num_warps=plan["num_warps"], num_stages=stages)
+            first = _LAUNCHES.launch(
+                key and ("split", key), _decode_split_kernel, grid,
+                (q, k, v, o, part_o, part_lse, *q.stride(), *k.stride(), *v.stride(), kv_heads, group, seq_q, seq_k,
+                 plan["chunk"], n, scale * LOG2E),
+                dict(HEAD_DIM=head_dim, CAUSAL=causal, BLOCK_M=plan["BLOCK_M"], BLOCK_N=block_n,
+                     BLOCK_D=plan["BLOCK_D"], SINGLE=single, PRECISION=input_precision_for(q.dtype),
+                     num_warps=plan["num_warps"], num_stages=stages), n_head=6)
             break
         except triton.runtime.errors.OutOfResources as exc:
             if block_n == FALLBACK_BLOCK_N and stages == 1:
                 raise ValueError(f"decode_attention: no tile of head dim {head_dim} in {q.dtype} fits this GPU "
                                  f"({exc})") from None
+    second = None
     if not single:
-        _decode_combine_kernel[(o.numel() // head_dim, )](o, part_o, part_lse, n, head_dim, BLOCK_S=_pow2(n),
-                                                          CHUNK_S=COMBINE_SPLITS, BLOCK_D=plan["BLOCK_D"])
+        second = _LAUNCHES.launch(key and ("combine", key), _decode_combine_kernel, (o.numel() // head_dim, ),
+                                  (o, part_o, part_lse, n, head_dim),
+                                  dict(BLOCK_S=_pow2(n), CHUNK_S=COMBINE_SPLITS, BLOCK_D=plan["BLOCK_D"]), n_head=3)
+    if first is not None and (single or second is not None):
+        launch = _Kept()
+        launch.split, launch.combine, launch.extra = first, second, None
+        launch.parts = (tuple(part_o.shape), tuple(part_lse.shape))
+        _LAUNCHES.keep(key, launch)
     return o
+
+
+class _Kept:
+    """A kept decode call: the split kernel's entry, then the combine's (None with one split), on fresh outputs."""
+    __slots__ = ("split", "combine", "parts", "extra")
+
+    def __call__(self, q, k, v):
+        o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        if self.combine is None:
+            self.split(q, k, v, o, o, o)
+            return o
+        part_o = torch.empty(self.parts[0], dtype=torch.float32, device=q.device)
+        part_lse = torch.empty(self.parts[1], dtype=torch.float32, device=q.device)
+        self.split(q, k, v, o, part_o, part_lse)
+        self.combine(o, part_o, part_lse)
+        return o
+
+
+def kept(q, k, v, causal: bool, scale: float):
+    """The kept launch of a call decode_attention made before with these inputs' specs, causal, scale and table
+    version, or None: a hit skips the checks and the plan (the key decides both), as attention_triton's loop wants."""
+    return _LAUNCHES.get((spec(q), spec(k), spec(v), causal, float(scale), tables.VERSION))
 
 
 def reference(q, k, v, causal: bool = True, scale: float | None = None) -> torch.Tensor:
