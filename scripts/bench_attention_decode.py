@@ -92,7 +92,13 @@ def main(argv=None) -> int:
     start = time.time()
     check(torch, eb, decode_attention)
     sm = multiprocessor_count(torch.device("cuda"))
-    variants = {"ours": lambda q, k, v: decode_attention(q, k, v, causal=True)}
+    from kernels._shared import fastlaunch
+
+    def dispatched(q, k, v):  # every call through checks, plan and Triton's dispatch: no kept launch
+        with fastlaunch.disabled():
+            return decode_attention(q, k, v, causal=True)
+
+    variants = {"ours": lambda q, k, v: decode_attention(q, k, v, causal=True), "ours dispatched": dispatched}
     variants |= {f"ours[{t}]": retuned(t) for t in args.tiles}
     if args.fa2:
         from kernels.attention import attention_forward
