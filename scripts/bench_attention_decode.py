@@ -14,6 +14,7 @@ our FlashAttention-2 forward on the same cells (what attention_triton ran there 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import itertools
 import sys
@@ -45,20 +46,24 @@ def forced(backend: str):
 
 
 def retuned(spec: str):
-    """Ours with KEY_TILES[128] = (BLOCK_N, warps, stages) and PROGRAMS_PER_SM set for the call, then restored."""
+    """A context in which KEY_TILES[128] is (BLOCK_N, warps, stages, programs a SM), swapped in once (a new launch
+    key, then kept launches as the default's), restored on the way out."""
+    from contextlib import contextmanager
+
     from kernels.attention import decode as dc
 
-    block_n, warps, stages, per_sm = (int(x) for x in spec.split(","))
+    tile = tuple(int(x) for x in spec.split(","))
 
-    def call(q, k, v):  # swapped, not changed in place: a swap is a new launch-cache key (tables.track_swaps)
-        saved = dc.KEY_TILES, dc.PROGRAMS_PER_SM
-        dc.KEY_TILES, dc.PROGRAMS_PER_SM = {**saved[0], 128: (block_n, warps, stages)}, per_sm
+    @contextmanager
+    def swapped():
+        saved = dc.KEY_TILES
+        dc.KEY_TILES = {**saved, 128: tile}
         try:
-            return dc.decode_attention(q, k, v, causal=True)
+            yield
         finally:
-            dc.KEY_TILES, dc.PROGRAMS_PER_SM = saved
+            dc.KEY_TILES = saved
 
-    return call
+    return swapped
 
 
 def check(torch, eb, decode_attention) -> None:
@@ -75,7 +80,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, help="CSV of every (cell, variant)")
     ap.add_argument("--rep-ms", type=int, default=40, help="do_bench's repeat time per measurement")
-    ap.add_argument("--tiles", nargs="*", default=[], metavar="BLOCK_N,WARPS,STAGES,PROGRAMS_PER_SM",
+    ap.add_argument("--tiles", nargs="*", default=[], metavar="BLOCK_N,WARPS,STAGES,PER_SM",
                     help="ours again with these launch choices at head size 128 (e.g. 128,8,2,2 64,4,4,4)")
     ap.add_argument("--fa2", action="store_true", help="our FlashAttention-2 forward on the same cells too")
     args = ap.parse_args(argv)
@@ -99,7 +104,8 @@ def main(argv=None) -> int:
             return decode_attention(q, k, v, causal=True)
 
     variants = {"ours": lambda q, k, v: decode_attention(q, k, v, causal=True), "ours dispatched": dispatched}
-    variants |= {f"ours[{t}]": retuned(t) for t in args.tiles}
+    variants |= {f"ours[{t}]": variants["ours"] for t in args.tiles}
+    contexts = {f"ours[{t}]": retuned(t) for t in args.tiles}  # a variant timed inside its swapped tables
     if args.fa2:
         from kernels.attention import attention_forward
         variants["ours FA2"] = lambda q, k, v: attention_forward(q, k, v, True, q.shape[-1]**-0.5)[0]
@@ -125,11 +131,12 @@ def main(argv=None) -> int:
                 row["splits"] = decode_plan(batch, kv_heads, seq_k, sm, HEADS // kv_heads * seq_q, HEAD_DIM,
                                             torch.bfloat16)["splits"]
             try:
-                out = fn(*qkv)
-                ref = out.float() if ref is None else ref  # ours first: every backend is compared with it
-                diff = (out.float() - ref).abs().max().item()
-                ms = triton.testing.do_bench(lambda fn=fn, qkv=qkv: fn(*qkv), warmup=10, rep=args.rep_ms,
-                                             return_mode="median")
+                with contexts.get(name, contextlib.nullcontext)():
+                    out = fn(*qkv)
+                    ref = out.float() if ref is None else ref  # ours first: every backend is compared with it
+                    diff = (out.float() - ref).abs().max().item()
+                    ms = triton.testing.do_bench(lambda fn=fn, qkv=qkv: fn(*qkv), warmup=10, rep=args.rep_ms,
+                                                 return_mode="median")
             except Exception as exc:  # a backend that refuses the cell: its reason, not the end of the run
                 torch.cuda.empty_cache()
                 rows.append({**row, "status": "refused", "error": f"{type(exc).__name__}: {str(exc)[:160]}"})

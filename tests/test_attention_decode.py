@@ -187,7 +187,8 @@ def test_plan_every_split_holds_keys_and_a_long_cache_fills_the_gpu(batch, kv_he
         programs = batch * kv_heads * p["row_tiles"] * p["splits"]
         if seq_k * kv_heads >= sm * dc.MIN_SPLIT_KEYS * 2:  # enough keys for every SM: every SM gets a program
             assert programs >= sm
-        if batch * kv_heads * p["row_tiles"] >= dc.PROGRAMS_PER_SM * sm:
+        per_sm = (dc.FP32_KEY_TILES if dtype == torch.float32 else dc.KEY_TILES)[p["BLOCK_D"]][3]
+        if batch * kv_heads * p["row_tiles"] >= per_sm * sm:
             assert p["splits"] == 1  # the batch fills the GPU alone: no combine
 
 
@@ -216,7 +217,7 @@ def test_a_launch_out_of_resources_is_retried_small_then_refused_clearly(monkeyp
     q, k, v = inputs(1, 2, 1, 2, 100, 64, seed=4)
     monkeypatch.setattr(dc, "_decode_split_kernel", Refusing(False))
     out = dc.decode_attention(q, k, v, splits=2)
-    block_n, _, stages = dc.FP32_KEY_TILES[64]
+    block_n, _, stages, _ = dc.FP32_KEY_TILES[64]
     assert tried == [(block_n, stages), (dc.FALLBACK_BLOCK_N, 1)] and block_n != dc.FALLBACK_BLOCK_N
     assert max_err(out, reference(q, k, v, True)) < FP32_TOL
     monkeypatch.setattr(dc, "_decode_split_kernel", Refusing(True))

@@ -136,12 +136,12 @@ HEAD_DIMS = (64, 80, 96, 128, 192, 256)  # padded to a power of two inside (80, 
 MAX_SEQ_Q = 16
 MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 MAX_ROWS = 64  # query rows (group x seq_q) in one tile; more: several row tiles, each reading the K/V slice again
-# Launch choices, not yet measured on a GPU (scripts/bench_attention_decode.py times them): key tile and pipeline by
-# padded head size (K and V tiles of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too).
-KEY_TILES = {64: (64, 4, 3), 128: (64, 4, 3), 256: (32, 8, 2)}  # BLOCK_D -> (BLOCK_N, num_warps, num_stages)
-FP32_KEY_TILES = {64: (32, 8, 2), 128: (16, 8, 2), 256: (16, 8, 2)}  # with FP32_MAX_ROWS: no spills on sm_90
+# Launch choices by padded head size: key tile, pipeline and the programs a SM the split count aims at (K and V tiles
+# of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too). 128's: 32 keys at 4 a SM beat 64 at 2 by
+# up to 12 % on long calls (data/tuning/h200_attention_decode.csv, h100_attention_decode_tiles.csv); 64, 256 untimed.
+KEY_TILES = {64: (64, 4, 3, 2), 128: (32, 4, 3, 4), 256: (32, 8, 2, 2)}  # BLOCK_D -> (BLOCK_N, warps, stages, per SM)
+FP32_KEY_TILES = {64: (32, 8, 2, 2), 128: (16, 8, 2, 2), 256: (16, 8, 2, 2)}  # with FP32_MAX_ROWS: no spills (sm_90)
 FP32_MAX_ROWS = 32  # fp32 query rows a tile: IEEE dots run on FMAs, 64 rows of head dim 128 spilled registers
-PROGRAMS_PER_SM = 2  # the split count aims at this many programs per SM (two resident: memory in flight)
 MIN_SPLIT_KEYS = 128  # fewer keys per split than this: the combine costs more than the split gains
 MAX_SPLITS = 256  # the combine holds one row's partial lse's in one tile
 COMBINE_SPLITS = 16  # partial outputs the combine sums at a time
@@ -157,17 +157,17 @@ def _pow2(n: int) -> int:
 def decode_plan(batch: int, kv_heads: int, seq_k: int, sm_count: int, rows: int = 1, head_dim: int = 128,
                 dtype: torch.dtype = torch.bfloat16, splits: int | None = None) -> dict:
     """The launch for one decode call, a pure function: the query tile (rows = group x seq_q query rows per K/V
-    head), the key tile, and the split of seq_k: about PROGRAMS_PER_SM programs per SM, at least MIN_SPLIT_KEYS keys
+    head), the key tile, and the split of seq_k: about the tile's programs per SM, at least MIN_SPLIT_KEYS keys
     each, every split holding at least one key (chunk a multiple of BLOCK_N). ``splits`` forces a count (tests, the
     combine path at small sizes); it is capped at one key tile per split."""
     block_d = max(64, _pow2(head_dim))
-    block_n, warps, stages = (FP32_KEY_TILES if dtype == torch.float32 else KEY_TILES)[block_d]
+    block_n, warps, stages, per_sm = (FP32_KEY_TILES if dtype == torch.float32 else KEY_TILES)[block_d]
     block_m = min(FP32_MAX_ROWS if dtype == torch.float32 else MAX_ROWS, max(16, _pow2(rows)))
     row_tiles = -(-rows // block_m)
     tiles = max(1, -(-seq_k // block_n))
     if splits is None:
         base = batch * kv_heads * row_tiles
-        splits = max(1, min(-(-PROGRAMS_PER_SM * sm_count // base), -(-seq_k // MIN_SPLIT_KEYS), MAX_SPLITS))
+        splits = max(1, min(-(-per_sm * sm_count // base), -(-seq_k // MIN_SPLIT_KEYS), MAX_SPLITS))
     elif not 1 <= splits <= MAX_SPLITS:
         raise ValueError(f"decode_plan: splits must be 1-{MAX_SPLITS}, got {splits}")
     chunk = -(-tiles // min(splits, tiles)) * block_n  # whole key tiles per split
