@@ -137,9 +137,9 @@ MAX_SEQ_Q = 16
 MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 MAX_ROWS = 64  # query rows (group x seq_q) in one tile; more: several row tiles, each reading the K/V slice again
 # Launch choices by padded head size: key tile, pipeline and the programs a SM the split count aims at (K and V tiles
-# of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too). 128's: 32 keys at 4 a SM beat 64 at 2 by
-# up to 12 % on long calls (data/tuning/h200_attention_decode.csv, h100_attention_decode_tiles.csv); 64, 256 untimed.
-KEY_TILES = {64: (64, 4, 3, 2), 128: (32, 4, 3, 4), 256: (32, 8, 2, 2)}  # BLOCK_D -> (BLOCK_N, warps, stages, per SM)
+# of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too). 128's (32, 4, 3, 4) beat these by up to
+# 12 % on long calls but is untimed on short ones (docs/decisions.md, data/tuning/h200_attention_decode.csv).
+KEY_TILES = {64: (64, 4, 3, 2), 128: (64, 4, 3, 2), 256: (32, 8, 2, 2)}  # BLOCK_D -> (BLOCK_N, warps, stages, per SM)
 FP32_KEY_TILES = {64: (32, 8, 2, 2), 128: (16, 8, 2, 2), 256: (16, 8, 2, 2)}  # with FP32_MAX_ROWS: no spills (sm_90)
 FP32_MAX_ROWS = 32  # fp32 query rows a tile: IEEE dots run on FMAs, 64 rows of head dim 128 spilled registers
 MIN_SPLIT_KEYS = 128  # fewer keys per split than this: the combine costs more than the split gains
