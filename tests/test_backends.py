@@ -165,3 +165,23 @@ def test_grouped_and_decode_rows_get_their_own_ratios_and_labels():
     assert "4x16:4x1:4096x128" in an.printed_table(both)
     assert "decode (4096 keys) ours runs at 6" in an.decode_sentence(both)
     assert an.range_sentence(both) == an.range_sentence(base)  # prefill's ranges: the decode cell is not in them
+
+
+def test_the_abstracts_ranges_are_prefill_only():
+    """The abstract's AttnFwdVs* ranges speak of our FlashAttention-2: a decode cell (the split-KV kernel, 6x flash
+    here) stays out of them, as it does of the section's prefill ranges."""
+    from analysis.latex import Macros
+    from analysis.results import attention_range_macros
+
+    base = rows()
+    fwd = base[base["pass"] == "fwd"]
+    decode = fwd.assign(kv_heads=4, seq_q=1, seq_k=4096, median_ms=fwd["median_ms"] * 3)
+    decode.loc[decode["variant"] == "ours", "median_ms"] = 1.0
+
+    def ranges(frame):
+        m = Macros()
+        attention_range_macros(m, frame)
+        return [line for line in m.lines if "AttnFwd" in line]
+
+    assert ranges(pd.concat([base, decode], ignore_index=True)) == ranges(base)
+    assert any("AttnFwdVsFlash}{2--2}" in line for line in ranges(base))
