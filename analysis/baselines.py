@@ -81,6 +81,12 @@ def compile_modes_sentence(metrics: pd.DataFrame, gpu: str) -> str:
     else:
         out += (" \\texttt{max-autotune-no-cudagraphs} is \\texttt{max-autotune}'s template search without the CUDA "
                 "graphs it adds: every implementation is timed from a CUDA graph already.")
+        from rooflab.config import schema_defaults
+
+        wanted = schema_defaults()["compile_max"]["kernels"]  # the compute-bound kernels it is meant for
+        missing = sorted(set(wanted) & set(rows["kernel"]) - set(rows.loc[rows["impl"] == "compile-max", "kernel"]))
+        if missing:
+            out += f" It was not measured for {tex_escape(join_words(missing))}."
     return out
 
 

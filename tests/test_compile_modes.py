@@ -71,3 +71,5 @@ def test_the_paper_states_every_compile_mode():
     both = compile_modes_sentence(rows([("softmax", "compile"), ("matmul", "compile-max")]), "h200")
     assert "the compile-max rows (matmul) in mode \\texttt{max-autotune-no-cudagraphs}" in both
     assert "not measured" not in both
+    part = compile_modes_sentence(rows([("attention", "compile"), ("matmul", "compile-max")]), "h200")
+    assert part.endswith("It was not measured for attention.")  # a compute-bound kernel without its row: said
