@@ -193,6 +193,20 @@ def get_kernel_docs(wildcards=None):
     return [str(kernel_file(k, Path("kernels"))) for k in dict.fromkeys(k for g in ANALYSIS_GPUS for k in ANALYSED[g])]
 
 
+def get_modules_of(name, script):
+    """An input function: the code stamp (code_stamp) of the repository's Python files ``script`` imports, directly
+    or through each other (rooflab.codehash.imported_files, read from the source, not a hand list): a code edit to
+    any of them reruns the rule, a comment or docstring edit does not."""
+    from rooflab.codehash import imported_files
+
+    root = Path(workflow.basedir)
+
+    def modules(wildcards=None):
+        return code_stamp(name, [str(p.relative_to(root)) for p in imported_files([root / script], root)])
+
+    return modules
+
+
 def get_final_outputs(wildcards=None):
     return (
         get_raw()

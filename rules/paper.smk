@@ -20,9 +20,7 @@ rule paper_inputs:
         compile_frames=get_compile_frames,
         profiles=get_profiles,
         compiled=get_compiled_facts,
-        modules=["analysis/claims.py", "analysis/why.py", "analysis/why_tables.py", "analysis/origin.py",
-                 "analysis/columns.py",
-                 "analysis/calibration.py", "analysis/why_ncu.py", "analysis/latex.py", "analysis/results.py", "analysis/losses.py", "analysis/selection.py", "analysis/macros.py", "analysis/tables.py", "analysis/sections.py", "analysis/attention.py"],
+        modules=get_modules_of("paper_inputs", "analysis/paper_inputs.py"),
     output:
         macros=update("results/paper/generated/macros.tex"),
         summary=update("results/paper/generated/table_summary.tex"),
