@@ -219,9 +219,15 @@ case "$cmd" in
     export TRITON_INTERPRET=1
     snakemake --lint
     python -m ruff check .  # the linter (settings: pyproject.toml [tool.ruff])
-    python -m yapf --diff --recursive --parallel . >/dev/null \
-      || die "the formatter would change these files (yapf -ir -p . formats them):" \
-         "$(python -m yapf --diff --recursive --parallel . | grep '^+++' | cut -c5- | sed 's/ *(reformatted)//')"
+    yapf_diff() {  # the tracked Python files in a git checkout (no conda env or scratch copy), else the tree
+      if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git ls-files -z -- '*.py' | xargs -0 python -m yapf --diff --parallel
+      else
+        python -m yapf --diff --recursive --parallel .
+      fi
+    }
+    out=$(yapf_diff) || die "the formatter would change these files (yapf -ir -p . formats them), or failed:" \
+      "$(printf '%s\n' "$out" | grep '^+++' | cut -c5- | sed 's/ *(reformatted)//')"
     python -m pytest -q -p no:cacheprovider tests "$@"
     ;;
   wheelhouse)

@@ -28,7 +28,11 @@ def main(argv=None) -> None:
 
     Path(a.ipynb).parent.mkdir(parents=True, exist_ok=True)
     papermill.execute_notebook(a.notebook, a.ipynb, kernel_name="python3", language="python", progress_bar=False,
-                               parameters={"kernel": a.kernel, "gpu": a.gpu, "metrics_path": a.metrics})
+                               parameters={
+                                   "kernel": a.kernel,
+                                   "gpu": a.gpu,
+                                   "metrics_path": a.metrics
+                               })
     body, _ = HTMLExporter(template_name="basic").from_notebook_node(nbformat.read(a.ipynb, as_version=4))
     Path(a.html).parent.mkdir(parents=True, exist_ok=True)
     Path(a.html).write_text(page(f"{a.kernel} on {a.gpu}", body), encoding="utf-8")

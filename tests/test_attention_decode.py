@@ -147,6 +147,45 @@ def test_fp32_dots_follow_torchs_tf32_switch(spy_launches):
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
+def test_a_kept_fp32_launch_follows_the_tf32_switch(spy_launches):
+    """The switch decides the dots' precision (a constexpr): it is in the launch key, so flipping it between two
+    calls on the same tensors never replays the other precision's launch."""
+    from kernels._shared import fastlaunch as fl
+
+    seen = spy_launches(dc, "_decode_split_kernel")
+    q, k, v = inputs(1, 2, 1, 1, 64, 64)
+    before = torch.backends.cuda.matmul.allow_tf32
+    try:
+        with fl.replaying():
+            for allow, precision in ((False, "ieee"), (True, "tf32"), (False, "ieee"), (True, "tf32")):
+                torch.backends.cuda.matmul.allow_tf32 = allow
+                dc.decode_attention(q, k, v)
+                assert seen[-1][1]["PRECISION"] == precision
+            assert dc._LAUNCHES.misses == 2  # the last two calls: kept launches, each of its own precision
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def test_attention_triton_routes_by_strides_whatever_was_kept(spy_launches):
+    """A decode call on a query with a non-unit last stride (decode_attention takes it) keeps a launch; the same
+    specs through attention_triton still go where takes() sends them (FlashAttention-2, which refuses the strides,
+    as it does without the earlier call), never to the kept decode launch."""
+    from kernels import attention
+    from kernels._shared import fastlaunch as fl
+
+    q, k, v = inputs(1, 2, 1, 2, 40, 64, seed=3)
+    q = torch.randn(1, 2, 2, 128)[..., ::2]  # last stride 2
+    assert not dc.takes(q, k, v, True)
+    seen = spy_launches(dc, "_decode_split_kernel")  # first: a swap after the call would be a new key
+    with fl.replaying():
+        dc.decode_attention(q, k, v)
+        assert dc.kept(q, k, v, True, 64**-0.5) is not None and len(seen) == 1
+        seen.clear()
+        with pytest.raises(ValueError, match="unit stride over head_dim"):
+            attention.attention_triton(q, k, v)
+        assert not seen
+
+
 @pytest.mark.parametrize("shapes, kw, words", [(((1, 4, 1, 64), (1, 3, 64, 64)), {}, "kv_heads dividing"),
                                                (((1, 2, 1, 100), (1, 2, 64, 100)), {}, "head dims"),
                                                (((1, 2, 17, 64), (1, 2, 64, 64)), {}, "1-16 query rows"),

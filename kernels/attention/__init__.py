@@ -281,7 +281,8 @@ def attention_triton(q, k, v, causal: bool = CAUSAL, sm_scale: float | None = No
     sm_scale = q.shape[-1]**-0.5 if sm_scale is None else sm_scale
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         return TritonAttention.apply(q, k, v, causal, sm_scale)
-    launch = decode.kept(q, k, v, causal, sm_scale) if q.dim() == 4 and q.shape[2] <= decode.MAX_SEQ_Q else None
+    short = q.dim() == 4 and q.shape[2] <= decode.MAX_SEQ_Q and q.stride(-1) == k.stride(-1) == v.stride(-1) == 1
+    launch = decode.kept(q, k, v, causal, sm_scale) if short else None  # takes()'s strides: a kept launch is decode's
     if launch is not None:  # a decode call made before with these specs: its kept launches, no checks or plan
         return launch(q, k, v)
     if decode.takes(q, k, v, causal):

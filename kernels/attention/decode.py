@@ -231,6 +231,8 @@ def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, s
     bottom-right. Forward only (no autograd: decode has no backward). fp32 inputs: the dots follow
     torch.backends.cuda.matmul.allow_tf32 (TF32 when on, IEEE fp32 when off). ``splits``: force the split count;
     ``check=False``: the inputs were checked (takes)."""
+    if not isinstance(q, torch.Tensor) or q.dim() != 4:  # the checks say what is wrong
+        _check(q, k, v, causal)
     scale = q.shape[-1]**-0.5 if scale is None else float(scale)
     launch = kept(q, k, v, causal, scale) if splits is None else None
     if launch is not None:  # these specs were checked and planned by an earlier call
@@ -250,7 +252,7 @@ def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, s
     part_o = o if single else torch.empty((o.numel() // head_dim, n, head_dim), dtype=torch.float32, device=q.device)
     part_lse = o if single else torch.empty((o.numel() // head_dim, n), dtype=torch.float32, device=q.device)
     grid = (n, batch * kv_heads, plan["row_tiles"])
-    key = None if splits is not None else (spec(q), spec(k), spec(v), causal, scale, tables.VERSION)
+    key = None if splits is not None else _key(q, k, v, causal, scale)
     for block_n, stages in ((plan["BLOCK_N"], plan["num_stages"]), (FALLBACK_BLOCK_N, 1)):  # chunk: a multiple of both
         try:
             first = _LAUNCHES.launch(
@@ -294,10 +296,16 @@ class _Kept:
         return o
 
 
+def _key(q, k, v, causal: bool, scale: float) -> tuple:
+    """A decode call's launch key: what decides its checks, plan and Triton's specialisation (the inputs' specs,
+    causal, scale, the fp32 dots' precision, which follows torch's TF32 switch, and the table version)."""
+    return (spec(q), spec(k), spec(v), causal, float(scale), input_precision_for(q.dtype), tables.VERSION)
+
+
 def kept(q, k, v, causal: bool, scale: float):
-    """The kept launch of a call decode_attention made before with these inputs' specs, causal, scale and table
-    version, or None: a hit skips the checks and the plan (the key decides both), as attention_triton's loop wants."""
-    return _LAUNCHES.get((spec(q), spec(k), spec(v), causal, float(scale), tables.VERSION))
+    """The kept launch of a call decode_attention made before with this key (_key), or None: a hit skips the checks
+    and the plan (the key decides both), as attention_triton's loop wants."""
+    return _LAUNCHES.get(_key(q, k, v, causal, scale))
 
 
 def reference(q, k, v, causal: bool = True, scale: float | None = None) -> torch.Tensor:

@@ -42,8 +42,9 @@ MATMUL = {
            "0.94-1.01x, unsplit 0.75-0.94x", S),
     # a split product: (programs a SM aimed at, fewest K elements a split, most splits)
     "SPLITK_FILL":
-    Choice((2, 256, 16), "H100, 64 tiles (4096^2): 4 slices 0.94-1.01x, 5 0.88-0.98x; 128 tiles (8192^2): 2 "
-           "slices 0.97-0.99x, 3 0.92-0.99x; under 256 of K a split is mostly prologue", S),
+    Choice((2, 256, 16),
+           "H100, 4096^2 (64 tiles): 4 slices 0.94-1.01x, 2 0.88-1.03 (best at 1-32 rows, worst at 128), 5 "
+           "0.88-0.98; 8192^2 (128): 2 slices 0.97-0.99, 3 0.92-0.99", S),
     # element size -> ((most rows, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)), ...): the split kernel's tile
     "SPLITK_TILES": {
         2:
