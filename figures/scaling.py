@@ -130,7 +130,8 @@ def main(argv=None):
             Line2D([], [], color="0.5", ls="-.", label="launch floor"),
             Line2D([], [], color="0.3", ls="", marker="v", ms=4, label="crossover: work outgrows fixed cost")
         ]
-    fig.legend(handles=handles, loc="outside lower center", ncols=3)
+    # three across fit the page up to nine entries; a sixth implementation (compile-max) makes it overrun
+    fig.legend(handles=handles, loc="outside lower center", ncols=3 if len(handles) <= 9 else 2)
     message = "flat: per-call overhead, then the work" if cpu else "flat: launch-bound, then the work"
     fig.suptitle(f"{title} ({dtype}): {message}")
     save(fig, args)
