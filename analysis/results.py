@@ -27,7 +27,7 @@ from analysis.losses import (LOSS_COLUMNS, backend_losses, backend_losses_table,
 from analysis.metrics import CELL, FRAMES, noise_floor
 from analysis.selection import timed
 from analysis.why import launches
-from analysis.why_tables import traffic_rows
+from analysis.study_tables import traffic_rows
 
 OURS = "triton"
 TORCH = ("naive", "builtin", "compile", "compile-max")

@@ -21,10 +21,11 @@ import pandas as pd
 from analysis.columns import flags, texts
 from analysis.latex import fmt, tex_escape
 from analysis.selection import timed
-from analysis.why_tables import (LOW_PRECISION_FIRST, NOT_MEASURED, ablations_table, alignment,  # noqa: F401
-                                 compile_frames, compile_frames_sentence, compile_frames_table, alignment_study,
-                                 alignment_study_table, alignment_table, cost, cost_table, plateau, plateau_table,
-                                 tile_of, traffic_compile_frame, traffic_rows, traffic_table, waves, waves_table)
+from analysis.study_tables import (ablations_table, alignment_study, alignment_study_table,  # noqa: F401
+                                   compile_frames, compile_frames_sentence, compile_frames_table, traffic_compile_frame,
+                                   traffic_rows, traffic_table)
+from analysis.why_tables import (LOW_PRECISION_FIRST, NOT_MEASURED, alignment, alignment_table, cost,  # noqa: F401
+                                 cost_table, plateau, plateau_table, tile_of, waves, waves_table)
 from rooflab.kernel import ELEMENT_BYTES, IMPL_LABEL
 from rooflab.kernel import IMPLS as IMPL_ORDER
 

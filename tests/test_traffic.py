@@ -77,7 +77,7 @@ def test_the_reference_table_is_what_the_committed_ncu_tables_make():
 def test_the_paper_speaks_for_clean_calls_only():
     import pandas as pd
 
-    from analysis.why_tables import traffic_rows, traffic_table
+    from analysis.study_tables import traffic_rows, traffic_table
 
     base = {
         "kernel": "gelu",
