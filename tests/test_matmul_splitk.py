@@ -107,10 +107,9 @@ def test_split_k_with_the_tables_tile_and_strided_operands():
     column slice are read through their strides."""
     a, b = _operands(3, 40, 300, torch.float16, seed=1)
     for a_, b_ in ((a, b), (a.t().contiguous().t(), b), (a, torch.cat([b, b], 1)[:, ::2])):
-        (first, second) = _recorded(splitk, ("_matmul_splitk_kernel", "_splitk_reduce_kernel"),
-                                    lambda: mm.matmul_triton(a_, b_, split_k=8))
-        assert first["grid"] == [1, 3] and first["kw"]["BLOCK_M"] == 16 and first["args"][6] == 128
-        assert second["args"][3] == 3 and second["kw"]["ACTIVATION"] == "relu"
+        (first, ) = _recorded(splitk, ("_matmul_splitk_kernel", ), lambda: mm.matmul_triton(a_, b_, split_k=8))
+        assert first["grid"] == [1, 3] and first["kw"]["BLOCK_M"] == 16 and first["args"][8] == 128
+        assert first["args"][9] == 3 and first["kw"]["ACTIVATION"] == "relu"
         torch.testing.assert_close(mm.matmul_triton(a_, b_, split_k=8).double(), _ref(a_, b_), atol=2e-3, rtol=2e-3)
 
 
@@ -143,7 +142,7 @@ def test_precision_reaches_tl_dot(precision):
     for kw in ({}, {"config": TINY}, {"config": TINY, "split_k": 2}):
         names = ("_matmul_kernel", "_matmul_kernel_autotuned")
         module = splitk if "split_k" in kw else mm
-        names = ("_matmul_splitk_kernel", "_splitk_reduce_kernel") if "split_k" in kw else names
+        names = ("_matmul_splitk_kernel", ) if "split_k" in kw else names
         launch = _recorded(module, names, lambda: mm.matmul_triton(a, b, precision=precision, **kw))[0]
         assert launch["kw"]["INPUT_PRECISION"] == precision
         c = mm.matmul_triton(a, b, precision=precision, **kw)  # the interpreter's fp32 dot is exact in every mode
@@ -180,8 +179,9 @@ def test_ieee_tiles_are_offered_to_ieee_fp32_only(monkeypatch):
 
 
 def test_split_k_kept_launch_replays_on_new_operands():
-    """A split product's two launches are kept as one under its key: a later call of the key replays both on its own
-    operands and a fresh workspace."""
+    """A split product's launch is kept under its key: a later call of the key replays it on its own operands, a
+    fresh workspace and the stream's counts, which each launch leaves zero (a count left over would make no slice
+    the last one, and C would be left unwritten)."""
     from kernels._shared import fastlaunch as fl
 
     a, b = _operands(3, 40, 300, torch.float16)
@@ -189,8 +189,17 @@ def test_split_k_kept_launch_replays_on_new_operands():
     with fl.replaying():
         mm.matmul_triton(a, b, split_k=8)
         c2 = mm.matmul_triton(a, b2, split_k=8)
-        assert mm._LAUNCHES.misses == 2 and len(mm._LAUNCHES) == 3  # both phases launched once; kept, and as one
+        assert mm._LAUNCHES.misses == 1 and len(mm._LAUNCHES) == 2  # launched once; kept, and as the wrapper's
     torch.testing.assert_close(c2.double(), _ref(a, b2), atol=2e-3, rtol=2e-3)
+    assert all(not counts.any() for counts in splitk._COUNTS.values())
+
+
+def test_counts_are_per_stream_and_grow():
+    cpu = torch.device("cpu")
+    first = splitk.counts_for(cpu, 10)
+    assert first.numel() >= 10 and not first.any() and splitk.counts_for(cpu, 10) is first
+    bigger = splitk.counts_for(cpu, splitk.COUNTS_MIN + 1)
+    assert bigger.numel() > splitk.COUNTS_MIN and splitk.counts_for(cpu, 3) is bigger
 
 
 SM90 = r"""
@@ -200,20 +209,20 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from kernels.matmul import SPLITK, _matmul_kernel
-from kernels.matmul.splitk import _matmul_splitk_kernel, _splitk_reduce_kernel
+from kernels.matmul.splitk import _matmul_splitk_kernel
 
 target, out = GPUTarget("cuda", 90, 32), {}
-names = ("a_ptr", "b_ptr", "ws_ptr", "M", "N", "K", "K_PER_SPLIT", "stride_am", "stride_ak", "stride_bk", "stride_bn")
+names = ("a_ptr", "b_ptr", "ws_ptr", "c_ptr", "counts_ptr", "M", "N", "K", "K_PER_SPLIT", "SPLIT", "stride_am",
+         "stride_ak", "stride_bk", "stride_bn")
 for _, (bm, bn, bk, stages, warps) in SPLITK.SPLITK_TILES[2]:
-    sig = dict(zip(names, ["*bf16", "*bf16", "*fp32", *["i32"] * 8])) | {"stride_ak": "constexpr", "stride_bn": "constexpr"}
-    consts = {"stride_ak": 1, "stride_bn": 1, "DOT_IN_FP32": False, "INPUT_PRECISION": "tf32", "BLOCK_M": bm,
-              "BLOCK_N": bn, "BLOCK_K": bk}
+    sig = dict(zip(names, ["*bf16", "*bf16", "*fp32", "*bf16", "*i32", *["i32"] * 9]))
+    consts = {"stride_ak": 1, "stride_bn": 1, "ACTIVATION": "relu", "DOT_IN_FP32": False, "INPUT_PRECISION": "tf32",
+              "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
     k = triton.compile(ASTSource(fn=_matmul_splitk_kernel, signature=sig | {c: "constexpr" for c in consts if c not in sig},
                                  constexprs=consts), target=target, options={"num_warps": warps, "num_stages": stages})
-    out[f"{bm}x{bn}x{bk}"] = len(re.findall(r"(\bmma\.sync|wgmma\.mma_async)\S*bf16", k.asm["ptx"]))
-triton.compile(ASTSource(fn=_splitk_reduce_kernel, signature={"ws_ptr": "*fp32", "c_ptr": "*bf16", "MN": "i32",
-               "SPLIT": "i32", "ACTIVATION": "constexpr", "BLOCK": "constexpr"},
-               constexprs={"ACTIVATION": "relu", "BLOCK": 1024}), target=target, options={"num_warps": 4})
+    ptx = k.asm["ptx"]
+    out[f"{bm}x{bn}x{bk}"] = len(re.findall(r"(\bmma\.sync|wgmma\.mma_async)\S*bf16", ptx))
+    out[f"{bm}x{bn}x{bk} count"] = len(re.findall(r"\batom\.global\.gpu\.acq_rel\.add|\batom\.acq_rel\.gpu\.global\.add", ptx))
 names = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm",
          "stride_cn")
 for prec in ("tf32", "tf32x3"):  # B K-major: the TF32 wgmma's operand order
@@ -228,7 +237,7 @@ print(json.dumps(out))
 
 
 def test_split_tiles_and_tf32x3_compile_for_sm90():
-    """The split kernel at every SPLITK_TILES tile, and its reduce, compile for an H100/H200 with bf16 MMAs; tf32x3
+    """The split kernel at every SPLITK_TILES tile compiles for an H100/H200 with bf16 MMAs and one acq_rel count; tf32x3
     issues three TF32 wgmmas for each one TF32 does (what makes it fp32 via 3xTF32, not TF32 under another name)."""
     import json
     import os
@@ -244,5 +253,5 @@ def test_split_tiles_and_tf32x3_compile_for_sm90():
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.strip().splitlines()[-1])
     for _, (bm, bn, bk, _, _) in mm.SPLITK.SPLITK_TILES[2]:
-        assert got[f"{bm}x{bn}x{bk}"] > 0
+        assert got[f"{bm}x{bn}x{bk}"] > 0 and got[f"{bm}x{bn}x{bk} count"] == 1
     assert got["tf32"] > 0 and got["tf32x3"] == 3 * got["tf32"]

@@ -1,7 +1,9 @@
 """Split-K for skinny matrix products (kernels/matmul/plan.py decides when): each program sums one slice of K for one
-output tile into an fp32 workspace (split, M, N); a second kernel adds the slices in a fixed order, applies the
-epilogue (ReLU after the whole sum, never per slice) and stores C in its dtype. Two launches in stream order, no
-atomics: the result is deterministic. Reference: Triton tutorial 03-matrix-multiplication (the tile loop).
+output tile into an fp32 workspace (split, M, N) and counts itself in on the tile; the tile's last slice to finish
+adds every slice in a fixed order (slice 0 first: deterministic), applies the epilogue (ReLU after the whole sum,
+never per slice) and stores C in its dtype. One launch, no second reducing one (data/tuning/h200_matmul_splitk.csv).
+The counts stay zero between launches (the last slice zeroes its tile's), one buffer per stream. References: Triton
+tutorial 03-matrix-multiplication (the tile loop), CUTLASS's serial split-K (the count and its fences).
 """
 from __future__ import annotations
 
@@ -11,15 +13,15 @@ import triton.language as tl
 
 from rooflab.triton_utils import interpreting
 
-REDUCE_BLOCK = 1024  # elements of C a reduce program adds up (4 warps: 8 a thread)
+COUNTS_MIN = 1024  # tiles a stream's count buffer holds at least (a split product has fewer tiles than SMs)
 
 
 @triton.jit
-def _matmul_splitk_kernel(a_ptr, b_ptr, ws_ptr, M, N, K,
+def _matmul_splitk_kernel(a_ptr, b_ptr, ws_ptr, c_ptr, counts_ptr, M, N, K,
                           K_PER_SPLIT,  # K_PER_SPLIT: a multiple of BLOCK_K; slice s sums k in [s * K_PER_SPLIT, ...)
-                          stride_am, stride_ak, stride_bk, stride_bn, DOT_IN_FP32: tl.constexpr,
-                          INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                          BLOCK_K: tl.constexpr,
+                          SPLIT, stride_am, stride_ak, stride_bk, stride_bn, ACTIVATION: tl.constexpr,
+                          DOT_IN_FP32: tl.constexpr, INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
+                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                           ):
     # Row tiles fastest: the programs of one column of tiles (and one slice) read the same B tile close in time.
     pid = tl.program_id(axis=0)
@@ -51,52 +53,64 @@ def _matmul_splitk_kernel(a_ptr, b_ptr, ws_ptr, M, N, K,
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
-    ws_ptrs = ws_ptr + pid_k.to(tl.int64) * M * N + offs_m[:, None] * N + offs_n[None, :]  # this slice's (M, N)
-    tl.store(ws_ptrs, acc, mask=mask_m[:, None] & mask_n[None, :])
+    mn = M.to(tl.int64) * N  # one slice of the workspace; C (contiguous, M x N) has the same offsets
+    tile = offs_m[:, None] * N + offs_n[None, :]
+    mask = mask_m[:, None] & mask_n[None, :]
+    tl.store(ws_ptr + pid_k * mn + tile, acc, mask=mask)
+    tl.debug_barrier()  # every thread's partial sums stored before the count (acq_rel, one thread) publishes them
+    if tl.atomic_add(counts_ptr + pid, 1, sem="acq_rel", scope="gpu") == SPLIT - 1:  # the tile's last slice
+        total = tl.load(ws_ptr + tile, mask=mask, other=0.0, cache_modifier=".cg")  # .cg: L2, never a stale L1
+        for s in range(1, SPLIT):
+            total += tl.load(ws_ptr + s * mn + tile, mask=mask, other=0.0, cache_modifier=".cg")
+        if ACTIVATION == "relu":
+            total = tl.maximum(total, 0.0, propagate_nan=tl.PropagateNan.ALL)  # relu(NaN) = NaN, as torch.relu's
+        tl.store(c_ptr + tile, total.to(c_ptr.dtype.element_ty), mask=mask)
+        tl.store(counts_ptr + pid, 0)  # zero for the stream's next split launch
 
 
-@triton.jit
-def _splitk_reduce_kernel(ws_ptr, c_ptr, MN, SPLIT, ACTIVATION: tl.constexpr, BLOCK: tl.constexpr):
-    # C (contiguous, M x N) = activation(sum of the SPLIT fp32 slices), slice 0 first: the same order every call.
-    offs = tl.program_id(axis=0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < MN
-    ptrs = ws_ptr + offs
-    acc = tl.load(ptrs, mask=mask, other=0.0)
-    for _ in range(1, SPLIT):
-        ptrs += MN
-        acc += tl.load(ptrs, mask=mask, other=0.0)
-    if ACTIVATION == "relu":
-        acc = tl.maximum(acc, 0.0, propagate_nan=tl.PropagateNan.ALL)  # relu(NaN) = NaN, as torch.relu's
-    tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+_COUNTS: dict = {}  # (device type, index, stream) -> int32 counts, zero between launches
+
+
+def counts_for(device: torch.device, tiles: int) -> torch.Tensor:
+    """The current stream's zeroed counts, at least ``tiles`` of them. A CUDA graph being captured gets its own
+    (a zeroing node of the graph: what is allocated during a capture holds nothing until the graph replays)."""
+    if device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            return torch.zeros(tiles, dtype=torch.int32, device=device)
+        key = ("cuda", device.index, torch._C._cuda_getCurrentRawStream(device.index))
+    else:
+        key = (device.type, device.index, 0)
+    counts = _COUNTS.get(key)
+    if counts is None or counts.numel() < tiles:  # a smaller one is freed in stream order, as any tensor
+        counts = _COUNTS[key] = torch.zeros(max(tiles, COUNTS_MIN), dtype=torch.int32, device=device)
+    return counts
 
 
 class SplitKLaunch:
-    """A split product's two kept launches as one (kernels/_shared/fastlaunch.py), called with (a, b, c): the
-    workspace is allocated fresh each call, as the first call's was."""
-    __slots__ = ("first", "second", "workspace", "extra")
+    """A split product's kept launch (kernels/_shared/fastlaunch.py), called with (a, b, c): a fresh workspace each
+    call, as the first call's was, and the stream's counts."""
+    __slots__ = ("launch", "workspace", "tiles", "extra")
 
     def __call__(self, a, b, c):
         ws = torch.empty(self.workspace, dtype=torch.float32, device=a.device)
-        self.first(a, b, ws)
-        self.second(ws, c)
+        self.launch(a, b, ws, c, counts_for(a.device, self.tiles))
 
 
 def launch_splitk(cache, key, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, activation: str, precision: str,
                   p) -> None:
-    """C = activation(A @ B) on ``p`` (plan.SplitK) through ``cache`` (a LaunchCache), both launches kept under
-    ``key`` as one SplitKLaunch (key None: nothing kept). C must be contiguous."""
+    """C = activation(A @ B) on ``p`` (plan.SplitK) through ``cache`` (a LaunchCache), the launch kept under ``key``
+    as a SplitKLaunch (key None: nothing kept). C must be contiguous."""
     (m, k), n = a.shape, b.shape[1]
     meta = dict(p.meta)
     options = {name: meta.pop(name) for name in ("num_warps", "num_stages")}
     workspace = (p.split, m, n)
     ws = torch.empty(workspace, dtype=torch.float32, device=a.device)
-    first = cache.launch(None if key is None else ("splitk", 1, key), _matmul_splitk_kernel, (p.tiles, p.split),
-                         (a, b, ws, m, n, k, p.k_per_split, a.stride(0), a.stride(1), b.stride(0), b.stride(1)),
-                         dict(DOT_IN_FP32=interpreting(), INPUT_PRECISION=precision, **meta, **options), n_head=3)
-    second = cache.launch(None if key is None else ("splitk", 2, key), _splitk_reduce_kernel,
-                          (triton.cdiv(m * n, REDUCE_BLOCK), ), (ws, c, m * n, p.split),
-                          dict(ACTIVATION=activation, BLOCK=REDUCE_BLOCK, num_warps=4), n_head=2)
-    if first is not None and second is not None:
+    args = (a, b, ws, c, counts_for(a.device, p.tiles), m, n, k, p.k_per_split, p.split, a.stride(0), a.stride(1),
+            b.stride(0), b.stride(1))
+    consts = dict(ACTIVATION=activation, DOT_IN_FP32=interpreting(), INPUT_PRECISION=precision, **meta, **options)
+    first = cache.launch(None if key is None else ("splitk", key), _matmul_splitk_kernel, (p.tiles, p.split), args,
+                         consts, n_head=5)
+    if first is not None:
         kept = SplitKLaunch()
-        kept.first, kept.second, kept.workspace, kept.extra = first, second, workspace, None
+        kept.launch, kept.workspace, kept.tiles, kept.extra = first, workspace, p.tiles, None
         cache.keep(key, kept)

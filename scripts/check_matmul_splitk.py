@@ -1,0 +1,85 @@
+"""Check the matrix product's split-K path on a GPU (kernels/matmul/splitk.py: one launch, the tile's last slice adds
+the others): against float64 at decode, odd and tall-narrow shapes, bf16 and fp16, ReLU and none; calls repeated
+through the kept launch; bitwise the same result every call (a fixed order of slices) over a long back-to-back
+loop; inside a captured CUDA graph and on a side stream; more tiles than a stream's first counts buffer holds.
+
+Prints one line per check and exits 1 if any fails. No timing. Usage: python scripts/check_matmul_splitk.py
+(about half a minute on an H200, most of it compiling)
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout's kernels, whatever is installed
+
+import torch  # noqa: E402
+
+from kernels import matmul as mm  # noqa: E402
+from kernels.matmul import plan as mplan  # noqa: E402
+from kernels.matmul import splitk  # noqa: E402
+from rooflab.cell import relative_error  # noqa: E402
+
+# (M, K, N, split_k): None lets the plan split (the table's tiles), a number forces that many slices
+SHAPES = ((1, 4096, 4096, None), (8, 4096, 4096, None), (16, 4096, 1024, None), (32, 4096, 4096, None),
+          (64, 4096, 4096, None), (100, 4096, 4096, None), (128, 4096, 4096, None), (1, 8192, 8192, None),
+          (128, 8192, 8192, None), (32, 8192, 1024, None), (3, 4097, 4096, None), (17, 3001, 1000, None),
+          (5, 5000, 333, None), (4096, 8192, 64, None), (4096, 4096, 4096, 2))  # the last: 2048 tiles
+TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}  # relative (norm-wise): a few of the dtype's roundings
+failures: list[str] = []
+
+
+def check(name: str, ok: bool, detail: str = "") -> None:
+    print(f"{'ok  ' if ok else 'FAIL'} {name} {detail}", flush=True)
+    if not ok:
+        failures.append(name)
+
+
+def main() -> int:
+    if not torch.cuda.is_available():
+        print("no GPU: this checks the split-K path on one", file=sys.stderr)
+        return 2
+    dev, sms = torch.device("cuda"), mm.multiprocessor_count(torch.device("cuda"))
+    g = torch.Generator(device=dev).manual_seed(0)
+    for m, k, n, split in SHAPES:
+        for dtype in (torch.bfloat16, torch.float16):
+            a = torch.randn(m, k, device=dev, generator=g).to(dtype)
+            b = torch.randn(k, n, device=dev, generator=g).to(dtype)
+            p = mplan.plan(m, n, k, a.element_size(), sms, mm.SPLITK, split)
+            for act in ("relu", "none"):
+                exact = a.double() @ b.double()
+                exact = torch.relu(exact) if act == "relu" else exact
+                calls = [mm.matmul_triton(a, b, activation=act, split_k=split) for _ in range(3)]  # kept from the 2nd
+                err = max(relative_error(c, exact)[0] for c in calls)
+                same = all(torch.equal(c, calls[0]) for c in calls)
+                check(f"{m}x{k}x{n} {dtype} {act}", p is not None and err < TOL[dtype] and same,
+                      f"split {p.split if p else None}, rel err {err:.2e}, calls bitwise equal {same}")
+    a = torch.randn(64, 4096, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+    first = mm.matmul_triton(a, b)
+    outs = [mm.matmul_triton(a, b) for _ in range(2000)]  # back to back: the launches overlap nothing but in order
+    torch.cuda.synchronize()
+    check("2000 back-to-back calls bitwise equal", all(torch.equal(c, first) for c in outs))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        on_side = mm.matmul_triton(a, b)
+    torch.cuda.current_stream().wait_stream(side)
+    check("a side stream (its own counts)", torch.equal(on_side, first))
+    static_a = a.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = mm.matmul_triton(static_a, b)
+    for seed in range(3):
+        static_a.copy_(torch.randn(a.shape, device=dev, generator=g.manual_seed(seed)).to(a.dtype))
+        graph.replay()
+        check(f"CUDA graph replay {seed}", torch.equal(captured, mm.matmul_triton(static_a, b)))
+    torch.cuda.synchronize()
+    left = sum(int(c.count_nonzero()) for c in splitk._COUNTS.values())
+    check("every count back to zero", left == 0, f"({len(splitk._COUNTS)} buffers, {left} nonzero)")
+    print(f"{len(failures)} failed" if failures else "all passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
