@@ -53,7 +53,7 @@ def _matmul_splitk_kernel(a_ptr, b_ptr, ws_ptr, c_ptr, counts_ptr, M, N, K,
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
-    mn = M.to(tl.int64) * N  # one slice of the workspace; C (contiguous, M x N) has the same offsets
+    mn = tl.cast(M, tl.int64) * N  # a slice of the workspace (C: the same offsets); M may be a constexpr 1
     tile = offs_m[:, None] * N + offs_n[None, :]
     mask = mask_m[:, None] & mask_n[None, :]
     tl.store(ws_ptr + pid_k * mn + tile, acc, mask=mask)
