@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # this checkout
 import torch  # noqa: E402
 
 from kernels import matmul as mm  # noqa: E402
+from kernels._shared import counts  # noqa: E402
 from kernels.matmul import plan as mplan  # noqa: E402
-from kernels.matmul import splitk  # noqa: E402
 from rooflab.cell import relative_error  # noqa: E402
 
 # (M, K, N, split_k): None lets the plan split (the table's tiles), a number forces that many slices
@@ -75,8 +75,8 @@ def main() -> int:
         graph.replay()
         check(f"CUDA graph replay {seed}", torch.equal(captured, mm.matmul_triton(static_a, b)))
     torch.cuda.synchronize()
-    left = sum(int(c.count_nonzero()) for c in splitk._COUNTS.values())
-    check("every count back to zero", left == 0, f"({len(splitk._COUNTS)} buffers, {left} nonzero)")
+    left = sum(int(c.count_nonzero()) for c in counts._COUNTS.values())
+    check("every count back to zero", left == 0, f"({len(counts._COUNTS)} buffers, {left} nonzero)")
     print(f"{len(failures)} failed" if failures else "all passed")
     return 1 if failures else 0
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from kernels import matmul as mm
+from kernels._shared import counts
 from kernels.matmul import configs as mm_configs
 from kernels.matmul import plan as mp
 from kernels.matmul import splitk
@@ -191,15 +192,15 @@ def test_split_k_kept_launch_replays_on_new_operands():
         c2 = mm.matmul_triton(a, b2, split_k=8)
         assert mm._LAUNCHES.misses == 1 and len(mm._LAUNCHES) == 2  # launched once; kept, and as the wrapper's
     torch.testing.assert_close(c2.double(), _ref(a, b2), atol=2e-3, rtol=2e-3)
-    assert all(not counts.any() for counts in splitk._COUNTS.values())
+    assert all(not counts.any() for counts in counts._COUNTS.values())
 
 
 def test_counts_are_per_stream_and_grow():
     cpu = torch.device("cpu")
-    first = splitk.counts_for(cpu, 10)
-    assert first.numel() >= 10 and not first.any() and splitk.counts_for(cpu, 10) is first
-    bigger = splitk.counts_for(cpu, splitk.COUNTS_MIN + 1)
-    assert bigger.numel() > splitk.COUNTS_MIN and splitk.counts_for(cpu, 3) is bigger
+    first = counts.counts_for(cpu, 10)
+    assert first.numel() >= 10 and not first.any() and counts.counts_for(cpu, 10) is first
+    bigger = counts.counts_for(cpu, counts.COUNTS_MIN + 1)
+    assert bigger.numel() > counts.COUNTS_MIN and counts.counts_for(cpu, 3) is bigger
 
 
 SM90 = r"""

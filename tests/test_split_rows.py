@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from kernels._shared import fastlaunch as _fastlaunch
+from kernels._shared.counts import counts_for
 from kernels._shared.rows import split_cols
 from kernels.layernorm import layernorm64, layernorm_triton
 from kernels.rmsnorm import rmsnorm64, rmsnorm_triton
@@ -31,13 +32,13 @@ def _x(shape, dtype, seed=0):
 @pytest.mark.parametrize("once_max_rows", [0, 2, rowsum.SPLIT_ONCE_MAX_ROWS])
 def test_rowsum_split_matches_float64(monkeypatch, shape, chunk, dtype, atol, rtol, once_max_rows):
     # in two launches (0; 2 for more than 2 rows) or one (its last program adding up every row), which leaves the
-    # device's count of finished programs at 0 for the next call
+    # stream's count of finished programs at 0 for the next call
     monkeypatch.setattr(rowsum, "SPLIT_ONCE_MAX_ROWS", once_max_rows)
     x = _x(shape, dtype)
     out = rowsum_triton(x, split=chunk)
     assert out.dtype == dtype and out.shape == (shape[0], )
     torch.testing.assert_close(out.double(), rowsum_reference((x, )), atol=atol, rtol=rtol)
-    assert int(rowsum._done_count(x.device)) == 0
+    assert not counts_for(x.device, 1).any()
 
 
 def _norm_inputs(shape, dtype):

@@ -2,7 +2,7 @@
 output tile into an fp32 workspace (split, M, N) and counts itself in on the tile; the tile's last slice to finish
 adds every slice in a fixed order (slice 0 first: deterministic), applies the epilogue (ReLU after the whole sum,
 never per slice) and stores C in its dtype. One launch, no second reducing one (data/tuning/h200_matmul_splitk.csv).
-The counts stay zero between launches (the last slice zeroes its tile's), one buffer per stream. References: Triton
+The counts (kernels/_shared/counts.py) stay zero between launches: the last slice zeroes its tile's. References: Triton
 tutorial 03-matrix-multiplication (the tile loop), CUTLASS's serial split-K (the count and its fences).
 """
 from __future__ import annotations
@@ -11,9 +11,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._shared.counts import counts_for
 from rooflab.triton_utils import interpreting
-
-COUNTS_MIN = 1024  # tiles a stream's count buffer holds at least (a split product has fewer tiles than SMs)
 
 
 @triton.jit
@@ -66,24 +65,6 @@ def _matmul_splitk_kernel(a_ptr, b_ptr, ws_ptr, c_ptr, counts_ptr, M, N, K,
             total = tl.maximum(total, 0.0, propagate_nan=tl.PropagateNan.ALL)  # relu(NaN) = NaN, as torch.relu's
         tl.store(c_ptr + tile, total.to(c_ptr.dtype.element_ty), mask=mask)
         tl.store(counts_ptr + pid, 0)  # zero for the stream's next split launch
-
-
-_COUNTS: dict = {}  # (device type, index, stream) -> int32 counts, zero between launches
-
-
-def counts_for(device: torch.device, tiles: int) -> torch.Tensor:
-    """The current stream's zeroed counts, at least ``tiles`` of them. A CUDA graph being captured gets its own
-    (a zeroing node of the graph: what is allocated during a capture holds nothing until the graph replays)."""
-    if device.type == "cuda":
-        if torch.cuda.is_current_stream_capturing():
-            return torch.zeros(tiles, dtype=torch.int32, device=device)
-        key = ("cuda", device.index, torch._C._cuda_getCurrentRawStream(device.index))
-    else:
-        key = (device.type, device.index, 0)
-    counts = _COUNTS.get(key)
-    if counts is None or counts.numel() < tiles:  # a smaller one is freed in stream order, as any tensor
-        counts = _COUNTS[key] = torch.zeros(max(tiles, COUNTS_MIN), dtype=torch.int32, device=device)
-    return counts
 
 
 class SplitKLaunch:

@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from kernels._shared import tables
+from kernels._shared.counts import counts_for
 from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.rows import (
     MAX_BLOCK_SIZE,
@@ -138,7 +139,7 @@ def _rowsum_split_once_kernel(x_ptr, s_ptr, part_ptr, count_ptr, n_elements, n_r
                               CHUNK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
     # Both phases in one launch: each program writes its partials and counts itself done (the atomic releases its
     # stores and acquires the others'); the last program to finish adds up every row, in the two launches' order,
-    # and sets the count back to 0 for the next call (count_ptr: one int32 a device, shared by its calls).
+    # and sets the count back to 0 for the next call (count_ptr: the stream's, kernels/_shared/counts.py).
     pid = tl.program_id(axis=0).to(tl.int64)
     _split_partials(x_ptr, part_ptr, pid, n_elements, n_cols, CHUNK)
     tl.debug_barrier()  # every thread's stores before the count
@@ -173,8 +174,8 @@ def _split_sum(key, x: torch.Tensor, s: torch.Tensor, chunk: int) -> None:
         once.workspace = (programs, 2)
         once.launch = _LAUNCHES.launch(("once", key), _rowsum_split_once_kernel, (programs, ),
                                        (x, s, torch.empty(once.workspace, dtype=torch.float32, device=x.device),
-                                        _done_count(x.device), x.numel(), n_rows, n_cols, s.stride(0)),
-                                       dict(CHUNK=chunk, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps), n_head=3)
+                                        counts_for(x.device, 1), x.numel(), n_rows, n_cols, s.stride(0)),
+                                       dict(CHUNK=chunk, BLOCK_M=block_m, BLOCK_K=block_k, num_warps=warps), n_head=4)
         if once.launch is not None:
             _LAUNCHES.keep(key, once)
         return
@@ -186,23 +187,11 @@ def _split_sum(key, x: torch.Tensor, s: torch.Tensor, chunk: int) -> None:
 
 
 class _SplitOnce:
-    """The one-launch split as kept under its key: a fresh workspace for the partials each call."""
+    """The one-launch split as kept under its key: a fresh workspace for the partials each call, the stream's count."""
     __slots__ = ("launch", "workspace")
 
     def __call__(self, x, s):
-        self.launch(x, s, torch.empty(self.workspace, dtype=torch.float32, device=x.device))
-
-
-_DONE_COUNTS: dict = {}
-
-
-def _done_count(device: torch.device) -> torch.Tensor:
-    """The device's count of the one-launch split's finished programs: zeroed once, reset by each launch's last
-    program. Calls on one stream take turns with it; two streams running the split at once would share it."""
-    count = _DONE_COUNTS.get(device)
-    if count is None:
-        count = _DONE_COUNTS[device] = torch.zeros(1, dtype=torch.int32, device=device)
-    return count
+        self.launch(x, s, torch.empty(self.workspace, dtype=torch.float32, device=x.device), counts_for(x.device, 1))
 
 
 _LAUNCHES = LaunchCache("rowsum")
