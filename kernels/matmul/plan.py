@@ -3,8 +3,8 @@ table and the caller's override) to the split kernel's tile and how many slices 
 values out: tests check it on the CPU without launching anything.
 
 A skinny product (a decode step: a few to 128 rows against a 4096 x 4096 weight) makes too few output tiles to fill
-the GPU, each walking all of K; split K over several programs per tile, each writing fp32 partial sums, and a second
-kernel adds them in a fixed order and applies the epilogue (ReLU after the whole sum): deterministic, no atomics.
+the GPU, each walking all of K; split K over several programs per tile, each writing fp32 partial sums; the tile's last
+slice adds them in a fixed order and applies the epilogue (ReLU after the whole sum): deterministic (splitk.py).
 """
 from __future__ import annotations
 
