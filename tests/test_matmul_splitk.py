@@ -192,10 +192,30 @@ def test_split_k_kept_launch_replays_on_new_operands():
         c2 = mm.matmul_triton(a, b2, split_k=8)
         assert mm._LAUNCHES.misses == 1 and len(mm._LAUNCHES) == 2  # launched once; kept, and as the wrapper's
     torch.testing.assert_close(c2.double(), _ref(a, b2), atol=2e-3, rtol=2e-3)
-    assert all(not counts.any() for counts in counts._COUNTS.values())
+    assert all(not buffer.any() for buffer in counts._COUNTS.values())
 
 
-def test_counts_are_per_stream_and_grow():
+def test_split_k_kept_launch_takes_each_calls_counts(monkeypatch):
+    """The counts are an argument of each call, never replayed from the first: a buffer given to the first call and
+    poisoned after it is left alone by the second (a replayed one would count on from the poison)."""
+    from kernels._shared import fastlaunch as fl
+
+    given = []
+    monkeypatch.setattr(splitk, "counts_for",
+                        lambda device, n: given.append(torch.zeros(n, dtype=torch.int32)) or given[-1])
+    a, b = _operands(3, 40, 300, torch.float16)
+    with fl.replaying():
+        mm._LAUNCHES.clear()
+        mm.matmul_triton(a, b, split_k=8)
+        given[0].fill_(100)
+        c = mm.matmul_triton(a, b, split_k=8)
+        assert mm._LAUNCHES.misses == 1  # the second call was the kept launch
+    assert len(given) == 2 and bool((given[0] == 100).all()) and not given[1].any()
+    torch.testing.assert_close(c.double(), _ref(a, b), atol=2e-3, rtol=2e-3)
+
+
+def test_counts_are_kept_per_device_and_stream_and_grow(monkeypatch):
+    monkeypatch.setattr(counts, "_COUNTS", {})  # the process's buffers untouched (launch pins read their size)
     cpu = torch.device("cpu")
     first = counts.counts_for(cpu, 10)
     assert first.numel() >= 10 and not first.any() and counts.counts_for(cpu, 10) is first

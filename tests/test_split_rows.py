@@ -41,6 +41,23 @@ def test_rowsum_split_matches_float64(monkeypatch, shape, chunk, dtype, atol, rt
     assert not counts_for(x.device, 1).any()
 
 
+def test_rowsum_kept_one_launch_split_takes_each_calls_count(monkeypatch):
+    """The one-launch split's count is an argument of each call, never replayed from the first: a count given to the
+    first call and poisoned after it is left alone by the second."""
+    given = []
+    monkeypatch.setattr(rowsum, "counts_for",
+                        lambda device, n: given.append(torch.zeros(n, dtype=torch.int32)) or given[-1])
+    x = _x((3, 2048), torch.float32)
+    with _fastlaunch.replaying():
+        rowsum._LAUNCHES.clear()
+        rowsum_triton(x, split=1024)
+        given[0].fill_(100)
+        out = rowsum_triton(x, split=1024)
+        assert rowsum._LAUNCHES.misses == 1  # the second call was the kept launch
+    assert len(given) == 2 and bool((given[0] == 100).all()) and not given[1].any()
+    torch.testing.assert_close(out.double(), rowsum_reference((x, )), atol=1e-4, rtol=1e-4)
+
+
 def _norm_inputs(shape, dtype):
     g = torch.Generator().manual_seed(3)
     x = 3.0 + 2.0 * torch.randn(shape, generator=g)  # |mean| > std: E[x^2] - E[x]^2 would lose digits

@@ -1,9 +1,9 @@
 """Split-K for skinny matrix products (kernels/matmul/plan.py decides when): each program sums one slice of K for one
 output tile into an fp32 workspace (split, M, N) and counts itself in on the tile; the tile's last slice to finish
 adds every slice in a fixed order (slice 0 first: deterministic), applies the epilogue (ReLU after the whole sum,
-never per slice) and stores C in its dtype. One launch, no second reducing one: 3-4 us less a call in the Python
+never per slice) and stores C in its dtype. One launch, no second reducing one: 3-5 us less a call in the Python
 loop (data/tuning/h100_matmul_splitk_launches.csv). The counts (kernels/_shared/counts.py) stay zero between
-launches. References: Triton tutorial 03-matrix-multiplication (the tile loop), CUTLASS's serial split-K (the count).
+launches. References: Triton tutorial 03-matrix-multiplication (the tile loop), CUDA's threadFenceReduction sample.
 """
 from __future__ import annotations
 
