@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims import FRAME_LABEL
-from analysis.latex import fmt, table_latex, tex_escape
+from analysis.latex import fmt, long_table, table_latex, tex_escape
 from analysis.selection import timed
 from rooflab.shapes import dims_of, label
 
@@ -210,8 +210,8 @@ def range_sentence(backends: pd.DataFrame) -> str:
 SCHEDULE = ("Our forward is FlashAttention-2's schedule: Q, K and V tiles arrive through TMA descriptors (heavy causal "
             "tiles first), and each warp runs its tile's softmax between the tile's two matrix products. "
             "FlashAttention-3's schedule hides that softmax behind another warpgroup's products (warp "
-            "specialisation); Triton 3.6 does not compile this loop so on Hopper: its warp-specialisation pass fails "
-            "in the compiler on about half of the tiles and shapes tried and leaves the rest no faster. ")
+            "specialisation), which our kernel lacks: Triton 3.6's warp-specialisation pass, asked for on this loop, "
+            "failed to compile it or ran it no faster on the H200. ")
 
 
 def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, traffic: pd.DataFrame | None,
@@ -222,11 +222,10 @@ def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, t
     if backends is None or backends.empty or ratios(backends).empty:
         return head + "\n\n" + NOT_RUN + "\n"
     cap = (f"Our FlashAttention-2 beside each backend of \\texttt{{scaled\\_dot\\_product\\_attention}}, forced in "
-           f"turn (experiments/backends.py), {tex_escape(str(backends['dtype'].iloc[0]))}: TFLOP/s in "
+           f"turn, {tex_escape(str(backends['dtype'].iloc[0]))}: TFLOP/s in "
            f"{FRAME_LABEL['gpu']} (FA2's count: causal half, backward 2.5x forward) and ours over each backend, "
            f"its time over ours, in {FRAME_LABEL['gpu']} | {FRAME_LABEL['loop']} (above 1: ours faster).")
-    table = ("\\begin{table}[htbp]\\centering\\scriptsize\n" + backends_table(backends) +
-             f"\\caption{{{cap}}}\\label{{tab:backends}}\n\\end{{table}}\n")
+    table = long_table(backends_table(backends), cap, "tab:backends")  # dozens of cells: over a page
     sdpa = ("The sweep's builtin row is SDPA as a user calls it, which picks its backend per call; Table~"
             "\\ref{tab:backends} forces each in turn. ")
     return (head + "\n\n" + sdpa + roof_sentence(backends, ceilings, gpu) + range_sentence(backends) +

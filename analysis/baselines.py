@@ -80,7 +80,7 @@ def compile_modes_sentence(metrics: pd.DataFrame, gpu: str) -> str:
                 "and may be faster on the compute-bound kernels, was not measured on this run.")
     else:
         out += (" \\texttt{max-autotune-no-cudagraphs} is \\texttt{max-autotune}'s template search without the CUDA "
-                "graphs it adds: every implementation is timed from a CUDA graph already.")
+                "graphs it adds: the sweep's CUDA-graph frame replays every implementation from a graph already.")
         from rooflab.config import schema_defaults
 
         wanted = schema_defaults()["compile_max"]["kernels"]  # the compute-bound kernels it is meant for

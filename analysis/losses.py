@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims import FRAME_LABEL
-from analysis.latex import IMPL_SHORT, fmt, table_latex
+from analysis.latex import IMPL_SHORT, fmt, long_table, table_latex
 from analysis.metrics import FRAMES, noise_floor
 
 
@@ -133,8 +133,9 @@ def backend_losses(backends: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def backend_losses_table(lost: pd.DataFrame) -> str:
-    if lost.empty:
-        return ""
+    if lost.empty:  # the caption alone (the text refers to the table)
+        return ("\\begin{table}[htbp]\\centering\\scriptsize\\caption{" + BACKEND_LOSSES_CAPTION +
+                "}\\label{tab:backend-losses}\n(none)\n\\end{table}\n")
     t = pd.DataFrame({
         ("", "mask"): lost["mask"],
         ("", "head dim"): lost["head_dim"],
@@ -146,4 +147,12 @@ def backend_losses_table(lost: pd.DataFrame) -> str:
         ("worst", "ours / it"): lost["worst"]
     })
     t.columns = pd.MultiIndex.from_tuples(t.columns)
-    return table_latex(t, {("worst", "ours / it"): fmt}, "lrlll>{\\raggedright\\arraybackslash}p{4cm}rr")
+    return long_table(table_latex(t, {("worst", "ours / it"): fmt}, "lrlll>{\\raggedright\\arraybackslash}p{4cm}rr"),
+                      BACKEND_LOSSES_CAPTION, "tab:backend-losses")  # dozens of rows: over a page
+
+
+BACKEND_LOSSES_CAPTION = (
+    "Attention on the \\HeadlineGpu{}, bfloat16: every mask, head dimension, pass, backend of "
+    "\\texttt{scaled\\_dot\\_product\\_attention} (forced in turn) and frame (GPU time, Python loop) in which our "
+    "FlashAttention-2 is slower beyond noise, the shapes (batch x query heads[:K/V heads] x query[:key] length x head "
+    "dim) at which it is, and the worst: the backend's time over ours.")

@@ -87,7 +87,28 @@ def aa_sentence(rates: pd.DataFrame, gpu: str) -> str:
                      f"{fmt(100 * GOAL)}\\,\\%)")
     if not parts:
         return f"No pairs known identical were timed on the {gpu.upper()}."
-    return f"On the {gpu.upper()}, " + "; ".join(parts) + "."
+    text = f"On the {gpu.upper()}, " + "; ".join(parts) + "."
+    apart = rates[(rates["method"] == "unpaired") & (rates["pairs"] > 0)]
+    if not ((rates["method"] == "paired") & (rates["pairs"] > 0)).any() and len(apart):
+        worst = apart.loc[apart["false_positive_rate"].idxmax()]
+        erred = fmt(100 * apart["false_positive"].sum() / apart["pairs"].sum(), 2)
+        frame = FRAME.get(worst["frame"], worst["frame"])
+        text += (f" No implementation was timed in paired rounds on the {gpu.upper()} (its rows were timed apart), so "
+                 f"every verdict on it is the unpaired rule's, which erred on {erred}\\,\\% of these identical pairs, "
+                 f"{fmt(100 * worst['false_positive_rate'], 2)}\\,\\% in the worst group ({frame}, "
+                 f"{worst['size_class']} cells): read a single verdict there as an indication.")
+    return text
+
+
+def unpaired_caveat(rates: pd.DataFrame, gpu: str) -> str:
+    """One sentence for the abstract where a GPU's verdicts all come from cells timed apart: the A/A error of that
+    rule; empty where paired rounds were timed (or nothing was)."""
+    apart = rates[(rates["method"] == "unpaired") & (rates["pairs"] > 0)]
+    if ((rates["method"] == "paired") & (rates["pairs"] > 0)).any() or apart.empty:
+        return ""
+    erred = fmt(100 * apart["false_positive"].sum() / apart["pairs"].sum(), 2)
+    return (f"The {gpu.upper()}'s verdicts compare cells timed apart, a rule that called {erred}\\,\\% of identical "
+            "pairs different.")
 
 
 def matmul_verdicts(table: pd.DataFrame, metrics: pd.DataFrame, gpu: str, sizes=(4096, 8192)) -> pd.DataFrame:
@@ -178,6 +199,12 @@ def main(argv=None) -> int:
                 }, align="lrlrlrllr"))
     m.add("AASentence", " ".join(sentences) or "No pairs known identical were timed on a GPU.",
           "the A/A test's outcome, every GPU")
+    m.add(
+        "AAAbstractCaveat", " ".join(
+            unpaired_caveat(pd.read_csv(p),
+                            Path(p).stem.removeprefix("aa_"))
+            for p in args.aa
+            if Path(p).stem != "aa_cpu"), "the abstract's word on verdicts where no paired rounds were timed")
     import json
 
     rules = VerdictRules.from_config(json.loads(args.verdicts))

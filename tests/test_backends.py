@@ -185,3 +185,30 @@ def test_the_abstracts_ranges_are_prefill_only():
 
     assert ranges(pd.concat([base, decode], ignore_index=True)) == ranges(base)
     assert any("AttnFwdVsFlash}{2--2}" in line for line in ranges(base))
+
+
+def test_tables_of_dozens_of_rows_break_across_pages():
+    """The backends table and the backends' losses are longtables (a float of 70 rows ran off its page), their head
+    repeated on each page; with no loss, the losses table is its caption alone (the text refers to it)."""
+    from analysis.losses import backend_losses_table
+
+    ceilings = pd.DataFrame({"gpu": ["h200"], "ceiling": ["gemm_bf16"], "value": [800e12]})
+    empty = pd.DataFrame(columns=["gpu", "kernel", "impl", "pass", "dtype", "size", "status"])
+    text = an.attention_section(empty, ceilings, "h200", None, rows())
+    table = text[text.index("\\begin{longtable}"):]
+    assert "\\label{tab:backends}" in table and "\\endfirsthead" in table and "\\endhead" in table
+    assert table.count("\\toprule") == 2 and "\\end{longtable}" in table and "\\begin{table}" not in text
+    lost = pd.DataFrame([{
+        "mask": "causal",
+        "head_dim": 128,
+        "pass": "fwd",
+        "backend": "cuDNN",
+        "frame": "gpu",
+        "shapes": "1x32x4096x128",
+        "lost": 1,
+        "compared": 3,
+        "worst": 0.9
+    }])
+    assert "\\begin{longtable}" in backend_losses_table(lost) and "tab:backend-losses" in backend_losses_table(lost)
+    assert "tab:backend-losses" in backend_losses_table(lost.iloc[:0]) and "(none)" in backend_losses_table(
+        lost.iloc[:0])

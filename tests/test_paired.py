@@ -509,3 +509,22 @@ def test_a_session_that_fails_loses_nothing_and_runs_again(tmp_path, monkeypatch
     monkeypatch.undo()
     assert job.run("gelu", "cpu", str(out), params, progress=False) == 0  # the cells reused, the session again
     assert not pd.read_parquet(tmp_path / "raw/cpu/paired/gelu.parquet").empty
+
+
+def test_verdicts_timed_apart_carry_their_a_a_error():
+    """Where a GPU has no pairs timed in paired rounds, the A/A sentence and the abstract say every verdict on it is
+    the unpaired rule's and give that rule's error on the identical pairs (3 of 10, the worst group 2 of 4); with
+    paired pairs, the abstract says nothing."""
+    from analysis.verdict_tables import aa_sentence, unpaired_caveat
+
+    rows = [("unpaired", "gpu", "short", 6, 5, 1), ("unpaired", "loop", "middle", 4, 2, 2)]
+    rates = pd.DataFrame(rows, columns=["method", "frame", "size_class", "pairs", "tie", "false_positive"])
+    rates = rates.assign(not_comparable=0, tie_rate=rates["tie"] / rates["pairs"],
+                         false_positive_rate=rates["false_positive"] / rates["pairs"])
+    text = aa_sentence(rates, "h200")
+    assert "No implementation was timed in paired rounds on the H200" in text
+    assert "erred on 30\\,\\% of these identical pairs, 50\\,\\% in the worst group (Python loop, middle" in text
+    assert unpaired_caveat(rates, "h200") == ("The H200's verdicts compare cells timed apart, a rule that called "
+                                              "30\\,\\% of identical pairs different.")
+    paired = pd.concat([rates, rates.assign(method="paired")], ignore_index=True)
+    assert unpaired_caveat(paired, "h200") == "" and "No implementation" not in aa_sentence(paired, "h200")
