@@ -333,12 +333,21 @@ def glance_sentence(rows: pd.DataFrame) -> str:
     tied = rows[rows["gpu_verdict"] == "tie"]["cause_kind"]
     out = []
     if len(won):
-        out.append(f"Of the {count_phrase(len(won), 'row')} where ours is faster in GPU time, "
-                   f"{int((won == 'traffic').sum())} face a fastest PyTorch implementation that moves more DRAM bytes "
-                   f"than ours and {int((won == 'launches').sum())} one that launches more kernels.")
+        named = {
+            "traffic": "moves more DRAM bytes than ours",
+            "launches": "launches more kernels",
+            "below": "runs further below the wall at equal bytes and launches",
+            "compute": "is compute-bound",
+            "wall": "is, with ours, at the memory wall",
+            "memory": "is memory-bound, ours below the wall too"
+        }
+        kinds = [f"{text} in {int((won == k).sum())}" for k, text in named.items() if (won == k).any()]
+        out.append(f"Of the {count_phrase(len(won), 'row')} where ours is faster in GPU time, the fastest PyTorch "
+                   "implementation " + "; ".join(kinds) + ".")
     if len(tied):
-        out.append(f"Of the {count_phrase(len(tied), 'tie')}, {int((tied == 'wall').sum())} are memory-bound with "
-                   "ours near the wall, where every implementation moves about the minimum.")
+        wall = int((tied == "wall").sum())
+        out.append(f"Of the {count_phrase(len(tied), 'tie')}, {wall} {'is' if wall == 1 else 'are'} memory-bound with "
+                   "ours near the wall, where the fastest PyTorch implementation moves about the minimum too.")
     return " ".join(out)
 
 

@@ -23,3 +23,16 @@ def test_a_tie_keeps_the_tables_order_and_failed_or_cpu_cells_do_not_count():
     cpu = _rows("cpu", ["vecadd", "gelu", "softmax", "matmul"])
     assert headline_gpu(pd.concat([cpu, failed, b])) == "h200"
     assert headline_gpu(pd.concat([cpu, failed])) == ""
+
+
+def test_the_glance_sentence_names_a_cause_for_every_win_and_agrees_in_number():
+    from analysis.results import glance_sentence
+
+    rows = pd.DataFrame({
+        "gpu_verdict": ["faster"] * 4 + ["tie"] * 2,
+        "cause_kind": ["traffic", "traffic", "launches", "below", "wall", "memory"]
+    })
+    text = glance_sentence(rows)
+    assert "Of the 4 rows where ours is faster" in text and "more DRAM bytes than ours in 2" in text
+    assert "launches more kernels in 1" in text and "at equal bytes and launches in 1" in text
+    assert "Of the 2 ties, 1 is memory-bound" in text
