@@ -36,3 +36,13 @@ def test_the_glance_sentence_names_a_cause_for_every_win_and_agrees_in_number():
     assert "Of the 4 rows where ours is faster" in text and "more DRAM bytes than ours in 2" in text
     assert "launches more kernels in 1" in text and "at equal bytes and launches in 1" in text
     assert "Of the 2 ties, 1 is memory-bound" in text
+
+
+def test_the_graph_sentence_names_the_kernels_a_replay_leaves_slower():
+    from analysis.paper_inputs import host_graph_sentence
+
+    rows = pd.DataFrame({"kernel": ["attention", "gelu"], "graph_builtin": [71.5, 1.3], "graph_triton": [99.7, 1.4]})
+    assert host_graph_sentence(rows) == ("Replayed from a CUDA graph, ours is within 10\\,\\% of the builtin or faster "
+                                         "for 1 of 2 kernels; slower: attention (99.7 against 71.5~\\textmu s).")
+    assert "for all 1 kernels" not in host_graph_sentence(rows.iloc[1:])
+    assert host_graph_sentence(rows.drop(columns="graph_triton")) == ""
