@@ -110,7 +110,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     results.results_macros(macros, rows, lost, versus, backend_lost, gpu_backends)
     results.baseline_macros(macros, metrics_gpu, gpu)
     why_gpu = why_ncu.card_of(why, gpu)
-    why_ncu.why_ncu_macros(macros, (why or {}).get(why_gpu), why_gpu, gpu)
+    why_ncu.why_ncu_macros(macros, (why or {}).get(why_gpu), why_gpu, gpu, metrics)
     return {
         "macros":
         macros.text(),

@@ -17,7 +17,7 @@ SUM = ("duration_us", "dram_bytes", "tensor_inst", "ffma_thread_inst", "ldg_inst
        "tma_inst")
 WEIGHTED = ("dram_pct", "sm_pct", "achieved_occupancy_pct")  # over a call's kernels, weighted by their duration
 MAIN = ("short_name", "theoretical_occupancy_pct", "achieved_occupancy_pct", "occupancy_limiter",
-        "registers_per_thread", "shared_mem_bytes", "grid_size", "block_size", "waves_per_sm", "stall_top")
+        "registers_per_thread", "shared_mem_bytes", "grid_size", "block_size", "waves_per_sm", "stall_top", "timestamp")
 CALL = ["kernel", "dtype", "size", "pass", "impl"]
 CALL_COLUMNS = CALL + ["kernels", *SUM, *WEIGHTED] + [f"main_{c}" for c in MAIN]
 WHO = {
@@ -186,8 +186,27 @@ def gap_sentence(c: pd.DataFrame, kernels) -> str:
     return " ".join(said)
 
 
-def matmul_sentence(c: pd.DataFrame) -> str:
-    """The matrix product in each precision profiled: cuBLAS (the builtin) beside ours."""
+def timed_note(timed: pd.DataFrame | None, dtype: str, b, t) -> str:
+    """Where the sweep's GPU time of the profiled matrix product (ours over cuBLAS) differs by more than 10 % from the
+    profile's: both ratios and dates (a profile newer than the timing is of a later build of ours)."""
+    if timed is None or timed.empty:
+        return ""
+    g = timed[(timed["kernel"] == "matmul") & (timed["dtype"] == dtype) & (timed["size"] == t["size"])
+              & (timed["pass"] == "fwd")].set_index("impl")
+    if not {"builtin", "triton"} <= set(g.index):
+        return ""
+    ratio, profiled = g.at["triton", "median_ms"] / g.at["builtin", "median_ms"], t["duration_us"] / b["duration_us"]
+    if not np.isfinite(ratio) or abs(np.log(ratio / profiled)) <= np.log(1.1):
+        return ""
+    when, then = str(g.at["triton", "timestamp"])[:10], str(t.get("main_timestamp", ""))[:10]
+    later = " of a later build of ours" if then > when else ""
+    return (f" The sweep's GPU time has ours at {fmt(ratio)}$\\times$ cuBLAS's time there (timed {when}; the profile, "
+            f"{then}, is{later or ' of another launch'}).")
+
+
+def matmul_sentence(c: pd.DataFrame, timed: pd.DataFrame | None = None) -> str:
+    """The matrix product in each precision profiled: cuBLAS (the builtin) beside ours, and the sweep's ratio where
+    it differs from the profile's (timed_note)."""
     said = []
     for dtype in ("float32", "tf32", "bfloat16", "float16"):
         g = _cell(c, "matmul", dtype).set_index("impl")
@@ -197,7 +216,7 @@ def matmul_sentence(c: pd.DataFrame) -> str:
         said.append(f"In {PRECISION_LABEL[dtype]} at $N={int(t['size'])}$ (Nsight Compute, one call each), "
                     f"{compute_side('cuBLAS', b)}; "
                     f"{compute_side('ours', t)}; ours takes {fmt(t['duration_us'] / b['duration_us'])}$\\times$ "
-                    "cuBLAS's time under the profiler.")
+                    "cuBLAS's time under the profiler." + timed_note(timed, dtype, b, t))
     if not said:
         return (f"What differs inside the matrix product's kernels (the instruction mix, registers, shared memory, "
                 f"occupancy) is {NOT_MEASURED}.")
@@ -243,7 +262,8 @@ def card_name(card: str | None) -> str:
     return f"the {tex_escape(spec.name if spec else str(card).upper())}"
 
 
-def why_ncu_macros(m, why: pd.DataFrame | None, card: str | None = None, headline: str | None = None) -> None:
+def why_ncu_macros(m, why: pd.DataFrame | None, card: str | None = None, headline: str | None = None,
+                   timed: pd.DataFrame | None = None) -> None:
     """The findings' sentences (WhyNcuSoftmax, WhyNcuRowsum, WhyNcuNorms, WhyNcuMatmul, WhyNcuAttention);
     WhyNcuOn, ' on <the card they were measured on>' (empty without rows: the sentences say "not measured"); and
     WhyNcuOtherCard, the threat it is where that card is not the ``headline`` GPU the timings come from."""
@@ -260,7 +280,9 @@ def why_ncu_macros(m, why: pd.DataFrame | None, card: str | None = None, headlin
     for name, kernels in GAP_KERNELS.items():
         m.add(name, gap_sentence(c, kernels),
               "Nsight Compute: what differs inside the kernels of an equal-bytes gap (experiments/why_ncu.py)")
-    m.add("WhyNcuMatmul", matmul_sentence(c), "Nsight Compute: the matrix product's instruction mix, ours and cuBLAS")
+    timed = timed[timed["gpu"] == card] if timed is not None and card is not None else None
+    m.add("WhyNcuMatmul", matmul_sentence(c, timed), "Nsight Compute: the matrix product's instruction mix, ours and "
+          "cuBLAS")
     m.add("WhyNcuAttention", attention_sentence(c), "Nsight Compute: attention, ours and cuDNN")
 
 

@@ -237,3 +237,29 @@ def test_the_paper_reads_the_headline_cards_rows_else_another_cards_and_names_it
     m = Macros()
     why_ncu_macros(m, None, "h100", "h200")  # no rows: no card named, no threat
     assert "\\newcommand{\\WhyNcuOn}{}" in m.text() and "\\newcommand{\\WhyNcuOtherCard}{}" in m.text()
+
+
+def test_a_profile_whose_ratio_the_sweep_does_not_share_says_so_with_both_dates():
+    """ours over cuBLAS: 1.15x under the profiler (2026-12-06), 2.03x in the sweep's GPU time (2026-12-04): the
+    sentence gives the sweep's ratio and calls the profile a later build; within 10 % it adds nothing."""
+    from analysis.why_ncu import timed_note
+
+    b, t = pd.Series({"duration_us": 100.0}), pd.Series({
+        "duration_us": 115.0,
+        "size": 8192,
+        "main_timestamp": "2026-12-06T22:40:31+00:00"
+    })
+    timed = pd.DataFrame({
+        "kernel": "matmul",
+        "dtype": "float32",
+        "size": 8192,
+        "pass": "fwd",
+        "impl": ["builtin", "triton"],
+        "median_ms": [2.0, 4.06],
+        "timestamp": "2026-12-04T09:06:03+00:00"
+    })
+    note = timed_note(timed, "float32", b, t)
+    assert "ours at 2.03$\\times$ cuBLAS's time" in note and "timed 2026-12-04" in note
+    assert "2026-12-06, is of a later build of ours" in note
+    assert timed_note(timed.assign(median_ms=[2.0, 2.2]), "float32", b, t) == ""
+    assert timed_note(None, "float32", b, t) == "" and timed_note(timed, "tf32", b, t) == ""
