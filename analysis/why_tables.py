@@ -14,7 +14,7 @@ import pandas as pd
 
 from analysis.claims import FRAME_LABEL
 from analysis.columns import flags
-from analysis.latex import IMPL_SHORT, fmt, table_latex
+from analysis.latex import IMPL_SHORT, fmt, table_latex, tex_escape
 from analysis.metrics import wave_efficiency
 from analysis.selection import timed
 from rooflab.gpus import SPECS
@@ -276,3 +276,25 @@ def alignment_table(metrics: pd.DataFrame, gpu: str, odd: int = 1793, even: int 
     })
     out.columns = pd.MultiIndex.from_tuples(out.columns)
     return table_latex(out, {c: fmt for c in out.columns[2:]}, "llrrr")
+
+
+def alignment_sentence(metrics: pd.DataFrame, gpu: str, odd: int = 1793, even: int = 2048) -> str:
+    """The finding of alignment(): per data type, each side's rate at the odd size and its share of the rate at the
+    power of two above, and in how many data types ours is the faster at the odd size."""
+    t = alignment(metrics, gpu, odd, even)
+    if t.empty:
+        return f"The matrix product at $N={odd}$ and $N={even}$ is {NOT_MEASURED}."
+    parts, faster, dtypes = [], 0, 0
+    for dtype, g in t.groupby("dtype", sort=False):
+        g = g.set_index("impl")
+        if not {"builtin", "triton"} <= set(g.index):
+            continue
+        b, o = g.loc["builtin"], g.loc["triton"]
+        dtypes, faster = dtypes + 1, faster + int(o["odd"] > b["odd"])
+        parts.append(f"{tex_escape(dtype)} builtin {fmt(b['odd'])} ({fmt(b['ratio'], 2)}), ours {fmt(o['odd'])} "
+                     f"({fmt(o['ratio'], 2)})")
+    if not parts:
+        return ""
+    return (f"At $N={odd}$, a multiple of no tile, each implementation keeps a share of its rate at $N={even}$ "
+            f"(TFLOP/s in {FRAME_LABEL['gpu']}, the share in brackets: " + "; ".join(parts) + f"); ours is the "
+            f"faster at $N={odd}$ in {faster} of {dtypes} data types.")

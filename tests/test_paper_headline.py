@@ -46,3 +46,18 @@ def test_the_graph_sentence_names_the_kernels_a_replay_leaves_slower():
                                          "for 1 of 2 kernels; slower: attention (99.7 against 71.5~\\textmu s).")
     assert "for all 1 kernels" not in host_graph_sentence(rows.iloc[1:])
     assert host_graph_sentence(rows.drop(columns="graph_triton")) == ""
+
+
+def test_the_alignment_finding_gives_each_sides_rate_and_share(monkeypatch):
+    from analysis import why_tables
+
+    t = pd.DataFrame({
+        "dtype": ["bfloat16", "bfloat16", "float32", "float32"],
+        "impl": ["builtin", "triton", "builtin", "triton"],
+        "odd": [97.4, 205.0, 35.8, 27.0],
+        "even": [517.0, 590.0, 48.4, 39.3]
+    })
+    monkeypatch.setattr(why_tables, "alignment", lambda *a, **k: t.assign(ratio=t["odd"] / t["even"]))
+    text = why_tables.alignment_sentence(None, "h200")
+    assert "bfloat16 builtin 97.4 (0.19), ours 205 (0.35)" in text and "float32 builtin 35.8 (0.74)" in text
+    assert "ours is the faster at $N=1793$ in 1 of 2 data types" in text
