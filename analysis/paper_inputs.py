@@ -99,6 +99,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     host_cost_macros(macros, host_cost_rows(metrics_gpu, gpu))
     frames = (compile_frames or {}).get(gpu)
     macros.add("AlignmentSentence", why_.alignment_sentence(metrics_gpu, gpu), "the matrix product at the odd size")
+    macros.add("PlateauSentence", why_.plateau_sentence(metrics_gpu, gpu), "the fixed cost of a call (table_plateau)")
     macros.add("CompileFramesSentence", why_.compile_frames_sentence(frames),
                "torch.compile's fwd+bwd as a training step over one joint graph (python -m lab compileframes)")
     macros.add("TrafficCompileFrame", why_.traffic_compile_frame((traffic or {}).get(gpu)),

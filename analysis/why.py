@@ -25,8 +25,8 @@ from analysis.study_tables import (ablations_table, alignment_study, alignment_s
                                    compile_frames, compile_frames_sentence, compile_frames_table, traffic_compile_frame,
                                    traffic_rows, traffic_table)
 from analysis.why_tables import (LOW_PRECISION_FIRST, NOT_MEASURED, alignment,  # noqa: F401
-                                 alignment_sentence, alignment_table, cost, cost_table, plateau, plateau_table, tile_of,
-                                 waves, waves_table)
+                                 alignment_sentence, alignment_table, cost, cost_table, plateau, plateau_sentence,
+                                 plateau_table, tile_of, waves, waves_table)
 from rooflab.kernel import ELEMENT_BYTES, IMPL_LABEL
 from rooflab.kernel import IMPLS as IMPL_ORDER
 

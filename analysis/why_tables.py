@@ -298,3 +298,29 @@ def alignment_sentence(metrics: pd.DataFrame, gpu: str, odd: int = 1793, even: i
     return (f"At $N={odd}$, a multiple of no tile, each implementation keeps a share of its rate at $N={even}$ "
             f"(TFLOP/s in {FRAME_LABEL['gpu']}, the share in brackets: " + "; ".join(parts) + f"); ours is the "
             f"faster at $N={odd}$ in {faster} of {dtypes} data types.")
+
+
+def _span(v: pd.Series, digits: int = 2) -> str:
+    return f"{fmt(v.min(), digits)}--{fmt(v.max(), digits)}" if v.min() != v.max() else fmt(v.min(), digits)
+
+
+def plateau_sentence(metrics: pd.DataFrame, gpu: str) -> str:
+    """The finding of plateau(): the GPU-time fixed cost of every implementation but the naive expression (several
+    kernels), the sizes from which the work outlasts it, and the Python-loop fixed cost per implementation."""
+    t = plateau(metrics, gpu)
+    t = t[t["impl"] != "naive"]
+    if t.empty:
+        return ""
+    cross = t["crossover"].dropna()
+    loops = [
+        f"{_span(g['loop_us'].dropna())}~\\textmu s ({IMPL_SHORT.get(impl, impl)})"
+        for impl, g in t.groupby("impl", sort=False)
+        if g["loop_us"].notna().any()
+    ]
+    text = (f"At $N={int(t['small'].min())}$ a call of any implementation but the naive expression costs "
+            f"{_span(t['fixed_us'])}~\\textmu s of GPU time whatever it moves")
+    if len(cross):
+        text += f", and only from $N$ = {_span(cross, 4)} does its work, at its large-size rate, outlast that cost"
+    if loops:
+        text += "; from a Python loop the same calls cost " + ", ".join(loops)
+    return text + "."

@@ -61,3 +61,19 @@ def test_the_alignment_finding_gives_each_sides_rate_and_share(monkeypatch):
     text = why_tables.alignment_sentence(None, "h200")
     assert "bfloat16 builtin 97.4 (0.19), ours 205 (0.35)" in text and "float32 builtin 35.8 (0.74)" in text
     assert "ours is the faster at $N=1793$ in 1 of 2 data types" in text
+
+
+def test_the_plateau_finding_leaves_the_naive_expression_out_and_spans_the_rest(monkeypatch):
+    from analysis import why_tables
+
+    t = pd.DataFrame({
+        "impl": ["naive", "builtin", "triton"],
+        "small": 256,
+        "fixed_us": [22.0, 5.3, 4.3],
+        "loop_us": [75.0, 7.9, 10.2],
+        "crossover": [1793.0, 4096.0, 2048.0]
+    })
+    monkeypatch.setattr(why_tables, "plateau", lambda *a, **k: t)
+    text = why_tables.plateau_sentence(None, "h200")
+    assert "costs 4.3--5.3~\\textmu s of GPU time" in text and "from $N$ = 2048--4096 does" in text
+    assert "7.9~\\textmu s (builtin), 10~\\textmu s (Triton)" in text and "22" not in text  # fmt: 2 significant digits
