@@ -119,21 +119,29 @@ def tile_of(config: str | None) -> tuple[int, int] | None:
 
 def waves(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) -> pd.DataFrame:
     """Per Triton matmul cell on this GPU (forward, square): the tile the autotuner chose, its output tiles, the
-    waves they make on the SMs, their wave efficiency (analysis/metrics.wave_efficiency with that tile) beside the
-    128 x 128 tile's, and which kernel ran where compiled.parquet recorded it (the persistent TMA kernel runs one
-    program per SM, each walking tiles; its quantisation is the same count of tiles over SMs)."""
-    cols = ["dtype", "size", "tile", "tiles", "sms", "waves", "efficiency", "efficiency_128", "function", "programs"]
+    programs a SM holds at once (compiled.parquet's blocks_per_sm where recorded, else 1), the waves they make,
+    their wave efficiency (metrics.wave_efficiency over SMs x programs a SM) beside a 128 x 128 tile's at one a SM,
+    and which kernel ran (the persistent TMA kernel runs one program per SM, each walking tiles)."""
+    cols = [
+        "dtype", "size", "tile", "tiles", "sms", "per_sm", "waves", "efficiency", "efficiency_128", "function",
+        "programs"
+    ]
     spec = SPECS.get(gpu)
     ok = timed(metrics, gpu)
     ok = ok[(ok["kernel"] == "matmul") & (ok["impl"] == "triton") & (ok["pass"] == "fwd")]
     if spec is None or ok.empty or "autotune_config" not in ok:
         return pd.DataFrame(columns=cols)
-    funcs = {}
+    funcs, held = {}, {}
     if compiled is not None and not compiled.empty:
         c = compiled[(compiled["gpu"] == gpu) & (compiled["kernel"] == "matmul")]
         if "autotune_best" in c:
             c = c[flags(c, "autotune_best")]
         funcs = {(r.dtype, int(r.size)): r.function for r in c.itertuples()}
+        held = {
+            (r.dtype, int(r.size)): int(r.blocks_per_sm)
+            for r in c.itertuples()
+            if pd.notna(getattr(r, "blocks_per_sm", np.nan)) and r.blocks_per_sm >= 1
+        }
     rows = []
     for r in ok.sort_values(["dtype", "size"]).itertuples():
         tile = tile_of(r.autotune_config)
@@ -144,14 +152,16 @@ def waves(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) -> pd.
         tiles = math.ceil(m / tile[0]) * math.ceil(n / tile[1])
         func = funcs.get((r.dtype, int(r.size)), "")
         persistent = "tma" in func
+        per_sm = 1 if persistent else held.get((r.dtype, int(r.size)), np.nan)  # NaN: not recorded, one assumed
         rows.append({
             "dtype": r.dtype,
             "size": int(r.size),
             "tile": f"{tile[0]}x{tile[1]}",
             "tiles": tiles,
             "sms": spec.sms,
-            "waves": math.ceil(tiles / spec.sms),
-            "efficiency": wave_efficiency(m, n, spec.sms, tile),
+            "per_sm": per_sm,
+            "waves": math.ceil(tiles / (spec.sms * np.nan_to_num(per_sm, nan=1))),
+            "efficiency": wave_efficiency(m, n, int(spec.sms * np.nan_to_num(per_sm, nan=1)), tile),
             "efficiency_128": wave_efficiency(m, n, spec.sms),
             "function": "persistent TMA" if persistent else ("pointer" if func else "not recorded"),
             "programs": min(tiles, spec.sms) if persistent else (tiles if func else np.nan)
@@ -169,6 +179,7 @@ def waves_table(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) 
         "N": t["size"],
         "tile (autotuned)": t["tile"],
         "tiles": t["tiles"],
+        "a SM": t["per_sm"],
         "waves": t["waves"],
         "wave eff.": t["efficiency"],
         "eff. at 128x128": t["efficiency_128"],
@@ -179,8 +190,9 @@ def waves_table(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) 
         out, {
             "wave eff.": lambda v: fmt(v, 3),
             "eff. at 128x128": lambda v: fmt(v, 3),
-            "programs": lambda v: "--" if not np.isfinite(v) else str(int(v))
-        }, "lrlrrrrlr")
+            "programs": lambda v: "--" if not np.isfinite(v) else str(int(v)),
+            "a SM": lambda v: "--" if not np.isfinite(v) else str(int(v))
+        }, "lrlrrrrrlr")
 
 
 # ---------------------------------------------------------------------------------------------------- cost to get

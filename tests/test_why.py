@@ -106,6 +106,10 @@ def test_waves_use_the_autotuned_tile_and_name_the_persistent_kernel():
     assert t.loc[1793, "efficiency"] == pytest.approx(232 / 264)
     assert t.loc[4096, "function"] == "persistent TMA" and t.loc[4096, "programs"] == 132
     assert "not measured" in why.waves_table(m, compiled, "cpu")
+    held = pd.concat([compiled, compiled.assign(size=1793, function="_matmul_kernel", blocks_per_sm=4)])
+    t = why.waves(m, held, "h200").set_index("size")  # four programs a SM: one wave of 528 slots for 232 tiles
+    assert t.loc[1793, "per_sm"] == 4 and t.loc[1793, "waves"] == 1
+    assert t.loc[1793, "efficiency"] == pytest.approx(232 / 528) and t.loc[4096, "per_sm"] == 1
 
 
 def test_cost_and_alignment_degrade_without_rows():
