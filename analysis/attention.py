@@ -225,7 +225,7 @@ def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, t
            f"turn, {tex_escape(str(backends['dtype'].iloc[0]))}: TFLOP/s in "
            f"{FRAME_LABEL['gpu']} (FA2's count: causal half, backward 2.5x forward) and ours over each backend, "
            f"its time over ours, in {FRAME_LABEL['gpu']} | {FRAME_LABEL['loop']} (above 1: ours faster).")
-    table = long_table(backends_table(backends), cap, "tab:backends")  # dozens of cells: over a page
+    table = long_table(backends_table(backends), cap, "tab:backends", "1.5pt")  # dozens of cells: over a page
     sdpa = ("The sweep's builtin row is SDPA as a user calls it, which picks its backend per call; Table~"
             "\\ref{tab:backends} forces each in turn. ")
     return (head + "\n\n" + sdpa + roof_sentence(backends, ceilings, gpu) + range_sentence(backends) +

@@ -118,14 +118,15 @@ def table_latex(df: pd.DataFrame, formats: dict | None = None, align: str | None
     return styler.to_latex(hrules=True, column_format=align, multicol_align="c")
 
 
-def long_table(tabular: str, caption: str, label: str) -> str:
+def long_table(tabular: str, caption: str, label: str, colsep: str = "3pt") -> str:
     """A table_latex() tabular as a longtable (it breaks across pages, its head repeated), captioned and labelled;
     set in \\scriptsize: a table that outgrows a page (a float would run off it)."""
     begin, rest = tabular.split("\n", 1)
     head, body = rest.split("\\midrule\n", 1)
     spec = begin.removeprefix("\\begin{tabular}")
     body = body.replace("\\end{tabular}", "\\end{longtable}")
-    return ("{\\scriptsize\\setlength{\\tabcolsep}{3pt}\n\\begin{longtable}" + spec + "\n"
+    return ("{\\scriptsize\\setlength{\\tabcolsep}{" + colsep + "}\\setlength{\\LTcapwidth}{\\textwidth}\n"
+            "\\begin{longtable}" + spec + "\n"
             f"\\caption{{{caption}}}\\label{{{label}}}\\\\\n" + head + "\\midrule\n\\endfirsthead\n" + head +
             "\\midrule\n\\endhead\n" + body + "}\n")
 

@@ -132,10 +132,10 @@ def backend_losses(backends: pd.DataFrame | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def backend_losses_table(lost: pd.DataFrame) -> str:
+def backend_losses_table(lost: pd.DataFrame, measured: bool = True) -> str:
     if lost.empty:  # the caption alone (the text refers to the table)
         return ("\\begin{table}[htbp]\\centering\\scriptsize\\caption{" + BACKEND_LOSSES_CAPTION +
-                "}\\label{tab:backend-losses}\n(none)\n\\end{table}\n")
+                "}\\label{tab:backend-losses}\n" + ("(none)" if measured else "(not measured)") + "\n\\end{table}\n")
     t = pd.DataFrame({
         ("", "mask"): lost["mask"],
         ("", "head dim"): lost["head_dim"],

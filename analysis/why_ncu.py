@@ -190,7 +190,7 @@ def gap_sentence(c: pd.DataFrame, kernels) -> str:
 
 def timed_note(timed: pd.DataFrame | None, dtype: str, b, t) -> str:
     """Where the sweep's GPU time of the profiled matrix product (ours over cuBLAS) differs by more than 10 % from the
-    profile's: both ratios and dates (a profile newer than the timing is of a later build of ours)."""
+    profile's: the sweep's ratio and both dates (the profile rows record no commit: a later date is a later run)."""
     if timed is None or timed.empty:
         return ""
     g = timed[(timed["kernel"] == "matmul") & (timed["dtype"] == dtype) & (timed["size"] == t["size"])
@@ -200,10 +200,10 @@ def timed_note(timed: pd.DataFrame | None, dtype: str, b, t) -> str:
     ratio, profiled = g.at["triton", "median_ms"] / g.at["builtin", "median_ms"], t["duration_us"] / b["duration_us"]
     if not np.isfinite(ratio) or abs(np.log(ratio / profiled)) <= np.log(1.1):
         return ""
-    when, then = str(g.at["triton", "timestamp"])[:10], str(t.get("main_timestamp", ""))[:10]
-    later = " of a later build of ours" if then > when else ""
-    return (f" The sweep's GPU time has ours at {fmt(ratio)}$\\times$ cuBLAS's time there (timed {when}; the profile, "
-            f"{then}, is{later or ' of another launch'}).")
+    when, then = str(g.at["triton", "timestamp"])[:10], t.get("main_timestamp")
+    then = str(then)[:10] if isinstance(then, str) and then else ""
+    dates = f"timed {when}" + (f", profiled {then}" if then else "") + (": a later run" if then > when else "")
+    return f" The sweep's GPU time has ours at {fmt(ratio)}$\\times$ cuBLAS's time there ({dates})."
 
 
 def matmul_sentence(c: pd.DataFrame, timed: pd.DataFrame | None = None) -> str:

@@ -295,7 +295,7 @@ def alignment_sentence(metrics: pd.DataFrame, gpu: str, odd: int = 1793, even: i
     power of two above, and in how many data types ours is the faster at the odd size."""
     t = alignment(metrics, gpu, odd, even)
     if t.empty:
-        return f"The matrix product at $N={odd}$ and $N={even}$ is {NOT_MEASURED}."
+        return ""  # the table says what is not measured
     parts, faster, dtypes = [], 0, 0
     for dtype, g in t.groupby("dtype", sort=False):
         g = g.set_index("impl")
@@ -330,9 +330,10 @@ def plateau_sentence(metrics: pd.DataFrame, gpu: str) -> str:
         if g["loop_us"].notna().any()
     ]
     text = (f"At $N={int(t['small'].min())}$ a call of any implementation but the naive expression costs "
-            f"{_span(t['fixed_us'])}~\\textmu s of GPU time whatever it moves")
+            f"{_span(t['fixed_us'])}~\\textmu s of GPU time")
     if len(cross):
-        text += f", and only from $N$ = {_span(cross, 4)} does its work, at its large-size rate, outlast that cost"
+        sizes = _span(cross, 4).replace("--", "$--$")  # an en dash between two math numbers
+        text += f", and only from $N={sizes}$ on does its work, at its large-size rate, outlast that fixed cost"
     if loops:
         text += "; from a Python loop the same calls cost " + ", ".join(loops)
     return text + "."

@@ -241,7 +241,7 @@ def test_the_paper_reads_the_headline_cards_rows_else_another_cards_and_names_it
 
 def test_a_profile_whose_ratio_the_sweep_does_not_share_says_so_with_both_dates():
     """ours over cuBLAS: 1.15x under the profiler (2026-12-06), 2.03x in the sweep's GPU time (2026-12-04): the
-    sentence gives the sweep's ratio and calls the profile a later build; within 10 % it adds nothing."""
+    sentence gives the sweep's ratio and both dates (no profile date: the timing's only); within 10 % nothing."""
     from analysis.why_ncu import timed_note
 
     b, t = pd.Series({"duration_us": 100.0}), pd.Series({
@@ -260,6 +260,10 @@ def test_a_profile_whose_ratio_the_sweep_does_not_share_says_so_with_both_dates(
     })
     note = timed_note(timed, "float32", b, t)
     assert "ours at 2.03$\\times$ cuBLAS's time" in note and "timed 2026-12-04" in note
-    assert "2026-12-06, is of a later build of ours" in note
+    assert "(timed 2026-12-04, profiled 2026-12-06: a later run)" in note
+    older = timed_note(timed.assign(timestamp="2026-12-08T00:00:00+00:00"), "float32", b, t)
+    assert "(timed 2026-12-08, profiled 2026-12-06)." in older
+    undated = timed_note(timed, "float32", b, t.drop("main_timestamp").set_axis(["duration_us", "size"]))
+    assert undated.endswith("(timed 2026-12-04).") and "nan" not in undated
     assert timed_note(timed.assign(median_ms=[2.0, 2.2]), "float32", b, t) == ""
     assert timed_note(None, "float32", b, t) == "" and timed_note(timed, "tf32", b, t) == ""
