@@ -43,6 +43,10 @@ DECODE_WEIGHTS = ((4096, 4096), (4096, 14336), (8192, 8192))  # K x N
 TF32_SIZES, IEEE_SIZES, TF32X3_SIZES = (2048, 4096, 8192), (4096, 8192), (4096, 8192)  # --quick: all but the last
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps); GROUP_M 8
 TMA_TF32_TILES = ((128, 128, 32, 3, 4), (128, 256, 32, 3, 8), (128, 64, 32, 4, 4))
+# a row-major B in TF32: one stage loads B with 16-byte loads and transposes it into shared memory through registers;
+# two or more stages copy it asynchronously 4 bytes at a time (scripts/matmul_tf32_layout.py)
+ROWMAJOR_TF32_TILES = ((128, 128, 32, 1, 8), (128, 128, 32, 1, 4), (128, 256, 32, 1, 8), (64, 128, 32, 1, 4),
+                       (128, 128, 32, 3, 8))
 FFMA_TILES = ((64, 64, 32, 3, 4), (128, 64, 32, 3, 8), (64, 128, 32, 3, 8), (128, 128, 16, 3, 8), (128, 128, 32, 3, 8),
               (128, 64, 16, 4, 8))
 EXPLORE = False  # --explore: decode rows at other split counts and tiles (data for kernels/matmul/table.py)
@@ -155,6 +159,9 @@ def tf32(quick: bool) -> list[dict]:
             for t in TMA_TF32_TILES:
                 variants[f"ours TMA, B K-major, {t[0]}x{t[1]}x{t[2]} s{t[3]} w{t[4]}"] = \
                     lambda c=tile(*t): mm.matmul_triton(a, bk, config=c, method="tma")
+            for t in ROWMAJOR_TF32_TILES:
+                variants[f"ours pointer, B row-major, {t[0]}x{t[1]}x{t[2]} s{t[3]} w{t[4]}"] = \
+                    lambda c=tile(*t): mm.matmul_triton(a, b, config=c, method="pointer", pad=False)
             variants["cuBLAS relu(mm)"] = lambda: torch.relu(torch.mm(a, b))
             variants["cuBLAS mm alone"] = lambda: torch.mm(a, b)
             for name, fn in variants.items():

@@ -147,3 +147,27 @@ def test_the_norm_backward_compiles_as_a_programmatic_dependent(compiled):
 
 def test_tf32_on_a_k_major_b_takes_hoppers_tensor_core_mma(compiled):
     assert compiled["kmajor tf32"]["wgmma_tf32"] > 0
+
+
+def test_a_row_major_b_in_tf32_reaches_shared_memory_4_bytes_at_a_time():
+    """Why TF32 reads a K-major copy of B (kernels/matmul KMAJOR_MIN_MNK): its MMA takes K-major operands only, so a
+    pipelined load of a row-major B copies 4 bytes at a time where a K-major B and bf16 copy 16; one stage loads 16
+    bytes and transposes through registers with scalar stores (scripts/matmul_tf32_layout.py)."""
+    if why := missing_toolchain():
+        pytest.skip(f"no sm_90 toolchain: {why}")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    code = f"import sys; sys.argv = ['x']; sys.path.insert(0, {str(REPO)!r}); sys.path.insert(0, {str(REPO / 'scripts')!r})\n" \
+        "import json, matmul_tf32_layout as m; print(json.dumps(m.rows()))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = {
+        (x["precision"], x["b_layout"], x["block_m"], x["num_stages"]): x
+        for x in json.loads(r.stdout.strip().splitlines()[-1])
+    }
+    row_major, k_major, bf16 = (rows[(p, lay, 128, 3)]
+                                for p, lay in (("tf32", "row-major"), ("tf32", "K-major"), ("bf16", "row-major")))
+    assert row_major["cp_async_4B"] > 0 and k_major["cp_async_4B"] == 0 and bf16["cp_async_4B"] == 0
+    assert row_major["cp_async_4B"] == 4 * (k_major["cp_async_16B"] - row_major["cp_async_16B"])  # B: 4x the copies
+    one_stage = rows[("tf32", "row-major", 128, 1)]
+    assert one_stage["ld_global_v4"] > 0 and one_stage["st_shared_scalar"] > 0 and one_stage["cp_async_4B"] == 0
+    assert all(x["wgmma"] > 0 and x["mma_sync"] == 0 for x in rows.values())  # tensor-core MMA either way
