@@ -5,7 +5,7 @@ rows in profiles.parquet and compiled.parquet (the call's results/raw/<gpu>/prof
 compiled/<kernel>.parquet, one per kernel as the DAG writes them, or a single profiles.parquet and compiled.parquet
 as older calls wrote them); the call's ceilings are kept apart, as
 data/tuning/ceilings_<label>.parquet (ratios are taken within one call; the DAG reads the reference's own
-ceilings.parquet only). With --impls (a call that measured some implementations only, e.g.
+ceilings.parquet only); its paired rounds (raw/paired/<kernel>.parquet) replace the reference's. With --impls (a call that measured some implementations only, e.g.
 ``--config impls=[builtin,triton]``) only those implementations' rows are replaced, the others' kept (compiled rows,
 which describe our Triton kernels, only when triton is among them). The README's table of calls is edited by hand.
 
@@ -84,6 +84,12 @@ def main(argv=None):
         write_parquet(pd.concat([kept, mine], ignore_index=True), ref / f"{name}.parquet")
         print(f"{name}: {len(mine)} rows of {', '.join(args.kernels)} replace "
               f"{len(old[name]) - len(kept)}")
+    for k in args.kernels:  # the paired rounds (rooflab/paired.py) replace the kernel's, whatever --impls says: a
+        # group's rounds are one process's, and only whole (a call that timed no rounds leaves the reference's)
+        paired = raw / "paired" / f"{k}.parquet"
+        if paired.exists():
+            write_parquet(read(paired, args.gpu), ref / "paired" / f"{k}.parquet")
+            print(f"paired/{k}.parquet replaced")
     write_parquet(new["ceilings"], tuning / f"ceilings_{args.label}.parquet")
     print(f"{tuning / f'ceilings_{args.label}.parquet'} written")
 

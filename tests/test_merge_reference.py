@@ -155,3 +155,15 @@ def test_a_calls_per_kernel_profiles_and_compiled_files_are_merged(folders):
     (raw / "compiled" / "rowsum.parquet").unlink()  # a kernel's file missing: nothing written
     r = run(results, "--label", "s10", "--kernels", "rowsum", "--reference-dir", ref)
     assert r.returncode != 0 and "compiled/rowsum.parquet is missing" in r.stderr
+
+
+def test_the_calls_paired_rounds_replace_the_kernels_and_a_call_without_keeps_them(folders):
+    results, ref = folders
+    write(results / "raw" / "h200" / "paired" / "rowsum.parquet", [{"gpu": "h200", "kernel": "rowsum", "round": 0}])
+    write(ref / "h200" / "paired" / "gelu.parquet", [{"gpu": "h200", "kernel": "gelu", "round": 7}])
+    assert run(results, "--label", "s9", "--kernels", "rowsum", "--reference-dir", ref).returncode == 0
+    assert pd.read_parquet(ref / "h200" / "paired" / "rowsum.parquet")["round"].tolist() == [0]
+    assert pd.read_parquet(ref / "h200" / "paired" / "gelu.parquet")["round"].tolist() == [7]
+    (results / "raw" / "h200" / "paired" / "rowsum.parquet").unlink()
+    assert run(results, "--label", "s10", "--kernels", "rowsum", "--reference-dir", ref).returncode == 0
+    assert pd.read_parquet(ref / "h200" / "paired" / "rowsum.parquet")["round"].tolist() == [0]
