@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims import FRAME_LABEL
-from analysis.latex import fmt, long_table, table_latex, tex_escape
+from analysis.latex import fmt, long_table, span, table_latex, tex_escape
 from analysis.selection import timed
 from rooflab.shapes import dims_of, label
 
@@ -145,12 +145,6 @@ def roof_sentence(backends: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> s
     return (f"At the longest causal sequence ({int(at['seq'].iloc[0])}, head dim 128, bf16), the forward pass "
             f"reaches, in TFLOP/s and as a share of the measured bf16 roof ({fmt(peak)} TFLOP/s, a GEMM's): "
             f"{', '.join(parts)}. ")
-
-
-def span(s: pd.Series) -> str:
-    """min--max of a ratio column, '--' when none."""
-    s = s.dropna()
-    return "--" if not len(s) else fmt(s.min()) if fmt(s.min()) == fmt(s.max()) else f"{fmt(s.min())}--{fmt(s.max())}"
 
 
 def decode_sentence(backends: pd.DataFrame) -> str:

@@ -76,6 +76,15 @@ def fmt(x: float, digits: int = 3) -> str:
     return f"${mantissa}\\times10^{{{int(exponent)}}}$"
 
 
+def span(s: pd.Series, digits: int = 3) -> str:
+    """min--max of a column at `digits` significant digits, one number where both read the same, '--' when empty."""
+    s = s.dropna()
+    if not len(s):
+        return "--"
+    lo, hi = fmt(s.min(), digits), fmt(s.max(), digits)
+    return lo if lo == hi else f"{lo}--{hi}"
+
+
 def count_phrase(n: int, one: str, many: str | None = None) -> str:
     """'1 cell', '3 cells': a count with its noun in agreement."""
     return f"{n} {one if n == 1 else (many or one + 's')}"

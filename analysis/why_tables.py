@@ -14,7 +14,7 @@ import pandas as pd
 
 from analysis.claims import FRAME_LABEL
 from analysis.columns import flags
-from analysis.latex import IMPL_SHORT, fmt, table_latex, tex_escape
+from analysis.latex import IMPL_SHORT, fmt, span, table_latex, tex_escape
 from analysis.metrics import wave_efficiency
 from analysis.selection import timed
 from rooflab.gpus import SPECS
@@ -312,10 +312,6 @@ def alignment_sentence(metrics: pd.DataFrame, gpu: str, odd: int = 1793, even: i
             f"faster at $N={odd}$ in {faster} of {dtypes} data types.")
 
 
-def _span(v: pd.Series, digits: int = 2) -> str:
-    return f"{fmt(v.min(), digits)}--{fmt(v.max(), digits)}" if v.min() != v.max() else fmt(v.min(), digits)
-
-
 def plateau_sentence(metrics: pd.DataFrame, gpu: str) -> str:
     """The finding of plateau(): the GPU-time fixed cost of every implementation but the naive expression (several
     kernels), the sizes from which the work outlasts it, and the Python-loop fixed cost per implementation."""
@@ -325,14 +321,14 @@ def plateau_sentence(metrics: pd.DataFrame, gpu: str) -> str:
         return ""
     cross = t["crossover"].dropna()
     loops = [
-        f"{_span(g['loop_us'].dropna())}~\\textmu s ({IMPL_SHORT.get(impl, impl)})"
+        f"{span(g['loop_us'], 2)}~\\textmu s ({IMPL_SHORT.get(impl, impl)})"
         for impl, g in t.groupby("impl", sort=False)
         if g["loop_us"].notna().any()
     ]
     text = (f"At $N={int(t['small'].min())}$ a call of any implementation but the naive expression costs "
-            f"{_span(t['fixed_us'])}~\\textmu s of GPU time")
+            f"{span(t['fixed_us'], 2)}~\\textmu s of GPU time")
     if len(cross):
-        sizes = _span(cross, 4).replace("--", "$--$")  # an en dash between two math numbers
+        sizes = span(cross, 4).replace("--", "$--$")  # an en dash between two math numbers
         text += f", and only from $N={sizes}$ on does its work, at its large-size rate, outlast that fixed cost"
     if loops:
         text += "; from a Python loop the same calls cost " + ", ".join(loops)
