@@ -53,7 +53,8 @@ def padded_dims(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int] | None:
 
 def wants_k_major(a: torch.Tensor, b: torch.Tensor, precision: str | None = None) -> bool:
     """Whether a TF32 (or tf32x3) product on Hopper or newer should read a K-major copy of B: those tensor cores read
-    TF32 operands K-major only, and on a row-major B (K x N) Triton takes the older MMA at a third of the rate.
+    TF32 operands K-major only, and on a row-major B (K x N) Triton copies B into shared memory 4 bytes at a time
+    (scripts/matmul_tf32_layout.py; 0.31-0.40x cuBLAS on the H200, data/tuning/h200_matmul_modes.csv).
     ``precision``: the product's input precision (None: input_precision_for's)."""
     return (a.dtype == torch.float32 and a.device.type == "cuda" and a.dim() == b.dim() == 2 and b.stride(0) != 1
             and a.numel() * b.shape[1] >= KMAJOR_MIN_MNK
