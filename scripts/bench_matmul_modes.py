@@ -39,7 +39,7 @@ from rooflab.timers import _loop_ms  # noqa: E402
 
 DEVICE = "cuda"
 DECODE_ROWS = (1, 8, 16, 32, 64, 128)
-DECODE_WEIGHTS = ((4096, 4096), (4096, 14336), (8192, 8192))  # K x N
+DECODE_WEIGHTS = ((4096, 4096), (4096, 14336), (8192, 8192), (4096, 1024), (8192, 1024))  # K x N
 TF32_SIZES, IEEE_SIZES, TF32X3_SIZES = (2048, 4096, 8192), (4096, 8192), (4096, 8192)  # --quick: all but the last
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps); GROUP_M 8
 TMA_TF32_TILES = ((128, 128, 32, 3, 4), (128, 256, 32, 3, 8), (128, 64, 32, 4, 4))

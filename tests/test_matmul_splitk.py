@@ -61,9 +61,11 @@ def test_squares_wide_and_shallow_products_do_not_split(shape, sms):
 
 @pytest.mark.parametrize("m", [1, 16, 64, 128])
 def test_split_counts_fill_whole_waves(m):
-    """Two programs a SM rounded down, never into a partial wave: on 132 SMs a 4096 x 4096 weight (64 tiles) takes
-    4 slices (256 programs), an 8192 x 8192 one (128 tiles) 2 (the counts the H100 timed best: table.py's evidence)."""
-    assert [mp.plan(m, n, n, 2, 132, mm.SPLITK).split for n in (4096, 8192)] == [4, 2]
+    """One program a SM rounded down, at least 2 slices: on 132 SMs a 4096 x 4096 weight (64 tiles) and an 8192 x 8192
+    one (128 tiles) take 2 (the counts the H100 timed best in one launch: table.py's evidence); a 4096 x 1024 weight
+    (16 tiles) 8."""
+    assert [mp.plan(m, n, n, 2, 132, mm.SPLITK).split for n in (4096, 8192)] == [2, 2]
+    assert mp.plan(m, 1024, 4096, 2, 132, mm.SPLITK).split == 8
 
 
 def test_tall_narrow_products_split_too():

@@ -6,6 +6,7 @@ from kernels._shared.tables import Choice, T
 
 H = T + "h100_matmul_modes.csv"  # scripts/bench_matmul_modes.py on one H100, GPU time (do_bench median)
 S = T + "h100_matmul_splits.csv"  # the same, its decode part with --explore (split counts and tiles)
+S1 = T + "h100_matmul_splits_one_launch.csv"  # the same with split-K in one launch (splitk.py)
 
 MATMUL = {
     "TMA_MIN_MNK":
@@ -42,9 +43,10 @@ MATMUL = {
            "0.94-1.01x, unsplit 0.75-0.94x", S),
     # a split product: (programs a SM aimed at, fewest K elements a split, most splits)
     "SPLITK_FILL":
-    Choice((2, 256, 16),
-           "H100, 4096^2 (64 tiles): 4 slices 0.94-1.01x, 2 0.88-1.03 (best at 1-32 rows, worst at 128), 5 "
-           "0.88-0.98; 8192^2 (128): 2 slices 0.97-0.99, 3 0.92-0.99", S),
+    Choice((1, 256, 16),
+           "H100, one launch, over cuBLAS relu(mm) (GPU time / Python loop): 4096^2 (64 tiles) 2 slices as fast as 4 "
+           "at 1-64 rows, at 128 rows 0.896 / 0.960 against 0.887 / 0.828; 8192^2 (128 tiles) 2 slices 0.99-1.02 "
+           "/ 0.94-1.04, 4 0.82-1.00 / 0.76-1.01", S1),
     # element size -> ((most rows, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)), ...): the split kernel's tile
     "SPLITK_TILES": {
         2:
