@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.columns import flags
-from analysis.latex import figure, fmt, table_latex, tex_escape
+from analysis.latex import figure, fmt, long_table, table_latex, tex_escape
 from analysis.selection import compile_dropped_output, compile_joint_graph
 from rooflab.gpus import CPU_KEY, spec_for
 from rooflab.io import read_table
@@ -89,7 +89,8 @@ def rows_table(d: pd.DataFrame) -> str:
     d = d.assign(cell=[_frames(g, lo) for g, lo in zip(d["ratio"], d["loop_ratio"].astype(float))])
     t = d.pivot_table(index=["preset", "shape", "source"], columns="kernel", values="cell", aggfunc="first")
     t = t.reset_index().rename(columns={"preset": "set", "shape": "rows x cols", "source": "from"}).fillna("--")
-    return table_latex(t, align="ll>{\\raggedright\\arraybackslash}p{4.6cm}" + "r" * (len(t.columns) - 3))
+    width = "2.8cm" if len(t.columns) > 7 else "4.6cm"  # 5+ kernels: a narrower source fits the page
+    return table_latex(t, align=f"ll>{{\\raggedright\\arraybackslash}}p{{{width}}}" + "r" * (len(t.columns) - 3))
 
 
 def frames_sentence(d: pd.DataFrame) -> str:
@@ -147,7 +148,8 @@ def section(metrics: pd.DataFrame, figdir: str = "results/figures", rules: Verdi
                        f"Triton kernel at each {'rows x cols' if family == 'rows' else 'M x K x N'} shape (above 1: "
                        f"ours faster), {'in GPU time / in the Python loop' if family == 'rows' else 'in GPU time'}, "
                        f"with the model tensor each shape comes from.")
-            out.append(_table(body, caption, f"tab:shapes-{gpu}-{family}"))
+            size = "\\scriptsize\\setlength{\\tabcolsep}{2pt}" if family == "rows" else "\\footnotesize"  # 7 kernels
+            out.append(_table(body, caption, f"tab:shapes-{gpu}-{family}", size))
         back = one_dtype(g, "fwd+bwd")
         if len(back):
             out.append(backward_paragraph(back, gpu, name))
@@ -160,8 +162,8 @@ def section(metrics: pd.DataFrame, figdir: str = "results/figures", rules: Verdi
     return "\n".join(out)
 
 
-def _table(body: str, caption: str, label: str) -> str:
-    return (f"\\begin{{table}}[!htbp]\n\\centering\\footnotesize\n{body}\\caption{{{caption}}}\n"
+def _table(body: str, caption: str, label: str, size: str = "\\footnotesize") -> str:
+    return (f"\\begin{{table}}[!htbp]\n\\centering{size}\n{body}\\caption{{{caption}}}\n"
             f"\\label{{{label}}}\n\\end{{table}}\n")
 
 
@@ -177,7 +179,8 @@ def backward_paragraph(d: pd.DataFrame, gpu: str, name: str) -> str:
             f"slower in {int(counts.get('slower', 0))}, tied in {int(counts.get('tie', 0))}.{frames_sentence(d)} "
             f"In the loop each call of ours also pays for a Python autograd Function and the autograd engine's "
             f"hand-off to its device thread, where the builtin's nodes are C++."
-            f"{dropped_sentence(d)}{joint_sentence(d)}\n" + _table(rows_table(d), caption, f"tab:shapes-{gpu}-fwdbwd"))
+            f"{dropped_sentence(d)}{joint_sentence(d)}\n" +
+            long_table(rows_table(d), caption, f"tab:shapes-{gpu}-fwdbwd"))
 
 
 def dropped_sentence(d: pd.DataFrame) -> str:

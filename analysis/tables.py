@@ -8,7 +8,7 @@ import pandas as pd
 from analysis import calibration
 from analysis.claims import CPU_FRAME_LABEL, FRAME_LABEL, findings, impl_names, tied_best
 from analysis.columns import texts
-from analysis.latex import IMPL_SHORT, fmt, table_latex, tex_escape
+from analysis.latex import DTYPE_SHORT, IMPL_SHORT, fmt, table_latex, tex_escape
 from analysis.metrics import FIT_MIN_POINTS, FIT_MIN_SIZE, measured_peaks
 from analysis.selection import largest, timed
 from rooflab.gpus import CPU_KEY, SPECS
@@ -242,7 +242,8 @@ def kernel_table(rows: pd.DataFrame) -> str:
     }) if s.name == "impl" else s)
     rate, unit = rate_column(str(t["kernel"].iloc[0]))
     g, gr, lo = FRAME_LABEL["gpu"], FRAME_LABEL["graph"], FRAME_LABEL["loop"]
-    dtype = t["dtype"] + np.where(t["pass"] == "fwd", "", ", " + t["pass"]) if t["pass"].nunique() > 1 else t["dtype"]
+    short = t["dtype"].map(lambda d: DTYPE_SHORT.get(d, d))  # 13 columns: the short dtype keeps them on the page
+    dtype = short + np.where(t["pass"] == "fwd", "", ", " + t["pass"]) if t["pass"].nunique() > 1 else short
     cols = {
         ("", "dtype"): dtype,
         ("", "impl"): t["impl"].map(IMPL_SHORT),
@@ -340,10 +341,11 @@ def host_cost_table(metrics: pd.DataFrame, gpu: str) -> str:
         cols.append((f"{lo} [µs]", IMPL_SHORT.get(i, i)))
     if {"loop_triton", "loop_builtin"} <= set(t):
         out["ratio"] = t["loop_triton"] / t["loop_builtin"]
-        cols.append((lo, "ours / builtin"))
+        cols.append(("loop", "ours / builtin"))  # short, the head on two lines (below): the table fits the page
     for i in ("builtin", "triton"):
         if f"graph_{i}" in t:
             out[f"graph_{i}"] = t[f"graph_{i}"]
             cols.append((f"{gr} [µs]", IMPL_SHORT.get(i, i)))
     out.columns = pd.MultiIndex.from_tuples(cols)
-    return table_latex(out, {c: fmt for c in out.columns if c[0]}, "llr" + "r" * (len(cols) - 3))
+    body = table_latex(out, {c: fmt for c in out.columns if c[0]}, "llr" + "r" * (len(cols) - 3))
+    return body.replace("ours / builtin", "\\shortstack{ours /\\\\builtin}")

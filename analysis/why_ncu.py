@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from analysis.latex import DTYPE_SHORT, count_phrase, fmt, table_latex, tex_escape
+from analysis.latex import DTYPE_SHORT, count_phrase, fmt, long_table, table_latex, tex_escape
 from analysis.why_tables import NOT_MEASURED
 from rooflab.gpus import spec_for
 
@@ -332,7 +332,8 @@ def why_ncu_tables(why: pd.DataFrame | None) -> str:
         })
     inside = head.assign(
         **{
-            "longest kernel": c["main_short_name"].astype(str),
+            "longest kernel": c["main_short_name"].astype(str).str.replace(r"(?<=[a-z])(?=[A-Z])", "\u200b",
+                                                                           regex=True),
             "regs": c["main_registers_per_thread"],
             "smem KiB": c["main_shared_mem_bytes"] / 1024,
             "tensor": c["tensor_inst"] / 1e6,
@@ -351,16 +352,15 @@ def why_ncu_tables(why: pd.DataFrame | None) -> str:
     first = table_latex(side, nums, wrap % "2.1cm" + "lrrrrrrr" + wrap % "1.4cm" + "rrr").replace(
         "[us]", "[\\si{\\micro\\second}]")
     second = table_latex(inside, nums, wrap % "2cm" + "l" + wrap % "2.9cm" + "rrrrrrr" + wrap % "2.2cm").replace(
-        "\\_", "\\_\\allowbreak{}")  # library kernels' long names break after an underscore
+        "\\_", "\\_\\allowbreak{}").replace("\u200b", "\\allowbreak{}")  # names break after _ and inside CamelCase
     return (
         "\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
         "\\caption{What one call's kernels do, under Nsight Compute\\WhyNcuOn{} (its own clocks, caches "
         "flushed before each kernel): kernels launched, their time, DRAM bytes, DRAM and SM throughput as a "
         "share of peak (weighted by duration), and for the longest kernel its achieved and theoretical occupancy, "
         "what limits it (regs: registers, smem: shared memory, block: block size), and its grid, block and "
-        "waves.}\n\\label{tab:why-ncu}\n" + first + "\\end{table}\n"
-        "\\begin{table}[htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{2pt}\n"
-        "\\caption{Inside the same calls: the longest kernel's registers a thread, shared memory a block and top "
-        "two warp stalls (cycles per issued instruction), and the call's instruction mix in millions: tensor-core "
-        "(HMMA/HGMMA), LDG, LDGSTS and TMA-load instructions per warp, FFMA per thread.}\n\\label{tab:why-ncu-inside}\n"
-        + second + "\\end{table}\n")
+        "waves.}\n\\label{tab:why-ncu}\n" + first + "\\end{table}\n" + long_table(
+            second, "Inside the same calls: the longest kernel's registers a thread, shared memory a block and top "
+            "two warp stalls (cycles per issued instruction), and the call's instruction mix in millions: tensor-core "
+            "(HMMA/HGMMA), LDG, LDGSTS and TMA-load instructions per warp, FFMA per thread.", "tab:why-ncu-inside",
+            "2pt"))  # a library kernel's name runs over several lines: the table outgrows a page
