@@ -174,6 +174,8 @@ def get_compiled_facts(wildcards=None):
 def get_figures(wildcards=None):
     out = []
     for gpu in ANALYSIS_GPUS:
+        if not ANALYSED[gpu]:  # a shape set alone on a new GPU: no square metrics for a device figure to draw
+            continue
         for fig in CPU_FIGURES if gpu == "cpu" else GPU_FIGURES:
             out += [f"results/figures/{gpu}/{fig}.pdf", f"results/figures/{gpu}/{fig}.png"]
         for fig in KERNEL_FIGURES:

@@ -405,6 +405,14 @@ def test_sdpa_backends_are_measured_on_a_gpu_and_only_when_enabled(repo):
     assert res.returncode == 0 and command in res.stdout, res.stdout + res.stderr
 
 
+def test_a_shape_set_alone_on_a_new_gpu_draws_no_device_figure(repo):
+    """A GPU with no square results (no reference either) measured for a shape set only: its shape rows are
+    analysed, and no device figure is asked for (it would be drawn from no metrics and fail)."""
+    jobs = planned_jobs(repo, "--config", 'gpus=["h100"]', "shapes=[llm]", 'kernels=["matmul"]')
+    assert any(o.startswith("results/raw/h100/shapes/llm/") for o in outputs(jobs, "measure_shapes"))
+    assert not [o for o in outputs(jobs, "figure_gpu") if "/h100/" in o]
+
+
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory):
     """A copy of the repository that nothing has run in: enough for dry runs."""
