@@ -1,12 +1,13 @@
 """Our matrix product in the shapes and modes a model uses, against cuBLAS, on one Hopper GPU (issue 54).
 
-    python scripts/bench_matmul_modes.py --out matmul_modes.csv [--parts decode,tf32,ieee,tf32x3] [--quick]
+    python scripts/bench_matmul_modes.py --out matmul_modes.csv [--parts decode,tf32,ieee,tf32x3,decode32] [--quick]
                                          [--explore]
 
 Parts (each row: GPU time by triton.testing.do_bench, and the Python loop's time a call, back-to-back calls then one
 sync; C = relu(A @ B) unless the row says product alone):
-  decode  bf16 M in {1, 8, 16, 32, 64, 128} x (K x N) in {4096 x 4096, 4096 x 14336, 8192 x 8192}: ours before (split_k=1:
-          the one-program-a-tile kernels, autotuned), ours after (the split-K plan), cuBLAS relu(mm) and mm alone
+  decode  bf16 M in {1, 8, 16, 32, 64, 128} x DECODE_WEIGHTS (K x N): ours before (split_k=1: the one-program-a-tile
+          kernels, autotuned), ours after (the split-K plan), cuBLAS relu(mm) and mm alone
+  decode32 fp32 decode rows, IEEE and TF32: ours before (unsplit, the old K-major copy rule) and after, cuBLAS
   tf32    squares 2048, 4096, 8192: ours auto (K-major copy of B, then the pointer kernel), the pointer and the TMA kernel
           on a K-major B (product alone: autotuned, then TMA at fixed tiles), cuBLAS TF32
   ieee    IEEE fp32 squares 4096, 8192: ours autotuned, ours at each FFMA_TILES tile (wider than the autotuner's), cuBLAS
@@ -40,6 +41,7 @@ from rooflab.timers import _loop_ms  # noqa: E402
 DEVICE = "cuda"
 DECODE_ROWS = (1, 8, 16, 32, 64, 128)
 DECODE_WEIGHTS = ((4096, 4096), (4096, 14336), (8192, 8192), (4096, 1024), (8192, 1024))  # K x N
+DECODE32_ROWS, DECODE32_WEIGHTS = (1, 8, 32, 128), ((4096, 4096), (4096, 14336), (4096, 1024))
 TF32_SIZES, IEEE_SIZES, TF32X3_SIZES = (2048, 4096, 8192), (4096, 8192), (4096, 8192)  # --quick: all but the last
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps); GROUP_M 8
 TMA_TF32_TILES = ((128, 128, 32, 3, 4), (128, 256, 32, 3, 8), (128, 64, 32, 4, 4))
@@ -232,7 +234,52 @@ def tf32x3(quick: bool) -> list[dict]:
     return against(rows, "cuBLAS IEEE")
 
 
-PARTS = {"decode": decode, "tf32": tf32, "ieee": ieee, "tf32x3": tf32x3}
+def decode32(quick: bool) -> list[dict]:
+    """fp32 decode rows, IEEE and TF32: before (one program a tile; TF32 with the K-major copy where the old rule
+    made it, KMAJOR_MIN_M 0) and after (the plan: fp32 split tiles, no copy for few rows), against cuBLAS."""
+    from kernels.matmul import operands
+
+    rows = []
+    for mode, dtype in (("ieee", "float32"), ("tf32", "tf32")):
+        with math_mode(dtype):
+            for k, n in DECODE32_WEIGHTS[:1] if quick else DECODE32_WEIGHTS:
+                b = torch.randn(k, n, device=DEVICE)
+                for m in DECODE32_ROWS:
+                    a = torch.randn(m, k, device=DEVICE)
+                    ref = torch.relu(a.double() @ b.double())
+
+                    def before(a=a, b=b):
+                        kept, operands.KMAJOR_MIN_M = operands.KMAJOR_MIN_M, 0
+                        try:
+                            return mm.matmul_triton(a, b, split_k=1)
+                        finally:
+                            operands.KMAJOR_MIN_M = kept
+
+                    variants = {
+                        "ours before (no split, old copy rule)": before,
+                        "ours after (plan)": lambda a=a, b=b: mm.matmul_triton(a, b),
+                        "cuBLAS relu(mm)": lambda a=a, b=b: torch.relu(torch.mm(a, b))
+                    }
+                    for name, fn in variants.items():
+                        r = {
+                            "part": "decode32",
+                            "shape": f"{m}x{k}x{n}",
+                            "mode": mode,
+                            "variant": name,
+                            **timed(fn, 2.0 * m * n * k)
+                        }
+                        if not r["note"]:
+                            r.update(errors(fn(), ref))
+                        rows.append(r)
+                print(f"done decode32 {mode} K x N = {k} x {n}", flush=True)
+    base = {(r["mode"], r["shape"]): r for r in rows if r["variant"] == "cuBLAS relu(mm)"}
+    for r in rows:  # against() keys on part and shape: two modes share this part's shapes
+        b = base[(r["mode"], r["shape"])]
+        r["x_cublas_gpu"], r["x_cublas_loop"] = b["gpu_us"] / r["gpu_us"], b["loop_us"] / r["loop_us"]
+    return rows
+
+
+PARTS = {"decode": decode, "tf32": tf32, "ieee": ieee, "tf32x3": tf32x3, "decode32": decode32}
 
 
 def fmt(v, spec: str) -> str:

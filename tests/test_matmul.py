@@ -115,6 +115,7 @@ def test_tf32_tiles_only_for_tf32_and_k_major_b_only_for_large_tf32_products_on_
     assert not mm.TF32_TILES & (tiles(torch.float32, "ieee") | sixteen)
     assert mm.TF32_TILES & {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"]) for c in configs}
     monkeypatch.setattr(operands, "KMAJOR_MIN_MNK", 1)
+    monkeypatch.setattr(operands, "KMAJOR_MIN_M", 4)
     with math_mode("tf32"):
         assert not operands.wants_k_major(a, b)  # CPU tensors
     monkeypatch.setattr(operands, "device_capability", lambda device: (9, 0))
@@ -137,6 +138,9 @@ def test_tf32_tiles_only_for_tf32_and_k_major_b_only_for_large_tf32_products_on_
         assert operands.wants_k_major(Cuda(a), Cuda(b))
         assert not operands.wants_k_major(Cuda(a), Cuda(b.t().contiguous().t()))  # already K-major
         assert not operands.wants_k_major(Cuda(a.half()), Cuda(b.half()))
+        monkeypatch.setattr(operands, "KMAJOR_MIN_M", 5)  # a product of fewer rows reads B once: no copy
+        assert not operands.wants_k_major(Cuda(a), Cuda(b))
+        monkeypatch.setattr(operands, "KMAJOR_MIN_M", 4)
         monkeypatch.setattr(operands, "KMAJOR_MIN_MNK", 4**3 + 1)
         assert not operands.wants_k_major(Cuda(a), Cuda(b))
     monkeypatch.setattr(operands, "KMAJOR_MIN_MNK", 1)

@@ -77,12 +77,13 @@ def test_tall_narrow_products_split_too():
 def test_plan_refusals_and_overrides():
     t = mm.SPLITK
     assert mp.plan(8, 4096, 4096, 2, 0, t) is None  # the interpreter (no SM count): never split unless asked
-    assert mp.plan(8, 4096, 4096, 4, 132, t) is None  # float32: no tiles in the table, never split automatically
+    assert mp.plan(8, 4096, 4096, 4, 132, t).meta["BLOCK_K"] == 64  # float32: its own tiles, half the 16-bit K
+    assert mp.plan(8, 4096, 4096, 8, 132, t) is None  # float64: no tiles in the table, never split automatically
     assert mp.plan(8, 4096, 4096, 2, 132, t, split=1) is None  # 1: never
     with pytest.raises(ValueError, match="split must be >= 1"):
         mp.plan(8, 64, 64, 2, 132, t, split=0)
     with pytest.raises(ValueError, match="config="):
-        mp.plan(8, 64, 64, 4, 132, t, split=2)
+        mp.plan(8, 64, 64, 8, 132, t, split=2)
     p = mp.plan(8, 64, 64, 4, 0, t, split=3, tile=(16, 16, 16, 2, 4))  # asked: three slices of 64 / 16 = 4 tiles
     assert (p.split, p.k_per_split, p.tiles) == (2, 32, 4) and _covers_k(p, 64)  # 3 would leave a slice empty
     p = mp.plan(8, 64, 40, 2, 0, t, split=16, tile=(16, 16, 16, 2, 4))  # more slices asked than K tiles: one each
@@ -132,8 +133,8 @@ def test_split_k_refusals():
     a, b = _operands(3, 16, 32, torch.float32)
     with pytest.raises(ValueError, match="pointer kernel"):
         mm.matmul_triton(a, b, split_k=2, method="tma")
-    with pytest.raises(ValueError, match="config="):
-        mm.matmul_triton(a, b, split_k=2)  # float32 has no split tiles: a config must give one
+    want = torch.relu(a.double() @ b.double()).float()  # float32's own split tiles (plan.py refuses float64's)
+    torch.testing.assert_close(mm.matmul_triton(a, b, split_k=2, precision="ieee"), want, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="split must be >= 1"):
         mm.matmul_triton(a.half(), b.half(), split_k=0)
     assert torch.equal(mm.matmul_triton(a[:, :0], b[:0], config=TINY, split_k=2), torch.zeros(3, 16))  # K = 0
@@ -250,6 +251,14 @@ for _, (bm, bn, bk, stages, warps) in SPLITK.SPLITK_TILES[2]:
     ptx = k.asm["ptx"]
     out[f"{bm}x{bn}x{bk}"] = len(re.findall(r"(\bmma\.sync|wgmma\.mma_async)\S*bf16", ptx))
     out[f"{bm}x{bn}x{bk} count"] = len(re.findall(r"\batom\.global\.gpu\.acq_rel\.add|\batom\.acq_rel\.gpu\.global\.add", ptx))
+for _, (bm, bn, bk, stages, warps) in SPLITK.SPLITK_TILES[4]:  # fp32, a row-major B: IEEE (FFMA) and TF32
+    for prec in ("ieee", "tf32"):
+        sig = dict(zip(names, ["*fp32", "*fp32", "*fp32", "*fp32", "*i32", *["i32"] * 9]))
+        consts = {"stride_ak": 1, "stride_bn": 1, "ACTIVATION": "relu", "DOT_IN_FP32": False,
+                  "INPUT_PRECISION": prec, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}
+        k = triton.compile(ASTSource(fn=_matmul_splitk_kernel, signature=sig | {c: "constexpr" for c in consts if c not in sig},
+                                     constexprs=consts), target=target, options={"num_warps": warps, "num_stages": stages})
+        out[f"fp32 {prec} {bm}x{bn}x{bk}"] = len(re.findall(r"(wgmma\.mma_async|\bmma\.sync)\S*tf32", k.asm["ptx"]))
 names = ("a_ptr", "b_ptr", "c_ptr", "M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm",
          "stride_cn")
 for prec in ("tf32", "tf32x3"):  # B K-major: the TF32 wgmma's operand order
@@ -282,3 +291,5 @@ def test_split_tiles_and_tf32x3_compile_for_sm90():
     for _, (bm, bn, bk, _, _) in mm.SPLITK.SPLITK_TILES[2]:
         assert got[f"{bm}x{bn}x{bk}"] > 0 and got[f"{bm}x{bn}x{bk} count"] == 1
     assert got["tf32"] > 0 and got["tf32x3"] == 3 * got["tf32"]
+    for _, (bm, bn, bk, _, _) in mm.SPLITK.SPLITK_TILES[4]:  # fp32 tiles fit sm_90; TF32 on tensor cores, IEEE not
+        assert got[f"fp32 tf32 {bm}x{bn}x{bk}"] > 0 and got[f"fp32 ieee {bm}x{bn}x{bk}"] == 0

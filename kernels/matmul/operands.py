@@ -12,6 +12,7 @@ track_swaps(__name__)  # a table or kernel swapped from outside is a new launch 
 
 PAD_MIN_MNK = values(MATMUL["PAD_MIN_MNK"])  # "auto" pads a product this large whose K or N is no multiple of PAD_TO
 PAD_TO = 16  # elements: Triton assumes an integer argument divisible by 16 only when it is (strides, K, N)
+KMAJOR_MIN_M = values(MATMUL["KMAJOR_MIN_M"])  # ... of at least this many rows (a decode reads B once: no copy)
 KMAJOR_MIN_MNK = values(MATMUL["KMAJOR_MIN_MNK"])  # "auto" gives a TF32 product this large a K-major B (wants_k_major)
 
 PRECISIONS = ("ieee", "tf32", "tf32x3")  # what a float32 product may ask tl.dot for (tf32x3: fp32 via 3 TF32 products)
@@ -54,9 +55,10 @@ def padded_dims(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int] | None:
 def wants_k_major(a: torch.Tensor, b: torch.Tensor, precision: str | None = None) -> bool:
     """Whether a TF32 (or tf32x3) product on Hopper or newer should read a K-major copy of B: those tensor cores read
     TF32 operands K-major only, and on a row-major B (K x N) Triton copies B into shared memory 4 bytes at a time
-    (scripts/matmul_tf32_layout.py; 0.31-0.40x cuBLAS on the H200, data/tuning/h200_matmul_modes.csv).
+    (scripts/matmul_tf32_layout.py; 0.31-0.40x cuBLAS on the H200, data/tuning/h200_matmul_modes.csv). Not for a
+    product of few rows (KMAJOR_MIN_M): it reads B once, and the copy reads and writes all of it.
     ``precision``: the product's input precision (None: input_precision_for's)."""
     return (a.dtype == torch.float32 and a.device.type == "cuda" and a.dim() == b.dim() == 2 and b.stride(0) != 1
-            and a.numel() * b.shape[1] >= KMAJOR_MIN_MNK
+            and a.numel() * b.shape[1] >= KMAJOR_MIN_MNK and a.shape[0] >= KMAJOR_MIN_M
             and (precision or input_precision_for(a.dtype)) in ("tf32", "tf32x3")
             and device_capability(a.device)[0] >= 9)

@@ -22,6 +22,12 @@ MATMUL = {
         2**30, "TF32 on a K-major B copy: 337-347 TFLOP/s against 105-116 (cuBLAS 288-398) at "
         "2048-8192; smaller products untested", T + "tune_tf32_kmajor.csv"),
 
+    # ... and at least this many rows: a decode-shaped product reads B once, so copying it (read and write) costs more
+    "KMAJOR_MIN_M":
+    Choice(
+        129, "H100 sweep, llm decode rows in TF32 (ours over cuBLAS, GPU time): 128 rows with the copy 0.16-0.25x "
+        "(128 x 4096 x 14336: 598 us), 8-32 rows under KMAJOR_MIN_MNK without it 1.01-1.09x",
+        T + "h100_matmul_llm_sweep.parquet"),
     # TF32 "auto" with a K-major B (the KMAJOR_MIN_MNK copy): True takes the TMA kernel on it, False the pointer kernel
     "TF32_KMAJOR_TMA":
     Choice(
@@ -54,5 +60,10 @@ MATMUL = {
                                                                                                   (64, 128, 64, 4, 4))),
                "a GEMV-shaped tile of 16 rows for batch <= 16; deep BLOCK_K streams B, which dominates the bytes",
                None),
+        4:
+        Choice(
+            ((16, (16, 64, 64, 3, 4)), (32, (32, 64, 64, 3, 4)), (64, (64, 64, 32, 3, 4)), (128, (64, 128, 32, 3, 4))),
+            "fp32 (IEEE, TF32, tf32x3): the 16-bit tiles at half their BLOCK_K, the same bytes a stage; unsplit, "
+            "the H100 sweep's fp32 decode rows ran 0.12-0.76x cuBLAS (h100_matmul_llm_sweep.parquet)", None),
     },
 }
