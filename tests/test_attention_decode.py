@@ -226,7 +226,7 @@ def test_plan_every_split_holds_keys_and_a_long_cache_fills_the_gpu(batch, kv_he
         programs = batch * kv_heads * p["row_tiles"] * p["splits"]
         if seq_k * kv_heads >= sm * dc.MIN_SPLIT_KEYS * 2:  # enough keys for every SM: every SM gets a program
             assert programs >= sm
-        per_sm = (dc.FP32_KEY_TILES if dtype == torch.float32 else dc.KEY_TILES)[p["BLOCK_D"]][3]
+        per_sm = dc.key_tile(p["BLOCK_D"], dtype, batch * kv_heads * p["row_tiles"])[3]
         if batch * kv_heads * p["row_tiles"] >= per_sm * sm:
             assert p["splits"] == 1  # the batch fills the GPU alone: no combine
 
@@ -344,3 +344,12 @@ def test_more_splits_than_the_combine_sums_at_a_time():
     splits = dc.COMBINE_SPLITS + 4
     assert dc.decode_plan(1, 1, 1250, 1, 4, 64, torch.float32, splits=splits)["splits"] == splits
     assert max_err(dc.decode_attention(q, k, v, splits=splits), reference(q, k, v, True)) < FP32_TOL
+
+
+def test_many_heads_take_smaller_key_tiles_at_more_programs_a_sm():
+    """Head size 128 in 16 bits: below MANY_HEADS (batch x K/V heads) the 64-key tile at two programs a SM, from it
+    the 32-key tile at four; fp32 keeps its own tiles."""
+    few, many = dc.decode_plan(1, 8, 8192, 132), dc.decode_plan(8, 32, 8192, 132)
+    assert (few["BLOCK_N"], many["BLOCK_N"]) == (dc.KEY_TILES[128][0], dc.MANY_KEY_TILES[128][0]) == (64, 32)
+    assert dc.decode_plan(8, 32, 8192, 132, dtype=torch.float32)["BLOCK_N"] == dc.FP32_KEY_TILES[128][0]
+    assert dc.decode_plan(4, 8, 8192, 132)["BLOCK_N"] == 32 and dc.decode_plan(1, 31, 8192, 132)["BLOCK_N"] == 64

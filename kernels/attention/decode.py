@@ -137,9 +137,11 @@ MAX_SEQ_Q = 16
 MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 MAX_ROWS = 64  # query rows (group x seq_q) in one tile; more: several row tiles, each reading the K/V slice again
 # Launch choices by padded head size: key tile, pipeline and the programs a SM the split count aims at (K and V tiles
-# of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too). 128's (32, 4, 3, 4) beat these by up to
-# 12 % on long calls but is untimed on short ones (docs/decisions.md, data/tuning/h200_attention_decode.csv).
+# of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too). From MANY_HEADS (batch x K/V heads x row
+# tiles) on, 128 takes MANY_KEY_TILES': 1.4 % slower to 8 % faster there, 2-7 % slower at batch 1 on 8 K/V heads
+# (H100, data/tuning/h100_attention_decode_tiles.csv; H200, 8 x 32 heads at 128k keys 4263 -> 3730 us).
 KEY_TILES = {64: (64, 4, 3, 2), 128: (64, 4, 3, 2), 256: (32, 8, 2, 2)}  # BLOCK_D -> (BLOCK_N, warps, stages, per SM)
+MANY_KEY_TILES, MANY_HEADS = {128: (32, 4, 3, 4)}, 32
 FP32_KEY_TILES = {64: (32, 8, 2, 2), 128: (16, 8, 2, 2), 256: (16, 8, 2, 2)}  # with FP32_MAX_ROWS: no spills (sm_90)
 FP32_MAX_ROWS = 32  # fp32 query rows a tile: IEEE dots run on FMAs, 64 rows of head dim 128 spilled registers
 MIN_SPLIT_KEYS = 128  # fewer keys per split than this: the combine costs more than the split gains
@@ -154,6 +156,13 @@ def _pow2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
+def key_tile(block_d: int, dtype: torch.dtype, heads: int) -> tuple:
+    """(BLOCK_N, warps, stages, programs a SM) for a padded head size and heads = batch x K/V heads x row tiles."""
+    if dtype == torch.float32:
+        return FP32_KEY_TILES[block_d]
+    return MANY_KEY_TILES[block_d] if heads >= MANY_HEADS and block_d in MANY_KEY_TILES else KEY_TILES[block_d]
+
+
 def decode_plan(batch: int, kv_heads: int, seq_k: int, sm_count: int, rows: int = 1, head_dim: int = 128,
                 dtype: torch.dtype = torch.bfloat16, splits: int | None = None) -> dict:
     """The launch for one decode call, a pure function: the query tile (rows = group x seq_q query rows per K/V
@@ -161,9 +170,9 @@ def decode_plan(batch: int, kv_heads: int, seq_k: int, sm_count: int, rows: int 
     each, every split holding at least one key (chunk a multiple of BLOCK_N). ``splits`` forces a count (tests, the
     combine path at small sizes); it is capped at one key tile per split."""
     block_d = max(64, _pow2(head_dim))
-    block_n, warps, stages, per_sm = (FP32_KEY_TILES if dtype == torch.float32 else KEY_TILES)[block_d]
     block_m = min(FP32_MAX_ROWS if dtype == torch.float32 else MAX_ROWS, max(16, _pow2(rows)))
     row_tiles = -(-rows // block_m)
+    block_n, warps, stages, per_sm = key_tile(block_d, dtype, batch * kv_heads * row_tiles)
     tiles = max(1, -(-seq_k // block_n))
     if splits is None:
         base = batch * kv_heads * row_tiles
