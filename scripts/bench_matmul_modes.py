@@ -235,8 +235,8 @@ def tf32x3(quick: bool) -> list[dict]:
 
 
 def decode32(quick: bool) -> list[dict]:
-    """fp32 decode rows, IEEE and TF32: before (one program a tile; TF32 with the K-major copy where the old rule
-    made it, KMAJOR_MIN_M 0) and after (the plan: fp32 split tiles, no copy for few rows), against cuBLAS."""
+    """fp32 decode rows, IEEE and TF32: before (one program a tile; TF32 with the K-major copy wherever M N K reached
+    KMAJOR_MIN_MNK) and after (the plan: fp32 split tiles, no copy for few rows), against cuBLAS."""
     from kernels.matmul import operands
 
     rows = []
@@ -248,12 +248,10 @@ def decode32(quick: bool) -> list[dict]:
                     a = torch.randn(m, k, device=DEVICE)
                     ref = torch.relu(a.double() @ b.double())
 
-                    def before(a=a, b=b):
-                        kept, operands.KMAJOR_MIN_M = operands.KMAJOR_MIN_M, 0
-                        try:
-                            return mm.matmul_triton(a, b, split_k=1)
-                        finally:
-                            operands.KMAJOR_MIN_M = kept
+                    copy = mode == "tf32" and m * n * k >= operands.KMAJOR_MIN_MNK  # the old rule: any M
+
+                    def before(a=a, b=b, copy=copy):  # the copy each call, as "auto" made it
+                        return mm.matmul_triton(a, b.t().contiguous().t() if copy else b, split_k=1)
 
                     variants = {
                         "ours before (no split, old copy rule)": before,
