@@ -259,7 +259,7 @@ def results_table(rows: pd.DataFrame) -> str:
     t.columns = pd.MultiIndex.from_tuples(t.columns)
     wrap = ">{\\raggedright\\arraybackslash}p{%s}"
     align = "lll" + ("r" if ("", "N") in t.columns else "") + "rlrrr" + wrap % "3.3cm" + wrap % "3.5cm"
-    body = table_latex(t, {(g, "roof"): lambda x: fmt(x, 2)}, align)
+    body = table_latex(t, {(g, "roof"): lambda x: f"{x:.2f}" if np.isfinite(x) else "--"}, align)
     return re.sub(r"!!([0-9.]+)", r"\\textbf{\1}", body).replace(ratio, "\\shortstack{ours /\\\\best}")
 
 
@@ -350,19 +350,19 @@ def glance_sentence(rows: pd.DataFrame) -> str:
 
 def precision_sentence(rows: pd.DataFrame) -> str:
     """Per compute-bound kernel (forward, largest size, GPU time): ours over the best of PyTorch in each dtype, with
-    ours' fraction of that dtype's measured roof."""
+    our fraction of that dtype's measured roof (at the cell's clock)."""
     c = rows[(rows["bound"] == "compute") & (rows["pass"] == "fwd")] if len(rows) else rows
     if c.empty:
         return "No compute-bound kernel was timed on this device."
     out = []
     for kernel, g in c.groupby("kernel", sort=True):
         said = [
-            f"{tex_escape(r.dtype)} {fmt(r.gpu_speedup)}$\\times$ ({fmt(r.roof, 2)} of its roof)"
-            for r in g.itertuples()
+            f"{tex_escape(r.dtype)} {fmt(r.gpu_speedup)}$\\times$" +
+            (f" ({r.roof:.2f} of its roof)" if np.isfinite(r.roof) else "") for r in g.itertuples()
         ]
         out.append(f"{tex_escape(kernel)} at $N={int(g['size'].iloc[0])}$: {join_words(said)}")
-    return ("In GPU time, forward, ours over the best of PyTorch (and ours' fraction of the measured roof of its "
-            "precision): " + "; ".join(out) + ".")
+    return ("In GPU time, forward, ours over the best of PyTorch (and our fraction of the measured roof of its "
+            "precision, scaled to the cell's clock): " + "; ".join(out) + ".")
 
 
 def attention_range_macros(m: Macros, backends: pd.DataFrame | None) -> None:

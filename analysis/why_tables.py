@@ -119,8 +119,8 @@ def tile_of(config: str | None) -> tuple[int, int] | None:
 
 def waves(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) -> pd.DataFrame:
     """Per Triton matmul cell on this GPU (forward, square): the tile the autotuner chose, its output tiles, the
-    programs a SM holds at once (compiled.parquet's blocks_per_sm where recorded, else 1), the waves they make,
-    their wave efficiency (metrics.wave_efficiency over SMs x programs a SM) beside a 128 x 128 tile's at one a SM,
+    programs an SM holds at once (compiled.parquet's blocks_per_sm where recorded, else 1), the waves they make,
+    their wave efficiency (metrics.wave_efficiency over SMs x programs an SM) beside a 128 x 128 tile's at one per SM,
     and which kernel ran (the persistent TMA kernel runs one program per SM, each walking tiles)."""
     cols = [
         "dtype", "size", "tile", "tiles", "sms", "per_sm", "waves", "efficiency", "efficiency_128", "function",
@@ -179,7 +179,7 @@ def waves_table(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) 
         "N": t["size"],
         "tile (autotuned)": t["tile"],
         "tiles": t["tiles"],
-        "a SM": t["per_sm"],
+        "an SM": t["per_sm"],
         "waves": t["waves"],
         "wave eff.": t["efficiency"],
         "eff. at 128x128": t["efficiency_128"],
@@ -191,7 +191,7 @@ def waves_table(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) 
             "wave eff.": lambda v: fmt(v, 3),
             "eff. at 128x128": lambda v: fmt(v, 3),
             "programs": lambda v: "--" if not np.isfinite(v) else str(int(v)),
-            "a SM": lambda v: "--" if not np.isfinite(v) else str(int(v))
+            "an SM": lambda v: "--" if not np.isfinite(v) else str(int(v))
         }, "lrlrrrrrlr")
 
 
