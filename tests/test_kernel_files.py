@@ -136,7 +136,7 @@ READERS = {  # kernel module -> (its table, the attributes it reads from it)
     "kernels.matmul": ("MATMUL", {"TMA_MIN_MNK": "TMA_MIN_MNK", "TF32_KMAJOR_TMA": "TF32_KMAJOR_TMA",
                                       "IEEE_TMA": "IEEE_TMA"}),
     "kernels.matmul.configs": ("MATMUL", {"IEEE_TILES": "IEEE_TILES"}),
-    "kernels.matmul.operands": ("MATMUL", {k: k for k in ("PAD_MIN_MNK", "KMAJOR_MIN_MNK")}),
+    "kernels.matmul.operands": ("MATMUL", {k: k for k in ("PAD_MIN_MNK", "KMAJOR_MIN_MNK", "KMAJOR_MIN_M")}),
     "kernels.attention": ("ATTENTION", {k: k for k in ("TMA_TILES", "POINTER_TILES", "HEAVY_FIRST")}),
     "kernels.attention.backward": ("ATTENTION", {k: k for k in ("DKDV_TILES", "DQ_TILES")}),
     "kernels.attention.plan": ("ATTENTION", {"FALLBACK_TILES": "FALLBACK_TILES"}),

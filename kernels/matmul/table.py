@@ -6,7 +6,7 @@ from kernels._shared.tables import Choice, T
 
 H = T + "h100_matmul_modes.csv"  # scripts/bench_matmul_modes.py on one H100, GPU time (do_bench median)
 S = T + "h100_matmul_splits.csv"  # the same, its decode part with --explore (split counts and tiles)
-S1 = T + "h100_matmul_splits_one_launch.csv"  # the same with split-K in one launch (splitk.py)
+ONE_LAUNCH = T + "h100_matmul_splits_one_launch.csv"  # the same with split-K in one launch (splitk.py)
 
 MATMUL = {
     "TMA_MIN_MNK":
@@ -25,9 +25,8 @@ MATMUL = {
     # ... and at least this many rows: a decode-shaped product reads B once, so copying it (read and write) costs more
     "KMAJOR_MIN_M":
     Choice(
-        129, "H100 sweep, llm decode rows in TF32 (ours over cuBLAS, GPU time): 128 rows with the copy 0.16-0.25x "
-        "(128 x 4096 x 14336: 598 us), 8-32 rows under KMAJOR_MIN_MNK without it 1.01-1.09x",
-        T + "h100_matmul_llm_sweep.parquet"),
+        129, "H100 llm sweep, TF32 decode rows over cuBLAS (GPU time): 128 rows with the copy 0.16-0.25x, 8-32 "
+        "rows without it (below KMAJOR_MIN_MNK) up to 1.09x", T + "h100_matmul_llm_sweep.csv"),
     # TF32 "auto" with a K-major B (the KMAJOR_MIN_MNK copy): True takes the TMA kernel on it, False the pointer kernel
     "TF32_KMAJOR_TMA":
     Choice(
@@ -50,9 +49,8 @@ MATMUL = {
     # a split product: (programs a SM aimed at, fewest K elements a split, most splits)
     "SPLITK_FILL":
     Choice((1, 256, 16),
-           "H100, one launch, over cuBLAS relu(mm) (GPU time / Python loop): 4096^2 (64 tiles) 2 slices as fast as 4 "
-           "at 1-64 rows, at 128 rows 0.896 / 0.960 against 0.887 / 0.828; 8192^2 (128 tiles) 2 slices 0.99-1.02 "
-           "/ 0.94-1.04, 4 0.82-1.00 / 0.76-1.01", S1),
+           "H100 over cuBLAS, GPU time / loop: 4096^2 2 slices = 4 at 1-64 rows, 0.896 / 0.960 vs 0.887 / 0.828 at "
+           "128; 8192^2 2 slices 0.99-1.02 / 0.94-1.04, 4 0.82-1.00", ONE_LAUNCH),
     # element size -> ((most rows, (BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps)), ...): the split kernel's tile
     "SPLITK_TILES": {
         2:
@@ -63,7 +61,7 @@ MATMUL = {
         4:
         Choice(
             ((16, (16, 64, 64, 3, 4)), (32, (32, 64, 64, 3, 4)), (64, (64, 64, 32, 3, 4)), (128, (64, 128, 32, 3, 4))),
-            "fp32 (IEEE, TF32, tf32x3): the 16-bit tiles at half their BLOCK_K, the same bytes a stage; unsplit, "
-            "the H100 sweep's fp32 decode rows ran 0.12-0.76x cuBLAS (h100_matmul_llm_sweep.parquet)", None),
+            "fp32: the 16-bit tiles at half BLOCK_K (the same bytes a stage); unsplit, the H100 llm sweep's fp32 "
+            "decode rows ran 0.12-0.76x cuBLAS", T + "h100_matmul_llm_sweep.csv"),
     },
 }
