@@ -96,7 +96,7 @@ def plateau_table(metrics: pd.DataFrame, gpu: str) -> str:
         t["unit"],
         (lo, "at smallest N [µs]"):
         t["loop_us"],
-        ("", "crossover N"):
+        ("", "crossover N (GPU)"):
         t["crossover"].map(lambda v: "beyond largest" if not np.isfinite(v) else str(int(v)))
     })
     out.columns = pd.MultiIndex.from_tuples(out.columns)
