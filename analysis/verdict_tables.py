@@ -199,12 +199,14 @@ def main(argv=None) -> int:
                 }, align="lrlrlrllr"))
     m.add("AASentence", " ".join(sentences) or "No pairs known identical were timed on a GPU.",
           "the A/A test's outcome, every GPU")
+    caveat = " ".join(
+        unpaired_caveat(pd.read_csv(p),
+                        Path(p).stem.removeprefix("aa_")) for p in args.aa if Path(p).stem != "aa_cpu")
+    m.add("AAAbstractCaveat", caveat, "the abstract's word on verdicts where no paired rounds were timed")
     m.add(
-        "AAAbstractCaveat", " ".join(
-            unpaired_caveat(pd.read_csv(p),
-                            Path(p).stem.removeprefix("aa_"))
-            for p in args.aa
-            if Path(p).stem != "aa_cpu"), "the abstract's word on verdicts where no paired rounds were timed")
+        "AAThreat", caveat and (caveat + " Counts of cells beyond noise carry that error: a cell near the rule's "
+                                "line may be noise, and every table gives its ratio so a reader can weigh it."),
+        "threats to validity: the unpaired rule's A/A error, where no paired rounds were timed")
     import json
 
     rules = VerdictRules.from_config(json.loads(args.verdicts))
