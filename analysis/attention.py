@@ -166,14 +166,16 @@ def decode_sentence(backends: pd.DataFrame) -> str:
             parts.append(f"in {name} ({', '.join(map(str, keys))} keys) ours runs at " + ", ".join(ran) + " speed")
     b = with_cells(backends)
     grouped = b[(b["kv_heads"] < b["heads"]) & b["variant"].isin(list(BACKENDS))]
-    for v, g in grouped.groupby("variant", sort=True):  # how many grouped cells each backend was given refused
-        n = int((g["status"] == "unsupported").sum())
+    key, refusals = [*CELL, "causal", "dtype", "pass"], []
+    for v, g in grouped.groupby("variant", sort=True):  # grouped runs (a cell in one pass) each backend refused
+        n, runs = len(g[g["status"] == "unsupported"].drop_duplicates(key)), len(g.drop_duplicates(key))
         if n:
-            cells = g.drop_duplicates(["batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim", "causal", "dtype"])
-            every = "every one" if n >= len(cells) else f"{n} of the {count_phrase(len(cells), 'cell')}"
-            parts.append(f"the {BACKENDS[v]} backend refused grouped K/V heads (enable\\_gqa) in {every} given it")
-    return ("Against a cache (seq\\_q below seq\\_k, the mask bottom-right; ours over each backend, above 1: ours "
+            every = "every one" if n == runs else f"{n} of the {count_phrase(runs, 'run')}"
+            refusals.append(f"the {BACKENDS[v]} backend refused {every} given it")
+    text = ("Against a cache (seq\\_q below seq\\_k, the mask bottom-right; ours over each backend, above 1: ours "
             "faster), " + "; ".join(parts) + ". ") if parts else ""
+    return text + (f"Of the grouped K/V runs (enable\\_gqa; a run: a cell in one pass), {'; '.join(refusals)}. "
+                   if refusals else "")
 
 
 def range_sentence(backends: pd.DataFrame) -> str:

@@ -46,6 +46,13 @@ def main(argv=None):
     for k in args.kernels:
         if set(new[k]["kernel"].unique()) != {k}:
             raise SystemExit(f"{raw / f'{k}.parquet'} holds rows of {sorted(new[k]['kernel'].unique())}, not {k}")
+    # the paired rounds (rooflab/paired.py) replace the kernel's, whatever --impls says: a group's rounds are one
+    # process's, and only whole (a call that timed no rounds leaves the reference's)
+    paired = {
+        k: read(raw / "paired" / f"{k}.parquet", args.gpu)
+        for k in args.kernels
+        if (raw / "paired" / f"{k}.parquet").exists()
+    }
     old = {name: read(ref / f"{name}.parquet", args.gpu, "the reference") for name in ("profiles", "compiled")}
     if args.impls:
         old.update({k: read(ref / f"{k}.parquet", args.gpu, "the reference") for k in args.kernels})
@@ -84,12 +91,9 @@ def main(argv=None):
         write_parquet(pd.concat([kept, mine], ignore_index=True), ref / f"{name}.parquet")
         print(f"{name}: {len(mine)} rows of {', '.join(args.kernels)} replace "
               f"{len(old[name]) - len(kept)}")
-    for k in args.kernels:  # the paired rounds (rooflab/paired.py) replace the kernel's, whatever --impls says: a
-        # group's rounds are one process's, and only whole (a call that timed no rounds leaves the reference's)
-        paired = raw / "paired" / f"{k}.parquet"
-        if paired.exists():
-            write_parquet(read(paired, args.gpu), ref / "paired" / f"{k}.parquet")
-            print(f"paired/{k}.parquet replaced")
+    for k, rounds in paired.items():
+        write_parquet(rounds, ref / "paired" / f"{k}.parquet")
+        print(f"paired/{k}.parquet replaced")
     write_parquet(new["ceilings"], tuning / f"ceilings_{args.label}.parquet")
     print(f"{tuning / f'ceilings_{args.label}.parquet'} written")
 

@@ -347,7 +347,7 @@ def test_more_splits_than_the_combine_sums_at_a_time():
 
 
 def test_many_heads_take_smaller_key_tiles_at_more_programs_a_sm():
-    """Head size 128 in 16 bits: below MANY_HEADS (batch x K/V heads) the 64-key tile at two programs a SM, from it
+    """Head size 128 in 16 bits: below MANY_HEADS (batch x K/V heads x row tiles) the 64-key tile at two programs an SM, from it
     the 32-key tile at four; fp32 keeps its own tiles."""
     few, many = dc.decode_plan(1, 8, 8192, 132), dc.decode_plan(8, 32, 8192, 132)
     assert (few["BLOCK_N"], many["BLOCK_N"]) == (dc.KEY_TILES[128][0], dc.MANY_KEY_TILES[128][0]) == (64, 32)

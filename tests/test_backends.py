@@ -212,3 +212,17 @@ def test_tables_of_dozens_of_rows_break_across_pages():
     assert "\\begin{longtable}" in backend_losses_table(lost) and "tab:backend-losses" in backend_losses_table(lost)
     assert "tab:backend-losses" in backend_losses_table(lost.iloc[:0]) and "(none)" in backend_losses_table(
         lost.iloc[:0])
+
+
+def test_grouped_refusals_count_runs_not_rows():
+    """A backend that refused one grouped cell in both passes and ran another is said to refuse 2 of 4 runs (a cell
+    in one pass), in a sentence of its own (grouped cells of any query length, not only those against a cache)."""
+    base = rows()
+    refused = base.assign(kv_heads=4, seq_q=1, seq_k=4096)  # two passes of one grouped cell
+    refused.loc[refused["variant"] == "flash", "status"] = "unsupported"
+    ran = base.assign(kv_heads=4, seq_q=4096, seq_k=4096)
+    text = an.decode_sentence(pd.concat([base, refused, ran, ran], ignore_index=True))  # a row twice: still one run
+    assert "Of the grouped K/V runs" in text and "the flash backend refused 2 of the 4 runs given it" in text
+    assert "the memory-efficient backend refused 2 of the 4 runs given it" in text  # its fwd+bwd (rows())
+    everywhere = pd.concat([base, refused, ran.assign(status="unsupported")], ignore_index=True)
+    assert "the flash backend refused every one given it" in an.decode_sentence(everywhere)

@@ -167,3 +167,11 @@ def test_the_calls_paired_rounds_replace_the_kernels_and_a_call_without_keeps_th
     (results / "raw" / "h200" / "paired" / "rowsum.parquet").unlink()
     assert run(results, "--label", "s10", "--kernels", "rowsum", "--reference-dir", ref).returncode == 0
     assert pd.read_parquet(ref / "h200" / "paired" / "rowsum.parquet")["round"].tolist() == [0]
+
+
+def test_paired_rounds_of_another_gpu_write_nothing(folders):
+    results, ref = folders
+    write(results / "raw" / "h200" / "paired" / "rowsum.parquet", [{"gpu": "h100", "kernel": "rowsum", "round": 0}])
+    r = run(results, "--label", "s9", "--kernels", "rowsum", "--reference-dir", ref)
+    assert r.returncode != 0 and "Nothing was written" in r.stderr
+    assert pd.read_parquet(ref / "h200" / "rowsum.parquet")["git_sha"].tolist() == ["old"]

@@ -44,8 +44,9 @@ def plan(m: int, n: int, k: int, element_size: int, sms: int, tables: Tables, sp
     the device's SM count (0 under the interpreter: never split unless asked). ``split``: the caller's count (1:
     never split; more: at most that many slices, each given some of K); ``tile``: the caller's (BLOCK_M, BLOCK_N,
     BLOCK_K, num_stages, num_warps), else SPLITK_TILES'. Automatic: min(m, n) <= SPLITK_WHEN's rows,
-    k >= its K and fewer output tiles than SMs; as many slices as SPLITK_FILL's programs a SM allow without a
-    partial wave (rounded down, at least 2), each at least its fewest K elements, at most its most splits."""
+    k >= its K and fewer output tiles than SMs; as many slices as SPLITK_FILL's programs an SM allow in whole waves
+    (rounded down), at least 2 (a partial second wave where the tiles outnumber half the SMs), each at least its
+    fewest K elements, at most its most splits."""
     if split is not None and split < 1:
         raise ValueError(f"split must be >= 1 (1: no split-K), got {split}")
     tile = tile or tile_for(m, element_size, tables)
@@ -61,7 +62,7 @@ def plan(m: int, n: int, k: int, element_size: int, sms: int, tables: Tables, sp
         (most_rows, min_k), (per_sm, min_split_k, most) = tables.SPLITK_WHEN, tables.SPLITK_FILL
         if sms <= 0 or min(m, n) > most_rows or k < min_k or tiles >= sms:
             return None
-        split = min(max(2, sms * per_sm // tiles), max(1, k // min_split_k), most)  # whole waves, at least 2
+        split = min(max(2, sms * per_sm // tiles), max(1, k // min_split_k), most)  # whole waves; at least 2
     tiles_per_split = _cdiv(k_tiles, min(split, k_tiles))
     split = _cdiv(k_tiles, tiles_per_split)  # no slice left without K: a smaller split of the same slices
     if split < 2:
