@@ -138,8 +138,8 @@ MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 MAX_ROWS = 64  # query rows (group x seq_q) in one tile; more: several row tiles, each reading the K/V slice again
 # Launch choices by padded head size: key tile, pipeline and the programs a SM the split count aims at (K and V tiles
 # of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too). From MANY_HEADS (batch x K/V heads x row
-# tiles) on, 128 takes MANY_KEY_TILES': 1.4 % slower to 8 % faster there, 2-7 % slower at batch 1 on 8 K/V heads
-# (H100, data/tuning/h100_attention_decode_tiles.csv; H200, 8 x 32 heads at 128k keys 4263 -> 3730 us).
+# tiles) on, 128 takes MANY_KEY_TILES': 1.4 % slower to 8 % faster there, 1.5-7.5 % slower at batch 1 on 8 K/V heads
+# (H100, data/tuning/h100_attention_decode_key_tiles.csv; H200, 8 x 32 heads at 128k keys 4263 -> 3730 us).
 KEY_TILES = {64: (64, 4, 3, 2), 128: (64, 4, 3, 2), 256: (32, 8, 2, 2)}  # BLOCK_D -> (BLOCK_N, warps, stages, per SM)
 MANY_KEY_TILES, MANY_HEADS = {128: (32, 4, 3, 4)}, 32
 FP32_KEY_TILES = {64: (32, 8, 2, 2), 128: (16, 8, 2, 2), 256: (16, 8, 2, 2)}  # with FP32_MAX_ROWS: no spills (sm_90)
