@@ -225,6 +225,17 @@ def matmul_sentence(c: pd.DataFrame, timed: pd.DataFrame | None = None) -> str:
     return " ".join(said)
 
 
+def instruction_ratios(ours, other, name: str) -> str:
+    """', issuing Nx NAME's FFMA and Mx its tensor-core instructions' where both sides counted them (else '')."""
+    said = [
+        f"{fmt(ours[col] / other[col])}$\\times$ {what}" for col, what in (("ffma_thread_inst", f"{name}'s FFMA"),
+                                                                           ("tensor_inst",
+                                                                            "its tensor-core instructions"))
+        if pd.notna(ours.get(col)) and pd.notna(other.get(col)) and other[col] > 0
+    ]
+    return f", issuing {' and '.join(said)}" if said else ""
+
+
 def attention_sentence(c: pd.DataFrame) -> str:
     """Attention, forward and forward+backward: ours beside SDPA's cuDNN backend (forced; else the builtin)."""
     said = []
@@ -238,7 +249,8 @@ def attention_sentence(c: pd.DataFrame) -> str:
         said.append(f"{'Forward' if pass_ == 'fwd' else 'Forward and backward'} ({_where(t)}; Nsight Compute, "
                     "one call each): "
                     f"{compute_side(WHO[other], o)}; {compute_side('ours', t)}; ours takes "
-                    f"{fmt(t['duration_us'] / o['duration_us'])}$\\times$ {name}'s time under the profiler.")
+                    f"{fmt(t['duration_us'] / o['duration_us'])}$\\times$ {name}'s time under the profiler"
+                    f"{instruction_ratios(t, o, name)}.")
     if not said:
         return f"What differs inside attention's kernels against cuDNN's is {NOT_MEASURED}."
     return " ".join(said)

@@ -268,3 +268,12 @@ def test_a_profile_whose_ratio_the_sweep_does_not_share_says_so_with_both_dates(
     assert undated.endswith("(timed 2026-12-04).") and "nan" not in undated
     assert timed_note(timed.assign(median_ms=[2.0, 2.2]), "float32", b, t) == ""
     assert timed_note(None, "float32", b, t) == "" and timed_note(timed, "tf32", b, t) == ""
+
+
+def test_attention_names_how_many_times_the_other_sides_instructions_ours_issues():
+    ours, cudnn = {"ffma_thread_inst": 1.1e9, "tensor_inst": 3.4e7}, {"ffma_thread_inst": 3.41e7, "tensor_inst": 1.7e7}
+    from analysis import why_ncu as why
+
+    said = why.instruction_ratios(ours, cudnn, "cuDNN")
+    assert said == ", issuing 32.3$\\times$ cuDNN's FFMA and 2$\\times$ its tensor-core instructions"
+    assert why.instruction_ratios(ours, {"ffma_thread_inst": 0.0}, "cuDNN") == ""  # nothing to divide by: nothing said
