@@ -86,11 +86,12 @@ def errors(out, ref) -> dict:
     return {"rel_err": rel, "max_err": max_abs / float(ref.abs().max())}
 
 
-def against(rows: list[dict], cublas: str) -> list[dict]:
-    """Each row's cuBLAS ratios (cuBLAS time over ours: above 1 is faster than cuBLAS) within its part and shape."""
-    base = {(r["part"], r["shape"]): r for r in rows if r["variant"] == cublas}
+def against(rows: list[dict], cublas: str, key: tuple = ("part", "shape")) -> list[dict]:
+    """Each row's cuBLAS ratios (cuBLAS time over ours: above 1 is faster than cuBLAS) within its `key` (part and
+    shape; decode32 adds the mode: its two modes share shapes)."""
+    base = {tuple(r[k] for k in key): r for r in rows if r["variant"] == cublas}
     for r in rows:
-        b = base.get((r["part"], r["shape"]))
+        b = base.get(tuple(r[k] for k in key))
         if b is not None:
             r["x_cublas_gpu"] = b["gpu_us"] / r["gpu_us"]
             r["x_cublas_loop"] = b["loop_us"] / r["loop_us"]
@@ -270,11 +271,7 @@ def decode32(quick: bool) -> list[dict]:
                             r.update(errors(fn(), ref))
                         rows.append(r)
                 print(f"done decode32 {mode} K x N = {k} x {n}", flush=True)
-    base = {(r["mode"], r["shape"]): r for r in rows if r["variant"] == "cuBLAS relu(mm)"}
-    for r in rows:  # against() keys on part and shape: two modes share this part's shapes
-        b = base[(r["mode"], r["shape"])]
-        r["x_cublas_gpu"], r["x_cublas_loop"] = b["gpu_us"] / r["gpu_us"], b["loop_us"] / r["loop_us"]
-    return rows
+    return against(rows, "cuBLAS relu(mm)", ("part", "mode", "shape"))
 
 
 PARTS = {"decode": decode, "tf32": tf32, "ieee": ieee, "tf32x3": tf32x3, "decode32": decode32}

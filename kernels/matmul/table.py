@@ -26,7 +26,7 @@ MATMUL = {
     "KMAJOR_MIN_M":
     Choice(
         129, "H100 llm sweep, TF32 decode rows over cuBLAS (GPU time): 128 rows with the copy 0.16-0.25x, 8-32 "
-        "rows without it (below KMAJOR_MIN_MNK) up to 1.09x", T + "h100_matmul_llm_sweep.csv"),
+        "rows without it (below KMAJOR_MIN_MNK) 0.29-1.09x", T + "h100_matmul_llm_sweep.csv"),
     # TF32 "auto" with a K-major B (the KMAJOR_MIN_MNK copy): True takes the TMA kernel on it, False the pointer kernel
     "TF32_KMAJOR_TMA":
     Choice(
@@ -62,6 +62,6 @@ MATMUL = {
         Choice(
             ((16, (16, 64, 64, 3, 4)), (32, (32, 64, 64, 3, 4)), (64, (64, 64, 32, 3, 4)), (128, (64, 128, 32, 3, 4))),
             "fp32: the 16-bit tiles at half BLOCK_K (the same bytes a stage), the split untimed; unsplit, the H100 "
-            "llm sweep's fp32 decode rows ran 0.12-0.76x cuBLAS", T + "h100_matmul_llm_sweep.csv"),
+            "llm sweep's fp32 decode rows ran 0.12-0.89x cuBLAS", T + "h100_matmul_llm_sweep.csv"),
     },
 }
