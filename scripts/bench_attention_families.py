@@ -30,7 +30,7 @@ CELLS += [(1, 32, 8, 1024, 8192, 128, False), (1, 32, 8, 1024, 8192, 128, True)]
 # (batch, Hq, Hkv, Sq, Sk, D, causal): grouped, multi-query, odd lengths, shorter and longer queries, head sizes
 CHECKED = [(2, 8, 2, 77, 77, 64, True), (1, 8, 1, 100, 100, 128, False), (1, 4, 2, 37, 300, 128, True),
            (1, 4, 2, 300, 37, 64, True), (1, 4, 4, 65, 129, 80, False)]
-CHECKED += [(1, 4, 2, 129, 129, d, True) for d in (16, 32, 96, 192, 256)]
+CHECKED += [(1, 4, 2, 129, 129, d, True) for d in (16, 32, 96, 192, 256, 40, 72, 112, 160)]  # then sizes no list names
 LOOP_CALLS = 10
 
 

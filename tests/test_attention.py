@@ -94,7 +94,7 @@ def test_flop_and_byte_model_and_the_square_shape():
 
 
 def test_refusals_name_the_problem():
-    q = torch.zeros(1, 1, 8, 48)
+    q = torch.zeros(1, 1, 8, 320)
     with pytest.raises(ValueError, match="head dims"):
         at.attention_triton(q, q, q)
     with pytest.raises(ValueError, match="one shape"):

@@ -1,5 +1,5 @@
 """FlashAttention-2, forward and backward: O = softmax(Q K^T / sqrt(d)) V, q (batch, Hq, Sq, D), k and v (batch, Hkv,
-Sk, D): Hkv dividing Hq (grouped-query; 1: multi-query; K/V never repeated), D in plan.HEAD_DIMS (16-256, padded to
+Sk, D): Hkv dividing Hq (grouped-query; 1: multi-query; K/V never repeated), D any size 1-256 (padded to
 a power-of-two tile inside). Forward: one program per (query tile, batch x query head) walks its K/V head's tiles
 with an online softmax in base 2, never writing the Sq x Sk scores; it stores O and the logsumexp (base 2). Causal
 is aligned bottom right as FlashAttention >= 2.1 (row i sees keys j <= i + Sk - Sq; torch SDPA's is_causal is top
@@ -278,7 +278,8 @@ def attention_triton(q, k, v, causal: bool = CAUSAL, sm_scale: float | None = No
     """O for q (batch, Hq, Sq, D) and k, v (batch, Hkv, Sk, D). With gradients: FlashAttention-2 forward and backward.
     Without: 1-16 query rows go to the split-KV decode kernel (decode.py: one row per head cannot fill the
     FlashAttention-2 grid), the rest to the FlashAttention-2 forward."""
-    sm_scale = q.shape[-1]**-0.5 if sm_scale is None else sm_scale
+    if sm_scale is None:  # (a head size of 0, refused by the checks below by name, gets any scale)
+        sm_scale = q.shape[-1]**-0.5 if q.shape[-1] else 1.0
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         return TritonAttention.apply(q, k, v, causal, sm_scale)
     short = q.dim() == 4 and q.shape[2] <= decode.MAX_SEQ_Q and q.stride(-1) == k.stride(-1) == v.stride(-1) == 1

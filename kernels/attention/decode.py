@@ -132,7 +132,7 @@ def _decode_combine_kernel(o_ptr, part_o_ptr, part_lse_ptr, splits, head_dim, BL
 
 
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-HEAD_DIMS = (64, 80, 96, 128, 192, 256)  # padded to a power of two inside (80, 96 -> 128; 192 -> 256)
+MAX_HEAD_DIM = 256  # any head size up to it, padded to a power of two of at least 64 inside (80, 96 -> 128)
 MAX_SEQ_Q = 16
 MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 MAX_ROWS = 64  # query rows (group x seq_q) in one tile; more: several row tiles, each reading the K/V slice again
@@ -207,8 +207,8 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> N
     if b * hkv > MAX_GRID_Y:
         raise ValueError(f"decode_attention runs batch x kv_heads on the grid's y axis, at most {MAX_GRID_Y}; got "
                          f"{b} x {hkv} (split the batch)")
-    if d not in HEAD_DIMS:
-        raise ValueError(f"decode_attention supports head dims {HEAD_DIMS}, got {d}")
+    if not 1 <= d <= MAX_HEAD_DIM:
+        raise ValueError(f"decode_attention supports head dims 1-{MAX_HEAD_DIM}, got {d}")
     if not 1 <= sq <= MAX_SEQ_Q:
         raise ValueError(f"decode_attention takes 1-{MAX_SEQ_Q} query rows (longer: the FlashAttention-2 kernel), "
                          f"got seq_q {sq}")

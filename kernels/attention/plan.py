@@ -2,9 +2,9 @@
 tiles fit in shared memory. Plain values in and out (no launch): tests check it on the CPU.
 
 Inputs: q (batch, Hq, Sq, D), k and v (batch, Hkv, Sk, D), Hkv dividing Hq (grouped-query; Hkv = 1 multi-query),
-D one of HEAD_DIMS, padded inside to BLOCK_D (the next power of two) with masked loads and stores. A tile's shared
-memory is estimated (smem_bytes: the held tiles, the loaded ones times num_stages, fp32's score tiles) and every
-tile over SMEM_LIMIT_BYTES dropped; each kernel's FALLBACK_TILES
+D any size 1-MAX_HEAD_DIM, padded inside to BLOCK_D (the next power of two) with masked loads and stores. A tile's
+shared memory is estimated (smem_bytes: the held tiles, the loaded ones times num_stages, fp32's score tiles) and
+every tile over SMEM_LIMIT_BYTES dropped; each kernel's FALLBACK_TILES
 fit at D = 256 in fp32, so every supported input has a tile (tests/test_attention_families.py checks it).
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ from rooflab.triton_utils import check_device
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
 SUPPORTED = (torch.float32, torch.bfloat16, torch.float16)
-HEAD_DIMS = (16, 32, 64, 80, 96, 128, 192, 256)
+MAX_HEAD_DIM = 256  # any head size up to it: padded to BLOCK_D (the next power of two) inside
+HEAD_DIMS = (16, 32, 64, 80, 96, 128, 192, 256)  # the sizes models ship, each checked against float64 on a GPU
 SMEM_LIMIT_BYTES = 227 * 1024  # H100 / H200: the most shared memory one block may opt into
 MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 FALLBACK_TILES = values(ATTENTION["FALLBACK_TILES"])
@@ -144,8 +145,9 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int
     if q.dtype not in SUPPORTED or k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError(f"attention_triton supports float32, bfloat16 and float16 (one for q, k, v), got "
                         f"{q.dtype}, {k.dtype}, {v.dtype}")
-    if d not in HEAD_DIMS:
-        raise ValueError(f"attention_triton supports head dims {HEAD_DIMS}, got {d}")
+    if not 1 <= d <= MAX_HEAD_DIM:
+        raise ValueError(f"attention_triton supports head dims 1-{MAX_HEAD_DIM} (padded to a power of two inside), "
+                         f"got {d}")
     if batch * hq > MAX_GRID_Y:
         raise ValueError(f"attention_triton runs batch x heads on the grid's y axis, at most {MAX_GRID_Y}; got "
                          f"{batch} x {hq} (split the batch)")
