@@ -124,12 +124,14 @@ def rel_err(out, ref) -> float:
 
 
 def make_inputs(cell, dtype, device: str, seed: int = 0):
-    """q (batch, heads, seq_q, head_dim), k and v (batch, kv_heads, seq_k, head_dim), grad_o like q."""
+    """q (batch, heads, seq_q, head_dim), k and v (batch, kv_heads, seq_k, head_dim), grad_o like q; a cell of seven
+    gives V (and O, grad_o) a head size of its own, the last."""
     import torch
 
-    b, h, hkv, sq, sk, d = cell
+    b, h, hkv, sq, sk, d, *rest = cell
+    dv = rest[0] if rest else d
     g = torch.Generator(device=device).manual_seed(seed)
-    shapes = ((b, h, sq, d), (b, hkv, sk, d), (b, hkv, sk, d), (b, h, sq, d))
+    shapes = ((b, h, sq, d), (b, hkv, sk, d), (b, hkv, sk, dv), (b, h, sq, dv))
     return tuple(torch.randn(s, generator=g, device=device, dtype=torch.float32).to(dtype) for s in shapes)
 
 

@@ -56,6 +56,21 @@ def check(q, k, v, grad_o, causal, tol):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("d,dv,sq,sk", [(192, 128, 19, 29), (192, 128, 2, 100), (40, 72, 33, 33), (128, 256, 70, 30)])
+def test_a_value_head_size_of_its_own(d, dv, sq, sk, dtype):
+    """V's head size apart from Q's and K's (DeepSeek-V2/V3: 192 and 128), grouped heads, both masks: O of V's
+    size, dV of V's shape; the query rows of a decode step too (they go to FlashAttention-2's grid)."""
+    g = torch.Generator().manual_seed(dv)
+    q, k = torch.randn(1, 4, sq, d, generator=g).to(dtype), torch.randn(1, 2, sk, d, generator=g).to(dtype)
+    v, grad_o = torch.randn(1, 2, sk, dv, generator=g).to(dtype), torch.randn(1, 4, sq, dv, generator=g).to(dtype)
+    for causal in (True, False):
+        assert check(q, k, v, grad_o, causal, TOL[dtype]).shape == (1, 4, sq, dv)
+        with torch.no_grad():
+            o = at.attention_triton(q, k, v, causal=causal)
+        assert relative_error(o, reference(q, k, v, grad_o, causal)[0])[0] <= TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 @pytest.mark.parametrize("hq,hkv", [(8, 2), (4, 1), (3, 3)], ids=["gqa", "mqa", "mha"])
 def test_grouped_and_multi_query_heads(hq, hkv, causal, dtype):
@@ -196,6 +211,14 @@ def test_refusals_name_what_is_supported(shapes, match):
         at.attention_triton(q, kv, kv)
 
 
+@pytest.mark.parametrize("v_shape,match", [((1, 2, 9, 16), r"v \(batch, Hkv, Sk, Dv\)"), ((1, 1, 8, 16), "Dv"),
+                                           ((1, 2, 8, 300), "300 for v")])
+def test_a_value_of_another_length_heads_or_size_is_refused(v_shape, match):
+    q = k = torch.zeros(1, 2, 8, 16)
+    with pytest.raises(ValueError, match=match):
+        at.attention_triton(q, k, torch.zeros(v_shape))
+
+
 def test_the_measured_16_bit_tiles_are_kept():
     """The table's tiles ran on the H200 at 16-bit head dim 128 (data/tuning): the estimate keeps them all."""
     for kind, table in (("fwd", at.POINTER_TILES), ("tma", at.TMA_TILES), ("dkdv", at.backward.DKDV_TILES),
@@ -261,3 +284,59 @@ def test_no_keys_gives_zeros(causal):
     o = at.attention_triton(q, k, v, causal=causal)
     o.backward(grad_o)
     assert (o == 0).all() and (q.grad == 0).all() and k.grad.shape == k.shape
+
+
+COMPILE_DV = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from kernels.attention import _attn_fwd_kernel, _attn_fwd_tma_kernel
+from kernels.attention.backward import _attn_bwd_dkdv_kernel, _attn_bwd_dq_kernel
+
+def jit(fn):  # under the autotuner and heuristics
+    while type(fn).__name__ != "JITFunction":
+        fn = fn.fn
+    return fn
+
+dims = {"HEAD_DIM": 192, "BLOCK_D": 256, "HEAD_DIM_V": 128, "BLOCK_DV": 128, "CAUSAL": True}
+out = {}
+consts = dims | {"BLOCK_M": 128, "BLOCK_N": 64, "EVEN": True, "WARP_SPECIALIZE": False, "HEAVY_FIRST": True}
+sig = {"desc_q": "tensordesc<bf16[128, 256]>", "desc_k": "tensordesc<bf16[64, 256]>", "desc_v":
+       "tensordesc<bf16[64, 128]>", "desc_o": "tensordesc<bf16[128, 128]>", "o_ptr": "*bf16", "lse_ptr": "*fp32",
+       "n_heads": "i32", "n_kv_heads": "i32", "seq_q": "i32", "seq_k": "i32", "qk_scale": "fp32"}
+k = triton.compile(ASTSource(fn=jit(_attn_fwd_tma_kernel), signature=sig | {n: "constexpr" for n in consts},
+                             constexprs=consts), target=GPUTarget("cuda", 90, 32), options={"num_warps": 8})
+out["tma"] = {"shared": k.metadata.shared, "wgmma": k.asm["ptx"].count("wgmma.mma_async")}
+for name, fn in (("fwd", _attn_fwd_kernel), ("dkdv", _attn_bwd_dkdv_kernel), ("dq", _attn_bwd_dq_kernel)):
+    fn, consts = jit(fn), dims | {"BLOCK_M": 64, "BLOCK_N": 64, "EVEN": False, "INPUT_PRECISION": "tf32"}
+    sig = {n: "constexpr" if n in consts else "*fp32" if n in ("lse_ptr", "delta_ptr") else "*bf16"
+           if n.endswith("_ptr") else "fp32" if "scale" in n else "i32" for n in fn.arg_names}
+    k = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": 4, "num_stages": 2})
+    out[name] = {"shared": k.metadata.shared, "wgmma": k.asm["ptx"].count("wgmma.mma_async")}
+print(json.dumps(out))
+"""
+
+
+def test_a_value_head_size_of_its_own_compiles_for_sm90():
+    """D 192 with Dv 128 in bf16, ahead of time for an H100 (tests/test_sm90_compile.py's way): the TMA forward
+    (descriptors of two widths), the pointer forward and both backward kernels compile, on Hopper's tensor-core MMA,
+    within shared memory."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.test_sm90_compile import missing_toolchain
+
+    if why := missing_toolchain():
+        pytest.skip(f"no sm_90 toolchain: {why}")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    repo = str(Path(__file__).resolve().parent.parent)
+    r = subprocess.run([sys.executable, "-c", COMPILE_DV, repo], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for kind, got in json.loads(r.stdout.strip().splitlines()[-1]).items():
+        assert 0 < got["shared"] <= plan.SMEM_LIMIT_BYTES and got["wgmma"] > 0, (kind, got)

@@ -1,12 +1,13 @@
-"""FlashAttention-2, forward and backward: O = softmax(Q K^T / sqrt(d)) V, q (batch, Hq, Sq, D), k and v (batch, Hkv,
-Sk, D): Hkv dividing Hq (grouped-query; 1: multi-query; K/V never repeated), D any size 1-256 (padded to
-a power-of-two tile inside). Forward: one program per (query tile, batch x query head) walks its K/V head's tiles
-with an online softmax in base 2, never writing the Sq x Sk scores; it stores O and the logsumexp (base 2). Causal
-is aligned bottom right as FlashAttention >= 2.1 (row i sees keys j <= i + Sk - Sq; torch SDPA's is_causal is top
-left): tiles left of the diagonal unmasked, the diagonal masked, none past it; a row that sees no key (Sq > Sk)
-gives O = 0, not NaN. Math: fp32 products in IEEE fp32, or TF32 when torch.backends.cuda.matmul.allow_tf32 is set
-(plan.math_mode names it); 16-bit ones on tensor cores, fp32 accumulation. On Hopper, 16-bit contiguous heads come
-through TMA descriptors (zeros past a short head), the rest through pointers. Backward: backward.py; tiles: plan.py.
+"""FlashAttention-2, forward and backward: O = softmax(Q K^T / sqrt(d)) V, q (batch, Hq, Sq, D), k (batch, Hkv, Sk, D),
+v (batch, Hkv, Sk, Dv): Hkv dividing Hq (grouped-query; 1: multi-query; K/V never repeated), D and Dv any sizes 1-256
+(padded to power-of-two tiles inside; Dv != D as DeepSeek-V2/V3's 192 and 128). Forward: one program per (query
+tile, batch x query head) walks its K/V head's tiles with an online softmax in base 2, never writing the Sq x Sk
+scores; it stores O and the logsumexp (base 2). Causal is aligned bottom right as FlashAttention >= 2.1 (row i sees
+keys j <= i + Sk - Sq; torch SDPA's is_causal is top left): tiles left of the diagonal unmasked, the diagonal
+masked, none past it; a row that sees no key (Sq > Sk) gives O = 0, not NaN. Math: fp32 products in IEEE fp32, or
+TF32 when torch.backends.cuda.matmul.allow_tf32 is set (plan.math_mode names it); 16-bit ones on tensor cores, fp32
+accumulation. On Hopper, 16-bit contiguous heads come through TMA descriptors (zeros past a short head), the rest
+through pointers. Backward: backward.py; tiles: plan.py.
 References: Dao, "FlashAttention-2" (2023); Triton tutorial 06-fused-attention (its Hopper configs).
 """
 from __future__ import annotations
@@ -81,15 +82,15 @@ def _finish(acc, l_i, m_i):
 
 
 @triton.jit
-def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k, offset, qk_scale, lo, hi,
-               BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, DIAGONAL: tl.constexpr,
-               EVEN: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, offs_dv, seq_k, offset, qk_scale,
+               lo, hi, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+               BLOCK_DV: tl.constexpr, DIAGONAL: tl.constexpr, EVEN: tl.constexpr, INPUT_PRECISION: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM, BLOCK_D,
                        EVEN)
-        v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM, BLOCK_D,
-                       EVEN)
+        v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_dv[None, :], offs_n, seq_k, offs_dv, HEAD_DIM_V,
+                       BLOCK_DV, EVEN)
         acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, qk_scale, offs_m, offs_n, seq_k, offset, DIAGONAL, EVEN,
                                      INPUT_PRECISION)
     return acc, l_i, m_i
@@ -101,37 +102,39 @@ def _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, o
 @triton.jit
 def _attn_fwd_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, stride_qz, stride_qh, stride_qm, stride_kz, stride_kh,
                      stride_kn, stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, n_heads, n_kv_heads,
-                     seq_q, seq_k, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
-                     INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr):
+                     seq_q, seq_k, qk_scale, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+                     BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr, EVEN: tl.constexpr):
     start_m = tl.program_id(0) * BLOCK_M
     off_hz = tl.program_id(1)
     z, h = (off_hz // n_heads).to(tl.int64), (off_hz % n_heads).to(tl.int64)  # int64: z * stride passes 2^31
     hk = h // (n_heads // n_kv_heads)  # the group's K/V head
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
+    offs_d, offs_dv = tl.arange(0, BLOCK_D), tl.arange(0, BLOCK_DV)
     q = _load_rows(q_ptr + z * stride_qz + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m, seq_q,
                    offs_d, HEAD_DIM, BLOCK_D, EVEN)
     k_base = k_ptr + z * stride_kz + hk * stride_kh
     v_base = v_ptr + z * stride_vz + hk * stride_vh
     m_i = tl.full((BLOCK_M, ), -float("inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M, ), dtype=tl.float32)
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_DV), dtype=tl.float32)
     offset = seq_k - seq_q
     if CAUSAL:  # key tiles below diag_lo seen by every row, unmasked; [diag_lo, hi) masked; none past
         hi = tl.maximum(tl.minimum(seq_k, start_m + BLOCK_M + offset), 0)
         diag_lo = tl.maximum(start_m + offset, 0) // BLOCK_N * BLOCK_N
-        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k,
-                                   offset, qk_scale, 0, diag_lo, BLOCK_N, HEAD_DIM, BLOCK_D, False, EVEN,
-                                   INPUT_PRECISION)
-        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k,
-                                   offset, qk_scale, diag_lo, hi, BLOCK_N, HEAD_DIM, BLOCK_D, True, EVEN,
-                                   INPUT_PRECISION)
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, offs_dv,
+                                   seq_k, offset, qk_scale, 0, diag_lo, BLOCK_N, HEAD_DIM, BLOCK_D, HEAD_DIM_V,
+                                   BLOCK_DV, False, EVEN, INPUT_PRECISION)
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, offs_dv,
+                                   seq_k, offset, qk_scale, diag_lo, hi, BLOCK_N, HEAD_DIM, BLOCK_D, HEAD_DIM_V,
+                                   BLOCK_DV, True, EVEN, INPUT_PRECISION)
     else:
-        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k,
-                                   offset, qk_scale, 0, seq_k, BLOCK_N, HEAD_DIM, BLOCK_D, False, EVEN, INPUT_PRECISION)
+        acc, l_i, m_i = _fwd_tiles(acc, l_i, m_i, q, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, offs_dv,
+                                   seq_k, offset, qk_scale, 0, seq_k, BLOCK_N, HEAD_DIM, BLOCK_D, HEAD_DIM_V, BLOCK_DV,
+                                   False, EVEN, INPUT_PRECISION)
     o, lse = _finish(acc, l_i, m_i)
-    o_ptrs = o_ptr + z * stride_oz + h * stride_oh + offs_m[:, None] * stride_om + offs_d[None, :]
-    _store_rows(o_ptrs, o.to(o_ptr.dtype.element_ty), offs_m, seq_q, offs_d, HEAD_DIM, BLOCK_D)
+    o_ptrs = o_ptr + z * stride_oz + h * stride_oh + offs_m[:, None] * stride_om + offs_dv[None, :]
+    _store_rows(o_ptrs, o.to(o_ptr.dtype.element_ty), offs_m, seq_q, offs_dv, HEAD_DIM_V, BLOCK_DV)
     tl.store(lse_ptr + off_hz.to(tl.int64) * seq_q + offs_m, lse, mask=offs_m < seq_q)
 
 
@@ -150,8 +153,9 @@ def _fwd_tiles_tma(acc, l_i, m_i, q, desc_k, desc_v, row0, offs_m, seq_k, offset
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, n_heads, n_kv_heads, seq_q, seq_k, qk_scale,
-                         HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
-                         BLOCK_N: tl.constexpr, EVEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
+                         HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+                         BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         EVEN: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False,
                          HEAVY_FIRST: tl.constexpr = HEAVY_FIRST):
     """Q, K, V and O as (batch * heads * seq, head_dim) row tables. A tile past a head's end reads the next head's
     rows (the last head's: zeros), masked as keys; not EVEN, O is stored through a row mask, not the descriptor.
@@ -165,7 +169,7 @@ def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, n_heads
     q = desc_q.load([row0 + start_m, 0])
     m_i = tl.full((BLOCK_M, ), -float("inf"), dtype=tl.float32)
     l_i = tl.zeros((BLOCK_M, ), dtype=tl.float32)
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_DV), dtype=tl.float32)
     offset = seq_k - seq_q
     if CAUSAL:  # below diag_lo whole tiles of real keys; the diagonal masked, stopping at the keys' end
         hi = tl.maximum(tl.minimum(seq_k, start_m + BLOCK_M + offset), 0)
@@ -187,16 +191,17 @@ def _attn_fwd_tma_kernel(desc_q, desc_k, desc_v, desc_o, o_ptr, lse_ptr, n_heads
         desc_o.store([row0 + start_m, 0], o)
     else:
         rows = (row0 + offs_m).to(tl.int64)
-        offs_d = tl.arange(0, BLOCK_D)
-        _store_rows(o_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :], o, offs_m, seq_q, offs_d, HEAD_DIM, BLOCK_D)
+        offs_dv = tl.arange(0, BLOCK_DV)
+        _store_rows(o_ptr + rows[:, None] * HEAD_DIM_V + offs_dv[None, :], o, offs_m, seq_q, offs_dv, HEAD_DIM_V,
+                    BLOCK_DV)
     tl.store(lse_ptr + off_hz.to(tl.int64) * seq_q + offs_m, lse, mask=offs_m < seq_q)
 
 
 def _set_block_shapes(nargs):
     """Each descriptor's block for the config being run (the autotuner's pre-hook)."""
-    rows = {"desc_q": "BLOCK_M", "desc_o": "BLOCK_M", "desc_k": "BLOCK_N", "desc_v": "BLOCK_N"}
-    for desc, block in rows.items():
-        nargs[desc].block_shape = [nargs[block], nargs["BLOCK_D"]]
+    blocks = {"desc_q": "BLOCK_M", "desc_o": "BLOCK_M", "desc_k": "BLOCK_N", "desc_v": "BLOCK_N"}
+    for desc, block in blocks.items():
+        nargs[desc].block_shape = [nargs[block], nargs["BLOCK_DV" if desc in ("desc_v", "desc_o") else "BLOCK_D"]]
 
 
 TMA_CONFIGS = autotune_configs([
@@ -214,7 +219,7 @@ def tma_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """The TMA kernel's inputs: 16-bit, contiguous (rows of one table, fewer than 2^31: int32 coordinates), 16-byte
     aligned rows and base, Hopper or newer. A head dim short of its tile reads as zeros past its end (the
     descriptor's padding) and stores clipped there."""
-    if q.dtype == torch.float32 or q.shape[-1] * q.element_size() % 16:
+    if q.dtype == torch.float32 or q.shape[-1] * q.element_size() % 16 or v.shape[-1] * v.element_size() % 16:
         return False
     if max(t.numel() // max(1, t.shape[-1]) for t in (q, k)) >= 2**31:
         return False
@@ -227,19 +232,20 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "aut
     """(O, logsumexp in base 2 of each row, (batch * Hq, Sq) fp32; +inf for a row that sees no key, whose O is 0).
     Check; allocate; launch. ``config``: one tile ({BLOCK_M, BLOCK_N, num_warps, num_stages}; the TMA kernel's
     WARP_SPECIALIZE and HEAVY_FIRST too) instead of the autotuner's (the lab's)."""
-    batch, heads, kv_heads, seq_q, seq_k, head_dim = check_inputs(q, k, v)
+    batch, heads, kv_heads, seq_q, seq_k, head_dim, head_dim_v = check_inputs(q, k, v)
     if method not in METHODS or (method == "tma" and not tma_ok(q, k, v)):
         raise ValueError(f"method {method!r}: one of {METHODS}; tma needs tma_ok(q, k, v)")
     pointer = method == "pointer" or (method == "auto" and not tma_ok(q, k, v))
-    check_config("fwd" if pointer else "tma", config, head_dim, q.element_size())
+    check_config("fwd" if pointer else "tma", config, max(head_dim, head_dim_v), q.element_size())
     if not sm_scale > 0:
         raise ValueError(f"attention_triton needs sm_scale > 0 (the max is taken before scaling), got {sm_scale}")
-    o = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # (batch, heads, seq, head_dim), contiguous
+    o = torch.empty((*q.shape[:3], head_dim_v), dtype=q.dtype, device=q.device)  # contiguous
     lse = torch.empty((batch * heads, seq_q), dtype=torch.float32, device=q.device)
     if o.numel() == 0 or seq_k == 0:  # no key: every row's O is 0
         return o.zero_(), lse.fill_(float("inf"))
     grid = lambda META: (triton.cdiv(seq_q, META["BLOCK_M"]), batch * heads)  # noqa: E731
-    meta = dict(HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim), CAUSAL=causal, **(config or {}))
+    meta = dict(HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim), HEAD_DIM_V=head_dim_v, BLOCK_DV=block_d(head_dim_v),
+                CAUSAL=causal, **(config or {}))
     if pointer:
         kernel = _attn_fwd_kernel.fn if config else _attn_fwd_kernel
         kernel[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], heads,
@@ -248,8 +254,9 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "aut
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     descs = {
-        name: TensorDescriptor.from_tensor(t.view(-1, head_dim), [1, meta["BLOCK_D"]])
-        for name, t in (("desc_q", q), ("desc_k", k), ("desc_v", v), ("desc_o", o))
+        name: TensorDescriptor.from_tensor(t.view(-1, t.shape[-1]), [1, meta[block]])
+        for name, t, block in (("desc_q", q, "BLOCK_D"), ("desc_k", k, "BLOCK_D"), ("desc_v", v, "BLOCK_DV"),
+                               ("desc_o", o, "BLOCK_DV"))
     }
     if config:
         _set_block_shapes({**descs, **meta})
@@ -275,9 +282,10 @@ class TritonAttention(torch.autograd.Function):
 
 
 def attention_triton(q, k, v, causal: bool = CAUSAL, sm_scale: float | None = None) -> torch.Tensor:
-    """O for q (batch, Hq, Sq, D) and k, v (batch, Hkv, Sk, D). With gradients: FlashAttention-2 forward and backward.
-    Without: 1-16 query rows go to the split-KV decode kernel (decode.py: one row per head cannot fill the
-    FlashAttention-2 grid), the rest to the FlashAttention-2 forward."""
+    """O (batch, Hq, Sq, Dv) for q (batch, Hq, Sq, D), k (batch, Hkv, Sk, D), v (batch, Hkv, Sk, Dv). With
+    gradients: FlashAttention-2 forward and backward. Without: 1-16 query rows with V of K's size go to the split-KV
+    decode kernel (decode.py: one row per head cannot fill the FlashAttention-2 grid), the rest to the
+    FlashAttention-2 forward."""
     if sm_scale is None:  # (a head size of 0, refused by the checks below by name, gets any scale)
         sm_scale = q.shape[-1]**-0.5 if q.shape[-1] else 1.0
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):

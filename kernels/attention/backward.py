@@ -35,7 +35,8 @@ CONFIGS = {
     ])
     for kind, tiles in TILES.items()
 }
-KEY = ["seq_q", "seq_k", "HEAD_DIM", "CAUSAL", "INPUT_PRECISION"]  # and every tensor's dtype (the autotuner's)
+KEY = ["seq_q", "seq_k", "HEAD_DIM", "HEAD_DIM_V", "CAUSAL",
+       "INPUT_PRECISION"]  # and every tensor's dtype (the autotuner's)
 EVEN = {"EVEN": lambda a: a["seq_q"] % a["BLOCK_M"] == 0 and a["seq_k"] % a["BLOCK_N"] == 0}
 
 
@@ -71,6 +72,7 @@ def _row_stat(ptr, rows, seq_len, other, EVEN: tl.constexpr):
 @triton.jit
 def _attn_bwd_preprocess(o_ptr, do_ptr, delta_ptr, stride_oz, stride_oh, stride_om, stride_dz, stride_dh, stride_dm,
                          n_heads, seq_q, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr):
+    """delta = rowsum(dO * O): HEAD_DIM and BLOCK_D are V's (O's and dO's) head size and tile."""
     off_hz = tl.program_id(1)
     z, h = (off_hz // n_heads).to(tl.int64), (off_hz % n_heads).to(tl.int64)
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -83,15 +85,16 @@ def _attn_bwd_preprocess(o_ptr, do_ptr, delta_ptr, stride_oz, stride_oh, stride_
 
 
 @triton.jit
-def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n, offs_d, seq_q,
-                offset, qk_scale, lo, hi, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-                DIAGONAL: tl.constexpr, EVEN: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n, offs_d, offs_dv,
+                seq_q, offset, qk_scale, lo, hi, BLOCK_M: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+                HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, DIAGONAL: tl.constexpr, EVEN: tl.constexpr,
+                INPUT_PRECISION: tl.constexpr):
     for start_m in range(lo, hi, BLOCK_M):
         offs_m = start_m + tl.arange(0, BLOCK_M)
         q = _load_rows(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m, seq_q, offs_d, HEAD_DIM, BLOCK_D,
                        EVEN)
-        do = _load_rows(do_base + offs_m[:, None] * stride_dm + offs_d[None, :], offs_m, seq_q, offs_d, HEAD_DIM,
-                        BLOCK_D, EVEN)
+        do = _load_rows(do_base + offs_m[:, None] * stride_dm + offs_dv[None, :], offs_m, seq_q, offs_dv, HEAD_DIM_V,
+                        BLOCK_DV, EVEN)
         lse = _row_stat(lse_base, offs_m, seq_q, float("inf"), EVEN)  # past the end (or a row with no key): P = 0
         delta = _row_stat(delta_base, offs_m, seq_q, 0.0, EVEN)
         qk_t = tl.dot(k, tl.trans(q), input_precision=INPUT_PRECISION)
@@ -112,9 +115,9 @@ def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, 
 def _attn_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, delta_ptr, stride_qz, stride_qh,
                           stride_qm, stride_kz, stride_kh, stride_kn, stride_vz, stride_vh, stride_vn, stride_dz,
                           stride_dh, stride_dm, n_heads, n_kv_heads, seq_q, seq_k, sm_scale, qk_scale,
-                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr,
-                          INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                          EVEN: tl.constexpr):
+                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM_V: tl.constexpr,
+                          BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr):
     """One key tile of one K/V head; its group's query heads in turn. Causal: the query tiles from the first that
     sees a key of the tile ([q_lo, q_mid) masked) to those that see all of them (unmasked)."""
     start_n = tl.program_id(0) * BLOCK_N
@@ -122,13 +125,13 @@ def _attn_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, 
     z, hk = (off_hz // n_kv_heads).to(tl.int64), (off_hz % n_kv_heads).to(tl.int64)
     group = n_heads // n_kv_heads
     offs_n = start_n + tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, BLOCK_D)
+    offs_d, offs_dv = tl.arange(0, BLOCK_D), tl.arange(0, BLOCK_DV)
     k = _load_rows(k_ptr + z * stride_kz + hk * stride_kh + offs_n[:, None] * stride_kn + offs_d[None, :], offs_n,
                    seq_k, offs_d, HEAD_DIM, BLOCK_D, EVEN)
-    v = _load_rows(v_ptr + z * stride_vz + hk * stride_vh + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n,
-                   seq_k, offs_d, HEAD_DIM, BLOCK_D, EVEN)
+    v = _load_rows(v_ptr + z * stride_vz + hk * stride_vh + offs_n[:, None] * stride_vn + offs_dv[None, :], offs_n,
+                   seq_k, offs_dv, HEAD_DIM_V, BLOCK_DV, EVEN)
     dk = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
-    dv = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_N, BLOCK_DV), dtype=tl.float32)
     offset = seq_k - seq_q
     q_lo = tl.minimum(tl.maximum(start_n - offset, 0) // BLOCK_M * BLOCK_M, seq_q)
     q_mid = q_lo + tl.cdiv(tl.maximum(start_n + BLOCK_N - 1 - offset - q_lo, 0), BLOCK_M) * BLOCK_M
@@ -141,30 +144,33 @@ def _attn_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, 
         delta_base = delta_ptr + (z * n_heads + h) * seq_q
         if CAUSAL:
             dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n,
-                                 offs_d, seq_q, offset, qk_scale, q_lo, q_mid, BLOCK_M, HEAD_DIM, BLOCK_D, True, EVEN,
-                                 INPUT_PRECISION)
+                                 offs_d, offs_dv, seq_q, offset, qk_scale, q_lo, q_mid, BLOCK_M, HEAD_DIM, BLOCK_D,
+                                 HEAD_DIM_V, BLOCK_DV, True, EVEN, INPUT_PRECISION)
             dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n,
-                                 offs_d, seq_q, offset, qk_scale, q_mid, seq_q, BLOCK_M, HEAD_DIM, BLOCK_D, False, EVEN,
-                                 INPUT_PRECISION)
+                                 offs_d, offs_dv, seq_q, offset, qk_scale, q_mid, seq_q, BLOCK_M, HEAD_DIM, BLOCK_D,
+                                 HEAD_DIM_V, BLOCK_DV, False, EVEN, INPUT_PRECISION)
         else:
             dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n,
-                                 offs_d, seq_q, offset, qk_scale, 0, seq_q, BLOCK_M, HEAD_DIM, BLOCK_D, False, EVEN,
-                                 INPUT_PRECISION)
-    out = off_hz.to(tl.int64) * seq_k * HEAD_DIM + offs_n[:, None] * HEAD_DIM + offs_d[None, :]
-    _store_rows(dk_ptr + out, (dk * sm_scale).to(dk_ptr.dtype.element_ty), offs_n, seq_k, offs_d, HEAD_DIM, BLOCK_D)
-    _store_rows(dv_ptr + out, dv.to(dv_ptr.dtype.element_ty), offs_n, seq_k, offs_d, HEAD_DIM, BLOCK_D)
+                                 offs_d, offs_dv, seq_q, offset, qk_scale, 0, seq_q, BLOCK_M, HEAD_DIM, BLOCK_D,
+                                 HEAD_DIM_V, BLOCK_DV, False, EVEN, INPUT_PRECISION)
+    rows = off_hz.to(tl.int64) * seq_k + offs_n[:, None]
+    _store_rows(dk_ptr + rows * HEAD_DIM + offs_d[None, :], (dk * sm_scale).to(dk_ptr.dtype.element_ty), offs_n, seq_k,
+                offs_d, HEAD_DIM, BLOCK_D)
+    _store_rows(dv_ptr + rows * HEAD_DIM_V + offs_dv[None, :], dv.to(dv_ptr.dtype.element_ty), offs_n, seq_k, offs_dv,
+                HEAD_DIM_V, BLOCK_DV)
 
 
 @triton.jit
-def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k, offset, qk_scale, lo,
-              hi, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, DIAGONAL: tl.constexpr,
-              EVEN: tl.constexpr, INPUT_PRECISION: tl.constexpr):
+def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, offs_dv, seq_k, offset,
+              qk_scale, lo, hi, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr,
+              HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, DIAGONAL: tl.constexpr, EVEN: tl.constexpr,
+              INPUT_PRECISION: tl.constexpr):
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + tl.arange(0, BLOCK_N)
         k = _load_rows(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM, BLOCK_D,
                        EVEN)
-        v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_d[None, :], offs_n, seq_k, offs_d, HEAD_DIM, BLOCK_D,
-                       EVEN)
+        v = _load_rows(v_base + offs_n[:, None] * stride_vn + offs_dv[None, :], offs_n, seq_k, offs_dv, HEAD_DIM_V,
+                       BLOCK_DV, EVEN)
         qk = tl.dot(q, tl.trans(k), input_precision=INPUT_PRECISION)
         p = tl.math.exp2(qk * qk_scale - lse[:, None])
         if DIAGONAL:
@@ -183,18 +189,19 @@ def _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_
 def _attn_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr, stride_qz, stride_qh, stride_qm,
                         stride_kz, stride_kh, stride_kn, stride_vz, stride_vh, stride_vn, stride_dz, stride_dh,
                         stride_dm, n_heads, n_kv_heads, seq_q, seq_k, sm_scale, qk_scale, HEAD_DIM: tl.constexpr,
-                        BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr):
+                        BLOCK_D: tl.constexpr, HEAD_DIM_V: tl.constexpr, BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr,
+                        INPUT_PRECISION: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        EVEN: tl.constexpr):
     start_m = tl.program_id(0) * BLOCK_M
     off_hz = tl.program_id(1)
     z, h = (off_hz // n_heads).to(tl.int64), (off_hz % n_heads).to(tl.int64)
     hk = h // (n_heads // n_kv_heads)
     offs_m = start_m + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, BLOCK_D)
+    offs_d, offs_dv = tl.arange(0, BLOCK_D), tl.arange(0, BLOCK_DV)
     q = _load_rows(q_ptr + z * stride_qz + h * stride_qh + offs_m[:, None] * stride_qm + offs_d[None, :], offs_m, seq_q,
                    offs_d, HEAD_DIM, BLOCK_D, EVEN)
-    do = _load_rows(do_ptr + z * stride_dz + h * stride_dh + offs_m[:, None] * stride_dm + offs_d[None, :], offs_m,
-                    seq_q, offs_d, HEAD_DIM, BLOCK_D, EVEN)
+    do = _load_rows(do_ptr + z * stride_dz + h * stride_dh + offs_m[:, None] * stride_dm + offs_dv[None, :], offs_m,
+                    seq_q, offs_dv, HEAD_DIM_V, BLOCK_DV, EVEN)
     lse = _row_stat(lse_ptr + off_hz.to(tl.int64) * seq_q, offs_m, seq_q, float("inf"), EVEN)
     delta = _row_stat(delta_ptr + off_hz.to(tl.int64) * seq_q, offs_m, seq_q, 0.0, EVEN)
     k_base = k_ptr + z * stride_kz + hk * stride_kh
@@ -204,36 +211,41 @@ def _attn_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr,
     if CAUSAL:  # the forward's bounds: key tiles below diag_lo seen by every row, [diag_lo, hi) masked
         hi = tl.maximum(tl.minimum(seq_k, start_m + BLOCK_M + offset), 0)
         diag_lo = tl.maximum(start_m + offset, 0) // BLOCK_N * BLOCK_N
-        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k, offset,
-                       qk_scale, 0, diag_lo, BLOCK_N, HEAD_DIM, BLOCK_D, False, EVEN, INPUT_PRECISION)
-        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k, offset,
-                       qk_scale, diag_lo, hi, BLOCK_N, HEAD_DIM, BLOCK_D, True, EVEN, INPUT_PRECISION)
+        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, offs_dv, seq_k,
+                       offset, qk_scale, 0, diag_lo, BLOCK_N, HEAD_DIM, BLOCK_D, HEAD_DIM_V, BLOCK_DV, False, EVEN,
+                       INPUT_PRECISION)
+        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, offs_dv, seq_k,
+                       offset, qk_scale, diag_lo, hi, BLOCK_N, HEAD_DIM, BLOCK_D, HEAD_DIM_V, BLOCK_DV, True, EVEN,
+                       INPUT_PRECISION)
     else:
-        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, seq_k, offset,
-                       qk_scale, 0, seq_k, BLOCK_N, HEAD_DIM, BLOCK_D, False, EVEN, INPUT_PRECISION)
+        dq = _dq_tiles(dq, q, do, lse, delta, k_base, v_base, stride_kn, stride_vn, offs_m, offs_d, offs_dv, seq_k,
+                       offset, qk_scale, 0, seq_k, BLOCK_N, HEAD_DIM, BLOCK_D, HEAD_DIM_V, BLOCK_DV, False, EVEN,
+                       INPUT_PRECISION)
     out = off_hz.to(tl.int64) * seq_q * HEAD_DIM + offs_m[:, None] * HEAD_DIM + offs_d[None, :]
     _store_rows(dq_ptr + out, (dq * sm_scale).to(dq_ptr.dtype.element_ty), offs_m, seq_q, offs_d, HEAD_DIM, BLOCK_D)
 
 
 def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, configs: dict | None = None):
-    """(dQ, dK, dV), dK and dV of K's shape (summed over each group's query heads): delta = rowsum(dO * O), then dK
-    and dV over key tiles, dQ over query tiles. ``configs``: {"dkdv": tile, "dq": tile}, either or both, a tile
+    """(dQ, dK, dV), dK and dV of K's and V's shapes (summed over each group's query heads): delta = rowsum(dO * O),
+    then dK and dV over key tiles, dQ over query tiles. ``configs``: {"dkdv": tile, "dq": tile}, either or both, a tile
     {BLOCK_M, BLOCK_N, num_warps, num_stages} instead of the autotuner's (the lab's)."""
     configs = configs or {}
     batch, heads, seq_q, head_dim = q.shape
-    kv_heads, seq_k = k.shape[1], k.shape[2]
+    kv_heads, seq_k, head_dim_v = k.shape[1], k.shape[2], v.shape[-1]
     for kind, config in configs.items():
-        check_config(kind, config, head_dim, q.element_size())
+        check_config(kind, config, max(head_dim, head_dim_v), q.element_size())
     if do.stride(-1) != 1:
         do = do.contiguous()  # autograd may hand an expanded gradient: the kernels read rows of head_dim
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # contiguous
-    dk, dv = (torch.empty(k.shape, dtype=k.dtype, device=k.device) for _ in range(2))
+    dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (k, v))
     delta = torch.empty_like(lse)
     if dq.numel() == 0 or dk.numel() == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
-    meta = dict(HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim))
-    _attn_bwd_preprocess[(triton.cdiv(seq_q, 64), batch * heads)](o, do, delta, *o.stride()[:3], *do.stride()[:3],
-                                                                  heads, seq_q, BLOCK_M=64, **meta)
+    v_meta = dict(HEAD_DIM_V=head_dim_v, BLOCK_DV=block_d(head_dim_v))
+    _attn_bwd_preprocess[(triton.cdiv(seq_q,
+                                      64), batch * heads)](o, do, delta, *o.stride()[:3], *do.stride()[:3], heads,
+                                                           seq_q, head_dim_v, v_meta["BLOCK_DV"], BLOCK_M=64)
+    meta = dict(HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim), **v_meta)
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3])
     scales = (heads, kv_heads, seq_q, seq_k, sm_scale, sm_scale * LOG2E)
     meta |= dict(CAUSAL=causal, INPUT_PRECISION=input_precision(q.dtype))

@@ -1,11 +1,12 @@
 """FlashAttention-2's checks and tile plan: which inputs it takes, the head-dim tile, the fp32 math mode, and which
 tiles fit in shared memory. Plain values in and out (no launch): tests check it on the CPU.
 
-Inputs: q (batch, Hq, Sq, D), k and v (batch, Hkv, Sk, D), Hkv dividing Hq (grouped-query; Hkv = 1 multi-query),
-D any size 1-MAX_HEAD_DIM, padded inside to BLOCK_D (the next power of two) with masked loads and stores. A tile's
-shared memory is estimated (smem_bytes: the held tiles, the loaded ones times num_stages, fp32's score tiles) and
-every tile over SMEM_LIMIT_BYTES dropped; each kernel's FALLBACK_TILES
-fit at D = 256 in fp32, so every supported input has a tile (tests/test_attention_families.py checks it).
+Inputs: q (batch, Hq, Sq, D), k (batch, Hkv, Sk, D), v (batch, Hkv, Sk, Dv), Hkv dividing Hq (grouped-query; Hkv = 1
+multi-query), D and Dv (DeepSeek-V2/V3's attention: 192 and 128) any size 1-MAX_HEAD_DIM, each padded inside to a
+power-of-two tile with masked loads and stores. A tile's shared memory is estimated at the larger of the two
+(smem_bytes: the held tiles, the loaded ones times num_stages, fp32's score tiles) and every tile over
+SMEM_LIMIT_BYTES dropped; each kernel's FALLBACK_TILES fit at 256 in fp32, so every supported input has a tile
+(tests/test_attention_families.py checks it).
 """
 from __future__ import annotations
 
@@ -108,7 +109,8 @@ def pruner(kind: str, table_tiles, tensor_arg: str):
     def prune(configs, named_args, **kwargs):
         arg = named_args[tensor_arg]
         size = (arg.base if hasattr(arg, "base") else arg).element_size()
-        kept = tiles_for(kind, table_tiles, kwargs.get("HEAD_DIM", named_args.get("HEAD_DIM")), size)
+        dims = [kwargs.get(n, named_args.get(n)) for n in ("HEAD_DIM", "HEAD_DIM_V")]
+        kept = tiles_for(kind, table_tiles, max(d for d in dims if d is not None), size)
         return [c for c in configs if _tile_of(c) in kept] or configs
 
     return prune
@@ -129,15 +131,15 @@ def check_config(kind: str, config: dict | None, head_dim: int, element_size: in
                          f"{head_dim}, element size {element_size}; at most {SMEM_LIMIT_BYTES // 1024} KiB")
 
 
-def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int, int]:
-    """(batch, Hq, Hkv, Sq, Sk, D) of a call it supports; a ValueError or TypeError naming what is supported."""
+def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int, int, int]:
+    """(batch, Hq, Hkv, Sq, Sk, D, Dv) of a call it supports; a ValueError or TypeError naming what is supported."""
     check_device(q, k, v)
-    if q.dim() != 4 or k.dim() != 4 or k.shape != v.shape:
-        raise ValueError(f"attention_triton needs q (batch, Hq, Sq, D) and k, v of one shape (batch, Hkv, Sk, D), "
-                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4 or k.shape[:3] != v.shape[:3]:
+        raise ValueError(f"attention_triton needs q (batch, Hq, Sq, D), k (batch, Hkv, Sk, D) and v (batch, Hkv, Sk, "
+                         f"Dv), got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
     (batch, hq, sq, d), (kb, hkv, sk, kd) = q.shape, k.shape
     if kb != batch or kd != d:
-        raise ValueError(f"attention_triton needs q and k, v with one batch and head size, got {tuple(q.shape)} and "
+        raise ValueError(f"attention_triton needs q and k with one batch and head size, got {tuple(q.shape)} and "
                          f"{tuple(k.shape)}")
     if hkv == 0 or hq % hkv:
         raise ValueError(f"attention_triton needs the K/V heads to divide the query heads (grouped-query; 1: "
@@ -145,9 +147,9 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int
     if q.dtype not in SUPPORTED or k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError(f"attention_triton supports float32, bfloat16 and float16 (one for q, k, v), got "
                         f"{q.dtype}, {k.dtype}, {v.dtype}")
-    if not 1 <= d <= MAX_HEAD_DIM:
+    if not (1 <= d <= MAX_HEAD_DIM and 1 <= v.shape[-1] <= MAX_HEAD_DIM):
         raise ValueError(f"attention_triton supports head dims 1-{MAX_HEAD_DIM} (padded to a power of two inside), "
-                         f"got {d}")
+                         f"got {d} for q and k, {v.shape[-1]} for v")
     if batch * hq > MAX_GRID_Y:
         raise ValueError(f"attention_triton runs batch x heads on the grid's y axis, at most {MAX_GRID_Y}; got "
                          f"{batch} x {hq} (split the batch)")
@@ -155,4 +157,4 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int
         if t.stride(-1) != 1 or t.shape[2] * t.stride(2) >= 2**31:
             raise ValueError(f"attention_triton needs {name} with unit stride over head_dim and seq x stride(seq) "
                              f"< 2^31 (in-head offsets are int32), got strides {t.stride()}")
-    return batch, hq, hkv, sq, sk, d
+    return batch, hq, hkv, sq, sk, d, v.shape[-1]
