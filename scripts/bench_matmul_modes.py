@@ -6,7 +6,8 @@
 Parts (each row: GPU time by triton.testing.do_bench, and the Python loop's time a call, back-to-back calls then one
 sync; C = relu(A @ B) unless the row says product alone):
   decode  bf16 M in {1, 8, 16, 32, 64, 128} x DECODE_WEIGHTS (K x N): ours before (split_k=1: the one-program-a-tile
-          kernels, autotuned), ours after (the split-K plan), cuBLAS relu(mm) and mm alone
+          kernels, autotuned), ours after (the split-K plan), cuBLAS relu(mm) and mm alone; then ours after and cuBLAS
+          on the same B stored K-major (mode "bf16, B = W.t()": nn.Linear's x @ W.t())
   decode32 fp32 decode rows, IEEE and TF32: ours before (unsplit, the old K-major copy rule) and after, cuBLAS
   tf32    squares 2048, 4096, 8192: ours auto (K-major copy of B, then the pointer kernel), the pointer and the TMA kernel
           on a K-major B (product alone: autotuned, then TMA at fixed tiles), cuBLAS TF32
@@ -117,21 +118,27 @@ def decode(quick: bool) -> list[dict]:
             }
             if EXPLORE:
                 variants |= explore_variants(a, b, sms)
-            for name, (fn, note) in variants.items():
-                r = {
-                    "part": "decode",
-                    "shape": f"{m}x{k}x{n}",
-                    "mode": "bf16",
-                    "variant": name,
-                    **timed(fn, 2.0 * m * n * k)
-                }
-                if not r["note"]:
-                    r["note"] = note
-                    if name != "cuBLAS mm alone":
-                        r.update(errors(fn(), ref))
-                rows.append(r)
+            wt = b.t().contiguous().t()  # the same B stored K-major: x @ W.t() of nn.Linear's (N, K) weight
+            linear = {
+                "ours after (plan)": (lambda: mm.matmul_triton(a, wt), plan),
+                "cuBLAS relu(mm)": (lambda: torch.relu(torch.mm(a, wt)), "")
+            }
+            for mode, group in (("bf16", variants), ("bf16, B = W.t()", linear)):
+                for name, (fn, note) in group.items():
+                    r = {
+                        "part": "decode",
+                        "shape": f"{m}x{k}x{n}",
+                        "mode": mode,
+                        "variant": name,
+                        **timed(fn, 2.0 * m * n * k)
+                    }
+                    if not r["note"]:
+                        r["note"] = note
+                        if name != "cuBLAS mm alone":
+                            r.update(errors(fn(), ref))
+                    rows.append(r)
         print(f"done decode K x N = {k} x {n}", flush=True)
-    return against(rows, "cuBLAS relu(mm)")
+    return against(rows, "cuBLAS relu(mm)", ("part", "shape", "mode"))
 
 
 def explore_variants(a, b, sms: int) -> dict:

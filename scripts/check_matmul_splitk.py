@@ -1,7 +1,8 @@
 """Check the matrix product's split-K path on a GPU (kernels/matmul/splitk.py: one launch, the tile's last slice adds
-the others): against float64 at decode, odd and tall-narrow shapes, bf16 and fp16, ReLU and none; calls repeated
-through the kept launch; bitwise the same result every call (a fixed order of slices) over a long back-to-back
-loop; inside a captured CUDA graph and on two streams at once; more tiles than a stream's first counts buffer holds.
+the others): against float64 at decode, odd and tall-narrow shapes, bf16 and fp16, ReLU and none, B row-major and
+K-major (nn.Linear's x @ W.t()); calls repeated through the kept launch; bitwise the same result every call (a fixed
+order of slices) over a long back-to-back loop; inside a captured CUDA graph and on two streams at once; more tiles
+than a stream's first counts buffer holds.
 
 Prints one line per check and exits 1 if any fails. No timing. Usage: python scripts/check_matmul_splitk.py
 """
@@ -45,13 +46,14 @@ def main() -> int:
             a = torch.randn(m, k, device=dev, generator=g).to(dtype)
             b = torch.randn(k, n, device=dev, generator=g).to(dtype)
             p = mplan.plan(m, n, k, a.element_size(), sms, mm.SPLITK, split)
-            for act in ("relu", "none"):
+            wt = b.t().contiguous().t()  # the same B stored K-major: nn.Linear's x @ W.t()
+            for act, bb, layout in (("relu", b, ""), ("none", b, ""), ("relu", wt, " B = W.t()")):
                 exact = a.double() @ b.double()
                 exact = torch.relu(exact) if act == "relu" else exact
-                calls = [mm.matmul_triton(a, b, activation=act, split_k=split) for _ in range(3)]  # kept from the 2nd
+                calls = [mm.matmul_triton(a, bb, activation=act, split_k=split) for _ in range(3)]  # kept from 2nd
                 err = max(relative_error(c, exact)[0] for c in calls)
                 same = all(torch.equal(c, calls[0]) for c in calls)
-                check(f"{m}x{k}x{n} {dtype} {act}", p is not None and err < TOL[dtype] and same,
+                check(f"{m}x{k}x{n} {dtype} {act}{layout}", p is not None and err < TOL[dtype] and same,
                       f"split {p.split if p else None}, rel err {err:.2e}, calls bitwise equal {same}")
     a = torch.randn(64, 4096, device=dev, dtype=torch.bfloat16)
     b = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
