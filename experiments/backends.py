@@ -50,7 +50,7 @@ def as_cell(shape) -> tuple[int, ...]:
 
 def cell_kind(cell) -> str:
     """decode (seq_q <= 16 against more keys), cross (seq_q != seq_k), grouped (kv_heads < heads), or mha."""
-    _, h, hkv, sq, sk, _ = cell
+    _, h, hkv, sq, sk, *_ = cell
     return ("decode"
             if sq <= DECODE_MAX_SEQ_Q and sk > sq else "cross" if sq != sk else "grouped" if hkv < h else "mha")
 
@@ -147,11 +147,12 @@ def reference(inputs, pass_: str, causal: bool):
 
 
 def flops(cell, pass_: str, causal: bool) -> float:
-    """QK^T and PV, 4 * head_dim per visible (query, key) pair of each query head; seq_q == seq_k causal: half of
-    them (FA2's count), else the bottom-right mask's exact count. fwd+bwd: 3.5x."""
+    """QK^T and PV, 2 * (head_dim + V's) per visible (query, key) pair of each query head; seq_q == seq_k causal: half
+    of them (FA2's count), else the bottom-right mask's exact count. fwd+bwd: 3.5x."""
     from kernels.attention import BWD_OVER_FWD_FLOPS
 
-    b, h, _, sq, sk, d = cell
+    b, h, _, sq, sk, d, *rest = cell
+    d = (d + (rest[0] if rest else d)) / 2  # the mean of Q's and V's head sizes
     pairs = sq * sk / 2 if causal and sq == sk else \
         sum(min(sk, i + sk - sq + 1) for i in range(max(0, sq - sk), sq)) if causal else sq * sk
     return 4 * b * h * pairs * d * (1 + (BWD_OVER_FWD_FLOPS if pass_ == "fwd+bwd" else 0))
@@ -162,7 +163,8 @@ def bytes_moved(cell, dtype: str, pass_: str) -> float:
     O, dO and the logsumexp and writes dQ, dK, dV."""
     from rooflab.kernel import ELEMENT_BYTES
 
-    b, h, hkv, sq, sk, d = cell
+    b, h, hkv, sq, sk, d, *rest = cell
+    d = (d + (rest[0] if rest else d)) / 2  # Q and K of head_dim, V and O of V's: their mean, as a pair reads both
     e = ELEMENT_BYTES[dtype]
     qo, kv, lse = b * h * sq * d * e, b * hkv * sk * d * e, b * h * sq * 4
     fwd = 2 * qo + 2 * kv + lse

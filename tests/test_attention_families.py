@@ -340,3 +340,41 @@ def test_a_value_head_size_of_its_own_compiles_for_sm90():
     assert r.returncode == 0, r.stderr[-3000:]
     for kind, got in json.loads(r.stdout.strip().splitlines()[-1]).items():
         assert 0 < got["shared"] <= plan.SMEM_LIMIT_BYTES and got["wgmma"] > 0, (kind, got)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("hq,hkv,sq,sk,d,dv", [(8, 1, 37, 37, 32, 32), (6, 2, 20, 45, 16, 48)])
+def test_a_group_split_across_dkdv_programs_sums_to_the_whole(hq, hkv, sq, sk, d, dv, dtype):
+    """Few K/V heads: each group's query heads in 1, 2, 3, all or more chunks of dK dV programs, whose fp32 partial
+    sums are added in a fixed order: the gradients of float64 every time, bitwise the same when repeated."""
+    g = torch.Generator().manual_seed(hq)
+    q, k = torch.randn(2, hq, sq, d, generator=g).to(dtype), torch.randn(2, hkv, sk, d, generator=g).to(dtype)
+    v, grad_o = torch.randn(2, hkv, sk, dv, generator=g).to(dtype), torch.randn(2, hq, sq, dv, generator=g).to(dtype)
+    for causal in (True, False):
+        o, lse = at.attention_forward(q, k, v, causal, d**-0.5)
+        ref = reference(q, k, v, grad_o, causal)[1]
+        for chunks in (1, 2, 3, hq // hkv, 100):
+            grads = attention_backward(q, k, v, o, lse, grad_o, causal, d**-0.5, chunks=chunks)
+            assert all(t.shape == r.shape and t.dtype == dtype for t, r in zip(grads, ref)), chunks
+            assert max(relative_error(t, r)[0] for t, r in zip(grads, ref)) <= TOL[dtype], chunks
+            again = attention_backward(q, k, v, o, lse, grad_o, causal, d**-0.5, chunks=chunks)
+            assert all(torch.equal(a, b) for a, b in zip(grads, again)), chunks
+
+
+def test_the_group_splits_only_where_the_dkdv_grid_falls_short_of_the_sms():
+    from kernels.attention.backward import DKDV_GROUP_FILL, group_chunks
+
+    assert DKDV_GROUP_FILL == 1
+    # 8 query heads on 1 K/V head, 4096 keys at head dim 256 (64-key tiles fit): 64 programs -> 3 chunks of 3 heads
+    assert group_chunks(1, 1, 8, 4096, 256, 2, 132) == 3
+    assert group_chunks(1, 8, 4, 4096, 128, 2, 132) == 1  # 32 key tiles x 8 K/V heads: two waves already
+    assert group_chunks(1, 2, 7, 4096, 64, 2, 132) == 3  # 64 programs: 7 heads in chunks of 3, 3 and 1
+    assert group_chunks(1, 1, 8, 4096, 256, 2, 0) == 1  # the interpreter: one
+    assert group_chunks(1, 1, 8, 64, 64, 2, 132, chunks=100) == 8  # forced: at most a head each
+
+
+def test_the_backward_refuses_an_output_or_gradient_of_another_shape():
+    q = k = v = torch.zeros(1, 2, 8, 16)
+    o, lse = at.attention_forward(q, k, v, True, 0.25)
+    with pytest.raises(ValueError, match="O and dO"):
+        attention_backward(q, k, v, o, lse, torch.zeros(1, 2, 8, 32), True, 0.25)

@@ -12,9 +12,9 @@ import triton
 import triton.language as tl
 
 from kernels._shared.tables import track_swaps, values
-from kernels.attention.plan import block_d, candidate_tiles, check_config, input_precision, pruner
+from kernels.attention.plan import block_d, candidate_tiles, check_config, input_precision, pruner, tiles_for
 from kernels.attention.table import ATTENTION
-from rooflab.triton_utils import autotune_bench, autotune_configs
+from rooflab.triton_utils import autotune_bench, autotune_configs, multiprocessor_count
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
@@ -23,6 +23,7 @@ LOG2E = 1.4426950408889634  # exp(x) = exp2(x * log2(e)): the softmax runs in ba
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), BLOCK_N a multiple of BLOCK_M (dK dV) or the reverse (dQ): the causal
 # stages split at a tile edge. table.py gives the reasons; plan.py adds the fallbacks and drops what does not fit.
 DKDV_TILES, DQ_TILES = values(ATTENTION["DKDV_TILES"]), values(ATTENTION["DQ_TILES"])
+DKDV_GROUP_FILL = values(ATTENTION["DKDV_GROUP_FILL"])
 TILES = {"dkdv": DKDV_TILES, "dq": DQ_TILES}
 CONFIGS = {
     kind:
@@ -35,8 +36,9 @@ CONFIGS = {
     ])
     for kind, tiles in TILES.items()
 }
-KEY = ["seq_q", "seq_k", "HEAD_DIM", "HEAD_DIM_V", "CAUSAL",
-       "INPUT_PRECISION"]  # and every tensor's dtype (the autotuner's)
+# the autotuners' keys, and every tensor's dtype; a dK dV program's group_chunk too (split groups: other launches)
+KEY = ["seq_q", "seq_k", "HEAD_DIM", "HEAD_DIM_V", "CAUSAL", "INPUT_PRECISION"]
+DKDV_KEY = KEY + ["group_chunk"]
 EVEN = {"EVEN": lambda a: a["seq_q"] % a["BLOCK_M"] == 0 and a["seq_k"] % a["BLOCK_N"] == 0}
 
 
@@ -108,18 +110,19 @@ def _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, 
     return dk, dv
 
 
-@triton.autotune(configs=CONFIGS["dkdv"], key=KEY, do_bench=autotune_bench,
+@triton.autotune(configs=CONFIGS["dkdv"], key=DKDV_KEY, do_bench=autotune_bench,
                  prune_configs_by={"early_config_prune": pruner("dkdv", DKDV_TILES, "q_ptr")})
 @triton.heuristics(EVEN)
 @triton.jit
 def _attn_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, delta_ptr, stride_qz, stride_qh,
                           stride_qm, stride_kz, stride_kh, stride_kn, stride_vz, stride_vh, stride_vn, stride_dz,
-                          stride_dh, stride_dm, n_heads, n_kv_heads, seq_q, seq_k, sm_scale, qk_scale,
+                          stride_dh, stride_dm, n_heads, n_kv_heads, seq_q, seq_k, sm_scale, qk_scale, group_chunk,
                           HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, HEAD_DIM_V: tl.constexpr,
                           BLOCK_DV: tl.constexpr, CAUSAL: tl.constexpr, INPUT_PRECISION: tl.constexpr,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN: tl.constexpr):
-    """One key tile of one K/V head; its group's query heads in turn. Causal: the query tiles from the first that
-    sees a key of the tile ([q_lo, q_mid) masked) to those that see all of them (unmasked)."""
+    """One key tile of one K/V head; group_chunk of its group's query heads in turn (grid axis 2 picks which: with
+    more than one chunk, each stores its partial dK dV, fp32, at dk_ptr / dv_ptr + chunk x their size). Causal: the
+    query tiles from the first that sees a key of the tile ([q_lo, q_mid) masked) to those that see all of them."""
     start_n = tl.program_id(0) * BLOCK_N
     off_hz = tl.program_id(1)
     z, hk = (off_hz // n_kv_heads).to(tl.int64), (off_hz % n_kv_heads).to(tl.int64)
@@ -136,7 +139,8 @@ def _attn_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, 
     q_lo = tl.minimum(tl.maximum(start_n - offset, 0) // BLOCK_M * BLOCK_M, seq_q)
     q_mid = q_lo + tl.cdiv(tl.maximum(start_n + BLOCK_N - 1 - offset - q_lo, 0), BLOCK_M) * BLOCK_M
     q_mid = tl.minimum(q_mid, seq_q)
-    for g in range(0, group):
+    g0 = tl.program_id(2) * group_chunk
+    for g in range(g0, tl.minimum(g0 + group_chunk, group)):
         h = hk * group + g
         q_base = q_ptr + z * stride_qz + h * stride_qh
         do_base = do_ptr + z * stride_dz + h * stride_dh
@@ -153,7 +157,7 @@ def _attn_bwd_dkdv_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dk_ptr, dv_ptr, lse_ptr, 
             dk, dv = _dkdv_tiles(dk, dv, k, v, q_base, do_base, lse_base, delta_base, stride_qm, stride_dm, offs_n,
                                  offs_d, offs_dv, seq_q, offset, qk_scale, 0, seq_q, BLOCK_M, HEAD_DIM, BLOCK_D,
                                  HEAD_DIM_V, BLOCK_DV, False, EVEN, INPUT_PRECISION)
-    rows = off_hz.to(tl.int64) * seq_k + offs_n[:, None]
+    rows = (tl.program_id(2).to(tl.int64) * tl.num_programs(1) + off_hz) * seq_k + offs_n[:, None]
     _store_rows(dk_ptr + rows * HEAD_DIM + offs_d[None, :], (dk * sm_scale).to(dk_ptr.dtype.element_ty), offs_n, seq_k,
                 offs_d, HEAD_DIM, BLOCK_D)
     _store_rows(dv_ptr + rows * HEAD_DIM_V + offs_dv[None, :], dv.to(dv_ptr.dtype.element_ty), offs_n, seq_k, offs_dv,
@@ -225,13 +229,30 @@ def _attn_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr,
     _store_rows(dq_ptr + out, (dq * sm_scale).to(dq_ptr.dtype.element_ty), offs_m, seq_q, offs_d, HEAD_DIM, BLOCK_D)
 
 
-def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, configs: dict | None = None):
+def group_chunks(batch: int, kv_heads: int, group: int, seq_k: int, head_dim: int, element_size: int, sms: int,
+                 chunks: int | None = None) -> int:
+    """How many dK dV programs share a group's query heads: one unless the grid (key tiles at the widest BLOCK_N that
+    fits x batch x K/V heads) falls short of DKDV_GROUP_FILL programs a SM; then as many as fill it, each of at
+    least one head. ``chunks`` forces a count (tests); sms 0 (the interpreter): one."""
+    if chunks is None:
+        widest = max(t[1] for t in tiles_for("dkdv", DKDV_TILES, head_dim, element_size))
+        grid = triton.cdiv(seq_k, widest) * batch * kv_heads
+        chunks = min(group, triton.cdiv(DKDV_GROUP_FILL * sms, grid)) if sms else 1
+    return triton.cdiv(group, triton.cdiv(group, max(1, min(chunks, group))))  # none left without a head
+
+
+def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, configs: dict | None = None,
+                       chunks: int | None = None):
     """(dQ, dK, dV), dK and dV of K's and V's shapes (summed over each group's query heads): delta = rowsum(dO * O),
     then dK and dV over key tiles, dQ over query tiles. ``configs``: {"dkdv": tile, "dq": tile}, either or both, a tile
-    {BLOCK_M, BLOCK_N, num_warps, num_stages} instead of the autotuner's (the lab's)."""
+    {BLOCK_M, BLOCK_N, num_warps, num_stages} instead of the autotuner's (the lab's); ``chunks``: split each group's
+    query heads into this many dK dV programs (group_chunks' count otherwise)."""
     configs = configs or {}
     batch, heads, seq_q, head_dim = q.shape
     kv_heads, seq_k, head_dim_v = k.shape[1], k.shape[2], v.shape[-1]
+    if o.shape != (*q.shape[:3], head_dim_v) or do.shape != o.shape:
+        raise ValueError(f"attention_backward needs O and dO of (batch, Hq, Sq, Dv) = {(*q.shape[:3], head_dim_v)}, "
+                         f"got {tuple(o.shape)} and {tuple(do.shape)}")
     for kind, config in configs.items():
         check_config(kind, config, max(head_dim, head_dim_v), q.element_size())
     if do.stride(-1) != 1:
@@ -249,9 +270,18 @@ def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, confi
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3])
     scales = (heads, kv_heads, seq_q, seq_k, sm_scale, sm_scale * LOG2E)
     meta |= dict(CAUSAL=causal, INPUT_PRECISION=input_precision(q.dtype))
-    grid = lambda META: (triton.cdiv(seq_k, META["BLOCK_N"]), batch * kv_heads)  # noqa: E731
+    group = heads // kv_heads
+    sms = multiprocessor_count(q.device) if q.device.type == "cuda" else 0
+    n = group_chunks(batch, kv_heads, group, seq_k, max(head_dim, head_dim_v), q.element_size(), sms, chunks)
+    part_k, part_v = (dk, dv) if n == 1 else (torch.empty((n, *t.shape), dtype=torch.float32, device=t.device)
+                                              for t in (k, v))
+    grid = lambda META: (triton.cdiv(seq_k, META["BLOCK_N"]), batch * kv_heads, n)  # noqa: E731
     kernel = _attn_bwd_dkdv_kernel.fn if "dkdv" in configs else _attn_bwd_dkdv_kernel
-    kernel[grid](q, k, v, do, dk, dv, lse, delta, *strides, *scales, **meta, **configs.get("dkdv", {}))
+    kernel[grid](q, k, v, do, part_k, part_v, lse, delta, *strides, *scales, triton.cdiv(group, n), **meta,
+                 **configs.get("dkdv", {}))
+    if n > 1:  # the chunks' partial sums, added in a fixed order: deterministic
+        dk.copy_(part_k.sum(0))
+        dv.copy_(part_v.sum(0))
     grid = lambda META: (triton.cdiv(seq_q, META["BLOCK_M"]), batch * heads)  # noqa: E731
     kernel = _attn_bwd_dq_kernel.fn if "dq" in configs else _attn_bwd_dq_kernel
     kernel[grid](q, k, v, do, dq, lse, delta, *strides, *scales, **meta, **configs.get("dq", {}))

@@ -242,6 +242,8 @@ def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, s
     ``check=False``: the inputs were checked (takes)."""
     if not isinstance(q, torch.Tensor) or q.dim() != 4:  # the checks say what is wrong
         _check(q, k, v, causal)
+    if scale is None and not q.shape[-1]:  # a head size of 0: refused by name
+        _check(q, k, v, causal)
     scale = q.shape[-1]**-0.5 if scale is None else float(scale)
     launch = kept(q, k, v, causal, scale) if splits is None else None
     if launch is not None:  # these specs were checked and planned by an earlier call

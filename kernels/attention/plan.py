@@ -153,6 +153,9 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int
     if batch * hq > MAX_GRID_Y:
         raise ValueError(f"attention_triton runs batch x heads on the grid's y axis, at most {MAX_GRID_Y}; got "
                          f"{batch} x {hq} (split the batch)")
+    if sq * v.shape[-1] >= 2**31:  # O (and dO) is contiguous, rows of V's size: in-head offsets are int32
+        raise ValueError(f"attention_triton needs seq_q x Dv < 2^31 (O's in-head offsets are int32), got {sq} x "
+                         f"{v.shape[-1]}")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.stride(-1) != 1 or t.shape[2] * t.stride(2) >= 2**31:
             raise ValueError(f"attention_triton needs {name} with unit stride over head_dim and seq x stride(seq) "
