@@ -6,7 +6,8 @@ loop (wall time per call of back-to-back calls, launches included).
 
 Cells (batch, Hq, Hkv, Sq, Sk, D): causal prefill with 32 query heads on 32 and 8 K/V heads, D 64 and 128, 4096 and
 8192 tokens (batch 4 and 1); head sizes 96 and 256; cross-attention (1024 queries on 8192 keys, full) and a chunk
-of prefill on a cache (the same, causal bottom-right). SDPA gets grouped heads with enable_gqa=True and the
+of prefill on a cache (the same, causal bottom-right); few K/V heads (8 on 1 at head dim 256, 14 on 2 at 64), where
+forward+backward also runs ours with each group in one dK dV program ("ours unsplit": before the group split). SDPA gets grouped heads with enable_gqa=True and the
 bottom-right mask as experiments/backends.sdpa passes them; a backend that refuses is a row with its reason. First,
 ours against float64 on small cells of each family (forward and gradients; the max error is printed). A --budget
 in seconds skips what is left once spent. Prints a table: each time in ms, and the best SDPA time over ours (above
@@ -27,6 +28,7 @@ PASSES = ("fwd", "fwd+bwd")
 CELLS = [(b, 32, hkv, s, s, d, True) for d in (128, 64) for hkv in (32, 8) for b, s in ((4, 4096), (1, 8192))]
 CELLS += [(1, 32, 8, 4096, 4096, d, True) for d in (96, 256)]
 CELLS += [(1, 32, 8, 1024, 8192, 128, False), (1, 32, 8, 1024, 8192, 128, True)]
+CELLS += [(1, 8, 1, 4096, 4096, 256, True), (1, 14, 2, 4096, 4096, 64, True)]  # few K/V heads: the group split
 # (batch, Hq, Hkv, Sq, Sk, D, causal): grouped, multi-query, odd lengths, shorter and longer queries, head sizes
 CHECKED = [(2, 8, 2, 77, 77, 64, True), (1, 8, 1, 100, 100, 128, False), (1, 4, 2, 37, 300, 128, True),
            (1, 4, 2, 300, 37, 64, True), (1, 4, 4, 65, 129, 80, False)]
@@ -51,6 +53,20 @@ def variants(causal: bool) -> dict:
         return call
     return {"ours": lambda q, k, v: attention_triton(q, k, v, causal=causal)} | \
         {name: forced(b) for name, b in BACKENDS.items()}
+
+
+def unsplit(fn):
+    """fn with each group's query heads in one dK dV program (backward.DKDV_GROUP_FILL 0): ours before the split."""
+    from kernels.attention import backward
+
+    def call(*args):
+        fill, backward.DKDV_GROUP_FILL = backward.DKDV_GROUP_FILL, 0
+        try:
+            return fn(*args)
+        finally:
+            backward.DKDV_GROUP_FILL = fill
+
+    return call
 
 
 def with_grads(fn, inputs):
@@ -129,7 +145,8 @@ def main(argv=None) -> int:
         inputs = eb.make_inputs(cell, torch.bfloat16, "cuda", seed=0)
         for pass_ in PASSES:
             flops = eb.flops(cell, pass_, causal)
-            for name, fn in variants(causal).items():
+            more = {"ours unsplit": unsplit(variants(causal)["ours"])} if pass_ == "fwd+bwd" else {}
+            for name, fn in (variants(causal) | more).items():
                 row = {**base, "pass": pass_, "variant": name}
                 call = (lambda fn=fn, qkv=inputs[:3]: fn(*qkv)) if pass_ == "fwd" else with_grads(fn, inputs)
                 try:
@@ -157,7 +174,7 @@ def main(argv=None) -> int:
 def table(rows) -> str:
     """One line per (cell, pass): each variant's GPU ms (-: refused or skipped), ours' loop ms and TFLOP/s, the
     best SDPA GPU time over ours and the best SDPA loop time over ours'."""
-    names = ("ours", *BACKENDS)
+    names = ("ours", "ours unsplit", *BACKENDS)
     lines = [
         f"{'B':>1} {'Hq':>2} {'Hkv':>3} {'Sq':>5} {'Sk':>5} {'D':>3} {'mask':>6} {'pass':>7} " +
         " ".join(f"{n:>9.9}" for n in names) + f" {'ours loop':>9} {'TFLOP/s':>7} {'best/ours':>9} "
