@@ -7,10 +7,10 @@ loop (wall time per call of back-to-back calls, launches included).
 Cells (batch, Hq, Hkv, Sq, Sk, D): causal prefill with 32 query heads on 32 and 8 K/V heads, D 64 and 128, 4096 and
 8192 tokens (batch 4 and 1); head sizes 96 and 256; cross-attention (1024 queries on 8192 keys, full) and a chunk
 of prefill on a cache (the same, causal bottom-right); few K/V heads (8 on 1 at head dim 256, 14 on 2 at 64), where
-forward+backward also runs ours with each group in one dK dV program ("ours unsplit": before the group split). SDPA gets grouped heads with enable_gqa=True and the
-bottom-right mask as experiments/backends.sdpa passes them; a backend that refuses is a row with its reason. First,
-ours against float64 on small cells of each family (forward and gradients; the max error is printed). A --budget
-in seconds skips what is left once spent. Prints a table: each time in ms, and the best SDPA time over ours (above
+forward+backward also runs ours with each group in one dK dV program ("ours unsplit": before the group split). SDPA
+gets grouped heads with enable_gqa=True and the bottom-right mask as experiments/backends.sdpa passes them; a
+backend that refuses is a row with its reason. First, ours against float64 on small cells of each family (forward
+and gradients; the max error is printed). A --budget in seconds skips what is left once spent. Prints a table: each time in ms, and the best SDPA time over ours (above
 1: ours faster).
 """
 from __future__ import annotations
