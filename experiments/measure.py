@@ -130,6 +130,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     from rooflab import store
     from rooflab.provenance import provenance
     from rooflab.cell import run_cell
+    from rooflab.lifeline import stall_watch
     from rooflab.timing import TimingConfig, timer_for
     from rooflab.shapes import label
     from rooflab.paired import PairedConfig, PairedSweep
@@ -181,9 +182,10 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                 continue
             t_cell = time.perf_counter()
             kept: dict = {}
-            row = run_cell(kernel, cell, device, timing, interpret_max_size=int(params.get("interpret_max_size", 0)),
-                           seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer,
-                           keep=kept if paired_cfg.enabled else None)  # closures kept only for the rounds
+            with stall_watch(f"cell {cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}"):  # stacks to the log
+                row = run_cell(kernel, cell, device, timing, interpret_max_size=int(params.get("interpret_max_size", 0)),
+                               seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer,
+                               keep=kept if paired_cfg.enabled else None)  # closures kept only for the rounds
             row["cell_s"] = time.perf_counter() - t_cell  # what the cell cost the sweep, compile included
             row.update(gpu=gpu, **prov)
             tb = row.pop("traceback", None)

@@ -4,12 +4,20 @@
 a measurement would go on timing and writing the cell store with nobody waiting for it, and compete with the next
 run for the GPU. ``follow_snakemake`` starts a daemon thread that watches the snakemake ancestors and ends this
 process when one of them is gone. Linux only (/proc); elsewhere it does nothing.
+
+``stall_watch`` is the other half: a cell that runs far longer than any cell should (a lock never released, a
+compile that never returns) writes every thread's stack into the job's log, so the log of a stuck or killed job says
+where it stood.
 """
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import logging
 import os
+import sys
 import threading
+import time
 from pathlib import Path
 
 log = logging.getLogger("rooflab.lifeline")
@@ -82,3 +90,43 @@ def follow_snakemake(interval_s: float = 1.0) -> list[int]:
     if pids:
         follow(pids, interval_s)
     return pids
+
+
+# the H200 reference's longest cell took 48 s, compile included (cell_s in data/reference/h200): five times that stalls
+STALL_S = float(os.environ.get("ROOFLAB_STALL_S", 240))  # the environment may set it
+
+
+def _log_stream():
+    """The stream of the root logger's last file handler (the job's log; not one writing to os.devnull), else
+    stderr (a CPU worker's fd 2 is the job's log)."""
+    for handler in reversed(logging.getLogger().handlers):
+        stream = getattr(handler, "stream", None)
+        if isinstance(handler, logging.FileHandler) and stream is not None and handler.baseFilename != os.devnull:
+            return stream
+    return sys.stderr
+
+
+@contextlib.contextmanager
+def stall_watch(what: str, after_s: float = STALL_S):
+    """Within the block, each time it has run another ``after_s``, log that ``what`` still runs and write every
+    thread's stack to the job's log; nothing is written if it finishes in time. (A timer thread: a wait on a lock, a
+    subprocess or a file, the usual ways to stall, releases the interpreter to it.)"""
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def watch() -> None:
+        while not done.wait(after_s):
+            log.warning("%s has run %.1f s; every thread's stack follows", what, time.monotonic() - t0)
+            stream = _log_stream()
+            try:
+                faulthandler.dump_traceback(file=stream, all_threads=True)
+                stream.flush()
+            except (AttributeError, OSError, ValueError):  # a stream without a file descriptor: the warning only
+                pass
+
+    thread = threading.Thread(target=watch, name="stall-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()

@@ -784,3 +784,32 @@ def test_no_snakemake_ancestor_follows_nothing():
     finally:
         named.kill()
         named.wait()
+
+
+def test_a_stalled_cell_writes_every_threads_stack_into_the_log(tmp_path):
+    """A cell that outlives the watch leaves in the job's log which cell it was and where each thread stood (a lock
+    never released, a build that never ends); one that finishes in time writes nothing."""
+    import logging
+
+    from rooflab.lifeline import stall_watch
+
+    logfile = tmp_path / "job.log"
+    handler = logging.FileHandler(logfile)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        with stall_watch("cell quick", after_s=5.0):
+            time.sleep(0.05)
+        with stall_watch("cell stuck", after_s=0.2):
+
+            def waiting_on_a_lock():
+                time.sleep(0.7)
+
+            waiting_on_a_lock()
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+    text = logfile.read_text()
+    assert "cell quick" not in text
+    assert text.count("cell stuck has run") >= 2  # again each after_s while it lasts
+    assert "waiting_on_a_lock" in text and "Thread 0x" in text  # every thread's stack, the stuck one's frame in it
