@@ -167,6 +167,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                          checkpoint_identity(kernel, params, paired=True), seed=int(params.get("seed", 0)), log=log)
     prov = {**provenance(params), **caches}
     rows = []
+    interpret_max = int(params.get("interpret_max_size", 0))
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     # On a terminal the bar redraws in place; into a log file (a cluster job, a device call) it writes a line
     # every 30 s instead of one per cell.
@@ -183,7 +184,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             t_cell = time.perf_counter()
             kept: dict = {}
             with stall_watch(f"cell {cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}"):  # stacks to the log
-                row = run_cell(kernel, cell, device, timing, interpret_max_size=int(params.get("interpret_max_size", 0)),
+                row = run_cell(kernel, cell, device, timing, interpret_max_size=interpret_max,
                                seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer,
                                keep=kept if paired_cfg.enabled else None)  # closures kept only for the rounds
             row["cell_s"] = time.perf_counter() - t_cell  # what the cell cost the sweep, compile included
