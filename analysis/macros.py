@@ -223,7 +223,7 @@ def origin_macros(m: Macros, gpu_runs: pd.DataFrame, gpu: str, cpu_runs: pd.Data
     datasets = gpu_runs.drop_duplicates("gpu")
     head = datasets[datasets["gpu"] == gpu]
     m.add("HeadlineSource",
-          tex_escape(origin.dataset_label(gpu, head["directory"].iloc[0]) if len(head) else "no GPU data"),
+          tex_escape(origin.measured_where(head["directory"].iloc[0]) if len(head) else "no GPU data"),
           "where the headline device's rows come from")
     parts = [
         "GPU data: " +

@@ -95,9 +95,16 @@ def runs(metrics: pd.DataFrame, ceilings: pd.DataFrame, sources: dict[str, str] 
     return pd.DataFrame(out, columns=cols)
 
 
+def measured_where(directory: str) -> str:
+    """'the committed reference measurements, data/reference/h200' or 'measured in this run, results/raw/cpu'."""
+    where = "measured in this run" if source_of(directory) == THIS_RUN else "the committed reference measurements"
+    return f"{where}, {directory}"
+
+
 def dataset_label(gpu: str, directory: str) -> str:
-    """'h200: committed reference, data/reference/h200' or 'cpu: this run, results/raw/cpu'."""
-    return f"{gpu}: {source_of(directory)}, {directory}"
+    """'H200: the committed reference measurements, data/reference/h200' or 'CPU: measured in this run,
+    results/raw/cpu'."""
+    return f"{gpu.upper()}: {measured_where(directory)}"
 
 
 def origin_phrase(gpu: str, directory: str) -> str:
