@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.columns import flags
-from analysis.latex import figure, fmt, long_table, table_latex, tex_escape
+from analysis.latex import count_phrase, figure, fmt, long_table, part_phrase, table_latex, tex_escape
 from analysis.selection import compile_dropped_output, compile_joint_graph
 from rooflab.gpus import CPU_KEY, spec_for
 from rooflab.io import read_table
@@ -101,8 +101,8 @@ def frames_sentence(d: pd.DataFrame) -> str:
         return ""
     split = d[(d["ratio"] >= 1) & (lo < 1)]
     return (f" In the Python loop an eager caller pays per call (each side's loop time, the best baseline's over "
-            f"ours) the median is {fmt(lo.median())} (lowest {fmt(lo.min())}); {len(split)} of the {len(d)} cells "
-            f"win in GPU time and lose in the loop.")
+            f"ours) the median is {fmt(lo.median())} (lowest {fmt(lo.min())}); in "
+            f"{part_phrase(len(split), len(d), 'cell')} ours wins in GPU time and loses in the loop.")
 
 
 def mkn_table(d: pd.DataFrame) -> str:
@@ -138,7 +138,7 @@ def section(metrics: pd.DataFrame, figdir: str = "results/figures", rules: Verdi
         out.append(
             f"On the {name}, in {tex_escape(dtype)}, forward pass, over the sets {sets}: our Triton kernel's GPU time "
             f"against the best of the PyTorch builtin and \\texttt{{torch.compile}} at each shape, as best over ours "
-            f"(above 1: ours is faster). Over {len(d)} cells the median is {fmt(d['ratio'].median())} (lowest "
+            f"(above 1: ours is faster). Over {count_phrase(len(d), 'cell')} the median is {fmt(d['ratio'].median())} (lowest "
             f"{fmt(d['ratio'].min())}, highest {fmt(d['ratio'].max())}); ours is faster beyond noise in "
             f"{int(counts.get('faster', 0))}, slower in {int(counts.get('slower', 0))} and tied in "
             f"{int(counts.get('tie', 0))}.{frames_sentence(d)}\n")
@@ -174,13 +174,13 @@ def backward_paragraph(d: pd.DataFrame, gpu: str, name: str) -> str:
     caption = (f"{name}, {dtype}, forward and backward (an autograd Function's fwd+bwd against the builtin's "
                f"autograd and torch.compile of the naive expression): best over "
                f"ours in GPU time / in the Python loop.")
-    return (f"Forward and backward together, in {dtype}, over {len(d)} cells: median {fmt(d['ratio'].median())} "
-            f"in GPU time (lowest {fmt(d['ratio'].min())}); faster beyond noise in {int(counts.get('faster', 0))}, "
-            f"slower in {int(counts.get('slower', 0))}, tied in {int(counts.get('tie', 0))}.{frames_sentence(d)} "
-            f"In the loop each call of ours also pays for a Python autograd Function and the autograd engine's "
-            f"hand-off to its device thread, where the builtin's nodes are C++."
-            f"{dropped_sentence(d)}{joint_sentence(d)}\n" +
-            long_table(rows_table(d), caption, f"tab:shapes-{gpu}-fwdbwd"))
+    return (
+        f"Forward and backward together, in {dtype}, over {count_phrase(len(d), 'cell')}: median {fmt(d['ratio'].median())} "
+        f"in GPU time (lowest {fmt(d['ratio'].min())}); faster beyond noise in {int(counts.get('faster', 0))}, "
+        f"slower in {int(counts.get('slower', 0))}, tied in {int(counts.get('tie', 0))}.{frames_sentence(d)} "
+        f"In the loop each call of ours also pays for a Python autograd Function and the autograd engine's "
+        f"hand-off to its device thread, where the builtin's nodes are C++."
+        f"{dropped_sentence(d)}{joint_sentence(d)}\n" + long_table(rows_table(d), caption, f"tab:shapes-{gpu}-fwdbwd"))
 
 
 def dropped_sentence(d: pd.DataFrame) -> str:
@@ -192,9 +192,10 @@ def dropped_sentence(d: pd.DataFrame) -> str:
         return (" No cell here has as its best baseline a torch.compile row that skipped the forward's output store "
                 "(its compiled function returning the gradients alone).")
     kernels = ", ".join(sorted(d.loc[d["compile_dropped_output"].astype(bool), "kernel"].unique()))
-    return (f" In {n} of the {len(d)} cells ({tex_escape(kernels)}) the best baseline is a torch.compile row timed "
-            f"when its compiled function returned the gradients alone, so Inductor skipped the output's store that "
-            f"every eager fwd+bwd makes: those ratios flatter torch.compile.")
+    return (
+        f" In {part_phrase(n, len(d), 'cell')} ({tex_escape(kernels)}) the best baseline is a torch.compile row timed "
+        f"when its compiled function returned the gradients alone, so Inductor skipped the output's store that "
+        f"every eager fwd+bwd makes: those ratios flatter torch.compile.")
 
 
 def joint_sentence(d: pd.DataFrame) -> str:
@@ -205,10 +206,70 @@ def joint_sentence(d: pd.DataFrame) -> str:
         return (" No cell here has as its best baseline a torch.compile row timed with forward and backward compiled "
                 "as one graph.")
     kernels = ", ".join(sorted(d.loc[joint, "kernel"].unique()))
-    return (f" In {int(joint.sum())} of the {len(d)} cells ({tex_escape(kernels)}) the best baseline is a "
+    return (f" In {part_phrase(int(joint.sum()), len(d), 'cell')} ({tex_escape(kernels)}) the best baseline is a "
             f"torch.compile row timed with forward and backward compiled as one graph, which Inductor may fuse "
             f"(reading the input once for the output and the gradient), as no training step can: those ratios "
             f"may flatter torch.compile (Table~\\ref{{tab:compile-frames}} times both frames).")
+
+
+SHAPE_LOSS_COLUMNS = [
+    "gpu", "kernel", "preset", "dtype", "pass", "lost", "compared", "worst", "worst_shape", "lost_to", "loop_ratio"
+]
+
+
+def shape_losses(table: pd.DataFrame) -> pd.DataFrame:
+    """Every (GPU, kernel, set, dtype, pass) of the shape sets where ours is slower in GPU time than the best of the
+    builtin and torch.compile beyond noise (``ours_over_best``'s verdict) at some shape: how many of the compared
+    shapes, the worst ratio (best over ours), its shape, the baseline it lost to and the Python loop's ratio there."""
+    group = ["gpu", "kernel", "preset", "dtype", "pass"]
+    compared = table.groupby(group).size()
+    rows = []
+    for key, g in table[table["verdict"] == "slower"].groupby(group, sort=True):
+        w = g.loc[g["ratio"].idxmin()]
+        rows.append({
+            **dict(zip(group, key)), "lost": len(g),
+            "compared": int(compared[key]),
+            "worst": float(w["ratio"]),
+            "worst_shape": w["shape"],
+            "lost_to": w["best"],
+            "loop_ratio": float(w["loop_ratio"])
+        })
+    return pd.DataFrame(rows, columns=SHAPE_LOSS_COLUMNS)
+
+
+def shape_losses_section(metrics: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> str:
+    """For the limitations: a sentence with the counts and a table of ``shape_losses`` (the CPU's rows apart)."""
+    table = ours_over_best(metrics, rules)
+    table = table[table["gpu"] != CPU_KEY]
+    if table.empty:
+        return "No run has timed our kernels at a shape set other than the square sweep: no loss there to list.\n"
+    lost = shape_losses(table)
+    n = int(lost["lost"].sum())
+    sets = " and ".join(f"\\texttt{{{tex_escape(p)}}}" for p in dict.fromkeys(table["preset"]))
+    head = (f"At the shapes of the sets {sets} (Appendix~\\ref{{sec:shapes}}), ours is slower than the best of the "
+            f"builtin and torch.compile in GPU time beyond noise in {part_phrase(n, len(table), 'cell')} "
+            f"compared")
+    if lost.empty:
+        return head + ".\n"
+    t = pd.DataFrame({
+        "GPU": lost["gpu"].str.upper(),
+        "kernel": lost["kernel"],
+        "set": lost["preset"],
+        "dtype": lost["dtype"],
+        "pass": lost["pass"],
+        "shapes lost": [f"{a} of {b}" for a, b in zip(lost["lost"], lost["compared"])],
+        "worst shape": lost["worst_shape"],
+        "best / ours": lost["worst"],
+        "against": lost["lost_to"],
+        "loop": lost["loop_ratio"]
+    })
+    caption = ("Every loss beyond noise at the shape sets, GPU time: each GPU, kernel, shape set, data type "
+               "and pass where ours is slower than the best of the builtin and torch.compile at some shape, the worst "
+               "shape, its ratio (the baseline's time over ours), the baseline, and the Python loop's ratio at that "
+               "shape (--: not timed).")
+    body = table_latex(t, {"best / ours": "{:.2f}", "loop": "{:.2f}"}, "llllllrrlr")
+    return (head + " (Table~\\ref{tab:shape-losses}).\n" +
+            _table(body, caption, "tab:shape-losses", "\\scriptsize\\setlength{\\tabcolsep}{3pt}"))
 
 
 def main(argv=None) -> None:
@@ -217,6 +278,7 @@ def main(argv=None) -> None:
     ap.add_argument("--figdir", default="results/figures")
     ap.add_argument("--verdicts", default="{}", help="config verdicts, as JSON (rooflab/verdicts.py)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--losses-out", help="the limitations' list of every loss at these shapes (shape_losses_section)")
     a = ap.parse_args(argv)
     import json
 
@@ -227,6 +289,10 @@ def main(argv=None) -> None:
     write_text(
         "% Generated by analysis/shapes.py from results/shapes.parquet. Do not edit.\n" +
         section(metrics, a.figdir, rules), a.out)
+    if a.losses_out:
+        write_text(
+            "% Generated by analysis/shapes.py from results/shapes.parquet. Do not edit.\n" +
+            shape_losses_section(metrics, rules), a.losses_out)
 
 
 if __name__ == "__main__":

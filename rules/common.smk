@@ -434,7 +434,8 @@ def get_shapes_figures(wildcards=None):
 
 def get_shapes_paper(wildcards=None):
     """The paper's real-shapes section and the figures it includes."""
-    return ["results/paper/generated/shapes.tex"] + [f for f in get_shapes_figures() if f.endswith(".pdf")]
+    section = ["results/paper/generated/shapes.tex", "results/paper/generated/shape_losses.tex"]
+    return section + [f for f in get_shapes_figures() if f.endswith(".pdf")]
 
 
 def get_ncu(wildcards=None):

@@ -23,7 +23,7 @@ rule metrics_shapes:
         verdicts=json.dumps(config.get("verdicts", {})),
     shell:
         "{params.python} -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} "
-        "--verdicts {params.verdicts:q} --out {output} > {log} 2>&1"
+        "--verdicts {params.verdicts:q} --out {output.section} --losses-out {output.losses} > {log} 2>&1"
 
 
 rule shapes_table:
@@ -73,7 +73,8 @@ rule paper_shapes:
         # compile_dropped_output: which fwd+bwd ratios rest on an old compile row; the verdict rules
         code=["analysis/selection.py", "rooflab/verdicts.py"],
     output:
-        update("results/paper/generated/shapes.tex"),
+        section=update("results/paper/generated/shapes.tex"),
+        losses=update("results/paper/generated/shape_losses.tex"),
     log:
         "logs/paper/shapes.log",
     resources:
@@ -85,4 +86,4 @@ rule paper_shapes:
         verdicts=json.dumps(config.get("verdicts", {})),
     shell:
         "{params.python} -m analysis.shapes --shapes {input.shapes} --figdir results/figures "
-        "--verdicts {params.verdicts:q} --out {output} > {log} 2>&1"
+        "--verdicts {params.verdicts:q} --out {output.section} --losses-out {output.losses} > {log} 2>&1"

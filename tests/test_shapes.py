@@ -358,11 +358,34 @@ def test_ours_over_best_and_the_section():
     assert t.loc[("softmax", "fwd+bwd"), "ratio"] == 1.5 and t.loc[("softmax", "fwd+bwd"), "loop_ratio"] == 0.75
     text = section(_shape_metrics(), figdir="/nonexistent")
     assert "Over 3 cells the median is 1" in text and "faster beyond noise in 1, slower in 1 and tied in 1" in text
-    assert "1 of the 3 cells win in GPU time and lose in the loop" in text  # softmax fwd: 2.0 in GPU, 0.83 in the loop
+    assert "in 1 of the 3 cells ours wins in GPU time and loses in the loop" in text  # softmax fwd: 2.0 in GPU, 0.83 in the loop
     assert "2.00 / 0.83" in text  # both frames in the rows table's cell
     assert "tab:shapes-h200-rows" in text and "tab:shapes-h200-mkn" in text and "Llama-3" in text
-    assert "tab:shapes-h200-fwdbwd" in text and "1.50 / 0.75" in text and "over 1 cells: median 1.5" in text
+    assert "tab:shapes-h200-fwdbwd" in text and "1.50 / 0.75" in text and "over 1 cell: median 1.5" in text
+    assert "1 cells" not in text
     assert "No run has timed" in section(pd.DataFrame())
+
+
+def test_every_loss_at_the_shape_sets_is_listed_for_the_limitations():
+    """A planted loss (matmul, ours at half the builtin's speed) is listed with its shape, ratio, baseline and loop
+    ratio; a tie (gelu) and wins (softmax) are not; with no loss, the sentence says so and no table follows."""
+    from analysis.shapes import ours_over_best, shape_losses, shape_losses_section
+
+    m = _shape_metrics()
+    lost = shape_losses(ours_over_best(m))
+    assert list(lost["kernel"]) == ["matmul"]
+    row = lost.iloc[0]
+    assert (row["gpu"], row["preset"], row["dtype"], row["pass"], row["lost"], row["compared"]) == \
+        ("h200", "llm", "bfloat16", "fwd", 1, 1)
+    assert row["worst"] == 0.5 and row["lost_to"] == "builtin" and row["loop_ratio"] == 2.5 / 4.0
+    text = shape_losses_section(m)
+    assert "in 1 of the 4 cells compared" in text and "tab:shape-losses" in text
+    assert "H200 & matmul & llm & bfloat16 & fwd & 1 of 1 &" in text and "& 0.50 & builtin & 0.62" in text
+    won = m[~((m["kernel"] == "matmul") & (m["impl"] == "triton"))]
+    won = pd.concat([won, m[(m["kernel"] == "matmul") & (m["impl"] == "triton")].assign(median_ms=1.0)])
+    text = shape_losses_section(won)
+    assert "in 0 of the 4 cells compared." in text and "tab:shape-losses" not in text
+    assert "no loss there to list" in shape_losses_section(pd.DataFrame())
 
 
 def test_shapes_figure_is_drawn(tmp_path):
@@ -395,7 +418,7 @@ def test_fwd_bwd_cells_against_a_compile_row_that_skipped_the_output_store_are_c
     assert flags.sum() == 1 and m.loc[flags, "kernel"].tolist() == ["softmax"]  # compile, fwd+bwd, before
     back = one_dtype(ours_over_best(m), "fwd+bwd")
     assert back["compile_dropped_output"].tolist() == [True]
-    assert "In 1 of the 1 cells (softmax) the best baseline is a torch.compile row timed" in dropped_sentence(back)
+    assert "In the one cell (softmax) the best baseline is a torch.compile row timed" in dropped_sentence(back)
     slow = m.assign(median_ms=m["median_ms"].where(m["impl"] != "compile", 100.0))  # the builtin best: no flag
     assert not one_dtype(ours_over_best(slow), "fwd+bwd")["compile_dropped_output"].any()
     later = m.assign(timestamp=VJP_KEEPS_OUTPUT_SINCE)  # at the change: stored
@@ -416,7 +439,7 @@ def test_fwd_bwd_ratios_resting_on_a_joint_graph_compile_row_are_flagged_and_sai
     assert compile_joint_graph(m).sum() == 1  # the one compile fwd+bwd row
     back = one_dtype(ours_over_best(m), "fwd+bwd")
     assert back["compile_joint_graph"].tolist() == [True]
-    assert "In 1 of the 1 cells (softmax) the best baseline is a torch.compile row timed with forward" in \
+    assert "In the one cell (softmax) the best baseline is a torch.compile row timed with forward" in \
         joint_sentence(back)
     later = m.assign(timestamp=COMPILE_SPLIT_SINCE)
     assert not compile_joint_graph(later).any()
