@@ -1,5 +1,5 @@
 """The paper's 'why' tables (issue 22), from the metrics rows: the fixed cost per call and the size where the work
-outgrows it (launch-bound plateau), the tile the autotuner chose and the waves it makes, what a kernel costs to get
+outgrows it (the fixed-cost plateau), the tile the autotuner chose and the waves it makes, what a kernel costs to get
 (first call, autotune) against a warm call, and 1793 against 2048 for the matrix product. Each says "not measured on
 this run" without its rows. The per-kernel paragraphs are analysis/why.py's; the optional studies' tables (traffic,
 ablations, torch.compile's frames) analysis/study_tables.py's.
@@ -75,7 +75,7 @@ def plateau(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
 def plateau_table(metrics: pd.DataFrame, gpu: str) -> str:
     t = plateau(metrics, gpu)
     if t.empty:
-        return f"\\begin{{center}}The launch-bound plateau: GPU time {NOT_MEASURED}.\\end{{center}}\n"
+        return f"\\begin{{center}}The fixed-cost plateau: GPU time {NOT_MEASURED}.\\end{{center}}\n"
     order = {i: n for n, i in enumerate(IMPL_ORDER)}
     t = t.sort_values(["kernel", "impl"], key=lambda s: s.map(order) if s.name == "impl" else s)
     g, lo = FRAME_LABEL["gpu"], FRAME_LABEL["loop"]
