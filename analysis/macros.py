@@ -158,7 +158,12 @@ def clock_macros(m: Macros, metrics: pd.DataFrame, gpu: str) -> None:
     low = flags(rows, "clock_low")
     m.add("ClockLowCells", str(int(low.sum())), "timed cells flagged for a low SM clock")
     m.add("ClockLowCellsText", count_phrase(int(low.sum()), "cell"), "the same, with its noun")
-    m.add("ClockLowMatmulCells", str(int((low & (rows["kernel"] == "matmul")).sum())), "of them matmul cells")
+    mm, n = int((low & (rows["kernel"] == "matmul")).sum()), int(low.sum())
+    m.add("ClockLowMatmulCells", str(mm), "of them matmul cells")
+    which = "" if n == 0 else (
+        ", all matmul" if mm == n > 1 else ", a matmul one" if mm == n else f", {mm} of them matmul")
+    m.add("ClockLowCellsKernels", (count_phrase(n, "cell") if n else "no cell") + " here" + which,
+          "the flagged cells and how many are matmul, in words")
     mm = rows[rows["kernel"] == "matmul"]
     if "sm_clock_after_mhz" in mm and len(mm):
         mm = mm[mm["size"] == mm["size"].max()]

@@ -96,23 +96,23 @@ def runs(metrics: pd.DataFrame, ceilings: pd.DataFrame, sources: dict[str, str] 
 
 
 def measured_where(directory: str) -> str:
-    """'the committed reference measurements, data/reference/h200' or 'measured in this run, results/raw/cpu'."""
-    where = "measured in this run" if source_of(directory) == THIS_RUN else "the committed reference measurements"
+    """'the committed reference measurements, data/reference/h200' or "this workflow's measurements,
+    results/raw/cpu" (its cells measured now or kept from its earlier runs: the freshness sentence says which)."""
+    where = "this workflow's measurements" if source_of(
+        directory) == THIS_RUN else "the committed reference measurements"
     return f"{where}, {directory}"
 
 
 def dataset_label(gpu: str, directory: str) -> str:
-    """'H200: the committed reference measurements, data/reference/h200' or 'CPU: measured in this run,
-    results/raw/cpu'."""
+    """'H200: the committed reference measurements, data/reference/h200' or "CPU: this workflow's measurements,
+    results/raw/cpu"."""
     return f"{gpu.upper()}: {measured_where(directory)}"
 
 
 def origin_phrase(gpu: str, directory: str) -> str:
-    """For the title line: 'h200 from the committed reference data/reference/h200', 'cpu from this run
-    (results/raw/cpu)'."""
-    if source_of(directory) == THIS_RUN:
-        return f"{gpu} from this run ({directory})"
-    return f"{gpu} from the committed reference {directory}"
+    """For the title line: 'H200, the committed reference measurements (data/reference/h200)', "CPU, this
+    workflow's measurements (results/raw/cpu)"."""
+    return f"{gpu.upper()}, {measured_where(directory).replace(', ', ' (', 1)})"
 
 
 def _versions(row) -> str:
@@ -187,9 +187,10 @@ def freshness(metrics: pd.DataFrame, sources: dict[str, str] | None = None, curr
 def _cells(counts: dict) -> str:
     """'64 cells (gelu 40, vecadd 24)' or '40 cells of gelu'."""
     n = sum(counts.values())
+    cells = f"{n} cell{'s' if n != 1 else ''}"
     if len(counts) == 1:
-        return f"{n} cells of {next(iter(counts))}"
-    return f"{n} cells of {len(counts)} kernels ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})"
+        return f"{cells} of {next(iter(counts))}"
+    return f"{cells} of {len(counts)} kernels ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))})"
 
 
 def freshness_sentence(rows: list, this_run: bool = True) -> str:

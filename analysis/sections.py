@@ -239,7 +239,7 @@ def cpu_section(m: Macros, metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir
     m.add("CpuFindingsAboveRoof", count_phrase(int(found["beyond_noise"].sum()), "timed cell"),
           "CPU cells above their roof beyond noise")
     out = [
-        f"\\section{{CPU results ({tex_escape(origin.source_of(sources.get(CPU_KEY, 'results/raw/cpu')))})}}\n"
+        "\\section{CPU results}\n"
         "\\label{sec:cpu}\n",
         "These cells ran on the host CPU (\\CpuSource{}). They are kept apart from the GPU results: no CPU row "
         "enters a GPU figure, table or number. Only what applies to a CPU is reported here. The PyTorch "

@@ -329,19 +329,19 @@ def test_provenance_table_lists_every_run_in_the_data(data):
     assert "every run: driver 580.1, CUDA 13.0, torch 2.11.0, Triton 3.6.0, Python 3.12.3" in t
     assert "cuda\\_event; 4 placements; 8 instances" in lines["2222222"]
     assert "\\texttt{rc}" not in t and "3333333" not in t  # the CPU's run is in the CPU section
-    assert "\\texttt{rc}" in out["cpu"] and "CPU: measured in this run, results/raw/cpu" in out["cpu"]
+    assert "\\texttt{rc}" in out["cpu"] and "CPU: this workflow's measurements, results/raw/cpu" in out["cpu"]
     m = macros(out)
     assert m["HeadlineSource"] == "the committed reference measurements, data/reference/h200"
-    assert m["DataOrigin"] == ("GPU data: h200 from the committed reference data/reference/h200; CPU data: cpu from "
-                               "this run (results/raw/cpu), in Section~\\ref{sec:cpu}")
+    assert m["DataOrigin"] == ("GPU data: H200, the committed reference measurements (data/reference/h200); CPU data: "
+                               "CPU, this workflow's measurements (results/raw/cpu), in Section~\\ref{sec:cpu}")
     assert "\\date{" in PAPER and "\\DataOrigin" in PAPER and "measurements of this run (devices" not in PAPER
 
 
 def test_a_gpu_measured_here_reads_as_this_run(data):
     metrics, ceilings, figdir, _ = data
     out = generate(metrics, ceilings, str(figdir), sources={"h200": "results/raw/h200"})
-    assert macros(out)["HeadlineSource"] == "measured in this run, results/raw/h200"
-    assert "(H200: measured in this run, results/raw/h200)" in out["figures"]
+    assert macros(out)["HeadlineSource"] == "this workflow's measurements, results/raw/h200"
+    assert "(H200: this workflow's measurements, results/raw/h200)" in out["figures"]
 
 
 # --- 5. CPU apart ----------------------------------------------------------------------------------------------
@@ -370,7 +370,7 @@ def test_no_cpu_row_in_the_gpu_paper(data):
 
 def test_the_cpu_section_holds_only_what_applies_to_a_cpu(data):
     cpu = data[3]["cpu"]
-    assert "\\section{CPU results (this run)}" in cpu and "\\label{sec:cpu}" in cpu
+    assert "\\section{CPU results}" in cpu and "\\label{sec:cpu}" in cpu
     for fig in ("roofline", "speedup", "scaling", "fusion"):
         assert f"cpu/{fig}.pdf" in cpu
     for fig in ("wave", "projection", "bandwidth"):  # meaningless on a CPU, or left to the report

@@ -338,7 +338,8 @@ def test_the_matmul_comparison_states_the_clocks_each_side_ran_at():
     clock_macros(m, rows, "h200")
     text = m.text()
     for name, value in (("MatmulBuiltinSmClockMhzBf", "1{,}500"), ("MatmulTritonSmClockMhzBf", "1{,}935"),
-                        ("ClockLowCells", "1"), ("ClockLowMatmulCells", "1"), ("MatmulClockSize", "8192")):
+                        ("ClockLowCells", "1"), ("ClockLowMatmulCells", "1"), ("MatmulClockSize", "8192"),
+                        ("ClockLowCellsKernels", "1 cell here, a matmul one")):
         assert f"\\newcommand{{\\{name}}}{{{value}}}" in text, name
     tex = (Path(__file__).resolve().parent.parent / "paper" / "main.tex").read_text()
     assert "\\MatmulBuiltinSmClockMhzBf{}" in tex and "\\MatmulTritonSmClockMhzBf{}" in tex
