@@ -203,7 +203,9 @@ def timed_note(timed: pd.DataFrame | None, dtype: str, b, t) -> str:
     when, then = str(g.at["triton", "timestamp"])[:10], t.get("main_timestamp")
     then = str(then)[:10] if isinstance(then, str) and then else ""
     dates = f"timed {when}" + (f", profiled {then}" if then else "") + (": a later run" if then > when else "")
-    return f" The sweep's GPU time has ours at {fmt(ratio)}$\\times$ cuBLAS's time there ({dates})."
+    return (f" The sweep's GPU time has ours at {fmt(ratio)}$\\times$ cuBLAS's time there ({dates}): the two runs may "
+            f"have run different code (Table~\\ref{{tab:waves}} names the kernel the sweep ran), so this gap stays "
+            f"unexplained until one run both times and profiles the cell.")
 
 
 def matmul_sentence(c: pd.DataFrame, timed: pd.DataFrame | None = None) -> str:
