@@ -21,7 +21,7 @@ import pandas as pd
 from analysis.baselines import (attention_mask, attention_shapes_sentence, baseline_macros,  # noqa: F401 (re-exported)
                                 compile_modes_sentence, join_words, versions_sentence)
 from analysis.claims import FRAME_LABEL, FRAME_TAG
-from analysis.latex import DTYPE_SHORT, IMPL_SHORT, Macros, count_phrase, fmt, table_latex, tex_escape
+from analysis.latex import DTYPE_SHORT, IMPL_SHORT, Macros, count_phrase, fmt, part_phrase, table_latex, tex_escape
 from analysis.losses import (LOSS_COLUMNS, backend_losses, backend_losses_table, losses,  # noqa: F401 (re-exported)
                              losses_table, size_ranges)
 from analysis.metrics import CELL, FRAMES, noise_floor
@@ -34,7 +34,7 @@ TORCH = ("naive", "builtin", "compile", "compile-max")
 FRAME_SHORT = {"gpu": "GPU", "graph": "graph", "loop": "loop"}
 VERSUS_COLUMNS = [
     "kernel", "dtype", "math_mode", "pass", "size", "frame", "ours_ms", "best", "best_ms", "speedup", "verdict",
-    "lost_to", "lost_to_speedup", "roof", "bound"
+    "paired", "lost_to", "lost_to_speedup", "roof", "bound"
 ]
 
 
@@ -43,18 +43,20 @@ def verdict_column(frame: str, base: str) -> str:
     return f"verdict_vs_{base}" if frame == "gpu" else f"{frame}_verdict_vs_{base}"
 
 
-def _verdicts(ours: pd.DataFrame, base_rse: np.ndarray, speedup: np.ndarray, frame: str, base: str) -> np.ndarray:
-    """faster / slower / tie of each of our rows against `base` in `frame`: the metrics' verdict where it has one,
-    else ours against the base beyond the metrics' noise floor."""
+def _verdicts(ours: pd.DataFrame, base_rse: np.ndarray, speedup: np.ndarray, frame: str,
+              base: str) -> tuple[np.ndarray, np.ndarray]:
+    """faster / slower / tie of each of our rows against `base` in `frame`: the metrics' verdict where it has one
+    (the paired rounds'), else ours against the base beyond the metrics' noise floor (the medians'); and whether
+    each came from the paired rounds."""
     col = FRAMES[frame]
     noise = noise_floor(ours.assign(rse_median=ours["rse_median"] if "rse_median" in ours else np.nan), base_rse, col)
     computed = np.select([~np.isfinite(speedup), speedup - 1 > noise, 1 - speedup > noise], ["", "faster", "slower"],
                          default="tie")
     name = verdict_column(frame, base)
     if name not in ours:
-        return computed
+        return computed, np.zeros(len(computed), dtype=bool)
     given = ours[name].astype(object).where(ours[name].notna(), "").astype(str).to_numpy()
-    return np.where(given != "", given, computed)
+    return np.where(given != "", given, computed), given != ""
 
 
 def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
@@ -73,7 +75,7 @@ def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
         if col not in ours:
             continue
         t = ours[col].to_numpy(dtype=float)
-        times, verdicts = {}, {}
+        times, verdicts, paired = {}, {}, {}
         for base in TORCH:
             b = ok[ok["impl"] == base].set_index(CELL)
             b = b[~b.index.duplicated()]
@@ -83,7 +85,7 @@ def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
             rse = (b["rse_median"].reindex(key).to_numpy(
                 dtype=float) if "rse_median" in b else np.full(len(ours), np.nan))
             times[base] = bt
-            verdicts[base] = _verdicts(ours, rse, bt / t, frame, base)
+            verdicts[base], paired[base] = _verdicts(ours, rse, bt / t, frame, base)
         if not times:
             continue
         bases = list(times)
@@ -124,6 +126,9 @@ def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
                 np.where(np.isfinite(best_ms), best_ms, np.nan) / t,
                 "verdict":
                 verdict,
+                # every comparison behind the verdict judged from paired rounds (else from the medians)
+                "paired":
+                np.vstack([paired[b] | ~np.isfinite(times[b]) for b in bases]).all(axis=0) & present.any(axis=0),
                 "lost_to": [bases[i] if np.isfinite(m) else "" for i, m in zip(lost_i, lost_ms)],
                 "lost_to_speedup":
                 np.where(np.isfinite(lost_ms), lost_ms, np.nan) / t,
@@ -307,9 +312,34 @@ def results_macros(m: Macros, rows: pd.DataFrame, lost: pd.DataFrame, v: pd.Data
     for frame, ftag in FRAME_TAG.items():
         n = int(lost.loc[lost["frame"] == frame, "lost"].sum()) if len(lost) else 0
         m.add(f"LossCells{ftag or 'Gpu'}", count_phrase(n, "cell"), f"cells lost beyond noise, {FRAME_LABEL[frame]}")
+    m.add("VerdictRuleSentence", verdict_rule_sentence(v), "how many comparisons and losses rest on paired rounds")
     m.add("BackendLossGroups", count_phrase(len(backend_lost), "combination"),
           "attention: (mask, head dim, pass, backend, frame) where ours loses to a forced SDPA backend")
     attention_range_macros(m, backends)
+
+
+def verdict_rule_sentence(v: pd.DataFrame) -> str:
+    """Which rule judged the comparisons (versus' rows): how many from paired rounds, how many from the medians,
+    the same for the losses, and how many GPU-time losses are by less than a microsecond a call."""
+    if v.empty or "paired" not in v:
+        return "No comparison was judged."
+    judged = v[v["verdict"] != ""]
+    paired = judged["paired"].astype(bool)
+    lost = judged["verdict"] == "slower"
+    gpu = judged[lost & (judged["frame"] == "gpu")]
+    gap_us = (gpu["ours_ms"] - gpu["ours_ms"] * gpu["lost_to_speedup"]) * 1e3
+    small = int((gap_us < 1).sum())
+    tiny = ("" if gpu.empty else f" In GPU time {part_phrase(small, len(gpu), 'loss', 'losses')} "
+            f"{'is' if small == 1 or len(gpu) == 1 else 'are'} by less than 1~\\textmu s a call.")
+    n = int(paired.sum())
+    if n == 0:
+        return (f"Every one of the {count_phrase(len(judged), 'comparison')} here was judged from the medians (the "
+                f"data hold no paired rounds of these cells), the {count_phrase(int(lost.sum()), 'loss', 'losses')} "
+                f"too.{tiny}")
+    return (f"Here {part_phrase(n, len(judged), 'comparison')} {'was' if n == 1 or len(judged) == 1 else 'were'} "
+            f"judged from paired rounds and the "
+            f"rest from medians; of the {count_phrase(int(lost.sum()), 'loss', 'losses')}, "
+            f"{int((lost & paired).sum())} rest{'s' if (lost & paired).sum() == 1 else ''} on paired rounds.{tiny}")
 
 
 def loss_list(rows: pd.DataFrame, frame: str) -> str:

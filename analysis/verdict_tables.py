@@ -214,6 +214,11 @@ def main(argv=None) -> int:
     for cls in ("short", "middle", "long"):
         m.add(f"VerdictMinEffect{camel(cls)}", fmt(100 * rules.min_effect(cls), 3), "percent")
         m.add(f"VerdictMaxFloor{camel(cls)}", fmt(100 * rules.max_floor(cls), 3), "percent")
+    m.add("VerdictKSigma", fmt(rules.k_sigma, 3), "combined standard errors two medians timed apart must differ by")
+    m.add("VerdictMedianFloor", fmt(100 * rules.min_rel_change, 3), "medians' least relative change, percent")
+    m.add("VerdictMedianFloorShort", fmt(100 * rules.short_min_rel_change, 3), "the same, short cells, percent")
+    m.add("VerdictMedianFloorShortGraph", fmt(100 * rules.short_graph_min_rel_change, 3),
+          "the same, short cells replayed from a CUDA graph, percent")
     m.add("VerdictAAQuantile", fmt(100 * rules.aa_floor_quantile, 3), "the A/A floor's quantile, percent")
     m.add("VerdictShortUs", fmt(rules.short_cell_us), "short cells end here, microseconds")
     m.add("VerdictLongUs", fmt(rules.long_cell_us), "long cells start here, microseconds")

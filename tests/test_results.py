@@ -260,3 +260,25 @@ def test_backend_losses_list_every_pass_and_backend_where_ours_is_slower():
                                                                       for p in ("fwd", "fwd+bwd")
                                                                       for f in ("gpu", "loop")}
     assert np.allclose(lost["worst"], 0.5)
+
+
+def test_the_verdict_rule_sentence_counts_paired_and_median_verdicts():
+    """Which rule judged each comparison is said with counts that agree: all from medians where no rounds exist;
+    paired and median ones apart where some do; GPU-time losses under 1 us a call counted."""
+    import pandas as pd
+
+    from analysis.results import verdict_rule_sentence
+
+    v = pd.DataFrame({
+        "verdict": ["slower", "slower", "tie", "faster", "slower"],
+        "paired": [False, False, False, False, False],
+        "frame": ["gpu", "gpu", "gpu", "loop", "loop"],
+        "ours_ms": [0.0100, 1.0, 1.0, 1.0, 1.0],
+        "lost_to_speedup": [0.95, 0.5, float("nan"), float("nan"), 0.9]
+    })
+    text = verdict_rule_sentence(v)
+    assert text.startswith("Every one of the 5 comparisons here was judged from the medians")
+    assert "the 3 losses too" in text and "1 of the 2 losses is by less than 1" in text  # 0.5 us; 500 us
+    text = verdict_rule_sentence(v.assign(paired=[True, False, True, False, False]))
+    assert "2 of the 5 comparisons were judged from paired rounds" in text and "of the 3 losses, 1 rests on paired rounds" in text
+    assert verdict_rule_sentence(v.iloc[:0]) == "No comparison was judged."
