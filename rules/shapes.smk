@@ -23,7 +23,7 @@ rule metrics_shapes:
         verdicts=json.dumps(config.get("verdicts", {})),
     shell:
         "{params.python} -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} "
-        "--verdicts {params.verdicts:q} --out {output.section} --losses-out {output.losses} > {log} 2>&1"
+        "--verdicts {params.verdicts:q} --out {output} > {log} 2>&1"
 
 
 rule shapes_table:
