@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims import FRAME_LABEL
-from analysis.latex import IMPL_SHORT, fmt, long_table, table_latex
+from analysis.latex import IMPL_SHORT, count_phrase, fmt, long_table, part_phrase, table_latex, tex_escape
 from analysis.metrics import FRAMES, noise_floor
 
 
@@ -156,3 +156,56 @@ BACKEND_LOSSES_CAPTION = (
     "\\texttt{scaled\\_dot\\_product\\_attention} (forced in turn) and frame (GPU time, Python loop) in which our "
     "FlashAttention-2 is slower beyond noise, the shapes (batch x query heads[:K/V heads] x query[:key] length x head "
     "dim) at which it is, and the worst: the backend's time over ours.")
+
+
+def verdict_rule_sentence(v: pd.DataFrame) -> str:
+    """Which rule judged the comparisons (versus' rows): how many from paired rounds, how many from the medians,
+    the same for the losses, and how many GPU-time losses are by less than a microsecond a call."""
+    if v.empty or "paired" not in v:
+        return "No comparison was judged."
+    judged = v[v["verdict"] != ""]
+    paired = judged["paired"].astype(bool)
+    lost = judged["verdict"] == "slower"
+    gpu = judged[lost & (judged["frame"] == "gpu")]
+    gap_us = (gpu["ours_ms"] - gpu["ours_ms"] * gpu["lost_to_speedup"]) * 1e3
+    small = int((gap_us < 1).sum())
+    tiny = ("" if gpu.empty else f" In GPU time {part_phrase(small, len(gpu), 'loss', 'losses')} "
+            f"{'is' if small == 1 or len(gpu) == 1 else 'are'} by less than 1~\\textmu s a call.")
+    n = int(paired.sum())
+    if n == 0:
+        return (f"Every one of the {count_phrase(len(judged), 'comparison')} here was judged from the medians (the "
+                f"data hold no paired rounds of these cells), the {count_phrase(int(lost.sum()), 'loss', 'losses')} "
+                f"too.{tiny}")
+    return (f"Here {part_phrase(n, len(judged), 'comparison')} {'was' if n == 1 or len(judged) == 1 else 'were'} "
+            f"judged from paired rounds and the "
+            f"rest from medians; of the {count_phrase(int(lost.sum()), 'loss', 'losses')}, "
+            f"{int((lost & paired).sum())} rest{'s' if (lost & paired).sum() == 1 else ''} on paired rounds.{tiny}")
+
+
+LOOP_FLAT_US = 20.0  # GPU time under this: the call's cost is the host's, the same at every such size
+
+
+def loop_spread_sentence(metrics: pd.DataFrame, gpu: str) -> str:
+    """How much one implementation's Python-loop time moves between sizes where its GPU time is flat (under
+    LOOP_FLAT_US): the host's cost of a call is the same there, so the spread is the loop frame's own noise."""
+    from analysis.selection import timed
+
+    ok = timed(metrics, gpu)
+    if "loop_ms" not in ok:
+        return ""
+    flat = ok[(ok["median_ms"] * 1e3 < LOOP_FLAT_US) & ok["loop_ms"].notna()]
+    groups = flat.groupby(["kernel", "impl", "dtype", "pass"])["loop_ms"]
+    spread = (groups.max() / groups.min())[groups.size() >= 3]
+    if spread.empty:
+        return ""
+    worst = spread.idxmax()
+    kernel, impl, dtype, pass_ = worst
+    g = flat.set_index(["kernel", "impl", "dtype", "pass"]).loc[worst]
+    return (
+        f"The Python loop is the noisiest frame: where a call's GPU time stays under {fmt(LOOP_FLAT_US)}~\\textmu s "
+        f"the host's work per call does not change with the size, yet one implementation's loop time moves between those sizes "
+        f"by a median {fmt(spread.median(), 2)}$\\times$ (max over min, over {count_phrase(len(spread), 'series', 'series')} "
+        f"of at least three sizes) and by up to {fmt(spread.max(), 2)}$\\times$ ({tex_escape(kernel)} "
+        f"{IMPL_SHORT.get(impl, impl)}, {tex_escape(dtype)}, {pass_}: {fmt(g['loop_ms'].min() * 1e3)} to "
+        f"{fmt(g['loop_ms'].max() * 1e3)}~\\textmu s); a loop ratio far from its neighbours' is that noise, not "
+        f"the kernel.")

@@ -110,6 +110,8 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     rows = results.results_rows(metrics_gpu, gpu, gpu_traffic, profiles)
     lost, backend_lost = results.losses(versus), results.backend_losses(gpu_backends)
     results.results_macros(macros, rows, lost, versus, backend_lost, gpu_backends)
+    macros.add("LoopSpreadSentence", results.loop_spread_sentence(metrics_gpu, gpu),
+               "the Python loop's own noise: one implementation's loop time across sizes of flat GPU time")
     results.baseline_macros(macros, metrics_gpu, gpu)
     why_gpu = why_ncu.card_of(why, gpu)
     why_ncu.why_ncu_macros(macros, (why or {}).get(why_gpu), why_gpu, gpu, metrics)

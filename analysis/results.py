@@ -21,9 +21,10 @@ import pandas as pd
 from analysis.baselines import (attention_mask, attention_shapes_sentence, baseline_macros,  # noqa: F401 (re-exported)
                                 compile_modes_sentence, join_words, versions_sentence)
 from analysis.claims import FRAME_LABEL, FRAME_TAG
-from analysis.latex import DTYPE_SHORT, IMPL_SHORT, Macros, count_phrase, fmt, part_phrase, table_latex, tex_escape
-from analysis.losses import (LOSS_COLUMNS, backend_losses, backend_losses_table, losses,  # noqa: F401 (re-exported)
-                             losses_table, size_ranges)
+from analysis.latex import DTYPE_SHORT, IMPL_SHORT, Macros, count_phrase, fmt, table_latex, tex_escape
+from analysis.losses import (  # noqa: F401 (re-exported)
+    LOSS_COLUMNS, backend_losses, backend_losses_table, loop_spread_sentence, losses, losses_table, size_ranges,
+    verdict_rule_sentence)
 from analysis.metrics import CELL, FRAMES, noise_floor
 from analysis.selection import timed
 from analysis.why import launches
@@ -316,30 +317,6 @@ def results_macros(m: Macros, rows: pd.DataFrame, lost: pd.DataFrame, v: pd.Data
     m.add("BackendLossGroups", count_phrase(len(backend_lost), "combination"),
           "attention: (mask, head dim, pass, backend, frame) where ours loses to a forced SDPA backend")
     attention_range_macros(m, backends)
-
-
-def verdict_rule_sentence(v: pd.DataFrame) -> str:
-    """Which rule judged the comparisons (versus' rows): how many from paired rounds, how many from the medians,
-    the same for the losses, and how many GPU-time losses are by less than a microsecond a call."""
-    if v.empty or "paired" not in v:
-        return "No comparison was judged."
-    judged = v[v["verdict"] != ""]
-    paired = judged["paired"].astype(bool)
-    lost = judged["verdict"] == "slower"
-    gpu = judged[lost & (judged["frame"] == "gpu")]
-    gap_us = (gpu["ours_ms"] - gpu["ours_ms"] * gpu["lost_to_speedup"]) * 1e3
-    small = int((gap_us < 1).sum())
-    tiny = ("" if gpu.empty else f" In GPU time {part_phrase(small, len(gpu), 'loss', 'losses')} "
-            f"{'is' if small == 1 or len(gpu) == 1 else 'are'} by less than 1~\\textmu s a call.")
-    n = int(paired.sum())
-    if n == 0:
-        return (f"Every one of the {count_phrase(len(judged), 'comparison')} here was judged from the medians (the "
-                f"data hold no paired rounds of these cells), the {count_phrase(int(lost.sum()), 'loss', 'losses')} "
-                f"too.{tiny}")
-    return (f"Here {part_phrase(n, len(judged), 'comparison')} {'was' if n == 1 or len(judged) == 1 else 'were'} "
-            f"judged from paired rounds and the "
-            f"rest from medians; of the {count_phrase(int(lost.sum()), 'loss', 'losses')}, "
-            f"{int((lost & paired).sum())} rest{'s' if (lost & paired).sum() == 1 else ''} on paired rounds.{tiny}")
 
 
 def loss_list(rows: pd.DataFrame, frame: str) -> str:

@@ -54,15 +54,17 @@ def test_the_alignment_finding_gives_each_sides_rate_and_share(monkeypatch):
     from analysis import why_tables
 
     t = pd.DataFrame({
-        "dtype": ["bfloat16", "bfloat16", "float32", "float32"],
-        "impl": ["builtin", "triton", "builtin", "triton"],
-        "odd": [97.4, 205.0, 35.8, 27.0],
-        "even": [517.0, 590.0, 48.4, 39.3]
+        "dtype": ["bfloat16", "bfloat16", "bfloat16", "float32", "float32"],
+        "impl": ["builtin", "compile", "triton", "builtin", "triton"],
+        "odd": [97.4, 96.5, 205.0, 35.8, 27.0],
+        "even": [517.0, 510.0, 590.0, 48.4, 39.3]
     })
     monkeypatch.setattr(why_tables, "alignment", lambda *a, **k: t.assign(ratio=t["odd"] / t["even"]))
     text = why_tables.alignment_sentence(None, "h200")
-    assert "bfloat16 builtin 97.4 (0.19), ours 205 (0.35)" in text and "float32 builtin 35.8 (0.74)" in text
-    assert "ours is the faster at $N=1793$ in 1 of 2 data types" in text
+    assert "bfloat16: builtin 97.4 (0.19), compile 96.5 (0.19), Triton 205 (0.35)" in text
+    assert "float32: builtin 35.8 (0.74), Triton 27 (0.69)" in text and "zero-pads" in text
+    assert ("ours is faster than cuBLAS (the builtin) in 1 of the 2 data types, and than torch.compile in the one "
+            "data type") in text
 
 
 def test_the_plateau_finding_leaves_the_naive_expression_out_and_spans_the_rest(monkeypatch):

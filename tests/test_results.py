@@ -282,3 +282,23 @@ def test_the_verdict_rule_sentence_counts_paired_and_median_verdicts():
     text = verdict_rule_sentence(v.assign(paired=[True, False, True, False, False]))
     assert "2 of the 5 comparisons were judged from paired rounds" in text and "of the 3 losses, 1 rests on paired rounds" in text
     assert verdict_rule_sentence(v.iloc[:0]) == "No comparison was judged."
+
+
+def test_the_loop_spread_sentence_measures_the_loop_frames_own_noise():
+    """Over sizes whose GPU time is flat (under LOOP_FLAT_US), one implementation's loop times' max over min: the
+    planted series (10, 12, 40 us) is the worst, 4x; series of fewer than three such sizes are left out."""
+    import pandas as pd
+
+    from analysis.losses import loop_spread_sentence
+
+    rows = []
+    for impl, loops in (("triton", (10, 12, 40)), ("builtin", (10, 11, 12)), ("naive", (10, 90))):
+        for size, loop in zip((256, 512, 1024), loops):
+            rows.append(
+                dict(gpu="h200", kernel="gelu", impl=impl, dtype="bfloat16", pass_="fwd", size=size, median_ms=0.005,
+                     loop_ms=loop / 1e3, status="ok", claimable=True))
+    rows.append(dict(rows[0], size=8192, median_ms=0.5, loop_ms=0.9))  # GPU time not flat: out
+    m = pd.DataFrame(rows).rename(columns={"pass_": "pass"})
+    text = loop_spread_sentence(m, "h200")
+    assert "over 2 series" in text and "up to 4$\\times$ (gelu Triton, bfloat16, fwd: 10 to 40~\\textmu s)" in text
+    assert loop_spread_sentence(m.drop(columns="loop_ms"), "h200") == ""
