@@ -86,17 +86,17 @@ def plateau_table(metrics: pd.DataFrame, gpu: str) -> str:
         t["dtype"],
         ("", "impl"):
         t["impl"].map(IMPL_SHORT),
-        ("", "smallest N"):
+        ("", "small N"):
         t["small"],
-        (g, "at smallest N [µs]"):
+        (g, "µs at small N"):
         t["fixed_us"],
-        (g, "rate at largest N"):
+        (g, "rate, large N"):
         t["rate"],
         ("", "unit"):
         t["unit"],
-        (lo, "at smallest N [µs]"):
+        (lo, "µs at small N"):
         t["loop_us"],
-        ("", "crossover N (GPU)"):
+        ("", "crossover N"):
         t["crossover"].map(lambda v: "beyond largest" if not np.isfinite(v) else str(int(v)))
     })
     out.columns = pd.MultiIndex.from_tuples(out.columns)

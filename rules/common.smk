@@ -434,7 +434,7 @@ def get_shapes_figures(wildcards=None):
 
 def get_shapes_paper(wildcards=None):
     """The paper's real-shapes section and the figures it includes."""
-    section = ["results/paper/generated/shapes.tex", "results/paper/generated/shape_losses.tex"]
+    section = [f"results/paper/generated/{f}.tex" for f in ("shapes", "shape_losses", "shape_losses_table")]
     return section + [f for f in get_shapes_figures() if f.endswith(".pdf")]
 
 

@@ -75,6 +75,7 @@ rule paper_shapes:
     output:
         section=update("results/paper/generated/shapes.tex"),
         losses=update("results/paper/generated/shape_losses.tex"),
+        losses_table=update("results/paper/generated/shape_losses_table.tex"),
     log:
         "logs/paper/shapes.log",
     resources:
@@ -86,4 +87,5 @@ rule paper_shapes:
         verdicts=json.dumps(config.get("verdicts", {})),
     shell:
         "{params.python} -m analysis.shapes --shapes {input.shapes} --figdir results/figures "
-        "--verdicts {params.verdicts:q} --out {output.section} --losses-out {output.losses} > {log} 2>&1"
+        "--verdicts {params.verdicts:q} --out {output.section} --losses-out {output.losses} "
+        "--losses-table-out {output.losses_table} > {log} 2>&1"

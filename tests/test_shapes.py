@@ -378,14 +378,15 @@ def test_every_loss_at_the_shape_sets_is_listed_for_the_limitations():
     assert (row["gpu"], row["preset"], row["dtype"], row["pass"], row["lost"], row["compared"]) == \
         ("h200", "llm", "bfloat16", "fwd", 1, 1)
     assert row["worst"] == 0.5 and row["lost_to"] == "builtin" and row["loop_ratio"] == 2.5 / 4.0
-    text = shape_losses_section(m)
-    assert "in 1 of the 4 cells compared" in text and "tab:shape-losses" in text
-    assert "H200 & matmul & llm & bfloat16 & fwd & 1 of 1 &" in text and "& 0.50 & builtin & 0.62" in text
+    text, table = shape_losses_section(m)
+    assert "in 1 of the 4 cells compared" in text and "tab:shape-losses" in text and "tab:shape-losses" in table
+    assert "the worst is matmul fwd in bfloat16" in text and "ours runs at 0.5$\\times$ the builtin's speed" in text
+    assert "H200 & matmul & llm & bfloat16 & fwd & 1 of 1 &" in table and "& 0.50 & builtin & 0.62" in table
     won = m[~((m["kernel"] == "matmul") & (m["impl"] == "triton"))]
     won = pd.concat([won, m[(m["kernel"] == "matmul") & (m["impl"] == "triton")].assign(median_ms=1.0)])
-    text = shape_losses_section(won)
-    assert "in none of the 4 cells compared." in text and "tab:shape-losses" not in text
-    assert "no loss there to list" in shape_losses_section(pd.DataFrame())
+    text, table = shape_losses_section(won)
+    assert "in none of the 4 cells compared." in text and "tab:shape-losses" not in text and table == ""
+    assert "no loss there to list" in shape_losses_section(pd.DataFrame())[0]
 
 
 def test_shapes_figure_is_drawn(tmp_path):
