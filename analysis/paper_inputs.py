@@ -98,6 +98,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "per device measured here: the cells this run measured, and those kept from earlier runs")
     host_cost_macros(macros, host_cost_rows(metrics_gpu, gpu))
     frames = (compile_frames or {}).get(gpu)
+    macros.add("WavesSentence", why_.waves_sentence(metrics_gpu, compiled, gpu), "tiles and waves: the finding")
     macros.add("AlignmentSentence", why_.alignment_sentence(metrics_gpu, gpu), "the matrix product at the odd size")
     macros.add("PlateauSentence", why_.plateau_sentence(metrics_gpu, gpu), "the fixed cost of a call (table_plateau)")
     macros.add("CompileFramesSentence", why_.compile_frames_sentence(frames),

@@ -169,6 +169,30 @@ def waves(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) -> pd.
     return pd.DataFrame(rows, columns=cols)
 
 
+def waves_sentence(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) -> str:
+    """The finding of waves(): where a 128 x 128 tile would fill under half of one wave, how often the autotuner's
+    tile fills more (medians of both); elsewhere, the chosen tiles' lowest wave efficiency and its cell."""
+    t = waves(metrics, compiled, gpu)
+    if t.empty:
+        return ""
+    small, rest = t[t["efficiency_128"] < 0.5], t[t["efficiency_128"] >= 0.5]
+    said = []
+    if len(small):
+        more = int((small["efficiency"] > small["efficiency_128"]).sum())
+        said.append(
+            f"Where a 128x128 tile would fill under half of one wave (N up to {int(small['size'].max())}), the "
+            f"autotuner's tile fills more in {part_phrase(more, len(small), 'cell')} (a median "
+            f"{fmt(small['efficiency'].median(), 2)} of the wave against {fmt(small['efficiency_128'].median(), 2)})")
+    if len(rest):
+        w = rest.loc[rest["efficiency"].idxmin()]
+        said.append(
+            f"from there on the chosen tiles' wave efficiency is at least {fmt(w['efficiency'], 2)}, lowest in "
+            f"{tex_escape(w['dtype'])} at $N={int(w['size'])}$ ({w['tile']} tiles, {int(w['tiles'])} of them on "
+            f"{int(w['sms'])} SMs)")
+    text = "; ".join(said)
+    return text[0].upper() + text[1:] + "."
+
+
 def waves_table(metrics: pd.DataFrame, compiled: pd.DataFrame | None, gpu: str) -> str:
     t = waves(metrics, compiled, gpu)
     if t.empty:

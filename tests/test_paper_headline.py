@@ -81,3 +81,24 @@ def test_the_plateau_finding_leaves_the_naive_expression_out_and_spans_the_rest(
     text = why_tables.plateau_sentence(None, "h200")
     assert "costs 4.3--5.3~\\textmu s of GPU time" in text and "from $N=2048$--$4096$ on does" in text
     assert "7.9~\\textmu s (builtin), 10~\\textmu s (Triton)" in text and "22" not in text  # fmt: 2 significant digits
+
+
+def test_the_waves_finding_counts_the_small_cells_and_names_the_lowest(monkeypatch):
+    from analysis import why_tables
+
+    t = pd.DataFrame({
+        "dtype": ["bfloat16", "bfloat16", "float32", "float32"],
+        "size": [512, 4096, 512, 1793],
+        "tile": ["64x64", "128x256", "64x32", "64x32"],
+        "tiles": [64, 512, 128, 1653],
+        "sms": [132] * 4,
+        "efficiency": [0.485, 0.97, 0.1, 0.783],
+        "efficiency_128": [0.121, 0.97, 0.121, 0.852]
+    })
+    monkeypatch.setattr(why_tables, "waves", lambda *a, **k: t)
+    text = why_tables.waves_sentence(None, None, "h200")
+    assert text.startswith("Where a 128x128 tile would fill under half of one wave (N up to 512)")
+    assert "fills more in 1 of the 2 cells" in text and "at least 0.78, lowest in float32 at $N=1793$" in text
+    assert "(64x32 tiles, 1653 of them on 132 SMs)" in text
+    monkeypatch.setattr(why_tables, "waves", lambda *a, **k: t.iloc[:0])
+    assert why_tables.waves_sentence(None, None, "h200") == ""
