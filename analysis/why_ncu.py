@@ -140,8 +140,16 @@ def compute_side(who: str, r) -> str:
     """One implementation of a compute-bound call: the instruction mix (tensor-core against FFMA), how operands
     arrive, SM throughput, registers, shared memory, occupancy and its limiter, and the top stall."""
     smem = r["main_shared_mem_bytes"]
-    return (f"{_head(who, r)} issues {_count(r['tensor_inst'])} tensor-core (HMMA/HGMMA) warp instructions and "
-            f"{_count(r['ffma_thread_inst'])} FFMA thread instructions, loads with {loads_phrase(r)}, and reaches "
+    tensor, ffma = r["tensor_inst"], r["ffma_thread_inst"]
+    warp_ffma = ffma / 32 if pd.notna(ffma) else np.nan  # FFMA counted per thread, tensor-core per warp
+    if pd.notna(tensor) and pd.notna(warp_ffma) and tensor < 1e-3 * (tensor + warp_ffma):
+        stray = ("no tensor-core instruction" if tensor == 0 else
+                 f"its {_count(tensor)} tensor-core warp instructions are under 0.1\\,\\% of its math")
+        mix = f"runs its math on the FMA units ({_count(ffma)} FFMA thread instructions; {stray})"
+    else:
+        mix = (f"issues {_count(tensor)} tensor-core (HMMA/HGMMA) warp instructions and {_count(ffma)} FFMA thread "
+               f"instructions")
+    return (f"{_head(who, r)} {mix}, loads with {loads_phrase(r)}, and reaches "
             f"{_pct(r['sm_pct'])} of the SM's peak throughput ({fmt(r['main_registers_per_thread'])} registers a "
             f"thread, {fmt(smem / 1024) if pd.notna(smem) else 'n/a'}~KiB of shared memory a block; "
             f"{_pct(r['main_achieved_occupancy_pct'])} occupancy, {_pct(r['main_theoretical_occupancy_pct'])} "

@@ -139,7 +139,8 @@ def test_counts_agree_with_their_nouns():
 
     s = matmul_sentence(calls(why_rows()))
     assert "cuBLAS (2 kernels, 10{,}150~\\textmu s; the longest" in s  # two kernels: plural
-    assert "ours (\\texttt{matmul\\_\\allowbreak{}kernel}, 20{,}000~\\textmu s) issues 0 tensor-core" in s
+    assert "ours (\\texttt{matmul\\_\\allowbreak{}kernel}, 20{,}000~\\textmu s) runs its math on the FMA units" in s
+    assert "FFMA thread instructions; no tensor-core instruction)" in s
     assert "2.2 trillion" not in s and "2{,}200 billion FFMA thread instructions" in s
     assert "issues 4.19 million tensor-core (HMMA/HGMMA) warp instructions and 0 FFMA" in s
     assert "1 kernels" not in s and "a 1 kernel" not in s
@@ -263,9 +264,10 @@ def test_a_profile_whose_ratio_the_sweep_does_not_share_says_so_with_both_dates(
     assert "ours at 2.03$\\times$ cuBLAS's time" in note and "timed 2026-12-04" in note
     assert "(timed 2026-12-04, profiled 2026-12-06: a later run)" in note
     older = timed_note(timed.assign(timestamp="2026-12-08T00:00:00+00:00"), "float32", b, t)
-    assert "(timed 2026-12-08, profiled 2026-12-06)." in older
+    assert "(timed 2026-12-08, profiled 2026-12-06): the two runs may have run different code" in older
+    assert "stays unexplained until one run both times and profiles the cell" in older
     undated = timed_note(timed, "float32", b, t.drop("main_timestamp").set_axis(["duration_us", "size"]))
-    assert undated.endswith("(timed 2026-12-04).") and "nan" not in undated
+    assert "(timed 2026-12-04): the two runs" in undated and "nan" not in undated
     assert timed_note(timed.assign(median_ms=[2.0, 2.2]), "float32", b, t) == ""
     assert timed_note(None, "float32", b, t) == "" and timed_note(timed, "tf32", b, t) == ""
 
