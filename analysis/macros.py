@@ -62,6 +62,7 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     for unit, tag in UNIT_TAG.items():
         if f"gemm_{unit}" in c:
             m.add(f"Gemm{tag}Tflops", fmt(c[f"gemm_{unit}"] / 1e12), f"best measured GEMM, {unit}")
+    m.add("CeilingClocksSentence", ceiling_clocks_sentence(ceilings, gpu), "the SM clock each GEMM ceiling ran at")
     if spec:
         m.add("DatasheetBandwidthTBs", fmt(spec.mem_bandwidth / 1e12))
         m.add("DatasheetBfTflops", fmt(spec.bf16_flops / 1e12))
@@ -262,3 +263,24 @@ def repeatability_macros(m: "Macros", runs: dict[str, pd.DataFrame], gpu: str) -
     m.add("RepeatShortUs", fmt(GRAPH_MAX_MS * 1e3), "short cells end here, microseconds")
     m.add("RepeatGoalEventLongPct", fmt(GOALS["event_long"] * 100), "goal, percent")
     m.add("RepeatGoalGraphShortPct", fmt(GOALS["graph_short"] * 100), "goal, percent")
+
+
+def ceiling_clocks_sentence(ceilings: pd.DataFrame, gpu: str) -> str:
+    """Each GEMM ceiling of the headline GPU's newest run with the SM clock its samples ran at: a ceiling timed at a
+    lower clock is lower for that reason alone (the BF16 and FP16 tensor cores have one peak on the datasheet)."""
+    from analysis.metrics import _samples_clock
+
+    c = ceilings[ceilings["gpu"] == gpu] if len(ceilings) else ceilings
+    if c.empty or "sm_clock_after_mhz" not in c:
+        return ""
+    if "run_id" in c and "timestamp" in c:
+        c = c[c["run_id"] == c.sort_values("timestamp")["run_id"].iloc[-1]]
+    said = []
+    for unit, label in (("bf16", "BF16"), ("fp16", "FP16"), ("tf32", "TF32"), ("fp32", "FP32")):
+        r = c[c["ceiling"] == f"gemm_{unit}"]
+        if len(r) and pd.notna(_samples_clock(r.iloc[0])):
+            said.append(f"{label} {fmt(r.iloc[0]['value'] / 1e12)}~TFLOP/s at {fmt(_samples_clock(r.iloc[0]))}~MHz")
+    if not said:
+        return ""
+    return ("Each GEMM ceiling is the best cuBLAS or Triton product of its math mode, at the SM clock its samples ran "
+            "at (" + ", ".join(said) + "): a ceiling timed at a lower clock is lower for that reason too.")

@@ -405,3 +405,22 @@ def test_the_host_path_table_gives_each_implementations_python_loop_time_at_the_
     assert macros["HostLoopTritonUs"] == "15.5" and macros["HostLoopBuiltinUs"] == "10.2"
     assert "table_host_cost" in (ROOT / "rules" / "paper.smk").read_text() and \
         "\\input{results/paper/generated/table_host_cost}" in (ROOT / "paper" / "main.tex").read_text()
+
+
+def test_each_gemm_ceiling_is_said_with_the_clock_it_ran_at():
+    """The ceilings' clocks differ (FP16's 683 TFLOP/s at 1515 MHz under BF16's 775 at 1755 on the H200 reference):
+    the sentence gives each with its own, from the newest run only."""
+    from analysis.macros import ceiling_clocks_sentence
+
+    c = pd.DataFrame({
+        "gpu": "h200",
+        "run_id": ["old", "new", "new"],
+        "timestamp": ["2026-12-01", "2026-12-04", "2026-12-04"],
+        "ceiling": ["gemm_bf16", "gemm_bf16", "gemm_fp16"],
+        "value": [9e14, 7.751e14, 6.833e14],
+        "sm_clock_after_mhz": [1980.0, 1755.0, 1515.0]
+    })
+    text = ceiling_clocks_sentence(c, "h200")
+    assert "BF16 775~TFLOP/s at 1{,}755~MHz, FP16 683~TFLOP/s at 1{,}515~MHz)" in text and "900" not in text
+    assert ceiling_clocks_sentence(c.drop(columns="sm_clock_after_mhz"), "h200") == ""
+    assert ceiling_clocks_sentence(c, "h100") == ""
