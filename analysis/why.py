@@ -26,7 +26,7 @@ from analysis.study_tables import (ablations_table, alignment_study, alignment_s
                                    traffic_rows, traffic_table)
 from analysis.why_tables import (LOW_PRECISION_FIRST, NOT_MEASURED, alignment,  # noqa: F401
                                  alignment_sentence, alignment_table, cost, cost_table, plateau, plateau_sentence,
-                                 plateau_table, tile_of, waves, waves_table)
+                                 plateau_table, tile_of, waves, waves_sentence, waves_table)
 from rooflab.kernel import ELEMENT_BYTES, IMPL_LABEL
 from rooflab.kernel import IMPLS as IMPL_ORDER
 
