@@ -238,7 +238,7 @@ def origin_macros(m: Macros, gpu_runs: pd.DataFrame, gpu: str, cpu_runs: pd.Data
     ]
     if len(cpu_runs):
         cpu = cpu_runs.iloc[0]
-        parts.append("CPU data: " + tex_escape(origin.origin_phrase(cpu["gpu"], cpu["directory"])) +
+        parts.append("CPU data: " + tex_escape(origin.measured_where(cpu["directory"]).replace(", ", " (", 1) + ")") +
                      ", in Section~\\ref{sec:cpu}")
     m.add("DataOrigin", "; ".join(parts), "the title line: where every dataset comes from")
     m.add("ProvenanceRuns", str(len(gpu_runs)), "runs (or legacy commit and date groups) in the GPU data")

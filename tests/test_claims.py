@@ -333,7 +333,7 @@ def test_provenance_table_lists_every_run_in_the_data(data):
     m = macros(out)
     assert m["HeadlineSource"] == "the committed reference measurements, data/reference/h200"
     assert m["DataOrigin"] == ("GPU data: H200, the committed reference measurements (data/reference/h200); CPU data: "
-                               "CPU, this workflow's measurements (results/raw/cpu), in Section~\\ref{sec:cpu}")
+                               "this workflow's measurements (results/raw/cpu), in Section~\\ref{sec:cpu}")
     assert "\\date{" in PAPER and "\\DataOrigin" in PAPER and "measurements of this run (devices" not in PAPER
 
 
