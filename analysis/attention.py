@@ -207,8 +207,9 @@ SCHEDULE = (
     "Our forward is FlashAttention-2's schedule: Q, K and V tiles arrive through TMA descriptors (heavy causal "
     "tiles first), and each warp runs its tile's softmax between the tile's two matrix products. "
     "FlashAttention-3's schedule hides that softmax behind another warpgroup's products (warp "
-    "specialisation), which our kernel lacks: Triton 3.6's warp-specialisation pass fails to compile this loop "
-    "at about half the tiles tried on the H200 and gains nothing at the others (docs/decisions.md, attention). ")
+    "specialisation), which our kernel lacks: Triton 3.6's warp-specialisation pass fails on this loop for about "
+    "half of the tile shapes compiled for it on the H200 and gains nothing at the others (docs/decisions.md, "
+    "attention). ")
 
 
 def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, traffic: pd.DataFrame | None,
