@@ -179,7 +179,8 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             bar.set_postfix_str(f"{cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}", refresh=tty)
             if cell.key in done:
                 rows.append(done[cell.key])
-                paired.after_cell(cell, done[cell.key])  # never raises: a session's failure is its own record
+                with stall_watch(f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}"):
+                    paired.after_cell(cell, done[cell.key])  # never raises: a session's failure is its own record
                 continue
             t_cell = time.perf_counter()
             kept: dict = {}
@@ -202,7 +203,8 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                 }, default=str) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-            paired.after_cell(cell, row, kept.pop("fns", None))  # the group's paired rounds, once it is complete
+            with stall_watch(f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}"):
+                paired.after_cell(cell, row, kept.pop("fns", None))  # the group's paired rounds, once it is complete
 
     store.compact(ckpt, kernel.name)  # one line per cell: re-checked skipped and failed cells replace their old lines
     df = pd.DataFrame(rows).drop(columns=["_identity", "_source_text"], errors="ignore")

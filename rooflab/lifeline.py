@@ -109,15 +109,16 @@ def _log_stream():
 @contextlib.contextmanager
 def stall_watch(what: str, after_s: float = STALL_S):
     """Within the block, each time it has run another ``after_s``, log that ``what`` still runs and write every
-    thread's stack to the job's log; nothing is written if it finishes in time. (A timer thread: a wait on a lock, a
-    subprocess or a file, the usual ways to stall, releases the interpreter to it.)"""
+    thread's stack to the job's log; nothing is written if it finishes in time. A timer thread does it (a wait on a
+    lock, a subprocess or a file releases the interpreter to it); faulthandler's own watchdog writes the stacks too,
+    5 s later, in case a C call holds the interpreter and the timer thread cannot run."""
     done = threading.Event()
     t0 = time.monotonic()
+    stream = _log_stream()
 
     def watch() -> None:
         while not done.wait(after_s):
             log.warning("%s has run %.1f s; every thread's stack follows", what, time.monotonic() - t0)
-            stream = _log_stream()
             try:
                 faulthandler.dump_traceback(file=stream, all_threads=True)
                 stream.flush()
@@ -127,6 +128,14 @@ def stall_watch(what: str, after_s: float = STALL_S):
     thread = threading.Thread(target=watch, name="stall-watch", daemon=True)
     thread.start()
     try:
+        stream.fileno()
+        faulthandler.dump_traceback_later(after_s + 5, repeat=True, file=stream)
+        armed = True
+    except (AttributeError, OSError, ValueError):
+        armed = False
+    try:
         yield
     finally:
         done.set()
+        if armed:
+            faulthandler.cancel_dump_traceback_later()
