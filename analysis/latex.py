@@ -91,11 +91,11 @@ def count_phrase(n: int, one: str, many: str | None = None) -> str:
 
 
 def part_phrase(n: int, total: int, noun: str, many: str | None = None) -> str:
-    """'3 of the 5 cells', 'all 5 cells', 'the one cell', 'none of the 5 cells': a part of a counted whole in
-    agreement."""
+    """'3 of the 5 cells', 'all 5 cells', 'the one cell', 'none of the 5 cells', 'no cell' (of one): a part of a
+    counted whole in agreement."""
     many = many or noun + "s"
     if total == 1:
-        return f"the one {noun}" if n == 1 else f"not the one {noun}"
+        return f"the one {noun}" if n == 1 else f"no {noun}"
     if n == 0:
         return f"none of the {total} {many}"
     return f"all {total} {many}" if n == total else f"{n} of the {total} {many}"

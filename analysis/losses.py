@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.claims import FRAME_LABEL
-from analysis.latex import IMPL_SHORT, count_phrase, fmt, long_table, part_phrase, table_latex, tex_escape
+from analysis.latex import IMPL_SHORT, count_phrase, fmt, long_table, table_latex, tex_escape
 from analysis.metrics import FRAMES, noise_floor
 
 
@@ -158,28 +158,48 @@ BACKEND_LOSSES_CAPTION = (
     "dim) at which it is, and the worst: the backend's time over ours.")
 
 
+def _verb(n: int) -> str:
+    return "was" if n == 1 else "were"
+
+
 def verdict_rule_sentence(v: pd.DataFrame) -> str:
-    """Which rule judged the comparisons (versus' rows): how many from paired rounds, how many from the medians,
-    the same for the losses, and how many GPU-time losses are by less than a microsecond a call."""
-    if v.empty or "paired" not in v:
+    """Which rule judged the comparisons (versus' rows: ours against one implementation, in one frame, at one cell):
+    how many from paired rounds and how many from the medians, how many of the losses rest on a paired verdict, and
+    how many GPU-time losses are by less than a microsecond a call."""
+    if v.empty or "paired_n" not in v:
         return "No comparison was judged."
     judged = v[v["verdict"] != ""]
-    paired = judged["paired"].astype(bool)
-    lost = judged["verdict"] == "slower"
-    gpu = judged[lost & (judged["frame"] == "gpu")]
-    gap_us = (gpu["ours_ms"] - gpu["ours_ms"] * gpu["lost_to_speedup"]) * 1e3
-    small = int((gap_us < 1).sum())
-    tiny = ("" if gpu.empty else f" In GPU time {part_phrase(small, len(gpu), 'loss', 'losses')} "
-            f"{'is' if small == 1 or len(gpu) == 1 else 'are'} by less than 1~\\textmu s a call.")
-    n = int(paired.sum())
-    if n == 0:
-        return (f"Every one of the {count_phrase(len(judged), 'comparison')} here was judged from the medians (the "
-                f"data hold no paired rounds of these cells), the {count_phrase(int(lost.sum()), 'loss', 'losses')} "
-                f"too.{tiny}")
-    return (f"Here {part_phrase(n, len(judged), 'comparison')} {'was' if n == 1 or len(judged) == 1 else 'were'} "
-            f"judged from paired rounds and the "
-            f"rest from medians; of the {count_phrase(int(lost.sum()), 'loss', 'losses')}, "
-            f"{int((lost & paired).sum())} rest{'s' if (lost & paired).sum() == 1 else ''} on paired rounds.{tiny}")
+    total, paired = int(judged["compared_n"].sum()), int(judged["paired_n"].sum())
+    lost = (judged["verdict"] == "slower").to_numpy()
+    n_lost, lost_paired = int(lost.sum()), int((lost & judged["lost_paired"].astype(bool).to_numpy()).sum())
+    what = "(ours against one implementation, in one frame, at one cell)"
+    every = "The one comparison" if total == 1 else f"All {total} comparisons"
+    if total == 0:
+        return "No comparison was judged."
+    if paired == 0:
+        text = (f"{every} here {what} {_verb(total)} judged from the medians: the data hold no paired rounds of "
+                "these cells.")
+    elif paired == total:
+        text = f"{every} here {what} {_verb(total)} judged from paired rounds."
+    else:
+        text = (f"Of the {count_phrase(total, 'comparison')} here {what}, {paired} {_verb(paired)} judged from paired "
+                f"rounds (torch.compile is never in the rounds) and {total - paired} from the medians; ")
+        text += (f"the one cell and frame where ours loses {'rests' if lost_paired else 'does not rest'} on a paired "
+                 "verdict." if n_lost == 1 else f"of the {n_lost} cells and frames where ours loses, {lost_paired} "
+                 f"{'rests' if lost_paired == 1 else 'rest'} on a paired verdict.")
+    gpu = judged[lost & (judged["frame"] == "gpu").to_numpy()]
+    if gpu.empty:
+        return text
+    small = int((((gpu["ours_ms"] - gpu["ours_ms"] * gpu["lost_to_speedup"]) * 1e3) < 1).sum())
+    if small == 0:
+        tiny = "no GPU-time loss is by less than 1~\\textmu s a call"
+    elif small == len(gpu):
+        tiny = ("the one GPU-time loss is" if small == 1 else f"all {small} GPU-time losses are") + \
+            " by less than 1~\\textmu s a call"
+    else:
+        tiny = (f"{small} of the {count_phrase(len(gpu), 'GPU-time loss', 'GPU-time losses')} "
+                f"{'is' if small == 1 else 'are'} by less than 1~\\textmu s a call")
+    return f"{text} {tiny[0].upper()}{tiny[1:]}."
 
 
 LOOP_FLAT_US = 20.0  # GPU time under this: the call's cost is the host's, the same at every such size
@@ -194,8 +214,8 @@ def loop_spread_sentence(metrics: pd.DataFrame, gpu: str) -> str:
     if "loop_ms" not in ok:
         return ""
     flat = ok[(ok["median_ms"] * 1e3 < LOOP_FLAT_US) & ok["loop_ms"].notna()]
-    groups = flat.groupby(["kernel", "impl", "dtype", "pass"])["loop_ms"]
-    spread = (groups.max() / groups.min())[groups.size() >= 3]
+    groups = flat.groupby(["kernel", "impl", "dtype", "pass"])
+    spread = (groups["loop_ms"].max() / groups["loop_ms"].min())[groups["size"].nunique() >= 3]
     if spread.empty:
         return ""
     worst = spread.idxmax()

@@ -161,8 +161,12 @@ def clock_macros(m: Macros, metrics: pd.DataFrame, gpu: str) -> None:
     m.add("ClockLowCellsText", count_phrase(int(low.sum()), "cell"), "the same, with its noun")
     mm, n = int((low & (rows["kernel"] == "matmul")).sum()), int(low.sum())
     m.add("ClockLowMatmulCells", str(mm), "of them matmul cells")
-    which = "" if n == 0 else (
-        ", all matmul" if mm == n > 1 else ", a matmul one" if mm == n else f", {mm} of them matmul")
+    if n == 0:
+        which = ""
+    elif n == 1:
+        which = ", a matmul one" if mm else ", not a matmul one"
+    else:
+        which = ", all matmul" if mm == n else (", none of them matmul" if mm == 0 else f", {mm} of them matmul")
     m.add("ClockLowCellsKernels", (count_phrase(n, "cell") if n else "no cell") + " here" + which,
           "the flagged cells and how many are matmul, in words")
     mm = rows[rows["kernel"] == "matmul"]

@@ -35,7 +35,7 @@ TORCH = ("naive", "builtin", "compile", "compile-max")
 FRAME_SHORT = {"gpu": "GPU", "graph": "graph", "loop": "loop"}
 VERSUS_COLUMNS = [
     "kernel", "dtype", "math_mode", "pass", "size", "frame", "ours_ms", "best", "best_ms", "speedup", "verdict",
-    "paired", "lost_to", "lost_to_speedup", "roof", "bound"
+    "compared_n", "paired_n", "lost_paired", "lost_to", "lost_to_speedup", "roof", "bound"
 ]
 
 
@@ -46,18 +46,21 @@ def verdict_column(frame: str, base: str) -> str:
 
 def _verdicts(ours: pd.DataFrame, base_rse: np.ndarray, speedup: np.ndarray, frame: str,
               base: str) -> tuple[np.ndarray, np.ndarray]:
-    """faster / slower / tie of each of our rows against `base` in `frame`: the metrics' verdict where it has one
-    (the paired rounds'), else ours against the base beyond the metrics' noise floor (the medians'); and whether
-    each came from the paired rounds."""
+    """faster / slower / tie of each of our rows against `base` in `frame`: the metrics' verdict where it has one,
+    else ours against the base beyond the metrics' noise floor; and whether each came from paired rounds (the
+    metrics' paired speedup there: analysis/metrics.apply_paired; only the builtin and naive are paired)."""
     col = FRAMES[frame]
     noise = noise_floor(ours.assign(rse_median=ours["rse_median"] if "rse_median" in ours else np.nan), base_rse, col)
     computed = np.select([~np.isfinite(speedup), speedup - 1 > noise, 1 - speedup > noise], ["", "faster", "slower"],
                          default="tie")
+    prefix = "" if frame == "gpu" else f"{frame}_"
+    paired_col = f"{prefix}paired_speedup_vs_{base}"
+    paired = ours[paired_col].notna().to_numpy() if paired_col in ours else np.zeros(len(computed), dtype=bool)
     name = verdict_column(frame, base)
     if name not in ours:
-        return computed, np.zeros(len(computed), dtype=bool)
+        return computed, paired
     given = ours[name].astype(object).where(ours[name].notna(), "").astype(str).to_numpy()
-    return np.where(given != "", given, computed), given != ""
+    return np.where(given != "", given, computed), paired
 
 
 def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
@@ -128,8 +131,13 @@ def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
                 "verdict":
                 verdict,
                 # every comparison behind the verdict judged from paired rounds (else from the medians)
-                "paired":
-                np.vstack([paired[b] | ~np.isfinite(times[b]) for b in bases]).all(axis=0) & present.any(axis=0),
+                # comparisons (one per implementation timed beside ours) and those judged from paired rounds
+                "compared_n":
+                present.sum(axis=0),
+                "paired_n": (np.vstack([paired[b] for b in bases]) & present).sum(axis=0),
+                # the loss rests on paired rounds: the verdict against the one it lost to came from them
+                "lost_paired":
+                np.vstack([paired[b] for b in bases])[lost_i, np.arange(len(ours))] & np.isfinite(lost_ms),
                 "lost_to": [bases[i] if np.isfinite(m) else "" for i, m in zip(lost_i, lost_ms)],
                 "lost_to_speedup":
                 np.where(np.isfinite(lost_ms), lost_ms, np.nan) / t,

@@ -144,7 +144,7 @@ def compute_side(who: str, r) -> str:
     warp_ffma = ffma / 32 if pd.notna(ffma) else np.nan  # FFMA counted per thread, tensor-core per warp
     if pd.notna(tensor) and pd.notna(warp_ffma) and tensor < 1e-3 * (tensor + warp_ffma):
         stray = ("no tensor-core instruction" if tensor == 0 else
-                 f"its {_count(tensor)} tensor-core warp instructions are under 0.1\\,\\% of its math")
+                 f"its {_count(tensor)} tensor-core warp instructions are under 0.1\\,\\% of its math instructions")
         mix = f"runs its math on the FMA units ({_count(ffma)} FFMA thread instructions; {stray})"
     else:
         mix = (f"issues {_count(tensor)} tensor-core (HMMA/HGMMA) warp instructions and {_count(ffma)} FFMA thread "

@@ -92,8 +92,21 @@ def follow_snakemake(interval_s: float = 1.0) -> list[int]:
     return pids
 
 
+def _stall_s(default: float = 240.0) -> float:
+    """ROOFLAB_STALL_S where it is a positive number of seconds, else the default (a bad value is named)."""
+    text = os.environ.get("ROOFLAB_STALL_S", "")
+    try:
+        value = float(text) if text else default
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        log.warning("ROOFLAB_STALL_S=%r is no positive number of seconds: %.0f s instead", text, default)
+        return default
+    return value
+
+
 # the H200 reference's longest cell took 48 s, compile included (cell_s in data/reference/h200): five times that stalls
-STALL_S = float(os.environ.get("ROOFLAB_STALL_S", 240))  # the environment may set it
+STALL_S = _stall_s()
 
 
 def _log_stream():

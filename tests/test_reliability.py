@@ -802,14 +802,23 @@ def test_a_stalled_cell_writes_every_threads_stack_into_the_log(tmp_path):
             time.sleep(0.05)
         with stall_watch("cell stuck", after_s=0.2):
 
-            def waiting_on_a_lock():
+            def stuck_here():
                 time.sleep(0.7)
 
-            waiting_on_a_lock()
+            stuck_here()
     finally:
         root.removeHandler(handler)
         handler.close()
     text = logfile.read_text()
     assert "cell quick" not in text
     assert text.count("cell stuck has run") >= 2  # again each after_s while it lasts
-    assert "waiting_on_a_lock" in text and "Thread 0x" in text  # every thread's stack, the stuck one's frame in it
+    assert "stuck_here" in text and "Thread 0x" in text  # every thread's stack, the stuck one's frame in it
+
+
+@pytest.mark.parametrize("value, expected", [("90", 90.0), ("", 240.0), ("0", 240.0), ("-5", 240.0), ("soon", 240.0),
+                                             ("inf", 240.0)])
+def test_the_stall_watchs_period_is_a_positive_number_of_seconds(monkeypatch, value, expected):
+    from rooflab.lifeline import _stall_s
+
+    monkeypatch.setenv("ROOFLAB_STALL_S", value)
+    assert _stall_s() == expected

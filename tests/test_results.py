@@ -263,24 +263,31 @@ def test_backend_losses_list_every_pass_and_backend_where_ours_is_slower():
 
 
 def test_the_verdict_rule_sentence_counts_paired_and_median_verdicts():
-    """Which rule judged each comparison is said with counts that agree: all from medians where no rounds exist;
-    paired and median ones apart where some do; GPU-time losses under 1 us a call counted."""
+    """Which rule judged each comparison, read from the metrics through versus(): a paired speedup against the
+    builtin marks that comparison paired, torch.compile's never; counts and verbs agree; GPU-time losses under 1 us
+    a call counted."""
     import pandas as pd
 
-    from analysis.results import verdict_rule_sentence
+    from analysis.results import verdict_rule_sentence, versus
 
-    v = pd.DataFrame({
-        "verdict": ["slower", "slower", "tie", "faster", "slower"],
-        "paired": [False, False, False, False, False],
-        "frame": ["gpu", "gpu", "gpu", "loop", "loop"],
-        "ours_ms": [0.0100, 1.0, 1.0, 1.0, 1.0],
-        "lost_to_speedup": [0.95, 0.5, float("nan"), float("nan"), 0.9]
-    })
+    def row(impl, ms, **kw):
+        return dict(gpu="h200", kernel="gelu", impl=impl, dtype="bfloat16", pass_="fwd", size=256, shape="256",
+                    median_ms=ms, rse_median=0.001, status="ok", claimable=True, **kw)
+
+    cells = [row("triton", 0.0100), row("builtin", 0.0095), row("compile", 0.0200)]
+    m = pd.DataFrame(cells).rename(columns={"pass_": "pass"})
+    v = versus(m, "h200")
+    assert v["compared_n"].tolist() == [2] and v["paired_n"].tolist() == [0]
     text = verdict_rule_sentence(v)
-    assert text.startswith("Every one of the 5 comparisons here was judged from the medians")
-    assert "the 3 losses too" in text and "1 of the 2 losses is by less than 1" in text  # 0.5 us; 500 us
-    text = verdict_rule_sentence(v.assign(paired=[True, False, True, False, False]))
-    assert "2 of the 5 comparisons were judged from paired rounds" in text and "of the 3 losses, 1 rests on paired rounds" in text
+    assert text.startswith("All 2 comparisons here (ours against one implementation, in one frame, at "
+                           "one cell) were judged from the medians: the data hold no paired rounds")
+    assert text.endswith("The one GPU-time loss is by less than 1~\\textmu s a call.")  # 0.5 us behind the builtin
+    m.loc[m["impl"] == "triton", "paired_speedup_vs_builtin"] = 0.95  # the rounds judged ours against the builtin
+    v = versus(m, "h200")
+    assert v["paired_n"].tolist() == [1] and v["lost_paired"].tolist() == [True]
+    text = verdict_rule_sentence(v)
+    assert "Of the 2 comparisons here" in text and "1 was judged from paired rounds" in text
+    assert "and 1 from the medians; the one cell and frame where ours loses rests on a paired verdict." in text
     assert verdict_rule_sentence(v.iloc[:0]) == "No comparison was judged."
 
 
