@@ -130,7 +130,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     from rooflab import store
     from rooflab.provenance import provenance
     from rooflab.cell import run_cell
-    from rooflab.lifeline import stall_watch
+    from rooflab.lifeline import STALL_S, stall_watch
     from rooflab.timing import TimingConfig, timer_for
     from rooflab.shapes import label
     from rooflab.paired import PairedConfig, PairedSweep
@@ -179,12 +179,13 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             bar.set_postfix_str(f"{cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}", refresh=tty)
             if cell.key in done:
                 rows.append(done[cell.key])
-                with stall_watch(f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}"):
+                with stall_watch(f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}",
+                                 abort_s=2 * STALL_S):
                     paired.after_cell(cell, done[cell.key])  # never raises: a session's failure is its own record
                 continue
             t_cell = time.perf_counter()
             kept: dict = {}
-            with stall_watch(f"cell {cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}"):  # stacks to the log
+            with stall_watch(f"cell {cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}", abort_s=2 * STALL_S):
                 row = run_cell(kernel, cell, device, timing, interpret_max_size=interpret_max,
                                seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer,
                                keep=kept if paired_cfg.enabled else None)  # closures kept only for the rounds
@@ -203,7 +204,8 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                 }, default=str) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-            with stall_watch(f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}"):
+            with stall_watch(f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}",
+                             abort_s=2 * STALL_S):
                 paired.after_cell(cell, row, kept.pop("fns", None))  # the group's paired rounds, once it is complete
 
     store.compact(ckpt, kernel.name)  # one line per cell: re-checked skipped and failed cells replace their old lines

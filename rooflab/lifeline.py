@@ -15,6 +15,7 @@ import contextlib
 import faulthandler
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -119,12 +120,18 @@ def _log_stream():
     return sys.stderr
 
 
+class StallTimeout(Exception):  # not TimeoutError: an OSError, which file-handling code may swallow
+    """A cell or a paired session stopped by ``stall_watch`` after ``abort_s``: recorded as its failure."""
+
+
 @contextlib.contextmanager
-def stall_watch(what: str, after_s: float = STALL_S):
+def stall_watch(what: str, after_s: float = STALL_S, abort_s: float | None = None):
     """Within the block, each time it has run another ``after_s``, log that ``what`` still runs and write every
     thread's stack to the job's log; nothing is written if it finishes in time. A timer thread does it (a wait on a
     lock, a subprocess or a file releases the interpreter to it); faulthandler's own watchdog writes the stacks too,
-    5 s later, in case a C call holds the interpreter and the timer thread cannot run."""
+    5 s later, in case a C call holds the interpreter and the timer thread cannot run. ``abort_s`` (main thread
+    only): past it, StallTimeout is raised in the block (at its next Python instruction), so the caller records a
+    failure and the sweep goes on instead of hanging; the cell store lets a rerun try it again."""
     done = threading.Event()
     t0 = time.monotonic()
     stream = _log_stream()
@@ -138,6 +145,10 @@ def stall_watch(what: str, after_s: float = STALL_S):
             except (AttributeError, OSError, ValueError):  # a stream without a file descriptor: the warning only
                 pass
 
+    def stop(signum, frame):
+        raise StallTimeout(f"{what} ran past {abort_s:.0f} s (twice ROOFLAB_STALL_S): stopped, so the sweep goes on; "
+                           f"the job's log holds its stacks")
+
     thread = threading.Thread(target=watch, name="stall-watch", daemon=True)
     thread.start()
     try:
@@ -146,9 +157,16 @@ def stall_watch(what: str, after_s: float = STALL_S):
         armed = True
     except (AttributeError, OSError, ValueError):
         armed = False
+    alarm = bool(abort_s) and threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+    if alarm:
+        previous = signal.signal(signal.SIGALRM, stop)
+        signal.setitimer(signal.ITIMER_REAL, abort_s)
     try:
         yield
     finally:
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
         done.set()
         if armed:
             faulthandler.cancel_dump_traceback_later()

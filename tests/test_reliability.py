@@ -822,3 +822,23 @@ def test_the_stall_watchs_period_is_a_positive_number_of_seconds(monkeypatch, va
 
     monkeypatch.setenv("ROOFLAB_STALL_S", value)
     assert _stall_s() == expected
+
+
+def test_a_block_past_its_abort_time_raises_so_the_caller_records_a_failure(tmp_path):
+    """abort_s: the stuck block gets StallTimeout (an Exception, not an OSError that file code might swallow) and
+    the sweep's own handler records it; the alarm is cleared and the old SIGALRM handler back after the block."""
+    import signal
+
+    from rooflab.lifeline import StallTimeout, stall_watch
+
+    before = signal.getsignal(signal.SIGALRM)
+    t0 = time.monotonic()
+    with pytest.raises(StallTimeout, match="cell stuck ran past 0 s"):
+        with stall_watch("cell stuck", after_s=5.0, abort_s=0.3):
+            while time.monotonic() - t0 < 5:
+                time.sleep(0.01)
+    assert time.monotonic() - t0 < 2 and not issubclass(StallTimeout, OSError)
+    assert signal.getsignal(signal.SIGALRM) is before and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    with stall_watch("cell quick", after_s=5.0, abort_s=0.3):  # finishes in time: nothing raised later
+        pass
+    time.sleep(0.5)
