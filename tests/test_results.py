@@ -159,13 +159,25 @@ def test_count_phrase(n, text):
 
 # Counts printed with a plural noun where the count may be 1
 ONE_PLURAL = re.compile(r"(?<![\d.,{])\b1 (?:cells|kernels|rows|combinations|ties|sizes|shapes|launches|graphs|runs|"
-                        r"datasets|timed cells|memory-bound rows)\b")
+                        r"datasets|timed cells|memory-bound rows|comparisons|losses|series|data types)\b")
+# A part of a whole that reads wrong: "1 of the 1 cells", "all 1 cells", "not the one cell", "0 of the 4 cells"
+BAD_PART = re.compile(r"\b1 of the 1\b|\ball 1 \w|\bnot the one\b|(?<![\d.,{])\b0 of the\b|\b1 (?:were|are)\b")
+
+
+@pytest.mark.parametrize("text, bad", [("in 1 of the 1 cells", True), ("all 1 cells", True),
+                                       ("in not the one cell", True), ("in 0 of the 4 cells", True),
+                                       ("1 were judged", True), ("the one cell", False), ("1 of the 4 cells", False),
+                                       ("all 4 cells", False), ("none of the 4 cells", False),
+                                       ("10 of the 49 losses are", False), ("1.0 of the roof", False)])
+def test_the_agreement_detector(text, bad):
+    assert bool(ONE_PLURAL.findall(text) or BAD_PART.findall(text)) is bad
 
 
 def test_no_count_of_one_reads_as_a_plural(planted):
     _, out = planted
     text = "\n".join(out.values())
     assert not ONE_PLURAL.findall(text), ONE_PLURAL.findall(text)
+    assert not BAD_PART.findall(text), BAD_PART.findall(text)
     # the fixture does print counts of one: the test sees them
     assert "\\newcommand{\\LossCellsGpu}{1 cell}" in out["macros"]
 
