@@ -242,7 +242,7 @@ def origin_macros(m: Macros, gpu_runs: pd.DataFrame, gpu: str, cpu_runs: pd.Data
     ]
     if len(cpu_runs):
         cpu = cpu_runs.iloc[0]
-        parts.append("CPU data: " + tex_escape(origin.measured_where(cpu["directory"]).replace(", ", " (", 1) + ")") +
+        parts.append("CPU data: " + tex_escape(origin.measured_where_bracketed(cpu["directory"])) +
                      ", in Section~\\ref{sec:cpu}")
     m.add("DataOrigin", "; ".join(parts), "the title line: where every dataset comes from")
     m.add("ProvenanceRuns", str(len(gpu_runs)), "runs (or legacy commit and date groups) in the GPU data")
@@ -270,20 +270,19 @@ def repeatability_macros(m: "Macros", runs: dict[str, pd.DataFrame], gpu: str) -
 
 
 def ceiling_clocks_sentence(ceilings: pd.DataFrame, gpu: str) -> str:
-    """Each GEMM ceiling of the headline GPU's newest run with the SM clock its samples ran at: a ceiling timed at a
-    lower clock is lower for that reason alone (the BF16 and FP16 tensor cores have one peak on the datasheet)."""
-    from analysis.metrics import _samples_clock
+    """Each GEMM ceiling of the headline GPU's newest run with the SM clock its samples ran at (metrics.run_peaks): a
+    ceiling timed at a lower clock is lower for that reason too (BF16 and FP16 share one datasheet peak)."""
+    from analysis.metrics import run_peaks
 
-    c = ceilings[ceilings["gpu"] == gpu] if len(ceilings) else ceilings
-    if c.empty or "sm_clock_after_mhz" not in c:
+    runs = [p for (g, _), p in run_peaks(ceilings).items() if g == gpu] if len(ceilings) else []
+    if not runs:
         return ""
-    if "run_id" in c and "timestamp" in c:
-        c = c[c["run_id"] == c.sort_values("timestamp")["run_id"].iloc[-1]]
-    said = []
-    for unit, label in (("bf16", "BF16"), ("fp16", "FP16"), ("tf32", "TF32"), ("fp32", "FP32")):
-        r = c[c["ceiling"] == f"gemm_{unit}"]
-        if len(r) and pd.notna(_samples_clock(r.iloc[0])):
-            said.append(f"{label} {fmt(r.iloc[0]['value'] / 1e12)}~TFLOP/s at {fmt(_samples_clock(r.iloc[0]))}~MHz")
+    newest = max(runs, key=lambda p: p["timestamp"])
+    said = [
+        f"{label} {fmt(newest[f'gemm_{unit}'] / 1e12)}~TFLOP/s at {fmt(newest[f'gemm_{unit}@clock'])}~MHz"
+        for unit, label in (("bf16", "BF16"), ("fp16", "FP16"), ("tf32", "TF32"), ("fp32", "FP32"))
+        if f"gemm_{unit}" in newest and pd.notna(newest.get(f"gemm_{unit}@clock", np.nan))
+    ]
     if not said:
         return ""
     return ("Each GEMM ceiling is the best cuBLAS or Triton product of its math mode, at the SM clock its samples ran "

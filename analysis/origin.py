@@ -109,10 +109,14 @@ def dataset_label(gpu: str, directory: str) -> str:
     return f"{gpu.upper()}: {measured_where(directory)}"
 
 
+def measured_where_bracketed(directory: str) -> str:
+    """"the committed reference measurements (data/reference/h200)", "this workflow's measurements (results/raw/cpu)"."""
+    return measured_where(directory).replace(", ", " (", 1) + ")"
+
+
 def origin_phrase(gpu: str, directory: str) -> str:
-    """For the title line: 'H200, the committed reference measurements (data/reference/h200)', "CPU, this
-    workflow's measurements (results/raw/cpu)"."""
-    return f"{gpu.upper()}, {measured_where(directory).replace(', ', ' (', 1)})"
+    """For the title line: 'H200, the committed reference measurements (data/reference/h200)'."""
+    return f"{gpu.upper()}, {measured_where_bracketed(directory)}"
 
 
 def _versions(row) -> str:

@@ -130,7 +130,6 @@ def versus(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
                 np.where(np.isfinite(best_ms), best_ms, np.nan) / t,
                 "verdict":
                 verdict,
-                # every comparison behind the verdict judged from paired rounds (else from the medians)
                 # comparisons (one per implementation timed beside ours) and those judged from paired rounds
                 "compared_n":
                 present.sum(axis=0),

@@ -168,6 +168,14 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     prov = {**provenance(params), **caches}
     rows = []
     interpret_max = int(params.get("interpret_max_size", 0))
+
+    def rounds_after(cell, row, fns=None):
+        """The group's paired rounds, once it is complete (never raises: a session's failure is its own record),
+        watched like a cell."""
+        with stall_watch(f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}",
+                         abort_s=2 * STALL_S):
+            paired.after_cell(cell, row, fns)
+
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     # On a terminal the bar redraws in place; into a log file (a cluster job, a device call) it writes a line
     # every 30 s instead of one per cell.
@@ -179,9 +187,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             bar.set_postfix_str(f"{cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}", refresh=tty)
             if cell.key in done:
                 rows.append(done[cell.key])
-                with stall_watch(f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}",
-                                 abort_s=2 * STALL_S):
-                    paired.after_cell(cell, done[cell.key])  # never raises: a session's failure is its own record
+                rounds_after(cell, done[cell.key])
                 continue
             t_cell = time.perf_counter()
             kept: dict = {}
@@ -204,9 +210,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                 }, default=str) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
-            with stall_watch(f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}",
-                             abort_s=2 * STALL_S):
-                paired.after_cell(cell, row, kept.pop("fns", None))  # the group's paired rounds, once it is complete
+            rounds_after(cell, row, kept.pop("fns", None))
 
     store.compact(ckpt, kernel.name)  # one line per cell: re-checked skipped and failed cells replace their old lines
     df = pd.DataFrame(rows).drop(columns=["_identity", "_source_text"], errors="ignore")
