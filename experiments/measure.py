@@ -169,12 +169,24 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     rows = []
     interpret_max = int(params.get("interpret_max_size", 0))
 
+    # A GPU job whose cell never comes back to Python exits (its context goes with it) and is retried (rules/
+    # measure.smk); a CPU job runs in a shared worker (rooflab/workers.py), which only StallTimeout stops.
+    exit_s = 3 * STALL_S if device == "cuda" else None
+
     def rounds_after(cell, row, fns=None):
         """The group's paired rounds, once it is complete (never raises: a session's failure is its own record),
         watched like a cell."""
-        with stall_watch(f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}",
-                         abort_s=2 * STALL_S):
+        what = f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}"
+        with stall_watch(what, abort_s=2 * STALL_S, exit_s=exit_s,
+                         on_exit=lambda: paired.hung(f"hung: {what} ran past {3 * STALL_S:.0f} s")):
             paired.after_cell(cell, row, fns)
+
+    def record_hung(cell, what: str) -> None:  # from the stall watch's thread, as the process exits
+        with open(ckpt, "a") as out_fh:
+            out_fh.write(
+                json.dumps(
+                    store.hung_row(cell, kernel.name, f"hung: {what} ran past {3 * STALL_S:.0f} s "
+                                   "and stopped the process", gpu=gpu, _identity=identity)) + "\n")
 
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     # On a terminal the bar redraws in place; into a log file (a cluster job, a device call) it writes a line
@@ -191,7 +203,9 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
                 continue
             t_cell = time.perf_counter()
             kept: dict = {}
-            with stall_watch(f"cell {cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}", abort_s=2 * STALL_S):
+            what = f"cell {cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}"
+            with stall_watch(what, abort_s=2 * STALL_S, exit_s=exit_s,
+                             on_exit=lambda: record_hung(cell, what)):  # noqa: B023 (called within this iteration)
                 row = run_cell(kernel, cell, device, timing, interpret_max_size=interpret_max,
                                seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer,
                                keep=kept if paired_cfg.enabled else None)  # closures kept only for the rounds
@@ -213,7 +227,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             rounds_after(cell, row, kept.pop("fns", None))
 
     store.compact(ckpt, kernel.name)  # one line per cell: re-checked skipped and failed cells replace their old lines
-    df = pd.DataFrame(rows).drop(columns=["_identity", "_source_text"], errors="ignore")
+    df = pd.DataFrame(rows).drop(columns=["_identity", "_source_text", store.HUNG], errors="ignore")
     df = df.reindex(columns=RAW_COLUMNS + [c for c in df.columns if c not in RAW_COLUMNS])
     counts = df["status"].value_counts().to_dict()
     failed = df[df["status"] == "failed"]

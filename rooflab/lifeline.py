@@ -7,7 +7,9 @@ process when one of them is gone. Linux only (/proc); elsewhere it does nothing.
 
 ``stall_watch`` is the other half: a cell that runs far longer than any cell should (a lock never released, a
 compile that never returns) writes every thread's stack into the job's log, so the log of a stuck or killed job says
-where it stood.
+where it stood; past a second limit it is stopped (StallTimeout), and past a third, when it never came back to Python
+to be stopped (a wait on a GPU that never finishes), the process exits with STALL_EXIT after recording the cell as
+hung, and the workflow's retry resumes from the cell store without it.
 """
 from __future__ import annotations
 
@@ -120,30 +122,64 @@ def _log_stream():
     return sys.stderr
 
 
+STALL_EXIT = 75  # EX_TEMPFAIL: the exit status of a process stopped by stall_watch's exit_s
+
+
 class StallTimeout(Exception):  # not TimeoutError: an OSError, which file-handling code may swallow
     """A cell or a paired session stopped by ``stall_watch`` after ``abort_s``: recorded as its failure."""
 
 
 @contextlib.contextmanager
-def stall_watch(what: str, after_s: float = STALL_S, abort_s: float | None = None):
+def stall_watch(what: str, after_s: float = STALL_S, abort_s: float | None = None, exit_s: float | None = None,
+                on_exit=None):
     """Within the block, each time it has run another ``after_s``, log that ``what`` still runs and write every
     thread's stack to the job's log; nothing is written if it finishes in time. A timer thread does it (a wait on a
     lock, a subprocess or a file releases the interpreter to it); faulthandler's own watchdog writes the stacks too,
     5 s later, in case a C call holds the interpreter and the timer thread cannot run. ``abort_s`` (main thread
     only): past it, StallTimeout is raised in the block (at its next Python instruction), so the caller records a
-    failure and the sweep goes on instead of hanging; the cell store lets a rerun try it again."""
+    failure and the sweep goes on instead of hanging; the cell store lets a rerun try it again. ``exit_s``: past it
+    the block never came back to Python to be stopped (a C call waiting on a GPU kernel that does not end releases
+    the interpreter to the watch but never returns): the stacks are written, ``on_exit()`` records the block as hung
+    (the cell store, so that the retry does not run it again) and the process exits with STALL_EXIT, which frees the
+    GPU context no thread of it could."""
     done = threading.Event()
     t0 = time.monotonic()
     stream = _log_stream()
 
-    def watch() -> None:
-        while not done.wait(after_s):
-            log.warning("%s has run %.1f s; every thread's stack follows", what, time.monotonic() - t0)
+    def stacks() -> None:
+        try:
+            faulthandler.dump_traceback(file=stream, all_threads=True)
+            stream.flush()
+        except (AttributeError, OSError, ValueError):  # a stream without a file descriptor: the warning only
+            pass
+
+    def hard_stop(elapsed: float) -> None:
+        log.error(
+            "%s is still running after %.0f s, past its stop: it never came back to Python (a wait on the GPU that "
+            "does not end?). This process exits with status %d so that a rerun resumes from the cell store without "
+            "it; every thread's stack follows", what, elapsed, STALL_EXIT)
+        stacks()
+        if on_exit is not None:
             try:
-                faulthandler.dump_traceback(file=stream, all_threads=True)
-                stream.flush()
-            except (AttributeError, OSError, ValueError):  # a stream without a file descriptor: the warning only
-                pass
+                on_exit()
+            except Exception:  # the exit matters more than the record
+                log.exception("recording %s as hung failed", what)
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os._exit(STALL_EXIT)
+
+    def watch() -> None:
+        dumps = 1
+        while True:
+            due = after_s * dumps if exit_s is None else min(after_s * dumps, exit_s)
+            if done.wait(max(0.0, t0 + due - time.monotonic())):
+                return
+            elapsed = time.monotonic() - t0
+            if exit_s is not None and elapsed >= exit_s:
+                return hard_stop(elapsed)
+            log.warning("%s has run %.1f s; every thread's stack follows", what, elapsed)
+            stacks()
+            dumps += 1
 
     def stop(signum, frame):
         raise StallTimeout(f"{what} ran past {abort_s:.0f} s (twice ROOFLAB_STALL_S): stopped, so the sweep goes on; "

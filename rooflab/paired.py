@@ -198,6 +198,7 @@ class PairedSweep:
         self.call_ms: dict[tuple, float] = {}  # (group, impl) -> its cell's median, ms
         self.sessions = load_sessions(store_path, identity)
         self.groups: set[tuple] = set()  # the groups of this sweep: only their sessions are written
+        self.running: dict | None = None  # the record of the session in its rounds now
 
     def after_cell(self, cell, row: dict, fns=None) -> None:
         """Note a cell (measured or reused) and run its group's session once the group is complete. Never raises:
@@ -238,6 +239,7 @@ class PairedSweep:
         cells = {impl: c for impl, (c, _) in entries.items()}
         record = {"group": list(g), "session": session, "sides": sorted(entries), "rows": [], "error": ""}
         self._append({**record, "started": True})  # a crash inside the rounds leaves this line: retried next run
+        self.running = record
         sides: list[Side] = []
         try:
             sides = [
@@ -267,8 +269,16 @@ class PairedSweep:
                     torch.cuda.empty_cache()
                 except Exception:  # a sticky CUDA error: the session's record says what it was
                     pass
+        self.running = None
         self.sessions[key] = record
         self._append(record)
+
+    def hung(self, error: str) -> None:
+        """Record the session in flight, if any, as hung (``error``): rooflab/lifeline.stall_watch's ``on_exit``, from
+        its thread, as the process exits. The store keeps it, so the rerun does not pair that group again."""
+        record = self.running
+        if record is not None:
+            self._append({**record, "error": error, "hung": True})
 
     def _append(self, record: dict) -> None:
         import json
@@ -290,9 +300,9 @@ def session_key(group: tuple, session: str, sides) -> tuple:
 
 
 def load_sessions(path, identity: str) -> dict:
-    """The stored sessions measured with this identity (code and settings) that ended without an error, by
-    session_key; others, unreadable lines and sessions that only started (a crash inside their rounds) are left out,
-    so they run again."""
+    """The stored sessions measured with this identity (code and settings) that ended without an error or hung (the
+    process stopped in their rounds: run again, they would hang again), by session_key; others, unreadable lines and
+    sessions that only started (a crash inside their rounds) are left out, so they run again."""
     import json
     from pathlib import Path
 
@@ -309,7 +319,7 @@ def load_sessions(path, identity: str) -> dict:
             if rec.get("started"):
                 out.pop(key, None)  # a session started again after this line, or never ended
                 continue
-            if not rec.get("error"):
+            if not rec.get("error") or rec.get("hung"):
                 out[key] = rec
         except (ValueError, KeyError, TypeError):
             continue

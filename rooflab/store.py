@@ -23,8 +23,30 @@ log = logging.getLogger("rooflab.store")
 KEY_FIELDS = {"impl": str, "dtype": str, "pass": str}
 TIME_FIELDS = ("median_ms", "p20_ms", "p80_ms", "min_ms", "max_ms")
 # Statuses that are measured again on every run rather than reused: failed cells (the fault may be gone) and skipped
-# ones (cheap to re-check, and the reason may be gone: nvcc installed, more device memory free).
+# ones (cheap to re-check, and the reason may be gone: nvcc installed, more device memory free). A failed row marked
+# HUNG is the exception: its cell stopped the process once (rooflab/lifeline.stall_watch), and would again.
 REMEASURED = ("failed", "skipped")
+HUNG = "_hung"
+
+
+def hung_row(cell, kernel: str, error: str, **extra) -> dict:
+    """The stored row of a cell that never ended (a rooflab.cell.Cell): failed, with ``error``, marked HUNG so that
+    reruns reuse it instead of hanging on it again (remove its line, or reuse_cells: false, to try it again)."""
+    from rooflab.shapes import label
+
+    return {
+        "kernel": kernel,
+        "impl": cell.impl,
+        "dtype": cell.dtype,
+        "size": cell.size,
+        "shape": label(cell.shape) if cell.shape else None,
+        "pass": cell.pass_,
+        "preset": cell.preset,
+        "status": "failed",
+        "error": error,
+        HUNG: True,
+        **extra
+    }
 
 
 def store_path(out: str | os.PathLike) -> Path:
@@ -118,12 +140,19 @@ def compact(path: Path, kernel: str | None = None) -> list[dict]:
 
 def load(path: Path, identity: str, kernel: str | None = None) -> dict:
     """The reusable rows of the store, by cell key (impl, dtype, shape, pass): after ``compact``, the rows written
-    under this ``identity`` (same kernel code, measurement code and timing settings) that did not fail or skip."""
-    return {
+    under this ``identity`` (same kernel code, measurement code and timing settings) that did not fail or skip, and
+    those of cells that hung (``hung_row``), each named in a warning."""
+    rows = {
         cell_key(r): r
         for r in compact(path, kernel)
-        if r.get("_identity") == identity and r["status"] not in REMEASURED
+        if r.get("_identity") == identity and (r["status"] not in REMEASURED or r.get(HUNG))
     }
+    for key, r in rows.items():
+        if r.get(HUNG):
+            log.warning(
+                "cell %s hung in an earlier run and is not run again (it stays failed: %s); remove its line from %s "
+                "or set reuse_cells: false to try it", " ".join(map(str, key)), r.get("error"), path)
+    return rows
 
 
 def cell_key(row: dict) -> tuple:

@@ -50,6 +50,8 @@ rule measure:
     log:
         "logs/measure/{gpu}/{kernel}.log",
     priority: get_measure_priority
+    # a job stopped by its stall watch (a cell that never returned: rooflab/lifeline.py) resumes from its cell store
+    retries: 1
     wildcard_constraints:
         gpu=ON_A_GPU,
         kernel=MEASURED_SQUARE,
@@ -129,6 +131,7 @@ rule repeat_measure:
         sweep=lambda wildcards: rcfg.repeat_params(config),
     log:
         "logs/measure/{gpu}/repeat/{kernel}.log",
+    retries: 1
     wildcard_constraints:
         gpu=ON_A_GPU,
         kernel=MEASURED_SQUARE,

@@ -528,3 +528,26 @@ def test_verdicts_timed_apart_carry_their_a_a_error():
                                               "30\\,\\% of identical pairs different.")
     paired = pd.concat([rates, rates.assign(method="paired")], ignore_index=True)
     assert unpaired_caveat(paired, "h200") == "" and "No implementation" not in aa_sentence(paired, "h200")
+
+
+def test_a_session_recorded_as_hung_is_kept_and_not_paired_again(tmp_path):
+    """PairedSweep.hung (the stall watch's on_exit) records the session in its rounds as hung; load_sessions keeps
+    it, error and all, so the rerun does not hang on it again; with no session running it writes nothing."""
+    import json
+
+    import types
+
+    from rooflab.paired import PairedConfig, PairedSweep, load_sessions, session_key
+
+    path = tmp_path / "k.paired.jsonl"
+    sweep = PairedSweep(types.SimpleNamespace(name="k"), [], "cuda", None, PairedConfig(), None, path, "x")
+    sweep.hung("hung: never")
+    assert not path.exists()
+    g = ("float32", "1793x1793x1793", "fwd")
+    sweep.running = {"group": list(g), "session": "all", "sides": ["builtin", "triton"], "rows": [], "error": ""}
+    sweep._append({**sweep.running, "started": True})
+    sweep.hung("hung: the paired rounds ran past 720 s")
+    assert [json.loads(line).get("hung") for line in path.read_text().splitlines()] == [None, True]
+    got = load_sessions(path, "x")
+    assert list(got) == [session_key(g, "all", ["triton", "builtin"])]
+    assert got[session_key(g, "all", ["triton", "builtin"])]["error"].startswith("hung:")

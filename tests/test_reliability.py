@@ -842,3 +842,58 @@ def test_a_block_past_its_abort_time_raises_so_the_caller_records_a_failure(tmp_
     with stall_watch("cell quick", after_s=5.0, abort_s=0.3):  # finishes in time: nothing raised later
         pass
     time.sleep(0.5)
+
+
+def test_a_block_that_never_comes_back_to_python_is_recorded_and_ends_the_process(tmp_path):
+    """exit_s: a block still running past it (here a sleep, which releases the interpreter as a wait on the GPU
+    does, and which StallTimeout cannot interrupt) has its stacks logged, on_exit records it, and the process ends
+    with STALL_EXIT at once, not after the block."""
+    import subprocess
+    import sys
+
+    from rooflab.lifeline import STALL_EXIT
+
+    marker = tmp_path / "hung.txt"
+    script = f"""
+import logging, time
+from rooflab.lifeline import stall_watch
+logging.basicConfig(filename={str(tmp_path / 'job.log')!r})
+with stall_watch("cell stuck", after_s=0.2, exit_s=0.5, on_exit=lambda: open({str(marker)!r}, "w").write("hung")):
+    time.sleep(30)
+print("not reached")
+"""
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=25)
+    assert done.returncode == STALL_EXIT and time.monotonic() - t0 < 20
+    assert "not reached" not in done.stdout and marker.read_text() == "hung"
+    text = (tmp_path / "job.log").read_text()
+    assert "cell stuck has run" in text and "exits with status 75" in text and "Thread 0x" in text
+
+
+def test_a_cell_that_hung_is_not_run_again_and_stays_failed(tmp_path, use_kernel, caplog):
+    """A cell the stall watch recorded as hung (store.hung_row, written as its process exited) is reused as failed,
+    with its error and a warning, not measured again (it would hang again); the sweep's other cells are reused."""
+    from experiments.measure import cell_store
+    from rooflab import store
+    from rooflab.cell import Cell
+
+    out = tmp_path / "raw/cpu/fake.parquet"
+    use_kernel(fake_kernel())
+    assert measure_run(out, dtypes=["float32"], impls=["naive"]) == 0
+    path = cell_store(out)
+    identity = store_rows(out)[0]["_identity"]
+    cell = Cell("fake", "naive", "float32", 16, shape=(16, 16))
+    row = store.hung_row(cell, "fake", "hung: cell naive float32 16x16 fwd ran past 720 s", _identity=identity)
+    assert store.row_problem(row, "fake") is None and store.cell_key(row) == cell.key
+    with open(path, "a") as fh:
+        fh.write(json.dumps(row) + "\n")
+    calls = []
+    use_kernel(fake_kernel(calls))
+    out.unlink()
+    assert measure_run(out, dtypes=["float32"], impls=["naive"]) == 1  # a failed cell: no parquet unless allowed
+    assert calls == [] and "hung in an earlier run and is not run again" in caplog.text
+    assert measure_run(out, dtypes=["float32"], impls=["naive"], allow_failures=True) == 0 and calls == []
+    df = rio.read_results(out)
+    hung = df[df["size"] == 16]
+    assert list(hung.status) == ["failed"] and hung.error.iloc[0].startswith("hung:")
+    assert (df[df["size"] != 16].status == "ok").all() and store.HUNG not in df.columns
