@@ -112,6 +112,21 @@ def _stall_s(default: float = 240.0) -> float:
 STALL_S = _stall_s()
 
 
+def keep_stalled_log(path) -> Path | None:
+    """Before a job's log is written afresh: if the last one ends a process stall_watch stopped (its stacks are the
+    only record of where it hung), move it aside to ``<name>.stalled.log`` and return that path; else None."""
+    path = Path(path)
+    try:
+        stalled = STALL_EXIT_LINE in path.read_text(errors="replace")
+    except OSError:
+        return None
+    if not stalled:
+        return None
+    kept = path.with_name(path.stem + ".stalled.log")
+    path.replace(kept)
+    return kept
+
+
 def _log_stream():
     """The stream of the root logger's last file handler (the job's log; not one writing to os.devnull), else
     stderr (a CPU worker's fd 2 is the job's log)."""
@@ -123,6 +138,7 @@ def _log_stream():
 
 
 STALL_EXIT = 75  # EX_TEMPFAIL: the exit status of a process stopped by stall_watch's exit_s
+STALL_EXIT_LINE = f"this process exits with status {STALL_EXIT}"  # in the log of a process it stopped
 
 
 class StallTimeout(Exception):  # not TimeoutError: an OSError, which file-handling code may swallow
@@ -156,8 +172,8 @@ def stall_watch(what: str, after_s: float = STALL_S, abort_s: float | None = Non
     def hard_stop(elapsed: float) -> None:
         log.error(
             "%s is still running after %.0f s, past its stop: it never came back to Python (a wait on the GPU that "
-            "does not end?). This process exits with status %d so that a rerun resumes from the cell store without "
-            "it; every thread's stack follows", what, elapsed, STALL_EXIT)
+            "does not end?), so %s and a rerun resumes from the cell store without it; every thread's stack "
+            "follows", what, elapsed, STALL_EXIT_LINE)
         stacks()
         if on_exit is not None:
             try:
