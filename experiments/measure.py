@@ -172,13 +172,16 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     # A GPU job whose cell never comes back to Python exits (its context goes with it) and is retried (rules/
     # measure.smk); a CPU job runs in a shared worker (rooflab/workers.py), which only StallTimeout stops.
     exit_s = 3 * STALL_S if device == "cuda" else None
+    # A group's paired rounds reuse its compiled closures and stop after max_group_s (2 s): a quarter of a cell's
+    # limits (an H100 sweep's 27 other sessions took seconds; the one that hung: data/tuning/h100_logs/7_*stall.log)
+    rounds_s = STALL_S / 4
 
     def rounds_after(cell, row, fns=None):
         """The group's paired rounds, once it is complete (never raises: a session's failure is its own record),
-        watched like a cell."""
+        watched like a cell, at a quarter of its limits."""
         what = f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}"
-        with stall_watch(what, abort_s=2 * STALL_S, exit_s=exit_s,
-                         on_exit=lambda: paired.hung(f"hung: {what} ran past {3 * STALL_S:.0f} s")):
+        with stall_watch(what, after_s=rounds_s, abort_s=2 * rounds_s, exit_s=exit_s and 3 * rounds_s,
+                         on_exit=lambda: paired.hung(f"hung: {what} ran past {3 * rounds_s:.0f} s")):
             paired.after_cell(cell, row, fns)
 
     def record_hung(cell, what: str) -> None:  # from the stall watch's thread, as the process exits
