@@ -279,19 +279,12 @@ def describe(kernel_name: str, gpu: str, params: dict, profiles: str | None = No
 
 
 def _setup_logging(logfile: str | None) -> None:
-    from rooflab.lifeline import keep_stalled_log
-
     handlers = [logging.StreamHandler(sys.stderr)]
-    kept = None
     if logfile:
         Path(logfile).parent.mkdir(parents=True, exist_ok=True)
-        kept = keep_stalled_log(logfile)  # the retry of a job its stall watch stopped: that log holds the stacks
         handlers = [logging.FileHandler(logfile, mode="w")]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers,
                         force=True)
-    if kept:
-        log.warning("the last attempt of this job was stopped by its stall watch; its log, with the stacks, is %s",
-                    kept)
 
 
 def main(argv=None) -> int:

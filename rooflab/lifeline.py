@@ -9,7 +9,8 @@ process when one of them is gone. Linux only (/proc); elsewhere it does nothing.
 compile that never returns) writes every thread's stack into the job's log, so the log of a stuck or killed job says
 where it stood; past a second limit it is stopped (StallTimeout), and past a third, when it never came back to Python
 to be stopped (a wait on a GPU that never finishes), the process exits with STALL_EXIT after recording the cell as
-hung, and the workflow's retry resumes from the cell store without it.
+hung, and the workflow's retry resumes from the cell store without it; the log, with the stacks, is copied to
+``<name>.stalled.log`` first.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import contextlib
 import faulthandler
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -112,19 +114,20 @@ def _stall_s(default: float = 240.0) -> float:
 STALL_S = _stall_s()
 
 
-def keep_stalled_log(path) -> Path | None:
-    """Before a job's log is written afresh: if the last one ends a process stall_watch stopped (its stacks are the
-    only record of where it hung), move it aside to ``<name>.stalled.log`` and return that path; else None."""
+def stalled_log_path(path) -> Path:
+    """Where the log of a process stall_watch stopped is copied as it exits: ``<name>.stalled.log`` beside it, a file
+    the workflow does not own (Snakemake deletes a failed job's log before its retry)."""
     path = Path(path)
-    try:
-        stalled = STALL_EXIT_LINE in path.read_text(errors="replace")
-    except OSError:
-        return None
-    if not stalled:
-        return None
-    kept = path.with_name(path.stem + ".stalled.log")
-    path.replace(kept)
-    return kept
+    return path.with_name(path.stem + ".stalled.log")
+
+
+def _log_file() -> str | None:
+    """The file of the root logger's last file handler (the job's log), if any."""
+    for handler in reversed(logging.getLogger().handlers):
+        name = getattr(handler, "baseFilename", None)
+        if isinstance(handler, logging.FileHandler) and name and name != os.devnull:
+            return name
+    return None
 
 
 def _log_stream():
@@ -182,6 +185,12 @@ def stall_watch(what: str, after_s: float = STALL_S, abort_s: float | None = Non
                 log.exception("recording %s as hung failed", what)
         for handler in logging.getLogger().handlers:
             handler.flush()
+        logfile = _log_file()
+        if logfile:
+            try:
+                shutil.copyfile(logfile, stalled_log_path(logfile))
+            except OSError:
+                pass
         os._exit(STALL_EXIT)
 
     def watch() -> None:

@@ -868,6 +868,7 @@ print("not reached")
     assert "not reached" not in done.stdout and marker.read_text() == "hung"
     text = (tmp_path / "job.log").read_text()
     assert "cell stuck has run" in text and "exits with status 75" in text and "Thread 0x" in text
+    assert (tmp_path / "job.stalled.log").read_text() == text  # a copy the retry's Snakemake does not delete
 
 
 def test_a_cell_that_hung_is_not_run_again_and_stays_failed(tmp_path, use_kernel, caplog):
@@ -897,18 +898,3 @@ def test_a_cell_that_hung_is_not_run_again_and_stays_failed(tmp_path, use_kernel
     hung = df[df["size"] == 16]
     assert list(hung.status) == ["failed"] and hung.error.iloc[0].startswith("hung:")
     assert (df[df["size"] != 16].status == "ok").all() and store.HUNG not in df.columns
-
-
-def test_the_log_of_a_job_its_stall_watch_stopped_survives_the_retry(tmp_path):
-    """The retry writes the job's log afresh; a log whose process the stall watch stopped (the only record of where
-    it hung) is moved aside first, and any other log is left to be overwritten."""
-    from rooflab.lifeline import STALL_EXIT_LINE, keep_stalled_log
-
-    log = tmp_path / "matmul.log"
-    assert keep_stalled_log(log) is None  # none yet
-    log.write_text("2026-12-07 INFO naive float32 256 fwd ok\n")
-    assert keep_stalled_log(log) is None and log.exists()
-    log.write_text(
-        f"ERROR cell x is still running after 720 s, ..., so {STALL_EXIT_LINE} and a rerun ...\nThread 0x1\n")
-    kept = keep_stalled_log(log)
-    assert kept == tmp_path / "matmul.stalled.log" and not log.exists() and "Thread 0x1" in kept.read_text()
