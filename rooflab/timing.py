@@ -294,6 +294,9 @@ class GraphReplay:
                     fn()
             torch.cuda.synchronize()
             self.graph.replay()  # the first replay uploads the graph
+            # ... and ends here: nothing made next (another side's calls on another stream, in the paired rounds)
+            # runs beside it, to share its clock or its library's workspace
+            self.stream.synchronize()
 
     def replay_ms(self) -> float:
         with self.torch.cuda.stream(self.stream):
