@@ -72,6 +72,12 @@ def checkpoint_identity(kernel, params: dict, paired: bool = False) -> str:
     return code_digest([*code, *(REPO / rel for rel in measurement_code()), *own], settings.encode())
 
 
+def resume_marker(ckpt: Path) -> Path:
+    """results/raw/{gpu}/.cells/{kernel}.jsonl -> .../.cells/{kernel}.resume: written by a process its stall watch
+    stopped, so that the retry resumes from the stores even under reuse_cells: false."""
+    return ckpt.with_suffix(".resume")
+
+
 def paired_store(ckpt: Path) -> Path:
     """results/raw/{gpu}/.cells/{kernel}.jsonl -> .../.cells/{kernel}.paired.jsonl (rooflab/paired.PairedSweep)"""
     return ckpt.with_name(ckpt.stem + ".paired.jsonl")
@@ -149,9 +155,11 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     # The cell store: every finished cell is appended here at once, so a kill loses at most the cell in flight,
     # and a rerun (after a kill, a failure, or a config change) measures only the cells it does not hold.
     ckpt = cell_store(out)
-    if not params.get("reuse_cells", True):
+    resume = resume_marker(ckpt)  # left by a process its stall watch stopped: its retry keeps the stores
+    if not params.get("reuse_cells", True) and not resume.exists():
         ckpt.unlink(missing_ok=True)
         paired_store(ckpt).unlink(missing_ok=True)
+    resume.unlink(missing_ok=True)
     done = store.load(ckpt, identity, kernel.name)  # checked line by line; bad lines quarantined
     if done:
         log.info("reusing %d of %d cells of %s from %s: measured with the same code (identity %s)", len(done),
@@ -172,24 +180,30 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     # A GPU job whose cell never comes back to Python exits (its context goes with it) and is retried (rules/
     # measure.smk); a CPU job runs in a shared worker (rooflab/workers.py), which only StallTimeout stops.
     exit_s = 3 * STALL_S if device == "cuda" else None
-    # A group's paired rounds reuse its compiled closures and stop after max_group_s (2 s): a quarter of a cell's
-    # limits (an H100 sweep's 27 other sessions took seconds; the one that hung: data/tuning/h100_logs/7_*stall.log)
-    rounds_s = STALL_S / 4
+    # A group's paired rounds stop after max_group_s (2 s) and mostly reuse their cells' compiled closures (a resumed
+    # group builds them again): half a cell's limits (an H100 sweep's 27 other sessions took seconds each; the one
+    # that hung: data/tuning/h100_logs/7_*stall.log)
+    rounds_s = STALL_S / 2
 
     def rounds_after(cell, row, fns=None):
         """The group's paired rounds, once it is complete (never raises: a session's failure is its own record),
-        watched like a cell, at a quarter of its limits."""
+        watched like a cell, at half its limits."""
         what = f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}"
-        with stall_watch(what, after_s=rounds_s, abort_s=2 * rounds_s, exit_s=exit_s and 3 * rounds_s,
-                         on_exit=lambda: paired.hung(f"hung: {what} ran past {3 * rounds_s:.0f} s")):
+
+        def hung():  # from the stall watch's thread, as the process exits
+            paired.hung(f"hung: {what} ran past {3 * rounds_s:.0f} s and stopped the process")
+            resume.touch()
+
+        with stall_watch(what, after_s=rounds_s, abort_s=2 * rounds_s, exit_s=exit_s and 3 * rounds_s, on_exit=hung):
             paired.after_cell(cell, row, fns)
 
     def record_hung(cell, what: str) -> None:  # from the stall watch's thread, as the process exits
+        error = f"hung: {what} ran past {3 * STALL_S:.0f} s and stopped the process"
+        row = store.hung_row(cell, kernel.name, error, family=kernel.family, cell_s=3 * STALL_S, gpu=gpu, **prov,
+                             _identity=identity)
         with open(ckpt, "a") as out_fh:
-            out_fh.write(
-                json.dumps(
-                    store.hung_row(cell, kernel.name, f"hung: {what} ran past {3 * STALL_S:.0f} s "
-                                   "and stopped the process", gpu=gpu, _identity=identity)) + "\n")
+            out_fh.write(json.dumps(row, default=str) + "\n")
+        resume.touch()
 
     ckpt.parent.mkdir(parents=True, exist_ok=True)
     # On a terminal the bar redraws in place; into a log file (a cluster job, a device call) it writes a line
@@ -208,7 +222,7 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
             kept: dict = {}
             what = f"cell {cell.impl} {cell.dtype} {label(cell.shape)} {cell.pass_}"
             with stall_watch(what, abort_s=2 * STALL_S, exit_s=exit_s,
-                             on_exit=lambda: record_hung(cell, what)):  # noqa: B023 (called within this iteration)
+                             on_exit=lambda cell=cell, what=what: record_hung(cell, what)):
                 row = run_cell(kernel, cell, device, timing, interpret_max_size=interpret_max,
                                seed=int(params.get("seed", 0)), l2_bytes=l2_bytes, timer=timer,
                                keep=kept if paired_cfg.enabled else None)  # closures kept only for the rounds

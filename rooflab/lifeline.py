@@ -173,6 +173,14 @@ def stall_watch(what: str, after_s: float = STALL_S, abort_s: float | None = Non
             pass
 
     def hard_stop(elapsed: float) -> None:
+        if done.is_set():  # the block ended as the limit passed: nothing to stop
+            return
+        try:
+            stop_process(elapsed)
+        finally:
+            os._exit(STALL_EXIT)  # whatever the record or the log did: the exit is what frees the GPU
+
+    def stop_process(elapsed: float) -> None:
         log.error(
             "%s is still running after %.0f s, past its stop: it never came back to Python (a wait on the GPU that "
             "does not end?), so %s and a rerun resumes from the cell store without it; every thread's stack "
@@ -191,7 +199,6 @@ def stall_watch(what: str, after_s: float = STALL_S, abort_s: float | None = Non
                 shutil.copyfile(logfile, stalled_log_path(logfile))
             except OSError:
                 pass
-        os._exit(STALL_EXIT)
 
     def watch() -> None:
         dumps = 1

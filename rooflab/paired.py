@@ -235,6 +235,10 @@ class PairedSweep:
 
         key = session_key(g, session, entries)
         if not self.cfg.enabled or len(entries) < 1 or key in self.sessions:
+            if key in self.sessions and self.sessions[key].get("hung") and self.log:
+                self.log.warning(
+                    "paired session %s %s hung in an earlier run and is not run again (%s); remove its lines from %s "
+                    "to try it", session, g, self.sessions[key].get("error"), self.store_path)
             return
         cells = {impl: c for impl, (c, _) in entries.items()}
         record = {"group": list(g), "session": session, "sides": sorted(entries), "rows": [], "error": ""}

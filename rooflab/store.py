@@ -32,6 +32,7 @@ HUNG = "_hung"
 def hung_row(cell, kernel: str, error: str, **extra) -> dict:
     """The stored row of a cell that never ended (a rooflab.cell.Cell): failed, with ``error``, marked HUNG so that
     reruns reuse it instead of hanging on it again (remove its line, or reuse_cells: false, to try it again)."""
+    from rooflab.kernel import MATH_MODE, math_mode_ran
     from rooflab.shapes import label
 
     return {
@@ -42,6 +43,7 @@ def hung_row(cell, kernel: str, error: str, **extra) -> dict:
         "shape": label(cell.shape) if cell.shape else None,
         "pass": cell.pass_,
         "preset": cell.preset,
+        "math_mode": math_mode_ran(cell.dtype) if cell.dtype in MATH_MODE else None,
         "status": "failed",
         "error": error,
         HUNG: True,

@@ -551,3 +551,31 @@ def test_a_session_recorded_as_hung_is_kept_and_not_paired_again(tmp_path):
     got = load_sessions(path, "x")
     assert list(got) == [session_key(g, "all", ["triton", "builtin"])]
     assert got[session_key(g, "all", ["triton", "builtin"])]["error"].startswith("hung:")
+
+
+def test_a_session_the_watch_stops_is_recorded_hung_from_inside_its_rounds(tmp_path, monkeypatch):
+    """PairedSweep._session marks the session it runs (``running``), so the stall watch's on_exit, called while the
+    rounds wait, writes that session as hung; the next run loads it as ended and does not pair the group again."""
+    import types
+
+    from rooflab import paired as paired_mod
+    from rooflab.cell import Cell
+    from rooflab.paired import PairedConfig, PairedSweep, load_sessions, session_key
+
+    path = tmp_path / "k.paired.jsonl"
+    cells = [Cell("k", impl, "float32", 64, shape=(64, 64)) for impl in ("builtin", "triton")]
+    sweep = PairedSweep(types.SimpleNamespace(name="k"), cells, "cuda", types.SimpleNamespace(cudagraph=False),
+                        PairedConfig(twin="naive"), None, path, "x")
+
+    def waits_forever(sides, timer, cfg, **kw):  # what the watch's thread does meanwhile, then the process would end
+        sweep.hung("hung: the paired rounds ran past 360 s and stopped the process")
+        raise SystemExit(75)
+
+    monkeypatch.setattr(paired_mod, "run_rounds", waits_forever)
+    ok = {"status": "ok", "median_ms": 1.0, "shape": "64x64", "size": 64}
+    sweep.after_cell(cells[0], ok, [lambda: None])
+    with pytest.raises(SystemExit):
+        sweep.after_cell(cells[1], ok, [lambda: None])
+    key = session_key(("float32", "64x64", "fwd"), "all", ["builtin", "triton"])
+    got = load_sessions(path, "x")
+    assert list(got) == [key] and got[key]["hung"] and got[key]["error"].startswith("hung:")

@@ -898,3 +898,54 @@ def test_a_cell_that_hung_is_not_run_again_and_stays_failed(tmp_path, use_kernel
     hung = df[df["size"] == 16]
     assert list(hung.status) == ["failed"] and hung.error.iloc[0].startswith("hung:")
     assert (df[df["size"] != 16].status == "ok").all() and store.HUNG not in df.columns
+
+
+def test_a_gpu_sweep_arms_the_hard_stop_and_its_record_is_what_the_retry_reuses(tmp_path, use_kernel, monkeypatch):
+    """The wiring in experiments/measure.run: on the CPU no watch may end the process (exit_s None: a shared
+    worker); on a GPU every cell's watch has exit_s and an on_exit that writes the cell's hung row (with the run's
+    provenance) and the resume marker, and the retry, even under reuse_cells: false, reuses that row unmeasured."""
+    import contextlib
+
+    import rooflab.lifeline
+    import rooflab.timing
+    from experiments import measure as job
+
+    watched = []
+
+    @contextlib.contextmanager
+    def recorder(what, **kw):
+        watched.append((what, kw))
+        yield
+
+    monkeypatch.setattr(rooflab.lifeline, "stall_watch", recorder)
+    out = tmp_path / "raw/cpu/fake.parquet"
+    use_kernel(fake_kernel())
+    assert measure_run(out, dtypes=["float32"], impls=["naive"]) == 0
+    assert watched and all(kw.get("exit_s") is None for _, kw in watched)
+
+    watched.clear()  # the same sweep as a GPU job would run it (its cells fail here: no CUDA; none hangs)
+    cpu_timer = rooflab.timing.timer_for("cpu", rooflab.timing.TimingConfig.from_config(PARAMS["timing"]))
+    monkeypatch.setattr(job, "check_device", lambda gpu: ("cuda", 0.0))
+    monkeypatch.setattr(rooflab.timing, "timer_for", lambda device, timing: cpu_timer)
+    monkeypatch.setattr(job, "start_cuda_builds", lambda gpu: None)
+    job.run("fake", "cpu", str(out), {
+        **PARAMS, "dtypes": ["float32"],
+        "impls": ["naive"],
+        "reuse_cells": False
+    }, progress=False)
+    cells = [(what, kw) for what, kw in watched if what.startswith("cell ")]
+    assert cells and all(kw["exit_s"] == 3 * rooflab.lifeline.STALL_S for _, kw in cells)
+    what, kw = next((w, k) for w, k in cells if "8x8" in w)
+    kw["on_exit"]()  # what the watch's thread does as it stops the process
+    assert job.resume_marker(job.cell_store(out)).exists()
+    hung = store_rows(out)[-1]
+    assert hung["_hung"] and hung["error"].startswith(f"hung: {what}") and hung["run_id"] and hung["git_sha"]
+
+    monkeypatch.undo()  # the retry, on the CPU again, with the stores it must not delete
+    calls = []
+    use_kernel(fake_kernel(calls))
+    assert measure_run(out, dtypes=["float32"], impls=["naive"], reuse_cells=False, allow_failures=True) == 0
+    assert calls == [("naive", "float32", 16), ("naive", "float32", 24)]  # failed on the "GPU": measured again
+    assert not job.resume_marker(job.cell_store(out)).exists()
+    df = rio.read_results(out)
+    assert df.set_index("size").status.to_dict() == {8: "failed", 16: "ok", 24: "ok"}
