@@ -185,22 +185,24 @@ def run(kernel_name: str, gpu: str, out: str, params: dict, progress: bool = Tru
     # that hung: data/tuning/h100_logs/7_*stall.log)
     rounds_s = STALL_S / 2
 
+    def hung_error(what: str, limit_s: float) -> str:
+        return f"hung: {what} ran past {limit_s:.0f} s and stopped the process"
+
     def rounds_after(cell, row, fns=None):
         """The group's paired rounds, once it is complete (never raises: a session's failure is its own record),
         watched like a cell, at half its limits."""
         what = f"the paired rounds after cell {cell.impl} {cell.dtype} {label(cell.shape)}"
 
         def hung():  # from the stall watch's thread, as the process exits
-            paired.hung(f"hung: {what} ran past {3 * rounds_s:.0f} s and stopped the process")
+            paired.hung(hung_error(what, 3 * rounds_s))
             resume.touch()
 
         with stall_watch(what, after_s=rounds_s, abort_s=2 * rounds_s, exit_s=exit_s and 3 * rounds_s, on_exit=hung):
             paired.after_cell(cell, row, fns)
 
     def record_hung(cell, what: str) -> None:  # from the stall watch's thread, as the process exits
-        error = f"hung: {what} ran past {3 * STALL_S:.0f} s and stopped the process"
-        row = store.hung_row(cell, kernel.name, error, family=kernel.family, cell_s=3 * STALL_S, gpu=gpu, **prov,
-                             _identity=identity)
+        row = store.hung_row(cell, kernel.name, hung_error(what, 3 * STALL_S), family=kernel.family, cell_s=3 * STALL_S,
+                             gpu=gpu, **prov, _identity=identity)
         with open(ckpt, "a") as out_fh:
             out_fh.write(json.dumps(row, default=str) + "\n")
         resume.touch()

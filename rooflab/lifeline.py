@@ -121,27 +121,22 @@ def stalled_log_path(path) -> Path:
     return path.with_name(path.stem + ".stalled.log")
 
 
-def _log_file() -> str | None:
-    """The file of the root logger's last file handler (the job's log), if any."""
+def _log_handler() -> logging.FileHandler | None:
+    """The root logger's last file handler with a stream (the job's log; not one writing to os.devnull), if any."""
     for handler in reversed(logging.getLogger().handlers):
-        name = getattr(handler, "baseFilename", None)
-        if isinstance(handler, logging.FileHandler) and name and name != os.devnull:
-            return name
+        if (isinstance(handler, logging.FileHandler) and getattr(handler, "stream", None) is not None
+                and handler.baseFilename != os.devnull):
+            return handler
     return None
 
 
 def _log_stream():
-    """The stream of the root logger's last file handler (the job's log; not one writing to os.devnull), else
-    stderr (a CPU worker's fd 2 is the job's log)."""
-    for handler in reversed(logging.getLogger().handlers):
-        stream = getattr(handler, "stream", None)
-        if isinstance(handler, logging.FileHandler) and stream is not None and handler.baseFilename != os.devnull:
-            return stream
-    return sys.stderr
+    """The job's log stream (_log_handler), else stderr (a CPU worker's fd 2 is the job's log)."""
+    handler = _log_handler()
+    return handler.stream if handler else sys.stderr
 
 
 STALL_EXIT = 75  # EX_TEMPFAIL: the exit status of a process stopped by stall_watch's exit_s
-STALL_EXIT_LINE = f"this process exits with status {STALL_EXIT}"  # in the log of a process it stopped
 
 
 class StallTimeout(Exception):  # not TimeoutError: an OSError, which file-handling code may swallow
@@ -183,8 +178,8 @@ def stall_watch(what: str, after_s: float = STALL_S, abort_s: float | None = Non
     def stop_process(elapsed: float) -> None:
         log.error(
             "%s is still running after %.0f s, past its stop: it never came back to Python (a wait on the GPU that "
-            "does not end?), so %s and a rerun resumes from the cell store without it; every thread's stack "
-            "follows", what, elapsed, STALL_EXIT_LINE)
+            "does not end?), so this process exits with status %d and a rerun resumes from the cell store without "
+            "it; every thread's stack follows", what, elapsed, STALL_EXIT)
         stacks()
         if on_exit is not None:
             try:
@@ -193,10 +188,10 @@ def stall_watch(what: str, after_s: float = STALL_S, abort_s: float | None = Non
                 log.exception("recording %s as hung failed", what)
         for handler in logging.getLogger().handlers:
             handler.flush()
-        logfile = _log_file()
-        if logfile:
+        handler = _log_handler()
+        if handler:
             try:
-                shutil.copyfile(logfile, stalled_log_path(logfile))
+                shutil.copyfile(handler.baseFilename, stalled_log_path(handler.baseFilename))
             except OSError:
                 pass
 
@@ -214,7 +209,7 @@ def stall_watch(what: str, after_s: float = STALL_S, abort_s: float | None = Non
             dumps += 1
 
     def stop(signum, frame):
-        raise StallTimeout(f"{what} ran past {abort_s:.0f} s (twice ROOFLAB_STALL_S): stopped, so the sweep goes on; "
+        raise StallTimeout(f"{what} ran past {abort_s:.0f} s (twice its watch period): stopped, so the sweep goes on; "
                            f"the job's log holds its stacks")
 
     thread = threading.Thread(target=watch, name="stall-watch", daemon=True)
