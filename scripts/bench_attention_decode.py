@@ -8,8 +8,9 @@ Cells: batch 1 and 8, 32 query heads on 8 and 32 K/V heads of 128, 1 and 4 query
 skipped. SDPA gets grouped heads with enable_gqa=True (experiments/backends.sdpa); a backend that refuses is a row
 with its reason. Ours is first checked against float64 on two cells (the max error is printed). Prints a table:
 each time in microseconds and the best SDPA time over ours (above 1: ours faster). --tiles adds ours with other
-launch choices (head size 128's key tile and the programs per SM decode_plan aims at), to retune them; --fa2 adds
-our FlashAttention-2 forward on the same cells (what attention_triton ran there before it sent them to decode).
+launch choices (head size 128's key tile and the programs per SM decode_plan aims at), to retune them;
+--whole-waves adds ours with the split count rounded down to whole waves; --fa2 adds our FlashAttention-2 forward
+on the same cells (what attention_triton ran there before it sent them to decode).
 """
 from __future__ import annotations
 
@@ -66,6 +67,18 @@ def retuned(spec: str):
     return swapped
 
 
+@contextlib.contextmanager
+def whole_waves():
+    """decode.WHOLE_WAVES on (a swap: a new launch key), restored on the way out."""
+    from kernels.attention import decode as dc
+
+    saved, dc.WHOLE_WAVES = dc.WHOLE_WAVES, True
+    try:
+        yield
+    finally:
+        dc.WHOLE_WAVES = saved
+
+
 def check(torch, eb, decode_attention) -> None:
     """Ours against float64 on the first K/V head's group of each CHECKED cell."""
     for cell in CHECKED:
@@ -82,6 +95,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rep-ms", type=int, default=40, help="do_bench's repeat time per measurement")
     ap.add_argument("--tiles", nargs="*", default=[], metavar="BLOCK_N,WARPS,STAGES,PER_SM",
                     help="ours again with these launch choices at head size 128 (e.g. 128,8,2,2 64,4,4,4)")
+    ap.add_argument("--whole-waves", action="store_true",
+                    help="ours again with the split count rounded down to whole waves (decode.WHOLE_WAVES)")
     ap.add_argument("--fa2", action="store_true", help="our FlashAttention-2 forward on the same cells too")
     args = ap.parse_args(argv)
     import torch
@@ -103,6 +118,8 @@ def main(argv=None) -> int:
     variants = {"ours": ours, "ours dispatched": ours}  # the latter timed inside fastlaunch.disabled(): no kept launch
     variants |= {f"ours[{t}]": variants["ours"] for t in args.tiles}
     contexts = {f"ours[{t}]": retuned(t) for t in args.tiles}  # a variant timed inside its swapped tables
+    if args.whole_waves:
+        variants["ours[waves]"], contexts["ours[waves]"] = ours, whole_waves
     contexts["ours dispatched"] = fastlaunch.disabled  # every call through checks, plan and Triton's dispatch
     if args.fa2:
         from kernels.attention import attention_forward
@@ -125,9 +142,10 @@ def main(argv=None) -> int:
             if name == "math" and (seq_k > MATH_MAX_KEYS or 4 * kv_bytes * HEADS // kv_heads > free):
                 rows.append({**row, "status": "skipped", "error": f"math at {seq_k} keys: too large"})
                 continue
-            if name == "ours":
-                row["splits"] = decode_plan(batch, kv_heads, seq_k, sm, HEADS // kv_heads * seq_q, HEAD_DIM,
-                                            torch.bfloat16)["splits"]
+            if name in ("ours", "ours[waves]"):
+                with contexts.get(name, contextlib.nullcontext)():
+                    row["splits"] = decode_plan(batch, kv_heads, seq_k, sm, HEADS // kv_heads * seq_q, HEAD_DIM,
+                                                torch.bfloat16)["splits"]
             try:
                 with contexts.get(name, contextlib.nullcontext)():
                     out = fn(*qkv)

@@ -144,6 +144,9 @@ KEY_TILES = {64: (64, 4, 3, 2), 128: (64, 4, 3, 2), 256: (32, 8, 2, 2)}  # BLOCK
 MANY_KEY_TILES, MANY_HEADS = {128: (32, 4, 3, 4)}, 32
 FP32_KEY_TILES = {64: (32, 8, 2, 2), 128: (16, 8, 2, 2), 256: (16, 8, 2, 2)}  # with FP32_MAX_ROWS: no spills (sm_90)
 FP32_MAX_ROWS = 32  # fp32 query rows a tile: IEEE dots run on FMAs, 64 rows of head dim 128 spilled registers
+# The split count: per_sm x SMs over the (batch, K/V head, row tile) programs, rounded up (WHOLE_WAVES False; a
+# last partial wave of programs) or down (True: every program in one wave, some slots idle). Up is what was timed.
+WHOLE_WAVES = False
 MIN_SPLIT_KEYS = 128  # fewer keys per split than this: the combine costs more than the split gains
 MAX_SPLITS = 256  # the combine holds one row's partial lse's in one tile
 COMBINE_SPLITS = 16  # partial outputs the combine sums at a time
@@ -166,17 +169,18 @@ def key_tile(block_d: int, dtype: torch.dtype, heads: int) -> tuple:
 def decode_plan(batch: int, kv_heads: int, seq_k: int, sm_count: int, rows: int = 1, head_dim: int = 128,
                 dtype: torch.dtype = torch.bfloat16, splits: int | None = None) -> dict:
     """The launch for one decode call, a pure function: the query tile (rows = group x seq_q query rows per K/V
-    head), the key tile, and the split of seq_k: about the tile's programs per SM, at least MIN_SPLIT_KEYS keys
-    each, every split holding at least one key (chunk a multiple of BLOCK_N). ``splits`` forces a count (tests, the
-    combine path at small sizes); it is capped at one key tile per split."""
+    head), the key tile, and the split of seq_k: about the tile's programs per SM (WHOLE_WAVES: rounded down), at
+    least MIN_SPLIT_KEYS keys each, every split holding at least one key (chunk a multiple of BLOCK_N). ``splits``
+    forces a count (tests, the combine path at small sizes); it is capped at one key tile per split."""
     block_d = max(64, _pow2(head_dim))
     block_m = min(FP32_MAX_ROWS if dtype == torch.float32 else MAX_ROWS, max(16, _pow2(rows)))
     row_tiles = -(-rows // block_m)
     block_n, warps, stages, per_sm = key_tile(block_d, dtype, batch * kv_heads * row_tiles)
     tiles = max(1, -(-seq_k // block_n))
     if splits is None:
-        base = batch * kv_heads * row_tiles
-        splits = max(1, min(-(-per_sm * sm_count // base), -(-seq_k // MIN_SPLIT_KEYS), MAX_SPLITS))
+        base, slots = batch * kv_heads * row_tiles, per_sm * sm_count
+        fill = slots // base if WHOLE_WAVES and base <= slots else -(-slots // base)
+        splits = max(1, min(fill, -(-seq_k // MIN_SPLIT_KEYS), MAX_SPLITS))
     elif not 1 <= splits <= MAX_SPLITS:
         raise ValueError(f"decode_plan: splits must be 1-{MAX_SPLITS}, got {splits}")
     chunk = -(-tiles // min(splits, tiles)) * block_n  # whole key tiles per split
