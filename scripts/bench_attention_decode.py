@@ -165,15 +165,18 @@ def main(argv=None) -> int:
             })
         del qkv, ref
         torch.cuda.empty_cache()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    fields = list(dict.fromkeys(f for r in rows for f in r))
-    with open(args.out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
+        write(rows, args.out)  # after every cell: a run cut short keeps what it timed
     print(table(rows, list(variants)))
     print(f"{len(rows)} rows in {time.time() - start:.0f} s -> {args.out}")
     return 0
+
+
+def write(rows, out) -> None:
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(f for r in rows for f in r)))
+        w.writeheader()
+        w.writerows(rows)
 
 
 def table(rows, names=("ours", *SDPA)) -> str:
