@@ -9,8 +9,8 @@ skipped. SDPA gets grouped heads with enable_gqa=True (experiments/backends.sdpa
 with its reason. Ours is first checked against float64 on two cells (the max error is printed). Prints a table:
 each time in microseconds and the best SDPA time over ours (above 1: ours faster). --tiles adds ours with other
 launch choices (head size 128's key tile and the programs per SM decode_plan aims at), to retune them;
---whole-waves adds ours with the split count rounded down to whole waves; --fa2 adds our FlashAttention-2 forward
-on the same cells (what attention_triton ran there before it sent them to decode).
+--flip-rounding adds ours with the split count rounded the other way (WHOLE_WAVES); --fa2 adds our
+FlashAttention-2 forward on the same cells (what attention_triton ran there before it sent them to decode).
 """
 from __future__ import annotations
 
@@ -67,12 +67,15 @@ def retuned(spec: str):
     return swapped
 
 
+FLIPPED = "ours[rounding flipped]"
+
+
 @contextlib.contextmanager
-def whole_waves():
-    """decode.WHOLE_WAVES on (a swap: a new launch key), restored on the way out."""
+def flipped_rounding():
+    """decode.WHOLE_WAVES flipped (a swap: a new launch key), restored on the way out."""
     from kernels.attention import decode as dc
 
-    saved, dc.WHOLE_WAVES = dc.WHOLE_WAVES, True
+    saved, dc.WHOLE_WAVES = dc.WHOLE_WAVES, not dc.WHOLE_WAVES
     try:
         yield
     finally:
@@ -95,8 +98,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rep-ms", type=int, default=40, help="do_bench's repeat time per measurement")
     ap.add_argument("--tiles", nargs="*", default=[], metavar="BLOCK_N,WARPS,STAGES,PER_SM",
                     help="ours again with these launch choices at head size 128 (e.g. 128,8,2,2 64,4,4,4)")
-    ap.add_argument("--whole-waves", action="store_true",
-                    help="ours again with the split count rounded down to whole waves (decode.WHOLE_WAVES)")
+    ap.add_argument("--flip-rounding", action="store_true",
+                    help="ours again with the split count rounded the other way (decode.WHOLE_WAVES flipped)")
     ap.add_argument("--fa2", action="store_true", help="our FlashAttention-2 forward on the same cells too")
     args = ap.parse_args(argv)
     import torch
@@ -118,8 +121,8 @@ def main(argv=None) -> int:
     variants = {"ours": ours, "ours dispatched": ours}  # the latter timed inside fastlaunch.disabled(): no kept launch
     variants |= {f"ours[{t}]": variants["ours"] for t in args.tiles}
     contexts = {f"ours[{t}]": retuned(t) for t in args.tiles}  # a variant timed inside its swapped tables
-    if args.whole_waves:
-        variants["ours[waves]"], contexts["ours[waves]"] = ours, whole_waves
+    if args.flip_rounding:
+        variants[FLIPPED], contexts[FLIPPED] = ours, flipped_rounding
     contexts["ours dispatched"] = fastlaunch.disabled  # every call through checks, plan and Triton's dispatch
     if args.fa2:
         from kernels.attention import attention_forward
@@ -142,7 +145,7 @@ def main(argv=None) -> int:
             if name == "math" and (seq_k > MATH_MAX_KEYS or 4 * kv_bytes * HEADS // kv_heads > free):
                 rows.append({**row, "status": "skipped", "error": f"math at {seq_k} keys: too large"})
                 continue
-            if name in ("ours", "ours[waves]"):
+            if name in ("ours", FLIPPED):
                 with contexts.get(name, contextlib.nullcontext)():
                     row["splits"] = decode_plan(batch, kv_heads, seq_k, sm, HEADS // kv_heads * seq_q, HEAD_DIM,
                                                 torch.bfloat16)["splits"]

@@ -358,11 +358,11 @@ def test_many_heads_take_smaller_key_tiles_at_more_programs_a_sm():
 
 @pytest.mark.parametrize("batch, kv_heads, up, down", [(1, 32, 17, 16), (8, 8, 9, 8), (8, 32, 3, 2), (1, 8, 33, 33)])
 def test_whole_waves_rounds_the_split_count_down_to_the_slots(monkeypatch, batch, kv_heads, up, down):
-    """132 SMs, bf16, head size 128, one query row, 128k keys: up fills 4 (2 below MANY_HEADS) programs a SM and a
-    partial wave; WHOLE_WAVES keeps every program in the first wave."""
-    assert dc.decode_plan(batch, kv_heads, 131072, 132)["splits"] == up
-    monkeypatch.setattr(dc, "WHOLE_WAVES", True)
+    """132 SMs, bf16, head size 128, one query row, 128k keys: WHOLE_WAVES (the default) keeps every program in the
+    first wave of 4 (2 below MANY_HEADS) programs a SM; rounded up, a partial second wave follows."""
     p = dc.decode_plan(batch, kv_heads, 131072, 132)
+    monkeypatch.setattr(dc, "WHOLE_WAVES", False)
+    assert dc.decode_plan(batch, kv_heads, 131072, 132)["splits"] == up
     per_sm = dc.key_tile(128, torch.bfloat16, batch * kv_heads)[3]
     assert p["splits"] == down and batch * kv_heads * p["splits"] <= per_sm * 132
     assert dc.decode_plan(64, 32, 131072, 132)["splits"] == 1  # more programs than slots: one split either way

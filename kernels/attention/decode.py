@@ -144,9 +144,10 @@ KEY_TILES = {64: (64, 4, 3, 2), 128: (64, 4, 3, 2), 256: (32, 8, 2, 2)}  # BLOCK
 MANY_KEY_TILES, MANY_HEADS = {128: (32, 4, 3, 4)}, 32
 FP32_KEY_TILES = {64: (32, 8, 2, 2), 128: (16, 8, 2, 2), 256: (16, 8, 2, 2)}  # with FP32_MAX_ROWS: no spills (sm_90)
 FP32_MAX_ROWS = 32  # fp32 query rows a tile: IEEE dots run on FMAs, 64 rows of head dim 128 spilled registers
-# The split count: per_sm x SMs over the (batch, K/V head, row tile) programs, rounded up (WHOLE_WAVES False; a
-# last partial wave of programs) or down (True: every program in one wave, some slots idle). Up is what was timed.
-WHOLE_WAVES = False
+# The split count: per_sm x SMs over the (batch, K/V head, row tile) programs, rounded down (WHOLE_WAVES: every
+# program in the first wave, a few slots idle) or up (a last partial wave). Down: 1.00-1.13x (median 1.03x) in the
+# 15 H100 cells where the counts differ, none slower beyond 0.1 % (data/tuning/h100_logs/8_attn_decode_waves.csv).
+WHOLE_WAVES = True
 MIN_SPLIT_KEYS = 128  # fewer keys per split than this: the combine costs more than the split gains
 MAX_SPLITS = 256  # the combine holds one row's partial lse's in one tile
 COMBINE_SPLITS = 16  # partial outputs the combine sums at a time
