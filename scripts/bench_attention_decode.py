@@ -47,8 +47,8 @@ def forced(backend: str):
 
 
 def retuned(spec: str):
-    """A context in which KEY_TILES[128] is (BLOCK_N, warps, stages, programs a SM) for every call (MANY_KEY_TILES
-    off), swapped in once (a new launch key, then kept launches as the default's), restored on the way out."""
+    """A context in which KEY_TILES[128] is (BLOCK_N, warps, stages, programs a SM) for every call, swapped in once
+    (a new launch key, then kept launches as the default's), restored on the way out."""
     from contextlib import contextmanager
 
     from kernels.attention import decode as dc
@@ -56,13 +56,12 @@ def retuned(spec: str):
     tile = tuple(int(x) for x in spec.split(","))
 
     @contextmanager
-    def swapped():  # for every call: the many-heads tile too
-        saved, many = dc.KEY_TILES, dc.MANY_KEY_TILES
-        dc.KEY_TILES, dc.MANY_KEY_TILES = {**saved, 128: tile}, {}
+    def swapped():
+        saved, dc.KEY_TILES = dc.KEY_TILES, {**dc.KEY_TILES, 128: tile}
         try:
             yield
         finally:
-            dc.KEY_TILES, dc.MANY_KEY_TILES = saved, many
+            dc.KEY_TILES = saved
 
     return swapped
 

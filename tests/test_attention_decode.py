@@ -226,7 +226,7 @@ def test_plan_every_split_holds_keys_and_a_long_cache_fills_the_gpu(batch, kv_he
         programs = batch * kv_heads * p["row_tiles"] * p["splits"]
         if seq_k * kv_heads >= sm * dc.MIN_SPLIT_KEYS * 2:  # enough keys for every SM: every SM gets a program
             assert programs >= sm
-        per_sm = dc.key_tile(p["BLOCK_D"], dtype, batch * kv_heads * p["row_tiles"])[3]
+        per_sm = dc.key_tile(p["BLOCK_D"], dtype)[3]
         if batch * kv_heads * p["row_tiles"] >= per_sm * sm:
             assert p["splits"] == 1  # the batch fills the GPU alone: no combine
 
@@ -347,22 +347,20 @@ def test_more_splits_than_the_combine_sums_at_a_time():
     assert max_err(dc.decode_attention(q, k, v, splits=splits), reference(q, k, v, True)) < FP32_TOL
 
 
-def test_many_heads_take_smaller_key_tiles_at_more_programs_a_sm():
-    """Head size 128 in 16 bits: below MANY_HEADS (batch x K/V heads x row tiles) the 64-key tile at two programs an SM, from it
-    the 32-key tile at four; fp32 keeps its own tiles."""
-    few, many = dc.decode_plan(1, 8, 8192, 132), dc.decode_plan(8, 32, 8192, 132)
-    assert (few["BLOCK_N"], many["BLOCK_N"]) == (dc.KEY_TILES[128][0], dc.MANY_KEY_TILES[128][0]) == (64, 32)
-    assert dc.decode_plan(8, 32, 8192, 132, dtype=torch.float32)["BLOCK_N"] == dc.FP32_KEY_TILES[128][0]
-    assert dc.decode_plan(4, 8, 8192, 132)["BLOCK_N"] == 32 and dc.decode_plan(1, 31, 8192, 132)["BLOCK_N"] == 64
+def test_key_tiles_by_dtype_whatever_the_head_count():
+    """Head size 128 in 16 bits: the 64-key tile at two programs an SM from one K/V head to 256; fp32 its own."""
+    for batch, kv_heads in ((1, 8), (8, 32), (4, 8), (1, 31)):
+        assert dc.decode_plan(batch, kv_heads, 8192, 132)["BLOCK_N"] == dc.KEY_TILES[128][0] == 64
+    assert dc.decode_plan(8, 32, 8192, 132, dtype=torch.float32)["BLOCK_N"] == dc.FP32_KEY_TILES[128][0] == 16
 
 
-@pytest.mark.parametrize("batch, kv_heads, up, down", [(1, 32, 17, 16), (8, 8, 9, 8), (8, 32, 3, 2), (1, 8, 33, 33)])
+@pytest.mark.parametrize("batch, kv_heads, up, down", [(1, 32, 9, 8), (8, 8, 5, 4), (8, 32, 2, 1), (1, 8, 33, 33)])
 def test_whole_waves_rounds_the_split_count_down_to_the_slots(monkeypatch, batch, kv_heads, up, down):
     """132 SMs, bf16, head size 128, one query row, 128k keys: WHOLE_WAVES (the default) keeps every program in the
-    first wave of 4 (2 below MANY_HEADS) programs a SM; rounded up, a partial second wave follows."""
+    first wave of two programs a SM; rounded up, a partial second wave follows."""
     p = dc.decode_plan(batch, kv_heads, 131072, 132)
     monkeypatch.setattr(dc, "WHOLE_WAVES", False)
     assert dc.decode_plan(batch, kv_heads, 131072, 132)["splits"] == up
-    per_sm = dc.key_tile(128, torch.bfloat16, batch * kv_heads)[3]
+    per_sm = dc.key_tile(128, torch.bfloat16)[3]
     assert p["splits"] == down and batch * kv_heads * p["splits"] <= per_sm * 132
     assert dc.decode_plan(64, 32, 131072, 132)["splits"] == 1  # more programs than slots: one split either way

@@ -137,11 +137,11 @@ MAX_SEQ_Q = 16
 MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension
 MAX_ROWS = 64  # query rows (group x seq_q) in one tile; more: several row tiles, each reading the K/V slice again
 # Launch choices by padded head size: key tile, pipeline and the programs a SM the split count aims at (K and V tiles
-# of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too). From MANY_HEADS (batch x K/V heads x row
-# tiles) on, 128 takes MANY_KEY_TILES': 1.4 % slower to 8 % faster there, 1.5-7.5 % slower at batch 1 on 8 K/V heads
-# (H100, data/tuning/h100_attention_decode_key_tiles.csv; H200, 8 x 32 heads at 128k keys 4263 -> 3730 us).
+# of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too). 128: the 64-key tile at two programs a SM
+# for every head count; with whole waves it matches or beats the 32-key tile at four (what batch x K/V heads >= 32 took
+# before) by a median 1.5 % over 18 H100 cells at 8k-128k keys, 0.995-1.003x the best SDPA backend there
+# (data/tuning/h100_logs/8_attn_decode_tiles.csv; six other tiles timed beside it).
 KEY_TILES = {64: (64, 4, 3, 2), 128: (64, 4, 3, 2), 256: (32, 8, 2, 2)}  # BLOCK_D -> (BLOCK_N, warps, stages, per SM)
-MANY_KEY_TILES, MANY_HEADS = {128: (32, 4, 3, 4)}, 32
 FP32_KEY_TILES = {64: (32, 8, 2, 2), 128: (16, 8, 2, 2), 256: (16, 8, 2, 2)}  # with FP32_MAX_ROWS: no spills (sm_90)
 FP32_MAX_ROWS = 32  # fp32 query rows a tile: IEEE dots run on FMAs, 64 rows of head dim 128 spilled registers
 # The split count: per_sm x SMs over the (batch, K/V head, row tile) programs, rounded down (WHOLE_WAVES: every
@@ -160,11 +160,9 @@ def _pow2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
-def key_tile(block_d: int, dtype: torch.dtype, heads: int) -> tuple:
-    """(BLOCK_N, warps, stages, programs a SM) for a padded head size and heads = batch x K/V heads x row tiles."""
-    if dtype == torch.float32:
-        return FP32_KEY_TILES[block_d]
-    return MANY_KEY_TILES[block_d] if heads >= MANY_HEADS and block_d in MANY_KEY_TILES else KEY_TILES[block_d]
+def key_tile(block_d: int, dtype: torch.dtype) -> tuple:
+    """(BLOCK_N, warps, stages, programs a SM) for a padded head size."""
+    return (FP32_KEY_TILES if dtype == torch.float32 else KEY_TILES)[block_d]
 
 
 def decode_plan(batch: int, kv_heads: int, seq_k: int, sm_count: int, rows: int = 1, head_dim: int = 128,
@@ -176,7 +174,7 @@ def decode_plan(batch: int, kv_heads: int, seq_k: int, sm_count: int, rows: int 
     block_d = max(64, _pow2(head_dim))
     block_m = min(FP32_MAX_ROWS if dtype == torch.float32 else MAX_ROWS, max(16, _pow2(rows)))
     row_tiles = -(-rows // block_m)
-    block_n, warps, stages, per_sm = key_tile(block_d, dtype, batch * kv_heads * row_tiles)
+    block_n, warps, stages, per_sm = key_tile(block_d, dtype)
     tiles = max(1, -(-seq_k // block_n))
     if splits is None:
         base, slots = batch * kv_heads * row_tiles, per_sm * sm_count
