@@ -59,7 +59,8 @@ def variants(causal: bool) -> dict:
 
 
 def unsplit(fn):
-    """fn with each group's query heads in one dK dV program (backward.DKDV_GROUP_FILL 0): ours before the split."""
+    """fn with each group's query heads in one dK dV program (backward.DKDV_GROUP_FILL 0): ours before the split.
+    Where the plan does not split (a grid of a wave or more), any difference from "ours" is the timing's spread."""
     from kernels.attention import backward
 
     def call(*args):

@@ -138,7 +138,8 @@ READERS = {  # kernel module -> (its table, the attributes it reads from it)
     "kernels.matmul.configs": ("MATMUL", {"IEEE_TILES": "IEEE_TILES"}),
     "kernels.matmul.operands": ("MATMUL", {k: k for k in ("PAD_MIN_MNK", "KMAJOR_MIN_MNK", "KMAJOR_MIN_M")}),
     "kernels.attention": ("ATTENTION", {k: k for k in ("TMA_TILES", "POINTER_TILES", "HEAVY_FIRST")}),
-    "kernels.attention.backward": ("ATTENTION", {k: k for k in ("DKDV_TILES", "DQ_TILES", "DKDV_GROUP_FILL")}),
+    "kernels.attention.backward": ("ATTENTION", {k: k for k in ("DKDV_TILES", "DQ_TILES", "DKDV_SPLIT_BELOW",
+                                                                           "DKDV_GROUP_FILL")}),
     "kernels.attention.plan": ("ATTENTION", {"FALLBACK_TILES": "FALLBACK_TILES"}),
 }
 

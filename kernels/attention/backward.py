@@ -23,7 +23,7 @@ LOG2E = 1.4426950408889634  # exp(x) = exp2(x * log2(e)): the softmax runs in ba
 # (BLOCK_M, BLOCK_N, num_warps, num_stages), BLOCK_N a multiple of BLOCK_M (dK dV) or the reverse (dQ): the causal
 # stages split at a tile edge. table.py gives the reasons; plan.py adds the fallbacks and drops what does not fit.
 DKDV_TILES, DQ_TILES = values(ATTENTION["DKDV_TILES"]), values(ATTENTION["DQ_TILES"])
-DKDV_GROUP_FILL = values(ATTENTION["DKDV_GROUP_FILL"])
+DKDV_SPLIT_BELOW, DKDV_GROUP_FILL = values(ATTENTION["DKDV_SPLIT_BELOW"]), values(ATTENTION["DKDV_GROUP_FILL"])
 TILES = {"dkdv": DKDV_TILES, "dq": DQ_TILES}
 CONFIGS = {
     kind:
@@ -232,12 +232,12 @@ def _attn_bwd_dq_kernel(q_ptr, k_ptr, v_ptr, do_ptr, dq_ptr, lse_ptr, delta_ptr,
 def group_chunks(batch: int, kv_heads: int, group: int, seq_k: int, head_dim: int, element_size: int, sms: int,
                  chunks: int | None = None) -> int:
     """How many dK dV programs share a group's query heads: one unless the grid (key tiles at the widest BLOCK_N that
-    fits x batch x K/V heads) falls short of DKDV_GROUP_FILL programs a SM; then as many as fill it, each of at
-    least one head. ``chunks`` forces a count (tests); sms 0 (the interpreter): one."""
+    fits x batch x K/V heads) falls short of DKDV_SPLIT_BELOW programs a SM; then as many as reach DKDV_GROUP_FILL a
+    SM, each of at least one head. ``chunks`` forces a count (tests); sms 0 (the interpreter): one."""
     if chunks is None:
         widest = max(t[1] for t in tiles_for("dkdv", DKDV_TILES, head_dim, element_size))
         grid = triton.cdiv(seq_k, widest) * batch * kv_heads
-        chunks = min(group, triton.cdiv(DKDV_GROUP_FILL * sms, grid)) if sms else 1
+        chunks = min(group, triton.cdiv(DKDV_GROUP_FILL * sms, grid)) if sms and grid < DKDV_SPLIT_BELOW * sms else 1
     return triton.cdiv(group, triton.cdiv(group, max(1, min(chunks, group))))  # none left without a head
 
 

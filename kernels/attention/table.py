@@ -23,12 +23,17 @@ ATTENTION = {
     Choice(((64, 128, 8, 4), (32, 64, 4, 5), (32, 64, 4, 3)),
            "backward alone 1.06-1.10x the old 64x128 w8 s3 at bf16 head dim 128; 32x64 w4 s3 fits "
            "fp32 in shared memory", T + "attention_bwd_s29_d8.csv"),
-    # dK dV programs a SM aimed at: a group's query heads are split across programs (partial sums, then a fixed-order
-    # sum) until the grid of key tiles x K/V heads reaches this many a SM
+    # a group's query heads are split across dK dV programs (partial sums, then a fixed-order sum) where the grid of
+    # key tiles x K/V heads falls short of DKDV_SPLIT_BELOW programs a SM, into as many chunks as reach
+    # DKDV_GROUP_FILL a SM (at most one head each)
+    "DKDV_SPLIT_BELOW":
+    Choice(
+        1, "a grid of a wave or more: 2 or 4 chunks slowed the H100 backward alone 1-19 % (1024 x 8192 and 4x32:8 "
+        "heads at 4096, d128)", T + "h100_attention_bwd_group_split.csv"),
     "DKDV_GROUP_FILL":
     Choice(
-        1, "few K/V heads leave the dK dV grid under one wave (bf16 8:1 heads at 4096 tokens, 32 key tiles on 132 "
-        "SMs); one program a SM fills it once", None),
+        4, "under a wave a head a program is fastest (H100 bwd alone, ms, unsplit / 3 chunks / a head each: "
+        "14:2 d64 0.597/0.401/0.367, 8:1 d256 2.012/1.201/1.101)", T + "h100_attention_bwd_group_split.csv"),
     "DQ_TILES":
     Choice(((128, 32, 4, 3), (128, 64, 8, 3), (64, 32, 4, 3)),
            "the tutorial's Hopper tiles; 128x64 w8 s3 is also the best of attnbwd's dQ tiles",
