@@ -32,7 +32,7 @@ from kernels._shared import fastlaunch as fl  # noqa: E402
 from scripts.bench_host import empty_launch  # noqa: E402  (the same empty kernel as the GPU benchmark)
 from rooflab.kernel import load_kernel, torch_dtype  # noqa: E402
 
-KERNELS = ("vecadd", "saxpy", "gelu", "softmax", "layernorm", "rmsnorm", "rowsum", "matmul")
+KERNELS = ("vecadd", "saxpy", "gelu", "softmax", "layernorm", "rmsnorm", "rowsum", "matmul", "attention")
 SLOW_CALL_S = 20e-3  # a call slower than this launched something outside the caches (the interpreter ran)
 
 

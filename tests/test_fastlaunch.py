@@ -229,6 +229,23 @@ def test_autotuned_config_joins_the_tail(raw_state):
     assert entry.raw_grid == (5, 1, 1) and entry.tail == (8, 1, 64, True, 7, 3)
 
 
+def test_a_heuristic_joins_the_tail_computed_from_the_launch(raw_state):
+    """An Autotuner over a Heuristics (FlashAttention-2's EVEN): the heuristic's value is computed, as its run()
+    computes it, from the arguments by name and the chosen config, and replayed with the constexprs."""
+    from triton.runtime.autotuner import Heuristics
+
+    compiled, jit = _Compiled(), _jit()
+    heur = Heuristics(jit, [p.name for p in jit.params], {"FLAG": lambda a: a["n"] % a["BLOCK"] == 0})
+
+    class Tuner:
+        best_config = triton.Config({"BLOCK": 64})
+        fn = heur
+
+    args = (torch.zeros(1), torch.zeros(1), 1.0, 128, 1)
+    assert fl._entry(Tuner(), (5, ), args, {}, 3, compiled).tail == (128, 1, 64, True, 7, 3)
+    assert fl._entry(Tuner(), (5, ), (*args[:3], 100, 1), {}, 3, compiled).tail == (100, 1, 64, False, 7, 3)
+
+
 class _Replayed(JITFunction):
     """A JITFunction whose ``kernel[grid](...)`` is recorded instead of run."""
 

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 import torch
 import triton
+from triton.runtime.autotuner import Heuristics
 from triton.runtime.jit import JITFunction
 
 from rooflab.triton_utils import interpreting
@@ -168,10 +169,13 @@ def _entry(kernel, grid, args: tuple, kwargs: dict, n_head: int, compiled) -> _E
     entry.grid, entry.run, entry.jit_dict, entry.extra = grid, None, {}, None
     if compiled is None:
         return entry
-    constexprs = dict(kwargs)
+    constexprs, heuristics = dict(kwargs), []
     jit = kernel
-    while hasattr(jit, "best_config"):  # an Autotuner: the config it launched, then the kernel under it
-        constexprs.update(jit.best_config.kwargs)
+    while hasattr(jit, "best_config") or isinstance(jit, Heuristics):  # the wrappers, outermost first
+        if isinstance(jit, Heuristics):  # its values, computed below from the launch's arguments as its run() does
+            heuristics.append(jit.values)
+        else:  # an Autotuner: the config it launched
+            constexprs.update(jit.best_config.kwargs)
         jit = jit.fn
     if not isinstance(jit, JITFunction) and not (_override == "stand-in" and hasattr(jit, "rewrite")):
         raise TypeError(f"{type(jit).__name__} is no JITFunction (a wrapper this cache does not take apart)")
@@ -180,6 +184,9 @@ def _entry(kernel, grid, args: tuple, kwargs: dict, n_head: int, compiled) -> _E
     params = list(inspect.signature(jit.fn).parameters.values())
     if len(args) > len(params):
         raise TypeError(f"{len(args)} arguments for {len(params)} parameters")
+    for values in heuristics:  # a heuristic reads the arguments by name (the key decides them, as it decides shapes)
+        named = {**dict(zip((p.name for p in params), args)), **constexprs}
+        constexprs.update({name: heur(named) for name, heur in values.items()})
     rest = [constexprs[p.name] if p.name in constexprs else p.default for p in params[len(args):]]
     if any(value is inspect.Parameter.empty for value in rest):
         raise TypeError("a parameter with no value and no default")

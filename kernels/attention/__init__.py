@@ -7,7 +7,7 @@ keys j <= i + Sk - Sq; torch SDPA's is_causal is top left): tiles left of the di
 masked, none past it; a row that sees no key (Sq > Sk) gives O = 0, not NaN. Math: fp32 products in IEEE fp32, or
 TF32 when torch.backends.cuda.matmul.allow_tf32 is set (plan.math_mode names it); 16-bit ones on tensor cores, fp32
 accumulation. On Hopper, 16-bit contiguous heads come through TMA descriptors (zeros past a short head), the rest
-through pointers. Backward: backward.py; tiles: plan.py.
+through pointers. Backward: backward.py; tiles: plan.py; a call whose specs were seen replays its launches: launches.py.
 References: Dao, "FlashAttention-2" (2023); Triton tutorial 06-fused-attention (its Hopper configs).
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ import triton.language as tl
 from kernels._shared.tables import track_swaps, values
 from kernels.attention import decode
 from kernels.attention.backward import EVEN, KEY, LOG2E, _load_rows, _store_rows, attention_backward
+from kernels.attention.launches import LAUNCHES, KeptForward, forward_key
 from kernels.attention.plan import block_d, candidate_tiles, check_config, check_inputs, input_precision, pruner
 from kernels.attention.table import ATTENTION
 from rooflab.kernel import ELEMENT_BYTES, Kernel, differentiable, vjp_keeping_output
@@ -231,7 +232,10 @@ def tma_ok(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "auto", config: dict | None = None):
     """(O, logsumexp in base 2 of each row, (batch * Hq, Sq) fp32; +inf for a row that sees no key, whose O is 0).
     Check; allocate; launch. ``config``: one tile ({BLOCK_M, BLOCK_N, num_warps, num_stages}; the TMA kernel's
-    WARP_SPECIALIZE and HEAVY_FIRST too) instead of the autotuner's (the lab's)."""
+    WARP_SPECIALIZE and HEAVY_FIRST too) instead of the autotuner's (the lab's), never kept (launches.py)."""
+    key = forward_key(q, k, v, causal, sm_scale, method) if config is None else None
+    if key is not None and (launch := LAUNCHES.get(key)) is not None:  # checked and planned by an earlier call
+        return launch(q, k, v)
     batch, heads, kv_heads, seq_q, seq_k, head_dim, head_dim_v = check_inputs(q, k, v)
     if method not in METHODS or (method == "tma" and not tma_ok(q, k, v)):
         raise ValueError(f"method {method!r}: one of {METHODS}; tma needs tma_ok(q, k, v)")
@@ -247,9 +251,13 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "aut
     meta = dict(HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim), HEAD_DIM_V=head_dim_v, BLOCK_DV=block_d(head_dim_v),
                 CAUSAL=causal, **(config or {}))
     if pointer:
-        kernel = _attn_fwd_kernel.fn if config else _attn_fwd_kernel
-        kernel[grid](q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], heads,
-                     kv_heads, seq_q, seq_k, sm_scale * LOG2E, INPUT_PRECISION=input_precision(q.dtype), **meta)
+        args = (q, k, v, o, lse, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], heads, kv_heads,
+                seq_q, seq_k, sm_scale * LOG2E)
+        meta["INPUT_PRECISION"] = input_precision(q.dtype)
+        if config:
+            _attn_fwd_kernel.fn[grid](*args, **meta)
+        elif entry := LAUNCHES.launch(key and ("launch", key), _attn_fwd_kernel, grid, args, meta, n_head=5):
+            LAUNCHES.keep(key, KeptForward(entry, None, batch * heads))
         return o, lse
     from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -258,10 +266,12 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "aut
         for name, t, block in (("desc_q", q, "BLOCK_D"), ("desc_k", k, "BLOCK_D"), ("desc_v", v, "BLOCK_DV"),
                                ("desc_o", o, "BLOCK_DV"))
     }
+    args = (*descs.values(), o, lse, heads, kv_heads, seq_q, seq_k, sm_scale * LOG2E)
     if config:
         _set_block_shapes({**descs, **meta})
-    kernel = _attn_fwd_tma_kernel if config else _attn_fwd_tma_autotuned
-    kernel[grid](*descs.values(), o, lse, heads, kv_heads, seq_q, seq_k, sm_scale * LOG2E, **meta)
+        _attn_fwd_tma_kernel[grid](*args, **meta)
+    elif entry := LAUNCHES.launch(key and ("launch", key), _attn_fwd_tma_autotuned, grid, args, meta, n_head=6):
+        LAUNCHES.keep(key, KeptForward(entry, tuple(descs.values()), batch * heads))  # the config's block shapes
     return o, lse
 
 

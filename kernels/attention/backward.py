@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 from kernels._shared.tables import track_swaps, values
+from kernels.attention.launches import LAUNCHES, KeptBackward, backward_key
 from kernels.attention.plan import block_d, candidate_tiles, check_config, input_precision, pruner, tiles_for
 from kernels.attention.table import ATTENTION
 from rooflab.triton_utils import autotune_bench, autotune_configs, multiprocessor_count
@@ -248,6 +249,12 @@ def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, confi
     {BLOCK_M, BLOCK_N, num_warps, num_stages} instead of the autotuner's (the lab's); ``chunks``: split each group's
     query heads into this many dK dV programs (group_chunks' count otherwise)."""
     configs = configs or {}
+    if do.stride(-1) != 1:
+        do = do.contiguous()  # autograd may hand an expanded gradient: the kernels read rows of head_dim
+    key = None if configs or chunks is not None else backward_key(q, k, v, o, lse, do, causal, sm_scale,
+                                                                  input_precision(q.dtype))
+    if key is not None and (launch := LAUNCHES.get(key)) is not None:  # checked and planned by an earlier call
+        return launch(q, k, v, o, lse, do)
     batch, heads, seq_q, head_dim = q.shape
     kv_heads, seq_k, head_dim_v = k.shape[1], k.shape[2], v.shape[-1]
     if o.shape != (*q.shape[:3], head_dim_v) or do.shape != o.shape:
@@ -255,17 +262,16 @@ def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, confi
                          f"got {tuple(o.shape)} and {tuple(do.shape)}")
     for kind, config in configs.items():
         check_config(kind, config, max(head_dim, head_dim_v), q.element_size())
-    if do.stride(-1) != 1:
-        do = do.contiguous()  # autograd may hand an expanded gradient: the kernels read rows of head_dim
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # contiguous
     dk, dv = (torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in (k, v))
     delta = torch.empty_like(lse)
     if dq.numel() == 0 or dk.numel() == 0:
         return dq.zero_(), dk.zero_(), dv.zero_()
     v_meta = dict(HEAD_DIM_V=head_dim_v, BLOCK_DV=block_d(head_dim_v))
-    _attn_bwd_preprocess[(triton.cdiv(seq_q,
-                                      64), batch * heads)](o, do, delta, *o.stride()[:3], *do.stride()[:3], heads,
-                                                           seq_q, head_dim_v, v_meta["BLOCK_DV"], BLOCK_M=64)
+    first = LAUNCHES.launch(
+        key and ("delta", key), _attn_bwd_preprocess, (triton.cdiv(seq_q, 64), batch * heads),
+        (o, do, delta, *o.stride()[:3], *do.stride()[:3], heads, seq_q, head_dim_v, v_meta["BLOCK_DV"]),
+        dict(BLOCK_M=64), n_head=3)
     meta = dict(HEAD_DIM=head_dim, BLOCK_D=block_d(head_dim), **v_meta)
     strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do.stride()[:3])
     scales = (heads, kv_heads, seq_q, seq_k, sm_scale, sm_scale * LOG2E)
@@ -277,12 +283,15 @@ def attention_backward(q, k, v, o, lse, do, causal: bool, sm_scale: float, confi
                                               for t in (k, v))
     grid = lambda META: (triton.cdiv(seq_k, META["BLOCK_N"]), batch * kv_heads, n)  # noqa: E731
     kernel = _attn_bwd_dkdv_kernel.fn if "dkdv" in configs else _attn_bwd_dkdv_kernel
-    kernel[grid](q, k, v, do, part_k, part_v, lse, delta, *strides, *scales, triton.cdiv(group, n), **meta,
-                 **configs.get("dkdv", {}))
+    args = (q, k, v, do, part_k, part_v, lse, delta, *strides, *scales, triton.cdiv(group, n))
+    second = LAUNCHES.launch(key and ("dkdv", key), kernel, grid, args, dict(meta, **configs.get("dkdv", {})), n_head=8)
     if n > 1:  # the chunks' partial sums, added in a fixed order: deterministic
         dk.copy_(part_k.sum(0))
         dv.copy_(part_v.sum(0))
     grid = lambda META: (triton.cdiv(seq_q, META["BLOCK_M"]), batch * heads)  # noqa: E731
     kernel = _attn_bwd_dq_kernel.fn if "dq" in configs else _attn_bwd_dq_kernel
-    kernel[grid](q, k, v, do, dq, lse, delta, *strides, *scales, **meta, **configs.get("dq", {}))
+    args = (q, k, v, do, dq, lse, delta, *strides, *scales)
+    third = LAUNCHES.launch(key and ("dq", key), kernel, grid, args, dict(meta, **configs.get("dq", {})), n_head=7)
+    if first is not None and second is not None and third is not None:
+        LAUNCHES.keep(key, KeptBackward(first, second, third, n))
     return dq, dk, dv
