@@ -17,6 +17,7 @@ each time in ms, and the best SDPA time over ours (above 1: ours faster) in each
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import sys
 import time
@@ -59,19 +60,18 @@ def variants(causal: bool) -> dict:
         {name: forced(b) for name, b in BACKENDS.items()}
 
 
-def unsplit(fn):
-    """fn with each group's query heads in one dK dV program (backward.DKDV_GROUP_FILL 0): ours before the split.
-    Where the plan does not split (a grid of a wave or more), any difference from "ours" is the timing's spread."""
+@contextlib.contextmanager
+def unsplit():
+    """Within: each group's query heads in one dK dV program (backward.DKDV_GROUP_FILL 0): ours before the split.
+    Swapped once around a variant's timing (a new launch key, then kept launches as "ours" has); where the plan does
+    not split (a grid of a wave or more), any difference from "ours" is the timing's spread."""
     from kernels.attention import backward
 
-    def call(*args):
-        fill, backward.DKDV_GROUP_FILL = backward.DKDV_GROUP_FILL, 0
-        try:
-            return fn(*args)
-        finally:
-            backward.DKDV_GROUP_FILL = fill
-
-    return call
+    fill, backward.DKDV_GROUP_FILL = backward.DKDV_GROUP_FILL, 0
+    try:
+        yield
+    finally:
+        backward.DKDV_GROUP_FILL = fill
 
 
 def with_grads(fn, inputs):
@@ -151,25 +151,21 @@ def main(argv=None) -> int:
         inputs = eb.make_inputs(cell, torch.bfloat16, "cuda", seed=0)
         for pass_ in PASSES:
             flops = eb.flops(cell, pass_, causal)
-            more = {"ours unsplit": unsplit(variants(causal)["ours"])} if pass_ == "fwd+bwd" else {}
+            more = {"ours unsplit": variants(causal)["ours"]} if pass_ == "fwd+bwd" else {}
             for name, fn in (variants(causal) | more).items():
                 row = {**base, "pass": pass_, "variant": name}
                 call = (lambda fn=fn, qkv=inputs[:3]: fn(*qkv)) if pass_ == "fwd" else with_grads(fn, inputs)
                 try:
-                    call()
-                    ms = triton.testing.do_bench(call, warmup=5, rep=args.rep_ms, return_mode="median")
-                    wall = loop_ms(torch, call)
+                    with unsplit() if name == "ours unsplit" else contextlib.nullcontext():
+                        call()
+                        ms = triton.testing.do_bench(call, warmup=5, rep=args.rep_ms, return_mode="median")
+                        wall = loop_ms(torch, call)
+                        graph = graph_ms(call)
                 except Exception as exc:  # a backend that refuses the cell: its reason, not the end of the run
                     torch.cuda.empty_cache()
                     rows.append({**row, "status": "refused", "error": f"{type(exc).__name__}: {str(exc)[:160]}"})
                     continue
-                rows.append({
-                    **row, "status": "ok",
-                    "gpu_ms": ms,
-                    "loop_ms": wall,
-                    "tflops": flops / ms / 1e9,
-                    **graph_ms(call)
-                })
+                rows.append({**row, "status": "ok", "gpu_ms": ms, "loop_ms": wall, "tflops": flops / ms / 1e9, **graph})
         del inputs
         torch.cuda.empty_cache()
         write_csv(rows, args.out)  # after every cell: a run cut short keeps what it timed

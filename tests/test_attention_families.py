@@ -364,13 +364,14 @@ def test_a_group_split_across_dkdv_programs_sums_to_the_whole(hq, hkv, sq, sk, d
 def test_the_group_splits_only_where_the_dkdv_grid_falls_short_of_the_sms():
     from kernels.attention.backward import DKDV_GROUP_FILL, DKDV_SPLIT_BELOW, group_chunks
 
-    assert (DKDV_SPLIT_BELOW, DKDV_GROUP_FILL) == (1, 4)
+    assert (DKDV_SPLIT_BELOW, DKDV_GROUP_FILL) == (1, 8)
     # 8 query heads on 1 K/V head, 4096 keys at head dim 256 (64-key tiles fit): 64 programs -> a head a program
     assert group_chunks(1, 1, 8, 4096, 256, 2, 132) == 8
     assert group_chunks(1, 8, 4, 4096, 128, 2, 132) == 1  # 32 key tiles x 8 K/V heads: two waves already
     assert group_chunks(1, 8, 4, 8192, 128, 2, 132) == 1  # 512 programs: no split, however short of 4 a SM
     assert group_chunks(1, 2, 7, 4096, 64, 2, 132) == 7  # 64 programs: 7 heads, one a program
-    assert group_chunks(1, 1, 16, 8192, 128, 2, 132) == 8  # 64 programs, 9 chunks wanted: 8 of 2 heads, none empty
+    assert group_chunks(1, 4, 7, 3200, 64, 2, 132) == 7  # 100 programs: still a head a program
+    assert group_chunks(1, 1, 16, 16384, 128, 2, 132) == 8  # 128 programs, 9 chunks wanted: 8 of 2 heads, none empty
     assert group_chunks(1, 1, 8, 4096, 256, 2, 0) == 1  # the interpreter: one
     assert group_chunks(1, 1, 8, 64, 64, 2, 132, chunks=100) == 8  # forced: at most a head each
 

@@ -103,3 +103,23 @@ def test_standing_in_a_hit_calls_each_launcher_with_this_calls_tensors():
         assert heads[3][4] is dq and heads[2][7] is heads[1][2] is heads[3][6]  # one delta
         assert o2.shape == o.shape and lse2.shape == lse.shape and dq.shape == q.shape and dk.shape == k.shape
     assert len(LAUNCHES) == 0
+
+
+def test_a_hit_of_a_split_group_sums_its_chunks_and_a_tma_hit_rebases_its_descriptors(monkeypatch):
+    """The plan's chunk count (two here: the CPU has no SMs to fill) is kept with the backward, and a hit sums the
+    chunks' partials as the first call did; fp16 contiguous heads take the TMA forward, whose hit points the kept
+    descriptors at the new tensors."""
+    real = bw.group_chunks
+    monkeypatch.setattr(bw, "group_chunks", lambda *args: real(*args[:-1], chunks=2))
+    tol = DEFAULT_TOLERANCE["float16"]
+    with fl.replaying():
+        for seed in (0, 1):  # a miss, then a hit
+            inputs = [t.half() for t in grouped(seed=seed)]
+            for got, ref in zip(with_grads(*inputs, True), reference(*inputs, True)):
+                assert relative_error(got, ref)[0] <= tol, seed
+        assert LAUNCHES.misses == 4
+        kept = [launch for launch in LAUNCHES._entries.values() if hasattr(launch, "chunks")]
+        assert [launch.chunks for launch in kept] == [2]
+        assert [launch.descriptors is not None
+                for launch in LAUNCHES._entries.values()
+                if hasattr(launch, "lse_rows")] == [True]

@@ -185,8 +185,8 @@ def _entry(kernel, grid, args: tuple, kwargs: dict, n_head: int, compiled) -> _E
     if len(args) > len(params):
         raise TypeError(f"{len(args)} arguments for {len(params)} parameters")
     for values in heuristics:  # a heuristic reads the arguments by name (the key decides them, as it decides shapes)
-        named = {**dict(zip((p.name for p in params), args)), **constexprs}
-        constexprs.update({name: heur(named) for name, heur in values.items()})
+        for name, heur in values.items():  # in order, each seeing the ones before it, as Heuristics.run
+            constexprs[name] = heur({**dict(zip((p.name for p in params), args)), **constexprs})
     rest = [constexprs[p.name] if p.name in constexprs else p.default for p in params[len(args):]]
     if any(value is inspect.Parameter.empty for value in rest):
         raise TypeError("a parameter with no value and no default")

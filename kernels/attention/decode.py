@@ -139,14 +139,15 @@ MAX_ROWS = 64  # query rows (group x seq_q) in one tile; more: several row tiles
 # Launch choices by padded head size: key tile, pipeline and the programs a SM the split count aims at (K and V tiles
 # of 2 x stages x BLOCK_N x BLOCK_D fit Hopper's shared memory in fp32 too). 128: the 64-key tile at two programs a SM
 # for every head count; with whole waves it matches or beats the 32-key tile at four (what batch x K/V heads >= 32 took
-# before) by a median 1.5 % over 18 H100 cells at 8k-128k keys; one query row there 0.995-1.003x the best SDPA backend
+# before) by a median 1.4 % over 18 H100 cells at 8k-128k keys; one query row there 0.995-1.003x the best SDPA backend
 # (data/tuning/h100_logs/8_attn_decode_tiles.csv; six other tiles timed beside it).
 KEY_TILES = {64: (64, 4, 3, 2), 128: (64, 4, 3, 2), 256: (32, 8, 2, 2)}  # BLOCK_D -> (BLOCK_N, warps, stages, per SM)
 FP32_KEY_TILES = {64: (32, 8, 2, 2), 128: (16, 8, 2, 2), 256: (16, 8, 2, 2)}  # with FP32_MAX_ROWS: no spills (sm_90)
 FP32_MAX_ROWS = 32  # fp32 query rows a tile: IEEE dots run on FMAs, 64 rows of head dim 128 spilled registers
 # The split count: per_sm x SMs over the (batch, K/V head, row tile) programs, rounded down (WHOLE_WAVES: every
 # program in the first wave, a few slots idle) or up (a last partial wave). Down: 1.00-1.13x (median 1.03x) in the
-# 18 H100 cells where the counts differ, none slower beyond 0.2 % (data/tuning/h100_logs/8_attn_decode_waves.csv).
+# 18 H100 cells where the counts differ, none slower beyond 0.2 % (data/tuning/h100_logs/8_attn_decode_waves.csv,
+# with the key tiles of the time: every count that moved was at 32 keys, four a SM; untimed on the 64-key tile).
 WHOLE_WAVES = True
 MIN_SPLIT_KEYS = 128  # fewer keys per split than this: the combine costs more than the split gains
 MAX_SPLITS = 256  # the combine holds one row's partial lse's in one tile

@@ -25,14 +25,15 @@ ATTENTION = {
            "fp32 in shared memory", T + "attention_bwd_s29_d8.csv"),
     # a group's query heads are split across dK dV programs (partial sums, then a fixed-order sum) where the grid of
     # key tiles x K/V heads falls short of DKDV_SPLIT_BELOW programs a SM, into as many chunks as reach
-    # DKDV_GROUP_FILL a SM (at most one head each)
+    # DKDV_GROUP_FILL a SM (at most one head each: a group of up to 8 gets a head a program at any grid under a
+    # wave). Timed at 64 programs (split) and 512 and 1024 (not split); none between.
     "DKDV_SPLIT_BELOW":
     Choice(
-        1, "a grid of a wave or more: 2 or 4 chunks slowed the H100 backward alone 1-19 % (1024 x 8192 and 4x32:8 "
+        1, "a grid of a wave or more: 2-4 chunks slowed the H100 backward alone 1-30 % (1024 x 8192 and 4x32:8 "
         "heads at 4096, d128)", T + "h100_attention_bwd_group_split.csv"),
     "DKDV_GROUP_FILL":
     Choice(
-        4, "under a wave a head a program is fastest (H100 bwd alone, ms, unsplit / 3 chunks / a head each: "
+        8, "under a wave a head a program was fastest (H100 bwd alone, ms, unsplit / 3 chunks / a head each: "
         "14:2 d64 0.597/0.401/0.367, 8:1 d256 2.012/1.201/1.101)", T + "h100_attention_bwd_group_split.csv"),
     "DQ_TILES":
     Choice(((128, 32, 4, 3), (128, 64, 8, 3), (64, 32, 4, 3)),
