@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import itertools
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scripts.bench_attention_families import write_csv  # noqa: E402
 
 BATCHES, HEADS, KV_HEADS, HEAD_DIM = (1, 8), 32, (8, 32), 128
 SEQ_Q, SEQ_K = (1, 4), (1024, 8192, 32768, 131072)
@@ -49,36 +51,20 @@ def forced(backend: str):
 def retuned(spec: str):
     """A context in which KEY_TILES[128] is (BLOCK_N, warps, stages, programs a SM) for every call, swapped in once
     (a new launch key, then kept launches as the default's), restored on the way out."""
-    from contextlib import contextmanager
-
     from kernels.attention import decode as dc
 
     tile = tuple(int(x) for x in spec.split(","))
-
-    @contextmanager
-    def swapped():
-        saved, dc.KEY_TILES = dc.KEY_TILES, {**dc.KEY_TILES, 128: tile}
-        try:
-            yield
-        finally:
-            dc.KEY_TILES = saved
-
-    return swapped
+    return lambda: mock.patch.object(dc, "KEY_TILES", {**dc.KEY_TILES, 128: tile})
 
 
 FLIPPED = "ours[rounding flipped]"
 
 
-@contextlib.contextmanager
 def flipped_rounding():
     """decode.WHOLE_WAVES flipped (a swap: a new launch key), restored on the way out."""
     from kernels.attention import decode as dc
 
-    saved, dc.WHOLE_WAVES = dc.WHOLE_WAVES, not dc.WHOLE_WAVES
-    try:
-        yield
-    finally:
-        dc.WHOLE_WAVES = saved
+    return mock.patch.object(dc, "WHOLE_WAVES", not dc.WHOLE_WAVES)
 
 
 def check(torch, eb, decode_attention) -> None:
@@ -167,18 +153,10 @@ def main(argv=None) -> int:
             })
         del qkv, ref
         torch.cuda.empty_cache()
-        write(rows, args.out)  # after every cell: a run cut short keeps what it timed
+        write_csv(rows, args.out)  # after every cell: a run cut short keeps what it timed
     print(table(rows, list(variants)))
     print(f"{len(rows)} rows in {time.time() - start:.0f} s -> {args.out}")
     return 0
-
-
-def write(rows, out) -> None:
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(dict.fromkeys(f for r in rows for f in r)))
-        w.writeheader()
-        w.writerows(rows)
 
 
 def table(rows, names=("ours", *SDPA)) -> str:

@@ -22,6 +22,7 @@ import csv
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -60,18 +61,13 @@ def variants(causal: bool) -> dict:
         {name: forced(b) for name, b in BACKENDS.items()}
 
 
-@contextlib.contextmanager
 def unsplit():
     """Within: each group's query heads in one dK dV program (backward.DKDV_GROUP_FILL 0): ours before the split.
     Swapped once around a variant's timing (a new launch key, then kept launches as "ours" has); where the plan does
     not split (a grid of a wave or more), any difference from "ours" is the timing's spread."""
     from kernels.attention import backward
 
-    fill, backward.DKDV_GROUP_FILL = backward.DKDV_GROUP_FILL, 0
-    try:
-        yield
-    finally:
-        backward.DKDV_GROUP_FILL = fill
+    return mock.patch.object(backward, "DKDV_GROUP_FILL", 0)
 
 
 def with_grads(fn, inputs):

@@ -8,7 +8,7 @@ import torch
 
 from kernels._shared import tables
 from kernels._shared.fastlaunch import LaunchCache, spec
-from kernels.matmul.operands import input_precision_for
+from kernels.attention.plan import input_precision
 
 LAUNCHES = LaunchCache("attention")
 
@@ -19,7 +19,7 @@ def forward_key(q, k, v, causal: bool, sm_scale: float, method: str):
     are not tensors or a scale that is no number (the checks say why)."""
     if not all(isinstance(t, torch.Tensor) for t in (q, k, v)) or not isinstance(sm_scale, (int, float)):
         return None
-    return ("fwd", spec(q), spec(k), spec(v), bool(causal), float(sm_scale), method, input_precision_for(q.dtype),
+    return ("fwd", spec(q), spec(k), spec(v), bool(causal), float(sm_scale), method, input_precision(q.dtype),
             tables.VERSION)
 
 
