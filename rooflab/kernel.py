@@ -226,23 +226,19 @@ def torch_dtype(name: str):
 def math_mode(dtype: str):
     """Run a cell in its precision's math mode: TF32 products for "tf32", IEEE fp32 for "float32" (torch's
     matmul and cuDNN flags, which torch.mm, F.conv*, Inductor and our Triton matmul all follow); restored after."""
-    import torch
+    from rooflab.triton_utils import restore_tf32, set_tf32
 
-    flags = (torch.backends.cuda.matmul, torch.backends.cudnn)
-    before = [f.allow_tf32 for f in flags]
+    before = set_tf32(dtype == "tf32")
     try:
-        for f in flags:
-            f.allow_tf32 = dtype == "tf32"
         yield
     finally:
-        for f, b in zip(flags, before):
-            f.allow_tf32 = b
+        restore_tf32(before)
 
 
 def math_mode_ran(dtype: str) -> str:
     """The math mode of float products as torch is set now (what a cell ran in): fp32-ieee, tf32, bf16 or fp16."""
-    import torch
+    from rooflab.triton_utils import tf32_matmul
 
     if dtype in ("float32", "tf32"):
-        return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "fp32-ieee"
+        return "tf32" if tf32_matmul() else "fp32-ieee"
     return MATH_MODE[dtype]

@@ -9,6 +9,46 @@ import triton
 import triton.testing
 
 
+def tf32_matmul() -> bool:
+    """Whether torch runs float32 products in TF32 now, read as torch.mm reads it through either of torch's APIs:
+    ``torch.backends.cuda.matmul.fp32_precision`` (torch >= 2.9; "none" inherits ``torch.backends.fp32_precision``,
+    which the attribute resolves) or the legacy ``allow_tf32``, whose read raises once the new API was used."""
+    flags = torch.backends.cuda.matmul
+    if hasattr(flags, "fp32_precision"):
+        return flags.fp32_precision == "tf32"
+    return bool(flags.allow_tf32)
+
+
+def _precision_flags() -> tuple:
+    """torch's new-API precision flags, parents before children (torch >= 2.9; empty before it)."""
+    b = torch.backends
+    flags = (b, b.cuda.matmul, b.cudnn, b.cudnn.conv, b.cudnn.rnn)
+    return flags if hasattr(b.cuda.matmul, "fp32_precision") else ()
+
+
+def set_tf32(on: bool) -> tuple:
+    """Set TF32 on or off for float32 products and cuDNN's convolutions and RNNs. Set through the legacy flags,
+    which leave every flag of both APIs agreeing (a legacy read raises on a mix the new API can leave); what it read
+    first is returned for restore_tf32, through the new API where there is one (its reads never raise)."""
+    new = _precision_flags()
+    before = ("new", [f.fp32_precision for f in new]) if new else \
+        ("legacy", [f.allow_tf32 for f in (torch.backends.cuda.matmul, torch.backends.cudnn)])
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
+    return before
+
+
+def restore_tf32(before: tuple) -> None:
+    """Undo set_tf32: each flag back to what it read (a flag that read "none" inherits its parent again)."""
+    api, values = before
+    if api == "new":
+        for f, v in zip(_precision_flags(), values):
+            f.fp32_precision = v
+    else:
+        for f, v in zip((torch.backends.cuda.matmul, torch.backends.cudnn), values):
+            f.allow_tf32 = v
+
+
 def interpreting() -> bool:
     """True when Triton runs under its CPU interpreter (TRITON_INTERPRET=1)."""
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
@@ -48,12 +88,42 @@ def multiprocessor_count(device: torch.device) -> int:
 
 
 def check_device(*tensors) -> None:
-    """Triton needs CUDA tensors on a GPU, CPU tensors under the interpreter: say so instead of crashing."""
+    """Triton needs CUDA tensors on a GPU, CPU tensors under the interpreter, all on one device: say so instead of
+    crashing (a launch goes to the current device, not the tensors')."""
     want_cpu = interpreting()
     for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"Triton kernel needs torch tensors; got {type(t).__name__}")
         if (t.device.type == "cpu") != want_cpu:
             where = "CPU tensors (TRITON_INTERPRET=1 is set)" if want_cpu else "CUDA tensors"
             raise ValueError(f"Triton kernel needs {where}; got a tensor on {t.device}")
+    devices = {t.device for t in tensors}
+    if len(devices) > 1:
+        raise ValueError(f"Triton kernel needs its tensors on one device; got {sorted(map(str, devices))}")
+    if not want_cpu and tensors and tensors[0].device.index not in (None, torch.cuda.current_device()):
+        raise ValueError(f"the tensors are on {tensors[0].device}, the current device is cuda:"
+                         f"{torch.cuda.current_device()}: call inside torch.cuda.device({tensors[0].device})")
+
+
+def check_config(config: dict, blocks: tuple[str, ...], optional: tuple[str, ...], who: str,
+                 required: tuple[str, ...] = ()) -> None:
+    """A forced launch config: ``blocks`` each given, a power of two of at least 16 (tl.dot and tl.arange need
+    one); ``required`` given and ``optional`` may be: num_warps a power of two, a flag a bool, any other a positive
+    int. A ValueError naming what is wrong, before Triton's own error from inside the kernel."""
+    optional = (*required, *optional)
+    missing = [k for k in (*blocks, *required) if k not in config]
+    unknown = [k for k in config if k not in blocks and k not in optional]
+    if missing or unknown:
+        raise ValueError(f"{who} config needs {', '.join((*blocks, *required))} (and may give "
+                         f"{', '.join(k for k in optional if k not in required)}); "
+                         f"missing {missing}, unknown {unknown}, in {config}")
+    for k, v in config.items():
+        if isinstance(v, bool) and k not in blocks and k not in ("num_warps", "num_stages", "GROUP_M"):
+            continue  # a flag (HEAVY_FIRST, WARP_SPECIALIZE)
+        pow2, least = k in blocks or k == "num_warps", 16 if k in blocks else 1
+        if not isinstance(v, int) or isinstance(v, bool) or v < least or (pow2 and v & (v - 1)):
+            what = f"a power of two of at least {least}" if pow2 else "a positive int"
+            raise ValueError(f"{who} config: {k} must be {what}, got {v!r}")
 
 
 # Programmatic dependent launch (Hopper and newer): a kernel launched with launch_pdl=True may start while the one

@@ -76,7 +76,8 @@ def test_compiled_naive_fwd_bwd_within_tolerance():
 def test_reference_by_chunks_of_heads_is_the_whole(monkeypatch):
     ins = inputs((2, 3, 40, 16), torch.float32)
     whole = at.reference(ins, "fwd+bwd")
-    monkeypatch.setattr(at, "REFERENCE_SCORES", 40 * 40)  # one head at a time
+    from kernels.attention import exact
+    monkeypatch.setattr(exact, "REFERENCE_SCORES", 40 * 40)  # one head at a time
     torch.testing.assert_close(at.reference(ins, "fwd+bwd"), whole)
 
 
@@ -176,5 +177,74 @@ def test_the_tma_kernel_takes_contiguous_16_bit_heads_only():
     assert not at.tma_ok(strided, strided, strided)
     with pytest.raises(ValueError, match="tma needs"):
         at.attention_forward(q.float(), q.float(), q.float(), True, 1.0, method="tma")
-    with pytest.raises(ValueError, match="sm_scale > 0"):
+    with pytest.raises(ValueError, match="finite scale > 0"):
         at.attention_triton(q, q, q, sm_scale=-1.0)
+
+
+@pytest.mark.parametrize("scale", [torch.tensor(0.25), torch.tensor([0.25]), 0.25, 1 / 4])
+@pytest.mark.parametrize("seq_q", [3, 20], ids=["decode", "fa2"])
+def test_a_scale_given_as_any_number_is_that_float(scale, seq_q):
+    """A tensor or NumPy scale (what a model's config may hold) runs as its float on both paths, with gradients."""
+    np = pytest.importorskip("numpy")
+    q, k, v, grad_o = inputs((1, 2, 20, 16), torch.float32)
+    q = q[:, :, :seq_q].contiguous()
+    want = at.attention_triton(q, k, v, True, 0.25)
+    for s in (scale, np.float32(0.25)):
+        torch.testing.assert_close(at.attention_triton(q, k, v, True, s), want)
+        leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+        at.attention_triton(*leaves, True, s).sum().backward()
+        assert all(torch.isfinite(t.grad).all() for t in leaves)
+
+
+@pytest.mark.parametrize("scale, err, match", [(True, TypeError, "a number"), ("0.1", TypeError, "a number"),
+                                               (torch.ones(2), TypeError, "a number"),
+                                               (float("inf"), ValueError, "finite scale > 0"),
+                                               (float("nan"), ValueError, "finite scale > 0"),
+                                               (0.0, ValueError, "finite scale > 0")])
+@pytest.mark.parametrize("seq_q", [3, 20], ids=["decode", "fa2"])
+def test_a_scale_that_is_no_positive_number_is_refused_by_name(scale, err, match, seq_q):
+    q, k, v, _ = inputs((1, 2, 20, 16), torch.float32)
+    with pytest.raises(err, match=match):
+        at.attention_triton(q[:, :, :seq_q], k, v, True, scale)
+    with pytest.raises(err, match=match):  # and through autograd
+        at.attention_triton(*(t.clone().requires_grad_() for t in (q, k, v)), True, scale)
+
+
+def test_a_double_backward_raises_instead_of_a_wrong_gradient():
+    """The kernels' gradients are not differentiable again: a second-order gradient must not come out silently wrong
+    (it did: dQ's graph was cut, so d(dQ)/dQ read as 0)."""
+    q, k, v, _ = inputs((1, 1, 32, 16), torch.float32)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    o = at.attention_triton(*leaves, causal=True)
+    dq, = torch.autograd.grad(o.sum(), leaves[0], create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|does not require grad"):
+        (dq**2).sum().backward()
+
+
+@pytest.mark.parametrize("config, match", [({
+    "BLOCK_M": 48,
+    "BLOCK_N": 16
+}, "BLOCK_M must be a power of two"), ({
+    "BLOCK_M": 0,
+    "BLOCK_N": 16
+}, "BLOCK_M must be a power of two"), ({
+    "BLOCK_M": 64
+}, r"missing \['BLOCK_N'\]"), ({
+    "BLOCK_M": 64,
+    "BLOCK_N": 16,
+    "num_warps": 3
+}, "num_warps must be"), ({
+    "BLOCK_M": 64,
+    "BLOCK_N": 16,
+    "BLOCK_K": 16
+}, r"unknown \['BLOCK_K'\]")])
+def test_a_forced_tile_that_triton_cannot_take_is_refused_by_name(config, match):
+    q, k, v, _ = inputs((1, 1, 64, 16), torch.float32)
+    with pytest.raises(ValueError, match=match):
+        at.attention_forward(q, k, v, True, 1.0, method="pointer", config=config)
+
+
+def test_inputs_that_are_no_tensors_are_refused_by_name():
+    q = torch.zeros(1, 1, 8, 16)
+    with pytest.raises(TypeError, match="needs torch tensors; got list"):
+        at.attention_triton(q, q.tolist(), q)

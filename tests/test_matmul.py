@@ -321,12 +321,33 @@ def test_float32_products_follow_torchs_tf32_switch(dtype, precision, want):
 
 
 def test_precisions_set_and_restore_torchs_switch():
-    before = torch.backends.cuda.matmul.allow_tf32
+    before = mm.input_precision_for(torch.float32)
     for dtype, mode in (("tf32", "tf32"), ("float32", "fp32-ieee"), ("bfloat16", "bf16")):
         with math_mode(dtype):
             assert math_mode_ran(dtype) == mode
             assert mm.input_precision_for(torch.float32) == ("tf32" if dtype == "tf32" else "ieee")
-        assert torch.backends.cuda.matmul.allow_tf32 == before
+        assert mm.input_precision_for(torch.float32) == before
+
+
+@pytest.mark.skipif(not hasattr(torch.backends.cuda.matmul, "fp32_precision"), reason="torch < 2.9: one API")
+@pytest.mark.parametrize("setting, want", [("tf32", "tf32"), ("ieee", "ieee")])
+def test_torchs_new_precision_api_is_read_and_left_as_set(setting, want):
+    """A user who set TF32 through torch's new API (which makes the legacy allow_tf32 read raise) gets the mode it
+    names, and a sweep cell's math_mode runs in its own and gives the user's setting back."""
+    flags = torch.backends.cuda.matmul
+    before = flags.fp32_precision
+    try:
+        flags.fp32_precision = setting
+        assert mm.input_precision_for(torch.float32) == want
+        assert math_mode_ran("float32") == {"tf32": "tf32", "ieee": "fp32-ieee"}[want]
+        a, b = _operands(16, 32, 16, torch.float32)
+        torch.testing.assert_close(mm.matmul_triton(a, b).double(), _ref(a, b), atol=1e-2, rtol=1e-2)
+        for dtype in ("float32", "tf32"):
+            with math_mode(dtype):
+                assert mm.input_precision_for(torch.float32) == ("tf32" if dtype == "tf32" else "ieee")
+            assert flags.fp32_precision == setting
+    finally:
+        flags.fp32_precision = before
 
 
 def test_a_tf32_product_fails_the_float32_tolerance():
@@ -349,3 +370,43 @@ def test_auto_takes_tma_for_large_products_but_not_ieee_fp32_nor_a_k_major_b(mon
     monkeypatch.setattr(mm, "TF32_KMAJOR_TMA", True)
     assert mm.auto_tma(big, True, f32, "ieee") and mm.auto_tma(big, False, f32, "tf32x3")
     assert not mm.auto_tma(big, False, torch.bfloat16, "tf32")
+
+
+@pytest.mark.parametrize("split_k", [1, 2], ids=["one-program-a-tile", "split-k"])
+def test_k_offsets_past_2_to_the_31_elements_stay_in_bounds(split_k):
+    """A transposed A of 2^25 rows (x.t() of a tall x) puts k * stride past 2^31 elements: the pointer kernels' K
+    offsets and steps are int64 (in int32 they wrapped and read out of bounds). The storage is never touched but for
+    the 256 elements read, so it costs pages, not its 8.7 GB."""
+    stride = 34_087_056  # 63 * stride > 2^31 - 1: the first K tile already wraps in int32; 64 * stride, the step too
+    k = 128
+    store = torch.empty(k * stride, dtype=torch.float16)  # virtual memory only (torch.empty touches no page)
+    a = store.as_strided((2, k), (1, stride))
+    a.copy_(torch.randn(2, k).to(torch.float16))
+    b = torch.randn(k, 16).to(torch.float16)
+    config = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 64, "GROUP_M": 1}
+    got = mm.matmul_triton(a, b, config=config, split_k=split_k) if split_k > 1 else \
+        mm.matmul_triton(a, b, config=config)
+    torch.testing.assert_close(got.double(), _ref(a, b), atol=2e-2, rtol=1e-2)
+
+
+@pytest.mark.parametrize("change, match", [({"GROUP_M": 0}, "GROUP_M must be a positive int"),
+                                           ({"GROUP_M": -1}, "GROUP_M must be a positive int"),
+                                           ({"BLOCK_K": 24}, "BLOCK_K must be a power of two"),
+                                           ({"BLOCK_M": 8}, "BLOCK_M must be a power of two of at least 16"),
+                                           ({"num_warps": 6}, "num_warps must be a power of two"),
+                                           ({"BLOCK_Q": 16}, r"unknown \['BLOCK_Q'\]"),
+                                           ({"GROUP_M": None}, r"missing \['GROUP_M'\]")])
+def test_a_forced_config_triton_cannot_run_is_refused_by_name(change, match):
+    """A config is launched as given: one that would divide by zero, write out of bounds (a negative GROUP_M did) or
+    fail inside Triton is refused first, naming the key."""
+    config = {k: v for k, v in {**SMALL_TILES, **change}.items() if v is not None}
+    a, b = _operands(40, 24, 32, torch.float32)
+    with pytest.raises(ValueError, match=match):
+        mm.matmul_triton(a, b, config=config)
+
+
+@pytest.mark.parametrize("split_k", [0, 2.5, 3.0, True, "2"])
+def test_a_split_k_that_is_no_positive_int_is_refused(split_k):
+    a, b = _operands(4, 16, 256, torch.float32)
+    with pytest.raises(ValueError, match="split_k is None"):
+        mm.matmul_triton(a, b, split_k=split_k)

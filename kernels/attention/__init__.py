@@ -5,7 +5,7 @@ tile, batch x query head) walks its K/V head's tiles with an online softmax in b
 scores; it stores O and the logsumexp (base 2). Causal is aligned bottom right as FlashAttention >= 2.1 (row i sees
 keys j <= i + Sk - Sq; torch SDPA's is_causal is top left): tiles left of the diagonal unmasked, the diagonal
 masked, none past it; a row that sees no key (Sq > Sk) gives O = 0, not NaN. Math: fp32 products in IEEE fp32, or
-TF32 when torch.backends.cuda.matmul.allow_tf32 is set (plan.math_mode names it); 16-bit ones on tensor cores, fp32
+TF32 when torch's TF32 setting is on (plan.math_mode names it); 16-bit ones on tensor cores, fp32
 accumulation. On Hopper, 16-bit contiguous heads come through TMA descriptors (zeros past a short head), the rest
 through pointers. Backward: backward.py; tiles: plan.py; a call whose specs were seen replays its launches: launches.py.
 References: Dao, "FlashAttention-2" (2023); Triton tutorial 06-fused-attention (its Hopper configs).
@@ -16,10 +16,12 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from torch.autograd.function import once_differentiable
 
 from kernels._shared.tables import track_swaps, values
-from kernels.attention import decode
+from kernels.attention import decode, plan
 from kernels.attention.backward import EVEN, KEY, LOG2E, _load_rows, _store_rows, attention_backward
+from kernels.attention.exact import reference
 from kernels.attention.launches import LAUNCHES, KeptForward, forward_key
 from kernels.attention.plan import block_d, candidate_tiles, check_config, check_inputs, input_precision, pruner
 from kernels.attention.table import ATTENTION
@@ -241,8 +243,7 @@ def attention_forward(q, k, v, causal: bool, sm_scale: float, method: str = "aut
         raise ValueError(f"method {method!r}: one of {METHODS}; tma needs tma_ok(q, k, v)")
     pointer = method == "pointer" or (method == "auto" and not tma_ok(q, k, v))
     check_config("fwd" if pointer else "tma", config, max(head_dim, head_dim_v), q.element_size())
-    if not sm_scale > 0:
-        raise ValueError(f"attention_triton needs sm_scale > 0 (the max is taken before scaling), got {sm_scale}")
+    sm_scale = plan.check_scale(sm_scale)
     o = torch.empty((*q.shape[:3], head_dim_v), dtype=q.dtype, device=q.device)  # contiguous
     lse = torch.empty((batch * heads, seq_q), dtype=torch.float32, device=q.device)
     if o.numel() == 0 or seq_k == 0:  # no key: every row's O is 0
@@ -286,6 +287,7 @@ class TritonAttention(torch.autograd.Function):
         return o
 
     @staticmethod
+    @once_differentiable  # the kernels' gradients are not differentiable again: a double backward raises
     def backward(ctx, do):
         q, k, v, o, lse = ctx.saved_tensors
         return (*attention_backward(q, k, v, o, lse, do, ctx.causal, ctx.sm_scale), None, None)
@@ -296,17 +298,22 @@ def attention_triton(q, k, v, causal: bool = CAUSAL, sm_scale: float | None = No
     gradients: FlashAttention-2 forward and backward. Without: 1-16 query rows with V of K's size go to the split-KV
     decode kernel (decode.py: one row per head cannot fill the FlashAttention-2 grid), the rest to the
     FlashAttention-2 forward."""
-    if sm_scale is None:  # (a head size of 0, refused by the checks below by name, gets any scale)
-        sm_scale = q.shape[-1]**-0.5 if q.shape[-1] else 1.0
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+    try:
+        if sm_scale is None:  # (a head size of 0, refused by the checks below by name, gets any scale)
+            sm_scale = q.shape[-1]**-0.5 if q.shape[-1] else 1.0
+        elif type(sm_scale) is not float:  # a tensor, a NumPy number: the kernels and the launch keys take a float
+            sm_scale = plan.check_scale(sm_scale)
+        grads = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    except AttributeError:  # no tensor: the checks say which
+        check_inputs(q, k, v)
+        raise
+    if grads:
         return TritonAttention.apply(q, k, v, causal, sm_scale)
     short = q.dim() == 4 and q.shape[2] <= decode.MAX_SEQ_Q and q.stride(-1) == k.stride(-1) == v.stride(-1) == 1
     launch = decode.kept(q, k, v, causal, sm_scale) if short else None  # takes()'s strides: a kept launch is decode's
     if launch is not None:  # a decode call made before with these specs: its kept launches, no checks or plan
         return launch(q, k, v)
     if decode.takes(q, k, v, causal):
-        if not sm_scale > 0:
-            raise ValueError(f"attention_triton needs sm_scale > 0 (the max is taken before scaling), got {sm_scale}")
         return decode.decode_attention(q, k, v, causal=causal, scale=sm_scale, check=False)
     return attention_forward(q, k, v, causal, sm_scale)[0]
 
@@ -333,26 +340,6 @@ def attention_naive_fn(q, k, v, grad_o, pass_: str = "fwd"):
     if pass_ == "fwd":
         return attention_naive(q, k, v)
     return vjp_keeping_output(attention_naive, (q, k, v), grad_o)
-
-
-REFERENCE_SCORES = 1 << 26  # float64 scores per chunk of heads: a check's memory stays bounded at 16k tokens
-
-
-def reference(inputs, pass_: str = "fwd", causal: bool = CAUSAL):
-    """The naive expression in float64, a chunk of heads at a time: O, or (dQ, dK, dV) by autograd."""
-    q, k, v, grad_o = (t.flatten(0, 1) for t in inputs)  # (batch * heads, seq, head_dim)
-    step = max(1, REFERENCE_SCORES // max(1, q.shape[1]**2))
-    outs = []
-    for i in range(0, q.shape[0], step):
-        part = [t[i:i + step].to(torch.float64) for t in (q, k, v)]
-        if pass_ == "fwd":
-            outs.append((attention_naive(*part, causal), ))
-            continue
-        part = [t.requires_grad_(True) for t in part]
-        attention_naive(*part, causal).backward(grad_o[i:i + step].to(torch.float64))
-        outs.append(tuple(t.grad for t in part))
-    joined = [torch.cat(parts).unflatten(0, inputs[0].shape[:2]) for parts in zip(*outs)]
-    return joined[0] if pass_ == "fwd" else tuple(joined)
 
 
 GRAD_SEED_OFFSET = 1_000_003  # the upstream gradient's seed, apart from the inputs'

@@ -19,6 +19,7 @@ from kernels._shared import tables
 from kernels._shared.fastlaunch import LaunchCache, spec
 from kernels._shared.tables import track_swaps
 from kernels.attention.backward import LOG2E
+from kernels.attention.plan import check_scale
 from kernels.matmul.operands import input_precision_for
 from rooflab.triton_utils import check_device, interpreting, multiprocessor_count
 
@@ -242,20 +243,20 @@ def decode_attention(q, k, v, causal: bool = True, scale: float | None = None, s
     """softmax(Q K^T scale) V for q (batch, heads, seq_q <= 16, head_dim) against k, v (batch, kv_heads, seq_k,
     head_dim), kv_heads dividing heads (grouped or multi-query heads read in place, not repeated). Causal: aligned
     bottom-right. Forward only (no autograd: decode has no backward). fp32 inputs: the dots follow
-    torch.backends.cuda.matmul.allow_tf32 (TF32 when on, IEEE fp32 when off). ``splits``: force the split count;
+    torch's TF32 setting (TF32 when on, IEEE fp32 when off). ``splits``: force the split count;
     ``check=False``: the inputs were checked (takes)."""
     if not isinstance(q, torch.Tensor) or q.dim() != 4:  # the checks say what is wrong
         _check(q, k, v, causal)
     if scale is None and not q.shape[-1]:  # a head size of 0: refused by name
         _check(q, k, v, causal)
-    scale = q.shape[-1]**-0.5 if scale is None else float(scale)
+    if type(scale) is not float:  # a tensor, a NumPy number: the kernel and the launch key take a float
+        scale = q.shape[-1]**-0.5 if scale is None else check_scale(scale, "decode_attention")
     launch = kept(q, k, v, causal, scale) if splits is None else None
-    if launch is not None:  # these specs were checked and planned by an earlier call
+    if launch is not None:  # these specs (this scale with them) were checked and planned by an earlier call
         return launch(q, k, v)
+    check_scale(scale, "decode_attention")
     if check:
         _check(q, k, v, causal)
-    if not scale > 0:
-        raise ValueError(f"decode_attention needs scale > 0, got {scale}")
     (batch, heads, seq_q, head_dim), (kv_heads, seq_k) = q.shape, k.shape[1:3]
     group = heads // kv_heads
     sm = 1 if interpreting() else multiprocessor_count(q.device)

@@ -16,6 +16,7 @@ import triton
 from kernels._shared.tables import track_swaps, values
 from kernels.attention.table import ATTENTION
 from kernels.matmul.operands import input_precision_for
+from rooflab.triton_utils import check_config as check_tile
 from rooflab.triton_utils import check_device
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
@@ -36,7 +37,7 @@ def block_d(head_dim: int) -> int:
 
 def input_precision(dtype: torch.dtype) -> str:
     """tl.dot's input precision, as kernels/matmul's (and decode.py's): fp32 products follow
-    torch.backends.cuda.matmul.allow_tf32 like torch.mm's: "ieee" when off (rooflab.kernel.math_mode("float32")),
+    torch's TF32 setting like torch.mm's: "ieee" when off (rooflab.kernel.math_mode("float32")),
     "tf32" when on; 16-bit products ignore it."""
     return input_precision_for(dtype)
 
@@ -120,6 +121,7 @@ def check_config(kind: str, config: dict | None, head_dim: int, element_size: in
     """A forced tile ({BLOCK_M, BLOCK_N, num_warps, num_stages}; the lab's) must split at a tile edge and fit."""
     if not config:
         return
+    check_tile(config, ("BLOCK_M", "BLOCK_N"), ("num_warps", "num_stages", "HEAVY_FIRST", "WARP_SPECIALIZE"), kind)
     tile = (config["BLOCK_M"], config["BLOCK_N"], config.get("num_warps", 4), config.get("num_stages", 2))
     if not split_ok(kind, tile):
         outer, inner = ("BLOCK_N", "BLOCK_M") if kind == "dkdv" else ("BLOCK_M", "BLOCK_N")
@@ -129,6 +131,20 @@ def check_config(kind: str, config: dict | None, head_dim: int, element_size: in
     if need > SMEM_LIMIT_BYTES:
         raise ValueError(f"{kind}: tile {config} needs about {need // 1024} KiB of shared memory at head dim "
                          f"{head_dim}, element size {element_size}; at most {SMEM_LIMIT_BYTES // 1024} KiB")
+
+
+def check_scale(scale, who: str = "attention_triton") -> float:
+    """The softmax scale as a float: a number (a Python or NumPy one, a one-element tensor), finite and > 0 (the
+    kernels take the max before scaling); a TypeError or ValueError naming it otherwise."""
+    if isinstance(scale, (bool, str, bytes)) or (isinstance(scale, torch.Tensor) and scale.numel() != 1):
+        raise TypeError(f"{who} needs a number as its scale, got {scale!r}")
+    try:
+        scale = float(scale)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who} needs a number as its scale, got {type(scale).__name__}") from None
+    if not 0 < scale < float("inf"):
+        raise ValueError(f"{who} needs a finite scale > 0 (the max is taken before scaling), got {scale}")
+    return scale
 
 
 def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[int, int, int, int, int, int, int]:

@@ -3,7 +3,7 @@
 Two Triton kernels, fp32 accumulation whatever the storage dtype: one program per output tile over pointers, in
 grouped order for L2 reuse (any strides), and on Hopper a persistent grid whose A and B tiles arrive through TMA
 descriptors (large aligned products). float32 products follow torch's switch, as torch.mm's do: IEEE fp32 unless
-torch.backends.cuda.matmul.allow_tf32, then TF32; the sweep runs "float32" and "tf32" as two precisions
+torch's TF32 setting is on (either API), then TF32; the sweep runs "float32" and "tf32" as two precisions
 (rooflab.kernel.math_mode); precision="tf32x3" asks for fp32 via three TF32 products. A skinny product (a decode
 step) splits K over several programs a tile (kernels/matmul/plan.py, splitk.py). Under TRITON_INTERPRET=1 the
 tiles are upcast to fp32 before the dot (DOT_IN_FP32: the interpreter's bf16 dot is wrong) and fp32 dots are exact.
@@ -38,6 +38,7 @@ from kernels.matmul.table import MATMUL
 from rooflab.kernel import ELEMENT_BYTES, Kernel, eager
 from rooflab.shapes import as_shape
 from rooflab.triton_utils import autotune_bench, autotune_configs, check_device, interpreting, multiprocessor_count
+from rooflab.triton_utils import check_config as check_tile
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
@@ -72,8 +73,11 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk
     offs_m = pid_m.to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n.to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
+    offs_kw = offs_k.to(tl.int64)  # k * stride reaches K * M for a transposed A (the masks keep int32 offs_k)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_kw[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
+    b_ptrs = b_ptr + offs_kw[:, None] * stride_bk + offs_n[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
+    step_a = tl.cast(stride_ak, tl.int64) * BLOCK_K  # int64 steps: BLOCK_K * stride passes 2^31 first
+    step_b = tl.cast(stride_bk, tl.int64) * BLOCK_K
     mask_m = offs_m < M
     mask_n = offs_n < N
 
@@ -86,8 +90,8 @@ def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk
             a = a.to(tl.float32)
             b = b.to(tl.float32)
         acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)  # fp32 accumulator
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+        a_ptrs += step_a
+        b_ptrs += step_b
 
     if ACTIVATION == "relu":
         # propagate_nan: relu(NaN) is NaN, as torch.relu's; the default max returns 0 for NaN on the GPU
@@ -256,6 +260,10 @@ def matmul_triton(a: torch.Tensor, b: torch.Tensor, activation: str = "relu", co
         raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
     if method not in ("auto", "tma", "pointer"):
         raise ValueError(f"method must be 'auto', 'tma' or 'pointer', got {method!r}")
+    if config is not None:
+        check_tile(config, ("BLOCK_M", "BLOCK_N", "BLOCK_K"), ("num_warps", "num_stages"), "matmul", ("GROUP_M", ))
+    if split_k is not None and (not isinstance(split_k, int) or isinstance(split_k, bool) or split_k < 1):
+        raise ValueError(f"split_k is None (the plan decides) or an int >= 1, got {split_k!r}")
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)  # (M, N)

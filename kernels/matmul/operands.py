@@ -6,7 +6,7 @@ import torch
 
 from kernels._shared.tables import track_swaps, values
 from kernels.matmul.table import MATMUL
-from rooflab.triton_utils import device_capability
+from rooflab.triton_utils import device_capability, tf32_matmul
 
 track_swaps(__name__)  # a table or kernel swapped from outside is a new launch key
 
@@ -19,13 +19,13 @@ PRECISIONS = ("ieee", "tf32", "tf32x3")  # what a float32 product may ask tl.dot
 
 
 def input_precision_for(dtype: torch.dtype, asked: str | None = None) -> str:
-    """tl.dot's input precision: float32 products follow torch.backends.cuda.matmul.allow_tf32, as torch.mm's do,
+    """tl.dot's input precision: float32 products follow torch's TF32 setting (tf32_matmul), as torch.mm's do,
     unless one of PRECISIONS is ``asked`` (float32 operands only: 16-bit ones have one)."""
     if asked is not None:
         if dtype != torch.float32 or asked not in PRECISIONS:
             raise ValueError(f"precision= is one of {PRECISIONS} for float32 operands; got {asked!r} for {dtype}")
         return asked
-    return "tf32" if dtype != torch.float32 or torch.backends.cuda.matmul.allow_tf32 else "ieee"
+    return "tf32" if dtype != torch.float32 or tf32_matmul() else "ieee"
 
 
 def tma_ok(a: torch.Tensor, b: torch.Tensor) -> bool:

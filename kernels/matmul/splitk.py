@@ -37,6 +37,8 @@ def _matmul_splitk_kernel(a_ptr, b_ptr, ws_ptr, c_ptr, counts_ptr, M, N, K,
     offs_ks = k_start.to(tl.int64) + offs_k  # this slice's first K tile; int64: k * stride reaches K * M
     a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_ks[None, :] * stride_ak  # (BLOCK_M, BLOCK_K)
     b_ptrs = b_ptr + offs_ks[:, None] * stride_bk + offs_n[None, :] * stride_bn  # (BLOCK_K, BLOCK_N)
+    step_a = tl.cast(stride_ak, tl.int64) * BLOCK_K  # int64 steps: BLOCK_K * stride passes 2^31 first
+    step_b = tl.cast(stride_bk, tl.int64) * BLOCK_K
     mask_m = offs_m < M
     mask_n = offs_n < N
 
@@ -49,8 +51,8 @@ def _matmul_splitk_kernel(a_ptr, b_ptr, ws_ptr, c_ptr, counts_ptr, M, N, K,
             a = a.to(tl.float32)
             b = b.to(tl.float32)
         acc = tl.dot(a, b, acc, input_precision=INPUT_PRECISION)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+        a_ptrs += step_a
+        b_ptrs += step_b
 
     mn = tl.cast(M, tl.int64) * N  # a slice of the workspace (C: the same offsets); M may be a constexpr 1
     tile = offs_m[:, None] * N + offs_n[None, :]
