@@ -207,9 +207,8 @@ SCHEDULE = (
     "Our forward is FlashAttention-2's schedule: Q, K and V tiles arrive through TMA descriptors (heavy causal "
     "tiles first), and each warp runs its tile's softmax between the tile's two matrix products. "
     "FlashAttention-3's schedule hides that softmax behind another warpgroup's products (warp "
-    "specialisation), which our kernel lacks: Triton 3.6's warp-specialisation pass fails on this loop for about "
-    "half of the tile shapes compiled for it on the H200 and gains nothing at the others (docs/decisions.md, "
-    "attention). ")
+    "specialisation), which our kernel lacks: Triton 3.6's automatic warp specialisation did not compile this loop "
+    "at every tile shape tried on the H200 and gained nothing where it did. ")
 
 
 def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, traffic: pd.DataFrame | None,
@@ -219,15 +218,26 @@ def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, t
         backends = backends[backends["dtype"] == "bfloat16"]  # the goals are bf16's; one dtype per table
     if backends is None or backends.empty or ratios(backends).empty:
         return head + "\n\n" + NOT_RUN + "\n"
+    sdpa = ("The sweep's builtin row is SDPA as a user calls it, which picks its backend per call; Table~"
+            "\\ref{tab:backends} (Appendix~\\ref{sec:every-loss}) forces each in turn. ")
+    return (head + "\n\n" + sdpa + roof_sentence(backends, ceilings, gpu) + range_sentence(backends) +
+            decode_sentence(backends) + SCHEDULE + "\n")
+
+
+def backends_long_table(backends: pd.DataFrame | None) -> str:
+    """The appendix's table of ours beside each SDPA backend forced in turn (bf16 where there is bf16), one row per
+    shape, mask and pass; empty where none was measured (attention_section says so)."""
+    if backends is not None and (backends["dtype"] == "bfloat16").any():
+        backends = backends[backends["dtype"] == "bfloat16"]
+    if backends is None or backends.empty or ratios(backends).empty:
+        return ""
     cap = (f"Our FlashAttention-2 beside each backend of \\texttt{{scaled\\_dot\\_product\\_attention}}, forced in "
            f"turn, {tex_escape(str(backends['dtype'].iloc[0]))}: TFLOP/s in "
            f"{FRAME_LABEL['gpu']} (FA2's count: causal half, backward 2.5x forward) and ours over each backend, "
-           f"its time over ours, in {FRAME_LABEL['gpu']} | {FRAME_LABEL['loop']} (above 1: ours faster).")
-    table = long_table(backends_table(backends), cap, "tab:backends", "1.5pt")  # dozens of cells: over a page
-    sdpa = ("The sweep's builtin row is SDPA as a user calls it, which picks its backend per call; Table~"
-            "\\ref{tab:backends} forces each in turn. ")
-    return (head + "\n\n" + sdpa + roof_sentence(backends, ceilings, gpu) + range_sentence(backends) +
-            decode_sentence(backends) + SCHEDULE + "\n\n" + table)
+           f"its time over ours, in {FRAME_LABEL['gpu']} | {FRAME_LABEL['loop']} (above 1: ours faster). Shape: "
+           "batch x query heads x sequence x head dim; with grouped K/V heads or a query shorter than the keys, "
+           "batch x query heads:K/V heads x query rows:keys x head dim. --: the backend does not take the cell.")
+    return long_table(backends_table(backends), cap, "tab:backends", "1.5pt")  # dozens of cells: over a page
 
 
 def main(argv=None) -> int:

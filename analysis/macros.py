@@ -232,9 +232,10 @@ def origin_macros(m: Macros, gpu_runs: pd.DataFrame, gpu: str, cpu_runs: pd.Data
     come from) and the provenance counts."""
     datasets = gpu_runs.drop_duplicates("gpu")
     head = datasets[datasets["gpu"] == gpu]
-    m.add("HeadlineSource",
-          tex_escape(origin.measured_where(head["directory"].iloc[0]) if len(head) else "no GPU data"),
-          "where the headline device's rows come from")
+    m.add(
+        "HeadlineSource",
+        tex_escape(origin.measured_words(head["directory"].iloc[0])) +
+        ", Appendix~\\ref{sec:origin}" if len(head) else "no GPU data", "where the headline device's rows come from")
     parts = [
         "GPU data: " +
         (", ".join(tex_escape(origin.origin_phrase(g, d))
@@ -242,8 +243,7 @@ def origin_macros(m: Macros, gpu_runs: pd.DataFrame, gpu: str, cpu_runs: pd.Data
     ]
     if len(cpu_runs):
         cpu = cpu_runs.iloc[0]
-        parts.append("CPU data: " + tex_escape(origin.measured_where_bracketed(cpu["directory"])) +
-                     ", in Section~\\ref{sec:cpu}")
+        parts.append("CPU data: " + tex_escape(origin.measured_words(cpu["directory"])) + ", Appendix~\\ref{sec:cpu}")
     m.add("DataOrigin", "; ".join(parts), "the title line: where every dataset comes from")
     m.add("ProvenanceRuns", str(len(gpu_runs)), "runs (or legacy commit and date groups) in the GPU data")
     m.add("ProvenanceDatasets", str(len(datasets)), "GPU datasets")

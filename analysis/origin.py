@@ -95,28 +95,27 @@ def runs(metrics: pd.DataFrame, ceilings: pd.DataFrame, sources: dict[str, str] 
     return pd.DataFrame(out, columns=cols)
 
 
+def measured_words(directory: str) -> str:
+    """A reader's words for where a dataset comes from, without its path: "the suite's reference measurements" or
+    "this build's own measurements" (its cells measured now or kept from its earlier runs)."""
+    return "this build's own measurements" if source_of(directory) == THIS_RUN else "the suite's reference measurements"
+
+
 def measured_where(directory: str) -> str:
-    """'the committed reference measurements, data/reference/h200' or "this workflow's measurements,
-    results/raw/cpu" (its cells measured now or kept from its earlier runs: the freshness sentence says which)."""
-    where = "this workflow's measurements" if source_of(
-        directory) == THIS_RUN else "the committed reference measurements"
-    return f"{where}, {directory}"
+    """measured_words and the folder, for the appendix's provenance: 'the suite's reference measurements,
+    data/reference/h200' or "this build's own measurements, results/raw/cpu"."""
+    return f"{measured_words(directory)}, {directory}"
 
 
 def dataset_label(gpu: str, directory: str) -> str:
-    """'H200: the committed reference measurements, data/reference/h200' or "CPU: this workflow's measurements,
+    """'H200: the suite's reference measurements, data/reference/h200' or "CPU: this build's own measurements,
     results/raw/cpu"."""
     return f"{gpu.upper()}: {measured_where(directory)}"
 
 
-def measured_where_bracketed(directory: str) -> str:
-    """"the committed reference measurements (data/reference/h200)", "this workflow's measurements (results/raw/cpu)"."""
-    return measured_where(directory).replace(", ", " (", 1) + ")"
-
-
 def origin_phrase(gpu: str, directory: str) -> str:
-    """For the title line: 'H200, the committed reference measurements (data/reference/h200)'."""
-    return f"{gpu.upper()}, {measured_where_bracketed(directory)}"
+    """For the title line: 'H200, the suite's reference measurements'."""
+    return f"{gpu.upper()}, {measured_words(directory)}"
 
 
 def _versions(row) -> str:

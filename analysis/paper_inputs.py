@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import origin, results
-from analysis.attention import attention_section
+from analysis.attention import attention_section, backends_long_table
 from analysis.claims import split_devices
 # The pieces, importable from here as before (tests and scripts use analysis.paper_inputs.<name>).
 from analysis.latex import (DIGIT_WORDS, DTYPE_TAG, IMPL_SHORT, IMPL_TAG, UNIT_TAG, Macros, camel,  # noqa: F401
@@ -47,7 +47,7 @@ OUTPUTS = [
     "table_repeatability", "table_fixed_cost", "table_host_cost", "table_findings", "table_provenance", "figures",
     "figures_projection", "kernels", "cpu", "table_plateau", "table_waves", "table_cost", "table_alignment",
     "table_traffic", "table_ablations", "table_alignstudy", "table_compile_frames", "attention", "table_results",
-    "table_losses", "table_backend_losses", "why_ncu"
+    "table_losses", "table_backend_losses", "why_ncu", "table_backends"
 ]
 
 
@@ -176,11 +176,13 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         results.backend_losses_table(backend_lost, gpu_backends is not None),
         "why_ncu":
         why_ncu.why_ncu_tables((why or {}).get(why_gpu)),
+        "table_backends":
+        backends_long_table(gpu_backends),
     }
 
 
 def host_cost_macros(macros, rows: pd.DataFrame) -> None:
-    """The Python-loop time per call at the smallest size, the median over kernels, for the builtin and our Triton
+    """The Python-loop time per call over the smallest sizes (host_cost_rows), the median over kernels, for the builtin and our Triton
     (microseconds), and how many kernels' Triton calls cost more than the builtin's from a Python loop."""
     both = rows.dropna(subset=["loop_builtin", "loop_triton"]) if {"loop_builtin", "loop_triton"} <= set(rows) \
         else rows.iloc[:0]

@@ -162,11 +162,14 @@ def cause_phrase(row: pd.Series, best: str, traffic: pd.DataFrame, launched: pd.
     kind is compute, traffic, launches, below (the fastest PyTorch implementation under nine tenths of ours'
     fraction of the wall), wall (memory-bound, ours within 0.85 of the wall) or memory."""
     frac = row["roof"]
-    if row["bound"] == "compute":
+    if row["bound"] == "compute":  # the fractions, each at its own cell's clock, and where the mechanism is measured
         unit = UNIT_NAME.get(str(compute_unit), str(compute_unit or "").upper())
         theirs = row.get("best_roof", np.nan)
-        return "compute", f"{unit} roof" + (f"; {IMPL_SHORT[best]} at {fmt(theirs, 2)} of it"
-                                            if np.isfinite(theirs) else "")
+        why = "sec:attn" if row["kernel"] == "attention" else \
+            "sec:precision" if str(compute_unit) in ("fp32", "tf32") else "sec:tiles"
+        return "compute", (f"{unit} roof at each cell's clock: ours {fmt(frac, 2)}" +
+                           (f", {IMPL_SHORT[best]} {fmt(theirs, 2)}" if np.isfinite(theirs) else "") +
+                           f"; why: SECREF({why})")
     t = traffic[(traffic["kernel"] == row["kernel"]) & (traffic["pass"] == row["pass"])
                 & (traffic["dtype"] == row["dtype"]) & (traffic["size"] == row["size"])].set_index("impl") \
         if {"dtype", "size", "moved_bytes"} <= set(traffic) else traffic.iloc[:0]
@@ -273,7 +276,13 @@ def results_table(rows: pd.DataFrame) -> str:
     wrap = ">{\\raggedright\\arraybackslash}p{%s}"
     align = "lll" + ("r" if ("", "N") in t.columns else "") + "rlrrr" + wrap % "3.3cm" + wrap % "3.5cm"
     body = table_latex(t, {(g, "roof"): lambda x: f"{x:.2f}" if np.isfinite(x) else "--"}, align)
-    return re.sub(r"!!([0-9.]+)", r"\\textbf{\1}", body).replace(ratio, "\\shortstack{ours /\\\\best}")
+    body = re.sub(r"!!([0-9.]+)", r"\\textbf{\1}", body).replace(ratio, "\\shortstack{ours /\\\\best}")
+    return section_refs(body)
+
+
+def section_refs(text: str) -> str:
+    """A cause's SECREF(sec:x), put in as plain text (the table and the macros escape their text), as \\S\\ref."""
+    return re.sub(r"SECREF\((sec:[a-z-]+)\)", r"\\S\\ref{\1}", text)
 
 
 # ---------------------------------------------------------------------------------------------------- macros
@@ -302,7 +311,7 @@ def results_macros(m: Macros, rows: pd.DataFrame, lost: pd.DataFrame, v: pd.Data
                 tex_escape(f"{r['kernel']} in {r['dtype']}" + ("" if r["pass"] == "fwd" else f" ({r['pass']})") +
                            f" at N={r['size']}"), "where")
         for which, idx in (("Max", s["gpu_speedup"].idxmax()), ("Min", s["gpu_speedup"].idxmin())):
-            m.add(f"Results{which}Cause", tex_escape(s.loc[idx, "cause"]), "its cause, in a phrase")
+            m.add(f"Results{which}Cause", section_refs(tex_escape(s.loc[idx, "cause"])), "its cause, in a phrase")
     m.add("LossListGpu", loss_list(rows, "gpu"), "results-table rows where ours is slower in GPU time")
     m.add("LossListLoop", loss_list(rows, "loop"), "results-table rows where ours is slower in the Python loop")
     m.add("PrecisionSentence", precision_sentence(rows), "compute-bound kernels per precision: ours over the best")

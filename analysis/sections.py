@@ -24,9 +24,9 @@ GPU_FIGURE_CAPTIONS = {
     "roofline":
     f"Roofline in {GPU_TIME}: per kernel, forward, at its largest size in its lowest precision, ours "
     "(filled) and the fastest PyTorch implementation (hollow, in its colour), joined and labelled, "
-    "against the datasheet (grey) and measured (black) ceilings, each compute unit's roof in its own "
-    "dash (fp32 solid, tf32 dashed, bf16 dash-dotted, fp16 dotted); starred points lie above their roof "
-    "(Table~\\ref{tab:findings}).",
+    "left the memory-bound kernels under the bandwidth roof, right the compute-bound ones under the roof of their "
+    "precision; measured ceilings black, the datasheet's grey (roofs that coincide drawn once); starred points lie "
+    "above their roof scaled to their own cell's SM clock (Table~\\ref{tab:findings}).",
     "speedup":
     f"Speedup over the PyTorch builtin in {GPU_TIME}, one panel per dtype, per kernel, implementation "
     "and size (blue: faster, red: slower, beyond noise; white: a tie within noise); blank cells have no "
@@ -69,8 +69,8 @@ CPU_FIGURE_CAPTIONS = {
     "roofline":
     "Roofline of the CPU in host time: per kernel, forward, at its largest size in its lowest "
     "precision, the fastest PyTorch implementation (hollow, in its colour; Triton is not timed on a "
-    "CPU), labelled, against the copy and GEMM ceilings measured on this CPU (black, each compute "
-    "unit's roof in its own dash); the CPU has no datasheet roof.",
+    "CPU), labelled, against the copy and GEMM ceilings measured on this CPU (black; the memory-bound kernels left, "
+    "the compute-bound right); the CPU has no datasheet roof.",
     "speedup":
     "Speedup over the PyTorch builtin on the CPU in host time (one call), one panel per dtype, per "
     "kernel, implementation and size (blue: faster, red: slower, beyond noise; white: a tie within "

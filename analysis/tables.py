@@ -304,11 +304,15 @@ def cpu_ceilings_table(ceilings: pd.DataFrame) -> str:
     return table_latex(t, {measured: fmt}, "lrl")
 
 
+HOST_COST_SIZES = 3  # the smallest sizes timed: the device's work a few microseconds, the loop time the host's
+
+
 def host_cost_rows(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
-    """Per kernel (forward pass, its most common low-precision dtype), at the smallest size timed on ``gpu``: each
-    implementation's time per call from a Python loop and from a CUDA-graph replay (microseconds). At that size the
-    device's work is a few microseconds, so the loop time is the host path a PyTorch user pays per call and the
-    graph time what is left without it."""
+    """Per kernel (forward pass, its most common low-precision dtype), over the HOST_COST_SIZES smallest sizes timed
+    on ``gpu``: each implementation's median time per call from a Python loop and from a CUDA-graph replay
+    (microseconds). There the device's work is a few microseconds, so the loop time is the host path a PyTorch user
+    pays per call and the graph time what is left without it; the median over sizes keeps one size's outlier (a
+    loop time several times its neighbours') from standing for the host path."""
     ok = timed(metrics, gpu)
     ok = ok[(ok["pass"] == "fwd") & ok["loop_ms"].notna()]
     rows = []
@@ -317,11 +321,12 @@ def host_cost_rows(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
         if dtype is None:
             continue
         k = k[k["dtype"] == dtype]
-        k = k[k["size"] == k["size"].min()]
-        row = {"kernel": kernel, "dtype": dtype, "size": int(k["size"].iloc[0])}
-        for _, r in k.iterrows():
-            row[f"loop_{r['impl']}"] = 1e3 * r["loop_ms"]
-            row[f"graph_{r['impl']}"] = 1e3 * r["graph_median_ms"]
+        sizes = sorted(k["size"].unique())[:HOST_COST_SIZES]
+        k = k[k["size"].isin(sizes)]
+        row = {"kernel": kernel, "dtype": dtype, "size": int(sizes[0]), "size_to": int(sizes[-1])}
+        for impl, r in k.groupby("impl"):
+            row[f"loop_{impl}"] = 1e3 * r["loop_ms"].median()
+            row[f"graph_{impl}"] = 1e3 * r["graph_median_ms"].median()
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -334,7 +339,8 @@ def host_cost_table(metrics: pd.DataFrame, gpu: str) -> str:
         return "\\begin{center}No implementation was timed from a Python loop on this device.\\end{center}\n"
     impls = [i for i in IMPLS if f"loop_{i}" in t]
     lo, gr = FRAME_LABEL["loop"], FRAME_LABEL["graph"]
-    out = t[["kernel", "dtype", "size"]].copy()
+    out = t[["kernel", "dtype"]].copy()
+    out["size"] = [f"{a}--{b}" if a != b else str(a) for a, b in zip(t["size"], t["size_to"])]
     cols = [("", "kernel"), ("", "dtype"), ("", "N")]
     for i in impls:
         out[f"loop_{i}"] = t[f"loop_{i}"]

@@ -174,6 +174,30 @@ def _where(r) -> str:
     return f"{tex_escape(str(r['dtype']))} at {at}{p}"
 
 
+ISSUE_STALLS = {"not_selected", "math_pipe_throttle", "dispatch_stall"}  # warps ready: the issue is the limit
+MEMORY_STALLS = {"long_scoreboard", "lg_throttle", "drain"}  # warps waiting on global memory
+
+
+def _stall_kind(r) -> str:
+    top = r.get("main_stall_top")
+    reason = top.split(";")[0].strip().rsplit(" ", 1)[0] if isinstance(top, str) and top.strip() else ""
+    return "issue" if reason in ISSUE_STALLS else "memory" if reason in MEMORY_STALLS else ""
+
+
+def gap_finding(b, t) -> str:
+    """The finding of one gap, first: what differs between the builtin's kernel (b) and ours (t), from the profile's
+    top stalls, DRAM throughput and occupancy."""
+    dram = f"{_pct(t['dram_pct'])} of DRAM peak against the builtin's {_pct(b['dram_pct'])}"
+    if _stall_kind(b) == "issue" and _stall_kind(t) == "memory":
+        return (f"What differs: the builtin's kernel is held by issuing instructions (its warps wait their turn, "
+                f"not on memory), ours waits on memory as a kernel at the memory wall does, and reaches {dram}.")
+    occ = t["main_achieved_occupancy_pct"] / b["main_achieved_occupancy_pct"]
+    more = (f", at {fmt(occ, 2)}$\\times$ its achieved occupancy" if pd.notna(occ) and not 0.77 < occ < 1.3 else "")
+    if _stall_kind(b) == _stall_kind(t) == "memory":
+        return f"What differs: both wait on memory, and ours keeps more of it in flight: {dram}{more}."
+    return f"What differs: ours reaches {dram}{more}."
+
+
 def gap_sentence(c: pd.DataFrame, kernels) -> str:
     """The equal-bytes gaps of ``kernels``, the builtin beside ours (Nsight Compute, one call each); the kernels
     without both rows named together as not measured."""
@@ -185,7 +209,8 @@ def gap_sentence(c: pd.DataFrame, kernels) -> str:
             continue
         b, t = g.loc["builtin"], g.loc["triton"]
         slower, more = b["duration_us"] / t["duration_us"], b["dram_bytes"] / t["dram_bytes"]
-        said.append(f"In {tex_escape(kernel)} ({_where(t)}; Nsight Compute, one call each), "
+        said.append(f"In {tex_escape(kernel)} ({_where(t)}; Nsight Compute, one call each): {gap_finding(b, t)} "
+                    f"In detail, "
                     f"{memory_side('the builtin', b)}; {memory_side('ours', t)}. The builtin's time is "
                     f"{fmt(slower)}$\\times$ ours under the profiler, for {fmt(more)}$\\times$ our DRAM bytes" +
                     (f": not equal bytes, which alone could explain up to {fmt(more)}$\\times$ of the "
@@ -210,10 +235,12 @@ def timed_note(timed: pd.DataFrame | None, dtype: str, b, t) -> str:
         return ""
     when, then = str(g.at["triton", "timestamp"])[:10], t.get("main_timestamp")
     then = str(then)[:10] if isinstance(then, str) and then else ""
-    dates = f"timed {when}" + (f", profiled {then}" if then else "") + (": a later run" if then > when else "")
-    return (f" The sweep's GPU time has ours at {fmt(ratio)}$\\times$ cuBLAS's time there ({dates}): the two runs may "
-            f"have run different code (Table~\\ref{{tab:waves}} names the kernel the sweep ran), so this gap stays "
-            f"unexplained until one run both times and profiles the cell.")
+    if then > when:  # the profile is of a later build than the timing
+        return (f" The timed ratio is of an earlier build of ours: the sweep's GPU time, taken {when}, has ours at "
+                f"{fmt(ratio)}$\\times$ cuBLAS's time, the profile of {then} at {fmt(profiled)}$\\times$; the "
+                f"results table's row for this cell is the earlier build's.")
+    return (f" The sweep's GPU time (taken {when}) has ours at {fmt(ratio)}$\\times$ cuBLAS's time, the profile "
+            f"{fmt(profiled)}$\\times$: they differ by more than 10\\,\\%, and these data do not say why.")
 
 
 def matmul_sentence(c: pd.DataFrame, timed: pd.DataFrame | None = None) -> str:

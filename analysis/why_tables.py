@@ -92,17 +92,15 @@ def plateau_table(metrics: pd.DataFrame, gpu: str) -> str:
         t["fixed_us"],
         (g, "rate, large N"):
         t["rate"],
-        ("", "unit"):
+        (g, "unit"):
         t["unit"],
+        (g, "crossover N"):
+        t["crossover"].map(lambda v: "beyond largest" if not np.isfinite(v) else str(int(v))),
         (lo, "µs at small N"):
         t["loop_us"],
-        ("", "crossover N"):
-        t["crossover"].map(lambda v: "beyond largest" if not np.isfinite(v) else str(int(v)))
     })
     out.columns = pd.MultiIndex.from_tuples(out.columns)
-    body = table_latex(out, {c: fmt
-                             for c in out.columns
-                             if c[1].endswith("[µs]") or c[1].startswith("rate")}, "lllrrrlrr")
+    body = table_latex(out, {c: fmt for c in out.columns if c[1].startswith(("µs", "rate"))}, "lllrrrlrr")
     return body.replace("µs", "\\si{\\micro\\second}")
 
 

@@ -50,6 +50,7 @@ rule paper_inputs:
         losses=update("results/paper/generated/table_losses.tex"),
         backend_losses=update("results/paper/generated/table_backend_losses.tex"),
         why_ncu=update("results/paper/generated/why_ncu.tex"),
+        backends=update("results/paper/generated/table_backends.tex"),
     params:
         # the figures this DAG draws (the paper includes each that shows data): named, not waited for, so the
         # paper's inputs are written while the figures draw; paper_pdf waits for both. Sorted: a subset run lists

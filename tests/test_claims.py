@@ -317,7 +317,7 @@ def test_findings_table_lists_every_cell_above_its_roof(data):
 def test_provenance_table_lists_every_run_in_the_data(data):
     metrics, ceilings, _, out = data
     t = out["table_provenance"]
-    assert "H200: the committed reference measurements, data/reference/h200" in t
+    assert "H200: the suite's reference measurements, data/reference/h200" in t
     assert "\\texttt{r2}" in t and "\n-- & 1111111" in t  # a legacy group: no run id
     for sha in ("1111111", "2222222", "7777777"):  # cells' commits, and the legacy ceilings' own
         assert sha in t
@@ -329,19 +329,19 @@ def test_provenance_table_lists_every_run_in_the_data(data):
     assert "every run: driver 580.1, CUDA 13.0, torch 2.11.0, Triton 3.6.0, Python 3.12.3" in t
     assert "cuda\\_event; 4 placements; 8 instances" in lines["2222222"]
     assert "\\texttt{rc}" not in t and "3333333" not in t  # the CPU's run is in the CPU section
-    assert "\\texttt{rc}" in out["cpu"] and "CPU: this workflow's measurements, results/raw/cpu" in out["cpu"]
+    assert "\\texttt{rc}" in out["cpu"] and "CPU: this build's own measurements, results/raw/cpu" in out["cpu"]
     m = macros(out)
-    assert m["HeadlineSource"] == "the committed reference measurements, data/reference/h200"
-    assert m["DataOrigin"] == ("GPU data: H200, the committed reference measurements (data/reference/h200); CPU data: "
-                               "this workflow's measurements (results/raw/cpu), in Section~\\ref{sec:cpu}")
+    assert m["HeadlineSource"] == "the suite's reference measurements, Appendix~\\ref{sec:origin}"
+    assert m["DataOrigin"] == ("GPU data: H200, the suite's reference measurements; CPU data: this build's own "
+                               "measurements, Appendix~\\ref{sec:cpu}")  # no folder names in a reader's title
     assert "\\date{" in PAPER and "\\DataOrigin" in PAPER and "measurements of this run (devices" not in PAPER
 
 
 def test_a_gpu_measured_here_reads_as_this_run(data):
     metrics, ceilings, figdir, _ = data
     out = generate(metrics, ceilings, str(figdir), sources={"h200": "results/raw/h200"})
-    assert macros(out)["HeadlineSource"] == "this workflow's measurements, results/raw/h200"
-    assert "(H200: this workflow's measurements, results/raw/h200)" in out["figures"]
+    assert macros(out)["HeadlineSource"] == "this build's own measurements, Appendix~\\ref{sec:origin}"
+    assert "(H200: this build's own measurements, results/raw/h200)" in out["figures"]
 
 
 # --- 5. CPU apart ----------------------------------------------------------------------------------------------

@@ -72,3 +72,21 @@ def test_no_text_under_7_pt_at_its_printed_width(name, gpu, kernel, metrics, mon
     small = [(round(pt, 2), text) for pt, text in texts if pt < MIN_PT - 1e-6]
     assert not small, f"{name} ({gpu}) prints at {scale:.2f}x: {len(small)} texts under {MIN_PT:g} pt: {small[:5]}"
     assert outside < 0.02, f"{name} ({gpu}): text {outside:.2f} in outside its page (cut off in print)"
+
+
+@pytest.mark.parametrize("gpu", ["h200", "cpu"])
+def test_the_roofline_of_the_reference_labels_each_kernel_clear_and_names_each_roof_once(gpu, metrics, monkeypatch):
+    """On the committed H200 rows (nine kernels; seven memory-bound ones within a decade of intensity, matmul and
+    attention 1.3x apart): no kernel label over another, over a marker or off its panel, and no roof twice in the
+    legend (the datasheet's bf16 and fp16 roof, 990 TFLOP/s both, is one entry)."""
+    from tests.test_figures import roof_entries, roofline_label_clashes
+
+    fig = draw("roofline", metrics, gpu, None, monkeypatch)
+    assert len(fig.axes) == 2 and sum(len(ax.texts) for ax in fig.axes) == 9
+    assert not roofline_label_clashes(fig)
+    entries = roof_entries(fig)
+    assert len({(e.split()[0], e.split(": ")[1].split(",")[0]) for e in entries}) == len(entries), entries
+    if gpu == "h200":
+        assert sum(e.startswith("datasheet") and "990 TFLOP/s" in e for e in entries) == 1, entries
+    else:
+        assert not any(e.startswith("datasheet") for e in entries), entries

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from matplotlib.collections import PathCollection, PolyCollection
 from matplotlib.container import ErrorbarContainer
+from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
 from analysis.claims import findings
@@ -248,13 +249,60 @@ def test_speedup_heatmap_draws_a_tie_white_and_says_so():
 
 
 def test_the_roofline_draws_a_labelled_handful(monkeypatch, tmp_path, inputs):
+    """Ours and the fastest of PyTorch per kernel, each kernel labelled once; the memory-bound kernels in one panel,
+    the compute-bound one (matmul) in the other."""
     fig = drawn(monkeypatch, "roofline", inputs, tmp_path)["fig"]
-    ax = fig.axes[0]
-    points = [c for c in ax.collections if not c.get_label().startswith("above")]
+    points = [c for ax in fig.axes for c in ax.collections if not c.get_label().startswith("above")]
     metrics = pd.read_parquet(inputs / "metrics.parquet")
     kernels = set(metrics.loc[(metrics["gpu"] == "h200") & metrics["claimable"], "kernel"])
     assert len(points) == 2 * len(kernels)  # ours and the fastest PyTorch implementation, per kernel
-    assert {t.get_text().split(" (")[0] for t in ax.texts} == kernels  # each kernel labelled once
+    labels = [t.get_text().split(" (")[0] for ax in fig.axes for t in ax.texts]
+    assert sorted(labels) == sorted(kernels)  # each kernel labelled once
+    assert [sorted(t.get_text() for t in ax.texts) for ax in fig.axes] == [["gelu", "softmax"], ["matmul"]]
+
+
+def roof_entries(fig) -> list[str]:
+    """The legend's roof entries (its lines; the markers' entries draw no line)."""
+    return [
+        t.get_text()
+        for lg in fig.legends
+        for h, t in zip(lg.legend_handles, lg.get_texts())
+        if isinstance(h, Line2D) and h.get_linestyle() not in ("None", "", " ")
+    ]
+
+
+def test_coinciding_roofs_are_one_roof_named_by_each_unit():
+    """The datasheet gives bf16 and fp16 one peak: one roof, one legend entry, not two lines that coincide; measured
+    roofs that differ stay two."""
+    from figures.roofline import compute_roofs
+    from rooflab.gpus import SPECS
+
+    bw = 4.3e12
+    roofs = compute_roofs(SPECS["h200"], {"bf16": (7.75e14, bw), "fp16": (6.83e14, bw)}, ["bf16", "fp16"])
+    datasheet = [r for r in roofs if r.kind == "datasheet"]
+    assert len(datasheet) == 1 and datasheet[0].units == ("bf16", "fp16")
+    assert datasheet[0].label.startswith("datasheet bf16 = fp16: 990 TFLOP/s")
+    assert sorted(r.units for r in roofs if r.kind == "measured") == [("bf16", ), ("fp16", )]
+    same = compute_roofs(None, {"bf16": (7e14, bw), "fp16": (7e14, bw), "fp32": (5e13, bw)}, ["fp16", "fp32", "bf16"])
+    assert [r.units for r in same] == [("bf16", "fp16"), ("fp32", )]
+    assert len({r.label for r in same}) == len(same)
+
+
+def test_the_roofline_draws_each_roof_once(monkeypatch, tmp_path, inputs):
+    """No two roofs of a panel are one line drawn twice, and no two legend entries name one roof (a kind at one
+    peak): the datasheet's bf16 and fp16 roof is one entry; only the roofs of the plotted points' units are drawn."""
+    fig = drawn(monkeypatch, "roofline", inputs, tmp_path)["fig"]
+    for ax in fig.axes:  # the roofs: the lines named (a kernel's joining line is not)
+        roofs = [line for line in ax.get_lines() if not line.get_label().startswith("_")]
+        assert roofs and len({line.get_label() for line in roofs}) == len(roofs), ax.get_title()
+        assert len({tuple(np.round(np.concatenate(line.get_data()), 6)) for line in roofs}) == len(roofs)
+    entries = roof_entries(fig)
+    assert len(entries) == len(set(entries))
+    peaks = [(e.split()[0], e.split(": ")[1].split(",")[0]) for e in entries]
+    assert len(peaks) == len(set(peaks)), entries
+    assert "datasheet bf16 = fp16: 990 TFLOP/s, ridge 206" in entries
+    units = {e.split(":")[0].split(" ", 1)[1] for e in entries}  # matmul in bf16: no tf32 roof, no fp16 of its own
+    assert units == {"bandwidth", "bf16", "bf16 = fp16"}, entries
 
 
 def test_a_size_axis_is_named_by_its_shape_family():
@@ -274,7 +322,8 @@ def test_the_cpu_figures_draw_only_what_applies(monkeypatch, tmp_path, inputs):
     assert not any("CUDA graph" in t or "launch floor" in t or "GPU time" in t for t in legend)
     assert not any(line.get_linestyle() == "-." for ax in fig.axes for line in ax.get_lines())  # no floor line
     roofline = drawn(monkeypatch, "roofline", inputs, tmp_path, gpu="cpu")["fig"]
-    labels = [t.get_text() for t in roofline.axes[0].get_legend().get_texts()]
+    labels = [t.get_text() for lg in roofline.legends for t in lg.get_texts()]
+    assert any(t.startswith("measured bandwidth") for t in labels)
     assert not any("tf32" in t or "datasheet" in t for t in labels)  # measured roofs of the units it used only
     for name in ("wave", "projection"):  # meaningless on a CPU: a figure that says so, left out of the paper
         assert "not drawn for the CPU" in drawn(monkeypatch, name, inputs, tmp_path, gpu="cpu")["no_data"]
@@ -345,20 +394,32 @@ def test_the_wave_model_is_drawn_on_the_datas_scale_with_its_gap_named(monkeypat
         assert not overlaps(fig, ticks)
 
 
+def roofline_label_clashes(fig) -> list[str]:
+    """What is wrong with the roofline's kernel labels, as drawn: two overlapping, one over a marker or off its
+    panel (none, when all is well)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    texts = [t for ax in fig.axes for t in ax.texts]
+    wrong = [f"{a} over {b}" for a, b in overlaps(fig, texts)]
+    for ax in fig.axes:
+        centres = [ax.transData.transform(c.get_offsets()) for c in ax.collections]
+        centres = np.concatenate(centres) if centres else np.zeros((0, 2))
+        frame = ax.get_window_extent(renderer)
+        for t in ax.texts:
+            box = text_box(t, renderer)
+            if not (frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1):
+                wrong.append(f"{t.get_text()} off its panel")
+            if any(box.contains(x, y) for x, y in centres):
+                wrong.append(f"{t.get_text()} over a marker")
+    return wrong
+
+
 def test_the_roofline_labels_overlap_nothing(monkeypatch, tmp_path, inputs):
     """The kernels' labels overlap no other label and no marker, though gelu and softmax share their arithmetic
     intensity and rate (as the memory-bound kernels sit close together on the bandwidth roof)."""
     fig = drawn(monkeypatch, "roofline", inputs, tmp_path)["fig"]
-    ax = fig.axes[0]
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    assert len(ax.texts) == 3 and not overlaps(fig, ax.texts)
-    centres = np.concatenate([ax.transData.transform(c.get_offsets()) for c in ax.collections])
-    frame = ax.get_window_extent(renderer)
-    for t in ax.texts:
-        box = text_box(t, renderer)
-        assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
-        assert not any(box.contains(x, y) for x, y in centres), t.get_text()
+    assert sum(len(ax.texts) for ax in fig.axes) == 3
+    assert not roofline_label_clashes(fig)
 
 
 def test_one_process_draws_the_figures_of_a_device_or_a_kernel(tmp_path, inputs):

@@ -389,13 +389,21 @@ def test_k_offsets_past_2_to_the_31_elements_stay_in_bounds(split_k):
     torch.testing.assert_close(got.double(), _ref(a, b), atol=2e-2, rtol=1e-2)
 
 
-@pytest.mark.parametrize("change, match", [({"GROUP_M": 0}, "GROUP_M must be a positive int"),
-                                           ({"GROUP_M": -1}, "GROUP_M must be a positive int"),
-                                           ({"BLOCK_K": 24}, "BLOCK_K must be a power of two"),
-                                           ({"BLOCK_M": 8}, "BLOCK_M must be a power of two of at least 16"),
-                                           ({"num_warps": 6}, "num_warps must be a power of two"),
-                                           ({"BLOCK_Q": 16}, r"unknown \['BLOCK_Q'\]"),
-                                           ({"GROUP_M": None}, r"missing \['GROUP_M'\]")])
+@pytest.mark.parametrize("change, match", [({
+    "GROUP_M": 0
+}, "GROUP_M must be a positive int"), ({
+    "GROUP_M": -1
+}, "GROUP_M must be a positive int"), ({
+    "BLOCK_K": 24
+}, "BLOCK_K must be a power of two"), ({
+    "BLOCK_M": 8
+}, "BLOCK_M must be a power of two of at least 16"), ({
+    "num_warps": 6
+}, "num_warps must be a power of two"), ({
+    "BLOCK_Q": 16
+}, r"unknown \['BLOCK_Q'\]"), ({
+    "GROUP_M": None
+}, r"missing \['GROUP_M'\]")])
 def test_a_forced_config_triton_cannot_run_is_refused_by_name(change, match):
     """A config is launched as given: one that would divide by zero, write out of bounds (a negative GROUP_M did) or
     fail inside Triton is refused first, naming the key."""

@@ -373,33 +373,49 @@ def test_every_citation_has_a_bibliography_entry_and_the_paper_rules_read_it():
     assert rules.count('bib="paper/references.bib"') == 2 and "{input.bib}" in rules  # the PDF and the sources
 
 
-def test_the_host_path_table_gives_each_implementations_python_loop_time_at_the_smallest_size():
+def test_the_host_path_table_gives_each_implementations_python_loop_time_at_the_smallest_sizes():
+    """The median over the three smallest sizes: one size's outlier (ours at 200 us once, 22 at the others) does not
+    stand for the host path, and a larger size (99 us) is not among them."""
     rows = []
     for kernel, ours_us, builtin_us in (("gelu", 22.0, 7.5), ("rowsum", 9.0, 13.0)):
-        for n in (256, 1024):
+        for n in (256, 512, 1024, 2048):
             for impl, loop_us in (("triton", ours_us), ("builtin", builtin_us), ("naive", 40.0)):
                 rows.append({
-                    "gpu": "h200",
-                    "kernel": kernel,
-                    "impl": impl,
-                    "dtype": "bfloat16",
-                    "size": n,
-                    "pass": "fwd",
-                    "status": "ok",
-                    "error": "",
-                    "flops": 1.0 * n * n,
-                    "bytes": 2.0 * n * n,
-                    "compute_unit": "fp32",
-                    "median_ms": 0.005 * n / 256,
-                    "graph_median_ms": 0.002 * n / 256,
-                    "loop_ms": (loop_us if n == 256 else 99.0) / 1e3
+                    "gpu":
+                    "h200",
+                    "kernel":
+                    kernel,
+                    "impl":
+                    impl,
+                    "dtype":
+                    "bfloat16",
+                    "size":
+                    n,
+                    "pass":
+                    "fwd",
+                    "status":
+                    "ok",
+                    "error":
+                    "",
+                    "flops":
+                    1.0 * n * n,
+                    "bytes":
+                    2.0 * n * n,
+                    "compute_unit":
+                    "fp32",
+                    "median_ms":
+                    0.005 * n / 256,
+                    "graph_median_ms":
+                    0.002 * n / 256,
+                    "loop_ms": (200.0 if
+                                (kernel, impl, n) == ("gelu", "triton", 256) else loop_us if n < 2048 else 99.0) / 1e3
                 })
     ceilings = pd.DataFrame([{"gpu": "h200", "ceiling": "copy", "value": 4.3e12}])
     out = generate(compute_metrics(pd.DataFrame(rows), ceilings), ceilings, "/nonexistent")
     table = out["table_host_cost"]
     assert "Python loop" in table and "CUDA graph" in table  # its frames, named
-    assert "gelu & bfloat16 & 256 & 40 & 7.5 & 22 & 2.93 & 2 & 2" in table  # naive, builtin, Triton; ours/builtin
-    assert "rowsum & bfloat16 & 256 & 40 & 13 & 9 & 0.692" in table
+    assert "gelu & bfloat16 & 256--1024 & 40 & 7.5 & 22 & 2.93 & 4 & 4" in table  # naive, builtin, Triton; ours/builtin
+    assert "rowsum & bfloat16 & 256--1024 & 40 & 13 & 9 & 0.692" in table
     macros = defined_macros(out["macros"])
     assert macros["HostSize"] == "256" and macros["HostLoopSlowerKernels"] == "1" and macros["HostLoopKernels"] == "2"
     assert macros["HostLoopTritonUs"] == "15.5" and macros["HostLoopBuiltinUs"] == "10.2"

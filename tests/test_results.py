@@ -321,3 +321,17 @@ def test_the_loop_spread_sentence_measures_the_loop_frames_own_noise():
     text = loop_spread_sentence(m, "h200")
     assert "over 2 series" in text and "up to 4$\\times$ (gelu Triton, bfloat16, fwd: 10 to 40~\\textmu s)" in text
     assert loop_spread_sentence(m.drop(columns="loop_ms"), "h200") == ""
+
+
+@pytest.mark.parametrize("kernel, unit, section", [("matmul", "fp32", "sec:precision"),
+                                                   ("matmul", "tf32", "sec:precision"), ("matmul", "bf16", "sec:tiles"),
+                                                   ("attention", "bf16", "sec:attn")])
+def test_a_compute_bound_cause_gives_both_fractions_and_where_the_mechanism_is_measured(kernel, unit, section):
+    """A roof is no cause: the phrase gives ours and the best's fraction, each at its cell's clock (why ours can be
+    at 1.00 and slower), and points to the section that measures what differs inside the kernels."""
+    from analysis.results import cause_phrase, section_refs
+
+    row = pd.Series({"kernel": kernel, "bound": "compute", "roof": 0.95, "best_roof": 1.0, "pass": "fwd"})
+    kind, phrase = cause_phrase(row, "compile", pd.DataFrame(), pd.DataFrame(), unit)
+    assert kind == "compute" and "ours 0.95, compile 1" in phrase and "each cell's clock" in phrase
+    assert section_refs(phrase).endswith(f"why: \\S\\ref{{{section}}}")

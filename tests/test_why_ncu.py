@@ -261,13 +261,13 @@ def test_a_profile_whose_ratio_the_sweep_does_not_share_says_so_with_both_dates(
         "timestamp": "2026-12-04T09:06:03+00:00"
     })
     note = timed_note(timed, "float32", b, t)
-    assert "ours at 2.03$\\times$ cuBLAS's time" in note and "timed 2026-12-04" in note
-    assert "(timed 2026-12-04, profiled 2026-12-06: a later run)" in note
+    assert "taken 2026-12-04, has ours at 2.03$\\times$ cuBLAS's time, the profile of 2026-12-06 at 1.15" in note
+    assert "is the earlier build's" in note
     older = timed_note(timed.assign(timestamp="2026-12-08T00:00:00+00:00"), "float32", b, t)
-    assert "(timed 2026-12-08, profiled 2026-12-06): the two runs may have run different code" in older
-    assert "stays unexplained until one run both times and profiles the cell" in older
+    assert "(taken 2026-12-08) has ours at 2.03$\\times$" in older and "do not say why" in older
+    assert "earlier build" not in older
     undated = timed_note(timed, "float32", b, t.drop("main_timestamp").set_axis(["duration_us", "size"]))
-    assert "(timed 2026-12-04): the two runs" in undated and "nan" not in undated
+    assert "(taken 2026-12-04)" in undated and "nan" not in undated and "earlier build" not in undated
     assert timed_note(timed.assign(median_ms=[2.0, 2.2]), "float32", b, t) == ""
     assert timed_note(None, "float32", b, t) == "" and timed_note(timed, "tf32", b, t) == ""
 
@@ -279,3 +279,20 @@ def test_attention_names_how_many_times_the_other_sides_instructions_ours_issues
     said = why.instruction_ratios(ours, cudnn, "cuDNN")
     assert said == ", issuing 32.3$\\times$ cuDNN's FFMA and 2$\\times$ its tensor-core instructions"
     assert why.instruction_ratios(ours, {"ffma_thread_inst": 0.0}, "cuDNN") == ""  # nothing to divide by: nothing said
+
+
+@pytest.mark.parametrize(
+    "builtin_stall, ours_stall, occupancy, want",
+    [("not_selected 3.0", "long_scoreboard 9.5", 49.0, "the builtin's kernel is held by issuing instructions"),
+     ("long_scoreboard 7.0", "long_scoreboard 35.2", 92.0, "both wait on memory, and ours keeps more of it in flight"),
+     ("long_scoreboard 5.9", "long_scoreboard 4.2", 45.0, "at 2$\\times$ its achieved occupancy"),
+     ("barrier 2.0", "long_scoreboard 4.2", 90.0, "What differs: ours reaches 78"), ])
+def test_an_equal_bytes_gap_states_what_differs_first(builtin_stall, ours_stall, occupancy, want):
+    """The finding before the numbers: an issue-bound builtin against ours at the memory wall, or both waiting on
+    memory with ours keeping more in flight (and the occupancy where it differs by 30 % or more)."""
+    from analysis.why_ncu import gap_finding
+
+    b = pd.Series({"dram_pct": 21.0, "main_stall_top": builtin_stall, "main_achieved_occupancy_pct": occupancy})
+    t = pd.Series({"dram_pct": 78.0, "main_stall_top": ours_stall, "main_achieved_occupancy_pct": 90.0})
+    said = gap_finding(b, t)
+    assert want in said and "78\\,\\% of DRAM peak against the builtin's 21\\,\\%" in said
