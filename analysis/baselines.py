@@ -86,7 +86,7 @@ def compile_modes_sentence(metrics: pd.DataFrame, gpu: str) -> str:
         wanted = schema_defaults()["compile_max"]["kernels"]  # the compute-bound kernels it is meant for
         missing = sorted(set(wanted) & set(rows["kernel"]) - set(rows.loc[rows["impl"] == "compile-max", "kernel"]))
         if missing:
-            out += f" It was not measured for {tex_escape(join_words(missing))}."
+            out += f" No max-autotune row was measured for {tex_escape(join_words(missing))}."
     return out
 
 

@@ -173,7 +173,7 @@ def verdict_rule_sentence(v: pd.DataFrame) -> str:
     lost = (judged["verdict"] == "slower").to_numpy()
     n_lost, lost_paired = int(lost.sum()), int((lost & judged["lost_paired"].astype(bool).to_numpy()).sum())
     what = "(ours against one implementation, in one frame, at one cell)"
-    every = "The one comparison" if total == 1 else f"All {total} comparisons"
+    every = "The one comparison" if total == 1 else f"All {total:,} comparisons".replace(",", "{,}")
     if total == 0:
         return "No comparison was judged."
     if paired == 0:

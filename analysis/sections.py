@@ -250,7 +250,7 @@ def cpu_section(m: Macros, metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir
         "unit, no wave model, no projection), and the profiler counts the aten operators a call dispatches "
         "instead of GPU kernels launched. Of the \\CpuCellsTotal{} CPU cells, \\CpuCellsOk{} were checked and "
         "timed, \\CpuCellsNotTimed{} checked only, \\CpuCellsSkipped{} skipped, \\CpuCellsMismatch{} gave a "
-        "wrong answer and \\CpuCellsFailed{} failed (Section~\\ref{sec:problems} lists the GPU's; the CPU's "
+        "wrong answer and \\CpuCellsFailed{} failed (Appendix~\\ref{sec:problems} lists the GPU's; the CPU's "
         "are in \\texttt{results/metrics.parquet}); above their roof beyond noise: \\CpuFindingsAboveRoof{}.\n",
         "\\begin{table}[!htbp]\n\\centering\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
         f"\\caption{{CPU ({where}): time per call at the largest size in host time and in a Python loop, per "

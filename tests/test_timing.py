@@ -1,6 +1,7 @@
 """The timer's statistics and stopping rule on synthetic timers, and the schema of what the measurement jobs write
 (raw sweep, ceilings) from a tiny CPU run. No GPU: the rule is a pure function of the samples and the clock."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -328,6 +329,49 @@ def test_ceilings_are_the_best_of_what_was_measured_and_earlier_runs_are_kept(tm
     run("cpu", str(out), {"copy_bytes": 1 << 20, "gemm_sizes": [64]})  # the same run again replaces its own rows
     df = pd.read_parquet(out)
     assert df.groupby("run_id").size().to_dict() == {"run-a": 8, "run-b": 8}
+
+
+# the ceilings script run as Snakemake's script: directive runs it: a ``snakemake`` object in its globals
+_AS_SNAKEMAKE = """
+import runpy, sys, types
+sm = types.SimpleNamespace(wildcards=types.SimpleNamespace(gpu="cpu"), threads=1, log=[sys.argv[1]], output=[sys.argv[2]],
+                           params=types.SimpleNamespace(ceilings={"copy_bytes": 1 << 20, "gemm_sizes": [64]}))
+runpy.run_path("experiments/ceilings.py", init_globals={"snakemake": sm})
+"""
+
+
+def test_cpu_ceilings_are_timed_on_the_sweeps_threads_not_snakemakes(tmp_path):
+    """Snakemake runs the ceilings script with OMP_NUM_THREADS, MKL_NUM_THREADS, ... at the rule's threads (1); the
+    CPU's cells are timed in a worker started from Snakemake's own environment, on all of torch's default threads.
+    Timed on one thread, the fp32 roof was 154 GFLOP/s at 512^3, and the sweep's torch.mm cell 266 on 2 cores: a
+    roof below the cells. The job's roofs are timed on the threads a cell gets."""
+    import os
+    import subprocess
+    import sys
+
+    from experiments.ceilings import THREAD_VARS
+
+    root = Path(__file__).resolve().parent.parent
+    clean = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+    default = int(
+        subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"], env=clean,
+                       capture_output=True, text=True, check=True).stdout)
+    if default < 2:
+        pytest.skip("one thread by default: the sweep's and Snakemake's thread counts are the same")
+    out, log = tmp_path / "ceilings.parquet", tmp_path / "ceilings.log"
+    as_snakemake = {**clean, **{v: "1" for v in THREAD_VARS}, "PYTHONPATH": str(root)}
+    subprocess.run([sys.executable, "-c", _AS_SNAKEMAKE, str(log), str(out)], env=as_snakemake, cwd=root, check=True)
+    df = pd.read_parquet(out)
+    assert set(df["threads"]) == {default}, log.read_text()
+
+
+def test_sweep_threads_takes_back_only_snakemakes_limits_and_only_on_the_cpu():
+    from experiments.ceilings import THREAD_VARS, sweep_threads
+
+    env = {**{v: "1" for v in THREAD_VARS}, "OMP_NUM_THREADS": "3", "PATH": "/bin"}
+    assert sweep_threads("h200", 1, env) == [] and len(env) == len(THREAD_VARS) + 1  # a GPU's cells run as scripts too
+    assert sweep_threads("cpu", 1, env) == [v for v in THREAD_VARS if v != "OMP_NUM_THREADS"]
+    assert env == {"OMP_NUM_THREADS": "3", "PATH": "/bin"}  # not the rule's: the user's, which the worker has too
 
 
 def test_hold_covers_the_slowest_enqueue_with_margin_and_is_capped():
