@@ -17,10 +17,15 @@ hides the 10-15 % that no kernel reaches (see shared reference: copy ~4.28 TB/s 
   which). Every row carries the run's id; the file keeps earlier runs' rows, since their cells are rated against them.
 Timed with the same adaptive timer as the sweep (median), under the settings of ``ceilings.timing`` in
 config/schema.yaml (a longer warm-up, no loop time): every setting, and its default, comes from the validated config.
+On the CPU, with as many threads as the sweep's cells (``threads``, ``sweep_threads``): Snakemake runs this script with
+OMP_NUM_THREADS and MKL_NUM_THREADS set to the rule's threads (1), while the CPU's cells are timed in a warm worker
+(rules/measure.smk measure_host) that has all the host's; one thread made the 512^3 fp32 roof 154 GFLOP/s, under the
+266 GFLOP/s of the sweep's own torch.mm cell on 2 cores.
 """
 
 import dataclasses
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -45,6 +50,8 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
     start_cuda_builds(gpu)  # the first job of a run (priority): the CUDA builds (~70 s of nvcc) overlap everything
     timer = timer_for(device, cfg)
     rows = []
+    threads = torch.get_num_threads()  # every row's: a host roof holds for cells timed with as many (sweep_threads)
+    log.info("torch's threads: %d", threads)
 
     n_copy = copy_bytes // 4
     src = torch.randn(n_copy, device=device, dtype=torch.float32)
@@ -57,6 +64,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
         "value": moved / (stats["median_ms"] * 1e-3),
         "bytes": moved,
         "flops": 0.0,
+        "threads": threads,
         **stats,
         **clocks.prefixed("after")
     })
@@ -80,6 +88,7 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
                 "value": moved / (stats["median_ms"] * 1e-3),
                 "bytes": moved,
                 "flops": 0.0,
+                "threads": threads,
                 **stats
             })
             log.info("copy %s %d^2: %.1f GB/s", dname, n, rows[-1]["value"] / 1e9)
@@ -113,12 +122,38 @@ def measure_ceilings(gpu: str, copy_bytes: int, gemm_sizes, same_size_copies, sa
                     "bytes": 3.0 * n * n * a.element_size(),
                     "flops": flops,
                     "source": source,
+                    "threads": threads,
                     **row,
                     **stats
                 })
                 log.info("gemm %s %s n=%d: %.1f TFLOP/s", unit, source, n, rows[-1]["value"] / 1e12)
             del a, b
     return rows + best_of(rows)
+
+
+# What Snakemake's script: directive sets to the rule's threads in the job's environment (snakemake/shell.py)
+THREAD_VARS = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def sweep_threads(gpu: str, rule_threads: int, environ=os.environ) -> list[str]:
+    """On the CPU, take back the thread limits Snakemake put in this job's environment (each THREAD_VARS at the
+    rule's ``threads``, 1 here), before torch is imported: the CPU's cells are timed in a worker started from
+    Snakemake's own environment (rooflab/workers.py, pool "host"), on every thread torch takes by default, and a
+    roof timed on one of them is no roof for those cells (fp32 512^3: 154 GFLOP/s on one thread of 2 cores, 266 on
+    both). A variable the user set for the whole run reaches the worker, but Snakemake overwrote it here with the
+    rule's threads; where the two are equal it goes too, and the roof is then timed on more threads than the cells:
+    above them, still a roof. On a GPU the measure jobs run as scripts too, under the same limits: nothing to do.
+    Returns the variables removed."""
+    if gpu != "cpu":
+        return []
+    if "torch" in sys.modules:  # its thread pool already sized from them
+        log.warning("torch imported before sweep_threads: the ceilings keep %d thread(s)",
+                    sys.modules["torch"].get_num_threads())
+    dropped = [v for v in THREAD_VARS if environ.get(v) == str(rule_threads)]
+    for v in dropped:
+        del environ[v]
+    return dropped
 
 
 def gemm_sources(device: str) -> list[tuple[str, object]]:
@@ -189,6 +224,9 @@ if "snakemake" in globals():
     sm = globals()["snakemake"]
     logging.basicConfig(level=logging.INFO, filename=sm.log[0], filemode="w",
                         format="%(asctime)s %(levelname)s %(message)s")
+    dropped = sweep_threads(sm.wildcards.gpu, sm.threads)  # before anything imports torch
+    if dropped:
+        log.info("the sweep's threads: %s unset (Snakemake's, at the rule's %s)", ", ".join(dropped), sm.threads)
     from rooflab.lifeline import follow_snakemake
 
     follow_snakemake()  # a kill -9 of snakemake ends this job too
