@@ -167,9 +167,9 @@ def cause_phrase(row: pd.Series, best: str, traffic: pd.DataFrame, launched: pd.
         theirs = row.get("best_roof", np.nan)
         why = "sec:attn" if row["kernel"] == "attention" else \
             "sec:precision" if str(compute_unit) in ("fp32", "tf32") else "sec:tiles"
-        return "compute", (f"{unit} roof at each cell's clock: ours {fmt(frac, 2)}" +
-                           (f", {IMPL_SHORT[best]} {fmt(theirs, 2)}" if np.isfinite(theirs) else "") +
-                           f"; why: SECREF({why})")
+        return "compute", (f"{unit} roof: ours at {fmt(frac, 2)}" +
+                           (f", {IMPL_SHORT[best]} at {fmt(theirs, 2)}" if np.isfinite(theirs) else "") +
+                           f", each at its cell's clock; why: SECREF({why})")
     t = traffic[(traffic["kernel"] == row["kernel"]) & (traffic["pass"] == row["pass"])
                 & (traffic["dtype"] == row["dtype"]) & (traffic["size"] == row["size"])].set_index("impl") \
         if {"dtype", "size", "moved_bytes"} <= set(traffic) else traffic.iloc[:0]
@@ -282,6 +282,7 @@ def results_table(rows: pd.DataFrame) -> str:
 
 def section_refs(text: str) -> str:
     """A cause's SECREF(sec:x), put in as plain text (the table and the macros escape their text), as \\S\\ref."""
+    text = re.sub(r"Section SECREF\((sec:[a-z-]+)\)", r"Section~\\ref{\1}", text)
     return re.sub(r"SECREF\((sec:[a-z-]+)\)", r"\\S\\ref{\1}", text)
 
 
@@ -308,10 +309,11 @@ def results_macros(m: Macros, rows: pd.DataFrame, lost: pd.DataFrame, v: pd.Data
             m.add(f"Results{which}Speedup", fmt(r["gpu_speedup"]), f"{which.lower()} of the same")
             m.add(
                 f"Results{which}Cell",
-                tex_escape(f"{r['kernel']} in {r['dtype']}" + ("" if r["pass"] == "fwd" else f" ({r['pass']})") +
+                tex_escape(f"{r['kernel']} in {r['dtype']}" + ("" if r["pass"] == "fwd" else f", {r['pass']},") +
                            f" at N={r['size']}"), "where")
         for which, idx in (("Max", s["gpu_speedup"].idxmax()), ("Min", s["gpu_speedup"].idxmin())):
-            m.add(f"Results{which}Cause", section_refs(tex_escape(s.loc[idx, "cause"])), "its cause, in a phrase")
+            cause = s.loc[idx, "cause"].replace("; why: SECREF(", "; Section SECREF(")  # a sentence's, not a cell's
+            m.add(f"Results{which}Cause", section_refs(tex_escape(cause)), "its cause, in a phrase")
     m.add("LossListGpu", loss_list(rows, "gpu"), "results-table rows where ours is slower in GPU time")
     m.add("LossListLoop", loss_list(rows, "loop"), "results-table rows where ours is slower in the Python loop")
     m.add("PrecisionSentence", precision_sentence(rows), "compute-bound kernels per precision: ours over the best")

@@ -333,5 +333,6 @@ def test_a_compute_bound_cause_gives_both_fractions_and_where_the_mechanism_is_m
 
     row = pd.Series({"kernel": kernel, "bound": "compute", "roof": 0.95, "best_roof": 1.0, "pass": "fwd"})
     kind, phrase = cause_phrase(row, "compile", pd.DataFrame(), pd.DataFrame(), unit)
-    assert kind == "compute" and "ours 0.95, compile 1" in phrase and "each cell's clock" in phrase
+    assert kind == "compute" and "ours at 0.95, compile at 1, each at its cell's clock" in phrase
     assert section_refs(phrase).endswith(f"why: \\S\\ref{{{section}}}")
+    assert section_refs(phrase.replace("; why: SECREF(", "; Section SECREF(")).endswith(f"Section~\\ref{{{section}}}")
