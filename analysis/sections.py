@@ -32,9 +32,11 @@ GPU_FIGURE_CAPTIONS = {
     "and size (blue: faster, red: slower, beyond noise; white: a tie within noise); blank cells have no "
     "correct, timed pair.",
     "scaling":
-    "Time against size per kernel (log-log). Solid: GPU time of one call (L2 flushed), with its p20--p80 "
-    "band; dashed: CUDA graph replay; thin with crosses: Python loop, back-to-back calls with launch "
-    "included, which sit on the launch floor at small sizes; dotted guides show the N$^2$ or N$^3$ work.",
+    "Time against size per kernel (log-log), in one dtype (float32 where measured), for the PyTorch builtin and our "
+    "Triton kernel. Solid: GPU time of one call (L2 flushed), with its p20--p80 band; dashed: CUDA graph replay; "
+    "thin with crosses: Python loop, back-to-back calls with launch included, which sit on the launch floor at small "
+    "sizes; dotted guides show the N$^2$ or N$^3$ work; dash-dotted: the launch floor, its value in each panel's "
+    "title.",
     "fusion":
     f"GPU kernels launched per call (torch.profiler; a count, {NO_FRAME}), per kernel and "
     "implementation, one panel per dtype: what fusing an expression into one kernel saves.",
@@ -53,16 +55,16 @@ PROJECTION_FIGURE_CAPTIONS = {
 }
 KERNEL_FIGURE_CAPTIONS = {
     "bandwidth":
-    f"Achieved bandwidth in {GPU_TIME} against size, per implementation (colour and marker) and dtype "
-    "(line style), bars from the p80 to the p20 time; horizontal lines, labelled: the measured copy "
+    f"Achieved bandwidth in {GPU_TIME} against size, one panel per dtype, per implementation (colour and marker), "
+    "bars from the p80 to the p20 time; horizontal lines, their values written above them: the measured copy "
     "bandwidth (black) and the datasheet's (grey).",
 }
 # A compute-bound kernel's figure (analysis/claims.compute_bound) rates it in TFLOP/s against the compute roofs.
 KERNEL_FIGURE_CAPTIONS_COMPUTE = {
     "bandwidth":
-    f"Achieved TFLOP/s in {GPU_TIME} against size (the kernel is compute-bound), per implementation "
-    "(colour and marker) and dtype (line style), bars from the p80 to the p20 time; horizontal lines, "
-    "labelled: the measured GEMM peak of each compute unit (black) and the datasheet's (grey).",
+    f"Achieved TFLOP/s in {GPU_TIME} against size (the kernel is compute-bound), one panel per dtype, per "
+    "implementation (colour and marker), bars from the p80 to the p20 time; horizontal lines, their values "
+    "written above them: the measured GEMM peak of the panel's compute unit (black) and the datasheet's (grey).",
 }
 # The CPU's figures: only those whose concepts apply (no datasheet roof, no CUDA graph, no wave model, no projection).
 CPU_FIGURE_CAPTIONS = {
@@ -76,7 +78,8 @@ CPU_FIGURE_CAPTIONS = {
     "kernel, implementation and size (blue: faster, red: slower, beyond noise; white: a tie within "
     "noise).",
     "scaling":
-    "Time against size on the CPU (log-log). Solid: host time of one call, with its p20--p80 band; thin "
+    "Time against size on the CPU (log-log), for the PyTorch builtin and torch.compile. Solid: host time of one "
+    "call, with its p20--p80 band; thin "
     "with crosses: Python loop, back-to-back calls; dotted guides show the N$^2$ or N$^3$ work.",
     "fusion":
     f"aten operators dispatched per call on the CPU (torch.profiler; a count, {NO_FRAME}), per kernel and "

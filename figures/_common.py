@@ -123,31 +123,39 @@ def is_cpu(gpu: str) -> bool:
 
 
 FAMILY_OF = {"matmul": "mkn", "attention": "bhsd"}  # a kernel's shape family where the rows do not record it
+# The kernels of the rows family that map each element of their N x N input (kernels/<k>: "elementwise over N x N");
+# the rest reduce or normalise each of its rows (tests/test_figures.py checks this against the kernels' descriptions).
+ELEMENTWISE = {"gelu", "saxpy", "vecadd"}
+KINDS = ("elementwise", "rows", "mkn", "bhsd")  # what N means: the order a label lists them
 
 
-def families(df: pd.DataFrame) -> list[str]:
-    """The shape families of the rows (rooflab/shapes.py: rows, mkn, bhsd), in that order."""
-    known = df["family"].where(df["family"].notna(), df["kernel"].map(lambda k: FAMILY_OF.get(k, "rows"))) \
-        if "family" in df else df["kernel"].map(lambda k: FAMILY_OF.get(k, "rows"))
-    return [f for f in ("rows", "mkn", "bhsd") if f in set(known)]
+def size_kinds(df: pd.DataFrame) -> list[str]:
+    """What N is for the rows, in KINDS order: the rows family split into elementwise kernels and row kernels."""
+    family = df["kernel"].map(lambda k: FAMILY_OF.get(k, "rows"))
+    if "family" in df:
+        family = df["family"].where(df["family"].notna(), family)
+    kind = family.where((family != "rows") | ~df["kernel"].isin(ELEMENTWISE), "elementwise")
+    return [k for k in KINDS if k in set(kind)]
 
 
-def size_label(df: pd.DataFrame) -> str:
-    """The x axis of a size sweep, named per shape family of its rows: an N x N matrix, a product with M = N = K,
-    attention at sequence length N (its batch and heads as rooflab/shapes.py sets them)."""
-    from rooflab.shapes import ATTENTION_HEAD_DIM, ATTENTION_TOKENS, ATTENTION_WIDTH
+def size_label(df: pd.DataFrame, width_in: float | None = None) -> str:
+    """The x axis of a size sweep, named per kind of N of its rows (size_kinds; rooflab/shapes.py for attention's
+    batch and heads); rows of several kinds list each. Wrapped to `width_in` inches (a panel's) at the label's size."""
+    import textwrap
 
-    heads = ATTENTION_WIDTH // ATTENTION_HEAD_DIM
-    alone = {
-        "rows": "N (an N x N input)",
-        "mkn": "N (M = N = K)",
-        "bhsd": f"sequence length N (batch {ATTENTION_TOKENS} / N, {heads} heads of {ATTENTION_HEAD_DIM})"
-    }
-    part = {"mkn": "matmul M=N=K", "bhsd": "attention: seq. N"}  # beside the N x N of the rest: short, for panels
-    found = families(df)
-    if len(found) == 1:
-        return alone[found[0]]
-    return "N (" + ", ".join(part[f] for f in found if f in part) + ")" if found else "N"
+    from rooflab.shapes import ATTENTION_HEAD_DIM as D, ATTENTION_TOKENS as T, ATTENTION_WIDTH as W
+
+    alone = [
+        "N (N x N elements)", "N (rows = cols = N)", "N (M = N = K)",
+        f"sequence length N (batch {T} / N, {W // D} heads of {D})"
+    ]
+    part = ["elementwise N x N", "row kernels rows = cols = N", "matmul M = N = K", "attention sequence length N"]
+    found = [KINDS.index(k) for k in size_kinds(df)]
+    nbsp = "\u00a0"  # a kind's words stay on one line
+    label = alone[found[0]] if len(found) == 1 else "N: " + ", ".join(part[k].replace(" ", nbsp) for k in found) \
+        if found else "N"
+    chars = int(width_in * 72 / (0.55 * STYLE["axes.labelsize"])) if width_in else len(label)  # per line
+    return "\n".join(textwrap.wrap(label, chars, break_on_hyphens=False)).replace(nbsp, " ")
 
 
 def time_frame(gpu: str) -> str:
@@ -237,35 +245,43 @@ def setup() -> None:
     plt.rcParams.update(STYLE)
 
 
-def size_axis(ax, sizes, width_in: float | None = None) -> None:
-    """Log2 x axis with a tick at every measured size, labelled as a plain number (1793 and 300 too). A label that
-    would run into its left neighbour's drops to a second line: estimated from the axes' width in inches
-    (width_in, or its share of the figure) and the labels' width at their font size."""
-    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+def size_axis(ax, sizes, width_in: float | None = None) -> list[int]:
+    """Log2 x axis with a tick at every measured size, each labelled as a plain number where its label has room:
+    powers of two first, then the other sizes (1793, 300) where theirs would not run into a label already placed
+    (estimated from the axes' width in inches, width_in or its share of the figure, and the labels' width at their
+    font size). A size left without its label keeps a short tick; returns those sizes, for the figure to name."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
     ax.set_xscale("log", base=2)
     ticks = sorted({int(n) for n in sizes})
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_minor_formatter(NullFormatter())
     if width_in is None:
         width_in = ax.get_position().width * ax.figure.get_size_inches()[0] * 0.85
     span = np.log2(ticks[-1] / ticks[0]) if len(ticks) > 1 else 1.0
     per_octave = width_in / (span * 1.1)  # inches per octave (margins: ~5 % each side)
     char_in = 0.62 * plt.rcParams["xtick.labelsize"] / 72  # a digit's width
-    labels, last_end = [], {}  # per line: where its last label ends (log2 x, inches from the first tick)
-    for t in ticks:
-        x = np.log2(t / ticks[0]) * per_octave
-        half = len(str(t)) * char_in / 2 + 0.02
-        line = next(i for i in range(len(ticks)) if last_end.get(i, -np.inf) <= x - half)
-        last_end[line] = x + half
-        labels.append("\n" * line + str(t))
-    ax.set_xticklabels(labels)
+    placed: list[tuple[float, float]] = []  # the labelled ticks' extents, inches from the first tick
+    labelled = []
+    for t in sorted(ticks, key=lambda t: (t & (t - 1) != 0, t)):  # powers of two first
+        x, half = np.log2(t / ticks[0]) * per_octave, len(str(t)) * char_in / 2 + 0.01  # 1.4 pt apart at least
+        if all(x + half <= lo or hi <= x - half for lo, hi in placed):
+            placed.append((x - half, x + half))
+            labelled.append(t)
+    labelled.sort()
+    ax.xaxis.set_major_locator(FixedLocator(labelled))
+    ax.xaxis.set_major_formatter(FixedFormatter([str(t) for t in labelled]))
+    ax.xaxis.set_minor_locator(FixedLocator([t for t in ticks if t not in labelled]))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    return [t for t in ticks if t not in labelled]
+
+
+def unlabelled_note(sizes) -> str:
+    """A figure's words for the sizes size_axis left without a label ('' where none): its short x ticks."""
+    sizes = sorted({int(s) for s in sizes})
+    return f"short x tick{'s' if len(sizes) > 1 else ''}: N = {', '.join(map(str, sizes))}" if sizes else ""
 
 
 def plain_log_ticks(axis, values) -> None:
     """Log ticks labelled as plain numbers (0.05, 2, 500): 1-2-5 per decade over narrow ranges, 1 per decade else."""
-    import numpy as np
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
     v = np.asarray([x for x in values if np.isfinite(x) and x > 0], dtype=float)

@@ -22,6 +22,7 @@ from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["fusion"]
 PROFILE_COLUMNS = ["gpu", "kernel", "impl", "dtype", "size", "n_kernels"]
+HEADER = {"compile-max": "compile\n(max)"}  # on two lines, each no wider than 'compile': in its column
 
 
 def read_profiles(paths, gpu: str) -> tuple[pd.DataFrame, str]:
@@ -82,7 +83,7 @@ def main(argv=None):
         d = df[df["dtype"] == dtype]
         counts = d.pivot_table(index="kernel", columns="impl", values="n_kernels", aggfunc="first")
         counts = counts.reindex(index=kernels, columns=impls)
-        counts.columns = [IMPL_SHORT[i] for i in impls]
+        counts.columns = [HEADER.get(i, IMPL_SHORT[i]) for i in impls]
         labels = counts.map(lambda v: f"{v:.0f}" if np.isfinite(v) else "")
         annotated_grid(ax, counts, labels, "YlOrBr", norm)
         ax.xaxis.tick_top()

@@ -1,5 +1,6 @@
 """Speedup over the PyTorch builtin on one GPU, in GPU time (host time on the CPU): one heatmap panel per dtype,
-rows kernel | implementation, columns size, every cell annotated. Message: where each implementation beats the
+rows kernel | implementation, columns size (each panel's axis says what N is for each kind of kernel in it:
+figures/_common.size_label), every cell annotated. Message: where each implementation beats the
 builtin (blue) and where it loses (red), beyond noise.
 
 speedup = builtin median time / this median time, within the same (kernel, dtype, size, pass), correct cells only
@@ -18,12 +19,13 @@ from matplotlib.colors import Normalize
 from analysis.columns import texts
 from figures import SCOPES
 from figures._common import (IMPL_ORDER, IMPL_SHORT, annotated_grid, claimable, gpu_name, new_figure, no_data_figure,
-                             parse_args, read_metrics, save, setup, size_label, time_frame)
+                             parse_args, print_size, read_metrics, save, setup, size_label, time_frame)
 from rooflab.kernel import DTYPES
 
 SCOPE = SCOPES["speedup"]
 LIMIT = 3.0  # colour saturates at 2^-3 = 0.125x and 2^3 = 8x
 ROW_IN = 0.135  # one row of cells: a line of 7 pt text and its padding
+LABELS_IN = 1.4  # the rows' labels, left of the first panel ('layernorm fwd+bwd | compile')
 
 
 def heat_table(df: pd.DataFrame, values: str = "speedup_vs_builtin") -> pd.DataFrame:
@@ -79,6 +81,7 @@ def main(argv=None):
                            sum(len(r) * ROW_IN + 0.5 for r in rows) + 0.85, nrows=len(grid), ncols=ncols, squeeze=False,
                            gridspec_kw={"height_ratios": [len(r) + 3.5 for r in rows]})
     norm = Normalize(-LIMIT, LIMIT)
+    panel_in = (print_size("speedup")[0] - LABELS_IN) / ncols
     mesh = None
     for r, row in enumerate(grid):
         for c in range(ncols):
@@ -93,7 +96,7 @@ def main(argv=None):
                 if groups[i] != groups[i - 1]:
                     ax.axhline(i, color="white", lw=2.5)
             ax.set_title(row[c])
-            ax.set_xlabel(size_label(df))
+            ax.set_xlabel(size_label(df[df["dtype"] == row[c]], panel_in))  # what N is for this panel's kernels
             if c:
                 ax.tick_params(labelleft=False)
     cbar = fig.colorbar(mesh, ax=axes, location="bottom", shrink=0.5, aspect=35, pad=0.01)

@@ -90,3 +90,174 @@ def test_the_roofline_of_the_reference_labels_each_kernel_clear_and_names_each_r
         assert sum(e.startswith("datasheet") and "990 TFLOP/s" in e for e in entries) == 1, entries
     else:
         assert not any(e.startswith("datasheet") for e in entries), entries
+
+
+# ------------------------------------------------------------------- issue 50: what a reader of the figures sees
+
+
+def size_axis_trouble(fig) -> list[str]:
+    """What is wrong with a figure's size axes (log2 x) as drawn: two tick labels overlapping, a label on two lines,
+    a power of two without its label, or a size without one that no legend names ('short x tick')."""
+    from tests.test_figures import overlaps
+
+    fig.canvas.draw()
+    legends = [
+        t.get_text() for lg in fig.legends +
+        [a.get_legend() for a in fig.axes if a.get_legend()] for t in lg.get_texts()
+    ]
+    wrong = []
+    for ax in [a for a in fig.axes if a.axison and a.get_xscale() == "log"]:
+        labels = [t for t in ax.get_xticklabels() if t.get_text()]
+        wrong += [f"{ax.get_title()}: {a} over {b}" for a, b in overlaps(fig, labels)]
+        wrong += [f"{ax.get_title()}: {t.get_text()!r} on two lines" for t in labels if "\n" in t.get_text()]
+        shown = {t.get_text() for t in labels}
+        for n in sorted({int(round(x)) for x in list(ax.get_xticks()) + list(ax.get_xticks(minor=True))}):
+            if str(n) in shown:
+                continue
+            if n & (n - 1) == 0:
+                wrong.append(f"{ax.get_title()}: {n} (a power of two) unlabelled")
+            elif not any("short x tick" in t and str(n) in t
+                         for t in legends) and not any(f"N = {n}" in t.get_text()
+                                                       for t in ax.texts):  # named under the legend, or on the plot
+                wrong.append(f"{ax.get_title()}: {n} unlabelled and not named")
+    return wrong
+
+
+SIZE_AXES = [("scaling", "h200", None), ("scaling", "cpu", None), ("wave", "h200", None)]
+SIZE_AXES += [("bandwidth", "h200", k) for k in ("gelu", "softmax", "matmul", "attention")]
+
+
+@pytest.mark.parametrize("name,gpu,kernel", SIZE_AXES)
+def test_size_axes_label_each_tick_once_on_one_line_none_colliding(name, gpu, kernel, metrics, monkeypatch):
+    """Issue 50: 1793 beside 2048 on a log axis collided (then dropped 2048 to a second line): the powers of two keep
+    their labels on one line, and a size left without one (1793) keeps a short tick named under the legend."""
+    fig = draw(name, metrics, gpu, kernel, monkeypatch)
+    assert not size_axis_trouble(fig)
+    if name != "wave":  # the wave figure names 1793 in its gap's label
+        ticks = {int(round(x)) for ax in fig.axes if ax.axison for x in ax.get_xticks(minor=True)}
+        assert 1793 in ticks  # its tick is kept, unlabelled
+
+
+def points_in(box, ax) -> bool:
+    """Whether any drawn rate of `ax` (its error bars' lines, sampled a pixel apart) falls in `box`."""
+    import numpy as np
+    from matplotlib.container import ErrorbarContainer
+
+    for c in [c for c in ax.containers if isinstance(c, ErrorbarContainer)]:
+        v = c.lines[0].get_transform().transform(np.column_stack(c.lines[0].get_data()).astype(float))
+        for a, b in zip(v[:-1], v[1:]):
+            s = a + np.linspace(0, 1, int(np.hypot(*(b - a))) + 2)[:, None] * (b - a)
+            if ((s[:, 0] > box.x0) & (s[:, 0] < box.x1) & (s[:, 1] > box.y0) & (s[:, 1] < box.y1)).any():
+                return True
+    return False
+
+
+@pytest.mark.parametrize("gpu,kernel", [("h200", "matmul"), ("h200", "layernorm"), ("h200", "attention"),
+                                        ("cpu", "gelu")])
+def test_the_kernel_figure_draws_a_panel_per_dtype_its_roofs_labelled_clear(gpu, kernel, metrics, monkeypatch):
+    """Issue 50 ('the lines are heavily overplotted'): one panel per dtype, one line per implementation in each;
+    the roofs' labels overlap no other text, stay inside their panel and no rate runs through them."""
+    from figures.bandwidth import compute_bound
+
+    from tests.test_figures import overlaps
+
+    m = pd.read_parquet(metrics)
+    rows = m[(m["gpu"] == gpu) & (m["kernel"] == kernel) & m["claimable"] & (m["pass"] == "fwd")]
+    fig = draw("bandwidth", metrics, gpu, kernel, monkeypatch)
+    panels = [ax for ax in fig.axes if ax.axison]
+    dtypes = [d for d in ("float32", "tf32", "bfloat16", "float16") if d in set(rows["dtype"])]
+    assert [ax.get_title().split(":")[0] for ax in panels] == dtypes
+    fig.canvas.draw()
+    for ax, dtype in zip(panels, dtypes):
+        lines = [c.lines[0] for c in ax.containers]
+        assert len(lines) == rows.loc[rows["dtype"] == dtype, "impl"].nunique()
+        assert len({line.get_color() for line in lines}) == len(lines)  # one implementation each, no dtype twice
+        labels = ax.texts
+        assert len(labels) == (1 if gpu == "cpu" else 2), [t.get_text() for t in labels]
+        assert not overlaps(fig, labels + [ax.title])
+        frame = ax.get_window_extent()
+        for t in labels:
+            box = t.get_window_extent()
+            assert frame.y0 <= box.y0 and box.y1 <= frame.y1 and frame.x0 <= box.x0 and box.x1 <= frame.x1, t
+            assert not points_in(box, ax), f"{dtype}: a rate runs through {t.get_text()!r}"
+    assert compute_bound(rows) == (panels[0].get_yscale() == "log")
+
+
+@pytest.mark.parametrize("gpu", ["h200", "cpu"])
+def test_the_scaling_figure_draws_the_builtin_and_ours_only(gpu, metrics, monkeypatch):
+    """Issue 50 ('heavily overplotted'): six implementations in three frames each made eighteen lines a panel; two
+    implementations (the builtin and ours) in their own colours keep the frames apart, and no text of a panel runs
+    into another."""
+    from figures._common import PALETTE
+
+    from tests.test_figures import overlaps
+
+    fig = draw("scaling", metrics, gpu, None, monkeypatch)
+    allowed = {PALETTE["builtin"], PALETTE["triton"]}  # the reference's rows, relabelled as the CPU's too
+    for ax in [a for a in fig.axes if a.axison]:
+        colours = {line.get_color() for line in ax.get_lines()} & set(PALETTE.values())
+        assert colours == allowed, ax.get_title()
+        assert not overlaps(fig, ax.texts + [ax.title]), ax.get_title()
+        assert ("floor" in ax.get_title()) == (gpu != "cpu")  # the launch floor's value: in the title, not a plot
+    named = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    assert "PyTorch builtin" in named and "Triton (ours)" in named and "naive PyTorch" not in named
+
+
+@pytest.mark.parametrize("gpu", ["h200", "cpu"])
+def test_each_speedup_panel_names_what_n_is_for_its_kernels(gpu, metrics, monkeypatch):
+    """Issue 50 ('every per-kernel x axis reads M = N = K'): a panel's size axis names N for each kind of kernel in
+    it, and for none that is not."""
+    words = {
+        "elementwise": ("gelu", "saxpy", "vecadd"),
+        "rows = cols = N": ("layernorm", "rmsnorm", "rowsum", "softmax"),
+        "M = N = K": ("matmul", ),
+        "sequence length": ("attention", )
+    }
+    fig = draw("speedup", metrics, gpu, None, monkeypatch)
+    panels = [ax for ax in fig.axes if ax.axison and ax.get_xlabel() and ax.get_title()]
+    assert panels
+    m = pd.read_parquet(metrics)
+    for ax in panels:
+        rows = m[(m["gpu"] == gpu) & (m["dtype"] == ax.get_title()) & m["speedup_vs_builtin"].notna()]
+        kernels = set(rows.loc[rows["impl"] != "builtin", "kernel"])
+        label = ax.get_xlabel().replace("\n", " ")
+        for phrase, of in words.items():
+            assert (phrase in label) == bool(kernels & set(of)), (ax.get_title(), phrase, label)
+
+
+def test_the_fusion_tables_headers_do_not_collide(metrics, monkeypatch):
+    """Issue 50: 'compile', 'compile-max' and 'Triton' ran into each other over the columns of the launch counts."""
+    from tests.test_figures import overlaps
+
+    fig = draw("fusion", metrics, "h200", None, monkeypatch)
+    fig.canvas.draw()
+    for ax in [a for a in fig.axes if a.axison]:
+        assert not overlaps(fig, ax.get_xticklabels()), ax.get_title()
+
+
+def test_the_shapes_figure_gives_each_kernel_a_panel(tmp_path, monkeypatch):
+    """Issue 50 ('heavily overplotted'): nine kernels told apart by marker alone in one scatter; now a panel per
+    kernel, a colour and marker per set, ties hollow, the ratio axis in plain numbers, no text under 7 pt."""
+    from matplotlib.colors import to_hex
+
+    from analysis.shapes import one_dtype, ours_over_best
+
+    raw = pd.concat([pd.read_parquet(p) for p in sorted(REFERENCE.glob("shapes/*/*.parquet"))], ignore_index=True)
+    path = tmp_path / "shapes.parquet"
+    compute_metrics(raw, pd.read_parquet(REFERENCE / "ceilings.parquet")).to_parquet(path)
+    fig = draw("shapes", path, "h200", None, monkeypatch)
+    d = one_dtype(ours_over_best(pd.read_parquet(path)))
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in panels] == sorted(set(d["kernel"]))
+    for ax in panels:
+        k = d[d["kernel"] == ax.get_title()]
+        assert sum(len(c.get_offsets()) for c in ax.collections) == len(k)
+        edges = {to_hex(c.get_edgecolor()[0]) for c in ax.collections}
+        assert len(edges) == k["preset"].nunique()  # a colour per set
+        hollow = sum((c.get_facecolors()[:, 3] == 0).sum() for c in ax.collections)
+        assert hollow == (k["verdict"] == "tie").sum()
+    fig.canvas.draw()
+    ticks = [t.get_text() for t in panels[0].get_yticklabels() if t.get_text()]
+    assert ticks and all(re.fullmatch(r"[0-9.]+", t) for t in ticks), ticks
+    scale, texts, outside = printed_text(fig, "shapes")
+    assert not [t for pt, t in texts if pt < MIN_PT - 1e-6] and outside < 0.02

@@ -224,7 +224,7 @@ def test_bandwidth_draws_each_cells_p20_p80_spread(monkeypatch, tmp_path, inputs
 def test_scaling_draws_each_cells_p20_p80_band(monkeypatch, tmp_path, inputs):
     metrics = pd.read_parquet(inputs / "metrics.parquet")
     fig = drawn(monkeypatch, "scaling", inputs, tmp_path)["fig"]
-    ax = next(a for a in fig.axes if a.get_title() == "gelu")
+    ax = next(a for a in fig.axes if a.get_title().split(",")[0] == "gelu")  # "gelu, floor 15 µs"
     r = metrics[(metrics["gpu"] == "h200") & (metrics["kernel"] == "gelu") & (metrics["impl"] == "builtin")
                 & (metrics["dtype"] == "float32") & (metrics["size"] == 1024)].iloc[0]
     bands = [p.vertices for c in ax.collections if isinstance(c, PolyCollection) for p in c.get_paths()]
@@ -306,13 +306,39 @@ def test_the_roofline_draws_each_roof_once(monkeypatch, tmp_path, inputs):
 
 
 def test_a_size_axis_is_named_by_its_shape_family():
+    """Issue 50: what N is, per kind of kernel: an elementwise kernel's N x N elements, a row kernel's rows = cols =
+    N, matmul's M = N = K, attention's sequence length; a panel of several kinds names each, none left out."""
     from figures._common import size_label
 
-    rows = pd.DataFrame({"kernel": ["gelu", "matmul", "attention"], "family": ["rows", "mkn", None]})
+    rows = pd.DataFrame({"kernel": ["gelu", "softmax", "matmul", "attention"], "family": ["rows", "rows", "mkn", None]})
     assert size_label(rows[rows["kernel"] == "attention"]).startswith("sequence length N (batch 16384 / N")
     assert size_label(rows[rows["kernel"] == "matmul"]) == "N (M = N = K)"
-    assert size_label(rows[rows["kernel"] == "gelu"]) == "N (an N x N input)"
-    assert size_label(rows) == "N (matmul M=N=K, attention: seq. N)"
+    assert size_label(rows[rows["kernel"] == "gelu"]) == "N (N x N elements)"
+    assert size_label(rows[rows["kernel"] == "softmax"]) == "N (rows = cols = N)"
+    assert size_label(rows) == ("N: elementwise N x N, row kernels rows = cols = N, matmul M = N = K, attention "
+                                "sequence length N")
+    assert size_label(rows[rows["kernel"] != "attention"]) == \
+        "N: elementwise N x N, row kernels rows = cols = N, matmul M = N = K"  # the CPU's speedup panel
+    wrapped = size_label(rows, 2.0)  # a panel's width: one kind's words never split over two lines
+    assert wrapped.replace("\n", " ") == size_label(rows) and "\n" in wrapped
+    for kind in ("elementwise N x N", "row kernels rows = cols = N", "matmul M = N = K", "attention sequence length N"):
+        assert any(kind in line for line in wrapped.split("\n")), (kind, wrapped)
+
+
+def test_the_elementwise_kernels_are_those_that_say_so():
+    """figures._common.ELEMENTWISE (the kernels whose N is 'N x N elements') is the set of rows-family kernels whose
+    description says elementwise: a new elementwise kernel is not labelled a row kernel."""
+    import re
+
+    from figures._common import ELEMENTWISE
+
+    found = set()
+    for init in (ROOT / "kernels").glob("*/__init__.py"):
+        text = init.read_text()
+        description = re.search(r'description="([^"]*)"', text)
+        if description and "family=" not in text.split("KERNEL = Kernel(")[-1]:  # the rows family (the default)
+            found |= {init.parent.name} if "elementwise" in description.group(1) else set()
+    assert found == ELEMENTWISE
 
 
 def test_the_cpu_figures_draw_only_what_applies(monkeypatch, tmp_path, inputs):
@@ -442,3 +468,37 @@ def test_one_process_draws_the_figures_of_a_device_or_a_kernel(tmp_path, inputs)
             } == {"fusion.pdf", "fusion.png", "roofline.pdf", "roofline.png", "bandwidth"}
     with pytest.raises(SystemExit):  # a kernel figure needs its kernel
         main(["--gpu", "h200", "--metrics", metrics, "--outdir", str(tmp_path), "bandwidth"])
+
+
+def test_a_size_axis_labels_the_powers_of_two_and_leaves_a_crowded_size_a_short_tick():
+    """Issue 50 ('1793 and 2048 overlap'): where 1793's label has no room beside 2048's, 1793 keeps a short tick
+    without a label (returned, for the figure to name); every power of two keeps its label, on one line; with room
+    enough, every size is labelled."""
+    import matplotlib.pyplot as plt
+
+    from figures._common import setup, size_axis, unlabelled_note
+
+    setup()
+    sizes = [256, 512, 1024, 1793, 2048, 4096, 8192]
+    fig, ax = plt.subplots(figsize=(2.0, 1.5))
+    assert size_axis(ax, sizes, 1.5) == [1793]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["256", "512", "1024", "2048", "4096", "8192"]
+    assert list(ax.get_xticks(minor=True)) == [1793]
+    assert unlabelled_note([1793]) == "short x tick: N = 1793" and unlabelled_note([]) == ""
+    fig.canvas.draw()
+    assert not overlaps(fig, ax.get_xticklabels())
+    wide, ax = plt.subplots(figsize=(12.0, 1.5))
+    assert size_axis(ax, sizes, 11.0) == []
+    assert [t.get_text() for t in ax.get_xticklabels()] == [str(n) for n in sizes]
+    plt.close(fig)
+    plt.close(wide)
+
+
+def test_the_wave_figure_keeps_a_tick_at_its_odd_size(monkeypatch, tmp_path, inputs):
+    """The gap the wave model does not explain is at N = 1793: its tick is on the axis (labelled where it has room,
+    else a short tick that the gap's label names)."""
+    fig = drawn(monkeypatch, "wave", inputs, tmp_path, kernel="matmul")["fig"]
+    for ax in [a for a in fig.axes if a.axison]:
+        ticks = set(ax.get_xticks()) | set(ax.get_xticks(minor=True))
+        assert 1793 in ticks
+        assert 1793 in ax.get_xticks() or any("N = 1793" in t.get_text() for t in ax.texts)
