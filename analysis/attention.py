@@ -35,9 +35,10 @@ def compute_bound_sentence(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: s
     per = ", ".join(f"{fmt(r.arithmetic_intensity)} at {int(r.size)}" for r in a.itertuples())
     where = (f"so it is compute-bound from a sequence of {int(past['size'].iloc[0])} on"
              if len(past) else "so it stays memory-bound over the sizes swept")
-    return (f"Causal attention at the sweep's shapes (bfloat16) does $S/4$ FLOPs per byte of its minimum traffic: "
-            f"{per} FLOP/B, against a ridge point of {fmt(ridge)} FLOP/B (the measured bf16 roof over the measured "
-            f"copy bandwidth), {where}. ")
+    return (
+        f"Causal attention at the sweep's shapes (bfloat16) does about $S/4$ FLOPs per byte of its minimum traffic: "
+        f"{per} FLOP/B, against a ridge point of {fmt(ridge)} FLOP/B (the measured bf16 roof over the measured "
+        f"copy bandwidth), {where}. ")
 
 
 def traffic_sentence(traffic: pd.DataFrame | None) -> str:
@@ -144,7 +145,8 @@ def roof_sentence(backends: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> s
     peak = float(roof.iloc[0]) / 1e12
     parts = [f"{tex_escape(r.label)} {fmt(r.tflops)} ({fmt(r.tflops / peak)})" for r in at.itertuples()]
     return (f"At the longest causal sequence ({int(at['seq'].iloc[0])}, head dim 128, bf16), the forward pass "
-            f"reaches, in TFLOP/s and as a share of the measured bf16 roof ({fmt(peak)} TFLOP/s, a GEMM's): "
+            f"reaches, in TFLOP/s and as a share of the measured bf16 roof ({fmt(peak)} TFLOP/s, a GEMM's, at the "
+            f"clock it ran at, not scaled to each cell's as Table~\\ref{{tab:results}} scales it): "
             f"{', '.join(parts)}. ")
 
 
@@ -203,12 +205,10 @@ def range_sentence(backends: pd.DataFrame) -> str:
 
 
 # Why ours trails the fastest backend: a fact of the kernel (kernels/attention/__init__.py) and of the tuning probes (lab/).
-SCHEDULE = (
-    "Our forward is FlashAttention-2's schedule: Q, K and V tiles arrive through TMA descriptors (heavy causal "
-    "tiles first), and each warp runs its tile's softmax between the tile's two matrix products. "
-    "FlashAttention-3's schedule hides that softmax behind another warpgroup's products (warp "
-    "specialisation), which our kernel lacks: Triton 3.6's automatic warp specialisation did not compile this loop "
-    "at every tile shape tried on the H200 and gained nothing where it did. ")
+SCHEDULE = ("Our forward is FlashAttention-2's schedule: Q, K and V tiles arrive through TMA descriptors (heavy causal "
+            "tiles first), and each warp runs its tile's softmax between the tile's two matrix products. "
+            "FlashAttention-3's schedule hides that softmax behind another warpgroup's products (warp "
+            "specialisation), which our kernel lacks. ")
 
 
 def attention_section(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str, traffic: pd.DataFrame | None,

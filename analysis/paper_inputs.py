@@ -140,7 +140,8 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
         "table_provenance":
         origin.provenance_table(gpu_runs, tex_escape),
         "figures":
-        figures_tex(metrics_gpu, gpus, figdir, GPU_FIGURE_CAPTIONS, sources, launch_counts, drawn),
+        figures_tex(metrics_gpu, gpus, figdir, GPU_FIGURE_CAPTIONS, sources, launch_counts, drawn,
+                    {("roofline", gpu)}),  # Figure 1 (paper/main.tex)
         "figures_projection":
         figures_tex(metrics_gpu, gpus, figdir, PROJECTION_FIGURE_CAPTIONS, sources, launch_counts, drawn),
         "kernels":

@@ -166,10 +166,10 @@ def cause_phrase(row: pd.Series, best: str, traffic: pd.DataFrame, launched: pd.
         unit = UNIT_NAME.get(str(compute_unit), str(compute_unit or "").upper())
         theirs = row.get("best_roof", np.nan)
         why = "sec:attn" if row["kernel"] == "attention" else \
-            "sec:precision" if str(compute_unit) in ("fp32", "tf32") else "sec:tiles"
-        return "compute", (f"{unit} roof: ours at {fmt(frac, 2)}" +
-                           (f", {IMPL_SHORT[best]} at {fmt(theirs, 2)}" if np.isfinite(theirs) else "") +
-                           f", each at its cell's clock; why: SECREF({why})")
+            "sec:precision" if str(compute_unit) in ("fp32", "tf32") else None  # where what differs is measured
+        return "compute", (f"{unit} roof at each one's clock: ours {fmt(frac, 2)}" +
+                           (f", {IMPL_SHORT[best]} {fmt(theirs, 2)}" if np.isfinite(theirs) else "") +
+                           (f"; why: SECREF({why})" if why else ""))
     t = traffic[(traffic["kernel"] == row["kernel"]) & (traffic["pass"] == row["pass"])
                 & (traffic["dtype"] == row["dtype"]) & (traffic["size"] == row["size"])].set_index("impl") \
         if {"dtype", "size", "moved_bytes"} <= set(traffic) else traffic.iloc[:0]
@@ -180,12 +180,13 @@ def cause_phrase(row: pd.Series, best: str, traffic: pd.DataFrame, launched: pd.
     n = launched[(launched["kernel"] == row["kernel"]) & (launched["pass"] == row["pass"])
                  & (launched["dtype"] == row["dtype"])].drop_duplicates("impl").set_index("impl")["n_kernels"]
     if {best, OURS} <= set(n.index) and n[best] > n[OURS]:
-        return "launches", f"{IMPL_SHORT[best]}: {int(n[best])} kernels to our {int(n[OURS])}"
+        return "launches", f"{IMPL_SHORT[best]}: {int(n[best])} kernels, ours {int(n[OURS])}"
     theirs = row.get("best_roof", np.nan)
     if np.isfinite(frac) and np.isfinite(theirs) and theirs < 0.9 * frac:
         return "below", f"{IMPL_SHORT[best]} at {fmt(theirs, 2)} of the wall"
     if np.isfinite(frac) and frac >= 0.85:
-        return "wall", "at the memory wall"
+        return "wall", "at the wall" + (f": ours {fmt(frac, 2)}, {IMPL_SHORT[best]} {fmt(theirs, 2)}"
+                                             if np.isfinite(theirs) else "")
     return "memory", "memory-bound, below the wall"
 
 
@@ -274,7 +275,7 @@ def results_table(rows: pd.DataFrame) -> str:
         t = t.drop(columns=("", "N"))
     t.columns = pd.MultiIndex.from_tuples(t.columns)
     wrap = ">{\\raggedright\\arraybackslash}p{%s}"
-    align = "lll" + ("r" if ("", "N") in t.columns else "") + "rlrrr" + wrap % "3.3cm" + wrap % "3.5cm"
+    align = "lll" + ("r" if ("", "N") in t.columns else "") + "rlrrr" + wrap % "3.9cm" + wrap % "3.3cm"
     body = table_latex(t, {(g, "roof"): lambda x: f"{x:.2f}" if np.isfinite(x) else "--"}, align)
     body = re.sub(r"!!([0-9.]+)", r"\\textbf{\1}", body).replace(ratio, "\\shortstack{ours /\\\\best}")
     return section_refs(body)

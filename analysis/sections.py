@@ -115,13 +115,16 @@ def figure_drawn(path: str, drawn: Collection[str] | None) -> bool:
 
 
 def figures_tex(metrics: pd.DataFrame, gpus: list[str], figdir: str, captions: dict[str, str], sources: dict[str, str],
-                launch_counts: set[str] | None = None, drawn: Collection[str] | None = None) -> str:
+                launch_counts: set[str] | None = None, drawn: Collection[str] | None = None,
+                in_main_text: Collection[tuple[str, str]] = ()) -> str:
     """The figures of each GPU that are drawn (figure_drawn) and show data, their captions naming the GPU and its
-    source."""
+    source; the (figure, GPU) pairs the main text already shows (``in_main_text``) are not drawn twice."""
     out = []
     for fig, caption in captions.items():
         for g in gpus:
             path = f"{figdir}/{g}/{fig}.pdf"
+            if (fig, g) in in_main_text:
+                continue
             if figure_drawn(path, drawn) and has_data(fig, metrics, g, launch_counts):
                 where = tex_escape(origin.dataset_label(g, sources.get(g, f"results/raw/{g}")))
                 out.append(
@@ -260,8 +263,10 @@ def cpu_section(m: Macros, metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir
         "implementation, and the fastest in host time (a tie within noise named as one).}\n"
         "\\label{tab:cpu-summary}\n" + cpu_summary_table(rows) + "\\end{table}\n",
         "\\begin{table}[!htbp]\n\\centering\\small\n"
-        f"\\caption{{Ceilings measured on the CPU ({where}), in host time: the copy and the best GEMM per math "
-        "mode.}\n\\label{tab:cpu-ceilings}\n" + cpu_ceilings_table(ceilings) + "\\end{table}\n",
+        f"\\caption{{Ceilings measured on the CPU ({where}), in host time: each copy by the bytes it moves (a copy "
+        "the size of a sweep's cell runs from the CPU's caches, the large one from DRAM; the roof is the fastest, "
+        "what a cell of that size can reach) and the best GEMM per math mode.}\n\\label{tab:cpu-ceilings}\n" +
+        cpu_ceilings_table(ceilings) + "\\end{table}\n",
         "\\begin{table}[!htbp]\n\\centering\\scriptsize\\setlength{\\tabcolsep}{3pt}\n"
         f"\\caption{{Environment and provenance of the CPU data ({where}): its runs, commits, dates, versions, "
         "timing settings and the rows each contributed.}\n\\label{tab:cpu-provenance}\n" +

@@ -254,7 +254,9 @@ def shape_losses_section(metrics: pd.DataFrame, rules: VerdictRules = VerdictRul
     if lost.empty:
         return head + ".\n", ""
     w = lost.loc[lost["worst"].idxmin()]
-    head += (f" (Table~\\ref{{tab:shape-losses}}); the worst is {tex_escape(w['kernel'])} {tex_escape(w['pass'])} in "
+    per = lost.groupby("kernel")["lost"].sum().sort_values(ascending=False)
+    head += (" (" + ", ".join(f"{tex_escape(k)} {int(v)}" for k, v in per.items()) + ";")
+    head += (f" Table~\\ref{{tab:shape-losses}}); the worst is {tex_escape(w['kernel'])} {tex_escape(w['pass'])} in "
              f"{tex_escape(w['dtype'])} at {tex_escape(w['worst_shape'])} of the \\texttt{{{tex_escape(w['preset'])}}} "
              f"set, where ours runs at {fmt(w['worst'], 2)}$\\times$ the {tex_escape(w['lost_to'])}'s speed.\n")
     t = pd.DataFrame({

@@ -189,13 +189,14 @@ def gap_finding(b, t) -> str:
     top stalls, DRAM throughput and occupancy."""
     dram = f"{_pct(t['dram_pct'])} of DRAM peak against the builtin's {_pct(b['dram_pct'])}"
     if _stall_kind(b) == "issue" and _stall_kind(t) == "memory":
-        return (f"What differs: the builtin's kernel is held by issuing instructions (its warps wait their turn, "
-                f"not on memory), ours waits on memory as a kernel at the memory wall does, and reaches {dram}.")
+        return (f"what differs is that the builtin's kernel is held by issuing instructions (its warps wait their "
+                f"turn, not on memory), while ours waits on memory as a kernel at the memory wall does, and reaches "
+                f"{dram}.")
     occ = t["main_achieved_occupancy_pct"] / b["main_achieved_occupancy_pct"]
     more = (f", at {fmt(occ, 2)}$\\times$ its achieved occupancy" if pd.notna(occ) and not 0.77 < occ < 1.3 else "")
     if _stall_kind(b) == _stall_kind(t) == "memory":
-        return f"What differs: both wait on memory, and ours keeps more of it in flight: {dram}{more}."
-    return f"What differs: ours reaches {dram}{more}."
+        return f"both kernels wait on memory most, and ours reaches {dram}{more}."
+    return f"ours reaches {dram}{more}."
 
 
 def gap_sentence(c: pd.DataFrame, kernels) -> str:
@@ -209,7 +210,7 @@ def gap_sentence(c: pd.DataFrame, kernels) -> str:
             continue
         b, t = g.loc["builtin"], g.loc["triton"]
         slower, more = b["duration_us"] / t["duration_us"], b["dram_bytes"] / t["dram_bytes"]
-        said.append(f"In {tex_escape(kernel)} ({_where(t)}; Nsight Compute, one call each): {gap_finding(b, t)} "
+        said.append(f"In {tex_escape(kernel)} ({_where(t)}; Nsight Compute, one call each), {gap_finding(b, t)} "
                     f"In detail, "
                     f"{memory_side('the builtin', b)}; {memory_side('ours', t)}. The builtin's time is "
                     f"{fmt(slower)}$\\times$ ours under the profiler, for {fmt(more)}$\\times$ our DRAM bytes" +

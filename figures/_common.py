@@ -70,7 +70,7 @@ STYLE = {
 }
 PNG_DPI = 100  # the report's copy: a screen's resolution at the printed size (the paper takes the PDF)
 # A point above its own run's roof: drawn, but never silently (it is listed in the paper's findings table)
-FINDING_LABEL = "above its roof (findings table)"
+FINDING_LABEL = "above its roof at its cell's clock"
 FINDING_STYLE = {"marker": "*", "s": 60, "facecolors": "none", "edgecolors": "black", "linewidths": 0.7, "zorder": 5}
 
 

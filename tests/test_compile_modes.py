@@ -72,4 +72,5 @@ def test_the_paper_states_every_compile_mode():
     assert "the compile-max rows (matmul) in mode \\texttt{max-autotune-no-cudagraphs}" in both
     assert "not measured" not in both
     part = compile_modes_sentence(rows([("attention", "compile"), ("matmul", "compile-max")]), "h200")
-    assert part.endswith("No max-autotune row was measured for attention.")  # a compute-bound kernel without its row: said
+    assert part.endswith(
+        "No max-autotune row was measured for attention.")  # a compute-bound kernel without its row: said

@@ -219,7 +219,9 @@ def test_sections_and_figures(generated):
         assert f"\\subsection{{{kernel}}}" in kernels
     assert kernels.count("\\begin{table}") == 3
     assert "bandwidth/gelu.pdf" in kernels
-    assert "roofline.pdf" in generated["figures"] and "wave.pdf" in generated["figures_projection"]
+    # the headline GPU's roofline is Figure 1 of the main text, not drawn again among the appendix's figures
+    assert "roofline.pdf" not in generated["figures"] and "wave.pdf" in generated["figures_projection"]
+    assert "{results/figures/\\HeadlineGpuKey/roofline.pdf}" in (ROOT / "paper" / "main.tex").read_text()
     assert "\\label{fig:wave-h200}" in generated["figures_projection"]  # main.tex refers to it
 
 

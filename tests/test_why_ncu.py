@@ -283,10 +283,11 @@ def test_attention_names_how_many_times_the_other_sides_instructions_ours_issues
 
 @pytest.mark.parametrize(
     "builtin_stall, ours_stall, occupancy, want",
-    [("not_selected 3.0", "long_scoreboard 9.5", 49.0, "the builtin's kernel is held by issuing instructions"),
-     ("long_scoreboard 7.0", "long_scoreboard 35.2", 92.0, "both wait on memory, and ours keeps more of it in flight"),
+    [("not_selected 3.0", "long_scoreboard 9.5", 49.0,
+      "what differs is that the builtin's kernel is held by issuing instructions"),
+     ("long_scoreboard 7.0", "long_scoreboard 35.2", 92.0, "both kernels wait on memory most, and ours reaches"),
      ("long_scoreboard 5.9", "long_scoreboard 4.2", 45.0, "at 2$\\times$ its achieved occupancy"),
-     ("barrier 2.0", "long_scoreboard 4.2", 90.0, "What differs: ours reaches 78"), ])
+     ("barrier 2.0", "long_scoreboard 4.2", 90.0, "ours reaches 78"), ])
 def test_an_equal_bytes_gap_states_what_differs_first(builtin_stall, ours_stall, occupancy, want):
     """The finding before the numbers: an issue-bound builtin against ours at the memory wall, or both waiting on
     memory with ours keeping more in flight (and the occupancy where it differs by 30 % or more)."""
