@@ -186,7 +186,7 @@ def cause_phrase(row: pd.Series, best: str, traffic: pd.DataFrame, launched: pd.
         return "below", f"{IMPL_SHORT[best]} at {fmt(theirs, 2)} of the wall"
     if np.isfinite(frac) and frac >= 0.85:
         return "wall", "at the wall" + (f": ours {fmt(frac, 2)}, {IMPL_SHORT[best]} {fmt(theirs, 2)}"
-                                             if np.isfinite(theirs) else "")
+                                        if np.isfinite(theirs) else "")
     return "memory", "memory-bound, below the wall"
 
 

@@ -62,7 +62,7 @@ KERNEL_FIGURE_CAPTIONS = {
 # A compute-bound kernel's figure (analysis/claims.compute_bound) rates it in TFLOP/s against the compute roofs.
 KERNEL_FIGURE_CAPTIONS_COMPUTE = {
     "bandwidth":
-    f"Achieved TFLOP/s in {GPU_TIME} against size (the kernel is compute-bound), one panel per dtype, per "
+    f"Achieved TFLOP/s in {GPU_TIME} against size (compute-bound at its larger sizes), one panel per dtype, per "
     "implementation (colour and marker), bars from the p80 to the p20 time; horizontal lines, their values "
     "written above them: the measured GEMM peak of the panel's compute unit (black) and the datasheet's (grey).",
 }

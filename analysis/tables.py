@@ -10,6 +10,7 @@ from analysis.claims import CPU_FRAME_LABEL, FRAME_LABEL, findings, impl_names, 
 from analysis.columns import texts
 from analysis.latex import DTYPE_SHORT, IMPL_SHORT, fmt, table_latex, tex_escape
 from analysis.metrics import FIT_MIN_POINTS, FIT_MIN_SIZE, measured_peaks
+from analysis.why_tables import HOST_COST_SIZES
 from analysis.selection import largest, timed
 from rooflab.gpus import CPU_KEY, SPECS
 from rooflab.kernel import IMPL_LABEL as IMPL_NAME, IMPLS
@@ -322,9 +323,6 @@ def cpu_ceilings_table(ceilings: pd.DataFrame) -> str:
         return "\\begin{center}No ceilings were measured on the CPU.\\end{center}\n"
     t = pd.DataFrame(rows)
     return table_latex(t, {measured: fmt}, "lrl")
-
-
-HOST_COST_SIZES = 3  # the smallest sizes timed: the device's work a few microseconds, the loop time the host's
 
 
 def host_cost_rows(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:

@@ -32,9 +32,13 @@ def _work(rows: pd.DataFrame) -> pd.Series:
     return rows["flops"].where(compute, rows["bytes"]).astype(float)
 
 
+HOST_COST_SIZES = 3  # the smallest sizes timed: most kernels' device work a few microseconds, the loop time the host's
+
+
 def plateau(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
     """Per kernel (forward, its lowest precision) and implementation: the fixed cost per call (the median GPU time
-    at the smallest size, and the Python-loop time there), the rate at the largest size (work / GPU time: GB/s, or
+    at the smallest size, and the Python-loop time, the median over the HOST_COST_SIZES smallest sizes: one size's
+    outlier is not the host path), the rate at the largest size (work / GPU time: GB/s, or
     TFLOP/s for a compute-bound kernel), and the crossover: the smallest measured size whose work at that rate takes
     longer than the fixed cost (NaN: none up to the largest size)."""
     ok = timed(metrics, gpu)
@@ -62,7 +66,7 @@ def plateau(metrics: pd.DataFrame, gpu: str) -> pd.DataFrame:
                 "impl": impl,
                 "small": int(g.index[0]),
                 "fixed_us": fixed_ms * 1e3,
-                "loop_us": g["loop_ms"].iloc[0] * 1e3 if "loop_ms" in g else np.nan,
+                "loop_us": g["loop_ms"].iloc[:HOST_COST_SIZES].median() * 1e3 if "loop_ms" in g else np.nan,
                 "large": int(big),
                 "rate": rate / (1e12 if compute else 1e9),
                 "unit": "TFLOP/s" if compute else "GB/s",
@@ -96,7 +100,7 @@ def plateau_table(metrics: pd.DataFrame, gpu: str) -> str:
         t["unit"],
         (g, "crossover N"):
         t["crossover"].map(lambda v: "beyond largest" if not np.isfinite(v) else str(int(v))),
-        (lo, "µs at small N"):
+        (lo, "µs, 3 smallest N"):
         t["loop_us"],
     })
     out.columns = pd.MultiIndex.from_tuples(out.columns)

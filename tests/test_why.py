@@ -86,6 +86,8 @@ def test_plateau_crossover_is_the_first_size_whose_work_outlasts_the_fixed_cost(
     assert t["crossover"] == 1024 and t["fixed_us"] == pytest.approx(5.0) and t["unit"] == "GB/s"
     assert why.plateau(m.iloc[:0], "h200").empty
     assert "not measured" in why.plateau_table(m.iloc[:0], "h200")
+    looped = m.assign(loop_ms=[0.223, 0.030, 0.031, 0.090])  # one size's outlier, then the host path, then work
+    assert why.plateau(looped, "h200").iloc[0]["loop_us"] == pytest.approx(31.0)  # the median of the 3 smallest
 
 
 def test_waves_use_the_autotuned_tile_and_name_the_persistent_kernel():
