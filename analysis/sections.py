@@ -28,8 +28,8 @@ GPU_FIGURE_CAPTIONS = {
     "precision; measured ceilings black, the datasheet's grey (roofs that coincide drawn once); starred points lie "
     "above their roof scaled to their own cell's SM clock (Table~\\ref{tab:findings}).",
     "speedup":
-    f"Speedup over the PyTorch builtin in {GPU_TIME}, one panel per dtype, per kernel, implementation "
-    "and size (blue: faster, red: slower, beyond noise; white: a tie within noise); blank cells have no "
+    f"Speedup over the PyTorch builtin in {GPU_TIME}, one panel per kernel (and pass), rows dtype | "
+    "implementation, columns size (blue: faster, red: slower, beyond noise; white: a tie within noise); blank cells have no "
     "correct, timed pair.",
     "scaling":
     "Time against size per kernel (log-log), in one dtype (float32 where measured), for the PyTorch builtin and our "
@@ -74,8 +74,8 @@ CPU_FIGURE_CAPTIONS = {
     "CPU), labelled, against the copy and GEMM ceilings measured on this CPU (black; the memory-bound kernels left, "
     "the compute-bound right); the CPU has no datasheet roof.",
     "speedup":
-    "Speedup over the PyTorch builtin on the CPU in host time (one call), one panel per dtype, per "
-    "kernel, implementation and size (blue: faster, red: slower, beyond noise; white: a tie within "
+    "Speedup over the PyTorch builtin on the CPU in host time (one call), one panel per kernel (and pass), "
+    "rows dtype | implementation, columns size (blue: faster, red: slower, beyond noise; white: a tie within "
     "noise).",
     "scaling":
     "Time against size on the CPU (log-log), for the PyTorch builtin and torch.compile. Solid: host time of one "

@@ -158,7 +158,8 @@ def section(metrics: pd.DataFrame, figdir: str = "results/figures", rules: Verdi
             out.append(
                 figure(
                     str(pdf), f"{name}: ours over the best of PyTorch at every shape of the shape sets, "
-                    f"against the bytes a call moves (no one N fits these shapes); one panel per kernel, a colour per "
+                    f"against the FLOPs of a call for matmul and attention and the bytes it moves for the others (no "
+                    f"one N fits these shapes); one panel per kernel, a colour per "
                     f"set, hollow markers ties within noise.", f"fig:shapes-{gpu}"))
     return "\n".join(out)
 

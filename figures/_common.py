@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
+from matplotlib.colors import to_rgb  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 from analysis.claims import CPU_FRAME_LABEL, FRAME_LABEL, over_roof  # noqa: E402
@@ -210,15 +211,6 @@ def no_data_figure(args, title: str, message: str, name: str | None = None) -> N
     save(fig, args)
 
 
-def time_label(ms: float) -> str:
-    """A time with the unit that keeps it short: 3.2 us, 41 ms, 1.2 s."""
-    if ms < 1:
-        return f"{ms * 1e3:.3g} µs"
-    if ms < 1e3:
-        return f"{ms:.3g} ms"
-    return f"{ms / 1e3:.3g} s"
-
-
 def save(fig, args) -> None:
     """The PDF (the paper's, vector, its page the printed size) and the PNG (the report's, PNG_DPI): the whole
     figure as laid out, no cropping, so that what the paper scales is the page drawn here."""
@@ -245,25 +237,27 @@ def setup() -> None:
     plt.rcParams.update(STYLE)
 
 
-def size_axis(ax, sizes, width_in: float | None = None) -> list[int]:
+def size_axis(ax, sizes, width_in: float | None = None, gap_pt: float = 1.44) -> list[int]:
     """Log2 x axis with a tick at every measured size, each labelled as a plain number where its label has room:
-    powers of two first, then the other sizes (1793, 300) where theirs would not run into a label already placed
-    (estimated from the axes' width in inches, width_in or its share of the figure, and the labels' width at their
-    font size). A size left without its label keeps a short tick; returns those sizes, for the figure to name."""
+    powers of two first, then the other sizes (1793, 300) where theirs would not come within `gap_pt` of a label
+    already placed (estimated from the axes' width in inches, width_in or its share of the figure, its x limits, and
+    the labels' width at their font size). A size left without its label keeps a short tick; returns those sizes,
+    for the figure to name."""
     from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
     ax.set_xscale("log", base=2)
     ticks = sorted({int(n) for n in sizes})
     if width_in is None:
         width_in = ax.get_position().width * ax.figure.get_size_inches()[0] * 0.85
-    span = np.log2(ticks[-1] / ticks[0]) if len(ticks) > 1 else 1.0
-    per_octave = width_in / (span * 1.1)  # inches per octave (margins: ~5 % each side)
+    lo, hi = ax.get_xlim()
+    span = np.log2(hi / lo) if 0 < lo < hi else (np.log2(ticks[-1] / ticks[0]) * 1.1 if len(ticks) > 1 else 1.0)
+    per_octave = width_in / span  # inches per octave
     char_in = 0.62 * plt.rcParams["xtick.labelsize"] / 72  # a digit's width
     placed: list[tuple[float, float]] = []  # the labelled ticks' extents, inches from the first tick
     labelled = []
     for t in sorted(ticks, key=lambda t: (t & (t - 1) != 0, t)):  # powers of two first
-        x, half = np.log2(t / ticks[0]) * per_octave, len(str(t)) * char_in / 2 + 0.01  # 1.4 pt apart at least
-        if all(x + half <= lo or hi <= x - half for lo, hi in placed):
+        x, half = np.log2(t / ticks[0]) * per_octave, (len(str(t)) * char_in + gap_pt / 72) / 2
+        if all(x + half <= a or b <= x - half for a, b in placed):
             placed.append((x - half, x + half))
             labelled.append(t)
     labelled.sort()
@@ -292,18 +286,24 @@ def plain_log_ticks(axis, values) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
+def contrast(a, b) -> float:
+    """WCAG 2 contrast ratio of two sRGB colours: 1 (none) to 21 (black on white); small text needs 4.5 at least."""
+    rgb = (np.asarray(to_rgb(a)), np.asarray(to_rgb(b)))
+    lum = [np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055)**2.4) @ [0.2126, 0.7152, 0.0722] for c in rgb]
+    return (max(lum) + 0.05) / (min(lum) + 0.05)
+
+
 def annotated_grid(ax, values: pd.DataFrame, labels: pd.DataFrame, cmap, norm, fontsize: float = MIN_PT):
     """A heatmap of `values` (rows top to bottom, columns left to right; NaN blank) with each cell's label written
-    in it, black or white by the cell's lightness; tick labels from the index and columns. Returns the mesh (for a
-    colour bar)."""
+    in it, black or white, whichever contrasts more with the cell's colour (contrast); tick labels from the index
+    and columns. Returns the mesh (for a colour bar)."""
     data = values.to_numpy(dtype=float)
     mesh = ax.pcolormesh(np.ma.masked_invalid(data), cmap=cmap, norm=norm, edgecolors="white", linewidth=0.6)
     rgba = mesh.cmap(mesh.norm(np.nan_to_num(data)))
-    light = rgba[..., :3] @ np.array([0.299, 0.587, 0.114])
     for (i, j), text in np.ndenumerate(labels.to_numpy(dtype=object)):
         if isinstance(text, str) and text:
-            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=fontsize, in_layout=False,
-                    color="white" if light[i, j] < 0.5 else "black")  # inside its cell: no need to lay it out
+            colour = max(("black", "white"), key=lambda c: contrast(c, rgba[i, j]))  # 4.6:1 on any colour
+            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=fontsize, in_layout=False, color=colour)
     ax.set_xlim(0, data.shape[1])
     ax.set_ylim(data.shape[0], 0)
     ax.set_xticks(np.arange(data.shape[1]) + 0.5, [str(c) for c in values.columns])

@@ -1,6 +1,6 @@
 # Shape sets (config shapes, rooflab/shapes.py): the metrics of each set's results per (gpu, set, kernel), as
 # rules/analysis.smk computes the square sweep's, their concatenation results/shapes.parquet, one figure per device
-# (figures/shapes.py: every shape by bytes moved, not by N) and the paper's section on real shapes
+# (figures/shapes.py: every shape by FLOPs or bytes moved, not by N) and the paper's section on real shapes
 # (analysis/shapes.py). Measured by rule measure_shapes (rules/measure.smk).
 
 
