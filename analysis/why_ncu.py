@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.latex import DTYPE_SHORT, count_phrase, fmt, long_table, table_latex, tex_escape
+from analysis.why_timed import timed_note
 from analysis.why_tables import NOT_MEASURED
 from rooflab.gpus import spec_for
 
@@ -220,28 +221,6 @@ def gap_sentence(c: pd.DataFrame, kernels) -> str:
         said.append(f"What differs inside {' and '.join(missing)} kernels (occupancy, DRAM throughput, grid, "
                     f"stalls) is {NOT_MEASURED}.")
     return " ".join(said)
-
-
-def timed_note(timed: pd.DataFrame | None, dtype: str, b, t) -> str:
-    """Where the sweep's GPU time of the profiled matrix product (ours over cuBLAS) differs by more than 10 % from the
-    profile's: the sweep's ratio and both dates (the profile rows record no commit: a later date is a later run)."""
-    if timed is None or timed.empty:
-        return ""
-    g = timed[(timed["kernel"] == "matmul") & (timed["dtype"] == dtype) & (timed["size"] == t["size"])
-              & (timed["pass"] == "fwd")].set_index("impl")
-    if not {"builtin", "triton"} <= set(g.index):
-        return ""
-    ratio, profiled = g.at["triton", "median_ms"] / g.at["builtin", "median_ms"], t["duration_us"] / b["duration_us"]
-    if not np.isfinite(ratio) or abs(np.log(ratio / profiled)) <= np.log(1.1):
-        return ""
-    when, then = str(g.at["triton", "timestamp"])[:10], t.get("main_timestamp")
-    then = str(then)[:10] if isinstance(then, str) and then else ""
-    if then > when:  # the profile is of a later build than the timing
-        return (f" The timed ratio is of an earlier build of ours: the sweep's GPU time, taken {when}, has ours at "
-                f"{fmt(ratio)}$\\times$ cuBLAS's time, the profile of {then} at {fmt(profiled)}$\\times$; the "
-                f"results table's row for this cell is the earlier build's.")
-    return (f" The sweep's GPU time (taken {when}) has ours at {fmt(ratio)}$\\times$ cuBLAS's time, the profile "
-            f"{fmt(profiled)}$\\times$: they differ by more than 10\\,\\%, and these data do not say why.")
 
 
 def matmul_sentence(c: pd.DataFrame, timed: pd.DataFrame | None = None) -> str:
