@@ -45,8 +45,9 @@ def split_devices(metrics: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 def tied_best(cell: pd.DataFrame, col: str = "median_ms") -> pd.DataFrame:
     """The fastest row of one cell (one kernel, precision, size and pass) and every row tied with it, fastest first.
 
-    Tied: slower than the fastest by no more than the verdict's noise (analysis/metrics.noise_floor: three combined
-    standard errors of the two medians, and at least 2 %, 10 % under the short-cell threshold). 65.2 us against
+    Tied: slower than the fastest by no more than the verdict's noise (analysis/aa_floors.noise_floor: three combined
+    standard errors of the two medians, at least 2 %, 10 % under the short-cell threshold, and at least the run's
+    A/A floor of the frame and class). 65.2 us against
     65.2 us is a tie, never 'the fastest'."""
     # positions, not labels (a frame may repeat index labels), and the two columns it needs, then one take of rows
     vals = cell[col].to_numpy(dtype=float, na_value=np.nan)
@@ -56,7 +57,8 @@ def tied_best(cell: pd.DataFrame, col: str = "median_ms") -> pd.DataFrame:
         return cell.iloc[order]
     column = lambda name: cell[name].to_numpy(dtype=float, na_value=np.nan)[order]  # noqa: E731
     rse = column("rse_median") if "rse_median" in cell else np.full(len(order), np.nan)
-    narrow = pd.DataFrame({"median_ms": column("median_ms"), "rse_median": rse})
+    floors = {c: column(c) for c in cell if str(c).startswith("aa_floor_")}  # the run's A/A floors
+    narrow = pd.DataFrame({"median_ms": column("median_ms"), "rse_median": rse, **floors})
     noise = noise_floor(narrow, np.full(len(order), rse[0]))
     g = cell.iloc[order[vals[order] / vals[order[0]] - 1 <= noise]]
     return g if "rse_median" in g else g.assign(rse_median=np.nan)

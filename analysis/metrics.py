@@ -23,6 +23,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from analysis.aa_floors import floor_columns, noise_floor  # noqa: F401 (noise_floor: its home for the callers)
+
 from analysis.columns import flags, texts
 from rooflab.gpus import SPECS
 
@@ -108,12 +110,14 @@ def _own_spec_column(df: pd.DataFrame, prefix: str) -> np.ndarray:
     return out
 
 
-def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame, rules=None) -> pd.DataFrame:
+def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame, rules=None, floors: dict | None = None) -> pd.DataFrame:
     """The metrics of every raw row; ``rules`` (rooflab/verdicts.VerdictRules, config verdicts; default: the
-    schema's) judge the unpaired verdicts."""
+    schema's) judge the unpaired verdicts, each beyond its frame and class's A/A floor where ``floors`` has one
+    ({(frame, size class): floor}, analysis/aa_floors.lookup)."""
     from rooflab.io import legacy_math_modes
 
     df = raw.copy() if "math_mode" in raw else legacy_math_modes(raw)
+    df = df.assign(**floor_columns(floors or {}))  # every verdict beyond them (analysis/aa_floors.noise_floor)
     if "shape" not in df:  # a frame without shapes (made by hand): each size its own cell
         df["shape"] = df["size"].astype(str)
     # Claimable: correct and timed, and (for torch.compile) really compiled; a silent eager fallback is flagged in
@@ -221,7 +225,9 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame, rules=None) -> pd
         b_rse = b_rse[~b_rse.index.duplicated()].reindex(key).to_numpy(dtype=float)
         for frame, col in FRAMES.items():
             prefix = "" if frame == "gpu" else f"{frame}_"
-            noise = noise_floor(df, b_rse, col, rules)
+            b_ms = df[ok & (df["impl"] == base)].set_index(CELL)[col]
+            b_ms = b_ms[~b_ms.index.duplicated()].reindex(key).to_numpy(dtype=float)
+            noise = noise_floor(df, b_rse, col, rules, b_ms)
             s_ = df[f"{prefix}speedup_vs_{base}"].to_numpy(dtype=float)
             df[f"{prefix}verdict_vs_{base}"] = np.select([~np.isfinite(s_), s_ - 1 > noise, 1 - s_ > noise],
                                                          ["", "faster", "slower"], default="tie")
@@ -231,20 +237,6 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame, rules=None) -> pd
 CLOCK_FRACTION = 0.9  # a cell's SM clock under 90 % of its run's ceiling clock: flagged, no claim
 ROOF_SIGMA = 3.0  # above the roof by more than 3 standard errors of its median: a finding
 FRAMES = {"gpu": "median_ms", "graph": "graph_median_ms", "loop": "loop_ms"}
-
-
-def noise_floor(df: pd.DataFrame, base_rse: np.ndarray, col: str = "median_ms", rules=None) -> np.ndarray:
-    """The relative change a verdict of two medians timed apart must exceed (rooflab/verdicts.py, config verdicts):
-    k_sigma combined standard errors of the two medians, and at least the floor for the cell's length in its frame
-    (VerdictRules.unpaired_floor; CUDA-graph medians carry no launch jitter). The standard errors are the GPU-time
-    samples': the graph and loop medians have none of their own, so the floor carries those frames."""
-    from rooflab.verdicts import VerdictRules
-
-    rules = rules or VerdictRules()
-    rse = df["rse_median"].to_numpy(dtype=float)
-    sigma = rules.k_sigma * np.sqrt(np.nan_to_num(rse)**2 + np.nan_to_num(base_rse)**2)
-    short = df[col].to_numpy(dtype=float) * 1e3 < rules.short_cell_us
-    return np.maximum(sigma, rules.unpaired_floor(short, col == "graph_median_ms"))
 
 
 def above_roof_reason(r: pd.Series) -> str:
@@ -335,15 +327,22 @@ def apply_paired(df: pd.DataFrame, table: pd.DataFrame, rules=None) -> pd.DataFr
     return df
 
 
-def build(raw_paths, ceiling_paths, out: str, paired_paths=(), verdict_settings: dict | None = None) -> pd.DataFrame:
-    from analysis.paired import read_rounds, verdict_table
+def build(raw_paths, ceiling_paths, out: str, paired_paths=(), verdict_settings: dict | None = None,
+          floors_path=None) -> pd.DataFrame:
+    """The metrics of one (gpu, kernel): its unpaired verdicts, then its paired ones where it has rounds, each
+    beyond its rule's A/A floors of the run (``floors_path``: analysis/aa_floors's table; None: no floors)."""
+    from analysis import aa_floors
+    from analysis.paired import judge_with_floors, read_rounds, verdict_table
     from rooflab.io import CEILING_COLUMNS, read_raw_many, read_results, write_parquet
     from rooflab.verdicts import VerdictRules
 
     raw = read_raw_many(raw_paths)
     ceilings = pd.concat([read_results(p, CEILING_COLUMNS) for p in ceiling_paths], ignore_index=True)
     rules = VerdictRules.from_config(verdict_settings)
-    metrics = apply_paired(compute_metrics(raw, ceilings, rules), verdict_table(read_rounds(paired_paths), rules))
+    floors = aa_floors.read(floors_path)
+    table = judge_with_floors(verdict_table(read_rounds(paired_paths), rules), aa_floors.lookup(floors, "paired"),
+                              rules)
+    metrics = apply_paired(compute_metrics(raw, ceilings, rules, aa_floors.lookup(floors, "unpaired")), table)
     write_parquet(metrics, out)
     return metrics
 
@@ -370,13 +369,14 @@ def main(argv=None) -> None:
     ap.add_argument("--ceilings", nargs="*", default=[])
     ap.add_argument("--paired", nargs="*", default=[], help="the kernel's paired rounds (rooflab/paired.py)")
     ap.add_argument("--verdicts", default="{}", help="config verdicts, as JSON (rooflab/verdicts.py)")
+    ap.add_argument("--floors", default=None, help="the run's A/A floors (analysis/aa_floors.py)")
     ap.add_argument("--concat", nargs="*", default=None, help="per-kernel metrics files to concatenate")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     import json
 
     m = concat(a.concat, a.out) if a.concat is not None else \
-        build(a.raw, a.ceilings, a.out, a.paired, json.loads(a.verdicts))
+        build(a.raw, a.ceilings, a.out, a.paired, json.loads(a.verdicts), a.floors)
     status = m["status"] if "status" in m else pd.Series(dtype=str)
     print(f"{len(m)} rows, {int((status == 'ok').sum())} ok")
 

@@ -28,6 +28,7 @@ import logging
 import numpy as np
 import pandas as pd
 
+from analysis.aa_floors import unpaired_out_of_sample
 from rooflab.io import write_parquet, write_text
 from rooflab.verdicts import (FASTER, NOT_COMPARABLE, SLOWER, TIE, VerdictRules, paired_speedup, paired_verdict,
                               unpaired_verdict)
@@ -120,6 +121,19 @@ def aa_floors(table: pd.DataFrame, rules: VerdictRules = VerdictRules(), leave_o
     return out
 
 
+def judge_with_floors(table: pd.DataFrame, floors: dict, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
+    """The table's verdicts again, each beyond its frame and class's floor in ``floors`` ({(frame, size class):
+    floor}: the run's A/A floors, analysis/aa_floors.lookup); ``aa_floor`` the floor applied (NaN: none)."""
+    if table.empty or not floors:
+        return table
+    t = table.copy()
+    t["aa_floor"] = [floors.get((r.frame, r.size_class), np.nan) for r in t.itertuples()]
+    t["verdict"] = [
+        paired_verdict(r.speedup, r.lo, r.hi, r.half_width, r.size_class, rules, r.aa_floor) for r in t.itertuples()
+    ]
+    return t
+
+
 def with_aa_floors(table: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
     """The table judged again with the A/A floors: ``verdict_interval`` keeps the verdict of the interval alone,
     ``aa_floor`` the floor applied and ``verdict`` the verdict with it (twins: floors from the other kernels)."""
@@ -165,6 +179,9 @@ def unpaired_cells(raw: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> p
                 "verdict": unpaired_verdict(speedup, *rse, floor, rules.k_sigma),
                 "sm_clock_impl_mhz": a.get("sm_clock_after_mhz", np.nan),
                 "sm_clock_base_mhz": b.get("sm_clock_after_mhz", np.nan),
+                "rse_a": rse[0],
+                "rse_b": rse[1],
+                "cell": "|".join(map(str, ("matmul", *k))),
                 "source": "sweep cells"
             })
     return pd.DataFrame(rows)
@@ -201,15 +218,26 @@ def unpaired_repeat(repeat: pd.DataFrame | None, rules: VerdictRules = VerdictRu
                 "verdict":
                 unpaired_verdict(speedup, 0.0, 0.0, rules.unpaired_floor(cls == "short", frame == "graph"),
                                  rules.k_sigma),
+                "cell":
+                "|".join(str(r[c]) for c in ("kernel", "impl", "dtype", "size", "pass")),
                 "source":
                 "repeatability"
             })
     return pd.DataFrame(rows)
 
 
+def unpaired_pairs(raw: pd.DataFrame, repeat: pd.DataFrame | None,
+                   rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
+    """Every unpaired A/A pair of a run: matmul's naive and builtin cells of the sweep and the repeatability table's
+    cells, each judged by the unpaired rule with its configured floors."""
+    parts = [unpaired_cells(raw, rules) if len(raw) else pd.DataFrame(), unpaired_repeat(repeat, rules)]
+    return pd.concat([p for p in parts if len(p)], ignore_index=True) if any(len(p) for p in parts) else pd.DataFrame()
+
+
 def aa_rates(paired: pd.DataFrame, unpaired: pd.DataFrame) -> pd.DataFrame:
     """Per method, source, frame and size class: A/A pairs, ties, wins (faster or slower: false positives), not
-    comparable, and the tie rate (ties over all pairs)."""
+    comparable, and the tie rate (ties over all pairs). ``unpaired``'s rows are method "unpaired" unless they carry
+    a ``method`` of their own (analysis/aa_floors.unpaired_out_of_sample)."""
     parts = []
     if not paired.empty:
         aa = paired[paired["aa"] != ""].assign(method="paired", source=lambda d: d["aa"])
@@ -217,7 +245,8 @@ def aa_rates(paired: pd.DataFrame, unpaired: pd.DataFrame) -> pd.DataFrame:
         if "verdict_interval" in aa:
             parts.append(aa.assign(method="paired, interval only", verdict=aa["verdict_interval"]))
     if not unpaired.empty:
-        parts.append(unpaired.assign(method="unpaired"))
+        method = unpaired["method"].fillna("unpaired") if "method" in unpaired else "unpaired"
+        parts.append(unpaired.assign(method=method))
     if not parts:
         return pd.DataFrame(columns=[
             "method", "source", "frame", "size_class", "pairs", "tie", "false_positive", "not_comparable", "tie_rate",
@@ -293,9 +322,8 @@ def main(argv=None) -> int:
     table = with_aa_floors(verdict_table(read_rounds(args.paired), rules), rules)
     raw = read_raw_many(args.raw) if args.raw else pd.DataFrame()
     repeat = pd.concat([pd.read_csv(p) for p in args.repeatability]) if args.repeatability else None
-    unpaired = pd.concat([unpaired_cells(raw, rules) if len(raw) else pd.DataFrame(),
-                          unpaired_repeat(repeat, rules)], ignore_index=True)
-    rates = aa_rates(table, unpaired)
+    unpaired = unpaired_pairs(raw, repeat, rules)
+    rates = aa_rates(table, pd.concat([unpaired, unpaired_out_of_sample(unpaired, rules)], ignore_index=True))
     write_parquet(table, args.out)
     write_text(rates.to_csv(index=False), args.aa)
     write_text(summary_markdown(args.gpu, table, rates), args.md)

@@ -5,7 +5,7 @@ every loss.
   Triton time beside each PyTorch implementation (naive, builtin, torch.compile), the fastest of them and the
   verdict: ours ``slower`` when any PyTorch implementation beats it beyond noise, ``faster`` when ours beats every
   one beyond noise, else ``tie``. A verdict is read from the metrics' ``<frame>verdict_vs_<impl>`` column where the
-  metrics have one, else decided with the metrics' own noise floor (analysis/metrics.noise_floor).
+  metrics have one, else decided with the metrics' own noise floor (analysis/aa_floors.noise_floor).
 - ``results_table``: kernel x dtype (x pass) at the largest size: ours over the best of PyTorch in each frame, the
   fraction of the measured roofline, the cause in a phrase, and where ours loses (frames and sizes).
 - every loss, so none can be left out of the limitations: analysis/losses.py (its names re-exported here).
@@ -50,7 +50,8 @@ def _verdicts(ours: pd.DataFrame, base_rse: np.ndarray, speedup: np.ndarray, fra
     else ours against the base beyond the metrics' noise floor; and whether each came from paired rounds (the
     metrics' paired speedup there: analysis/metrics.apply_paired; only the builtin and naive are paired)."""
     col = FRAMES[frame]
-    noise = noise_floor(ours.assign(rse_median=ours["rse_median"] if "rse_median" in ours else np.nan), base_rse, col)
+    noise = noise_floor(ours.assign(rse_median=ours["rse_median"] if "rse_median" in ours else np.nan), base_rse, col,
+                        base_ms=ours[col].to_numpy(dtype=float) * speedup)
     computed = np.select([~np.isfinite(speedup), speedup - 1 > noise, 1 - speedup > noise], ["", "faster", "slower"],
                          default="tie")
     prefix = "" if frame == "gpu" else f"{frame}_"

@@ -14,12 +14,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.aa_floors import UNPAIRED_METHOD
 from analysis.latex import Macros, camel, fmt, gpu_tag, table_latex
 from rooflab.io import write_text
 from rooflab.verdicts import VerdictRules
 
 FRAME = {"gpu": "GPU time", "graph": "CUDA graph", "loop": "Python loop"}
-RULE = {"paired": "paired", "paired, interval only": "paired, no floor", "unpaired": "unpaired"}
+RULE = {
+    "paired": "paired",
+    "paired, interval only": "paired, no floor",
+    "unpaired": "unpaired, no floor",
+    UNPAIRED_METHOD: "unpaired"
+}
 SOURCE = {
     "twin": "same implementation twice",
     "same kernels": "naive and builtin GEMM",
@@ -52,7 +58,7 @@ def aa_macros(m: Macros, rates: pd.DataFrame, gpu: str) -> None:
     """\\AAPairedTieMin<Gpu> (the lowest tie rate of the paired rule over frames and classes), its frame and class,
     the pairs counted, the unpaired rule's lowest rate, and how many groups meet the goal."""
     tag = gpu_tag(gpu)
-    for method in ("paired", "unpaired"):
+    for method in ("paired", "unpaired", UNPAIRED_METHOD):
         g = rates[(rates["method"] == method) & (rates["pairs"] > 0)]
         name = camel(method)
         if g.empty:
@@ -67,20 +73,33 @@ def aa_macros(m: Macros, rates: pd.DataFrame, gpu: str) -> None:
               f"frame and class groups with ties in at least {GOAL:.0%} of their A/A pairs")
 
 
-def aa_sentence(rates: pd.DataFrame, gpu: str) -> str:
+def apart_method(rates: pd.DataFrame) -> str:
+    """The method the verdicts of cells timed apart are judged by: the unpaired rule with the run's A/A floors where
+    the A/A table has it (analysis/aa_floors), else the rule alone."""
+    return UNPAIRED_METHOD if ((rates["method"] == UNPAIRED_METHOD) & (rates["pairs"] > 0)).any() else "unpaired"
+
+
+def _rate(g: pd.DataFrame) -> str:
+    return fmt(100 * g["false_positive"].sum() / g["pairs"].sum(), 2)
+
+
+def aa_sentence(rates: pd.DataFrame, gpu: str, floors: pd.DataFrame | None = None) -> str:
     """What the paper says of the A/A test on one GPU, counts in agreement: how many pairs known identical each rule
-    judged, how many it called faster or slower, its lowest tie rate and where; or that no pairs were timed."""
+    judged, how many it called faster or slower, its lowest tie rate and where; the unpaired rule's A/A floors
+    (``floors``: analysis/aa_floors's table) and its error without them; or that no pairs were timed."""
     from analysis.latex import count_phrase
 
     parts = []
-    for method, what in (("paired", "timed in paired rounds"), ("unpaired", "timed apart")):
+    apart = apart_method(rates)
+    for method, what in (("paired", "timed in paired rounds"), (apart, "timed apart")):
         g = rates[(rates["method"] == method) & (rates["pairs"] > 0)]
         if g.empty:
             continue
         worst = g.loc[g["tie_rate"].idxmin()]
         wins = int(g["false_positive"].sum())
         nc = int(g["not_comparable"].sum())
-        parts.append(f"of {count_phrase(int(g['pairs'].sum()), 'pair')} {what}, the {method} rule called "
+        rule = "paired" if method == "paired" else "unpaired"
+        parts.append(f"of {count_phrase(int(g['pairs'].sum()), 'pair')} {what}, the {rule} rule called "
                      f"{count_phrase(wins, 'pair')} faster or slower" + (f" and {nc} not comparable" if nc else "") +
                      f" (a tie in at least {fmt(100 * worst['tie_rate'], 3)}\\,\\% of the pairs of every frame and "
                      f"size class; {int((g['tie_rate'] >= GOAL).sum())} of {len(g)} such groups reach "
@@ -88,27 +107,48 @@ def aa_sentence(rates: pd.DataFrame, gpu: str) -> str:
     if not parts:
         return f"No pairs known identical were timed on the {gpu.upper()}."
     text = f"On the {gpu.upper()}, " + "; ".join(parts) + "."
-    apart = rates[(rates["method"] == "unpaired") & (rates["pairs"] > 0)]
-    if not ((rates["method"] == "paired") & (rates["pairs"] > 0)).any() and len(apart):
-        worst = apart.loc[apart["false_positive_rate"].idxmax()]
-        erred = fmt(100 * apart["false_positive"].sum() / apart["pairs"].sum(), 2)
+    text += floors_sentence(rates, gpu, floors)
+    g = rates[(rates["method"] == apart) & (rates["pairs"] > 0)]
+    if not ((rates["method"] == "paired") & (rates["pairs"] > 0)).any() and len(g):
+        worst = g.loc[g["false_positive_rate"].idxmax()]
         frame = FRAME.get(worst["frame"], worst["frame"])
         text += (f" No implementation was timed in paired rounds on the {gpu.upper()} (its rows were timed apart), so "
-                 f"every verdict on it is the unpaired rule's, which erred on {erred}\\,\\% of these identical pairs, "
-                 f"{fmt(100 * worst['false_positive_rate'], 2)}\\,\\% in the worst group ({frame}, "
+                 f"every verdict on it is the unpaired rule's, which erred on {_rate(g)}\\,\\% of these identical "
+                 f"pairs, {fmt(100 * worst['false_positive_rate'], 2)}\\,\\% in the worst group ({frame}, "
                  f"{worst['size_class']} cells): read a single verdict there as an indication.")
+    return text
+
+
+def floors_sentence(rates: pd.DataFrame, gpu: str, floors: pd.DataFrame | None) -> str:
+    """The unpaired rule's A/A floors on one GPU, by frame and class, and the rule's A/A error without them."""
+    if floors is None or floors.empty:
+        return ""
+    f = floors[(floors["rule"] == "unpaired") & np.isfinite(floors["floor"].astype(float))]
+    if f.empty:
+        return ""
+    order = {"short": 0, "middle": 1, "long": 2}
+    by_frame = []
+    for frame, g in f.assign(o=f["size_class"].map(order)).sort_values("o").groupby("frame", sort=False):
+        cells = ", ".join(f"{fmt(100 * r.floor, 2)}\\,\\% {r.size_class}" for r in g.itertuples())
+        by_frame.append(f"{FRAME.get(frame, frame)} {cells}")
+    text = f" The unpaired rule's A/A floors on the {gpu.upper()} are " + "; ".join(by_frame) + "."
+    bare = rates[(rates["method"] == "unpaired") & (rates["pairs"] > 0)]
+    if len(bare) and apart_method(rates) == UNPAIRED_METHOD:
+        text += f" Without them the rule called {_rate(bare)}\\,\\% of the same pairs different."
     return text
 
 
 def unpaired_caveat(rates: pd.DataFrame, gpu: str) -> str:
     """One sentence for the abstract where a GPU's verdicts all come from cells timed apart: the A/A error of that
-    rule; empty where paired rounds were timed (or nothing was)."""
-    apart = rates[(rates["method"] == "unpaired") & (rates["pairs"] > 0)]
+    rule (with the run's A/A floors where measured); empty where paired rounds were timed (or nothing was)."""
+    apart = rates[(rates["method"] == apart_method(rates)) & (rates["pairs"] > 0)]
     if ((rates["method"] == "paired") & (rates["pairs"] > 0)).any() or apart.empty:
         return ""
-    erred = fmt(100 * apart["false_positive"].sum() / apart["pairs"].sum(), 2)
-    return (f"The {gpu.upper()}'s verdicts compare cells timed apart, a rule that called {erred}\\,\\% of identical "
-            "pairs different.")
+    floored = apart_method(rates) == UNPAIRED_METHOD
+    return (f"The {gpu.upper()}'s verdicts compare cells timed apart" +
+            (" beyond floors measured on identical pairs," if floored else ",") +
+            f" a rule that called {_rate(apart)}\\,\\% of identical pairs different" +
+            (" out of sample." if floored else "."))
 
 
 def matmul_verdicts(table: pd.DataFrame, metrics: pd.DataFrame, gpu: str, sizes=(4096, 8192)) -> pd.DataFrame:
@@ -167,6 +207,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--aa", nargs="*", default=[], help="results/paired/aa_<gpu>.csv files")
     ap.add_argument("--paired", nargs="*", default=[], help="results/paired/<gpu>.parquet files")
+    ap.add_argument("--floors", nargs="*", default=[], help="results/paired/floors_<gpu>.csv files")
     ap.add_argument("--metrics", required=True)
     ap.add_argument("--verdicts", default="{}", help="config verdicts, as JSON: the rules the paper states")
     ap.add_argument("--outdir", required=True)
@@ -182,7 +223,8 @@ def main(argv=None) -> int:
             continue  # the CPU's A/A pairs time host code: the CPU section's own matter
         rates = pd.read_csv(path)
         aa_macros(m, rates, gpu)
-        sentences.append(aa_sentence(rates, gpu))
+        floors = [pd.read_csv(f) for f in args.floors if Path(f).stem.removeprefix("floors_") == gpu]
+        sentences.append(aa_sentence(rates, gpu, floors[0] if floors else None))
         aa_parts.append(f"\\par\\smallskip\\textbf{{{gpu.upper()}}}\\par\n" if several else "")
         aa_parts.append(aa_table(rates))
     for path in args.paired:

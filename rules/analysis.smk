@@ -10,13 +10,37 @@ from rooflab.workers import run_main
 ANALYSIS_PRIORITY = 5
 
 
+rule aa_floors:
+    """The run's A/A floors of one GPU: per verdict rule, frame and size class, the least difference a verdict names,
+    a high quantile of what pairs known identical differ by (analysis/aa_floors.py)."""
+    input:
+        paired=get_paired_of,
+        raw=get_raw_of_gpu,
+        repeatability=get_repeatability_of,
+        script="analysis/aa_floors.py",
+        code=["analysis/paired.py", "rooflab/verdicts.py"],
+    output:
+        update("results/paired/floors_{gpu}.csv"),
+    params:
+        settings=json.dumps(config.get("verdicts", {})),
+    log:
+        "logs/analysis/aa_floors_{gpu}.log",
+    priority: ANALYSIS_PRIORITY
+    resources:
+        host=1,
+    run:
+        run_main("analysis.aa_floors", ["--paired", input.paired, "--raw", input.raw, "--repeatability",
+                                        input.repeatability, "--settings", params.settings, "--out", output[0]], log)
+
+
 rule metrics_kernel:
     input:
         raw=get_raw_of,
         ceilings=get_ceilings_of,
         paired=get_paired_of_kernel,
+        floors="results/paired/floors_{gpu}.csv",
         script="analysis/metrics.py",
-        code=["analysis/columns.py", "analysis/paired.py", "rooflab/verdicts.py"],
+        code=["analysis/aa_floors.py", "analysis/columns.py", "analysis/paired.py", "rooflab/verdicts.py"],
         specs="rooflab/gpus.py",
     output:
         update("results/metrics/{gpu}/{kernel}.parquet"),
@@ -29,7 +53,7 @@ rule metrics_kernel:
         host=1,
     run:
         run_main("analysis.metrics", ["--raw", input.raw, "--ceilings", input.ceilings, "--paired", input.paired,
-                                      "--verdicts", params.verdicts, "--out", output], log)
+                                      "--verdicts", params.verdicts, "--floors", input.floors, "--out", output], log)
 
 
 rule metrics:
@@ -52,7 +76,7 @@ rule paired_verdicts:
     input:
         paired=get_paired_of,
         raw=get_raw_of_gpu,
-        repeatability=get_compare_repeatability,
+        repeatability=get_repeatability_of,
         script="analysis/paired.py",
         rules="rooflab/verdicts.py",
     output:

@@ -284,6 +284,12 @@ def get_repeatability(wildcards=None):
     return own_or_reference("repeatability", "repeatability.csv")
 
 
+def get_repeatability_of(wildcards):
+    """One GPU's table of get_repeatability (the same cells timed in two processes), where it has one: A/A pairs
+    timed apart (rules aa_floors and paired_verdicts)."""
+    return [p for p in get_repeatability() if Path(p).parent.name == wildcards.gpu]
+
+
 def get_repeat_sweep(wildcards):
     """The sweep's raw files of the kernels measured again (rule repeat_measure)."""
     return [f"results/raw/{wildcards.gpu}/{k}.parquet" for k in KERNELS] if MEASURE_SQUARE else []
@@ -367,6 +373,10 @@ def get_raw_of_gpu(wildcards):
 
 def get_paired_aa(wildcards=None):
     return [f"results/paired/aa_{gpu}.csv" for gpu in ANALYSIS_GPUS]
+
+
+def get_aa_floors(wildcards=None):
+    return [f"results/paired/floors_{gpu}.csv" for gpu in ANALYSIS_GPUS]
 
 
 def get_paired_tables(wildcards=None):

@@ -77,6 +77,7 @@ rule paper_verdicts:
     input:
         aa=get_paired_aa,
         paired=get_paired_tables,
+        floors=get_aa_floors,
         metrics="results/metrics.parquet",
         script="analysis/verdict_tables.py",
     output:
@@ -91,7 +92,8 @@ rule paper_verdicts:
     resources:
         host=1,
     run:
-        run_main("analysis.verdict_tables", ["--aa", input.aa, "--paired", input.paired, "--metrics",
+        run_main("analysis.verdict_tables", ["--aa", input.aa, "--paired", input.paired, "--floors", input.floors,
+                                             "--metrics",
                                              input.metrics, "--verdicts", params.verdicts, "--outdir",
                                              "results/paper/generated"], log)
 

@@ -1,0 +1,94 @@
+"""The A/A floors (analysis/aa_floors.py): measured on pairs known identical, applied to every verdict of cells timed
+apart, and their own A/A rate measured out of sample."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from analysis.aa_floors import (UNPAIRED_METHOD, floor_columns, floors_table, lookup, noise_floor, quantile_floor,
+                                unpaired_out_of_sample)
+from rooflab.verdicts import FASTER, SLOWER, TIE, VerdictRules
+
+RULES = VerdictRules(aa_floor_quantile=0.95, aa_floor_min_pairs=10)
+
+
+def pairs(speedups, frame="gpu", cls="middle", source="repeatability"):
+    return pd.DataFrame({
+        "frame": frame,
+        "size_class": cls,
+        "speedup": speedups,
+        "cell": [f"{source}{i}" for i in range(len(speedups))],
+        "source": source
+    })
+
+
+def test_a_floor_is_the_quantile_of_what_identical_pairs_differ_by_and_needs_enough_pairs():
+    s = np.exp(np.linspace(-0.1, 0.1, 21))  # |ln|: 0, then 0.01 to 0.1 twice each; the 95th percentile is 0.1
+    assert quantile_floor(s, RULES) == pytest.approx(np.expm1(0.1), rel=1e-6)
+    assert np.isnan(quantile_floor(s[:9], RULES))  # under aa_floor_min_pairs: no floor
+    t = floors_table(pd.DataFrame(), pd.concat([pairs(s), pairs(s[:9], frame="loop")]), RULES)
+    assert set(zip(t["frame"], t["pairs"])) == {("gpu", 21), ("loop", 9)}
+    assert lookup(t, "unpaired") == {("gpu", "middle"): pytest.approx(np.expm1(0.1), rel=1e-6)}
+    assert lookup(t, "paired") == {}
+
+
+def test_the_paired_floors_come_from_the_twins_only():
+    table = pd.concat([
+        pairs(np.full(12, 1.2)).assign(aa=""),  # an ordinary comparison: a real 1.2x, never a floor
+        pairs(np.exp(np.linspace(-0.02, 0.02, 12))).assign(aa="twin")
+    ])
+    floors = lookup(floors_table(table, pd.DataFrame(), RULES), "paired")
+    assert floors[("gpu", "middle")] == pytest.approx(np.expm1(0.02 * 0.95 * 11 / 11), rel=0.1)
+
+
+def test_the_unpaired_a_a_rate_is_measured_out_of_sample():
+    """Twenty pairs within 1 % and one 6 % apart: judged with the floor of the other cells' pairs, the outlier is
+    a false positive (in sample, its own difference would have raised the floor past it)."""
+    s = np.r_[np.exp(np.linspace(-0.01, 0.01, 20)), 1.06]
+    judged = unpaired_out_of_sample(pairs(s), RULES)
+    assert (judged["method"] == UNPAIRED_METHOD).all()
+    assert judged["verdict"].iloc[-1] == FASTER
+    assert (judged["verdict"].iloc[:-1] == TIE).all()
+    assert judged["aa_floor"].iloc[-1] < 0.02 < quantile_floor(s, VerdictRules(aa_floor_quantile=0.999))
+
+
+def test_noise_floor_takes_the_run_floor_of_the_class_of_the_faster_side():
+    rows = pd.DataFrame({"median_ms": [0.030, 0.030, 0.200], "rse_median": 0.0})
+    base_ms = np.array([0.031, 0.005, 0.210])  # middle, short (the base is the faster side), long
+    floors = {("gpu", "middle"): 0.07, ("gpu", "short"): 0.16, ("gpu", "long"): 0.01}
+    plain = noise_floor(rows, np.zeros(3), "median_ms", RULES, base_ms)  # the configured floor: the row's own length
+    assert plain.tolist() == pytest.approx([RULES.min_rel_change] * 3)
+    with_floors = noise_floor(rows.assign(**floor_columns(floors)), np.zeros(3), "median_ms", RULES, base_ms)
+    assert with_floors.tolist() == pytest.approx([0.07, 0.16, max(0.01, RULES.min_rel_change)])
+
+
+def test_the_metrics_verdicts_stay_within_the_run_floor():
+    """Ours 5 % slower than the builtin in a 30 us cell: slower by the configured 2 % floor; a tie once the run's
+    A/A pairs put the middle class's floor at 7 %."""
+    from analysis.metrics import compute_metrics
+    from tests.test_metrics import ceilings, raw_row
+
+    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.030, rse_median=0.001),
+                        raw_row(impl="triton", median_ms=0.0315, rse_median=0.001)])
+    ours = lambda m: m[m["impl"] == "triton"].iloc[0]  # noqa: E731
+    assert ours(compute_metrics(raw, ceilings(), RULES))["verdict_vs_builtin"] == SLOWER
+    floored = compute_metrics(raw, ceilings(), RULES, {("gpu", "middle"): 0.07})
+    assert ours(floored)["verdict_vs_builtin"] == TIE and ours(floored)["aa_floor_gpu_middle"] == 0.07
+
+
+def test_the_papers_a_a_sentence_gives_the_floors_and_the_error_without_them():
+    from analysis.verdict_tables import aa_sentence, unpaired_caveat
+
+    rows = [("unpaired", "gpu", "middle", 10, 6, 4), (UNPAIRED_METHOD, "gpu", "middle", 10, 9, 1)]
+    rates = pd.DataFrame(rows, columns=["method", "frame", "size_class", "pairs", "tie", "false_positive"])
+    rates = rates.assign(not_comparable=0, tie_rate=rates["tie"] / rates["pairs"],
+                         false_positive_rate=rates["false_positive"] / rates["pairs"])
+    floors = pd.DataFrame([("unpaired", "gpu", "middle", 10, 0.074), ("unpaired", "loop", "middle", 3, np.nan)],
+                          columns=["rule", "frame", "size_class", "pairs", "floor"])
+    text = aa_sentence(rates, "h200", floors)
+    assert "of 10 pairs timed apart, the unpaired rule called 1 pair faster or slower" in text
+    assert "A/A floors on the H200 are GPU time 7.4\\,\\% middle." in text
+    assert "Without them the rule called 40\\,\\% of the same pairs different." in text
+    assert "erred on 10\\,\\% of these identical pairs" in text
+    assert unpaired_caveat(rates, "h200") == ("The H200's verdicts compare cells timed apart beyond floors measured "
+                                              "on identical pairs, a rule that called 10\\,\\% of identical pairs "
+                                              "different out of sample.")
