@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from analysis.aa_floors import noise_floor
 from analysis.columns import flags
 from analysis.latex import count_phrase, figure, fmt, long_table, part_phrase, table_latex, tex_escape
 from analysis.selection import compile_dropped_output, compile_joint_graph
@@ -31,8 +32,9 @@ KEY = ["gpu", "kernel", "preset", "shape", "dtype", "pass"]
 def ours_over_best(metrics: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
     """Per (gpu, kernel, set, shape, dtype, pass) with a timed, correct Triton cell and baseline: ratio = the best
     baseline's median / ours (above 1: ours faster), the baseline that was best, our achieved rates, the verdict
-    (faster / slower beyond the rules' k_sigma combined standard errors and min_rel_change, else tie: config verdicts) and the tensor the
-    shape comes from."""
+    (faster / slower beyond the noise of analysis/aa_floors.noise_floor: the rules' k_sigma combined standard errors,
+    their floor for the cell's length and the run's A/A floor, else tie; config verdicts) and the tensor the shape
+    comes from."""
     cols = KEY + [
         "ratio", "best", "verdict", "loop_ratio", "family", "bytes", "flops", "achieved_gbps", "achieved_tflops",
         "source", "compile_dropped_output", "compile_joint_graph"
@@ -48,8 +50,8 @@ def ours_over_best(metrics: pd.DataFrame, rules: VerdictRules = VerdictRules()) 
     if j.empty:
         return pd.DataFrame(columns=cols)
     j["ratio"] = j["median_ms_best"] / j["median_ms"]
-    sigma = rules.k_sigma * np.sqrt(j["rse_median"].fillna(0)**2 + j["rse_median_best"].fillna(0)**2)
-    noise = np.maximum(sigma, rules.min_rel_change)
+    noise = noise_floor(j, j["rse_median_best"].to_numpy(dtype=float), "median_ms", rules,
+                        j["median_ms_best"].to_numpy(dtype=float))
     j["verdict"] = np.select([j["ratio"] - 1 > noise, 1 - j["ratio"] > noise], ["faster", "slower"], default="tie")
     j["best"] = j["impl_best"]
     # the Python loop an eager caller pays per call: the best baseline's loop time over ours (NaN where not timed)

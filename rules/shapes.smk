@@ -8,6 +8,7 @@ rule metrics_shapes:
     input:
         raw=get_shapes_raw_of,
         ceilings=get_shapes_ceilings_of,
+        floors="results/paired/floors_{gpu}.csv",
         script="analysis/metrics.py",
         specs="rooflab/gpus.py",
     output:
@@ -23,7 +24,7 @@ rule metrics_shapes:
         verdicts=json.dumps(config.get("verdicts", {})),
     shell:
         "{params.python} -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} "
-        "--verdicts {params.verdicts:q} --out {output} > {log} 2>&1"
+        "--verdicts {params.verdicts:q} --floors {input.floors} --out {output} > {log} 2>&1"
 
 
 rule shapes_table:
@@ -71,7 +72,7 @@ rule paper_shapes:
         figures=get_shapes_figures,
         script="analysis/shapes.py",
         # compile_dropped_output: which fwd+bwd ratios rest on an old compile row; the verdict rules
-        code=["analysis/selection.py", "rooflab/verdicts.py"],
+        code=["analysis/aa_floors.py", "analysis/selection.py", "rooflab/verdicts.py"],
     output:
         section=update("results/paper/generated/shapes.tex"),
         losses=update("results/paper/generated/shape_losses.tex"),
