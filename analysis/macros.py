@@ -35,6 +35,16 @@ FIXED_COST_MACROS = [
 ]
 
 
+def cards_sentence(gpus: list[str], gpu: str) -> str:
+    """The threats' word on the cards timed: one, or the headline ``gpu`` whose numbers the text quotes and the
+    others the tables and appendices show."""
+    others = [g.upper() for g in gpus if g != gpu]
+    if not others:
+        return "One card was timed: the timings depend on its clocks, power limit and driver"
+    return (f"The text's numbers are one card's, the {tex_escape(gpu.upper())} (the {tex_escape(', '.join(others))} "
+            "appears in the tables and appendices): they depend on its clocks, power limit and driver")
+
+
 def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macros:
     """The headline GPU's macros from GPU rows and ceilings only (the caller leaves the CPU's out)."""
     m = Macros()
@@ -46,6 +56,7 @@ def make_macros(metrics: pd.DataFrame, ceilings: pd.DataFrame, gpu: str) -> Macr
     gpus = list(dict.fromkeys(metrics["gpu"]))
     m.add("NumGpus", str(len(gpus)))
     m.add("GpuList", tex_escape(", ".join(gpus) or "none"))
+    m.add("CardsTimed", cards_sentence(gpus, gpu), "threats to validity: the cards timed")
     m.add("NumKernels", str(metrics["kernel"].nunique()))
     c = pd.Series(measured_peaks(ceilings).get(gpu, {}), dtype=float)  # the newest run of the headline GPU
     if "copy" in c:

@@ -76,7 +76,7 @@ def generate(metrics: pd.DataFrame, ceilings: pd.DataFrame, figdir: str,
     metrics_gpu, metrics_cpu = split_devices(metrics)
     ceilings_gpu = ceilings[ceilings["gpu"] != CPU_KEY] if len(ceilings) else ceilings
     gpu = headline_gpu(metrics_gpu)
-    gpus = list(dict.fromkeys(metrics_gpu["gpu"]))
+    gpus = sorted(dict.fromkeys(metrics_gpu["gpu"]), key=lambda g: g != gpu)  # the headline's first: its figures lead
     kernels = sorted(set(metrics_gpu["kernel"]))
     runs = {g: t for g, t in (repeatability or {}).items() if g in gpus}
     macros = make_macros(metrics_gpu, ceilings_gpu, gpu)

@@ -241,10 +241,18 @@ def main(argv=None) -> int:
                 }, align="lrlrlrllr"))
     m.add("AASentence", " ".join(sentences) or "No pairs known identical were timed on a GPU.",
           "the A/A test's outcome, every GPU")
-    caveat = " ".join(
-        unpaired_caveat(pd.read_csv(p),
-                        Path(p).stem.removeprefix("aa_")) for p in args.aa if Path(p).stem != "aa_cpu")
-    m.add("AAAbstractCaveat", caveat, "the abstract's word on verdicts where no paired rounds were timed")
+    from analysis.selection import headline_gpu
+
+    head = headline_gpu(metrics)
+    caveats = {
+        Path(p).stem.removeprefix("aa_"): unpaired_caveat(pd.read_csv(p),
+                                                          Path(p).stem.removeprefix("aa_"))
+        for p in args.aa
+        if Path(p).stem != "aa_cpu"
+    }
+    caveat = " ".join(c for c in caveats.values() if c)
+    m.add("AAAbstractCaveat", caveats.get(head, ""),
+          "the abstract's word on the headline GPU's verdicts where no paired rounds were timed")
     m.add(
         "AAThreat", caveat and (caveat + " Counts of cells beyond noise carry that error: a cell near the rule's "
                                 "line may be noise, and every table gives its ratio so a reader can weigh it."),

@@ -108,3 +108,42 @@ def test_the_waves_finding_counts_the_small_cells_and_names_the_lowest(monkeypat
     assert "(64x32 tiles, 1653 of them on 132 SMs)" in text
     monkeypatch.setattr(why_tables, "waves", lambda *a, **k: t.iloc[:0])
     assert why_tables.waves_sentence(None, None, "h200") == ""
+
+
+def test_a_second_card_is_named_in_the_threats_and_kept_out_of_the_abstract(tmp_path):
+    """With an H100 beside the H200, the threats no longer say one card was timed, and the abstract's word on
+    verdicts timed apart is the headline card's alone (the H100's goes to the threats only)."""
+    from analysis.macros import cards_sentence
+    from analysis.verdict_tables import main
+
+    metrics = pd.concat([_rows("h200", ["vecadd", "gelu", "softmax"]), _rows("h100", ["vecadd"])])
+    assert cards_sentence(["h200"], "h200").startswith("One card was timed")
+    two = cards_sentence(["h200", "h100"], "h200")
+    assert "One card" not in two and "the H200 (the H100 appears" in two
+    rates = pd.DataFrame({
+        "method": "unpaired",
+        "source": "repeatability",
+        "frame": "gpu",
+        "size_class": "middle",
+        "pairs": [10],
+        "tie": [8],
+        "false_positive": [2],
+        "not_comparable": [0],
+        "tie_rate": [0.8],
+        "false_positive_rate": [0.2]
+    })
+    for gpu in ("h100", "h200"):
+        rates.to_csv(tmp_path / f"aa_{gpu}.csv", index=False)
+    metrics.assign(impl="triton").to_parquet(tmp_path / "metrics.parquet")
+    main([
+        "--aa",
+        str(tmp_path / "aa_h100.csv"),
+        str(tmp_path / "aa_h200.csv"), "--metrics",
+        str(tmp_path / "metrics.parquet"), "--outdir",
+        str(tmp_path)
+    ])
+    text = (tmp_path / "macros_verdicts.tex").read_text()
+    abstract = next(line for line in text.splitlines() if "\\AAAbstractCaveat}" in line)
+    threat = next(line for line in text.splitlines() if "\\AAThreat}" in line)
+    assert "H200's verdicts" in abstract and "H100" not in abstract
+    assert "H100's verdicts" in threat and "H200's verdicts" in threat
