@@ -67,8 +67,10 @@ def test_the_metrics_verdicts_stay_within_the_run_floor():
     from analysis.metrics import compute_metrics
     from tests.test_metrics import ceilings, raw_row
 
-    raw = pd.DataFrame([raw_row(impl="builtin", median_ms=0.030, rse_median=0.001),
-                        raw_row(impl="triton", median_ms=0.0315, rse_median=0.001)])
+    raw = pd.DataFrame([
+        raw_row(impl="builtin", median_ms=0.030, rse_median=0.001),
+        raw_row(impl="triton", median_ms=0.0315, rse_median=0.001)
+    ])
     ours = lambda m: m[m["impl"] == "triton"].iloc[0]  # noqa: E731
     assert ours(compute_metrics(raw, ceilings(), RULES))["verdict_vs_builtin"] == SLOWER
     floored = compute_metrics(raw, ceilings(), RULES, {("gpu", "middle"): 0.07})
