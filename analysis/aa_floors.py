@@ -5,7 +5,9 @@ A verdict is only as good as its false-positive rate. The rounds' interval (pair
 errors (unpaired rule) see the noise within a cell, not what differs between two set-ups of one call: its buffers'
 placement, its captured graph, the clock it ran at, the process it ran in. Pairs known to be identical measure that
 difference, and a frame and size class's floor is a high quantile (config verdicts ``aa_floor_quantile``) of
-|ln speedup| over them, where it has at least ``aa_floor_min_pairs`` pairs:
+|ln speedup| over them, where it has at least ``aa_floor_min_pairs`` pairs; apart for memory- and compute-bound
+cells where each bound has that many (a compute-bound call runs at the SM clock of the moment, which a GEMM at full
+load moves by 20 %), else over both ("all"):
 
     paired     the twins of the paired rounds (the same implementation set up twice and timed as two sides)
     unpaired   medians timed apart: the repeatability table's cells (the same cell in two processes) and matmul's
@@ -29,23 +31,66 @@ import pandas as pd
 from rooflab.io import write_text
 from rooflab.verdicts import VerdictRules, unpaired_verdict
 
-COLUMNS = ["rule", "frame", "size_class", "pairs", "floor"]
+COLUMNS = ["rule", "frame", "size_class", "bound", "pairs", "floor"]
+BOUNDS = ("memory", "compute")
+CELL_KEY = ["kernel", "impl", "dtype", "size", "pass"]
 UNPAIRED_METHOD = "unpaired, A/A floor"
 FRAME_OF = {"median_ms": "gpu", "graph_median_ms": "graph", "loop_ms": "loop"}  # analysis/metrics.FRAMES, inverted
 
 
+def bound_of(rows: pd.DataFrame) -> np.ndarray:
+    """'compute' or 'memory' for each row (gpu, compute_unit, flops, bytes) by its arithmetic intensity against its
+    card's datasheet ridge point, as analysis/metrics classes cells of a card with a datasheet entry; '' where the
+    card or the row's model is unknown."""
+    from rooflab.gpus import SPECS
+
+    out = []
+    for r in rows.itertuples():
+        spec, unit = SPECS.get(getattr(r, "gpu", "")), getattr(r, "compute_unit", None)
+        flops, nbytes = float(getattr(r, "flops", np.nan)), float(getattr(r, "bytes", np.nan))
+        if spec is None or not isinstance(unit, str) or not (np.isfinite(flops) and np.isfinite(nbytes) and nbytes):
+            out.append("")
+            continue
+        out.append("compute" if flops / nbytes >= spec.peak_flops(unit) / spec.mem_bandwidth else "memory")
+    return np.asarray(out, dtype=object)
+
+
+def with_bound(pairs: pd.DataFrame, raw: pd.DataFrame, gpu: str | None = None) -> pd.DataFrame:
+    """The pairs with a ``bound`` column: their own where they carry one, else their cell's in ``raw`` (matched on
+    CELL_KEY; '' where not found)."""
+    if pairs.empty:
+        return pairs
+    p = pairs.copy()
+    have = p["bound"].fillna("").astype(str) if "bound" in p else pd.Series("", index=p.index)
+    cols = ["gpu", "compute_unit", "flops", "bytes"]
+    if len(raw) and set(CELL_KEY + cols) <= set(raw.columns) and set(CELL_KEY) <= set(p.columns):
+        r = raw.drop_duplicates(CELL_KEY).assign(bound=lambda d: bound_of(d))
+        r[CELL_KEY] = _keys(r[CELL_KEY])
+        looked = pd.MultiIndex.from_frame(_keys(p[CELL_KEY]))
+        found = r.set_index(CELL_KEY)["bound"].reindex(looked).fillna("").to_numpy(dtype=object)
+        have = have.where(have != "", pd.Series(found, index=p.index))
+    return p.assign(bound=have.fillna("").astype(str))
+
+
+def _keys(d: pd.DataFrame) -> pd.DataFrame:
+    """Cell keys as text, a size 256 and 256.0 (a column with gaps is float) alike."""
+    size = pd.to_numeric(d["size"], errors="coerce")
+    return d.astype(str).assign(size=size.map(lambda v: str(int(v)) if np.isfinite(v) else ""))
+
+
 def floor_columns(floors: dict) -> dict:
-    """The unpaired A/A floors ({(frame, size class): floor}) as the metrics' columns ``aa_floor_<frame>_<class>``,
-    one value a run: every table made from the metrics (results, losses, claims) judges with them."""
-    return {f"aa_floor_{frame}_{cls}": value for (frame, cls), value in sorted(floors.items())}
+    """The unpaired A/A floors ({(frame, size class, bound): floor}) as the metrics' columns
+    ``aa_floor_<frame>_<class>_<bound>``, one value a run: every table made from the metrics (results, losses,
+    claims) judges with them."""
+    return {f"aa_floor_{frame}_{cls}_{bound}": value for (frame, cls, bound), value in sorted(floors.items())}
 
 
 def noise_floor(df: pd.DataFrame, base_rse: np.ndarray, col: str = "median_ms", rules=None, base_ms=None) -> np.ndarray:
     """The relative change a verdict of two medians timed apart must exceed (rooflab/verdicts.py, config verdicts):
     k_sigma combined standard errors of the two medians; at least the floor for the cell's length in its frame
     (VerdictRules.unpaired_floor; CUDA-graph medians carry no launch jitter); and at least the run's A/A floor of
-    that frame and size class where the rows carry one (``aa_floor_<frame>_<class>``, floor_columns), the class by
-    the faster side (``base_ms``: the other side's times; the row's own where not given). The standard errors are
+    that frame, size class and the row's ``bound`` where the rows carry one (``aa_floor_<frame>_<class>_<bound>``,
+    floor_columns; the pooled ``_all`` where its bound has none), the class by the faster side (``base_ms``: the other side's times; the row's own where not given). The standard errors are
     the GPU-time samples': the graph and loop medians have none of their own, so the floors carry those frames."""
     rules = rules or VerdictRules()
     rse = df["rse_median"].to_numpy(dtype=float)
@@ -55,11 +100,16 @@ def noise_floor(df: pd.DataFrame, base_rse: np.ndarray, col: str = "median_ms", 
     frame = FRAME_OF[col]
     faster = own if base_ms is None else np.fmin(own, np.asarray(base_ms, dtype=float))
     classes = np.atleast_1d(rules.size_class(faster * 1e3))
+    bounds = df["bound"].astype(str).to_numpy() if "bound" in df else np.full(len(df), "", dtype=object)
     for cls in set(classes.tolist()):
-        name = f"aa_floor_{frame}_{cls}"
-        if name in df:
-            aa = np.nan_to_num(df[name].to_numpy(dtype=float))
-            noise = np.where(classes == cls, np.maximum(noise, aa), noise)
+        pooled = df.get(f"aa_floor_{frame}_{cls}_all")
+        aa = np.nan_to_num(pooled.to_numpy(dtype=float)) if pooled is not None else np.zeros(len(df))
+        for bound in BOUNDS:  # a bound's own floor where measured, else the pooled one
+            own_floor = df.get(f"aa_floor_{frame}_{cls}_{bound}")
+            if own_floor is not None:
+                v = own_floor.to_numpy(dtype=float)
+                aa = np.where((bounds == bound) & np.isfinite(v), v, aa)
+        noise = np.where(classes == cls, np.maximum(noise, aa), noise)
     return noise
 
 
@@ -74,7 +124,8 @@ def quantile_floor(speedups, rules: VerdictRules) -> float:
 
 
 def floors_table(paired: pd.DataFrame, unpaired: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
-    """One row per (rule, frame, size class) with A/A pairs: how many, and the floor (NaN: too few pairs).
+    """One row per (rule, frame, size class, bound) with A/A pairs (bound "all": both bounds' pairs, and pairs of
+    no known bound): how many, and the floor (NaN: too few pairs).
     ``paired``: analysis/paired.verdict_table's rows (its twins are used); ``unpaired``: the unpaired A/A pairs
     (analysis/paired.unpaired_cells and unpaired_repeat)."""
     parts = []
@@ -84,23 +135,32 @@ def floors_table(paired: pd.DataFrame, unpaired: pd.DataFrame, rules: VerdictRul
         parts.append(unpaired.assign(rule="unpaired"))
     rows = []
     for part in parts:
+        part = part.assign(bound=part["bound"].astype(str) if "bound" in part else "")
         for (rule, frame, cls), g in part.groupby(["rule", "frame", "size_class"], sort=True):
-            rows.append({
-                "rule": rule,
-                "frame": frame,
-                "size_class": cls,
-                "pairs": int(np.isfinite(g["speedup"].astype(float)).sum()),
-                "floor": quantile_floor(g["speedup"], rules)
-            })
+            for bound, b in (("all", g), *((x, g[g["bound"] == x]) for x in BOUNDS)):
+                if len(b):
+                    rows.append({
+                        "rule": rule,
+                        "frame": frame,
+                        "size_class": cls,
+                        "bound": bound,
+                        "pairs": int(np.isfinite(b["speedup"].astype(float)).sum()),
+                        "floor": quantile_floor(b["speedup"], rules)
+                    })
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
 def lookup(floors: pd.DataFrame | None, rule: str) -> dict:
-    """{(frame, size class): floor} of one rule, the frames and classes with a floor only."""
+    """{(frame, size class, bound): floor} of one rule, those with a floor only."""
     if floors is None or floors.empty:
         return {}
     f = floors[(floors["rule"] == rule) & np.isfinite(floors["floor"].astype(float))]
-    return {(r.frame, r.size_class): float(r.floor) for r in f.itertuples()}
+    return {(r.frame, r.size_class, r.bound): float(r.floor) for r in f.itertuples()}
+
+
+def floor_of(floors: dict, frame: str, cls: str, bound: str) -> float:
+    """The floor of a comparison: its bound's where measured, else the pooled one (NaN: none)."""
+    return floors.get((frame, cls, bound), floors.get((frame, cls, "all"), np.nan))
 
 
 def read(path) -> pd.DataFrame:
@@ -109,17 +169,20 @@ def read(path) -> pd.DataFrame:
 
 
 def unpaired_out_of_sample(unpaired: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
-    """Each unpaired A/A pair judged by the unpaired rule with the A/A floor of its frame and class taken from the
-    pairs of every other cell (leave one cell out): method ``UNPAIRED_METHOD``, columns ``aa_floor`` and ``verdict``.
+    """Each unpaired A/A pair judged by the unpaired rule with the A/A floor of its frame, class and bound taken from
+    the pairs of every other cell (leave one cell out; the pooled bounds' where its bound has too few): method
+    ``UNPAIRED_METHOD``, columns ``aa_floor`` and ``verdict``.
     The pairs' standard errors are those the pair was first judged with (``rse_a``/``rse_b``; 0 where absent)."""
     if unpaired.empty:
         return unpaired
     u = unpaired.reset_index(drop=True).copy()
     cell = u["cell"].astype(str) if "cell" in u else pd.Series(u.index.astype(str), index=u.index)
     floors, verdicts = [], []
+    bound = u["bound"].astype(str) if "bound" in u else pd.Series("", index=u.index)
     for i, r in u.iterrows():
-        same = (u["frame"] == r["frame"]) & (u["size_class"] == r["size_class"]) & (cell != cell[i])
-        aa = quantile_floor(u.loc[same, "speedup"], rules)
+        others = (u["frame"] == r["frame"]) & (u["size_class"] == r["size_class"]) & (cell != cell[i])
+        aa = quantile_floor(u.loc[others & (bound == bound[i]), "speedup"], rules) if bound[i] in BOUNDS else np.nan
+        aa = aa if np.isfinite(aa) else quantile_floor(u.loc[others, "speedup"], rules)
         base = rules.unpaired_floor(r["size_class"] == "short", r["frame"] == "graph")
         floor = max(base, aa) if np.isfinite(aa) else base
         floors.append(aa)
@@ -143,10 +206,10 @@ def main(argv=None) -> int:
     from rooflab.io import read_raw_many
 
     rules = VerdictRules.from_config(json.loads(args.settings))
-    table = verdict_table(read_rounds(args.paired), rules)
     raw = read_raw_many(args.raw) if args.raw else pd.DataFrame()
+    table = with_bound(verdict_table(read_rounds(args.paired), rules), raw)
     repeat = pd.concat([pd.read_csv(p) for p in args.repeatability]) if args.repeatability else None
-    floors = floors_table(table, unpaired_pairs(raw, repeat, rules), rules)
+    floors = floors_table(table, with_bound(unpaired_pairs(raw, repeat, rules), raw), rules)
     write_text(floors.to_csv(index=False), args.out)
     print(floors.to_string(index=False))
     return 0

@@ -28,7 +28,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from analysis.aa_floors import unpaired_out_of_sample
+from analysis.aa_floors import bound_of, unpaired_out_of_sample, with_bound
 from rooflab.io import write_parquet, write_text
 from rooflab.verdicts import (FASTER, NOT_COMPARABLE, SLOWER, TIE, VerdictRules, paired_speedup, paired_verdict,
                               unpaired_verdict)
@@ -122,12 +122,13 @@ def aa_floors(table: pd.DataFrame, rules: VerdictRules = VerdictRules(), leave_o
 
 
 def judge_with_floors(table: pd.DataFrame, floors: dict, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
-    """The table's verdicts again, each beyond its frame and class's floor in ``floors`` ({(frame, size class):
-    floor}: the run's A/A floors, analysis/aa_floors.lookup); ``aa_floor`` the floor applied (NaN: none)."""
+    """The table's verdicts again, each beyond its frame and class's pooled floor in ``floors`` ({(frame, size class,
+    bound): floor}: the run's A/A floors, analysis/aa_floors.lookup; the twins' pooled floor, as with_aa_floors judges
+    the twins themselves: paired sides share the clock); ``aa_floor`` the floor applied (NaN: none)."""
     if table.empty or not floors:
         return table
     t = table.copy()
-    t["aa_floor"] = [floors.get((r.frame, r.size_class), np.nan) for r in t.itertuples()]
+    t["aa_floor"] = [floors.get((r.frame, r.size_class, "all"), np.nan) for r in t.itertuples()]
     t["verdict"] = [
         paired_verdict(r.speedup, r.lo, r.hi, r.half_width, r.size_class, rules, r.aa_floor) for r in t.itertuples()
     ]
@@ -179,6 +180,7 @@ def unpaired_cells(raw: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> p
                 "verdict": unpaired_verdict(speedup, *rse, floor, rules.k_sigma),
                 "sm_clock_impl_mhz": a.get("sm_clock_after_mhz", np.nan),
                 "sm_clock_base_mhz": b.get("sm_clock_after_mhz", np.nan),
+                "bound": bound_of(pd.DataFrame([a]))[0],
                 "rse_a": rse[0],
                 "rse_b": rse[1],
                 "cell": "|".join(map(str, ("matmul", *k))),
@@ -322,7 +324,7 @@ def main(argv=None) -> int:
     table = with_aa_floors(verdict_table(read_rounds(args.paired), rules), rules)
     raw = read_raw_many(args.raw) if args.raw else pd.DataFrame()
     repeat = pd.concat([pd.read_csv(p) for p in args.repeatability]) if args.repeatability else None
-    unpaired = unpaired_pairs(raw, repeat, rules)
+    unpaired = with_bound(unpaired_pairs(raw, repeat, rules), raw)
     rates = aa_rates(table, pd.concat([unpaired, unpaired_out_of_sample(unpaired, rules)], ignore_index=True))
     write_parquet(table, args.out)
     write_text(rates.to_csv(index=False), args.aa)

@@ -120,7 +120,8 @@ def aa_sentence(rates: pd.DataFrame, gpu: str, floors: pd.DataFrame | None = Non
 
 
 def floors_sentence(rates: pd.DataFrame, gpu: str, floors: pd.DataFrame | None) -> str:
-    """The unpaired rule's A/A floors on one GPU, by frame and class, and the rule's A/A error without them."""
+    """The unpaired rule's A/A floors on one GPU, by frame and class (the memory-bound cells' where measured, else
+    the pooled one; the compute-bound cells' beside it where measured), and the rule's A/A error without them."""
     if floors is None or floors.empty:
         return ""
     f = floors[(floors["rule"] == "unpaired") & np.isfinite(floors["floor"].astype(float))]
@@ -129,8 +130,14 @@ def floors_sentence(rates: pd.DataFrame, gpu: str, floors: pd.DataFrame | None) 
     order = {"short": 0, "middle": 1, "long": 2}
     by_frame = []
     for frame, g in f.assign(o=f["size_class"].map(order)).sort_values("o").groupby("frame", sort=False):
-        cells = ", ".join(f"{fmt(100 * r.floor, 2)}\\,\\% {r.size_class}" for r in g.itertuples())
-        by_frame.append(f"{FRAME.get(frame, frame)} {cells}")
+        cells = []
+        for cls, c in g.groupby("size_class", sort=False):
+            v = c.set_index("bound")["floor"]
+            text = f"{fmt(100 * v.get('memory', v.get('all')), 2)}\\,\\% {cls}"
+            if "compute" in v:
+                text += f" ({fmt(100 * v['compute'], 2)}\\,\\% compute-bound)"
+            cells.append(text)
+        by_frame.append(f"{FRAME.get(frame, frame)} " + ", ".join(cells))
     text = f" The unpaired rule's A/A floors on the {gpu.upper()} are " + "; ".join(by_frame) + "."
     bare = rates[(rates["method"] == "unpaired") & (rates["pairs"] > 0)]
     if len(bare) and apart_method(rates) == UNPAIRED_METHOD:

@@ -26,8 +26,8 @@ def test_a_floor_is_the_quantile_of_what_identical_pairs_differ_by_and_needs_eno
     assert quantile_floor(s, RULES) == pytest.approx(np.expm1(0.1), rel=1e-6)
     assert np.isnan(quantile_floor(s[:9], RULES))  # under aa_floor_min_pairs: no floor
     t = floors_table(pd.DataFrame(), pd.concat([pairs(s), pairs(s[:9], frame="loop")]), RULES)
-    assert set(zip(t["frame"], t["pairs"])) == {("gpu", 21), ("loop", 9)}
-    assert lookup(t, "unpaired") == {("gpu", "middle"): pytest.approx(np.expm1(0.1), rel=1e-6)}
+    assert set(zip(t["frame"], t["bound"], t["pairs"])) == {("gpu", "all", 21), ("loop", "all", 9)}
+    assert lookup(t, "unpaired") == {("gpu", "middle", "all"): pytest.approx(np.expm1(0.1), rel=1e-6)}
     assert lookup(t, "paired") == {}
 
 
@@ -37,7 +37,7 @@ def test_the_paired_floors_come_from_the_twins_only():
         pairs(np.exp(np.linspace(-0.02, 0.02, 12))).assign(aa="twin")
     ])
     floors = lookup(floors_table(table, pd.DataFrame(), RULES), "paired")
-    assert floors[("gpu", "middle")] == pytest.approx(np.expm1(0.02 * 0.95 * 11 / 11), rel=0.1)
+    assert floors[("gpu", "middle", "all")] == pytest.approx(np.expm1(0.02 * 0.95 * 11 / 11), rel=0.1)
 
 
 def test_the_unpaired_a_a_rate_is_measured_out_of_sample():
@@ -54,7 +54,7 @@ def test_the_unpaired_a_a_rate_is_measured_out_of_sample():
 def test_noise_floor_takes_the_run_floor_of_the_class_of_the_faster_side():
     rows = pd.DataFrame({"median_ms": [0.030, 0.030, 0.200], "rse_median": 0.0})
     base_ms = np.array([0.031, 0.005, 0.210])  # middle, short (the base is the faster side), long
-    floors = {("gpu", "middle"): 0.07, ("gpu", "short"): 0.16, ("gpu", "long"): 0.01}
+    floors = {("gpu", "middle", "all"): 0.07, ("gpu", "short", "all"): 0.16, ("gpu", "long", "all"): 0.01}
     plain = noise_floor(rows, np.zeros(3), "median_ms", RULES, base_ms)  # the configured floor: the row's own length
     assert plain.tolist() == pytest.approx([RULES.min_rel_change] * 3)
     with_floors = noise_floor(rows.assign(**floor_columns(floors)), np.zeros(3), "median_ms", RULES, base_ms)
@@ -73,8 +73,29 @@ def test_the_metrics_verdicts_stay_within_the_run_floor():
     ])
     ours = lambda m: m[m["impl"] == "triton"].iloc[0]  # noqa: E731
     assert ours(compute_metrics(raw, ceilings(), RULES))["verdict_vs_builtin"] == SLOWER
-    floored = compute_metrics(raw, ceilings(), RULES, {("gpu", "middle"): 0.07})
-    assert ours(floored)["verdict_vs_builtin"] == TIE and ours(floored)["aa_floor_gpu_middle"] == 0.07
+    floored = compute_metrics(raw, ceilings(), RULES, {("gpu", "middle", "all"): 0.07})
+    assert ours(floored)["verdict_vs_builtin"] == TIE and ours(floored)["aa_floor_gpu_middle_all"] == 0.07
+    # a compute-bound cell's own floor, where measured, is not a memory-bound one's
+    assert ours(floored)["bound"] == "memory"
+    split = compute_metrics(raw, ceilings(), RULES, {("gpu", "middle", "all"): 0.07, ("gpu", "middle", "memory"): 0.01})
+    assert ours(split)["verdict_vs_builtin"] == SLOWER
+
+
+def test_compute_bound_pairs_get_a_floor_of_their_own():
+    """Identical GEMMs timed apart at different clocks differ by up to 9 %, identical copies by 1 %: pooled, the
+    copies' many pairs set the floor and the GEMMs' clock is a false positive; apart, each bound has its own, and a
+    bound with too few pairs takes the pooled floor. Out of sample, the two GEMM pairs at the ends of their spread
+    stay false positives either way (no other pair is as far apart); pooled, two more join them."""
+    mem = pairs(np.exp(np.linspace(-0.01, 0.01, 40))).assign(bound="memory")
+    gemm = pairs(np.exp(np.linspace(-0.09, 0.09, 12)), source="gemm").assign(bound="compute")
+    floors = lookup(floors_table(pd.DataFrame(), pd.concat([mem, gemm]), RULES), "unpaired")
+    assert floors[("gpu", "middle", "memory")] < 0.011 < floors[("gpu", "middle", "all")] < 0.09
+    assert floors[("gpu", "middle", "compute")] > 0.08
+    judged = unpaired_out_of_sample(pd.concat([mem, gemm], ignore_index=True), RULES)
+    pooled = unpaired_out_of_sample(pd.concat([mem, gemm.assign(bound="")], ignore_index=True), RULES)
+    assert (judged["verdict"] != TIE).sum() == 2 < (pooled["verdict"] != TIE).sum() == 4  # out of sample: the ends
+    few = floors_table(pd.DataFrame(), pd.concat([mem, gemm.iloc[:5]]), RULES)
+    assert np.isnan(few.set_index(["bound"]).loc["compute", "floor"])
 
 
 def test_the_papers_a_a_sentence_gives_the_floors_and_the_error_without_them():
@@ -84,13 +105,45 @@ def test_the_papers_a_a_sentence_gives_the_floors_and_the_error_without_them():
     rates = pd.DataFrame(rows, columns=["method", "frame", "size_class", "pairs", "tie", "false_positive"])
     rates = rates.assign(not_comparable=0, tie_rate=rates["tie"] / rates["pairs"],
                          false_positive_rate=rates["false_positive"] / rates["pairs"])
-    floors = pd.DataFrame([("unpaired", "gpu", "middle", 10, 0.074), ("unpaired", "loop", "middle", 3, np.nan)],
-                          columns=["rule", "frame", "size_class", "pairs", "floor"])
+    floors = pd.DataFrame([("unpaired", "gpu", "middle", "all", 10, 0.074),
+                           ("unpaired", "gpu", "long", "all", 25, 0.01),
+                           ("unpaired", "gpu", "long", "compute", 15, 0.041),
+                           ("unpaired", "loop", "middle", "all", 3, np.nan)],
+                          columns=["rule", "frame", "size_class", "bound", "pairs", "floor"])
     text = aa_sentence(rates, "h200", floors)
     assert "of 10 pairs timed apart, the unpaired rule called 1 pair faster or slower" in text
-    assert "A/A floors on the H200 are GPU time 7.4\\,\\% middle." in text
+    assert "A/A floors on the H200 are GPU time 7.4\\,\\% middle, 1\\,\\% long (4.1\\,\\% compute-bound)." in text
     assert "Without them the rule called 40\\,\\% of the same pairs different." in text
     assert "erred on 10\\,\\% of these identical pairs" in text
     assert unpaired_caveat(rates, "h200") == ("The H200's verdicts compare cells timed apart beyond floors measured "
                                               "on identical pairs, a rule that called 10\\,\\% of identical pairs "
                                               "different out of sample.")
+
+
+def test_pairs_of_two_sources_take_their_bound_from_their_cells():
+    """The sweep's GEMM pairs carry their bound; the repeatability table's pairs (no bound column: NaN once the two
+    are concatenated) take their cell's from the raw rows."""
+    from analysis.aa_floors import with_bound
+
+    raw = pd.DataFrame({
+        "gpu": "h200",
+        "kernel": "gelu",
+        "impl": "builtin",
+        "dtype": "bfloat16",
+        "size": [256, 8192],
+        "pass": "fwd",
+        "compute_unit": "bf16",
+        "flops": [1e5, 1e8],
+        "bytes": [1e5, 1e8]
+    })
+    repeat = pd.DataFrame({
+        "kernel": "gelu",
+        "impl": "builtin",
+        "dtype": "bfloat16",
+        "size": [256, 8192],
+        "pass": "fwd",
+        "speedup": 1.0
+    })
+    gemm = pd.DataFrame({"speedup": [1.0], "bound": ["compute"]})
+    got = with_bound(pd.concat([gemm, repeat], ignore_index=True), raw)
+    assert got["bound"].tolist() == ["compute", "memory", "memory"]
