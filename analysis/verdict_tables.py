@@ -23,7 +23,7 @@ FRAME = {"gpu": "GPU time", "graph": "CUDA graph", "loop": "Python loop"}
 RULE = {
     "paired": "paired",
     "paired, interval only": "paired, no floor",
-    "unpaired": "unpaired, no floor",
+    "unpaired": "unpaired, no A/A floor",
     UNPAIRED_METHOD: "unpaired"
 }
 SOURCE = {
@@ -44,14 +44,40 @@ def aa_table(rates: pd.DataFrame) -> str:
         "rule": r["method"].map(RULE).fillna(r["method"]),
         "pairs from": r["source"].map(SOURCE).fillna(r["source"]),
         "frame": r["frame"].map(FRAME),
-        "cells": r["size_class"],
+        "length": r["size_class"],
         "pairs": r["pairs"].astype(int),
         "tie [%]": 100 * r["tie_rate"],
-        "win [%]": 100 * r["false_positive_rate"],
+        "faster/slower [%]": 100 * r["false_positive_rate"],
         "n/c [%]": 100 * r["not_comparable"] / r["pairs"]
     })
     return table_latex(rows, formats={c: (lambda v: fmt(v, 3))
-                                      for c in ("tie [%]", "win [%]", "n/c [%]")}, align="llllrrrr")
+                                      for c in ("tie [%]", "faster/slower [%]", "n/c [%]")}, align="llllrrrr")
+
+
+def floors_table_tex(floors: pd.DataFrame) -> str:
+    """The unpaired rule's A/A floors of one GPU (analysis/aa_floors's table): per frame and length class, the pairs,
+    the pooled floor and each bound's, in percent ('--': too few pairs)."""
+    f = floors[floors["rule"] == "unpaired"] if len(floors) else floors
+    if f.empty:
+        return "\\emph{No pairs known identical were timed apart on this device.}\\par\n"
+    order = {"gpu": 0, "graph": 1, "loop": 2, "short": 0, "middle": 1, "long": 2}
+    rows = []
+    for (frame, cls), g in sorted(f.groupby(["frame", "size_class"]), key=lambda kv:
+                                  (order[kv[0][0]], order[kv[0][1]])):
+        v = g.set_index("bound")
+        pct = lambda b: 100 * float(v.loc[b, "floor"]) if b in v.index else np.nan  # noqa: E731
+        rows.append({
+            "frame": FRAME.get(frame, frame),
+            "length": cls,
+            "pairs": int(v.loc["all", "pairs"]) if "all" in v.index else int(g["pairs"].sum()),
+            "floor [%]": pct("all"),
+            "memory-bound [%]": pct("memory"),
+            "compute-bound [%]": pct("compute")
+        })
+    fmt2 = lambda x: "--" if not np.isfinite(x) else fmt(x, 2)  # noqa: E731
+    return table_latex(pd.DataFrame(rows),
+                       formats={c: fmt2
+                                for c in ("floor [%]", "memory-bound [%]", "compute-bound [%]")}, align="llrrrr")
 
 
 def aa_macros(m: Macros, rates: pd.DataFrame, gpu: str) -> None:
@@ -101,8 +127,8 @@ def aa_sentence(rates: pd.DataFrame, gpu: str, floors: pd.DataFrame | None = Non
         rule = "paired" if method == "paired" else "unpaired"
         parts.append(f"of {count_phrase(int(g['pairs'].sum()), 'pair')} {what}, the {rule} rule called "
                      f"{count_phrase(wins, 'pair')} faster or slower" + (f" and {nc} not comparable" if nc else "") +
-                     f" (a tie in at least {fmt(100 * worst['tie_rate'], 3)}\\,\\% of the pairs of every frame and "
-                     f"size class; {int((g['tie_rate'] >= GOAL).sum())} of {len(g)} such groups reach "
+                     f" (a tie in at least {fmt(100 * worst['tie_rate'], 3)}\\,\\% of the pairs of every group of "
+                     f"source, frame and length class; {int((g['tie_rate'] >= GOAL).sum())} of {len(g)} groups reach "
                      f"{fmt(100 * GOAL)}\\,\\%)")
     if not parts:
         return f"No pairs known identical were timed on the {gpu.upper()}."
@@ -120,25 +146,15 @@ def aa_sentence(rates: pd.DataFrame, gpu: str, floors: pd.DataFrame | None = Non
 
 
 def floors_sentence(rates: pd.DataFrame, gpu: str, floors: pd.DataFrame | None) -> str:
-    """The unpaired rule's A/A floors on one GPU, by frame and class (the memory-bound cells' where measured, else
-    the pooled one; the compute-bound cells' beside it where measured), and the rule's A/A error without them."""
+    """The range of the unpaired rule's A/A floors on one GPU (their table: floors_table_tex), and the rule's A/A
+    error without them."""
     if floors is None or floors.empty:
         return ""
     f = floors[(floors["rule"] == "unpaired") & np.isfinite(floors["floor"].astype(float))]
     if f.empty:
         return ""
-    order = {"short": 0, "middle": 1, "long": 2}
-    by_frame = []
-    for frame, g in f.assign(o=f["size_class"].map(order)).sort_values("o").groupby("frame", sort=False):
-        cells = []
-        for cls, c in g.groupby("size_class", sort=False):
-            v = c.set_index("bound")["floor"]
-            text = f"{fmt(100 * v.get('memory', v.get('all')), 2)}\\,\\% {cls}"
-            if "compute" in v:
-                text += f" ({fmt(100 * v['compute'], 2)}\\,\\% compute-bound)"
-            cells.append(text)
-        by_frame.append(f"{FRAME.get(frame, frame)} " + ", ".join(cells))
-    text = f" The unpaired rule's A/A floors on the {gpu.upper()} are " + "; ".join(by_frame) + "."
+    text = (f" The unpaired rule's A/A floors on the {gpu.upper()} (Table~\\ref{{tab:aa-floors}}) run from "
+            f"{fmt(100 * f['floor'].min(), 2)}\\,\\% to {fmt(100 * f['floor'].max(), 2)}\\,\\%.")
     bare = rates[(rates["method"] == "unpaired") & (rates["pairs"] > 0)]
     if len(bare) and apart_method(rates) == UNPAIRED_METHOD:
         text += f" Without them the rule called {_rate(bare)}\\,\\% of the same pairs different."
@@ -155,7 +171,7 @@ def unpaired_caveat(rates: pd.DataFrame, gpu: str) -> str:
     return (f"The {gpu.upper()}'s verdicts compare cells timed apart" +
             (" beyond floors measured on identical pairs," if floored else ",") +
             f" a rule that called {_rate(apart)}\\,\\% of identical pairs different" +
-            (" out of sample." if floored else "."))
+            (" (each pair judged against floors from the other cells' pairs)." if floored else "."))
 
 
 def matmul_verdicts(table: pd.DataFrame, metrics: pd.DataFrame, gpu: str, sizes=(4096, 8192)) -> pd.DataFrame:
@@ -222,7 +238,7 @@ def main(argv=None) -> int:
     out = Path(args.outdir)
     metrics = pd.read_parquet(args.metrics)
     m = Macros()
-    aa_parts, mm_parts, sentences = [], [], []
+    aa_parts, mm_parts, sentences, floor_parts = [], [], [], []
     several = sum(Path(p).stem.removeprefix("aa_") != "cpu" for p in args.aa) > 1  # then each table is headed
     for path in args.aa:
         gpu = Path(path).stem.removeprefix("aa_")
@@ -232,6 +248,8 @@ def main(argv=None) -> int:
         aa_macros(m, rates, gpu)
         floors = [pd.read_csv(f) for f in args.floors if Path(f).stem.removeprefix("floors_") == gpu]
         sentences.append(aa_sentence(rates, gpu, floors[0] if floors else None))
+        floor_parts.append(f"\\par\\smallskip\\textbf{{{gpu.upper()}}}\\par\n" if several else "")
+        floor_parts.append(floors_table_tex(floors[0] if floors else pd.DataFrame()))
         aa_parts.append(f"\\par\\smallskip\\textbf{{{gpu.upper()}}}\\par\n" if several else "")
         aa_parts.append(aa_table(rates))
     for path in args.paired:
@@ -281,6 +299,8 @@ def main(argv=None) -> int:
     m.add("VerdictLongUs", fmt(rules.long_cell_us), "long cells start here, microseconds")
     write_text("".join(p for p in aa_parts if p) or "\\emph{No A/A pairs were timed on a GPU.}\\par\n",
                out / "table_aa.tex")
+    write_text("".join(p for p in floor_parts if p) or "\\emph{No A/A pairs were timed on a GPU.}\\par\n",
+               out / "table_aa_floors.tex")
     write_text("".join(mm_parts) or "\\emph{No matrix-product cells at 4096 or 8192 were timed in pairs.}\\par\n",
                out / "table_matmul_verdicts.tex")
     write_text(m.text().replace("analysis/paper_inputs.py", "analysis/verdict_tables.py"), out / "macros_verdicts.tex")

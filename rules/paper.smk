@@ -82,6 +82,7 @@ rule paper_verdicts:
         script="analysis/verdict_tables.py",
     output:
         aa=update("results/paper/generated/table_aa.tex"),
+        aa_floors=update("results/paper/generated/table_aa_floors.tex"),
         matmul=update("results/paper/generated/table_matmul_verdicts.tex"),
         macros=update("results/paper/generated/macros_verdicts.tex"),
     params:

@@ -112,12 +112,17 @@ def test_the_papers_a_a_sentence_gives_the_floors_and_the_error_without_them():
                           columns=["rule", "frame", "size_class", "bound", "pairs", "floor"])
     text = aa_sentence(rates, "h200", floors)
     assert "of 10 pairs timed apart, the unpaired rule called 1 pair faster or slower" in text
-    assert "A/A floors on the H200 are GPU time 7.4\\,\\% middle, 1\\,\\% long (4.1\\,\\% compute-bound)." in text
+    assert "A/A floors on the H200 (Table~\\ref{tab:aa-floors}) run from 1\\,\\% to 7.4\\,\\%." in text
+    from analysis.verdict_tables import floors_table_tex
+    table = floors_table_tex(floors)
+    assert "GPU time & long & 25 & 1 & -- & 4.1" in table and "GPU time & middle & 10 & 7.4 & -- & --" in table
+    assert "Python loop & middle & 3 & -- & -- & --" in table
     assert "Without them the rule called 40\\,\\% of the same pairs different." in text
     assert "erred on 10\\,\\% of these identical pairs" in text
     assert unpaired_caveat(rates, "h200") == ("The H200's verdicts compare cells timed apart beyond floors measured "
                                               "on identical pairs, a rule that called 10\\,\\% of identical pairs "
-                                              "different out of sample.")
+                                              "different (each pair judged against floors from the other cells' "
+                                              "pairs).")
 
 
 def test_pairs_of_two_sources_take_their_bound_from_their_cells():
