@@ -163,9 +163,50 @@ def floor_of(floors: dict, frame: str, cls: str, bound: str) -> float:
     return floors.get((frame, cls, bound), floors.get((frame, cls, "all"), np.nan))
 
 
-def read(path) -> pd.DataFrame:
-    """A floors file, or an empty table where none is given."""
-    return pd.read_csv(path) if path else pd.DataFrame(columns=COLUMNS)
+def read_floors(paths) -> dict[str, pd.DataFrame]:
+    """{gpu: its floors table} of results/paired/floors_<gpu>.csv files."""
+    from pathlib import Path
+
+    return {Path(p).stem.removeprefix("floors_"): pd.read_csv(p) for p in paths}
+
+
+def apply_floors(metrics: pd.DataFrame, floors: dict[str, pd.DataFrame],
+                 rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
+    """The metrics with every verdict judged again beyond its GPU's run-level A/A floors (``floors``: read_floors):
+    the floors as the rows' ``aa_floor_<frame>_<class>_<bound>`` columns, the unpaired verdicts again
+    (analysis/metrics.judge_unpaired), then where a row has paired rounds its paired verdict again, beyond the
+    paired rule's pooled floor of its frame and class (as analysis/paired.with_aa_floors judges the twins: paired
+    sides share the clock). A GPU without floors keeps its verdicts."""
+    from analysis.metrics import FRAMES, judge_unpaired
+    from rooflab.verdicts import paired_verdict
+
+    if metrics.empty or "gpu" not in metrics:
+        return metrics
+    parts = []
+    for gpu, m in metrics.groupby("gpu", sort=False):
+        f = floors.get(str(gpu))
+        if f is None or f.empty:
+            parts.append(m)
+            continue
+        m = judge_unpaired(m.assign(**floor_columns(lookup(f, "unpaired"))), rules)
+        paired = lookup(f, "paired")
+        for base in ("builtin", "naive"):
+            for frame, col in FRAMES.items():
+                prefix = "" if frame == "gpu" else f"{frame}_"
+                s_col, lo_col, hi_col = (f"{prefix}paired_{x}_vs_{base}" for x in ("speedup", "lo", "hi"))
+                if s_col not in m or not m[s_col].notna().any():
+                    continue
+                base_ms = m[col] * m[f"{prefix}speedup_vs_{base}"]
+                classes = np.atleast_1d(rules.size_class(1e3 * np.fmin(m[col], base_ms).to_numpy(dtype=float)))
+                verdicts = m[f"{prefix}verdict_vs_{base}"].astype(object).to_numpy().copy()
+                for i, (s, lo, hi, cls) in enumerate(zip(m[s_col], m[lo_col], m[hi_col], classes)):
+                    if np.isfinite(s) and np.isfinite(lo) and np.isfinite(hi) and lo > 0 and hi > 0:
+                        half = float(np.expm1((np.log(hi) - np.log(lo)) / 2))
+                        verdicts[i] = paired_verdict(s, lo, hi, half, str(cls), rules,
+                                                     paired.get((frame, str(cls), "all"), np.nan))
+                m[f"{prefix}verdict_vs_{base}"] = verdicts
+        parts.append(m)
+    return pd.concat(parts).loc[metrics.index]
 
 
 def unpaired_out_of_sample(unpaired: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:

@@ -23,7 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from analysis.aa_floors import floor_columns, noise_floor  # noqa: F401 (noise_floor: its home for the callers)
+from analysis.aa_floors import noise_floor
 
 from analysis.columns import flags, texts
 from rooflab.gpus import SPECS
@@ -110,14 +110,13 @@ def _own_spec_column(df: pd.DataFrame, prefix: str) -> np.ndarray:
     return out
 
 
-def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame, rules=None, floors: dict | None = None) -> pd.DataFrame:
+def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame, rules=None) -> pd.DataFrame:
     """The metrics of every raw row; ``rules`` (rooflab/verdicts.VerdictRules, config verdicts; default: the
-    schema's) judge the unpaired verdicts, each beyond its frame and class's A/A floor where ``floors`` has one
-    ({(frame, size class): floor}, analysis/aa_floors.lookup)."""
+    schema's) judge the unpaired verdicts (without the run's A/A floors: analysis/aa_floors.apply_floors adds them
+    to the run's tables)."""
     from rooflab.io import legacy_math_modes
 
     df = raw.copy() if "math_mode" in raw else legacy_math_modes(raw)
-    df = df.assign(**floor_columns(floors or {}))  # every verdict beyond them (analysis/aa_floors.noise_floor)
     if "shape" not in df:  # a frame without shapes (made by hand): each size its own cell
         df["shape"] = df["size"].astype(str)
     # Claimable: correct and timed, and (for torch.compile) really compiled; a silent eager fallback is flagged in
@@ -207,9 +206,15 @@ def compute_metrics(raw: pd.DataFrame, ceilings: pd.DataFrame, rules=None, floor
     df["above_roof"] = (excess > ROOF_SIGMA * rse.fillna(0)) & ok
     df["above_roof_reason"] = [above_roof_reason(r) if a else "" for a, (_, r) in zip(df["above_roof"], df.iterrows())]
 
-    # Speedups within one cell (one precision and math mode), among correct, unthrottled cells, in the three frames:
-    # GPU time (median_ms), CUDA-graph replay (graph_median_ms), the Python loop (loop_ms); and the verdict in GPU
-    # time: faster / slower only beyond noise (the verdict rules' k_sigma standard errors and floor), else a tie.
+    return judge_unpaired(df, rules)
+
+
+def judge_unpaired(df: pd.DataFrame, rules=None) -> pd.DataFrame:
+    """Speedups within one cell (one precision and math mode), among claimable rows (correct, unthrottled), in the
+    three frames: GPU time (median_ms), CUDA-graph replay (graph_median_ms), the Python loop (loop_ms); and the
+    verdict in each: faster / slower only beyond noise (analysis/aa_floors.noise_floor: the verdict rules' k_sigma
+    standard errors, their floor, and the run's A/A floors where the rows carry them), else a tie."""
+    ok = flags(df, "claimable")
     key = pd.MultiIndex.from_frame(df[CELL])
     for base in ("builtin", "naive"):
         for frame, col in FRAMES.items():
@@ -327,34 +332,33 @@ def apply_paired(df: pd.DataFrame, table: pd.DataFrame, rules=None) -> pd.DataFr
     return df
 
 
-def build(raw_paths, ceiling_paths, out: str, paired_paths=(), verdict_settings: dict | None = None,
-          floors_path=None) -> pd.DataFrame:
-    """The metrics of one (gpu, kernel): its unpaired verdicts, then its paired ones where it has rounds, each
-    beyond its rule's A/A floors of the run (``floors_path``: analysis/aa_floors's table; None: no floors)."""
-    from analysis import aa_floors
-    from analysis.paired import judge_with_floors, read_rounds, verdict_table
+def build(raw_paths, ceiling_paths, out: str, paired_paths=(), verdict_settings: dict | None = None) -> pd.DataFrame:
+    """The metrics of one (gpu, kernel): its unpaired verdicts, then its paired ones where it has rounds (the run's
+    A/A floors come later, over every kernel: concat)."""
+    from analysis.paired import read_rounds, verdict_table
     from rooflab.io import CEILING_COLUMNS, read_raw_many, read_results, write_parquet
     from rooflab.verdicts import VerdictRules
 
     raw = read_raw_many(raw_paths)
     ceilings = pd.concat([read_results(p, CEILING_COLUMNS) for p in ceiling_paths], ignore_index=True)
     rules = VerdictRules.from_config(verdict_settings)
-    floors = aa_floors.read(floors_path)
-    table = judge_with_floors(verdict_table(read_rounds(paired_paths), rules), aa_floors.lookup(floors, "paired"),
-                              rules)
-    metrics = apply_paired(compute_metrics(raw, ceilings, rules, aa_floors.lookup(floors, "unpaired")), table)
+    metrics = apply_paired(compute_metrics(raw, ceilings, rules), verdict_table(read_rounds(paired_paths), rules))
     write_parquet(metrics, out)
     return metrics
 
 
-def concat(paths, out: str) -> pd.DataFrame:
-    """results/metrics.parquet: the per-(gpu, kernel) metrics files one after the other. Nothing is computed across
-    kernels (speedups compare implementations within one cell; ceilings are the device's), so this is the table one
-    build over every raw file would give."""
+def concat(paths, out: str, floor_paths=(), verdict_settings: dict | None = None) -> pd.DataFrame:
+    """results/metrics.parquet: the per-(gpu, kernel) metrics files one after the other, every verdict judged again
+    beyond its GPU's run-level A/A floors (``floor_paths``: results/paired/floors_<gpu>.csv; analysis/aa_floors:
+    measured over every kernel of the run, so applied here and not per kernel, where a kernel's edit would make every
+    other kernel's metrics stale)."""
+    from analysis.aa_floors import apply_floors, read_floors
     from rooflab.io import write_parquet
+    from rooflab.verdicts import VerdictRules
 
     frames = [pd.read_parquet(p) for p in paths]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    df = apply_floors(df, read_floors(floor_paths), VerdictRules.from_config(verdict_settings))
     write_parquet(df, out)
     return df
 
@@ -369,14 +373,14 @@ def main(argv=None) -> None:
     ap.add_argument("--ceilings", nargs="*", default=[])
     ap.add_argument("--paired", nargs="*", default=[], help="the kernel's paired rounds (rooflab/paired.py)")
     ap.add_argument("--verdicts", default="{}", help="config verdicts, as JSON (rooflab/verdicts.py)")
-    ap.add_argument("--floors", default=None, help="the run's A/A floors (analysis/aa_floors.py)")
+    ap.add_argument("--floors", nargs="*", default=[], help="with --concat: results/paired/floors_<gpu>.csv files")
     ap.add_argument("--concat", nargs="*", default=None, help="per-kernel metrics files to concatenate")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
     import json
 
-    m = concat(a.concat, a.out) if a.concat is not None else \
-        build(a.raw, a.ceilings, a.out, a.paired, json.loads(a.verdicts), a.floors)
+    m = concat(a.concat, a.out, a.floors, json.loads(a.verdicts)) if a.concat is not None else \
+        build(a.raw, a.ceilings, a.out, a.paired, json.loads(a.verdicts))
     status = m["status"] if "status" in m else pd.Series(dtype=str)
     print(f"{len(m)} rows, {int((status == 'ok').sum())} ok")
 

@@ -121,20 +121,6 @@ def aa_floors(table: pd.DataFrame, rules: VerdictRules = VerdictRules(), leave_o
     return out
 
 
-def judge_with_floors(table: pd.DataFrame, floors: dict, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
-    """The table's verdicts again, each beyond its frame and class's pooled floor in ``floors`` ({(frame, size class,
-    bound): floor}: the run's A/A floors, analysis/aa_floors.lookup; the twins' pooled floor, as with_aa_floors judges
-    the twins themselves: paired sides share the clock); ``aa_floor`` the floor applied (NaN: none)."""
-    if table.empty or not floors:
-        return table
-    t = table.copy()
-    t["aa_floor"] = [floors.get((r.frame, r.size_class, "all"), np.nan) for r in t.itertuples()]
-    t["verdict"] = [
-        paired_verdict(r.speedup, r.lo, r.hi, r.half_width, r.size_class, rules, r.aa_floor) for r in t.itertuples()
-    ]
-    return t
-
-
 def with_aa_floors(table: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
     """The table judged again with the A/A floors: ``verdict_interval`` keeps the verdict of the interval alone,
     ``aa_floor`` the floor applied and ``verdict`` the verdict with it (twins: floors from the other kernels)."""

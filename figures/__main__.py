@@ -24,6 +24,8 @@ def figure_argv(fig: str, a: argparse.Namespace) -> list[str]:
         argv += ["--kernel", a.kernel]
     if fig == "fusion":
         argv += ["--profiles", *a.profiles]
+    if fig == "speedup":  # its text says tie within noise: the run's A/A floors (analysis/aa_floors)
+        argv += ["--floors", *a.floors, "--verdicts", a.verdicts]
     return argv
 
 
@@ -33,6 +35,8 @@ def main(argv=None) -> None:
     ap.add_argument("--kernel", help="for the figures of kernel scope")
     ap.add_argument("--metrics", nargs="+", required=True)
     ap.add_argument("--profiles", nargs="*", default=[], help="profiles parquet files (the fusion figure)")
+    ap.add_argument("--floors", nargs="*", default=[], help="results/paired/floors_<gpu>.csv (the speedup figure)")
+    ap.add_argument("--verdicts", default="{}", help="config verdicts, as JSON (the speedup figure)")
     ap.add_argument("--outdir", default="results/figures")
     drawn_here = sorted(f for f, scope in SCOPES.items() if scope in ("gpu", "kernel"))  # shapes: rules/shapes.smk
     ap.add_argument("figures", nargs="+", choices=drawn_here)

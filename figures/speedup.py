@@ -124,9 +124,21 @@ def wrap_title(fig, title: str, width_pt: float) -> str:
 
 
 def main(argv=None):
-    args = parse_args(SCOPE, argv)
+    import argparse
+    import json
+
+    from analysis.aa_floors import apply_floors, read_floors
+    from rooflab.verdicts import VerdictRules
+
+    # the run's A/A floors (results/paired/floors_<gpu>.csv) and config verdicts: the verdicts the paper's are
+    extra = argparse.ArgumentParser(add_help=False)
+    extra.add_argument("--floors", nargs="*", default=[])
+    extra.add_argument("--verdicts", default="{}")
+    floors, rest = extra.parse_known_args(argv)
+    args = parse_args(SCOPE, rest)
     setup()
-    metrics = read_metrics(args.metrics)
+    metrics = apply_floors(read_metrics(args.metrics), read_floors(floors.floors),
+                           VerdictRules.from_config(json.loads(floors.verdicts)))
     df = claimable(metrics, args.gpu).dropna(subset=["speedup_vs_builtin"])
     title = f"Speedup over the PyTorch builtin on {gpu_name(args.gpu)} ({time_frame(args.gpu)})"
     if df[df["impl"] != "builtin"].empty:

@@ -38,7 +38,6 @@ rule metrics_kernel:
         raw=get_raw_of,
         ceilings=get_ceilings_of,
         paired=get_paired_of_kernel,
-        floors="results/paired/floors_{gpu}.csv",
         script="analysis/metrics.py",
         code=["analysis/aa_floors.py", "analysis/columns.py", "analysis/paired.py", "rooflab/verdicts.py"],
         specs="rooflab/gpus.py",
@@ -53,21 +52,27 @@ rule metrics_kernel:
         host=1,
     run:
         run_main("analysis.metrics", ["--raw", input.raw, "--ceilings", input.ceilings, "--paired", input.paired,
-                                      "--verdicts", params.verdicts, "--floors", input.floors, "--out", output], log)
+                                      "--verdicts", params.verdicts, "--out", output], log)
 
 
 rule metrics:
+    """Every (gpu, kernel) metrics file, each verdict judged again beyond its GPU's run-level A/A floors."""
     input:
-        get_metrics,
+        metrics=get_metrics,
+        floors=get_aa_floors,
+        code="analysis/aa_floors.py",
     output:
         update("results/metrics.parquet"),
+    params:
+        verdicts=json.dumps(config.get("verdicts", {})),
     log:
         "logs/analysis/metrics.log",
     priority: ANALYSIS_PRIORITY
     resources:
         host=1,
     run:
-        run_main("analysis.metrics", ["--concat", input, "--out", output], log)
+        run_main("analysis.metrics", ["--concat", input.metrics, "--floors", input.floors, "--verdicts",
+                                      params.verdicts, "--out", output], log)
 
 
 rule paired_verdicts:
@@ -78,6 +83,7 @@ rule paired_verdicts:
         raw=get_raw_of_gpu,
         repeatability=get_repeatability_of,
         script="analysis/paired.py",
+        code="analysis/aa_floors.py",
         rules="rooflab/verdicts.py",
     output:
         table=update("results/paired/{gpu}.parquet"),

@@ -21,13 +21,16 @@ rule figure_gpu:
     input:
         metrics=get_metrics_of,
         profiles=get_profiles_of,
+        floors="results/paired/floors_{gpu}.csv",
         script="figures/{fig}.py",
-        code=FIGURE_CODE,
+        code=FIGURE_CODE + ["analysis/aa_floors.py"],
     output:
         pdf=update("results/figures/{gpu}/{fig}.pdf"),
         png=update(report("results/figures/{gpu}/{fig}.png", category="Figures", subcategory="{fig}",
                           caption="../report/figure.rst",
                           labels={"figure": "{fig}", "gpu": "{gpu}", "kernel": "all"})),
+    params:
+        verdicts=json.dumps(config.get("verdicts", {})),
     log:
         "logs/figures/{gpu}/{fig}.log",
     wildcard_constraints:
@@ -37,7 +40,8 @@ rule figure_gpu:
         host=1,
     run:
         run_main("figures.__main__", ["--gpu", wildcards.gpu, "--metrics", input.metrics, "--profiles",
-                                      input.profiles, "--outdir", "results/figures", wildcards.fig], log)
+                                      input.profiles, "--floors", input.floors, "--verdicts", params.verdicts,
+                                      "--outdir", "results/figures", wildcards.fig], log)
 
 
 rule figures_kernel:

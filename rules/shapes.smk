@@ -8,7 +8,6 @@ rule metrics_shapes:
     input:
         raw=get_shapes_raw_of,
         ceilings=get_shapes_ceilings_of,
-        floors="results/paired/floors_{gpu}.csv",
         script="analysis/metrics.py",
         specs="rooflab/gpus.py",
     output:
@@ -24,12 +23,15 @@ rule metrics_shapes:
         verdicts=json.dumps(config.get("verdicts", {})),
     shell:
         "{params.python} -m analysis.metrics --raw {input.raw} --ceilings {input.ceilings} "
-        "--verdicts {params.verdicts:q} --floors {input.floors} --out {output} > {log} 2>&1"
+        "--verdicts {params.verdicts:q} --out {output} > {log} 2>&1"
 
 
 rule shapes_table:
+    """Every shape set's metrics, each verdict judged again beyond its GPU's run-level A/A floors."""
     input:
-        get_shapes_metrics,
+        metrics=get_shapes_metrics,
+        floors=get_aa_floors,
+        code="analysis/aa_floors.py",
     output:
         update("results/shapes.parquet"),
     log:
@@ -40,8 +42,10 @@ rule shapes_table:
         ENV
     params:
         python=PYTHON,
+        verdicts=json.dumps(config.get("verdicts", {})),
     shell:
-        "{params.python} -m analysis.metrics --concat {input} --out {output} > {log} 2>&1"
+        "{params.python} -m analysis.metrics --concat {input.metrics} --floors {input.floors} "
+        "--verdicts {params.verdicts:q} --out {output} > {log} 2>&1"
 
 
 rule figure_shapes:

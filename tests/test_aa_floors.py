@@ -63,7 +63,9 @@ def test_noise_floor_takes_the_run_floor_of_the_class_of_the_faster_side():
 
 def test_the_metrics_verdicts_stay_within_the_run_floor():
     """Ours 5 % slower than the builtin in a 30 us cell: slower by the configured 2 % floor; a tie once the run's
-    A/A pairs put the middle class's floor at 7 %."""
+    A/A pairs put the middle class's floor at 7 % (analysis/aa_floors.apply_floors, what results/metrics.parquet
+    holds); a memory-bound cell takes its bound's own floor where measured."""
+    from analysis.aa_floors import apply_floors
     from analysis.metrics import compute_metrics
     from tests.test_metrics import ceilings, raw_row
 
@@ -72,13 +74,46 @@ def test_the_metrics_verdicts_stay_within_the_run_floor():
         raw_row(impl="triton", median_ms=0.0315, rse_median=0.001)
     ])
     ours = lambda m: m[m["impl"] == "triton"].iloc[0]  # noqa: E731
-    assert ours(compute_metrics(raw, ceilings(), RULES))["verdict_vs_builtin"] == SLOWER
-    floored = compute_metrics(raw, ceilings(), RULES, {("gpu", "middle", "all"): 0.07})
+    m = compute_metrics(raw, ceilings(), RULES)
+    assert ours(m)["verdict_vs_builtin"] == SLOWER and ours(m)["bound"] == "memory"
+    floors = pd.DataFrame([("unpaired", "gpu", "middle", "all", 20, 0.07)],
+                          columns=["rule", "frame", "size_class", "bound", "pairs", "floor"])
+    floored = apply_floors(m, {"h200": floors}, RULES)
     assert ours(floored)["verdict_vs_builtin"] == TIE and ours(floored)["aa_floor_gpu_middle_all"] == 0.07
-    # a compute-bound cell's own floor, where measured, is not a memory-bound one's
-    assert ours(floored)["bound"] == "memory"
-    split = compute_metrics(raw, ceilings(), RULES, {("gpu", "middle", "all"): 0.07, ("gpu", "middle", "memory"): 0.01})
-    assert ours(split)["verdict_vs_builtin"] == SLOWER
+    assert ours(apply_floors(m, {"h100": floors}, RULES))["verdict_vs_builtin"] == SLOWER  # another GPU's: none
+    own = pd.concat([floors, floors.assign(bound="memory", floor=0.01)])
+    assert ours(apply_floors(m, {"h200": own}, RULES))["verdict_vs_builtin"] == SLOWER
+
+
+def test_a_paired_verdict_is_judged_again_beyond_the_paired_floor():
+    """A paired 4 % win, its interval clear of 1: faster; a tie beyond a paired A/A floor of 5 % (the unpaired
+    rule's floor does not touch it)."""
+    from analysis.aa_floors import apply_floors
+
+    cell = {
+        "gpu": "h200",
+        "kernel": "gelu",
+        "dtype": "bfloat16",
+        "math_mode": "",
+        "shape": "4096",
+        "size": 4096,
+        "pass": "fwd",
+        "claimable": True,
+        "rse_median": 0.001
+    }
+    paired = {"paired_speedup_vs_builtin": 1.04, "paired_lo_vs_builtin": 1.03, "paired_hi_vs_builtin": 1.05}
+    m = pd.DataFrame(
+        [cell | {
+            "impl": "builtin",
+            "median_ms": 0.104
+        }, cell | {
+            "impl": "triton",
+            "median_ms": 0.100
+        } | paired])
+    floors = pd.DataFrame([("paired", "gpu", "long", "all", 20, 0.05), ("unpaired", "gpu", "long", "all", 20, 0.001)],
+                          columns=["rule", "frame", "size_class", "bound", "pairs", "floor"])
+    assert apply_floors(m, {"h200": floors.iloc[1:]}, RULES)["verdict_vs_builtin"].iloc[1] == FASTER
+    assert apply_floors(m, {"h200": floors}, RULES)["verdict_vs_builtin"].iloc[1] == TIE
 
 
 def test_compute_bound_pairs_get_a_floor_of_their_own():
