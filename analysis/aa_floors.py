@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from rooflab.io import write_text
-from rooflab.verdicts import VerdictRules, unpaired_verdict
+from rooflab.verdicts import CLASSES, VerdictRules, unpaired_verdict
 
 COLUMNS = ["rule", "frame", "size_class", "bound", "pairs", "floor"]
 BOUNDS = ("memory", "compute")
@@ -182,31 +182,34 @@ def apply_floors(metrics: pd.DataFrame, floors: dict[str, pd.DataFrame],
 
     if metrics.empty or "gpu" not in metrics:
         return metrics
+    # one GPU's rows at a time, and one shape set's (rows of two sets may share a cell's key)
+    keys = ["gpu", "preset"] if "preset" in metrics else ["gpu"]
+    m_all = metrics.reset_index(drop=True)
     parts = []
-    for gpu, m in metrics.groupby("gpu", sort=False):
-        f = floors.get(str(gpu))
+    for key, m in m_all.groupby(keys, sort=False, dropna=False):
+        f = floors.get(str(key[0] if isinstance(key, tuple) else key))
         if f is None or f.empty:
             parts.append(m)
             continue
         m = judge_unpaired(m.assign(**floor_columns(lookup(f, "unpaired"))), rules)
         paired = lookup(f, "paired")
         for base in ("builtin", "naive"):
-            for frame, col in FRAMES.items():
+            for frame in FRAMES:
                 prefix = "" if frame == "gpu" else f"{frame}_"
-                s_col, lo_col, hi_col = (f"{prefix}paired_{x}_vs_{base}" for x in ("speedup", "lo", "hi"))
+                s_col, lo_col, hi_col, c_col = (f"{prefix}paired_{x}_vs_{base}" for x in ("speedup", "lo", "hi",
+                                                                                          "class"))
                 if s_col not in m or not m[s_col].notna().any():
                     continue
-                base_ms = m[col] * m[f"{prefix}speedup_vs_{base}"]
-                classes = np.atleast_1d(rules.size_class(1e3 * np.fmin(m[col], base_ms).to_numpy(dtype=float)))
+                classes = m[c_col].astype(str).to_numpy() if c_col in m else np.full(len(m), "")
                 verdicts = m[f"{prefix}verdict_vs_{base}"].astype(object).to_numpy().copy()
                 for i, (s, lo, hi, cls) in enumerate(zip(m[s_col], m[lo_col], m[hi_col], classes)):
-                    if np.isfinite(s) and np.isfinite(lo) and np.isfinite(hi) and lo > 0 and hi > 0:
+                    if cls in CLASSES and np.isfinite(s) and np.isfinite(lo) and np.isfinite(hi) and lo > 0 and hi > 0:
                         half = float(np.expm1((np.log(hi) - np.log(lo)) / 2))
-                        verdicts[i] = paired_verdict(s, lo, hi, half, str(cls), rules,
-                                                     paired.get((frame, str(cls), "all"), np.nan))
+                        verdicts[i] = paired_verdict(s, lo, hi, half, cls, rules, paired.get((frame, cls, "all"),
+                                                                                             np.nan))
                 m[f"{prefix}verdict_vs_{base}"] = verdicts
         parts.append(m)
-    return pd.concat(parts).loc[metrics.index]
+    return pd.concat(parts).sort_index().reset_index(drop=True)
 
 
 def unpaired_out_of_sample(unpaired: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:

@@ -58,8 +58,9 @@ def tied_best(cell: pd.DataFrame, col: str = "median_ms") -> pd.DataFrame:
     column = lambda name: cell[name].to_numpy(dtype=float, na_value=np.nan)[order]  # noqa: E731
     rse = column("rse_median") if "rse_median" in cell else np.full(len(order), np.nan)
     floors = {c: column(c) for c in cell if str(c).startswith("aa_floor_")}  # the run's A/A floors
-    narrow = pd.DataFrame({"median_ms": column("median_ms"), "rse_median": rse, **floors})
-    noise = noise_floor(narrow, np.full(len(order), rse[0]))
+    bound = {"bound": cell["bound"].astype(str).to_numpy()[order]} if "bound" in cell else {}
+    narrow = pd.DataFrame({"median_ms": column("median_ms"), "rse_median": rse, **floors, **bound})
+    noise = noise_floor(narrow, np.full(len(order), rse[0]), base_ms=np.full(len(order), vals[order[0]]))
     g = cell.iloc[order[vals[order] / vals[order[0]] - 1 <= noise]]
     return g if "rse_median" in g else g.assign(rse_median=np.nan)
 

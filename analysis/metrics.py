@@ -326,6 +326,8 @@ def apply_paired(df: pd.DataFrame, table: pd.DataFrame, rules=None) -> pd.DataFr
             df[col] = np.where(has, got["verdict"].to_numpy(dtype=object), current)
             for name, src in (("paired_speedup", "speedup"), ("paired_lo", "lo"), ("paired_hi", "hi")):
                 df[f"{prefix}{name}_vs_{base}"] = np.where(has, got[src].to_numpy(dtype=float), np.nan)
+            # the rounds' length class (their faster side's median): what the paired verdict was judged by
+            df[f"{prefix}paired_class_vs_{base}"] = np.where(has, got["size_class"].astype(str).to_numpy(), "")
             if frame == "gpu":
                 method = np.where(has, "paired", method)
         df[f"verdict_method_vs_{base}"] = method

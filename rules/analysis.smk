@@ -18,7 +18,7 @@ rule aa_floors:
         raw=get_raw_of_gpu,
         repeatability=get_repeatability_of,
         script="analysis/aa_floors.py",
-        code=["analysis/paired.py", "rooflab/verdicts.py"],
+        code=["analysis/paired.py", "rooflab/gpus.py", "rooflab/verdicts.py"],
     output:
         update("results/paired/floors_{gpu}.csv"),
     params:
@@ -83,7 +83,7 @@ rule paired_verdicts:
         raw=get_raw_of_gpu,
         repeatability=get_repeatability_of,
         script="analysis/paired.py",
-        code="analysis/aa_floors.py",
+        code=["analysis/aa_floors.py", "rooflab/gpus.py"],
         rules="rooflab/verdicts.py",
     output:
         table=update("results/paired/{gpu}.parquet"),

@@ -80,6 +80,7 @@ rule paper_verdicts:
         floors=get_aa_floors,
         metrics="results/metrics.parquet",
         script="analysis/verdict_tables.py",
+        code="analysis/aa_floors.py",
     output:
         aa=update("results/paper/generated/table_aa.tex"),
         aa_floors=update("results/paper/generated/table_aa_floors.tex"),

@@ -9,6 +9,7 @@ rule metrics_shapes:
         raw=get_shapes_raw_of,
         ceilings=get_shapes_ceilings_of,
         script="analysis/metrics.py",
+        code=["analysis/aa_floors.py", "rooflab/verdicts.py"],
         specs="rooflab/gpus.py",
     output:
         update("results/metrics/{gpu}/shapes/{preset}/{kernel}.parquet"),
@@ -50,9 +51,9 @@ rule shapes_table:
 
 rule figure_shapes:
     input:
-        metrics=get_shapes_metrics,
+        metrics="results/shapes.parquet",  # its verdicts beyond the run's A/A floors, as the paper's table
         script="figures/shapes.py",
-        code="figures/_common.py",
+        code=["figures/_common.py", "analysis/aa_floors.py", "analysis/shapes.py"],
     output:
         pdf=update("results/figures/{gpu}/shapes.pdf"),
         png=update(report("results/figures/{gpu}/shapes.png", category="Figures", subcategory="shapes",

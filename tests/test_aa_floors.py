@@ -101,7 +101,12 @@ def test_a_paired_verdict_is_judged_again_beyond_the_paired_floor():
         "claimable": True,
         "rse_median": 0.001
     }
-    paired = {"paired_speedup_vs_builtin": 1.04, "paired_lo_vs_builtin": 1.03, "paired_hi_vs_builtin": 1.05}
+    paired = {
+        "paired_speedup_vs_builtin": 1.04,
+        "paired_lo_vs_builtin": 1.03,
+        "paired_hi_vs_builtin": 1.05,
+        "paired_class_vs_builtin": "long"  # the rounds' class (analysis/metrics.apply_paired), whatever the sweep's
+    }
     m = pd.DataFrame(
         [cell | {
             "impl": "builtin",
@@ -114,6 +119,50 @@ def test_a_paired_verdict_is_judged_again_beyond_the_paired_floor():
                           columns=["rule", "frame", "size_class", "bound", "pairs", "floor"])
     assert apply_floors(m, {"h200": floors.iloc[1:]}, RULES)["verdict_vs_builtin"].iloc[1] == FASTER
     assert apply_floors(m, {"h200": floors}, RULES)["verdict_vs_builtin"].iloc[1] == TIE
+    middle = m.assign(paired_class_vs_builtin=["", "middle"])  # judged in the rounds' class: no paired floor there
+    assert apply_floors(middle, {"h200": floors}, RULES)["verdict_vs_builtin"].iloc[1] == FASTER
+
+
+def test_rows_of_two_shape_sets_with_one_cell_key_are_judged_within_their_own_set():
+    """The same shape in two sets: each set's Triton row against its own set's builtin (the llm set: ours 1.1x
+    faster; the custom set: ours 0.9x), whatever the rows' order; rows come back in order."""
+    from analysis.aa_floors import apply_floors
+
+    cell = {
+        "gpu": "h200",
+        "kernel": "gelu",
+        "dtype": "bfloat16",
+        "math_mode": "",
+        "shape": "4096",
+        "size": 4096,
+        "pass": "fwd",
+        "claimable": True,
+        "rse_median": 0.001
+    }
+    m = pd.DataFrame([
+        cell | {
+            "preset": "llm",
+            "impl": "builtin",
+            "median_ms": 0.110
+        }, cell | {
+            "preset": "custom",
+            "impl": "builtin",
+            "median_ms": 0.090
+        }, cell | {
+            "preset": "llm",
+            "impl": "triton",
+            "median_ms": 0.100
+        }, cell | {
+            "preset": "custom",
+            "impl": "triton",
+            "median_ms": 0.100
+        }
+    ])
+    floors = pd.DataFrame([("unpaired", "gpu", "long", "all", 20, 0.01)],
+                          columns=["rule", "frame", "size_class", "bound", "pairs", "floor"])
+    out = apply_floors(m, {"h200": floors}, RULES)
+    assert out["preset"].tolist() == m["preset"].tolist()
+    assert out["verdict_vs_builtin"].tolist()[2:] == [FASTER, SLOWER]
 
 
 def test_compute_bound_pairs_get_a_floor_of_their_own():
@@ -187,3 +236,20 @@ def test_pairs_of_two_sources_take_their_bound_from_their_cells():
     gemm = pd.DataFrame({"speedup": [1.0], "bound": ["compute"]})
     got = with_bound(pd.concat([gemm, repeat], ignore_index=True), raw)
     assert got["bound"].tolist() == ["compute", "memory", "memory"]
+
+
+def test_the_tied_fastest_use_the_same_floor_as_the_verdicts():
+    """A compute-bound cell 2.2 % behind the fastest: beyond the pooled long floor (1 %) and the set one (2 %), but
+    within the compute-bound cells' own (4.1 %), as its verdict is: both are named fastest."""
+    from analysis.claims import tied_best
+
+    cell = pd.DataFrame({
+        "impl": ["compile", "builtin"],
+        "median_ms": [2.86, 2.86 * 1.022],
+        "rse_median": 0.001,
+        "bound": "compute",
+        "aa_floor_gpu_long_all": 0.0099,
+        "aa_floor_gpu_long_compute": 0.041
+    })
+    assert tied_best(cell)["impl"].tolist() == ["compile", "builtin"]
+    assert tied_best(cell.drop(columns="bound"))["impl"].tolist() == ["compile"]
