@@ -9,6 +9,18 @@ from analysis.aa_floors import (UNPAIRED_METHOD, floor_columns, floors_table, lo
 from rooflab.verdicts import FASTER, SLOWER, TIE, VerdictRules
 
 RULES = VerdictRules(aa_floor_quantile=0.95, aa_floor_min_pairs=10)
+# one cell's columns as the metrics hold them (the key judge_unpaired pairs implementations by)
+CELL_ROW = {
+    "gpu": "h200",
+    "kernel": "gelu",
+    "dtype": "bfloat16",
+    "math_mode": "",
+    "shape": "4096",
+    "size": 4096,
+    "pass": "fwd",
+    "claimable": True,
+    "rse_median": 0.001
+}
 
 
 def pairs(speedups, frame="gpu", cls="middle", source="repeatability"):
@@ -90,17 +102,7 @@ def test_a_paired_verdict_is_judged_again_beyond_the_paired_floor():
     rule's floor does not touch it)."""
     from analysis.aa_floors import apply_floors
 
-    cell = {
-        "gpu": "h200",
-        "kernel": "gelu",
-        "dtype": "bfloat16",
-        "math_mode": "",
-        "shape": "4096",
-        "size": 4096,
-        "pass": "fwd",
-        "claimable": True,
-        "rse_median": 0.001
-    }
+    cell = CELL_ROW
     paired = {
         "paired_speedup_vs_builtin": 1.04,
         "paired_lo_vs_builtin": 1.03,
@@ -128,17 +130,7 @@ def test_rows_of_two_shape_sets_with_one_cell_key_are_judged_within_their_own_se
     faster; the custom set: ours 0.9x), whatever the rows' order; rows come back in order."""
     from analysis.aa_floors import apply_floors
 
-    cell = {
-        "gpu": "h200",
-        "kernel": "gelu",
-        "dtype": "bfloat16",
-        "math_mode": "",
-        "shape": "4096",
-        "size": 4096,
-        "pass": "fwd",
-        "claimable": True,
-        "rse_median": 0.001
-    }
+    cell = CELL_ROW
     m = pd.DataFrame([
         cell | {
             "preset": "llm",
