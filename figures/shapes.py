@@ -25,7 +25,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from analysis.columns import flags
 from analysis.shapes import one_dtype, ours_over_best
 from figures import SCOPES
-from figures._common import gpu_name, new_figure, no_data_figure, parse_args, read_metrics, save, setup
+from figures._common import gpu_name, new_figure, no_data_figure, parse_args, save, setup
 
 SCOPE = SCOPES["shapes"]
 
@@ -51,10 +51,12 @@ def x_quantity(metrics: pd.DataFrame, d: pd.DataFrame) -> dict[str, str]:
 
 
 def main(argv=None) -> None:
-    args = parse_args("gpu", argv)
+    from figures.speedup import floored_metrics
+
+    metrics, rules, rest = floored_metrics(argv)
+    args = parse_args("gpu", rest)
     setup()
-    metrics = read_metrics(args.metrics)
-    table = ours_over_best(metrics)
+    table = ours_over_best(metrics, rules)
     d = one_dtype(table[table["gpu"] == args.gpu])
     title = f"{gpu_name(args.gpu)}: ours over the best of PyTorch at real shapes"
     if d.empty:

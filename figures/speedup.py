@@ -123,22 +123,30 @@ def wrap_title(fig, title: str, width_pt: float) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
+def floored_metrics(argv=None):
+    """(metrics, rules, the other arguments) of a figure that draws verdicts: the --metrics files with each verdict
+    judged again beyond the run's A/A floors (--floors results/paired/floors_<gpu>.csv; analysis/aa_floors), by the
+    rules of --verdicts (config verdicts, as JSON): the verdicts the paper's tables give."""
     import argparse
     import json
 
     from analysis.aa_floors import apply_floors, read_floors
     from rooflab.verdicts import VerdictRules
 
-    # the run's A/A floors (results/paired/floors_<gpu>.csv) and config verdicts: the verdicts the paper's are
     extra = argparse.ArgumentParser(add_help=False)
     extra.add_argument("--floors", nargs="*", default=[])
     extra.add_argument("--verdicts", default="{}")
-    floors, rest = extra.parse_known_args(argv)
+    extra.add_argument("--metrics", nargs="+", required=True)
+    known, rest = extra.parse_known_args(argv)
+    rules = VerdictRules.from_config(json.loads(known.verdicts))
+    return apply_floors(read_metrics(known.metrics), read_floors(known.floors), rules), rules, \
+        ["--metrics", *known.metrics, *rest]
+
+
+def main(argv=None):
+    metrics, _, rest = floored_metrics(argv)
     args = parse_args(SCOPE, rest)
     setup()
-    metrics = apply_floors(read_metrics(args.metrics), read_floors(floors.floors),
-                           VerdictRules.from_config(json.loads(floors.verdicts)))
     df = claimable(metrics, args.gpu).dropna(subset=["speedup_vs_builtin"])
     title = f"Speedup over the PyTorch builtin on {gpu_name(args.gpu)} ({time_frame(args.gpu)})"
     if df[df["impl"] != "builtin"].empty:

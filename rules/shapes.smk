@@ -51,7 +51,8 @@ rule shapes_table:
 
 rule figure_shapes:
     input:
-        metrics="results/shapes.parquet",  # its verdicts beyond the run's A/A floors, as the paper's table
+        metrics=get_shapes_metrics,
+        floors="results/paired/floors_{gpu}.csv",  # its verdicts beyond the run's A/A floors, as the paper's table
         script="figures/shapes.py",
         code=["figures/_common.py", "analysis/aa_floors.py", "analysis/shapes.py"],
     output:
@@ -66,9 +67,10 @@ rule figure_shapes:
         ENV
     params:
         python=PYTHON,
+        verdicts=json.dumps(config.get("verdicts", {})),
     shell:
-        "{params.python} -m figures.shapes --gpu {wildcards.gpu} --metrics {input.metrics} --pdf {output.pdf} "
-        "--png {output.png} > {log} 2>&1"
+        "{params.python} -m figures.shapes --gpu {wildcards.gpu} --metrics {input.metrics} --floors {input.floors} "
+        "--verdicts {params.verdicts:q} --pdf {output.pdf} --png {output.png} > {log} 2>&1"
 
 
 rule paper_shapes:

@@ -172,7 +172,7 @@ def test_kernel_edit_reruns_that_kernels_jobs_and_the_cross_kernel_ones_only(rep
     rules = {j["rule"] for j in jobs} - {"measure_host", "metrics_kernel", "figures_kernel", "notebook"}
     assert rules <= {
         "all", "metrics", "figure_gpu", "paired_verdicts", "paper_inputs", "paper_verdicts", "paper_pdf",
-        "paper_sources", "projection_check", "aa_floors", "shapes_table", "paper_shapes"
+        "paper_sources", "projection_check", "aa_floors", "shapes_table", "paper_shapes", "figure_shapes"
     }, rules  # every one across kernels (aa_floors: the run's A/A floors, which the run-level tables apply)
     assert {"metrics", "paper_inputs"} <= rules
     assert not [j for j in job_names(jobs) if "vecadd" in j or "h200" in j], job_names(jobs)
