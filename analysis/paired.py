@@ -28,7 +28,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from analysis.aa_floors import bound_of, unpaired_out_of_sample, with_bound
+from analysis.aa_floors import bound_of, quantile_floor, unpaired_out_of_sample, with_bound
 from rooflab.io import write_parquet, write_text
 from rooflab.verdicts import (FASTER, NOT_COMPARABLE, SLOWER, TIE, VerdictRules, paired_speedup, paired_verdict,
                               unpaired_verdict)
@@ -114,11 +114,8 @@ def aa_floors(table: pd.DataFrame, rules: VerdictRules = VerdictRules(), leave_o
     twins = table[(table["aa"] == "twin") & np.isfinite(table["speedup"])]
     if leave_out is not None:
         twins = twins[twins["kernel"] != leave_out]
-    out = {}
-    for (frame, cls), g in twins.groupby(["frame", "size_class"]):
-        if len(g) >= rules.aa_floor_min_pairs:
-            out[(frame, cls)] = float(np.expm1(np.quantile(np.abs(np.log(g["speedup"])), rules.aa_floor_quantile)))
-    return out
+    floors = {key: quantile_floor(g["speedup"], rules) for key, g in twins.groupby(["frame", "size_class"])}
+    return {key: f for key, f in floors.items() if np.isfinite(f)}
 
 
 def with_aa_floors(table: pd.DataFrame, rules: VerdictRules = VerdictRules()) -> pd.DataFrame:
